@@ -1,0 +1,32 @@
+# The two commands of README.md. Both create .venv on first use and install the project into it.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo lint typecheck bench clean
+
+$(STAMP): pyproject.toml setup.py hss/_field.c
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "confar needs Python >= 3.11, found " + sys.version'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/pytest -q
+
+demo: $(STAMP)
+	$(BIN)/confar demo
+
+bench: $(STAMP)
+	$(BIN)/confar bench hss --json docs/bench-hss.json
+
+clean:
+	rm -rf $(VENV) build *.egg-info hss/_field*.so

@@ -1,0 +1,184 @@
+/*
+ * Vectorised arithmetic in the prime field F_p, p = 2^127 - 1 (a Mersenne prime).
+ *
+ * An element is stored as two little-endian uint64 words (lo, hi), always canonical: 0 <= x < p.
+ * Every function works on whole arrays (n elements = 2n words) so that Python pays one call per batch.
+ * Loaded with ctypes from hss/field.py; nothing here allocates, does I/O or keeps state.
+ *
+ * Why this prime: the comparison protocol needs p > 2^(k + kappa + 1 + log2 C(m,t)) for k-bit values
+ * and statistical security kappa (Catrina & de Hoogh 2010); 127 bits leave room for k = 42,
+ * kappa = 64 and m up to 16 parties. Reduction mod a Mersenne prime is a shift and an add, and
+ * (p + 1) / 4 = 2^125, so a square root is 125 squarings.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define API __declspec(dllexport)
+#else
+#define API __attribute__((visibility("default")))
+#endif
+
+typedef unsigned __int128 u128;
+
+static const u128 P = (((u128)1) << 127) - 1;
+
+static inline u128 ld(const uint64_t *a) { return (((u128)a[1]) << 64) | a[0]; }
+static inline void st(uint64_t *o, u128 v) {
+    o[0] = (uint64_t)v;
+    o[1] = (uint64_t)(v >> 64);
+}
+
+static inline u128 fold(u128 s) { /* s < 2^128 -> s mod p */
+    s = (s & P) + (s >> 127);
+    if (s >= P) s -= P;
+    return s;
+}
+static inline u128 addm(u128 a, u128 b) { return fold(a + b); } /* a, b < p: no overflow */
+static inline u128 subm(u128 a, u128 b) { return a >= b ? a - b : a + (P - b); }
+
+static inline u128 mulm(u128 a, u128 b) {
+    uint64_t a0 = (uint64_t)a, a1 = (uint64_t)(a >> 64);
+    uint64_t b0 = (uint64_t)b, b1 = (uint64_t)(b >> 64);
+    u128 p00 = (u128)a0 * b0;
+    u128 mid = (u128)a0 * b1 + (u128)a1 * b0; /* a1, b1 < 2^63: each term < 2^127, sum < 2^128 */
+    u128 p11 = (u128)a1 * b1;
+    u128 lo = p00 + (mid << 64);
+    u128 carry = lo < p00;
+    u128 hi = p11 + (mid >> 64) + carry; /* product = hi * 2^128 + lo, hi < 2^126 */
+    /* 2^128 = 2 (mod p), 2^127 = 1 (mod p) */
+    u128 r = (lo & P) + (lo >> 127) + (hi << 1);
+    return fold(r);
+}
+
+API void f_add(const uint64_t *a, const uint64_t *b, uint64_t *out, size_t n) {
+    for (size_t i = 0; i < n; i++) st(out + 2 * i, addm(ld(a + 2 * i), ld(b + 2 * i)));
+}
+
+API void f_sub(const uint64_t *a, const uint64_t *b, uint64_t *out, size_t n) {
+    for (size_t i = 0; i < n; i++) st(out + 2 * i, subm(ld(a + 2 * i), ld(b + 2 * i)));
+}
+
+API void f_mul(const uint64_t *a, const uint64_t *b, uint64_t *out, size_t n) {
+    for (size_t i = 0; i < n; i++) st(out + 2 * i, mulm(ld(a + 2 * i), ld(b + 2 * i)));
+}
+
+/* out[i] = a[i] * s */
+API void f_mul_scalar(const uint64_t *a, const uint64_t *s, uint64_t *out, size_t n) {
+    u128 sv = ld(s);
+    for (size_t i = 0; i < n; i++) st(out + 2 * i, mulm(ld(a + 2 * i), sv));
+}
+
+/* out[i] = a[i]^(2^k): k squarings. With k = 125 this is the square root of a quadratic residue. */
+API void f_pow2k(const uint64_t *a, uint64_t *out, size_t n, int k) {
+    for (size_t i = 0; i < n; i++) {
+        u128 x = ld(a + 2 * i);
+        for (int j = 0; j < k; j++) x = mulm(x, x);
+        st(out + 2 * i, x);
+    }
+}
+
+static u128 powm(u128 x, u128 e) {
+    u128 r = 1;
+    while (e) {
+        if (e & 1) r = mulm(r, x);
+        x = mulm(x, x);
+        e >>= 1;
+    }
+    return r;
+}
+
+/* Montgomery's batch inversion: 3(n-1) multiplications and one exponentiation.
+ * scratch holds n elements. Returns the index + 1 of the first zero element, 0 if all were invertible. */
+API size_t f_inv_batch(const uint64_t *a, uint64_t *out, uint64_t *scratch, size_t n) {
+    if (n == 0) return 0;
+    u128 acc = 1;
+    for (size_t i = 0; i < n; i++) {
+        u128 x = ld(a + 2 * i);
+        if (x == 0) return i + 1;
+        st(scratch + 2 * i, acc); /* prefix product of a[0..i-1] */
+        acc = mulm(acc, x);
+    }
+    u128 inv = powm(acc, P - 2);
+    for (size_t i = n; i-- > 0;) {
+        u128 x = ld(a + 2 * i);
+        st(out + 2 * i, mulm(inv, ld(scratch + 2 * i)));
+        inv = mulm(inv, x);
+    }
+    return 0;
+}
+
+/* out (r x n) = M (r x c) @ X (c x n), all field elements, row-major. */
+API void f_matmul(const uint64_t *M, const uint64_t *X, uint64_t *out, size_t r, size_t c, size_t n) {
+    for (size_t i = 0; i < r; i++) {
+        uint64_t *o = out + 2 * i * n;
+        for (size_t k = 0; k < n; k++) st(o + 2 * k, 0);
+        for (size_t j = 0; j < c; j++) {
+            u128 mij = ld(M + 2 * (i * c + j));
+            if (mij == 0) continue;
+            const uint64_t *x = X + 2 * j * n;
+            if (mij == 1) {
+                for (size_t k = 0; k < n; k++) st(o + 2 * k, addm(ld(o + 2 * k), ld(x + 2 * k)));
+            } else {
+                for (size_t k = 0; k < n; k++) st(o + 2 * k, addm(ld(o + 2 * k), mulm(mij, ld(x + 2 * k))));
+            }
+        }
+    }
+}
+
+/* Signed 64-bit integers into the field: negative x maps to p + x. */
+API void f_from_int64(const int64_t *x, uint64_t *out, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        int64_t v = x[i];
+        u128 e = v >= 0 ? (u128)(uint64_t)v : P - (u128)(uint64_t)(-(v + 1)) - 1;
+        st(out + 2 * i, e);
+    }
+}
+
+/* Field elements read as signed integers in (-p/2, p/2) into int64. Returns the index + 1 of the
+ * first element whose signed value does not fit in int64, 0 if all fit. */
+API size_t f_to_int64(const uint64_t *a, int64_t *out, size_t n) {
+    const u128 half = P >> 1;
+    for (size_t i = 0; i < n; i++) {
+        u128 v = ld(a + 2 * i);
+        if (v <= half) {
+            if (v > (u128)INT64_MAX) return i + 1;
+            out[i] = (int64_t)v;
+        } else {
+            u128 neg = P - v; /* value is -neg */
+            if (neg > ((u128)INT64_MAX) + 1) return i + 1;
+            out[i] = neg == ((u128)INT64_MAX) + 1 ? INT64_MIN : -(int64_t)neg;
+        }
+    }
+    return 0;
+}
+
+/* Field elements read as signed integers in (-p/2, p/2), as doubles scaled by 2^-scale_bits. */
+API void f_to_double(const uint64_t *a, double *out, size_t n, int scale_bits) {
+    const u128 half = P >> 1;
+    double scale = 1.0;
+    for (int j = 0; j < scale_bits; j++) scale *= 0.5;
+    for (size_t i = 0; i < n; i++) {
+        u128 v = ld(a + 2 * i);
+        int neg = v > half;
+        if (neg) v = P - v;
+        double d = (double)(uint64_t)(v >> 64) * 18446744073709551616.0 + (double)(uint64_t)v;
+        out[i] = (neg ? -d : d) * scale;
+    }
+}
+
+/* Uniform field elements from 16 random bytes each: keep 127 bits, map the single value p to 0.
+ * Statistical distance from uniform: 2^-127. */
+API void f_from_random(const uint64_t *raw, uint64_t *out, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        u128 v = ld(raw + 2 * i) & P;
+        if (v == P) v = 0;
+        st(out + 2 * i, v);
+    }
+}
+
+/* Uniform integers in [0, 2^bits) (bits <= 126) from 16 random bytes each. */
+API void f_bounded_from_random(const uint64_t *raw, uint64_t *out, size_t n, int bits) {
+    u128 mask = (((u128)1) << bits) - 1;
+    for (size_t i = 0; i < n; i++) st(out + 2 * i, ld(raw + 2 * i) & mask);
+}
