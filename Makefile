@@ -23,7 +23,7 @@ test: lint typecheck
 	$(BIN)/pytest -q
 
 demo: $(STAMP)
-	$(BIN)/confar demo
+	$(BIN)/python -m coordinator.demo
 
 bench: $(STAMP)
 	$(BIN)/confar bench hss --json docs/bench-hss.json

@@ -73,7 +73,9 @@ def _n(a: FieldArray) -> int:
 
 def _check(a: np.ndarray) -> FieldArray:
     if a.dtype != U64 or a.ndim == 0 or a.shape[-1] != 2:
-        raise TypeError(f"expected a uint64 field array with last axis 2, got dtype {a.dtype}, shape {a.shape}")
+        raise TypeError(
+            f"expected a uint64 field array with last axis 2, got dtype {a.dtype}, shape {a.shape}"
+        )
     return np.ascontiguousarray(a)
 
 

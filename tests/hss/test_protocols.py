@@ -1,0 +1,228 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from hss import field as F
+from hss.fixedpoint import FixedPoint
+from hss.protocols import (
+    MODES,
+    Decisions,
+    PartyContext,
+    SessionParams,
+    decide_party,
+    decide_receiver,
+    multiply,
+    open_to_all,
+    open_to_receiver,
+    plaintext_decisions,
+    random_bits,
+    receive_opened,
+)
+from hss.randomness import SecureRandom
+from hss.runtime import ProtocolError, Transcript, run_in_memory
+from hss.sharing import recombine, split
+from mechanisms.noise import gamma_shares
+from tests.hss.conftest import fixed_rng, make_session
+
+
+def decide(
+    mode: str,
+    params: SessionParams,
+    ctxs: dict[int, PartyContext],
+    rngs: dict[int, SecureRandom],
+    values: Sequence[npt.NDArray[np.float64]],
+    public: npt.NDArray[np.float64] | None,
+    step: int = 1,
+    blind: Sequence[npt.NDArray[np.float64]] | None = None,
+) -> tuple[Decisions, Transcript]:
+    machines = {
+        p: decide_party(
+            mode, c, values[p - 1], public, step, rngs[p], None if blind is None else blind[p - 1]
+        )
+        for p, c in ctxs.items()
+    }
+    _, tr = run_in_memory(machines)
+    return decide_receiver(mode, params, tr.to_receiver[-1], len(values[0])), tr
+
+
+def test_rounds_match_documentation() -> None:
+    params, ctxs, rngs = make_session(7)
+    vals = [np.zeros(3)] * 7
+    blind = [np.ones(3)] * 7
+    assert params.sign_rounds == (1, 6)
+    for mode in MODES:
+        _, tr = decide(mode, params, ctxs, rngs, vals, None, blind=blind)
+        assert tr.rounds == params.rounds(mode), mode
+    assert params.rounds("sign") == 7 and params.rounds("blinded") == 2 and params.rounds("sum") == 1
+    small = SessionParams(m=3, t=1, session_id=b"12345678", fmt=FixedPoint(frac_bits=12, term_int_bits=12))
+    assert small.sign_rounds == (1, 5)  # K = 29 bits -> 15 pair nodes -> 4 levels
+
+
+@pytest.mark.parametrize("m", [3, 4, 5, 7])
+def test_all_modes_equal_plaintext_on_edge_cases(m: int) -> None:
+    params, ctxs, rngs = make_session(m, seed=f"edge{m}")
+    fmt = params.fmt
+    res = fmt.resolution
+    big = fmt.term_bound * res
+    # party 1 carries the edge value, others zero; public term zero
+    edge = np.array(
+        [
+            0.0,
+            res,
+            -res,
+            2 * res,
+            -2 * res,
+            big,
+            -big,
+            big * 0.999,
+            -big * 0.999,
+            1e9,
+            -1e9,
+            0.4 * res,
+            -0.6 * res,
+        ]
+    )
+    values = [edge] + [np.zeros_like(edge) for _ in range(m - 1)]
+    want = plaintext_decisions(values, None, fmt)
+    assert want.tolist()[:5] == [True, True, False, True, False]
+    blind = [np.full_like(edge, 0.3) for _ in range(m)]
+    for mode in MODES:
+        d, _ = decide(mode, params, ctxs, rngs, values, None, blind=blind)
+        assert (d.accept == want).all(), (mode, d.accept, want)
+    # all parties at the extremes at once: the sum spans the whole range without wrapping
+    for sign in (1.0, -1.0):
+        values = [np.full(4, sign * big) for _ in range(m)]
+        pub = np.full(4, sign * big)
+        d, _ = decide("sign", params, ctxs, rngs, values, pub)
+        assert (d.accept == (sign > 0)).all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("m", "n"), [(3, 50_000), (7, 10_000)])
+def test_sign_on_100k_random_decisions_with_gamma_noise(m: int, n: int) -> None:
+    """10^5 decisions at m = 3 (2 x 50,000) and 2 x 10^4 at m = 7, on sums of noisy terms."""
+    params, ctxs, rngs = make_session(m, seed=f"bulk{m}")
+    gen = np.random.default_rng(m)  # public test data; the noise comes from a CSPRNG
+    noise_rng = fixed_rng("noise")
+    mismatches = 0
+    for step in (1, 2):
+        loglik = [gen.normal(0, 1, n) * gen.choice([0.01, 1.0, 100.0], n) - 1.0 / m for _ in range(m)]
+        values = [loglik[j] + gamma_shares(noise_rng, m, n) for j in range(m)]
+        pub = gen.normal(0, 0.5, n)
+        d, _ = decide("sign", params, ctxs, rngs, values, pub, step=step)
+        mismatches += int((d.accept != plaintext_decisions(values, pub, params.fmt)).sum())
+    assert mismatches == 0
+
+
+def test_sum_and_blinded_reveal_what_they_claim() -> None:
+    params, ctxs, rngs = make_session(5, seed="reveal")
+    gen = np.random.default_rng(3)
+    n = 2000
+    values = [gen.normal(0, 2, n) for _ in range(5)]
+    pub = gen.normal(0, 1, n)
+    blind = [gen.gamma(0.2, 1, n) for _ in range(5)]
+    s_int = sum(params.fmt.encode(v)[0] for v in values) + params.fmt.encode(pub)[0]
+    d, _ = decide("sum", params, ctxs, rngs, values, pub)
+    assert d.revealed is not None and (d.revealed == s_int * params.fmt.resolution).all()
+    d, _ = decide("blinded", params, ctxs, rngs, values, pub, blind=blind)
+    assert d.revealed is not None and (d.accept == (s_int >= 0)).all()
+    w = sum(blind) + params.fmt.w_shift
+    s_half = (s_int + 0.5) * params.fmt.resolution
+    # revealed = (S + half ulp) * W' + E * 2^-(f+1+f_w) with E < 2^e_bits: relative error below 2^-50
+    assert np.allclose(
+        d.revealed,
+        s_half * w,
+        rtol=1e-9,
+        atol=2.0 ** (params.fmt.blind_e_bits - params.fmt.frac_bits - 1 - params.fmt.blind_frac_bits),
+    )
+
+
+def test_blinded_product_hides_divisors_and_zero() -> None:
+    """Z = (2S+1)W' + E: S = 0 never opens as 0, and Z mod d is uniform for small candidate divisors d."""
+    from scipy import stats
+
+    params, ctxs, rngs = make_session(3, seed="divisors")
+    fmt = params.fmt
+    n = 6000
+    for s_val in (0.0, 3 * fmt.resolution, 1.5):
+        values = [np.full(n, s_val), np.zeros(n), np.zeros(n)]
+        blind = [np.full(n, 0.7), np.full(n, 0.2), np.full(n, 0.1)]  # fixed W: the worst case for hiding
+        machines = {
+            p: decide_party("blinded", c, values[p - 1], None, 5, rngs[p], blind[p - 1])
+            for p, c in ctxs.items()
+        }
+        _, tr = run_in_memory(machines)
+        z = F.to_ints(receive_opened(params, tr.to_receiver[-1], (n,)))
+        assert min(z) > 0  # all accept; S = 0 does not open as 0
+        s_int = int(fmt.encode([s_val])[0][0])
+        for d in (2, 3, 7, 2 * s_int + 1 if s_int else 5):
+            counts = np.bincount([v % d for v in z], minlength=d)
+            assert stats.chisquare(counts).pvalue > 1e-4, (s_val, d, counts)
+        # without the additive term, every Z would be a multiple of 2S+1: check that this is not so
+        assert any(v % (2 * s_int + 1) for v in z) if s_int else True
+
+
+def test_standalone_open_multiply_and_random_bits() -> None:
+    params, ctxs, rngs = make_session(5, seed="standalone")
+    t, rng = params.t, fixed_rng("dealer")
+    x, y = F.from_ints(list(range(1, 101))), F.from_ints([F.P - 2] * 100)
+    sx, sy = split(x, t, 5, rng), split(y, t, 5, rng)
+    res, tr = run_in_memory({p: multiply(c, sx[p - 1], sy[p - 1], rngs[p]) for p, c in ctxs.items()})
+    assert tr.rounds == 1
+    assert F.to_ints(recombine(res, t)) == [(-2 * v) % F.P for v in range(1, 101)]
+    res, tr = run_in_memory({p: open_to_all(c, F.mul(sx[p - 1], sy[p - 1]), 3) for p, c in ctxs.items()})
+    assert tr.rounds == 1 and all(F.to_ints(v) == F.to_ints(F.mul(x, y)) for v in res.values())
+    _, tr = run_in_memory({p: open_to_receiver(c, sx[p - 1], 4) for p, c in ctxs.items()})
+    assert F.to_ints(receive_opened(params, tr.to_receiver[-1], (100,))) == list(range(1, 101))
+    bits, tr = run_in_memory({p: random_bits(c, 4000, 6) for p, c in ctxs.items()})
+    assert tr.rounds == 1
+    b = F.to_ints(recombine(bits, t))
+    assert set(b) == {0, 1}
+    assert abs(sum(b) - 2000) < 4 * np.sqrt(1000)  # binomial(4000, 1/2): 4 standard deviations
+
+
+def test_bad_inputs_and_modes_are_refused() -> None:
+    _params, ctxs, rngs = make_session(3, seed="bad")
+    with pytest.raises(ValueError, match="NaN"):
+        decide_party("sign", ctxs[1], np.array([np.nan]), None, 1, rngs[1])
+    with pytest.raises(ValueError, match="blinding share"):
+        decide_party("blinded", ctxs[1], np.zeros(2), None, 1, rngs[1])
+    with pytest.raises(ValueError, match="public terms exceed"):
+        decide_party("sign", ctxs[1], np.zeros(2), np.array([0.0, 1e9]), 1, rngs[1])
+    with pytest.raises(ValueError, match="unknown reveal mode"):
+        decide_party("max", ctxs[1], np.zeros(2), None, 1, rngs[1])
+    two = SessionParams(m=2, t=0, session_id=b"two-party")
+    assert two.supports("sum") and not two.supports("sign") and not two.supports("blinded")
+    with pytest.raises(ValueError, match="honest majority"):
+        two.check_mode("sign")
+    with pytest.raises(ValueError, match="threshold"):
+        SessionParams(m=4, t=2, session_id=b"12345678")
+
+
+def test_corrupted_or_missing_messages_are_detected() -> None:
+    params, ctxs, rngs = make_session(3, seed="corrupt")
+    values = [np.array([1.0, -1.0])] * 3
+
+    def drop(rnd: int, src: int, dst: int, payload: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        return payload[:-2] if (rnd, src) == (2, 2) else payload
+
+    with pytest.raises(ProtocolError, match="party 2 sent"):
+        run_in_memory(
+            {p: decide_party("sign", c, values[p - 1], None, 1, rngs[p]) for p, c in ctxs.items()},
+            tamper=drop,
+        )
+
+    def flip(rnd: int, src: int, dst: int, payload: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        out = payload.copy()
+        if dst == 0:
+            out[0] ^= np.uint64(1 << 40)
+        return out
+
+    machines = {p: decide_party("sign", c, values[p - 1], None, 1, rngs[p]) for p, c in ctxs.items()}
+    _, tr = run_in_memory(machines, tamper=flip)
+    with pytest.raises(ProtocolError, match="not a bit"):
+        decide_receiver("sign", params, tr.to_receiver[-1], 2)
