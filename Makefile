@@ -23,7 +23,7 @@ test: lint typecheck
 	$(BIN)/pytest -q
 
 demo: $(STAMP)
-	$(BIN)/python -m coordinator.demo
+	$(BIN)/confar simulate --parties 7 --mode sign --chains 32 --steps 200
 
 bench: $(STAMP)
 	$(BIN)/confar bench hss --json docs/bench-hss.json

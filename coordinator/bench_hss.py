@@ -21,7 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from hss.protocols import MODES, PartyContext, SessionParams, decide_party, decide_receiver, key_setup
+from hss.protocols import (
+    MODES,
+    PartyContext,
+    SessionParams,
+    decide_party,
+    decide_receiver,
+    key_setup,
+    precompute_sign,
+)
 from hss.randomness import SecureRandom
 from hss.runtime import run_in_memory
 from mechanisms.noise import gamma_shares
@@ -37,9 +45,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--seconds", type=float, default=1.0, help="minimum measured time per record (default 1.0)"
     )
+    p.add_argument("--no-pooled", action="store_true", help="skip sign records with a distributed precompute")
 
 
-def bench_one(mode: str, m: int, batch: int, seconds: float) -> dict[str, Any]:
+def bench_one(mode: str, m: int, batch: int, seconds: float, pooled: bool = False) -> dict[str, Any]:
+    """One record; ``pooled`` (sign only) also times the 2-round distributed precompute."""
     params = SessionParams(m=m, t=(m - 1) // 2, session_id=os.urandom(16))
     rngs = {p: SecureRandom.from_os() for p in range(1, m + 1)}
     keys, _ = run_in_memory({p: key_setup(params, p, rngs[p]) for p in rngs})
@@ -53,23 +63,33 @@ def bench_one(mode: str, m: int, batch: int, seconds: float) -> dict[str, Any]:
         blind = [gamma_shares(noise, m, batch) for _ in range(m)]
         step += 1
         t0 = time.perf_counter()
+        mats: dict[int, Any] = dict.fromkeys(ctxs)
+        pre_rounds = pre_messages = pre_bytes = 0
+        if pooled:
+            pre = {p: precompute_sign(c, batch, step, rngs[p]) for p, c in ctxs.items()}
+            mats, tr_pre = run_in_memory(pre)
+            step += 1
+            pre_rounds, pre_messages, pre_bytes = tr_pre.rounds, tr_pre.messages, tr_pre.bytes
         machines = {
-            p: decide_party(mode, c, values[p - 1], None, step, rngs[p], blind[p - 1])
+            p: decide_party(mode, c, values[p - 1], None, step, rngs[p], blind[p - 1], material=mats[p])
             for p, c in ctxs.items()
         }
         _, tr = run_in_memory(machines)
         decide_receiver(mode, params, tr.to_receiver[-1], batch)
         elapsed += time.perf_counter() - t0
         decisions += batch
-        rounds, messages, nbytes = tr.rounds, tr.messages, tr.bytes
+        rounds, messages, nbytes = tr.rounds + pre_rounds, tr.messages + pre_messages, tr.bytes + pre_bytes
+        online_rounds = tr.rounds if pooled else (tr.rounds - 1 if mode == "sign" else tr.rounds)
     return {
         "suite": "hss",
         "mode": mode,
+        "precompute": ("pooled" if pooled else "inline") if mode == "sign" else "none",
         "m": m,
         "t": params.t,
         "batch": batch,
         "decisions_per_s": round(decisions / elapsed, 1),
         "rounds": rounds,
+        "online_rounds": online_rounds,
         "messages": messages,
         "bytes_per_decision": round(nbytes / batch, 1),
         "batches_timed": step,
@@ -94,14 +114,17 @@ def run(args: argparse.Namespace) -> int:
     for mode in modes:
         for m in parties:
             for batch in batches:
-                rec = bench_one(mode, m, batch, args.seconds)
-                records.append(rec)
-                print(
-                    f"{mode:8s} m={m:2d} batch={batch:5d}  {rec['decisions_per_s']:>10.1f} decisions/s  "
-                    f"rounds={rec['rounds']}  messages={rec['messages']}  "
-                    f"bytes/decision={rec['bytes_per_decision']}",
-                    flush=True,
-                )
+                for pooled in (False, True) if mode == "sign" and not args.no_pooled else (False,):
+                    rec = bench_one(mode, m, batch, args.seconds, pooled)
+                    records.append(rec)
+                    label = f"{mode}/{rec['precompute']}" if mode == "sign" else mode
+                    print(
+                        f"{label:12s} m={m:2d} batch={batch:5d}  "
+                        f"{rec['decisions_per_s']:>10.1f} decisions/s  "
+                        f"rounds={rec['rounds']}  messages={rec['messages']}  "
+                        f"bytes/decision={rec['bytes_per_decision']}",
+                        flush=True,
+                    )
     if args.json:
         meta = {
             "date": datetime.now(UTC).isoformat(timespec="seconds"),

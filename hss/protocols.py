@@ -314,12 +314,14 @@ def decide_party(
     step: int,
     rng: SecureRandom,
     blind: npt.ArrayLike | None = None,
+    material: SignMaterial | None = None,
 ) -> Machine[PartyReport]:
     """This party's machine for a batch of decisions S = public + sum_j values_j >= 0.
 
     ``values`` are this party's terms (its noise share already added), ``public`` the public terms (the
     same array at every party, or None for zero), ``step`` a per-session unique batch counter (the PRSS
-    nonce), ``rng`` this party's CSPRNG. Blinded mode also needs ``blind``, this party's W_j >= 0.
+    nonce), ``rng`` this party's CSPRNG. Blinded mode also needs ``blind``, this party's W_j >= 0. Sign
+    mode takes optional ``material`` from :func:`precompute_sign`; then only the 6 online rounds run.
     """
     ctx.params.check_mode(mode)
     fmt = ctx.params.fmt
@@ -349,7 +351,12 @@ def decide_party(
             raise ValueError(f"blinding shares have shape {w.shape[:-1]}, values {x.shape}")
         gen = _blinded_gen(ctx, x, pub, w, step, rng, report)
     else:
-        gen = _sign_gen(ctx, x, pub, step, rng, report)
+        if material is not None and (material.n != n or material.bits.shape[0] != fmt.compare_bits):
+            raise ValueError(
+                f"sign material is for {material.n} decisions of {material.bits.shape[0]} bits, "
+                f"this batch has {n} of {fmt.compare_bits}"
+            )
+        gen = _sign_gen(ctx, x, pub, step, rng, report, material)
     return Machine(ctx.party, gen, f"decide[{mode}]")
 
 
@@ -405,6 +412,104 @@ def _blinded_gen(
     return report
 
 
+@dataclass(frozen=True)
+class SignMaterial:
+    """Input-independent material for one batch of sign decisions (this party's degree-t shares).
+
+    ``bits``: [r_i], shape (K, n); ``pairs``: [r_{2a} r_{2a+1}], shape (K // 2, n); ``r_top``: [r_hi], (n,).
+    Made by :func:`precompute_sign` ahead of the inputs, or inline as the first round of the sign protocol.
+    Each material must be consumed by exactly one batch: reusing a mask would reveal differences of inputs.
+    """
+
+    bits: F.FieldArray
+    pairs: F.FieldArray
+    r_top: F.FieldArray
+
+    @property
+    def n(self) -> int:
+        return int(self.bits.shape[1])
+
+
+def precompute_sign(
+    ctx: PartyContext, n: int, step: int, rng: SecureRandom, distributed: bool = True
+) -> Machine[SignMaterial]:
+    """Material for n sign decisions, made before the inputs exist.
+
+    ``distributed=True`` (2 rounds): each s_i^2 is opened to one party only, the parties take turns in
+    computing the public square roots (each computes about K n / m of them instead of all K n), and each
+    broadcasts its share of the roots. ``distributed=False`` (1 round): every party opens every s_i^2 and
+    computes every root itself; this is what the 7-round sign protocol runs inline.
+    """
+    ctx.params.check_mode("sign")
+    return Machine(ctx.party, _sign_precompute(ctx, n, step, rng, distributed), "precompute_sign")
+
+
+def _chunks(total: int, m: int) -> list[tuple[int, int]]:
+    """Party p (1..m) computes the roots of flat positions [lo, hi) of chunk p - 1."""
+    edges = [total * i // m for i in range(m + 1)]
+    return [(edges[i], edges[i + 1]) for i in range(m)]
+
+
+def _sign_precompute(
+    ctx: PartyContext, n: int, step: int, rng: SecureRandom, distributed: bool
+) -> PartyGen[SignMaterial]:
+    fmt = ctx.params.fmt
+    kbits = fmt.compare_bits
+    npairs = kbits // 2
+    s = ctx.prss.random(_P_BITS, step, (kbits, n))
+    sq_mine = _masked(ctx, F.mul(s, s), _P_Z_PRE, step).reshape(kbits * n, 2)
+    rows = _grr_deal(ctx, F.mul(s[0 : 2 * npairs : 2], s[1 : 2 * npairs : 2]), rng)  # (m, npairs, n)
+    pair_words = _words((npairs, n))
+    if not distributed:
+        inbox = yield {j: pack(sq_mine, rows[j - 1]) for j in ctx.others}
+        cut = _words((kbits * n,))
+        msgs = expect(inbox, ctx.others, cut + pair_words, "sign/precompute")
+        sq = _sum_contributions(ctx, sq_mine, {j: v_[:cut] for j, v_ in msgs.items()})
+        try:
+            v = F.inv(F.sqrt(sq))
+        except ZeroDivisionError as exc:  # s = 0 has probability about C(m,t) / 2^127
+            raise ProtocolError("a PRSS random value was zero; rerun the batch with a new step") from exc
+    else:
+        chunks = _chunks(kbits * n, ctx.params.m)
+        lo, hi = chunks[ctx.party - 1]
+        inbox = yield {j: pack(sq_mine[chunks[j - 1][0] : chunks[j - 1][1]], rows[j - 1]) for j in ctx.others}
+        msgs = {}
+        for j in ctx.others:
+            if j not in inbox or inbox[j].size != 2 * (hi - lo) + pair_words:
+                raise ProtocolError(f"sign/precompute: bad or missing message from party {j}")
+            msgs[j] = inbox[j]
+        if set(inbox) != set(ctx.others):
+            raise ProtocolError(f"sign/precompute: unexpected senders {sorted(set(inbox) - set(ctx.others))}")
+        cut = 2 * (hi - lo)
+        sq_chunk = _sum_contributions(ctx, sq_mine[lo:hi], {j: v_[:cut] for j, v_ in msgs.items()})
+        try:
+            v_chunk = F.inv(F.sqrt(sq_chunk))
+        except ZeroDivisionError as exc:
+            raise ProtocolError("a PRSS random value was zero; rerun the batch with a new step") from exc
+        inbox2 = yield {j: pack(v_chunk) for j in ctx.others}
+        parts = []
+        for j in ctx.all:
+            if j == ctx.party:
+                parts.append(v_chunk)
+                continue
+            want = 2 * (chunks[j - 1][1] - chunks[j - 1][0])
+            if j not in inbox2 or inbox2[j].size != want:
+                raise ProtocolError(f"sign/precompute: party {j} did not send its {want // 2} roots")
+            parts.append(inbox2[j].reshape(-1, 2))
+        v = np.concatenate(parts)
+    v = v.reshape(kbits, n, 2)
+    one = F.const(1)
+    r = F.mul_scalar(F.add(F.mul(s, v), one), _INV2)  # r = (1 + s / sqrt(s^2)) / 2
+    pair_ss = _grr_combine(ctx, rows[ctx.party - 1], {j: v_[cut:] for j, v_ in msgs.items()})
+    sig_prod = F.mul(pair_ss, F.mul(v[0 : 2 * npairs : 2], v[1 : 2 * npairs : 2]))
+    # r_a r_b = (1 + sigma_a + sigma_b + sigma_a sigma_b) / 4 with sigma = 2r - 1
+    sig_lo = F.sub(F.mul_scalar(r[0 : 2 * npairs : 2], 2), one)
+    sig_hi = F.sub(F.mul_scalar(r[1 : 2 * npairs : 2], 2), one)
+    rr = F.mul_scalar(F.add(F.add(F.add(sig_lo, sig_hi), sig_prod), one), _INV4)
+    r_top = ctx.prss.bounded(_P_RHI, step, (n,), fmt.kappa + 1)
+    return SignMaterial(bits=r, pairs=rr, r_top=r_top)
+
+
 def _sign_gen(
     ctx: PartyContext,
     x: npt.NDArray[np.int64],
@@ -412,28 +517,15 @@ def _sign_gen(
     step: int,
     rng: SecureRandom,
     report: PartyReport,
+    material: SignMaterial | None,
 ) -> PartyGen[PartyReport]:
-    _params, fmt = ctx.params, ctx.params.fmt
+    fmt = ctx.params.fmt
     n, kbits = x.shape[0], fmt.compare_bits
     npairs = kbits // 2
-
-    # --- precompute: random bits and their pair products (input-independent) ---
-    s = ctx.prss.random(_P_BITS, step, (kbits, n))
-    sq_mine = _masked(ctx, F.mul(s, s), _P_Z_PRE, step)
-    rows = _grr_deal(ctx, F.mul(s[0 : 2 * npairs : 2], s[1 : 2 * npairs : 2]), rng)  # (m, npairs, n)
-    inbox = yield {j: pack(sq_mine, rows[j - 1]) for j in ctx.others}
-    msgs = expect(inbox, ctx.others, _words((kbits, n)) + _words((npairs, n)), "sign/precompute")
-    cut = _words((kbits, n))
-    sq = _sum_contributions(ctx, sq_mine, {j: v[:cut] for j, v in msgs.items()})
-    r, v = _bits_from_squares(s, sq)  # (K, n)
-    pair_ss = _grr_combine(ctx, rows[ctx.party - 1], {j: v_[cut:] for j, v_ in msgs.items()})
+    if material is None:  # one inline precompute round, every party computing every root
+        material = yield from _sign_precompute(ctx, n, step, rng, distributed=False)
+    r, rr, r_top = material.bits, material.pairs, material.r_top
     r_lo_pair, r_hi_pair = r[0 : 2 * npairs : 2], r[1 : 2 * npairs : 2]
-    sig_prod = F.mul(pair_ss, F.mul(v[0 : 2 * npairs : 2], v[1 : 2 * npairs : 2]))
-    # r_a r_b = (1 + sigma_a + sigma_b + sigma_a sigma_b) / 4, sigma = 2r - 1
-    sig_lo = F.sub(F.mul_scalar(r_lo_pair, 2), F.const(1))
-    sig_hi = F.sub(F.mul_scalar(r_hi_pair, 2), F.const(1))
-    rr = F.mul_scalar(F.add(F.add(F.add(sig_lo, sig_hi), sig_prod), F.const(1)), _INV4)
-    r_top = ctx.prss.bounded(_P_RHI, step, (n,), fmt.kappa + 1)
 
     # --- online round 1: fused input and mask opening: c = S + 2^K + r ---
     pow2 = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])

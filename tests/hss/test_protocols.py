@@ -226,3 +226,25 @@ def test_corrupted_or_missing_messages_are_detected() -> None:
     _, tr = run_in_memory(machines, tamper=flip)
     with pytest.raises(ProtocolError, match="not a bit"):
         decide_receiver("sign", params, tr.to_receiver[-1], 2)
+
+
+@pytest.mark.parametrize("m", [3, 4, 7])
+def test_pooled_precompute_then_six_online_rounds(m: int) -> None:
+    from hss.protocols import precompute_sign
+
+    params, ctxs, rngs = make_session(m, seed=f"pool{m}")
+    n = 500
+    gen = np.random.default_rng(m)
+    values = [gen.normal(0, 2, n) for _ in range(m)]
+    pub = gen.normal(0, 1, n)
+    mats, tr_pre = run_in_memory({p: precompute_sign(c, n, 40, rngs[p]) for p, c in ctxs.items()})
+    assert tr_pre.rounds == 2
+    machines = {
+        p: decide_party("sign", c, values[p - 1], pub, 41, rngs[p], material=mats[p]) for p, c in ctxs.items()
+    }
+    _, tr = run_in_memory(machines)
+    assert tr.rounds == params.sign_rounds[1] == 6
+    d = decide_receiver("sign", params, tr.to_receiver[-1], n)
+    assert (d.accept == plaintext_decisions(values, pub, params.fmt)).all()
+    with pytest.raises(ValueError, match="material is for 500"):
+        decide_party("sign", ctxs[1], values[0][:10], None, 42, rngs[1], material=mats[1])

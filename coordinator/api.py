@@ -1,0 +1,356 @@
+"""Coordinator library API: open a session with all parties, send batches of public proposals, collect the
+parties' output shares and reconstruct what the reveal mode allows.
+
+    async with Coordinator(parties, tls) as coord:
+        sess = await coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params={...})
+        d = await sess.evaluate({"theta": th, "theta_star": th2}, n=len(th))   # hss.protocols.Decisions
+        await sess.close()
+
+:class:`BlockingCoordinator` offers the same calls synchronously (its event loop runs in a background
+thread), for samplers written as plain loops.
+
+Failures: every call has a deadline. If a party is unreachable, refuses, or dies mid-step, the call raises
+:class:`SessionError` naming the party, the step and the reason; nothing is returned for that step (no
+half-written result), the session is marked failed, and :meth:`CoordinatorSession.abort` closes it at every
+party that still answers. Resuming means opening a new session (fresh keys); the step counter of the old
+one is never reused.
+
+The coordinator is honest-but-curious: it sees only its own RECEIVER messages (masked output shares) and,
+in the relay topology, sealed frames. It never holds a party's data or keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+import numpy as np
+import numpy.typing as npt
+
+from coordinator.relay import RelayHub, RelayRecord, add_relay
+from hss.fixedpoint import FixedPoint, max_threshold
+from hss.protocols import Decisions, decide_receiver
+from hss.runtime import Payload
+from parties import serde
+from parties.spec import PartyEntry, SessionSpec
+from parties.tls import SERVER_OPTIONS, TlsMaterial, call_metadata, secure_channel, server_credentials
+from proto import party_pb2, party_pb2_grpc
+
+T = TypeVar("T")
+
+
+class SessionError(RuntimeError):
+    """A session call failed; ``party`` and ``step`` say where (None when not specific to one)."""
+
+    def __init__(
+        self,
+        message: str,
+        party: int | None = None,
+        step: int | None = None,
+        code: grpc.StatusCode | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.party, self.step, self.code = party, step, code
+
+
+@dataclass(frozen=True)
+class PartyEndpoint:
+    id: int
+    identity: str
+    address: str
+
+
+@dataclass
+class StepTranscript:
+    """What the coordinator received for one step: per party, (round, payload) messages."""
+
+    step: int
+    messages: dict[int, list[tuple[int, Payload]]] = field(default_factory=dict)
+    rounds: int = 0
+    clamped: int = 0
+
+
+class Coordinator:
+    def __init__(
+        self,
+        parties: list[PartyEndpoint],
+        tls: TlsMaterial | None,
+        *,
+        identity: str = "coordinator",
+        rpc_timeout_s: float = 30.0,
+        relay_listen: str = "127.0.0.1:0",
+        relay_observer: Callable[[RelayRecord], None] | None = None,
+    ) -> None:
+        if sorted(p.id for p in parties) != list(range(1, len(parties) + 1)):
+            raise ValueError(f"parties must be numbered 1..m, got {sorted(p.id for p in parties)}")
+        self.parties = sorted(parties, key=lambda p: p.id)
+        self.tls = tls
+        self.identity = identity
+        self.rpc_timeout_s = rpc_timeout_s
+        self.relay_listen = relay_listen
+        self.hub = RelayHub(insecure=tls is None, join_timeout_s=rpc_timeout_s, observer=relay_observer)
+        self._channels: dict[int, grpc.aio.Channel] = {}
+        self._stubs: dict[int, party_pb2_grpc.PartyStub] = {}
+        self._relay_server: grpc.aio.Server | None = None
+        self.relay_address = ""
+
+    @property
+    def m(self) -> int:
+        return len(self.parties)
+
+    async def __aenter__(self) -> Coordinator:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        for p in self.parties:
+            ch = secure_channel(p.address, self.tls, p.identity)
+            self._channels[p.id] = ch
+            self._stubs[p.id] = party_pb2_grpc.PartyStub(ch)
+
+    async def _ensure_relay(self) -> str:
+        if self._relay_server is None:
+            server = grpc.aio.server(options=SERVER_OPTIONS)
+            add_relay(server, self.hub)
+            if self.tls is None:
+                port = server.add_insecure_port(self.relay_listen)
+            else:
+                port = server.add_secure_port(self.relay_listen, server_credentials(self.tls))
+            await server.start()
+            self._relay_server = server
+            self.relay_address = f"{self.relay_listen.rsplit(':', 1)[0]}:{port}"
+        return self.relay_address
+
+    async def stop(self) -> None:
+        if self._relay_server is not None:
+            await self._relay_server.stop(1.0)
+            self._relay_server = None
+        for ch in self._channels.values():
+            await ch.close(grace=None)
+        self._channels.clear()
+        self._stubs.clear()
+
+    def _md(self) -> Any:
+        return call_metadata(self.tls, self.identity)
+
+    async def call_all(
+        self,
+        what: str,
+        make: Callable[[int], Any],
+        method: str,
+        step: int | None = None,
+        timeout_s: float | None = None,
+    ) -> dict[int, Any]:
+        """One unary RPC to every party in parallel; the first failure cancels the rest and raises."""
+        to = timeout_s or self.rpc_timeout_s
+
+        async def one(pid: int) -> Any:
+            try:
+                return await getattr(self._stubs[pid], method)(make(pid), timeout=to, metadata=self._md())
+            except grpc.aio.AioRpcError as exc:
+                where = f" at step {step}" if step is not None else ""
+                raise SessionError(
+                    f"{what}{where}: party {pid} ({self.parties[pid - 1].identity}) failed: "
+                    f"{exc.code().name}: {exc.details()}",
+                    party=pid,
+                    step=step,
+                    code=exc.code(),
+                ) from exc
+
+        tasks = {p.id: asyncio.ensure_future(one(p.id)) for p in self.parties}
+        try:
+            await asyncio.gather(*tasks.values())
+        except SessionError:
+            for t in tasks.values():
+                t.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+            raise
+        return {pid: t.result() for pid, t in tasks.items()}
+
+    async def open_session(
+        self,
+        *,
+        reveal_mode: str,
+        model: str,
+        model_params: dict[str, Any] | None = None,
+        t: int | None = None,
+        fmt: FixedPoint | None = None,
+        topology: str = "mesh",
+        session_id: bytes | None = None,
+    ) -> CoordinatorSession:
+        relay_address = await self._ensure_relay() if topology == "relay" else ""
+        spec = SessionSpec(
+            session_id=session_id or os.urandom(16),
+            parties=tuple(PartyEntry(p.id, p.identity, p.address) for p in self.parties),
+            t=max_threshold(self.m) if t is None else t,
+            reveal_mode=reveal_mode,
+            model=model,
+            model_params=dict(model_params or {}),
+            fmt=fmt or FixedPoint(),
+            topology=topology,
+            relay_address=relay_address,
+            coordinator_identity=self.identity,
+        )
+        sess = CoordinatorSession(self, spec)
+        if topology == "relay":
+            self.hub.register(spec)
+        pspec = serde.spec_to_proto(spec)
+        try:
+            opened = await self.call_all(
+                "open session", lambda _: party_pb2.OpenSessionRequest(spec=pspec), "OpenSession"
+            )
+            bundles = [opened[p.id].bundle for p in self.parties]
+            await self.call_all(
+                "connect session",
+                lambda _: party_pb2.ConnectSessionRequest(session_id=spec.session_id, bundles=bundles),
+                "ConnectSession",
+                step=0,
+            )
+        except SessionError:
+            await sess.abort("open failed")
+            raise
+        sess.state = "ready"
+        return sess
+
+
+class CoordinatorSession:
+    def __init__(self, coord: Coordinator, spec: SessionSpec) -> None:
+        self.coord, self.spec = coord, spec
+        self.step = 0
+        self.state = "opening"
+        self.last_transcript: StepTranscript | None = None
+
+    @property
+    def session_id(self) -> bytes:
+        return self.spec.session_id
+
+    async def evaluate_transcript(
+        self, inputs: dict[str, npt.ArrayLike], n: int, timeout_s: float | None = None
+    ) -> StepTranscript:
+        """Run one batch at the next step; return what every party sent to the receiver."""
+        if self.state != "ready":
+            raise SessionError(f"session is {self.state}; open a new session", step=self.step + 1)
+        step = self.step + 1
+        pin = serde.inputs_to_proto({k: np.asarray(v) for k, v in inputs.items()})
+        req = party_pb2.EvaluateRequest(session_id=self.session_id, step=step, batch=n, inputs=pin)
+        try:
+            resps = await self.coord.call_all(
+                "evaluate", lambda _: req, "Evaluate", step=step, timeout_s=timeout_s
+            )
+        except SessionError:
+            self.state = "failed"
+            raise
+        self.step = step
+        tr = StepTranscript(step)
+        for pid, r in resps.items():
+            if int(r.step) != step or bytes(r.session_id) != self.session_id:
+                self.state = "failed"
+                raise SessionError(f"party {pid} answered for another step/session", party=pid, step=step)
+            tr.messages[pid] = serde.receiver_messages_from_proto(r.to_receiver)
+            tr.rounds = max(tr.rounds, int(r.rounds))
+            tr.clamped += int(r.clamped)
+        self.last_transcript = tr
+        return tr
+
+    async def evaluate(
+        self, inputs: dict[str, npt.ArrayLike], n: int, timeout_s: float | None = None
+    ) -> Decisions:
+        tr = await self.evaluate_transcript(inputs, n, timeout_s)
+        inbox: dict[int, Payload] = {}
+        for pid, msgs in tr.messages.items():
+            if not msgs:
+                raise SessionError(f"party {pid} sent no output share", party=pid, step=tr.step)
+            inbox[pid] = msgs[-1][1]
+        return decide_receiver(self.spec.reveal_mode, self.spec.params(), inbox, n)
+
+    async def close(self, reason: str = "done") -> None:
+        try:
+            await self.coord.call_all(
+                "close session",
+                lambda _: party_pb2.CloseSessionRequest(session_id=self.session_id, reason=reason),
+                "CloseSession",
+            )
+        finally:
+            self.state = "closed"
+            self.coord.hub.unregister(self.session_id)
+
+    async def abort(self, reason: str) -> list[str]:
+        """Close at every party that answers; returns the parties' errors (best effort, never raises)."""
+        errors = []
+
+        async def one(p: PartyEndpoint) -> None:
+            try:
+                await self.coord._stubs[p.id].CloseSession(
+                    party_pb2.CloseSessionRequest(session_id=self.session_id, reason=reason),
+                    timeout=min(5.0, self.coord.rpc_timeout_s),
+                    metadata=self.coord._md(),
+                )
+            except grpc.aio.AioRpcError as exc:
+                errors.append(f"party {p.id}: {exc.code().name}: {exc.details()}")
+
+        await asyncio.gather(*(one(p) for p in self.coord.parties))
+        self.state = "aborted"
+        self.coord.hub.unregister(self.session_id)
+        return errors
+
+
+class BlockingCoordinator:
+    """Synchronous facade: the coordinator's event loop runs in a daemon thread."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="confar-coordinator", daemon=True)
+        self._thread.start()
+        self.coord = self._run(self._make(args, kwargs))
+
+    async def _make(self, args: Any, kwargs: Any) -> Coordinator:
+        c = Coordinator(*args, **kwargs)
+        await c.start()
+        return c
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def open_session(self, **kwargs: Any) -> BlockingSession:
+        return BlockingSession(self, self._run(self.coord.open_session(**kwargs)))
+
+    def close(self) -> None:
+        if self._loop.is_running():
+            self._run(self.coord.stop())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+
+    def __enter__(self) -> BlockingCoordinator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class BlockingSession:
+    def __init__(self, owner: BlockingCoordinator, sess: CoordinatorSession) -> None:
+        self._owner, self.session = owner, sess
+
+    @property
+    def spec(self) -> SessionSpec:
+        return self.session.spec
+
+    def evaluate(self, inputs: dict[str, npt.ArrayLike], n: int) -> Decisions:
+        return self._owner._run(self.session.evaluate(inputs, n))
+
+    def evaluate_transcript(self, inputs: dict[str, npt.ArrayLike], n: int) -> StepTranscript:
+        return self._owner._run(self.session.evaluate_transcript(inputs, n))
+
+    def close(self, reason: str = "done") -> None:
+        self._owner._run(self.session.close(reason))
+
+    def abort(self, reason: str) -> list[str]:
+        return self._owner._run(self.session.abort(reason))

@@ -1,0 +1,9 @@
+"""``confar bench ...``: benchmarks (records as JSON)."""
+
+from __future__ import annotations
+
+HELP = "benchmarks"
+SUBCOMMANDS: list[tuple[str, str]] = [
+    ("network", "simulations.bench_network"),
+    ("hss", "coordinator.bench_hss"),
+]

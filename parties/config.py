@@ -1,0 +1,337 @@
+"""The party daemon's configuration file (TOML), validated at startup.
+
+Every problem raises :class:`ConfigError` naming the file, the key and what is wrong; ``confar-party
+serve`` prints it and exits with code 2. Relative paths are resolved against the config file's folder.
+
+Example (all keys; optional ones marked)::
+
+    [party]
+    id = 3                         # 1..64
+    identity = "party-3"           # optional, default "party-<id>"; must equal the certificate's CN
+    listen = "127.0.0.1:0"         # host:port; port 0 = ephemeral
+    state_dir = "state"            # audit log, ledger
+    address_file = "addr.txt"      # optional: write the bound host:port here once serving
+
+    [tls]                          # required unless the daemon runs with --insecure
+    cert = "certs/party-3.pem"
+    key = "certs/party-3.key"
+    ca = "certs/ca.pem"
+
+    [coordinator]
+    identity = "coordinator"       # optional; the only identity allowed to open sessions
+
+    [[peers]]                      # the consortium (the other parties); address optional (relay / given
+    id = 1                         # by the coordinator at session open)
+    identity = "party-1"
+    address = "127.0.0.1:50051"
+
+    [data]
+    path = "registry.csv"          # CSV (header row) or Parquet (needs pyarrow)
+
+    [allow]
+    models = ["gaussian-mean"]
+    reveal_modes = ["sign", "blinded"]
+    topologies = ["mesh", "relay"] # optional, default both
+    [allow.bounds.gaussian-mean]   # optional: numeric model parameter -> [low, high]
+    sigma = [0.1, 100.0]
+
+    [budget]
+    max_decisions = 1000000        # refuse batches past this (persisted in state_dir/ledger.json)
+    epsilon = 10.0                 # optional: recorded for the privacy ledger (mechanisms/)
+
+    [limits]                       # optional
+    round_timeout_s = 30.0
+    max_batch = 100000
+    max_sessions = 4
+    max_message_bytes = 67108864
+
+    [testing]                      # optional, never in production
+    fixed_rng_key = "<64 hex>"     # repeatable noise for contract tests; the daemon warns loudly
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hss.protocols import MODES
+from parties.spec import TOPOLOGIES
+
+_ADDR = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$")
+_IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+class ConfigError(ValueError):
+    """A config problem, naming the key."""
+
+
+@dataclass(frozen=True)
+class PeerConfig:
+    id: int
+    identity: str
+    address: str = ""
+
+
+@dataclass(frozen=True)
+class PartyConfig:
+    source: Path
+    id: int
+    identity: str
+    listen: str
+    state_dir: Path
+    address_file: Path | None
+    tls_cert: Path | None
+    tls_key: Path | None
+    tls_ca: Path | None
+    coordinator_identity: str
+    peers: tuple[PeerConfig, ...]
+    data_path: Path | None
+    allow_models: tuple[str, ...]
+    allow_modes: tuple[str, ...]
+    allow_topologies: tuple[str, ...]
+    bounds: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
+    max_decisions: int = 1_000_000
+    epsilon: float | None = None
+    round_timeout_s: float = 30.0
+    max_batch: int = 100_000
+    max_sessions: int = 4
+    max_message_bytes: int = 64 * 1024 * 1024
+    fixed_rng_key: bytes | None = None
+
+    @property
+    def has_tls(self) -> bool:
+        return self.tls_cert is not None
+
+
+class _Reader:
+    def __init__(self, path: Path, doc: dict[str, Any]) -> None:
+        self.path, self.doc = path, doc
+
+    def err(self, key: str, msg: str) -> ConfigError:
+        return ConfigError(f"{self.path}: {key}: {msg}")
+
+    def table(self, name: str, required: bool = True) -> dict[str, Any]:
+        v = self.doc.get(name)
+        if v is None:
+            if required:
+                raise self.err(f"[{name}]", "missing table")
+            return {}
+        if not isinstance(v, dict):
+            raise self.err(f"[{name}]", "must be a table")
+        return v
+
+    def get(
+        self, tbl: dict[str, Any], where: str, key: str, typ: type | tuple[type, ...], default: Any = ...
+    ) -> Any:
+        full = f"{where}.{key}"
+        if key not in tbl:
+            if default is ...:
+                raise self.err(full, "missing (required)")
+            return default
+        v = tbl[key]
+        if isinstance(v, bool) and bool not in (typ if isinstance(typ, tuple) else (typ,)):
+            raise self.err(full, f"expected {_tname(typ)}, got a boolean")
+        if not isinstance(v, typ):
+            raise self.err(full, f"expected {_tname(typ)}, got {type(v).__name__} {v!r}")
+        return v
+
+    def path_of(self, value: str) -> Path:
+        p = Path(value)
+        return p if p.is_absolute() else (self.path.parent / p)
+
+
+def _tname(typ: type | tuple[type, ...]) -> str:
+    return " or ".join(t.__name__ for t in typ) if isinstance(typ, tuple) else typ.__name__
+
+
+def _check_unknown(r: _Reader, tbl: dict[str, Any], where: str, allowed: set[str]) -> None:
+    extra = sorted(set(tbl) - allowed)
+    if extra:
+        raise r.err(f"{where}.{extra[0]}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+
+
+def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from exc
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    r = _Reader(path, doc)
+    _check_unknown(
+        r,
+        doc,
+        "(top level)",
+        {"party", "tls", "coordinator", "peers", "data", "allow", "budget", "limits", "testing"},
+    )
+
+    party = r.table("party")
+    _check_unknown(r, party, "party", {"id", "identity", "listen", "state_dir", "address_file"})
+    pid = r.get(party, "party", "id", int)
+    if not 1 <= pid <= 64:
+        raise r.err("party.id", f"must be in 1..64, got {pid}")
+    identity = r.get(party, "party", "identity", str, f"party-{pid}")
+    if not _IDENT.match(identity):
+        raise r.err("party.identity", f"{identity!r} is not a valid certificate name")
+    listen = r.get(party, "party", "listen", str)
+    _check_addr(r, "party.listen", listen)
+    state_dir = r.path_of(r.get(party, "party", "state_dir", str))
+    af = r.get(party, "party", "address_file", str, None)
+
+    tls = r.table("tls", required=not insecure)
+    _check_unknown(r, tls, "tls", {"cert", "key", "ca"})
+    tls_paths: list[Path | None] = [None, None, None]
+    if tls:
+        for i, k in enumerate(("cert", "key", "ca")):
+            p = r.path_of(r.get(tls, "tls", k, str))
+            if not p.is_file():
+                raise r.err(f"tls.{k}", f"file {p} does not exist")
+            tls_paths[i] = p
+
+    coord = r.table("coordinator", required=False)
+    _check_unknown(r, coord, "coordinator", {"identity"})
+    coordinator_identity = r.get(coord, "coordinator", "identity", str, "coordinator")
+
+    peers_raw = doc.get("peers", [])
+    if not isinstance(peers_raw, list):
+        raise r.err("peers", "must be an array of tables ([[peers]])")
+    peers: list[PeerConfig] = []
+    for i, pr in enumerate(peers_raw):
+        where = f"peers[{i}]"
+        if not isinstance(pr, dict):
+            raise r.err(where, "must be a table")
+        _check_unknown(r, pr, where, {"id", "identity", "address"})
+        qid = r.get(pr, where, "id", int)
+        if not 1 <= qid <= 64 or qid == pid:
+            raise r.err(f"{where}.id", f"must be in 1..64 and differ from party.id ({pid}), got {qid}")
+        qident = r.get(pr, where, "identity", str, f"party-{qid}")
+        if not _IDENT.match(qident):
+            raise r.err(f"{where}.identity", f"{qident!r} is not a valid certificate name")
+        addr = r.get(pr, where, "address", str, "")
+        if addr:
+            _check_addr(r, f"{where}.address", addr)
+        peers.append(PeerConfig(qid, qident, addr))
+    ids = [p.id for p in peers]
+    if len(set(ids)) != len(ids):
+        raise r.err("peers", f"duplicate peer ids {sorted(ids)}")
+    names = [p.identity for p in peers] + [identity, coordinator_identity]
+    if len(set(names)) != len(names):
+        raise r.err("peers", "identities of the party, its peers and the coordinator must all differ")
+
+    data = r.table("data", required=False)
+    _check_unknown(r, data, "data", {"path"})
+    data_path = r.path_of(r.get(data, "data", "path", str)) if "path" in data else None
+    if data_path is not None:
+        if not data_path.is_file():
+            raise r.err("data.path", f"file {data_path} does not exist")
+        if data_path.suffix.lower() not in (".csv", ".parquet", ".pq"):
+            raise r.err(
+                "data.path", f"unsupported data file type {data_path.suffix!r} (use .csv or .parquet)"
+            )
+
+    allow = r.table("allow")
+    _check_unknown(r, allow, "allow", {"models", "reveal_modes", "topologies", "bounds"})
+    models = _str_list(r, allow, "allow.models", None)
+    modes = _str_list(r, allow, "allow.reveal_modes", MODES)
+    topos = _str_list(r, allow, "allow.topologies", TOPOLOGIES) if "topologies" in allow else TOPOLOGIES
+    bounds: dict[str, dict[str, tuple[float, float]]] = {}
+    for model, tbl in (r.get(allow, "allow", "bounds", dict, {}) or {}).items():
+        if not isinstance(tbl, dict):
+            raise r.err(f"allow.bounds.{model}", "must be a table of parameter = [low, high]")
+        bounds[model] = {}
+        for key, lohi in tbl.items():
+            ok = (
+                isinstance(lohi, list)
+                and len(lohi) == 2
+                and all(isinstance(v, int | float) and not isinstance(v, bool) for v in lohi)
+            )
+            if not ok or lohi[0] > lohi[1]:
+                raise r.err(
+                    f"allow.bounds.{model}.{key}", f"must be [low, high] with low <= high, got {lohi!r}"
+                )
+            bounds[model][key] = (float(lohi[0]), float(lohi[1]))
+
+    budget = r.table("budget")
+    _check_unknown(r, budget, "budget", {"max_decisions", "epsilon"})
+    max_decisions = r.get(budget, "budget", "max_decisions", int)
+    if max_decisions < 0:
+        raise r.err("budget.max_decisions", f"must be >= 0, got {max_decisions}")
+    eps = r.get(budget, "budget", "epsilon", (int, float), None)
+    if eps is not None and eps <= 0:
+        raise r.err("budget.epsilon", f"must be > 0, got {eps}")
+
+    lim = r.table("limits", required=False)
+    _check_unknown(r, lim, "limits", {"round_timeout_s", "max_batch", "max_sessions", "max_message_bytes"})
+    rto = float(r.get(lim, "limits", "round_timeout_s", (int, float), 30.0))
+    max_batch = r.get(lim, "limits", "max_batch", int, 100_000)
+    max_sessions = r.get(lim, "limits", "max_sessions", int, 4)
+    max_msg = r.get(lim, "limits", "max_message_bytes", int, 64 * 1024 * 1024)
+    for key, v, lo in (
+        ("round_timeout_s", rto, 0.01),
+        ("max_batch", max_batch, 1),
+        ("max_sessions", max_sessions, 1),
+        ("max_message_bytes", max_msg, 1024),
+    ):
+        if v < lo:
+            raise r.err(f"limits.{key}", f"must be >= {lo}, got {v}")
+
+    testing = r.table("testing", required=False)
+    _check_unknown(r, testing, "testing", {"fixed_rng_key"})
+    fixed = None
+    if "fixed_rng_key" in testing:
+        hx = r.get(testing, "testing", "fixed_rng_key", str)
+        try:
+            fixed = bytes.fromhex(hx)
+        except ValueError as exc:
+            raise r.err("testing.fixed_rng_key", "must be 64 hex digits") from exc
+        if len(fixed) != 32:
+            raise r.err("testing.fixed_rng_key", f"must be 32 bytes (64 hex digits), got {len(fixed)} bytes")
+
+    return PartyConfig(
+        source=path,
+        id=pid,
+        identity=identity,
+        listen=listen,
+        state_dir=state_dir,
+        address_file=r.path_of(af) if af else None,
+        tls_cert=tls_paths[0],
+        tls_key=tls_paths[1],
+        tls_ca=tls_paths[2],
+        coordinator_identity=coordinator_identity,
+        peers=tuple(peers),
+        data_path=data_path,
+        allow_models=tuple(models),
+        allow_modes=tuple(modes),
+        allow_topologies=tuple(topos),
+        bounds=bounds,
+        max_decisions=max_decisions,
+        epsilon=float(eps) if eps is not None else None,
+        round_timeout_s=rto,
+        max_batch=max_batch,
+        max_sessions=max_sessions,
+        max_message_bytes=max_msg,
+        fixed_rng_key=fixed,
+    )
+
+
+def _check_addr(r: _Reader, key: str, value: str) -> None:
+    mt = _ADDR.match(value)
+    if not mt or not 0 <= int(mt.group(2)) <= 65535:
+        raise r.err(key, f"expected host:port, got {value!r}")
+
+
+def _str_list(r: _Reader, tbl: dict[str, Any], key: str, choices: tuple[str, ...] | None) -> list[str]:
+    name = key.split(".")[-1]
+    v = r.get(tbl, key.rsplit(".", 1)[0], name, list)
+    for item in v:
+        if not isinstance(item, str):
+            raise r.err(key, f"entries must be strings, got {item!r}")
+        if choices is not None and item not in choices:
+            raise r.err(key, f"{item!r} is not one of {list(choices)}")
+    return v

@@ -1,0 +1,847 @@
+"""The party daemon: gRPC services of one registry (``confar-party serve``).
+
+Services: ``Party`` (coordinator-facing: open/connect/evaluate/close/status), ``Peer`` (mesh share
+exchange), ``grpc.health.v1.Health``. Every channel is mutual TLS with the consortium CA unless the daemon
+was started with ``--insecure``. The party decides for itself: only the configured coordinator identity may
+drive sessions, only allowlisted models / reveal modes / topologies / parameter bounds run, and batches past
+the decision budget are refused (RESOURCE_EXHAUSTED). Every request, and every refused peer frame, is a
+line in the append-only audit log.
+
+Status codes: INVALID_ARGUMENT (malformed message or parameters), PERMISSION_DENIED (wrong caller or not
+allowed by this party's policy), FAILED_PRECONDITION (unknown / closed / failed session, step out of order
+or replayed, session busy), RESOURCE_EXHAUSTED (budget or session limit), ALREADY_EXISTS (session id in
+use), DEADLINE_EXCEEDED / UNAVAILABLE (a peer did not answer in time or its link broke: the message names
+the peer and the step; the session is then failed and must be closed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import grpc
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from hss.protocols import PartyContext, decide_party, key_setup
+from hss.randomness import SecureRandom, derive_key
+from hss.runtime import ProtocolError
+from parties import e2e, serde
+from parties.analyses import Analysis, AnalysisError, Dataset, get_analysis, load_dataset
+from parties.audit import AuditLog
+from parties.config import PartyConfig
+from parties.exchange import Kind, LinkLost, Mailbox, Refused, drive
+from parties.links import LinkError, MeshAcceptLink, MeshDialLink, RelayLink
+from parties.spec import SessionSpec
+from parties.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_credentials
+from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2
+
+OFFLOAD_MIN_BATCH = 64  # machine steps on batches at least this big run in a worker thread
+
+
+class Abort(Exception):
+    """Raised inside handlers: becomes a gRPC status with a clear message (and an audit line)."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+@dataclass
+class Session:
+    spec: SessionSpec
+    me: int
+    x25519: Any
+    mailbox: Mailbox
+    analysis: Analysis
+    state: str = "open"  # open -> connecting -> ready -> (failed | closed)
+    last_step: int = 0
+    busy: bool = False
+    failure: str = ""
+    links: dict[int, Any] = field(default_factory=dict)
+    accept_waiters: dict[int, asyncio.Future[MeshAcceptLink]] = field(default_factory=dict)
+    relay: RelayLink | None = None
+    ctx: PartyContext | None = None
+    noise_key: bytes = b""
+    proto_rng: SecureRandom | None = None
+
+    @property
+    def peers(self) -> list[int]:
+        return [p.id for p in self.spec.parties if p.id != self.me]
+
+
+class PartyDaemon:
+    def __init__(self, cfg: PartyConfig, insecure: bool = False) -> None:
+        self.cfg = cfg
+        self.insecure = insecure
+        self.tls: TlsMaterial | None = None
+        if not insecure:
+            assert cfg.tls_cert and cfg.tls_key and cfg.tls_ca
+            self.tls = TlsMaterial.load(cfg.tls_cert, cfg.tls_key, cfg.tls_ca, expect_identity=cfg.identity)
+        self.data: Dataset = load_dataset(cfg.data_path)
+        cfg.state_dir.mkdir(parents=True, exist_ok=True)
+        self.audit = AuditLog(cfg.state_dir / "audit.log")
+        self.ledger_path = cfg.state_dir / "ledger.json"
+        self.decisions_used = self._load_ledger()
+        self.sessions: dict[bytes, Session] = {}
+        self.refused_frames = 0
+        self.serving = True
+        self.server: grpc.aio.Server | None = None
+        self.port = 0
+
+    # ---- ledger ------------------------------------------------------------------------------------------
+
+    def _load_ledger(self) -> int:
+        if not self.ledger_path.exists():
+            return 0
+        try:
+            return int(json.loads(self.ledger_path.read_text())["decisions_used"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RuntimeError(
+                f"{self.ledger_path} is corrupt ({exc}); refusing to start without a ledger"
+            ) from exc
+
+    def _save_ledger(self) -> None:
+        tmp = self.ledger_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"party": self.cfg.identity, "decisions_used": self.decisions_used}))
+        os.replace(tmp, self.ledger_path)
+
+    # ---- helpers -----------------------------------------------------------------------------------------
+
+    def who(self, context: grpc.aio.ServicerContext) -> str | None:
+        return caller_identity(context, self.insecure)
+
+    def require_coordinator(self, context: grpc.aio.ServicerContext) -> str:
+        who = self.who(context)
+        if who != self.cfg.coordinator_identity:
+            raise Abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"caller {who!r} is not this party's coordinator ({self.cfg.coordinator_identity!r})",
+            )
+        return who
+
+    def session(self, sid: bytes, want: tuple[str, ...] = ("ready",)) -> Session:
+        sess = self.sessions.get(bytes(sid))
+        if sess is None:
+            raise Abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"unknown session {bytes(sid).hex()[:16]}…: open it first",
+            )
+        if sess.state not in want:
+            extra = f" ({sess.failure})" if sess.failure else ""
+            raise Abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"session {sess.spec.session_id.hex()[:16]}… is {sess.state}{extra}; "
+                f"expected {'/'.join(want)}",
+            )
+        return sess
+
+    async def handle(
+        self,
+        context: grpc.aio.ServicerContext,
+        what: str,
+        fn: Callable[[], Awaitable[Any]],
+        session: bytes | None = None,
+        step: int | None = None,
+    ) -> Any:
+        """Run a unary handler: map Abort/unexpected errors to status codes; one audit line either way."""
+        who = self.who(context)
+        sess = self.sessions.get(bytes(session)) if session else None
+        base: dict[str, Any] = {
+            "who": who,
+            "what": what,
+            "session": session,
+            "step": step,
+            "analysis": sess.spec.model if sess else None,
+            "reveal_mode": sess.spec.reveal_mode if sess else None,
+        }
+        try:
+            resp, audit_extra = await fn()
+        except Abort as exc:
+            self.audit.record(**base, outcome=exc.code.name, detail=exc.message)
+            await context.abort(exc.code, exc.message)
+            raise AssertionError("unreachable") from exc
+        except asyncio.CancelledError:
+            self.audit.record(**base, outcome="CANCELLED")
+            raise
+        except Exception as exc:  # never crash the daemon on one request
+            msg = f"internal error in {what}: {type(exc).__name__}: {exc}"
+            self.audit.record(**base, outcome="INTERNAL", detail=msg)
+            await context.abort(grpc.StatusCode.INTERNAL, msg)
+            raise AssertionError("unreachable") from exc
+        self.audit.record(**{**base, **audit_extra})
+        return resp
+
+    # ---- Party service -----------------------------------------------------------------------------------
+
+    async def open_session(self, req: party_pb2.OpenSessionRequest, context: grpc.aio.ServicerContext) -> Any:
+        async def run() -> tuple[Any, dict[str, Any]]:
+            self.require_coordinator(context)
+            if not self.serving:
+                raise Abort(grpc.StatusCode.UNAVAILABLE, "party is shutting down")
+            if not req.HasField("spec"):
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "OpenSessionRequest.spec is missing")
+            try:
+                spec = serde.spec_from_proto(req.spec)
+            except serde.WireError as exc:
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+            self.check_policy(spec)
+            if spec.session_id in self.sessions:
+                raise Abort(
+                    grpc.StatusCode.ALREADY_EXISTS, f"session {spec.session_id.hex()[:16]}… already exists"
+                )
+            live = sum(s.state in ("open", "connecting", "ready") for s in self.sessions.values())
+            if live >= self.cfg.max_sessions:
+                raise Abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"{live} sessions open, limits.max_sessions = {self.cfg.max_sessions}",
+                )
+            analysis = get_analysis(spec.model)
+            try:
+                analysis.check_params(spec.model_params)
+            except AnalysisError as exc:
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+            priv = e2e.new_private()
+            sess = Session(
+                spec=spec,
+                me=self.cfg.id,
+                x25519=priv,
+                mailbox=Mailbox(self.cfg.id, spec.m, self.cfg.max_message_bytes),
+                analysis=analysis,
+            )
+            base_key = self.cfg.fixed_rng_key or os.urandom(32)
+            sess.noise_key = derive_key(base_key, spec.session_id, b"noise")
+            sess.proto_rng = SecureRandom(derive_key(base_key, spec.session_id, b"protocol"))
+            self.sessions[spec.session_id] = sess
+            pub = e2e.public_bytes(priv)
+            sig, cert = b"", b""
+            if self.tls is not None:
+                sig = e2e.sign_bundle(self.tls.key_pem, spec.session_id, self.cfg.id, pub)
+                cert = self.tls.cert_pem
+            bundle = party_pb2.KeyBundle(
+                party=self.cfg.id, x25519_public=pub, signature=sig, certificate_pem=cert
+            )
+            return party_pb2.OpenSessionResponse(bundle=bundle), {
+                "analysis": spec.model,
+                "reveal_mode": spec.reveal_mode,
+                "topology": spec.topology,
+                "m": spec.m,
+            }
+
+        return await self.handle(
+            context, "OpenSession", run, session=bytes(req.spec.session_id) if req.HasField("spec") else None
+        )
+
+    def check_policy(self, spec: SessionSpec) -> None:
+        cfg = self.cfg
+        try:
+            mine = spec.party(cfg.id)
+        except ValueError as exc:
+            raise Abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"this daemon is party {cfg.id}, absent from the session"
+            ) from exc
+        if mine.identity != cfg.identity:
+            raise Abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"the session calls party {cfg.id} {mine.identity!r}, but this daemon is {cfg.identity!r}",
+            )
+        known = {p.id: p.identity for p in cfg.peers}
+        for p in spec.parties:
+            if p.id != cfg.id and known.get(p.id) != p.identity:
+                raise Abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"party {p.id} ({p.identity!r}) is not a consortium member in this party's config",
+                )
+        if spec.coordinator_identity != cfg.coordinator_identity:
+            raise Abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"coordinator {spec.coordinator_identity!r} is not this party's "
+                f"({cfg.coordinator_identity!r})",
+            )
+        if spec.model not in cfg.allow_models:
+            raise Abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"model {spec.model!r} is not allowed by this party "
+                f"(allow.models = {list(cfg.allow_models)})",
+            )
+        if spec.reveal_mode not in cfg.allow_modes:
+            raise Abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"reveal mode {spec.reveal_mode!r} is not allowed "
+                f"(allow.reveal_modes = {list(cfg.allow_modes)})",
+            )
+        if spec.topology not in cfg.allow_topologies:
+            raise Abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"topology {spec.topology!r} is not allowed "
+                f"(allow.topologies = {list(cfg.allow_topologies)})",
+            )
+        for key, (lo, hi) in cfg.bounds.get(spec.model, {}).items():
+            v = spec.model_params.get(key)
+            if v is None or not isinstance(v, int | float) or not lo <= v <= hi:
+                raise Abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"model parameter {key} = {v!r} is outside this party's bounds [{lo}, {hi}]",
+                )
+        if self.decisions_used >= cfg.max_decisions:
+            raise Abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"decision budget exhausted ({self.decisions_used} of {cfg.max_decisions} used)",
+            )
+
+    async def connect_session(
+        self, req: party_pb2.ConnectSessionRequest, context: grpc.aio.ServicerContext
+    ) -> Any:
+        async def run() -> tuple[Any, dict[str, Any]]:
+            self.require_coordinator(context)
+            sess = self.session(req.session_id, ("open",))
+            sess.state = "connecting"
+            try:
+                await self.verify_bundles(sess, list(req.bundles))
+                await self.open_links(sess)
+                rng = sess.proto_rng
+                assert rng is not None
+                machine = key_setup(sess.spec.params(), self.cfg.id, rng)
+                out = await drive(
+                    machine,
+                    me=self.cfg.id,
+                    peers=sess.peers,
+                    step=0,
+                    send=self.sender(sess),
+                    mailbox=sess.mailbox,
+                    symmetric=False,
+                    timeout_s=self.timeout(context),
+                )
+                sess.ctx = PartyContext(sess.spec.params(), out.result)
+            except Abort:
+                sess.state, sess.failure = "failed", "connect failed"
+                raise
+            except (LinkError, LinkLost) as exc:
+                sess.state, sess.failure = "failed", str(exc)
+                raise Abort(grpc.StatusCode.UNAVAILABLE, f"session setup: {exc}") from exc
+            except ProtocolError as exc:
+                sess.state, sess.failure = "failed", str(exc)
+                raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"session key setup failed: {exc}") from exc
+            sess.state = "ready"
+            return party_pb2.ConnectSessionResponse(
+                session_id=sess.spec.session_id, setup_rounds=out.rounds
+            ), {"step": 0, "rounds": out.rounds}
+
+        return await self.handle(context, "ConnectSession", run, session=bytes(req.session_id), step=0)
+
+    async def verify_bundles(self, sess: Session, bundles: list[party_pb2.KeyBundle]) -> None:
+        spec = sess.spec
+        by_party = {int(b.party): b for b in bundles}
+        if sorted(by_party) != list(range(1, spec.m + 1)) or len(bundles) != spec.m:
+            raise Abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"need exactly one key bundle per party 1..{spec.m}, got parties {sorted(by_party)}",
+            )
+        ciphers: dict[int, e2e.PairCipher] = {}
+        for q in sess.peers:
+            b = by_party[q]
+            if self.tls is not None:
+                try:
+                    e2e.verify_bundle(
+                        self.tls.ca_pem,
+                        bytes(b.certificate_pem),
+                        spec.party(q).identity,
+                        spec.session_id,
+                        q,
+                        bytes(b.x25519_public),
+                        bytes(b.signature),
+                    )
+                except e2e.KeyExchangeError as exc:
+                    raise Abort(grpc.StatusCode.PERMISSION_DENIED, str(exc)) from exc
+            try:
+                key = e2e.pair_key(sess.x25519, bytes(b.x25519_public), spec.session_id, self.cfg.id, q)
+            except ValueError as exc:
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"party {q}: bad X25519 key: {exc}") from exc
+            ciphers[q] = e2e.PairCipher(key)
+        if spec.topology == "relay":
+            sess.relay = RelayLink(spec.session_id, self.cfg.id, ciphers)
+
+    def timeout(self, context: grpc.aio.ServicerContext) -> float:
+        left = context.time_remaining()
+        t = self.cfg.round_timeout_s
+        return max(0.01, min(t, left - 0.05)) if left is not None else t
+
+    async def open_links(self, sess: Session) -> None:
+        spec, me = sess.spec, self.cfg.id
+        to = self.cfg.round_timeout_s
+        my_ident = self.cfg.identity
+
+        async def on_frame(src: int, msg: peer_pb2.PeerFrame) -> None:
+            await self.on_frame(sess, src, msg)
+
+        async def on_lost(q: int, why: str) -> None:
+            await sess.mailbox.lose(q, why)
+
+        if spec.topology == "relay":
+            assert sess.relay is not None
+            await sess.relay.open(
+                spec.relay_address,
+                spec.coordinator_identity,
+                self.tls,
+                my_ident,
+                on_frame,
+                on_lost,
+                sess.peers,
+                to,
+            )
+            return
+        cfg_addr = {p.id: p.address for p in self.cfg.peers}
+        for q in sess.peers:
+            if q < me and q not in sess.accept_waiters:
+                sess.accept_waiters[q] = asyncio.get_running_loop().create_future()
+        dials = []
+        for q in sess.peers:
+            if q > me:
+                addr = cfg_addr.get(q) or spec.party(q).address
+                if not addr:
+                    raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"no address for party {q} (mesh topology)")
+                link = MeshDialLink(spec.session_id, me, q)
+                sess.links[q] = link
+                dials.append(
+                    link.open(addr, spec.party(q).identity, self.tls, my_ident, on_frame, on_lost, to)
+                )
+        await asyncio.gather(*dials)
+        for q, fut in sess.accept_waiters.items():
+            try:
+                sess.links[q] = await asyncio.wait_for(asyncio.shield(fut), to)
+            except TimeoutError as exc:
+                raise LinkError(
+                    f"party {q} did not open its mesh link to this party within {to:g} s"
+                ) from exc
+
+    def sender(self, sess: Session) -> Callable[[Any], Awaitable[None]]:
+        sid = sess.spec.session_id
+        if sess.relay is not None:
+            relay = sess.relay
+
+            async def send_relay(f: Any) -> None:
+                await relay.send(relay.seal(f))
+
+            return send_relay
+
+        async def send_mesh(f: Any) -> None:
+            link = sess.links.get(f.dst)
+            if link is None:
+                raise LinkLost(f"no link to party {f.dst}")
+            await link.send(serde.frame_to_proto(sid, f))
+
+        return send_mesh
+
+    async def on_frame(self, sess: Session, src: int, msg: peer_pb2.PeerFrame) -> None:
+        """File a frame from peer ``src``: authenticated by TLS (mesh) or by its AEAD key (relay)."""
+        try:
+            if bytes(msg.session_id) != sess.spec.session_id:
+                raise Refused("frame for another session on this session's link")
+            if int(msg.src) != src:
+                raise Refused(f"frame claims src {msg.src} but the link belongs to party {src}")
+            if sess.state not in ("connecting", "ready"):
+                raise Refused(f"session is {sess.state}")
+            plain = None
+            if sess.relay is not None:
+                try:
+                    plain = sess.relay.unseal(msg)
+                except e2e.KeyExchangeError as exc:
+                    raise Refused(str(exc)) from exc
+            try:
+                frame = serde.frame_from_proto(msg, plain, self.cfg.max_message_bytes)
+            except serde.WireError as exc:
+                raise Refused(str(exc)) from exc
+            await sess.mailbox.deliver(frame)
+        except Refused as exc:
+            if exc.reason:
+                self.refused_frames += 1
+                sess.mailbox.refused += 1
+                self.audit.record(
+                    who=_ident_of(sess, src),
+                    what="PeerFrame",
+                    outcome="REFUSED",
+                    session=bytes(msg.session_id)[:64],
+                    step=int(msg.step),
+                    detail=exc.reason,
+                    round=int(msg.round),
+                )
+
+    async def evaluate(self, req: party_pb2.EvaluateRequest, context: grpc.aio.ServicerContext) -> Any:
+        step = int(req.step)
+
+        async def run() -> tuple[Any, dict[str, Any]]:
+            self.require_coordinator(context)
+            sess = self.session(req.session_id)
+            if sess.busy:
+                raise Abort(
+                    grpc.StatusCode.FAILED_PRECONDITION, f"session busy with step {sess.last_step + 1}"
+                )
+            if step <= sess.last_step:
+                raise Abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"step {step} replayed: step {sess.last_step} is done; "
+                    f"the next step is {sess.last_step + 1}",
+                )
+            if step != sess.last_step + 1:
+                raise Abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"step {step} out of order: the next step is {sess.last_step + 1}",
+                )
+            n = int(req.batch)
+            if not 1 <= n <= self.cfg.max_batch:
+                raise Abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"batch {n} must be in 1..{self.cfg.max_batch} (limits.max_batch)",
+                )
+            if self.decisions_used + n > self.cfg.max_decisions:
+                raise Abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"batch of {n} would exceed this party's decision budget "
+                    f"({self.decisions_used} of {self.cfg.max_decisions} used)",
+                )
+            try:
+                inputs = serde.inputs_from_proto(req.inputs, self.cfg.max_message_bytes)
+                terms = sess.analysis.terms(
+                    self.data,
+                    sess.spec.model_params,
+                    inputs,
+                    n,
+                    sess.spec.m,
+                    sess.spec.reveal_mode,
+                    self.noise_rng(sess, step),
+                )
+                assert sess.ctx is not None and sess.proto_rng is not None
+                machine = decide_party(
+                    sess.spec.reveal_mode,
+                    sess.ctx,
+                    terms.values,
+                    terms.public,
+                    step,
+                    sess.proto_rng,
+                    blind=terms.blind,
+                )
+            except (serde.WireError, AnalysisError, ValueError) as exc:
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step}: {exc}") from exc
+            # the budget is charged before any share leaves this party: a failed run still counts
+            self.decisions_used += n
+            self._save_ledger()
+            sess.busy = True
+            offload = _to_thread if n >= OFFLOAD_MIN_BATCH else None
+            try:
+                out = await drive(
+                    machine,
+                    me=self.cfg.id,
+                    peers=sess.peers,
+                    step=step,
+                    send=self.sender(sess),
+                    mailbox=sess.mailbox,
+                    symmetric=True,
+                    timeout_s=self.timeout(context),
+                    offload=offload,
+                )
+            except LinkLost as exc:
+                sess.state, sess.failure = "failed", f"step {step}: {exc}"
+                raise Abort(grpc.StatusCode.UNAVAILABLE, str(exc)) from exc
+            except ProtocolError as exc:
+                sess.state, sess.failure = "failed", f"step {step}: {exc}"
+                raise Abort(
+                    grpc.StatusCode.FAILED_PRECONDITION, f"step {step}: protocol error: {exc}"
+                ) from exc
+            finally:
+                sess.busy = False
+            sess.last_step = step
+            clamped = int(np.count_nonzero(out.result.clamped)) if hasattr(out.result, "clamped") else 0
+            resp = party_pb2.EvaluateResponse(
+                session_id=sess.spec.session_id,
+                step=step,
+                to_receiver=serde.receiver_messages_to_proto(out.to_receiver),
+                rounds=out.rounds,
+                clamped=clamped,
+            )
+            return resp, {"decisions": n, "rounds": out.rounds, "clamped": clamped}
+
+        return await self.handle(context, "Evaluate", run, session=bytes(req.session_id), step=step)
+
+    def noise_rng(self, sess: Session, step: int) -> SecureRandom:
+        return SecureRandom(derive_key(sess.noise_key, sess.spec.session_id, b"step/%d" % step))
+
+    async def close_session(
+        self, req: party_pb2.CloseSessionRequest, context: grpc.aio.ServicerContext
+    ) -> Any:
+        async def run() -> tuple[Any, dict[str, Any]]:
+            self.require_coordinator(context)
+            sess = self.session(req.session_id, ("open", "connecting", "ready", "failed"))
+            await self.teardown(sess, "closed")
+            return party_pb2.CloseSessionResponse(
+                session_id=sess.spec.session_id, last_step=sess.last_step
+            ), {"reason": req.reason[:200]}
+
+        return await self.handle(context, "CloseSession", run, session=bytes(req.session_id))
+
+    async def teardown(self, sess: Session, state: str) -> None:
+        sess.state = state
+        for link in list(sess.links.values()):
+            await link.close()
+        if sess.relay is not None:
+            await sess.relay.close()
+        for fut in sess.accept_waiters.values():
+            if not fut.done():
+                fut.cancel()
+        sess.links.clear()
+        # keep a closed session's id so its messages are refused as out-of-session, but drop its secrets
+        sess.ctx, sess.proto_rng, sess.noise_key = None, None, b""
+
+    async def status(self, req: party_pb2.StatusRequest, context: grpc.aio.ServicerContext) -> Any:
+        async def run() -> tuple[Any, dict[str, Any]]:
+            self.require_coordinator(context)
+            return party_pb2.StatusResponse(
+                party=self.cfg.id,
+                identity=self.cfg.identity,
+                sessions=[
+                    party_pb2.SessionStatus(
+                        session_id=s.spec.session_id,
+                        last_step=s.last_step,
+                        state=s.state,
+                        reveal_mode=s.spec.reveal_mode,
+                        model=s.spec.model,
+                    )
+                    for s in self.sessions.values()
+                ],
+                decisions_used=self.decisions_used,
+                decisions_budget=self.cfg.max_decisions,
+                refused_messages=self.refused_frames,
+            ), {}
+
+        return await self.handle(context, "Status", run)
+
+    # ---- Peer service (mesh, accepting side) ---------------------------------------------------------------
+
+    async def exchange(
+        self, request_iterator: AsyncIterator[peer_pb2.PeerFrame], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[peer_pb2.PeerFrame]:
+        who = self.who(context)
+
+        async def refuse(code: grpc.StatusCode, msg: str, sid: bytes | None = None) -> NoReturn:
+            self.refused_frames += 1
+            self.audit.record(who=who, what="PeerExchange", outcome=code.name, session=sid, detail=msg)
+            await context.abort(code, msg)
+            raise AssertionError("unreachable")
+
+        try:
+            first = await asyncio.wait_for(request_iterator.__anext__(), self.cfg.round_timeout_s)
+        except (StopAsyncIteration, TimeoutError):
+            await refuse(grpc.StatusCode.INVALID_ARGUMENT, "a peer stream must start with a HELLO frame")
+        sid = bytes(first.session_id)
+        if first.kind != Kind.HELLO:
+            await refuse(
+                grpc.StatusCode.INVALID_ARGUMENT, "a peer stream must start with a HELLO frame", sid[:64]
+            )
+        sess = self.sessions.get(sid)
+        if sess is None or sess.state not in ("open", "connecting", "ready"):
+            await refuse(grpc.StatusCode.FAILED_PRECONDITION, "unknown or closed session", sid[:64])
+        q = sess.spec.id_of(who) if who else None
+        if q is None or q == self.cfg.id:
+            await refuse(
+                grpc.StatusCode.PERMISSION_DENIED, f"caller {who!r} is not a party of this session", sid
+            )
+        if int(first.src) != q:
+            await refuse(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"caller is {who!r} (party {q}) but claims to be party {first.src}",
+                sid,
+            )
+        if q > self.cfg.id or sess.spec.topology != "mesh":
+            await refuse(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"party {q} must not dial party {self.cfg.id} in this session",
+                sid,
+            )
+        fut = sess.accept_waiters.get(q)
+        if fut is None:
+            fut = asyncio.get_running_loop().create_future()
+            sess.accept_waiters[q] = fut
+        if fut.done():
+            await refuse(grpc.StatusCode.ALREADY_EXISTS, f"party {q} already has a link in this session", sid)
+        link = MeshAcceptLink(q)
+        fut.set_result(link)
+        self.audit.record(
+            who=who,
+            what="PeerExchange",
+            session=sid,
+            analysis=sess.spec.model,
+            reveal_mode=sess.spec.reveal_mode,
+        )
+
+        async def read() -> None:
+            why = "peer closed its stream"
+            try:
+                async for msg in request_iterator:
+                    await self.on_frame(sess, q, msg)
+            except grpc.aio.AioRpcError as exc:
+                why = f"{exc.code().name}: {exc.details()}"
+            except asyncio.CancelledError:
+                why = "stream cancelled"
+            await sess.mailbox.lose(q, why)
+            link.queue.put_nowait(None)
+
+        reader = asyncio.create_task(read())
+        try:
+            yield serde.frame_header_to_proto(sid, 0, 0, self.cfg.id, q, Kind.HELLO)
+            while True:
+                item = await link.queue.get()
+                if item is None:
+                    break
+                yield item
+        finally:
+            reader.cancel()
+
+    # ---- lifecycle ---------------------------------------------------------------------------------------
+
+    async def start(self) -> int:
+        server = grpc.aio.server(options=SERVER_OPTIONS)
+        server.add_generic_rpc_handlers((_strict_party_handlers(self), _strict_peer_handler(self)))
+        health_pb2_grpc.add_HealthServicer_to_server(_HealthServicer(self), server)
+        if self.tls is None:
+            port = server.add_insecure_port(self.cfg.listen)
+        else:
+            port = server.add_secure_port(self.cfg.listen, server_credentials(self.tls))
+        if port == 0:
+            raise RuntimeError(f"cannot listen on {self.cfg.listen}")
+        await server.start()
+        self.server, self.port = server, port
+        host = self.cfg.listen.rsplit(":", 1)[0]
+        address = f"{host}:{port}"
+        if self.cfg.address_file is not None:
+            tmp = Path(str(self.cfg.address_file) + ".tmp")
+            tmp.write_text(address + "\n")
+            os.replace(tmp, self.cfg.address_file)
+        self.audit.record(
+            who=self.cfg.identity,
+            what="Start",
+            detail=f"listening on {address}",
+            insecure=self.insecure,
+            fixed_rng=self.cfg.fixed_rng_key is not None,
+        )
+        return port
+
+    async def stop(self, grace: float = 5.0) -> None:
+        self.serving = False
+        for sess in list(self.sessions.values()):
+            if sess.state in ("open", "connecting", "ready"):
+                await self.teardown(sess, "closed")
+        if self.server is not None:
+            await self.server.stop(grace)
+        self.audit.record(who=self.cfg.identity, what="Stop")
+        self.audit.close()
+
+    async def serve_forever(self, on_ready: Callable[[str], None] | None = None) -> None:
+        port = await self.start()
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        if on_ready is not None:
+            on_ready(f"{self.cfg.listen.rsplit(':', 1)[0]}:{port}")
+        await stop.wait()
+        await self.stop()
+
+
+def _ident_of(sess: Session, src: int) -> str | None:
+    for p in sess.spec.parties:
+        if p.id == src:
+            return p.identity
+    return None
+
+
+async def _to_thread(fn: Callable[[], Any]) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(None, fn)
+
+
+_PARTY_METHODS: dict[str, tuple[Any, Any]] = {
+    "OpenSession": (party_pb2.OpenSessionRequest, party_pb2.OpenSessionResponse),
+    "ConnectSession": (party_pb2.ConnectSessionRequest, party_pb2.ConnectSessionResponse),
+    "Evaluate": (party_pb2.EvaluateRequest, party_pb2.EvaluateResponse),
+    "CloseSession": (party_pb2.CloseSessionRequest, party_pb2.CloseSessionResponse),
+    "Status": (party_pb2.StatusRequest, party_pb2.StatusResponse),
+}
+
+
+def _strict_party_handlers(d: PartyDaemon) -> grpc.GenericRpcHandler:
+    """The Party service with requests parsed in the handler, so undecodable bytes get INVALID_ARGUMENT
+    (and an audit line) instead of grpc's UNKNOWN."""
+    impl: dict[str, Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]] = {
+        "OpenSession": d.open_session,
+        "ConnectSession": d.connect_session,
+        "Evaluate": d.evaluate,
+        "CloseSession": d.close_session,
+        "Status": d.status,
+    }
+
+    def make(name: str) -> Any:
+        req_type, resp_type = _PARTY_METHODS[name]
+
+        async def handler(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                req = req_type.FromString(raw)
+            except DecodeError as exc:
+                msg = f"{name}: request is not a valid {req_type.DESCRIPTOR.full_name}: {exc}"
+                d.audit.record(who=d.who(context), what=name, outcome="INVALID_ARGUMENT", detail=msg)
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, msg)
+            return await impl[name](req, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            handler, request_deserializer=None, response_serializer=resp_type.SerializeToString
+        )
+
+    return grpc.method_handlers_generic_handler("confar.v1.Party", {n: make(n) for n in _PARTY_METHODS})
+
+
+def _strict_peer_handler(d: PartyDaemon) -> grpc.GenericRpcHandler:
+    async def frames(raw_iter: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async for raw in raw_iter:
+            try:
+                yield peer_pb2.PeerFrame.FromString(raw)
+            except DecodeError:
+                d.refused_frames += 1
+                d.audit.record(
+                    who=d.who(context),
+                    what="PeerFrame",
+                    outcome="INVALID_ARGUMENT",
+                    detail="undecodable PeerFrame",
+                )
+
+    async def handler(
+        raw_iter: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        async for frame in d.exchange(frames(raw_iter, context), context):
+            yield frame
+
+    return grpc.method_handlers_generic_handler(
+        "confar.v1.Peer",
+        {
+            "Exchange": grpc.stream_stream_rpc_method_handler(
+                handler, request_deserializer=None, response_serializer=peer_pb2.PeerFrame.SerializeToString
+            )
+        },
+    )
+
+
+class _HealthServicer(health_pb2_grpc.HealthServicer):
+    def __init__(self, d: PartyDaemon) -> None:
+        self.d = d
+
+    async def Check(self, request: Any, context: Any) -> Any:
+        if request.service not in ("", "confar.v1.Party", "confar.v1.Peer"):
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if self.d.serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        return health_pb2.HealthCheckResponse(status=status)

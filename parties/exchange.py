@@ -1,0 +1,319 @@
+"""Running an hss :class:`~hss.runtime.Machine` over a message transport, one party's side.
+
+:func:`drive` is the transport-agnostic runner every party uses, over gRPC (mesh or relay, see
+:mod:`parties.links`) and over in-process queues (:func:`run_local`, used by the contract tests). It
+reproduces the semantics of :func:`hss.runtime.run_in_memory` exactly: each round a party sends its outbox,
+waits for the messages addressed to it this round, then steps.
+
+How a party knows a round is complete:
+
+* ``symmetric=False`` (general, e.g. key setup where party i sends only to j > i): every round a party
+  sends every still-running peer one frame — DATA or EMPTY — and waits for one frame from each; when its
+  machine finishes it sends DONE (fire-and-forget) so peers stop expecting it. Correct for any protocol.
+* ``symmetric=True`` (the decision protocols): a party addresses q in a round exactly when q addresses it,
+  so it waits only for the peers it addressed and sends no EMPTY/DONE frames. This saves one message per
+  peer per round and the final barrier. A protocol that breaks the promise shows up as a stray frame
+  (ProtocolError) or a missing one (deadline), never as a silently wrong result.
+
+:class:`Mailbox` is where frames from the network land, per session. It refuses (and reports, for the
+audit log) malformed, replayed, out-of-order and out-of-session frames without disturbing the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+
+from hss.runtime import RECEIVER, Inbox, Machine, Payload, ProtocolError
+
+MAX_ROUNDS = 256
+ROUND_WINDOW = 2  # a peer can be at most one round ahead; allow one more for slack
+
+
+class Kind(IntEnum):
+    HELLO = 1
+    DATA = 2
+    EMPTY = 3
+    DONE = 4
+
+
+@dataclass(frozen=True)
+class Frame:
+    step: int
+    round: int
+    src: int
+    dst: int
+    kind: Kind
+    payload: Payload | None = None
+
+
+class Refused(Exception):
+    """A frame the mailbox will not accept; ``reason`` is logged, the run carries on."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class LinkLost(ProtocolError):
+    """A peer's link closed or the peer did not answer within the deadline."""
+
+
+@dataclass
+class _StepState:
+    step: int
+    round: int = 0  # the round currently being collected (frames below it are stale)
+    frames: dict[tuple[int, int], Frame] = field(default_factory=dict)  # (round, src) -> frame
+    seen: set[tuple[int, int]] = field(default_factory=set)
+
+
+class Mailbox:
+    """Per-session inbound frames of one party, keyed by (step, round, src)."""
+
+    def __init__(
+        self, me: int, m: int, max_payload_bytes: int = 64 * 1024 * 1024, first_step: int = 0
+    ) -> None:
+        self.me, self.m = me, m
+        self.max_payload_bytes = max_payload_bytes
+        self.completed_step = first_step - 1  # steps <= this are finished; key setup is step 0
+        self._cur: _StepState | None = None
+        self._cond = asyncio.Condition()
+        self._lost: dict[int, str] = {}
+        self.refused = 0
+
+    def _state_for(self, step: int) -> _StepState:
+        if self._cur is None or self._cur.step != step:
+            self._cur = _StepState(step)
+        return self._cur
+
+    def check(self, f: Frame) -> None:
+        """Raise :class:`Refused` unless ``f`` is acceptable now (src is already authenticated)."""
+        if not 1 <= f.src <= self.m or f.src == self.me:
+            raise Refused(f"frame from party {f.src}, which is not a peer in this session")
+        if f.dst != self.me:
+            raise Refused(f"frame addressed to party {f.dst}, not to this party ({self.me})")
+        if f.kind not in (Kind.DATA, Kind.EMPTY, Kind.DONE):
+            raise Refused(f"frame kind {int(f.kind)} is not valid inside a protocol run")
+        if f.step <= self.completed_step:
+            if f.kind == Kind.DONE:
+                raise Refused("")  # a peer's end-of-run notice after we finished too: expected, silent
+            raise Refused(
+                f"replayed or late frame for finished step {f.step} (completed {self.completed_step})"
+            )
+        if f.step > self.completed_step + 1:
+            raise Refused(
+                f"frame for step {f.step} but the next step is {self.completed_step + 1}: out of order"
+            )
+        if not 1 <= f.round <= MAX_ROUNDS:
+            raise Refused(f"round {f.round} out of range 1..{MAX_ROUNDS}")
+        st = self._state_for(f.step)
+        if f.round < st.round or (f.round, f.src) in st.seen:
+            raise Refused(f"replayed frame step {f.step} round {f.round} from party {f.src}")
+        if f.round > max(st.round, 1) + ROUND_WINDOW:
+            raise Refused(f"frame for round {f.round} is too far ahead of round {st.round}")
+        if (f.round, f.src) in st.frames:
+            raise Refused(f"duplicate frame step {f.step} round {f.round} from party {f.src}")
+        if f.kind == Kind.DATA:
+            if f.payload is None:
+                raise Refused("DATA frame without payload")
+            if f.payload.nbytes > self.max_payload_bytes:
+                raise Refused(f"payload of {f.payload.nbytes} bytes exceeds {self.max_payload_bytes}")
+
+    async def deliver(self, f: Frame) -> None:
+        """Accept a frame or raise :class:`Refused`."""
+        async with self._cond:
+            self.check(f)
+            self._state_for(f.step).frames[(f.round, f.src)] = f
+            self._cond.notify_all()
+
+    async def lose(self, peer: int, why: str) -> None:
+        async with self._cond:
+            self._lost.setdefault(peer, why)
+            self._cond.notify_all()
+
+    async def collect(self, step: int, rnd: int, senders: set[int], deadline: float) -> dict[int, Frame]:
+        """Wait for one frame of (step, rnd) from every party in ``senders``; deadline is time.monotonic()."""
+        async with self._cond:
+            st = self._state_for(step)
+            st.round = rnd
+            for key in [k for k in st.frames if k[0] < rnd]:  # cannot happen with honest peers; drop
+                del st.frames[key]
+
+            def ready() -> bool:
+                return all((rnd, s) in st.frames for s in senders) or any(
+                    s in self._lost and (rnd, s) not in st.frames for s in senders
+                )
+
+            while not ready():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = sorted(s for s in senders if (rnd, s) not in st.frames)
+                    raise LinkLost(
+                        f"step {step} round {rnd}: no message from part{'ies' if len(missing) > 1 else 'y'} "
+                        f"{', '.join(map(str, missing))} before the deadline"
+                    )
+                try:
+                    await asyncio.wait_for(self._cond.wait(), timeout=left)
+                except TimeoutError:
+                    pass
+            lost = sorted(s for s in senders if s in self._lost and (rnd, s) not in st.frames)
+            if lost:
+                raise LinkLost(
+                    f"step {step} round {rnd}: link to party {lost[0]} lost ({self._lost[lost[0]]})"
+                )
+            got = {s: st.frames.pop((rnd, s)) for s in senders}
+            st.seen.update((rnd, s) for s in senders)
+            return got
+
+    async def finish(self, step: int) -> list[Frame]:
+        """Mark ``step`` complete; return frames left over for it (stray messages)."""
+        async with self._cond:
+            self.completed_step = max(self.completed_step, step)
+            left = []
+            if self._cur is not None and self._cur.step == step:
+                left = [f for f in self._cur.frames.values() if f.kind != Kind.DONE]
+                self._cur = None
+            return left
+
+
+SendFn = Callable[[Frame], Awaitable[None]]
+
+
+@dataclass
+class RunOutcome:
+    result: Any
+    to_receiver: list[tuple[int, Payload]]  # (round, payload) in order
+    rounds: int
+    stepped_s: float = 0.0
+
+
+async def drive(
+    machine: Machine[Any],
+    *,
+    me: int,
+    peers: list[int],
+    step: int,
+    send: SendFn,
+    mailbox: Mailbox,
+    symmetric: bool,
+    timeout_s: float,
+    offload: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
+) -> RunOutcome:
+    """Run ``machine`` (party ``me``) to completion over ``send`` / ``mailbox``; see the module docstring.
+
+    ``offload`` runs a machine step elsewhere (e.g. a thread) so the event loop keeps serving the links.
+    """
+    deadline = time.monotonic() + timeout_s
+    active = set(peers)
+    to_receiver: list[tuple[int, Payload]] = []
+    stepped = 0.0
+
+    async def advance(fn: Callable[[], Any]) -> Any:
+        nonlocal stepped
+        t0 = time.perf_counter()
+        out = await offload(fn) if offload is not None else fn()
+        stepped += time.perf_counter() - t0
+        return out
+
+    try:
+        outbox = await advance(machine.start)
+        rnd = 0
+        while True:
+            rnd += 1
+            if rnd > MAX_ROUNDS:
+                raise ProtocolError(f"protocol did not finish within {MAX_ROUNDS} rounds")
+            if machine.done:
+                if not symmetric:
+                    for q in sorted(active):
+                        await send(Frame(step, rnd, me, q, Kind.DONE))
+                break
+            for dst in outbox:
+                if dst != RECEIVER and dst not in active:
+                    why = "has finished" if dst in peers else "is not in this session"
+                    raise ProtocolError(f"party {me} addressed party {dst}, which {why} (round {rnd})")
+            if RECEIVER in outbox:
+                to_receiver.append((rnd, outbox[RECEIVER]))
+            if symmetric:
+                expected = {d for d in outbox if d != RECEIVER}
+                for q in sorted(expected):
+                    await send(Frame(step, rnd, me, q, Kind.DATA, outbox[q]))
+            else:
+                expected = set(active)
+                for q in sorted(active):
+                    if q in outbox:
+                        await send(Frame(step, rnd, me, q, Kind.DATA, outbox[q]))
+                    else:
+                        await send(Frame(step, rnd, me, q, Kind.EMPTY))
+            frames = await mailbox.collect(step, rnd, expected, deadline) if expected else {}
+            inbox: Inbox = {}
+            for q, f in frames.items():
+                if f.kind == Kind.DONE:
+                    if symmetric:
+                        raise ProtocolError(f"party {q} sent DONE in a symmetric run (round {rnd})")
+                    active.discard(q)
+                elif f.kind == Kind.DATA:
+                    assert f.payload is not None
+                    inbox[q] = f.payload
+            if machine.done:
+                if inbox:
+                    raise ProtocolError(f"party {me} got messages after it finished")
+                continue
+            outbox = await advance(lambda inbox=inbox: machine.step(inbox))  # type: ignore[misc]
+    finally:
+        stray = await mailbox.finish(step)
+    if stray:
+        f = stray[0]
+        raise ProtocolError(
+            f"stray frame from party {f.src} at step {step} round {f.round}: the protocol is not symmetric "
+            "(run it with symmetric=False)"
+        )
+    return RunOutcome(machine.result, to_receiver, machine.rounds, stepped)
+
+
+async def run_local(
+    machines: dict[int, Machine[Any]], step: int = 1, symmetric: bool = False, timeout_s: float = 60.0
+) -> tuple[dict[int, Any], list[dict[int, Payload]]]:
+    """All parties in one event loop over in-process queues, through :func:`drive` and :class:`Mailbox`.
+
+    Returns results and, per round, the messages addressed to the receiver — the same shape as
+    ``run_in_memory``'s ``(results, transcript.to_receiver)``.
+    """
+    m = len(machines)
+    boxes = {p: Mailbox(p, m, first_step=step) for p in machines}
+
+    async def send(f: Frame) -> None:
+        payload = None if f.payload is None else np.frombuffer(f.payload.tobytes(), dtype=np.uint64)
+        try:
+            await boxes[f.dst].deliver(Frame(f.step, f.round, f.src, f.dst, f.kind, payload))
+        except Refused as exc:
+            if exc.reason:
+                raise ProtocolError(exc.reason) from exc
+
+    peers = {p: [q for q in machines if q != p] for p in machines}
+    outs = await asyncio.gather(
+        *(
+            drive(
+                mc,
+                me=p,
+                peers=peers[p],
+                step=step,
+                send=send,
+                mailbox=boxes[p],
+                symmetric=symmetric,
+                timeout_s=timeout_s,
+            )
+            for p, mc in machines.items()
+        )
+    )
+    results = {p: o.result for p, o in zip(machines, outs, strict=True)}
+    by_round: dict[int, dict[int, Payload]] = {}
+    for p, o in zip(machines, outs, strict=True):
+        for rnd, payload in o.to_receiver:
+            by_round.setdefault(rnd, {})[p] = payload
+    return results, [by_round[r] for r in sorted(by_round)]

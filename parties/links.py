@@ -1,0 +1,198 @@
+"""Peer links of one party in one session: the direct mesh and the coordinator relay.
+
+Both present the same face to :func:`parties.exchange.drive`: ``send(frame)``, and frames arriving from the
+network handed to ``on_frame(src_authenticated, PeerFrame)`` (the daemon validates and files them in the
+session's :class:`~parties.exchange.Mailbox`).
+
+* Mesh: one long-lived bidirectional ``Peer.Exchange`` stream per pair of parties, dialled by the lower id
+  to the higher id over mTLS (the dialler pins the peer's certificate identity; the peer checks the
+  dialler's). The first frame each way is a HELLO naming the session.
+* Relay: one ``Relay.Connect`` stream per party to the coordinator. Payloads are sealed end to end with the
+  pairwise AES-GCM keys of :mod:`parties.e2e`; the relay sees only headers, sizes and ciphertext.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from parties import e2e, serde
+from parties.exchange import Frame, Kind
+from parties.tls import TlsMaterial, call_metadata, secure_channel
+from proto import peer_pb2, peer_pb2_grpc, relay_pb2_grpc
+
+_EOF: Any = grpc.aio.EOF  # type: ignore[attr-defined]  # end-of-stream sentinel, missing from the stubs
+
+OnFrame = Callable[[int, peer_pb2.PeerFrame], Awaitable[None]]
+OnLost = Callable[[int, str], Awaitable[None]]
+
+
+class LinkError(RuntimeError):
+    """A link could not be established (names the peer and why)."""
+
+
+class MeshDialLink:
+    """The dialling side of a mesh stream to a higher-numbered peer."""
+
+    def __init__(self, session_id: bytes, me: int, peer: int) -> None:
+        self.session_id, self.me, self.peer = session_id, me, peer
+        self.channel: grpc.aio.Channel | None = None
+        self.call: Any = None
+        self.reader: asyncio.Task[None] | None = None
+
+    async def open(
+        self,
+        address: str,
+        identity: str,
+        tls: TlsMaterial | None,
+        my_identity: str,
+        on_frame: OnFrame,
+        on_lost: OnLost,
+        timeout_s: float,
+    ) -> None:
+        self.channel = secure_channel(address, tls, identity)
+        stub = peer_pb2_grpc.PeerStub(self.channel)
+        self.call = stub.Exchange(metadata=call_metadata(tls, my_identity))
+        hello = serde.frame_header_to_proto(self.session_id, 0, 0, self.me, self.peer, Kind.HELLO)
+        try:
+            await asyncio.wait_for(self.call.write(hello), timeout_s)
+            resp = await asyncio.wait_for(self.call.read(), timeout_s)
+        except (TimeoutError, grpc.aio.AioRpcError) as exc:
+            detail = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else "timed out"
+            raise LinkError(f"cannot open the mesh link to party {self.peer} at {address}: {detail}") from exc
+        if resp is _EOF or resp.kind != Kind.HELLO or resp.session_id != self.session_id:
+            raise LinkError(f"party {self.peer} at {address} did not accept the session link")
+
+        async def read() -> None:
+            why = "stream closed"
+            try:
+                while True:
+                    msg = await self.call.read()
+                    if msg is _EOF:
+                        break
+                    await on_frame(self.peer, msg)
+            except grpc.aio.AioRpcError as exc:
+                why = f"{exc.code().name}: {exc.details()}"
+            except asyncio.CancelledError:
+                return
+            await on_lost(self.peer, why)
+
+        self.reader = asyncio.create_task(read())
+
+    async def send(self, msg: peer_pb2.PeerFrame) -> None:
+        await self.call.write(msg)
+
+    async def close(self) -> None:
+        if self.call is not None:
+            try:
+                await self.call.done_writing()
+            except Exception:
+                pass
+        if self.reader is not None:
+            self.reader.cancel()
+        if self.channel is not None:
+            await self.channel.close(grace=None)
+
+
+class MeshAcceptLink:
+    """The accepting side: the server handler drains ``queue`` into the response stream."""
+
+    def __init__(self, peer: int) -> None:
+        self.peer = peer
+        self.queue: asyncio.Queue[peer_pb2.PeerFrame | None] = asyncio.Queue()
+
+    async def send(self, msg: peer_pb2.PeerFrame) -> None:
+        self.queue.put_nowait(msg)
+
+    async def close(self) -> None:
+        self.queue.put_nowait(None)
+
+
+class RelayLink:
+    """This party's single stream to the coordinator's relay, sealing every payload end to end."""
+
+    def __init__(self, session_id: bytes, me: int, ciphers: dict[int, e2e.PairCipher]) -> None:
+        self.session_id, self.me, self.ciphers = session_id, me, ciphers
+        self.channel: grpc.aio.Channel | None = None
+        self.call: Any = None
+        self.reader: asyncio.Task[None] | None = None
+        self._wlock = asyncio.Lock()
+
+    async def open(
+        self,
+        address: str,
+        identity: str,
+        tls: TlsMaterial | None,
+        my_identity: str,
+        on_frame: OnFrame,
+        on_lost: OnLost,
+        peers: list[int],
+        timeout_s: float,
+    ) -> None:
+        self.channel = secure_channel(address, tls, identity)
+        self.call = relay_pb2_grpc.RelayStub(self.channel).Connect(metadata=call_metadata(tls, my_identity))
+        hello = serde.frame_header_to_proto(self.session_id, 0, 0, self.me, 0, Kind.HELLO)
+        try:
+            await asyncio.wait_for(self.call.write(hello), timeout_s)
+            resp = await asyncio.wait_for(self.call.read(), timeout_s)  # the relay answers once all m joined
+        except (TimeoutError, grpc.aio.AioRpcError) as exc:
+            detail = (
+                exc.details()
+                if isinstance(exc, grpc.aio.AioRpcError)
+                else "timed out waiting for all parties"
+            )
+            raise LinkError(f"cannot join the relay at {address}: {detail}") from exc
+        if resp is _EOF or resp.kind != Kind.HELLO or resp.session_id != self.session_id:
+            raise LinkError(f"the relay at {address} did not accept the session")
+
+        async def read() -> None:
+            why = "relay stream closed"
+            try:
+                while True:
+                    msg = await self.call.read()
+                    if msg is _EOF:
+                        break
+                    await on_frame(int(msg.src), msg)
+            except grpc.aio.AioRpcError as exc:
+                why = f"relay: {exc.code().name}: {exc.details()}"
+            except asyncio.CancelledError:
+                return
+            for q in peers:
+                await on_lost(q, why)
+
+        self.reader = asyncio.create_task(read())
+
+    def seal(self, f: Frame) -> peer_pb2.PeerFrame:
+        plain = serde.payload_to_bytes(f.payload) if f.payload is not None else b""
+        ad = e2e.associated_data(self.session_id, f.step, f.round, f.src, f.dst, int(f.kind))
+        nonce, ct = self.ciphers[f.dst].seal(plain, ad)
+        return serde.frame_header_to_proto(
+            self.session_id, f.step, f.round, f.src, f.dst, int(f.kind), ct, nonce
+        )
+
+    def unseal(self, msg: peer_pb2.PeerFrame) -> bytes:
+        src = int(msg.src)
+        if src not in self.ciphers:
+            raise e2e.KeyExchangeError(f"no pairwise key with party {src}")
+        ad = e2e.associated_data(
+            self.session_id, int(msg.step), int(msg.round), src, int(msg.dst), int(msg.kind)
+        )
+        return self.ciphers[src].open(bytes(msg.nonce), bytes(msg.payload), ad)
+
+    async def send(self, msg: peer_pb2.PeerFrame) -> None:
+        async with self._wlock:
+            await self.call.write(msg)
+
+    async def close(self) -> None:
+        if self.call is not None:
+            try:
+                await self.call.done_writing()
+            except Exception:
+                pass
+        if self.reader is not None:
+            self.reader.cancel()
+        if self.channel is not None:
+            await self.channel.close(grace=None)

@@ -1,0 +1,232 @@
+"""The one conversion module between Python objects and the protobuf wire format (``proto/``).
+
+``x_to_proto`` / ``x_from_proto`` pairs, each with a round-trip test (tests/network/test_serde.py).
+Everything read from the wire is validated here: arrays must have an allowed dtype, a shape whose size
+matches the byte count, and at most ``max_bytes``; a malformed message raises :class:`WireError`, which
+the services turn into INVALID_ARGUMENT. Payloads are packed with numpy (``tobytes`` / ``frombuffer``):
+one ``bytes`` per peer per round for the whole batch.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from hss.fixedpoint import FixedPoint
+from parties.exchange import Frame, Kind
+from parties.spec import PartyEntry, SessionSpec, SpecError
+from proto import common_pb2, party_pb2, peer_pb2
+
+ALLOWED_DTYPES = ("<f8", "<u8", "<i8", "|b1", "<f4", "<i4")
+MAX_ARRAY_BYTES = 64 * 1024 * 1024
+MAX_DIMS = 4
+
+_TOPOLOGY_TO = {"mesh": common_pb2.MESH, "relay": common_pb2.RELAY}
+_TOPOLOGY_FROM = {v: k for k, v in _TOPOLOGY_TO.items()}
+
+
+class WireError(ValueError):
+    """A message that is well-formed protobuf but not a valid confar message."""
+
+
+# ---- arrays and payloads ------------------------------------------------------------------------------
+
+
+def array_to_proto(a: npt.ArrayLike) -> common_pb2.Array:
+    arr = np.ascontiguousarray(a)
+    dt = arr.dtype.newbyteorder("<") if arr.dtype.byteorder == ">" else arr.dtype
+    arr = arr.astype(dt, copy=False)
+    if dt.str not in ALLOWED_DTYPES:
+        raise WireError(f"dtype {dt.str} cannot be sent; allowed: {ALLOWED_DTYPES}")
+    return common_pb2.Array(dtype=dt.str, shape=list(arr.shape), data=arr.tobytes())
+
+
+def array_from_proto(msg: common_pb2.Array, max_bytes: int = MAX_ARRAY_BYTES) -> npt.NDArray[Any]:
+    if msg.dtype not in ALLOWED_DTYPES:
+        raise WireError(f"array dtype {msg.dtype!r} is not allowed; expected one of {ALLOWED_DTYPES}")
+    if len(msg.shape) > MAX_DIMS:
+        raise WireError(f"array has {len(msg.shape)} dimensions, at most {MAX_DIMS} allowed")
+    dt = np.dtype(msg.dtype)
+    size = 1
+    for s in msg.shape:
+        size *= int(s)
+        if size * dt.itemsize > max_bytes:
+            raise WireError(f"array of shape {tuple(msg.shape)} exceeds the limit of {max_bytes} bytes")
+    if len(msg.data) != size * dt.itemsize:
+        raise WireError(
+            f"array of shape {tuple(msg.shape)} and dtype {msg.dtype} needs {size * dt.itemsize} bytes, "
+            f"got {len(msg.data)}"
+        )
+    return np.frombuffer(msg.data, dtype=dt).reshape(tuple(int(s) for s in msg.shape))
+
+
+def payload_to_bytes(payload: npt.NDArray[np.uint64]) -> bytes:
+    """A protocol message (flat uint64 words) as one packed little-endian buffer."""
+    if payload.dtype != np.uint64 or payload.ndim != 1:
+        raise WireError(
+            f"protocol payloads are 1-D uint64 arrays, got {payload.dtype} of shape {payload.shape}"
+        )
+    return np.ascontiguousarray(payload, dtype="<u8").tobytes()
+
+
+def payload_from_bytes(data: bytes, max_bytes: int = MAX_ARRAY_BYTES) -> npt.NDArray[np.uint64]:
+    if len(data) % 8:
+        raise WireError(f"payload of {len(data)} bytes is not a whole number of uint64 words")
+    if len(data) > max_bytes:
+        raise WireError(f"payload of {len(data)} bytes exceeds the limit of {max_bytes} bytes")
+    return np.frombuffer(data, dtype="<u8").astype(np.uint64, copy=False)
+
+
+def inputs_to_proto(inputs: dict[str, npt.ArrayLike]) -> dict[str, common_pb2.Array]:
+    return {k: array_to_proto(v) for k, v in inputs.items()}
+
+
+def inputs_from_proto(msg: Any, max_bytes: int = MAX_ARRAY_BYTES) -> dict[str, npt.NDArray[Any]]:
+    out = {}
+    total = 0
+    for k, v in msg.items():
+        arr = array_from_proto(v, max_bytes)
+        total += arr.nbytes
+        if total > max_bytes:
+            raise WireError(f"inputs exceed the limit of {max_bytes} bytes")
+        out[str(k)] = arr
+    return out
+
+
+# ---- session --------------------------------------------------------------------------------------------
+
+_FMT_FIELDS = (
+    "frac_bits",
+    "term_int_bits",
+    "max_terms",
+    "kappa",
+    "max_parties",
+    "blind_frac_bits",
+    "blind_e_bits",
+)
+
+
+def fmt_to_proto(fmt: FixedPoint) -> common_pb2.FixedPointFormat:
+    return common_pb2.FixedPointFormat(**{f: getattr(fmt, f) for f in _FMT_FIELDS})
+
+
+def fmt_from_proto(msg: common_pb2.FixedPointFormat) -> FixedPoint:
+    try:
+        return FixedPoint(**{f: int(getattr(msg, f)) for f in _FMT_FIELDS})
+    except (ValueError, TypeError) as exc:
+        raise WireError(f"fixed-point format refused: {exc}") from exc
+
+
+def spec_to_proto(spec: SessionSpec) -> common_pb2.SessionSpec:
+    return common_pb2.SessionSpec(
+        session_id=spec.session_id,
+        parties=[common_pb2.PartyInfo(id=p.id, identity=p.identity, address=p.address) for p in spec.parties],
+        threshold=spec.t,
+        fmt=fmt_to_proto(spec.fmt),
+        reveal_mode=spec.reveal_mode,
+        model=spec.model,
+        model_params_json=json.dumps(spec.model_params, sort_keys=True),
+        topology=_TOPOLOGY_TO[spec.topology],
+        relay_address=spec.relay_address,
+        coordinator_identity=spec.coordinator_identity,
+    )
+
+
+def spec_from_proto(msg: common_pb2.SessionSpec) -> SessionSpec:
+    if msg.topology not in _TOPOLOGY_FROM:
+        raise WireError(f"unknown topology {msg.topology}")
+    if not msg.HasField("fmt"):
+        raise WireError("session spec has no fixed-point format")
+    try:
+        params = json.loads(msg.model_params_json) if msg.model_params_json else {}
+    except json.JSONDecodeError as exc:
+        raise WireError(f"model_params_json is not JSON: {exc}") from exc
+    if not isinstance(params, dict):
+        raise WireError("model_params_json must be a JSON object")
+    if len(msg.parties) > 64:
+        raise WireError(f"{len(msg.parties)} parties; at most 64 supported")
+    try:
+        return SessionSpec(
+            session_id=bytes(msg.session_id),
+            parties=tuple(PartyEntry(int(p.id), p.identity, p.address) for p in msg.parties),
+            t=int(msg.threshold),
+            reveal_mode=msg.reveal_mode,
+            model=msg.model,
+            model_params=params,
+            fmt=fmt_from_proto(msg.fmt),
+            topology=_TOPOLOGY_FROM[msg.topology],
+            relay_address=msg.relay_address,
+            coordinator_identity=msg.coordinator_identity or "coordinator",
+        )
+    except SpecError as exc:
+        raise WireError(f"session spec refused: {exc}") from exc
+
+
+# ---- receiver messages ------------------------------------------------------------------------------------
+
+
+def receiver_messages_to_proto(
+    msgs: list[tuple[int, npt.NDArray[np.uint64]]],
+) -> list[party_pb2.ReceiverMessage]:
+    return [party_pb2.ReceiverMessage(round=r, payload=array_to_proto(p)) for r, p in msgs]
+
+
+def receiver_messages_from_proto(
+    msgs: Any, max_bytes: int = MAX_ARRAY_BYTES
+) -> list[tuple[int, npt.NDArray[np.uint64]]]:
+    out = []
+    for msg in msgs:
+        arr = array_from_proto(msg.payload, max_bytes)
+        if arr.dtype != np.dtype("<u8") or arr.ndim != 1:
+            raise WireError(f"receiver payload must be 1-D uint64, got {arr.dtype} {arr.shape}")
+        out.append((int(msg.round), arr.astype(np.uint64, copy=False)))
+    return out
+
+
+# ---- peer frames ----------------------------------------------------------------------------------------
+
+
+def frame_header_to_proto(
+    session_id: bytes,
+    step: int,
+    rnd: int,
+    src: int,
+    dst: int,
+    kind: int,
+    payload: bytes = b"",
+    nonce: bytes = b"",
+) -> peer_pb2.PeerFrame:
+    return peer_pb2.PeerFrame(
+        session_id=session_id,
+        step=step,
+        round=rnd,
+        src=src,
+        dst=dst,
+        kind=cast(Any, kind),
+        payload=payload,
+        nonce=nonce,
+    )
+
+
+def frame_to_proto(session_id: bytes, f: Frame) -> peer_pb2.PeerFrame:
+    """A :class:`parties.exchange.Frame` (plaintext payload) as a PeerFrame."""
+    data = payload_to_bytes(f.payload) if f.payload is not None else b""
+    return frame_header_to_proto(session_id, f.step, f.round, f.src, f.dst, int(f.kind), data)
+
+
+def frame_from_proto(
+    msg: peer_pb2.PeerFrame, payload: bytes | None = None, max_bytes: int = MAX_ARRAY_BYTES
+) -> Frame:
+    """A PeerFrame as a :class:`parties.exchange.Frame`; ``payload`` overrides msg.payload (decrypted)."""
+    try:
+        kind = Kind(int(msg.kind))
+    except ValueError as exc:
+        raise WireError(f"unknown frame kind {msg.kind}") from exc
+    raw = msg.payload if payload is None else payload
+    arr = payload_from_bytes(raw, max_bytes) if kind == Kind.DATA else None
+    if kind != Kind.DATA and raw:
+        raise WireError(f"{kind.name} frame must not carry a payload")
+    return Frame(int(msg.step), int(msg.round), int(msg.src), int(msg.dst), kind, arr)

@@ -1,0 +1,93 @@
+"""The session a coordinator opens with the parties, as plain frozen data (no protobuf here).
+
+A session binds: its id, the m parties and their certificate identities, the threshold t, the fixed-point
+format, the reveal mode, the model and its public parameters, the share-exchange topology, and (kept by
+each side) a step counter that every later message carries. :mod:`parties.serde` converts to and from
+the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from hss.fixedpoint import FixedPoint
+from hss.protocols import MODES, SessionParams
+
+TOPOLOGIES = ("mesh", "relay")
+_IDENTITY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+class SpecError(ValueError):
+    """A session description that cannot be run (says which field and why)."""
+
+
+@dataclass(frozen=True)
+class PartyEntry:
+    id: int
+    identity: str
+    address: str = ""
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    session_id: bytes
+    parties: tuple[PartyEntry, ...]
+    t: int
+    reveal_mode: str
+    model: str
+    model_params: dict[str, Any] = field(default_factory=dict)
+    fmt: FixedPoint = field(default_factory=FixedPoint)
+    topology: str = "mesh"
+    relay_address: str = ""
+    coordinator_identity: str = "coordinator"
+
+    def __post_init__(self) -> None:
+        if not 16 <= len(self.session_id) <= 64:
+            raise SpecError(f"session_id must be 16..64 bytes, got {len(self.session_id)}")
+        ids = [p.id for p in self.parties]
+        if sorted(ids) != list(range(1, len(ids) + 1)):
+            raise SpecError(f"parties must be numbered 1..m without gaps, got {sorted(ids)}")
+        names = [p.identity for p in self.parties]
+        if len(set(names)) != len(names) or self.coordinator_identity in names:
+            raise SpecError(f"party identities must be distinct and differ from the coordinator's: {names}")
+        for n in [*names, self.coordinator_identity]:
+            if not _IDENTITY.match(n):
+                raise SpecError(f"identity {n!r} is not a valid certificate name")
+        if self.reveal_mode not in MODES:
+            raise SpecError(f"reveal_mode {self.reveal_mode!r} is not one of {MODES}")
+        if self.topology not in TOPOLOGIES:
+            raise SpecError(f"topology {self.topology!r} is not one of {TOPOLOGIES}")
+        if self.topology == "relay" and not self.relay_address:
+            raise SpecError("topology 'relay' needs relay_address (the coordinator's relay endpoint)")
+        if not self.model:
+            raise SpecError("model must be named")
+        try:
+            json.dumps(self.model_params)
+        except TypeError as exc:
+            raise SpecError(f"model_params must be JSON-serialisable: {exc}") from exc
+        try:
+            self.params().check_mode(self.reveal_mode)
+        except ValueError as exc:
+            raise SpecError(str(exc)) from exc
+
+    @property
+    def m(self) -> int:
+        return len(self.parties)
+
+    def params(self) -> SessionParams:
+        return SessionParams(m=self.m, t=self.t, session_id=self.session_id, fmt=self.fmt)
+
+    def party(self, pid: int) -> PartyEntry:
+        for p in self.parties:
+            if p.id == pid:
+                return p
+        raise SpecError(f"party {pid} is not in this session")
+
+    def id_of(self, identity: str) -> int | None:
+        for p in self.parties:
+            if p.identity == identity:
+                return p.id
+        return None

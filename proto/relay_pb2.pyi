@@ -1,0 +1,5 @@
+from proto import peer_pb2 as _peer_pb2
+from google.protobuf import descriptor as _descriptor
+from typing import ClassVar as _ClassVar
+
+DESCRIPTOR: _descriptor.FileDescriptor

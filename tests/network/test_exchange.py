@@ -1,0 +1,153 @@
+"""The transport-agnostic runner (parties.exchange.drive) against hss.runtime.run_in_memory, and the
+mailbox's refusals."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+
+from hss.protocols import PartyContext, SessionParams, decide_party, decide_receiver, key_setup
+from hss.randomness import SecureRandom
+from hss.runtime import RECEIVER, Machine, PartyGen, run_in_memory
+from parties.exchange import Frame, Kind, LinkLost, Mailbox, Refused, run_local
+
+
+def toy_machine(me: int, m: int, secret: np.ndarray, rng: np.random.Generator) -> Machine[None]:
+    """Round 1: additively share ``secret`` mod 2^64 among all parties; round 2: send the sum to RECEIVER."""
+
+    def gen() -> PartyGen[None]:
+        shares = rng.integers(0, 2**64, size=(m - 1, secret.size), dtype=np.uint64)
+        mine = secret - shares.sum(axis=0, dtype=np.uint64)
+        others = [j for j in range(1, m + 1) if j != me]
+        inbox = yield {j: shares[i] for i, j in enumerate(others)}
+        total = mine + sum((inbox[j] for j in others), start=np.zeros_like(secret))
+        yield {RECEIVER: total}
+        return None
+
+    return Machine(me, gen(), "toy-sum")
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_toy_protocol_matches_in_memory(symmetric: bool) -> None:
+    m = 4
+    secrets = {j: np.arange(5, dtype=np.uint64) * np.uint64(j) for j in range(1, m + 1)}
+    _, tr = run_in_memory({j: toy_machine(j, m, secrets[j], np.random.default_rng(j)) for j in secrets})
+    _, rec = asyncio.run(
+        run_local(
+            {j: toy_machine(j, m, secrets[j], np.random.default_rng(j)) for j in secrets}, symmetric=symmetric
+        )
+    )
+    assert len(rec) == len(tr.to_receiver) == 1
+    for j in secrets:
+        np.testing.assert_array_equal(rec[0][j], tr.to_receiver[0][j])
+    total = sum(rec[0].values(), start=np.zeros(5, dtype=np.uint64))
+    np.testing.assert_array_equal(total, sum(secrets.values(), start=np.zeros(5, dtype=np.uint64)))
+
+
+def _keys(params: SessionParams, m: int, seed: bytes) -> dict[int, SecureRandom]:
+    return {j: SecureRandom.from_key(bytes([j]) * 16 + seed[:16]) for j in range(1, m + 1)}
+
+
+@pytest.mark.parametrize("mode", ["sum", "blinded", "sign"])
+def test_hss_protocols_identical_over_run_local(mode: str) -> None:
+    m, n = 5, 20
+    params = SessionParams(m=m, t=2, session_id=b"c" * 16)
+    vals = {j: np.random.default_rng(j).normal(0, 3, n) for j in range(1, m + 1)}
+    blind = {j: np.random.default_rng(100 + j).gamma(1 / m, size=n) for j in range(1, m + 1)}
+
+    def machines(rngs: dict[int, SecureRandom], keys: dict[int, object]) -> dict[int, Machine[object]]:
+        return {
+            j: decide_party(
+                mode,
+                PartyContext(params, keys[j]),
+                vals[j],
+                None,
+                3,
+                rngs[j],  # type: ignore[arg-type]
+                blind=blind[j],
+            )
+            for j in rngs
+        }
+
+    r1 = _keys(params, m, b"x" * 16)
+    keys1, _ = run_in_memory({j: key_setup(params, j, r1[j]) for j in r1})
+    _, tr = run_in_memory(machines(r1, keys1))
+    r2 = _keys(params, m, b"x" * 16)
+    keys2, _ = asyncio.run(run_local({j: key_setup(params, j, r2[j]) for j in r2}, step=0))
+    _, rec = asyncio.run(run_local(machines(r2, keys2), step=3, symmetric=True))
+    assert len(rec) == len(tr.to_receiver)
+    for j in range(1, m + 1):
+        np.testing.assert_array_equal(rec[-1][j], tr.to_receiver[-1][j])
+    d1 = decide_receiver(mode, params, tr.to_receiver[-1], n)
+    d2 = decide_receiver(mode, params, rec[-1], n)
+    np.testing.assert_array_equal(d1.accept, d2.accept)
+
+
+def test_asymmetric_protocol_in_symmetric_mode_fails_loudly() -> None:
+    m = 3
+    params = SessionParams(m=m, t=1, session_id=b"k" * 16)
+    with pytest.raises(Exception, match=r"expected keys|no message|not symmetric"):
+        asyncio.run(
+            run_local(
+                {j: key_setup(params, j, SecureRandom.from_os()) for j in range(1, m + 1)},
+                step=0,
+                symmetric=True,
+                timeout_s=0.5,
+            )
+        )
+
+
+def _deliver(box: Mailbox, f: Frame) -> str:
+    try:
+        asyncio.run(box.deliver(f))
+        return ""
+    except Refused as exc:
+        return exc.reason
+
+
+def test_mailbox_refusals() -> None:
+    p = np.zeros(2, dtype=np.uint64)
+    box = Mailbox(me=2, m=3, max_payload_bytes=64, first_step=1)
+    assert _deliver(box, Frame(1, 1, 2, 2, Kind.DATA, p)).startswith("frame from party 2")  # from self
+    assert "not a peer" in _deliver(box, Frame(1, 1, 4, 2, Kind.DATA, p))
+    assert "addressed to party 3" in _deliver(box, Frame(1, 1, 1, 3, Kind.DATA, p))
+    assert "finished step 0" in _deliver(box, Frame(0, 1, 1, 2, Kind.DATA, p))
+    assert "out of order" in _deliver(box, Frame(5, 1, 1, 2, Kind.DATA, p))
+    assert "out of range" in _deliver(box, Frame(1, 0, 1, 2, Kind.DATA, p))
+    assert "too far ahead" in _deliver(box, Frame(1, 9, 1, 2, Kind.DATA, p))
+    assert "exceeds" in _deliver(box, Frame(1, 1, 1, 2, Kind.DATA, np.zeros(100, dtype=np.uint64)))
+    assert "not valid" in _deliver(box, Frame(1, 1, 1, 2, Kind.HELLO))
+    assert _deliver(box, Frame(1, 1, 1, 2, Kind.DATA, p)) == ""
+    assert "duplicate" in _deliver(box, Frame(1, 1, 1, 2, Kind.DATA, p))
+
+    async def collect() -> dict[int, Frame]:
+        await box.deliver(Frame(1, 1, 3, 2, Kind.EMPTY))
+        return await box.collect(1, 1, {1, 3}, time.monotonic() + 1)
+
+    got = asyncio.run(collect())
+    assert set(got) == {1, 3}
+    assert "replayed" in _deliver(box, Frame(1, 1, 1, 2, Kind.DATA, p))
+    asyncio.run(box.finish(1))
+    assert "finished step 1" in _deliver(box, Frame(1, 2, 1, 2, Kind.DATA, p))
+    assert _deliver(box, Frame(1, 2, 1, 2, Kind.DONE)) == ""  # silent: expected end-of-run notice
+    assert box.refused == 0  # counting is the daemon's job
+
+
+def test_mailbox_deadline_and_lost_link_name_the_party() -> None:
+    box = Mailbox(me=1, m=3, first_step=1)
+
+    async def wait() -> None:
+        await box.collect(1, 1, {2, 3}, time.monotonic() + 0.1)
+
+    with pytest.raises(LinkLost, match="step 1 round 1: no message from parties 2, 3"):
+        asyncio.run(wait())
+
+    async def lost() -> None:
+        await box.lose(3, "connection reset")
+        await box.collect(1, 1, {2, 3}, time.monotonic() + 5)
+
+    with pytest.raises(LinkLost, match="party 3 lost"):
+        asyncio.run(lost())

@@ -1,0 +1,140 @@
+"""Round trips of every serde pair, and refusal of malformed wire data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hss.fixedpoint import FixedPoint
+from parties import serde
+from parties.exchange import Frame, Kind
+from parties.spec import PartyEntry, SessionSpec, SpecError
+from proto import common_pb2
+
+
+def spec(**kw: object) -> SessionSpec:
+    base: dict[str, object] = dict(
+        session_id=b"\x01" * 16,
+        parties=(
+            PartyEntry(1, "party-1", "127.0.0.1:1"),
+            PartyEntry(2, "party-2"),
+            PartyEntry(3, "party-3", "127.0.0.1:3"),
+        ),
+        t=1,
+        reveal_mode="sign",
+        model="gaussian-mean",
+        model_params={"sigma": 2.0, "column": "x"},
+        fmt=FixedPoint(frac_bits=18),
+        topology="relay",
+        relay_address="127.0.0.1:9",
+    )
+    base.update(kw)
+    return SessionSpec(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "arr",
+    [
+        np.arange(12, dtype=np.float64).reshape(3, 4),
+        np.array([], dtype=np.uint64),
+        np.array([2**64 - 1, 0, 7], dtype=np.uint64),
+        np.array([True, False]),
+        np.arange(5, dtype=np.int64) - 2,
+    ],
+)
+def test_array_round_trip(arr: np.ndarray) -> None:
+    back = serde.array_from_proto(serde.array_to_proto(arr))
+    assert back.dtype == arr.dtype.newbyteorder("<") or back.dtype == arr.dtype
+    np.testing.assert_array_equal(back, arr)
+
+
+def test_array_refusals() -> None:
+    with pytest.raises(serde.WireError, match="dtype"):
+        serde.array_from_proto(common_pb2.Array(dtype="|O", shape=[1], data=b"x" * 8))
+    with pytest.raises(serde.WireError, match="needs 16 bytes"):
+        serde.array_from_proto(common_pb2.Array(dtype="<f8", shape=[2], data=b"x" * 8))
+    with pytest.raises(serde.WireError, match="exceeds"):
+        serde.array_from_proto(common_pb2.Array(dtype="<f8", shape=[2**40, 2**40], data=b""))
+    with pytest.raises(serde.WireError, match="dimensions"):
+        serde.array_from_proto(common_pb2.Array(dtype="<f8", shape=[1] * 9, data=b"x" * 8))
+    with pytest.raises(serde.WireError):
+        serde.array_to_proto(np.array(["a"]))
+
+
+def test_payload_round_trip_and_refusal() -> None:
+    p = np.array([1, 2**63, 5], dtype=np.uint64)
+    np.testing.assert_array_equal(serde.payload_from_bytes(serde.payload_to_bytes(p)), p)
+    with pytest.raises(serde.WireError, match="whole number"):
+        serde.payload_from_bytes(b"123")
+    with pytest.raises(serde.WireError):
+        serde.payload_to_bytes(np.zeros((2, 2), dtype=np.uint64))
+
+
+def test_spec_round_trip() -> None:
+    for s in (spec(), spec(topology="mesh", relay_address="", reveal_mode="sum", t=0)):
+        assert serde.spec_from_proto(serde.spec_to_proto(s)) == s
+
+
+def test_spec_refusals() -> None:
+    msg = serde.spec_to_proto(spec())
+    msg.model_params_json = "[1]"
+    with pytest.raises(serde.WireError, match="JSON object"):
+        serde.spec_from_proto(msg)
+    msg = serde.spec_to_proto(spec())
+    msg.parties[1].id = 5
+    with pytest.raises(serde.WireError, match=r"1\.\.m"):
+        serde.spec_from_proto(msg)
+    msg = serde.spec_to_proto(spec())
+    msg.threshold = 2
+    with pytest.raises(serde.WireError, match="threshold"):
+        serde.spec_from_proto(msg)
+    msg = serde.spec_to_proto(spec())
+    msg.fmt.kappa = 3
+    with pytest.raises(serde.WireError, match="kappa"):
+        serde.spec_from_proto(msg)
+    with pytest.raises(SpecError, match="session_id"):
+        spec(session_id=b"short")
+
+
+def test_fmt_round_trip() -> None:
+    f = FixedPoint(frac_bits=16, term_int_bits=12)
+    assert serde.fmt_from_proto(serde.fmt_to_proto(f)) == f
+
+
+def test_frame_round_trip() -> None:
+    for f in (
+        Frame(3, 2, 1, 2, Kind.DATA, np.arange(6, dtype=np.uint64)),
+        Frame(0, 1, 2, 1, Kind.EMPTY),
+        Frame(9, 4, 3, 1, Kind.DONE),
+    ):
+        back = serde.frame_from_proto(serde.frame_to_proto(b"s" * 16, f))
+        assert (back.step, back.round, back.src, back.dst, back.kind) == (
+            f.step,
+            f.round,
+            f.src,
+            f.dst,
+            f.kind,
+        )
+        if f.payload is not None:
+            np.testing.assert_array_equal(back.payload, f.payload)
+    bad = serde.frame_header_to_proto(b"s" * 16, 1, 1, 1, 2, int(Kind.EMPTY), b"12345678")
+    with pytest.raises(serde.WireError, match="must not carry"):
+        serde.frame_from_proto(bad)
+    bad = serde.frame_header_to_proto(b"s" * 16, 1, 1, 1, 2, 77)
+    with pytest.raises(serde.WireError, match="kind"):
+        serde.frame_from_proto(bad)
+
+
+def test_receiver_messages_round_trip() -> None:
+    msgs = [(1, np.arange(4, dtype=np.uint64)), (7, np.array([9], dtype=np.uint64))]
+    back = serde.receiver_messages_from_proto(serde.receiver_messages_to_proto(msgs))
+    assert [r for r, _ in back] == [1, 7]
+    for (_, a), (_, b) in zip(back, msgs, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_inputs_round_trip() -> None:
+    inputs = {"theta": np.linspace(0, 1, 5), "public": np.zeros(5)}
+    back = serde.inputs_from_proto(serde.inputs_to_proto(inputs))
+    assert set(back) == set(inputs)
+    np.testing.assert_array_equal(back["theta"], inputs["theta"])
