@@ -137,20 +137,108 @@ API size_t f_inv_batch(const uint64_t *a, uint64_t *out, uint64_t *scratch, size
     return 0;
 }
 
-/* out (r x n) = M (r x c) @ X (c x n), all field elements, row-major. */
+/* a * b reduced only to a value < 2^128 that is congruent mod p (a, b < p). */
+static inline u128 mul_partial(u128 a, u128 b) {
+    uint64_t a0 = (uint64_t)a, a1 = (uint64_t)(a >> 64);
+    uint64_t b0 = (uint64_t)b, b1 = (uint64_t)(b >> 64);
+    u128 p00 = (u128)a0 * b0;
+    u128 mid = (u128)a0 * b1 + (u128)a1 * b0;
+    u128 p11 = (u128)a1 * b1;
+    u128 lo = p00 + (mid << 64);
+    u128 carry = lo < p00;
+    u128 hi = p11 + (mid >> 64) + carry;
+    return (lo & P) + (lo >> 127) + (hi << 1);
+}
+
+/* a * s for a < p and a small s < 2^64, reduced to a value < 2^128: two multiplications instead of four. */
+static inline u128 mul_small_partial(u128 a, uint64_t s) {
+    u128 lo = (u128)(uint64_t)a * s;
+    u128 mid = (u128)(uint64_t)(a >> 64) * s; /* < 2^127 */
+    u128 lo2 = lo + (mid << 64);
+    u128 carry = lo2 < lo;
+    u128 hi = (mid >> 64) + carry; /* product = hi * 2^128 + lo2 */
+    return (lo2 & P) + (lo2 >> 127) + (hi << 1);
+}
+
+#define BLK 128
+
+/* out (r x n) = M (r x c) @ X (c x n), all field elements, row-major.
+ * Blocked over n so that the accumulators stay in cache; each term is reduced only partially and the
+ * sum is kept in 192 bits (a 128-bit word plus a carry count), reduced once per output element. */
 API void f_matmul(const uint64_t *M, const uint64_t *X, uint64_t *out, size_t r, size_t c, size_t n) {
+    u128 acc[BLK];
+    uint64_t cnt[BLK];
     for (size_t i = 0; i < r; i++) {
-        uint64_t *o = out + 2 * i * n;
-        for (size_t k = 0; k < n; k++) st(o + 2 * k, 0);
-        for (size_t j = 0; j < c; j++) {
-            u128 mij = ld(M + 2 * (i * c + j));
-            if (mij == 0) continue;
-            const uint64_t *x = X + 2 * j * n;
-            if (mij == 1) {
-                for (size_t k = 0; k < n; k++) st(o + 2 * k, addm(ld(o + 2 * k), ld(x + 2 * k)));
-            } else {
-                for (size_t k = 0; k < n; k++) st(o + 2 * k, addm(ld(o + 2 * k), mulm(mij, ld(x + 2 * k))));
+        for (size_t k0 = 0; k0 < n; k0 += BLK) {
+            size_t nb = n - k0 < BLK ? n - k0 : BLK;
+            for (size_t k = 0; k < nb; k++) {
+                acc[k] = 0;
+                cnt[k] = 0;
             }
+            for (size_t j = 0; j < c; j++) {
+                u128 mij = ld(M + 2 * (i * c + j));
+                if (mij == 0) continue;
+                const uint64_t *x = X + 2 * (j * n + k0);
+                if (mij == 1) {
+                    for (size_t k = 0; k < nb; k++) {
+                        u128 v = ld(x + 2 * k);
+                        acc[k] += v;
+                        cnt[k] += acc[k] < v;
+                    }
+                } else if ((mij >> 64) == 0) {
+                    uint64_t sm = (uint64_t)mij;
+                    for (size_t k = 0; k < nb; k++) {
+                        u128 v = mul_small_partial(ld(x + 2 * k), sm);
+                        acc[k] += v;
+                        cnt[k] += acc[k] < v;
+                    }
+                } else {
+                    for (size_t k = 0; k < nb; k++) {
+                        u128 v = mul_partial(ld(x + 2 * k), mij);
+                        acc[k] += v;
+                        cnt[k] += acc[k] < v;
+                    }
+                }
+            }
+            uint64_t *o = out + 2 * (i * n + k0);
+            for (size_t k = 0; k < nb; k++) {
+                /* value = cnt * 2^128 + acc = 2 cnt + acc (mod p); cnt <= c */
+                u128 v = (acc[k] & P) + (acc[k] >> 127) + ((u128)cnt[k] << 1);
+                st(o + 2 * k, fold(v));
+            }
+        }
+    }
+}
+
+/* PRSS combination in one pass: out[k] = sum_j coeffs[j] * x_j[k], where x_j[k] is made from 16 random
+ * bytes raw[j][k]: a uniform field element (bits = 127: keep 127 bits, p -> 0) or a uniform integer in
+ * [0, 2^bits) (bits < 127). raw is (nkeys, n) blocks of two words. */
+API void f_combine_random(const uint64_t *raw, const uint64_t *coeffs, uint64_t *out, size_t nkeys, size_t n,
+                          int bits) {
+    u128 acc[BLK];
+    uint64_t cnt[BLK];
+    u128 mask = bits >= 127 ? P : ((((u128)1) << bits) - 1);
+    for (size_t k0 = 0; k0 < n; k0 += BLK) {
+        size_t nb = n - k0 < BLK ? n - k0 : BLK;
+        for (size_t k = 0; k < nb; k++) {
+            acc[k] = 0;
+            cnt[k] = 0;
+        }
+        for (size_t j = 0; j < nkeys; j++) {
+            u128 cj = ld(coeffs + 2 * j);
+            const uint64_t *x = raw + 2 * (j * n + k0);
+            for (size_t k = 0; k < nb; k++) {
+                u128 v = ld(x + 2 * k) & mask;
+                if (v == P) v = 0;
+                v = mul_partial(v, cj);
+                acc[k] += v;
+                cnt[k] += acc[k] < v;
+            }
+        }
+        uint64_t *o = out + 2 * k0;
+        for (size_t k = 0; k < nb; k++) {
+            u128 v = (acc[k] & P) + (acc[k] >> 127) + ((u128)cnt[k] << 1);
+            st(o + 2 * k, fold(v));
         }
     }
 }

@@ -25,9 +25,8 @@ SQRT_EXPONENT_LOG2 = 125  # (P + 1) / 4 == 2^125: sqrt(x) = x^(2^125) for quadra
 U64 = np.uint64
 FieldArray = npt.NDArray[np.uint64]
 
-_u64p = ctypes.POINTER(ctypes.c_uint64)
-_i64p = ctypes.POINTER(ctypes.c_int64)
-_f64p = ctypes.POINTER(ctypes.c_double)
+# Arrays are passed as raw addresses (c_void_p): far cheaper per call than ndarray.ctypes.data_as().
+_u64p = _i64p = _f64p = ctypes.c_void_p
 _size = ctypes.c_size_t
 
 
@@ -52,6 +51,7 @@ def _load() -> ctypes.CDLL:
         "f_to_double": ([_u64p, _f64p, _size, ctypes.c_int], None),
         "f_from_random": ([_u64p, _u64p, _size], None),
         "f_bounded_from_random": ([_u64p, _u64p, _size, ctypes.c_int], None),
+        "f_combine_random": ([_u64p, _u64p, _u64p, _size, _size, ctypes.c_int], None),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(lib, name)
@@ -63,8 +63,8 @@ def _load() -> ctypes.CDLL:
 _lib = _load()
 
 
-def _ptr(a: np.ndarray) -> ctypes._Pointer:  # type: ignore[type-arg]
-    return a.ctypes.data_as(_u64p)
+def _ptr(a: np.ndarray) -> int:
+    return int(a.__array_interface__["data"][0])
 
 
 def _n(a: FieldArray) -> int:
@@ -164,7 +164,7 @@ def lincomb(coeffs: FieldArray, xs: FieldArray) -> FieldArray:
 def from_int64(x: npt.ArrayLike) -> FieldArray:
     xi = np.ascontiguousarray(x, dtype=np.int64)
     out = np.empty((*xi.shape, 2), dtype=U64)
-    _lib.f_from_int64(xi.ctypes.data_as(_i64p), _ptr(out), xi.size)
+    _lib.f_from_int64(_ptr(xi), _ptr(out), xi.size)
     return out
 
 
@@ -172,7 +172,7 @@ def to_int64(a: FieldArray) -> npt.NDArray[np.int64]:
     """Signed decoding into int64; OverflowError if a value lies outside the int64 range."""
     a = _check(a)
     out = np.empty(a.shape[:-1], dtype=np.int64)
-    bad = _lib.f_to_int64(_ptr(a), out.ctypes.data_as(_i64p), _n(a))
+    bad = _lib.f_to_int64(_ptr(a), _ptr(out), _n(a))
     if bad:
         raise OverflowError(f"field element at flat index {bad - 1} is outside the signed 64-bit range")
     return out
@@ -182,7 +182,7 @@ def to_double(a: FieldArray, scale_bits: int = 0) -> npt.NDArray[np.float64]:
     """Signed decoding as float64, scaled by 2^-scale_bits (rounded to double precision)."""
     a = _check(a)
     out = np.empty(a.shape[:-1], dtype=np.float64)
-    _lib.f_to_double(_ptr(a), out.ctypes.data_as(_f64p), _n(a), scale_bits)
+    _lib.f_to_double(_ptr(a), _ptr(out), _n(a), scale_bits)
     return out
 
 
@@ -203,6 +203,23 @@ def bounded_from_random_bytes(raw: bytes, shape: int | Sequence[int], bits: int)
     r = np.frombuffer(raw, dtype=U64).reshape(*shp, 2)
     out = np.empty_like(r)
     _lib.f_bounded_from_random(_ptr(np.ascontiguousarray(r)), _ptr(out), out.size // 2, bits)
+    return out
+
+
+def combine_random(raw: npt.NDArray[np.uint64], coeffs: FieldArray, bits: int = BITS) -> FieldArray:
+    """sum_j coeffs[j] * x_j with x_j made from raw random words ``raw[j]`` (shape (nkeys, ..., 2)).
+
+    bits = 127: x_j uniform field elements; bits < 127: uniform integers in [0, 2^bits).
+    """
+    raw = np.ascontiguousarray(raw, dtype=U64)
+    coeffs = _check(coeffs)
+    nkeys = raw.shape[0]
+    if coeffs.shape != (nkeys, 2) or raw.shape[-1] != 2:
+        raise ValueError(f"{nkeys} random streams need {nkeys} coefficients, got shape {coeffs.shape}")
+    if not 0 < bits <= BITS:
+        raise ValueError(f"bits must be in 1..127, got {bits}")
+    out = np.empty(raw.shape[1:], dtype=U64)
+    _lib.f_combine_random(_ptr(raw), _ptr(coeffs), _ptr(out), nkeys, out.size // 2, bits)
     return out
 
 

@@ -75,16 +75,19 @@ class Prss:
             for j in sorted(keys.pairwise)
         ]
 
-    def _combine(self, parts: list[F.FieldArray]) -> F.FieldArray:
-        return F.lincomb(self._coeffs, np.stack(parts))
+    def _raw(self, purpose: int, step: int, shape: tuple[int, ...]) -> np.ndarray:
+        raw = np.empty((len(self._prf), *shape, 2), dtype=np.uint64)
+        for j, prf in enumerate(self._prf):
+            prf.words(purpose, step, raw[j])
+        return raw
 
     def random(self, purpose: int, step: int, shape: tuple[int, ...]) -> F.FieldArray:
         """This party's degree-t share of a pseudorandom field element per position."""
-        return self._combine([prf.field(purpose, step, shape) for prf in self._prf])
+        return F.combine_random(self._raw(purpose, step, shape), self._coeffs)
 
     def bounded(self, purpose: int, step: int, shape: tuple[int, ...], bits: int) -> F.FieldArray:
         """Degree-t share of an integer in [0, C(m,t) 2^bits), uniform in its unknown part."""
-        return self._combine([prf.bounded(purpose, step, shape, bits) for prf in self._prf])
+        return F.combine_random(self._raw(purpose, step, shape), self._coeffs, bits)
 
     def zero_additive(self, purpose: int, step: int, shape: tuple[int, ...]) -> F.FieldArray:
         """Additive share of zero: the m parties' values sum to 0."""

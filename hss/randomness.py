@@ -12,6 +12,7 @@ Keys are bound to the session with HKDF-SHA256 before use.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 
@@ -35,24 +36,41 @@ def _keystream(key: bytes, iv: bytes, nbytes: int) -> bytes:
 
 
 class Prf:
-    """Shared-key PRF: ``stream(purpose, step, nbytes)``, identical for every holder of the key."""
+    """Shared-key PRF: ``stream(purpose, step, nbytes)``, identical for every holder of the key.
+
+    AES-256 in counter mode with counter blocks (purpose: 32 bits, step: 64 bits, block index: 32 bits),
+    computed as ECB encryption of the counter blocks so that one cipher context serves every call.
+    """
 
     def __init__(self, key: bytes) -> None:
         if len(key) != 32:
             raise ValueError(f"PRF key must be 32 bytes, got {len(key)}")
         self._key = key
+        self._ecb = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
 
     def stream(self, purpose: int, step: int, nbytes: int) -> bytes:
         if not (0 <= purpose < 2**32 and 0 <= step < 2**64):
             raise ValueError(f"purpose {purpose} / step {step} out of range")
-        return _keystream(self._key, struct.pack(">IQI", purpose, step, 0), nbytes)
+        nblocks = -(-nbytes // 16)
+        if nblocks >= 2**32:
+            raise ValueError(f"PRF stream of {nbytes} bytes is too long for one (purpose, step)")
+        if nblocks > 64:  # a fresh CTR context is cheaper than building counter blocks for long streams
+            return _keystream(self._key, struct.pack(">IQI", purpose, step, 0), nbytes)
+        blocks = np.empty((nblocks, 2), dtype=">u8")
+        blocks[:, 0] = (purpose << 32) | (step >> 32)
+        blocks[:, 1] = ((step & 0xFFFFFFFF) << 32) + np.arange(nblocks, dtype=np.uint64)
+        return self._ecb.update(blocks.tobytes())[:nbytes]
+
+    def words(self, purpose: int, step: int, out: npt.NDArray[np.uint64]) -> None:
+        """Fill a uint64 array with the stream (16 bytes per field element)."""
+        out.reshape(-1)[:] = np.frombuffer(self.stream(purpose, step, out.nbytes), dtype=np.uint64)
 
     def field(self, purpose: int, step: int, shape: tuple[int, ...]) -> F.FieldArray:
-        n = int(np.prod(shape))
+        n = math.prod(shape)
         return F.from_random_bytes(self.stream(purpose, step, 16 * n), shape)
 
     def bounded(self, purpose: int, step: int, shape: tuple[int, ...], bits: int) -> F.FieldArray:
-        n = int(np.prod(shape))
+        n = math.prod(shape)
         return F.bounded_from_random_bytes(self.stream(purpose, step, 16 * n), shape, bits)
 
 
