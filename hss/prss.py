@@ -74,6 +74,7 @@ class Prss:
             (1 if self.party < j else -1, Prf(derive_key(keys.pairwise[j], session_id, b"pairwise")))
             for j in sorted(keys.pairwise)
         ]
+        self._pair_signs = F.from_ints([1 if sign > 0 else F.P - 1 for sign, _ in self._pair])
 
     def _raw(self, purpose: int, step: int, shape: tuple[int, ...]) -> np.ndarray:
         raw = np.empty((len(self._prf), *shape, 2), dtype=np.uint64)
@@ -91,8 +92,7 @@ class Prss:
 
     def zero_additive(self, purpose: int, step: int, shape: tuple[int, ...]) -> F.FieldArray:
         """Additive share of zero: the m parties' values sum to 0."""
-        acc = F.zeros(shape)
-        for sign, prf in self._pair:
-            r = prf.field(purpose, step, shape)
-            acc = F.add(acc, r) if sign > 0 else F.sub(acc, r)
-        return acc
+        raw = np.empty((len(self._pair), *shape, 2), dtype=np.uint64)
+        for j, (_, prf) in enumerate(self._pair):
+            prf.words(purpose, step, raw[j])
+        return F.combine_random(raw, self._pair_signs)
