@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -476,6 +477,7 @@ class PartyDaemon:
         step = int(req.step)
 
         async def run() -> tuple[Any, dict[str, Any]]:
+            t_begin, cpu_begin = time.perf_counter(), time.process_time()
             self.require_coordinator(context)
             sess = self.session(req.session_id)
             if sess.busy:
@@ -505,6 +507,7 @@ class PartyDaemon:
                     f"batch of {n} would exceed this party's decision budget "
                     f"({self.decisions_used} of {self.cfg.max_decisions} used)",
                 )
+            t_terms = time.perf_counter()
             try:
                 inputs = serde.inputs_from_proto(req.inputs, self.cfg.max_message_bytes)
                 terms = sess.analysis.terms(
@@ -528,6 +531,7 @@ class PartyDaemon:
                 )
             except (serde.WireError, AnalysisError, ValueError) as exc:
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step}: {exc}") from exc
+            prepare_s = time.perf_counter() - t_terms
             # the budget is charged before any share leaves this party: a failed run still counts
             self.decisions_used += n
             self._save_ledger()
@@ -564,7 +568,17 @@ class PartyDaemon:
                 rounds=out.rounds,
                 clamped=clamped,
             )
-            return resp, {"decisions": n, "rounds": out.rounds, "clamped": clamped}
+            # timings (this party's own clocks, read by `confar bench network`): compute = inputs, terms,
+            # machine set-up and steps (wall); the rest of handler_ms is waiting for peers and I/O; cpu_ms
+            # is the CPU time of the whole daemon process (all threads: compute, gRPC, TLS) meanwhile
+            return resp, {
+                "decisions": n,
+                "rounds": out.rounds,
+                "clamped": clamped,
+                "compute_ms": round((prepare_s + out.stepped_s) * 1e3, 3),
+                "handler_ms": round((time.perf_counter() - t_begin) * 1e3, 3),
+                "cpu_ms": round((time.process_time() - cpu_begin) * 1e3, 3),
+            }
 
         return await self.handle(context, "Evaluate", run, session=bytes(req.session_id), step=step)
 
