@@ -1,0 +1,144 @@
+"""Privacy accounting for confar: f-DP toolkit, per-reveal-mode analysis, composition, party ledger.
+
+Pure and network-free (no grpc, proto, parties, coordinator or simulations imports; no I/O; no
+global randomness). Modules, in dependency order, are listed in README.md.
+"""
+
+from .additive import ExGaussianNoise, GaussianNoise, LaplaceNoise, additive_noise_delta
+from .composition import Composition, compose_events, compose_gdp, composed_delta, composed_eps
+from .conversions import (
+    delta_from_tradeoff,
+    est_epsdelta,
+    est_gdp,
+    gdp_delta,
+    gdp_eps,
+    gdp_mu,
+    pure_dp_to_gdp,
+)
+from .events import (
+    EpsDeltaEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    PrivacyEvent,
+    ProfileEvent,
+    event_from_dict,
+    register_event_type,
+)
+from .ledger import (
+    BudgetExceededError,
+    EpsDeltaBudget,
+    GDPBudget,
+    PrivacyLedger,
+    SpendReport,
+    UnsupportedEventError,
+)
+from .penalty import (
+    penalty_blinded_profile,
+    penalty_gdp_mu,
+    penalty_reveal_mu,
+    penalty_sigma,
+    penalty_sign_profile,
+    penalty_sum_profile,
+)
+from .plotting import plot_tradeoffs
+from .profile import PrivacyProfile
+from .reveal_blinded import blinded_k1_survival, blinded_pair_delta, blinded_reveal_profile
+from .reveal_sign import (
+    AcceptanceModel,
+    BarkerAcceptance,
+    LazyAcceptance,
+    MetropolisAcceptance,
+    PenaltyAcceptance,
+    SignPrivacy,
+    bernoulli_delta,
+    sign_reveal_privacy,
+)
+from .reveal_sum import (
+    sum_reveal_delta,
+    sum_reveal_directional_curve,
+    sum_reveal_pld,
+    sum_reveal_profile,
+    sum_reveal_reverse_delta,
+    sum_reveal_slide_bound,
+    sum_reveal_tradeoff,
+)
+from .threat import ThreatModel
+from .tradeoff import (
+    CurveTradeOff,
+    EnvelopeTradeOff,
+    EpsDeltaTradeOff,
+    GaussianTradeOff,
+    LaplaceTradeOff,
+    PointCloudTradeOff,
+    TradeOff,
+    lower_convex_hull,
+    validate_tradeoff,
+)
+
+__all__ = [
+    "AcceptanceModel",
+    "BarkerAcceptance",
+    "BudgetExceededError",
+    "Composition",
+    "CurveTradeOff",
+    "EnvelopeTradeOff",
+    "EpsDeltaBudget",
+    "EpsDeltaEvent",
+    "EpsDeltaTradeOff",
+    "ExGaussianNoise",
+    "GDPBudget",
+    "GaussianEvent",
+    "GaussianNoise",
+    "GaussianTradeOff",
+    "LaplaceEvent",
+    "LaplaceNoise",
+    "LaplaceTradeOff",
+    "LazyAcceptance",
+    "MetropolisAcceptance",
+    "PenaltyAcceptance",
+    "PointCloudTradeOff",
+    "PrivacyEvent",
+    "PrivacyLedger",
+    "PrivacyProfile",
+    "ProfileEvent",
+    "SignPrivacy",
+    "SpendReport",
+    "ThreatModel",
+    "TradeOff",
+    "UnsupportedEventError",
+    "additive_noise_delta",
+    "bernoulli_delta",
+    "blinded_k1_survival",
+    "blinded_pair_delta",
+    "blinded_reveal_profile",
+    "compose_events",
+    "compose_gdp",
+    "composed_delta",
+    "composed_eps",
+    "delta_from_tradeoff",
+    "est_epsdelta",
+    "est_gdp",
+    "event_from_dict",
+    "gdp_delta",
+    "gdp_eps",
+    "gdp_mu",
+    "lower_convex_hull",
+    "penalty_blinded_profile",
+    "penalty_gdp_mu",
+    "penalty_reveal_mu",
+    "penalty_sigma",
+    "penalty_sign_profile",
+    "penalty_sum_profile",
+    "plot_tradeoffs",
+    "pure_dp_to_gdp",
+    "register_event_type",
+    "sign_reveal_privacy",
+    "sum_reveal_delta",
+    "sum_reveal_directional_curve",
+    "sum_reveal_pld",
+    "sum_reveal_profile",
+    "sum_reveal_reverse_delta",
+    "sum_reveal_slide_bound",
+    "sum_reveal_tradeoff",
+    "validate_tradeoff",
+]

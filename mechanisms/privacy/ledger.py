@@ -1,0 +1,196 @@
+"""A party's privacy ledger: the events its data took part in, a budget, and a dry-run check.
+
+Owns the pure accounting a party daemon enforces before answering a batch (DESIGN.md §2: each
+party decides its own budget and refuses queries past it; the coordinator cannot override it).
+``PrivacyLedger`` is an immutable value: ``check(events)`` / ``would_exceed(events)`` dry-run a batch
+without changing anything, ``commit(events)`` returns a *new* ledger (or raises
+``BudgetExceededError``), so a daemon can persist the new state (``to_dict``, fsync) before it
+answers and swap it in only afterwards. Persistence and the RESOURCE_EXHAUSTED status are the
+daemon's job.
+
+Budgets:
+
+* ``GDPBudget(mu_max)`` — a GDP privacy *filter*: accept while ``Σ_t μ_t² ≤ μ_max²``. Valid under
+  fully adaptive composition, i.e. even when each step's μ_t is chosen from earlier outputs
+  (Smith & Thakurta, "Fully adaptive composition for Gaussian differential privacy", 2022;
+  Koskela, Tobaben, Honkela, AISTATS 2023): the whole interaction is μ_max-GDP. Events without a
+  GDP guarantee (``EpsDeltaEvent`` with δ > 0, profiles without a pure-ε bound) cannot be admitted
+  and raise ``UnsupportedEventError``. Pure ε-DP events are admitted at their (conservative)
+  pure-DP → GDP conversion.
+* ``EpsDeltaBudget(eps_max, delta)`` — accept while the PLD composition of all events has
+  ``ε(δ) ≤ ε_max``. Tight, but PLD composition is proven for a sequence of mechanisms fixed in
+  advance; with privacy parameters chosen adaptively from outputs it is not a proven filter
+  (Whitehouse, Ramdas, Rogers, Wu, 2023, give filters for that case). Use it with fixed per-step
+  worst-case events (the same profile every step), or use the GDP filter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .composition import compose_events
+from .events import PrivacyEvent, event_from_dict
+
+__all__ = [
+    "Budget",
+    "BudgetExceededError",
+    "EpsDeltaBudget",
+    "GDPBudget",
+    "PrivacyLedger",
+    "SpendReport",
+    "UnsupportedEventError",
+]
+
+
+class BudgetExceededError(RuntimeError):
+    """The batch would take the party past its privacy budget; nothing was committed."""
+
+
+class UnsupportedEventError(ValueError):
+    """The budget cannot account for this kind of event (e.g. (ε, δ > 0) under a GDP filter)."""
+
+
+@dataclass(frozen=True)
+class GDPBudget:
+    """GDP filter: total μ = sqrt(Σ μ_t²) must stay ≤ ``mu_max``."""
+
+    mu_max: float
+
+    def __post_init__(self) -> None:
+        if not (self.mu_max >= 0 and math.isfinite(self.mu_max)):
+            raise ValueError(f"mu_max must be finite and >= 0, got {self.mu_max}")
+
+    def spend(self, events: Sequence[PrivacyEvent]) -> float:
+        total = 0.0
+        for e in events:
+            mu = e.gdp_mu()
+            if mu is None:
+                raise UnsupportedEventError(
+                    f"{type(e).__name__} ({e.label or 'no label'}) has no GDP guarantee, so a GDP budget "
+                    "cannot account for it; configure an EpsDeltaBudget or describe the mechanism by a "
+                    "GDP/pure-DP bound"
+                )
+            total += e.count * mu * mu
+        return math.sqrt(total)
+
+    @property
+    def limit(self) -> float:
+        return self.mu_max
+
+    @property
+    def unit(self) -> str:
+        return "mu"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "gdp", "mu_max": self.mu_max}
+
+
+@dataclass(frozen=True)
+class EpsDeltaBudget:
+    """PLD budget: ε at ``delta`` of the composition must stay ≤ ``eps_max``."""
+
+    eps_max: float
+    delta: float
+    discretization: float = 1e-3
+
+    def __post_init__(self) -> None:
+        if not (self.eps_max >= 0 and math.isfinite(self.eps_max)):
+            raise ValueError(f"eps_max must be finite and >= 0, got {self.eps_max}")
+        if not 0.0 < self.delta < 1.0:
+            raise ValueError(f"delta must lie in (0, 1), got {self.delta}")
+        if not self.discretization > 0:
+            raise ValueError("discretization must be positive")
+
+    def spend(self, events: Sequence[PrivacyEvent]) -> float:
+        if not events:
+            return 0.0
+        return compose_events(events, self.discretization).eps_at(self.delta)
+
+    @property
+    def limit(self) -> float:
+        return self.eps_max
+
+    @property
+    def unit(self) -> str:
+        return f"eps at delta={self.delta:.3g}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "eps_delta",
+            "eps_max": self.eps_max,
+            "delta": self.delta,
+            "discretization": self.discretization,
+        }
+
+
+Budget = GDPBudget | EpsDeltaBudget
+
+
+def _budget_from_dict(data: Mapping[str, Any]) -> Budget:
+    kind = data.get("type")
+    if kind == "gdp":
+        return GDPBudget(float(data["mu_max"]))
+    if kind == "eps_delta":
+        return EpsDeltaBudget(
+            float(data["eps_max"]), float(data["delta"]), float(data.get("discretization", 1e-3))
+        )
+    raise ValueError(f"unknown budget type {kind!r}; expected 'gdp' or 'eps_delta'")
+
+
+@dataclass(frozen=True)
+class SpendReport:
+    """Outcome of a dry run: spend before and after the batch, in the budget's unit."""
+
+    allowed: bool
+    spent_before: float
+    spent_after: float
+    limit: float
+    unit: str
+
+    @property
+    def message(self) -> str:
+        verdict = "within budget" if self.allowed else "REFUSED: would exceed budget"
+        spend = f"{self.spent_before:.6g} -> {self.spent_after:.6g}"
+        return f"{verdict}: {self.unit} {spend} (limit {self.limit:.6g})"
+
+
+@dataclass(frozen=True)
+class PrivacyLedger:
+    """Immutable ledger of one party: its budget and the events committed so far."""
+
+    budget: Budget
+    events: tuple[PrivacyEvent, ...] = ()
+
+    def spent(self) -> float:
+        """Current spend in the budget's unit."""
+        return self.budget.spend(self.events)
+
+    def check(self, events: Sequence[PrivacyEvent]) -> SpendReport:
+        """Dry run: what committing ``events`` would spend. Raises ``UnsupportedEventError``."""
+        before = self.spent()
+        after = self.budget.spend((*self.events, *events))
+        return SpendReport(after <= self.budget.limit, before, after, self.budget.limit, self.budget.unit)
+
+    def would_exceed(self, events: Sequence[PrivacyEvent]) -> bool:
+        """True if committing ``events`` would exceed the budget (no state changes)."""
+        return not self.check(events).allowed
+
+    def commit(self, events: Sequence[PrivacyEvent]) -> PrivacyLedger:
+        """Return the ledger with ``events`` appended, or raise ``BudgetExceededError`` (self unchanged)."""
+        report = self.check(events)
+        if not report.allowed:
+            raise BudgetExceededError(report.message)
+        return PrivacyLedger(self.budget, (*self.events, *events))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; ``from_dict`` inverts it."""
+        return {"version": 1, "budget": self.budget.to_dict(), "events": [e.to_dict() for e in self.events]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PrivacyLedger:
+        if data.get("version") != 1:
+            raise ValueError(f"unsupported ledger version {data.get('version')!r}; expected 1")
+        return cls(_budget_from_dict(data["budget"]), tuple(event_from_dict(e) for e in data["events"]))
