@@ -3,7 +3,8 @@
 Mechanism (DESIGN.md §1): S = a + E with E = Σ_j V_j ~ Exp(1) (a = log r), and an independent
 blinding W = w0 + Σ_j W_j, Σ_j W_j ~ Exp(1). The implementation lower-bounds W by a small public
 constant w0 (``hss.fixedpoint.FixedPoint().w_shift``, 2^−11 by default) to keep exact signs; w0 = 0
-is the idealised model. sign(Z) = sign(S), so everything the sign reveal leaks, this leaks too; the magnitude is blurred by W.
+is the idealised model. sign(Z) = sign(S), so everything the sign reveal leaks, this leaks too; the
+magnitude is blurred by W.
 
 Threat model: the outside observer (coordinator). For a party that knows its own V_j and W_j, Z
 is a post-processing of S (W is data-independent), so the sum-reveal analysis with the party's
