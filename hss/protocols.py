@@ -321,7 +321,7 @@ def decide_party(
     ``values`` are this party's terms (its noise share already added), ``public`` the public terms (the
     same array at every party, or None for zero), ``step`` a per-session unique batch counter (the PRSS
     nonce), ``rng`` this party's CSPRNG. Blinded mode also needs ``blind``, this party's W_j >= 0. Sign
-    mode takes optional ``material`` from :func:`precompute_sign`; then only the 6 online rounds run.
+    mode takes optional ``material`` from :func:`precompute_sign`; then only the online rounds run.
     """
     ctx.params.check_mode(mode)
     fmt = ctx.params.fmt
@@ -435,7 +435,8 @@ def precompute_sign(
 ) -> Machine[SignMaterial]:
     """Material for n sign decisions, made before the inputs exist.
 
-    ``distributed=True`` (2 rounds): each s_i^2 is opened to one party only, the parties take turns in
+    ``distributed=True`` (3 rounds, all before the inputs exist): the random s_i are dealt by the parties
+    (cheaper than PRSS for large m), each s_i^2 is opened to one party only, the parties take turns in
     computing the public square roots (each computes about K n / m of them instead of all K n), and each
     broadcasts its share of the roots. ``distributed=False`` (1 round): every party opens every s_i^2 and
     computes every root itself; this is what the 7-round sign protocol runs inline.
@@ -456,7 +457,16 @@ def _sign_precompute(
     fmt = ctx.params.fmt
     kbits = fmt.compare_bits
     npairs = kbits // 2
-    s = ctx.prss.random(_P_BITS, step, (kbits, n))
+    if distributed:
+        # offline, an extra round is free: each party deals a random degree-t sharing (t AES blocks and
+        # m(t+1) small multiplications per value, against C(m-1,t) PRF streams and full multiplications
+        # for PRSS); the sum of the m dealt values is uniform to any coalition of t parties.
+        dealt = split(rng.field((kbits, n)), ctx.params.t, ctx.params.m, rng)  # (m, K, n)
+        inbox = yield {j: pack(dealt[j - 1]) for j in ctx.others}
+        got = expect(inbox, ctx.others, _words((kbits, n)), "sign/precompute-deal")
+        s = _sum_contributions(ctx, dealt[ctx.party - 1], got)
+    else:
+        s = ctx.prss.random(_P_BITS, step, (kbits, n))
     sq_mine = _masked(ctx, F.mul(s, s), _P_Z_PRE, step).reshape(kbits * n, 2)
     rows = _grr_deal(ctx, F.mul(s[0 : 2 * npairs : 2], s[1 : 2 * npairs : 2]), rng)  # (m, npairs, n)
     pair_words = _words((npairs, n))

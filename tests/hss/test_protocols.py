@@ -238,7 +238,7 @@ def test_pooled_precompute_then_six_online_rounds(m: int) -> None:
     values = [gen.normal(0, 2, n) for _ in range(m)]
     pub = gen.normal(0, 1, n)
     mats, tr_pre = run_in_memory({p: precompute_sign(c, n, 40, rngs[p]) for p, c in ctxs.items()})
-    assert tr_pre.rounds == 2
+    assert tr_pre.rounds == 3
     machines = {
         p: decide_party("sign", c, values[p - 1], pub, 41, rngs[p], material=mats[p]) for p, c in ctxs.items()
     }
