@@ -272,19 +272,22 @@ def random_bits(ctx: PartyContext, n: int, step: int) -> Machine[F.FieldArray]:
         inbox = yield {j: pack(mine) for j in ctx.others}
         msgs = expect(inbox, ctx.others, _words((n,)), "random_bits")
         sq = _sum_contributions(ctx, mine, msgs)
-        return _bits_from_squares(s, sq)[0]
+        return _bits_from_roots(s, _inverse_roots(sq))
 
     return Machine(ctx.party, gen(), "random_bits")
 
 
-def _bits_from_squares(s: F.FieldArray, sq: F.FieldArray) -> tuple[F.FieldArray, F.FieldArray]:
-    """[r] = (1 + [s] v) / 2 with v = 1/sqrt(s^2); also returns v."""
+def _inverse_roots(sq: F.FieldArray) -> F.FieldArray:
+    """1 / sqrt(s^2) for opened squares of random values (the public part of a random bit)."""
     try:
-        v = F.inv(F.sqrt(sq))
+        return F.inv(F.sqrt(sq))
     except ZeroDivisionError as exc:  # s = 0 has probability about C(m,t) / 2^127
-        raise ProtocolError("a PRSS random value was zero; rerun the batch with a new step") from exc
-    one = F.const(1)
-    return F.mul_scalar(F.add(F.mul(s, v), one), _INV2), v
+        raise ProtocolError("a random value was zero; rerun the batch with a new step") from exc
+
+
+def _bits_from_roots(s: F.FieldArray, v: F.FieldArray) -> F.FieldArray:
+    """[r] = (1 + [s] v) / 2 with v = 1 / sqrt(s^2): a uniform secret bit."""
+    return F.mul_scalar(F.add(F.mul(s, v), F.const(1)), _INV2)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -475,10 +478,7 @@ def _sign_precompute(
         cut = _words((kbits * n,))
         msgs = expect(inbox, ctx.others, cut + pair_words, "sign/precompute")
         sq = _sum_contributions(ctx, sq_mine, {j: v_[:cut] for j, v_ in msgs.items()})
-        try:
-            v = F.inv(F.sqrt(sq))
-        except ZeroDivisionError as exc:  # s = 0 has probability about C(m,t) / 2^127
-            raise ProtocolError("a PRSS random value was zero; rerun the batch with a new step") from exc
+        v = _inverse_roots(sq)
     else:
         chunks = _chunks(kbits * n, ctx.params.m)
         lo, hi = chunks[ctx.party - 1]
@@ -492,10 +492,7 @@ def _sign_precompute(
             raise ProtocolError(f"sign/precompute: unexpected senders {sorted(set(inbox) - set(ctx.others))}")
         cut = 2 * (hi - lo)
         sq_chunk = _sum_contributions(ctx, sq_mine[lo:hi], {j: v_[:cut] for j, v_ in msgs.items()})
-        try:
-            v_chunk = F.inv(F.sqrt(sq_chunk))
-        except ZeroDivisionError as exc:
-            raise ProtocolError("a PRSS random value was zero; rerun the batch with a new step") from exc
+        v_chunk = _inverse_roots(sq_chunk)
         inbox2 = yield {j: pack(v_chunk) for j in ctx.others}
         parts = []
         for j in ctx.all:
@@ -509,7 +506,7 @@ def _sign_precompute(
         v = np.concatenate(parts)
     v = v.reshape(kbits, n, 2)
     one = F.const(1)
-    r = F.mul_scalar(F.add(F.mul(s, v), one), _INV2)  # r = (1 + s / sqrt(s^2)) / 2
+    r = _bits_from_roots(s, v)
     pair_ss = _grr_combine(ctx, rows[ctx.party - 1], {j: v_[cut:] for j, v_ in msgs.items()})
     sig_prod = F.mul(pair_ss, F.mul(v[0 : 2 * npairs : 2], v[1 : 2 * npairs : 2]))
     # r_a r_b = (1 + sigma_a + sigma_b + sigma_a sigma_b) / 4 with sigma = 2r - 1
