@@ -26,6 +26,7 @@ SUBCOMMANDS: list[tuple[str, str]] = [
     ("simulate", "simulations.launcher"),
     ("bench", "coordinator.cmd_bench"),
     ("demo", "coordinator.demo"),
+    ("privacy", "coordinator.cmd_privacy"),
     # the lead adds: ("run", ...), ("demo", ...); ("hss", ...) goes in coordinator.cmd_bench.SUBCOMMANDS
 ]
 

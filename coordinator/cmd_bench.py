@@ -6,4 +6,5 @@ HELP = "benchmarks"
 SUBCOMMANDS: list[tuple[str, str]] = [
     ("network", "simulations.bench_network"),
     ("hss", "coordinator.bench_hss"),
+    ("mcmc", "simulations.bench_mcmc"),
 ]

@@ -8,6 +8,7 @@ Gamma(1/m, 1) shares here make an accept-reject decision exact rather than provi
 * :func:`gamma_shares`: V_j ~ Gamma(1/m, 1). The sum of the m parties' shares is Exp(1) = -log U, which
   turns "accept iff r >= U" into "accept iff log r + sum_j V_j >= 0" (Aslett et al. 2025).
 * :func:`exp1`: W ~ Exp(1) (the blinding factor of the blinded reveal is a sum of Gamma(1/m, 1) shares).
+* :func:`normal`: λ ~ N(0, σ²) (a party's Yıldırım–Ermiş penalty noise), inverse CDF of CSPRNG uniforms.
 """
 
 from __future__ import annotations
@@ -30,3 +31,11 @@ def gamma_shares(rng: SecureRandom, m: int, shape: int | tuple[int, ...]) -> npt
 def exp1(rng: SecureRandom, shape: int | tuple[int, ...]) -> npt.NDArray[np.float64]:
     """Exp(1) draws: -log U with U uniform in (0, 1)."""
     return -np.log(rng.uniform(shape))
+
+
+def normal(rng: SecureRandom, sigma: npt.ArrayLike, shape: int | tuple[int, ...]) -> npt.NDArray[np.float64]:
+    """N(0, sigma^2) draws (sigma broadcast against ``shape``): inverse normal CDF of CSPRNG uniforms."""
+    sd = np.asarray(sigma, dtype=np.float64)
+    if (sd < 0).any() or not np.isfinite(sd).all():
+        raise ValueError("normal noise needs finite sigma >= 0")
+    return np.asarray(sd * special.ndtri(rng.uniform(shape)), dtype=np.float64)

@@ -19,16 +19,20 @@ here by registration; this module only fixes the seam.
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from hss.randomness import SecureRandom
 from mechanisms import noise
+
+if TYPE_CHECKING:
+    from mechanisms.privacy import PrivacyEvent
 
 F64 = npt.NDArray[np.float64]
 
@@ -85,6 +89,16 @@ class Terms:
 
 
 class Analysis(Protocol):
+    """An analysis a party can run. Besides these two methods an analysis may define the optional
+
+        privacy_events(params, mode, n, m, t) -> list[PrivacyEvent] | None
+
+    (see :class:`PrivacyAccounted`): the privacy events (``mechanisms.privacy``) that answering one batch of
+    ``n`` decisions in reveal ``mode`` among ``m`` parties, against ``t`` colluding parties, adds to this
+    party's ledger, computed from the public parameters only. ``None`` (or no such method) means the per-step
+    privacy loss is unbounded or unknown: a party with a privacy budget then refuses the session
+    (``parties.privacy_budget``)."""
+
     name: str
 
     def check_params(self, params: dict[str, Any]) -> None: ...
@@ -101,6 +115,15 @@ class Analysis(Protocol):
     ) -> Terms: ...
 
 
+@runtime_checkable
+class PrivacyAccounted(Protocol):
+    """The optional privacy method of an :class:`Analysis` (checked with ``isinstance``)."""
+
+    def privacy_events(
+        self, params: dict[str, Any], mode: str, n: int, m: int, t: int
+    ) -> list[PrivacyEvent] | None: ...
+
+
 _REGISTRY: dict[str, Callable[[], Analysis]] = {}
 
 
@@ -108,8 +131,20 @@ def register(name: str, factory: Callable[[], Analysis]) -> None:
     _REGISTRY[name] = factory
 
 
+_RESOLVERS: list[Callable[[str], Analysis | None]] = []
+
+
+def add_resolver(resolve: Callable[[str], Analysis | None]) -> None:
+    """A fallback for names not registered (e.g. ``"package.module:ClassName"`` model plug-ins)."""
+    _RESOLVERS.append(resolve)
+
+
 def get_analysis(name: str) -> Analysis:
     if name not in _REGISTRY:
+        for resolve in _RESOLVERS:
+            found = resolve(name)
+            if found is not None:
+                return found
         raise AnalysisError(f"unknown analysis {name!r}; known: {sorted(_REGISTRY)}")
     return _REGISTRY[name]()
 
@@ -137,10 +172,33 @@ def batch_input(inputs: dict[str, npt.NDArray[Any]], name: str, n: int, required
 
 
 class GaussianMean:
+    """x_i ~ N(theta, sigma^2), sigma known (see the module docstring).
+
+    Optional privacy parameters (both public, chosen by the coordinator, bounded by each party's
+    ``[allow.bounds.gaussian-mean]`` and its privacy budget):
+
+    * ``clip = [lo, hi]``: every record is clipped to [lo, hi] before use, so the chain targets the posterior
+      of the *clipped* data (exactly). Sensitivity assumption: replace-one neighbouring datasets (n_j is
+      public and fixed); the log-ratio of one record is (theta* - theta)(x_i - (theta + theta*)/2)/sigma^2,
+      so replacing one record changes l_j (hence log r) by at most c = |theta* - theta| (hi - lo)/sigma^2.
+    * ``tau > 0`` (needs ``clip``): Yildirim-Ermis penalty noise. Each party adds lambda_j ~ N(0, s^2) with
+      s = tau * c(theta, theta*) (symmetric in theta, theta*) and its share -s^2/2 of the public correction
+      -m s^2/2, so the chain stays exact (penalty method; with the Gamma shares the decision is
+      accept iff log r + lambda - m s^2/2 + Exp(1) >= 0). Every reveal mode is a post-processing of
+      log r + N(0, (m - t) s^2) for an observer knowing t parties' noise, hence each decision is
+      mu = c / (s sqrt(m - t)) = 1/(tau sqrt(m - t))-GDP (``mechanisms.privacy.penalty_gdp_mu``), whatever
+      theta, theta* are (theta = theta* reveals nothing: l_j = 0 and s = 0).
+
+    Without ``tau`` the per-step loss is unbounded (``privacy_events`` returns None): the sum reveal has no
+    noise that scales with the unclipped, proposal-dependent sensitivity, and the sign / blinded reveals of
+    exact MH leak a reject with infinite loss whenever r >= 1 is possible
+    (``mechanisms.privacy.reveal_sign``).
+    """
+
     name = "gaussian-mean"
 
     def check_params(self, params: dict[str, Any]) -> None:
-        extra = set(params) - {"sigma", "column", "noise"}
+        extra = set(params) - {"sigma", "column", "noise", "clip", "tau"}
         if extra:
             raise AnalysisError(f"gaussian-mean: unknown parameters {sorted(extra)}")
         sigma = params.get("sigma", 1.0)
@@ -148,6 +206,38 @@ class GaussianMean:
             raise AnalysisError(f"gaussian-mean: sigma must be a positive number, got {sigma!r}")
         if params.get("noise", "exp") not in ("exp", "none"):
             raise AnalysisError(f"gaussian-mean: noise must be 'exp' or 'none', got {params.get('noise')!r}")
+        clip = params.get("clip")
+        if clip is not None:
+            ok = (
+                isinstance(clip, list | tuple)
+                and len(clip) == 2
+                and all(isinstance(v, int | float) and not isinstance(v, bool) for v in clip)
+                and all(math.isfinite(v) for v in clip)
+            )
+            if not ok or not clip[0] < clip[1]:
+                raise AnalysisError(f"gaussian-mean: clip must be [lo, hi] with finite lo < hi, got {clip!r}")
+        tau = params.get("tau")
+        if tau is not None:
+            if not isinstance(tau, int | float) or isinstance(tau, bool) or not 0 < tau < math.inf:
+                raise AnalysisError(f"gaussian-mean: tau must be a finite number > 0, got {tau!r}")
+            if clip is None:
+                raise AnalysisError(
+                    "gaussian-mean: tau (penalty noise) needs clip = [lo, hi]: without clipped records the "
+                    "sensitivity of the log-ratio to one record is unbounded"
+                )
+
+    def privacy_events(
+        self, params: dict[str, Any], mode: str, n: int, m: int, t: int
+    ) -> list[PrivacyEvent] | None:
+        """n decisions, each 1/(tau sqrt(m - t))-GDP with penalty noise; None (unbounded) without it."""
+        from mechanisms.privacy import GaussianEvent, ThreatModel, penalty_gdp_mu
+
+        tau = params.get("tau")
+        if tau is None or params.get("clip") is None:
+            return None
+        # penalty_gdp_mu(Delta, s, threat) = Delta / (s sqrt(m - t)) with s = tau * Delta: scale-free
+        mu = penalty_gdp_mu(1.0, float(tau), ThreatModel(m, min(t, m - 1)))
+        return [GaussianEvent(mu, count=n, label=f"gaussian-mean penalty tau={float(tau):g} {mode}")]
 
     def terms(
         self,
@@ -161,6 +251,9 @@ class GaussianMean:
     ) -> Terms:
         sigma = float(params.get("sigma", 1.0))
         x = data.column(str(params.get("column", "x")))
+        clip = params.get("clip")
+        if clip is not None:
+            x = np.clip(x, float(clip[0]), float(clip[1]))
         theta = batch_input(inputs, "theta", n)
         theta_star = batch_input(inputs, "theta_star", n)
         assert theta is not None and theta_star is not None
@@ -169,8 +262,15 @@ class GaussianMean:
         ell = ((theta_star - theta) * sx - 0.5 * nj * (theta_star**2 - theta**2)) / sigma**2
         if params.get("noise", "exp") == "exp":
             ell = ell + gamma_shares(rng, m, n)
+        tau = params.get("tau")
+        if tau is not None and clip is not None:
+            c = np.abs(theta_star - theta) * (float(clip[1]) - float(clip[0])) / sigma**2
+            s = float(tau) * c
+            ell = ell + noise.normal(rng, s, n) - 0.5 * s**2  # this party's share of -m s^2 / 2
         blind = gamma_shares(rng, m, n) if mode == "blinded" else None
         return Terms(values=ell, public=public, blind=blind)
 
 
 register("gaussian-mean", GaussianMean)
+
+from parties import models_bridge  # noqa: E402, F401  (registers the model plug-ins)

@@ -27,6 +27,9 @@ Example (all keys; optional ones marked)::
 
     [data]
     path = "registry.csv"          # CSV (header row) or Parquet (needs pyarrow)
+    model = "bayes-logistic"       # optional: check the records against this model's schema at start-up
+    [data.model_args]              # optional: the model's public arguments (its schema depends on them)
+    p = 4
 
     [allow]
     models = ["gaussian-mean"]
@@ -37,7 +40,14 @@ Example (all keys; optional ones marked)::
 
     [budget]
     max_decisions = 1000000        # refuse batches past this (persisted in state_dir/ledger.json)
-    epsilon = 10.0                 # optional: recorded for the privacy ledger (mechanisms/)
+    # optional privacy budget (at most one kind), enforced by this party (parties/privacy_budget.py) with a
+    # ledger persisted in state_dir/privacy_ledger.json; batches past it get RESOURCE_EXHAUSTED:
+    gdp_mu = 2.0                   # a GDP filter: sqrt(sum_t mu_t^2) <= gdp_mu (fully adaptive composition)
+    # epsilon = 10.0               # or an eps-at-delta budget (PLD composition): eps(delta) <= epsilon ...
+    # delta = 1e-6                 # ... at this delta, 0 < delta < 1 (required with epsilon)
+    colluding = "all"              # optional: threat model of the accounting, how many other parties may
+                                   # pool their noise: an integer >= 0 or "all" (default: m - 1, i.e. only
+                                   # this party's own noise is relied on)
 
     [limits]                       # optional
     round_timeout_s = 30.0
@@ -51,6 +61,7 @@ Example (all keys; optional ones marked)::
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -89,12 +100,17 @@ class PartyConfig:
     coordinator_identity: str
     peers: tuple[PeerConfig, ...]
     data_path: Path | None
+    data_model: str | None
+    data_model_args: dict[str, Any]
     allow_models: tuple[str, ...]
     allow_modes: tuple[str, ...]
     allow_topologies: tuple[str, ...]
     bounds: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
     max_decisions: int = 1_000_000
     epsilon: float | None = None
+    delta: float | None = None
+    gdp_mu: float | None = None
+    colluding: int | None = None  # None = "all" (m - 1 at each session)
     round_timeout_s: float = 30.0
     max_batch: int = 100_000
     max_sessions: int = 4
@@ -225,8 +241,12 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         raise r.err("peers", "identities of the party, its peers and the coordinator must all differ")
 
     data = r.table("data", required=False)
-    _check_unknown(r, data, "data", {"path"})
+    _check_unknown(r, data, "data", {"path", "model", "model_args"})
     data_path = r.path_of(r.get(data, "data", "path", str)) if "path" in data else None
+    data_model = r.get(data, "data", "model", str, None)
+    data_model_args = r.get(data, "data", "model_args", dict, {})
+    if (data_model is not None or data_model_args) and data_path is None:
+        raise r.err("data.model", "a schema check needs data.path")
     if data_path is not None:
         if not data_path.is_file():
             raise r.err("data.path", f"file {data_path} does not exist")
@@ -258,13 +278,11 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
             bounds[model][key] = (float(lohi[0]), float(lohi[1]))
 
     budget = r.table("budget")
-    _check_unknown(r, budget, "budget", {"max_decisions", "epsilon"})
+    _check_unknown(r, budget, "budget", {"max_decisions", "epsilon", "delta", "gdp_mu", "colluding"})
     max_decisions = r.get(budget, "budget", "max_decisions", int)
     if max_decisions < 0:
         raise r.err("budget.max_decisions", f"must be >= 0, got {max_decisions}")
-    eps = r.get(budget, "budget", "epsilon", (int, float), None)
-    if eps is not None and eps <= 0:
-        raise r.err("budget.epsilon", f"must be > 0, got {eps}")
+    eps, delta, gdp_mu, colluding = _privacy_budget(r, budget)
 
     lim = r.table("limits", required=False)
     _check_unknown(r, lim, "limits", {"round_timeout_s", "max_batch", "max_sessions", "max_message_bytes"})
@@ -306,17 +324,59 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         coordinator_identity=coordinator_identity,
         peers=tuple(peers),
         data_path=data_path,
+        data_model=data_model,
+        data_model_args=dict(data_model_args),
         allow_models=tuple(models),
         allow_modes=tuple(modes),
         allow_topologies=tuple(topos),
         bounds=bounds,
         max_decisions=max_decisions,
-        epsilon=float(eps) if eps is not None else None,
+        epsilon=eps,
+        delta=delta,
+        gdp_mu=gdp_mu,
+        colluding=colluding,
         round_timeout_s=rto,
         max_batch=max_batch,
         max_sessions=max_sessions,
         max_message_bytes=max_msg,
         fixed_rng_key=fixed,
+    )
+
+
+def _privacy_budget(
+    r: _Reader, budget: dict[str, Any]
+) -> tuple[float | None, float | None, float | None, int | None]:
+    """[budget] gdp_mu | (epsilon, delta), colluding: validated (see the module docstring)."""
+    eps = r.get(budget, "budget", "epsilon", (int, float), None)
+    delta = r.get(budget, "budget", "delta", (int, float), None)
+    mu = r.get(budget, "budget", "gdp_mu", (int, float), None)
+    if eps is not None and not (0 < eps < math.inf):
+        raise r.err("budget.epsilon", f"must be a finite number > 0, got {eps}")
+    if delta is not None and not 0 < delta < 1:
+        raise r.err("budget.delta", f"must lie strictly between 0 and 1, got {delta}")
+    if mu is not None and not (0 < mu < math.inf):
+        raise r.err("budget.gdp_mu", f"must be a finite number > 0, got {mu}")
+    if eps is not None and delta is None:
+        raise r.err("budget.epsilon", "an eps-at-delta budget needs budget.delta as well")
+    if delta is not None and eps is None:
+        raise r.err("budget.delta", "budget.delta is only used with budget.epsilon (eps-at-delta budget)")
+    if mu is not None and eps is not None:
+        raise r.err("budget.gdp_mu", "configure either gdp_mu (GDP filter) or epsilon/delta, not both")
+    raw = budget.get("colluding", "all")
+    colluding: int | None
+    if raw == "all":
+        colluding = None
+    elif isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+        colluding = raw
+    else:
+        raise r.err("budget.colluding", f'must be an integer >= 0 or "all", got {raw!r}')
+    if "colluding" in budget and mu is None and eps is None:
+        raise r.err("budget.colluding", "only used with a privacy budget (gdp_mu or epsilon/delta)")
+    return (
+        float(eps) if eps is not None else None,
+        float(delta) if delta is not None else None,
+        float(mu) if mu is not None else None,
+        colluding,
     )
 
 

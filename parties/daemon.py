@@ -1,11 +1,12 @@
 """The party daemon: gRPC services of one registry (``confar-party serve``).
 
-Services: ``Party`` (coordinator-facing: open/connect/evaluate/close/status), ``Peer`` (mesh share
-exchange), ``grpc.health.v1.Health``. Every channel is mutual TLS with the consortium CA unless the daemon
-was started with ``--insecure``. The party decides for itself: only the configured coordinator identity may
-drive sessions, only allowlisted models / reveal modes / topologies / parameter bounds run, and batches past
-the decision budget are refused (RESOURCE_EXHAUSTED). Every request, and every refused peer frame, is a
-line in the append-only audit log.
+Services: ``Party`` (coordinator-facing: open/connect/evaluate/close/status, privacy plan/report),
+``Peer`` (mesh share exchange), ``grpc.health.v1.Health``. Every channel is mutual TLS with the consortium
+CA unless the daemon was started with ``--insecure``. The party decides for itself: only the configured
+coordinator identity may drive sessions, only allowlisted models / reveal modes / topologies / parameter
+bounds run, and batches past the decision budget or the privacy budget (``parties.privacy_budget``) are
+refused (RESOURCE_EXHAUSTED). Every request, and every refused peer frame, is a line in the append-only
+audit log.
 
 Status codes: INVALID_ARGUMENT (malformed message or parameters), PERMISSION_DENIED (wrong caller or not
 allowed by this party's policy), FAILED_PRECONDITION (unknown / closed / failed session, step out of order
@@ -33,12 +34,13 @@ from google.protobuf.message import DecodeError
 from hss.protocols import PartyContext, decide_party, key_setup
 from hss.randomness import SecureRandom, derive_key
 from hss.runtime import ProtocolError
-from parties import e2e, serde
+from parties import e2e, models_bridge, serde
 from parties.analyses import Analysis, AnalysisError, Dataset, get_analysis, load_dataset
 from parties.audit import AuditLog
 from parties.config import PartyConfig
 from parties.exchange import Kind, LinkLost, Mailbox, Refused, drive
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, RelayLink
+from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal
 from parties.spec import SessionSpec
 from parties.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_credentials
 from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2
@@ -85,11 +87,16 @@ class PartyDaemon:
         if not insecure:
             assert cfg.tls_cert and cfg.tls_key and cfg.tls_ca
             self.tls = TlsMaterial.load(cfg.tls_cert, cfg.tls_key, cfg.tls_ca, expect_identity=cfg.identity)
-        self.data: Dataset = load_dataset(cfg.data_path)
+        self.data: Dataset = (
+            load_dataset(cfg.data_path)
+            if cfg.data_model is None or cfg.data_path is None
+            else models_bridge.load_checked(cfg.data_path, cfg.data_model, cfg.data_model_args)
+        )
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self.audit = AuditLog(cfg.state_dir / "audit.log")
         self.ledger_path = cfg.state_dir / "ledger.json"
         self.decisions_used = self._load_ledger()
+        self.privacy = PrivacyBudgetStore.load(cfg)  # LedgerFileError (names the file) stops start-up
         self.sessions: dict[bytes, Session] = {}
         self.refused_frames = 0
         self.serving = True
@@ -208,6 +215,10 @@ class PartyDaemon:
                 analysis.check_params(spec.model_params)
             except AnalysisError as exc:
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+            try:  # privacy budget: unbounded analyses, or not even one decision left, are refused at open
+                self.privacy.check(self.privacy.events_for(self.cfg, analysis, spec, 1), "a single decision")
+            except PrivacyRefusal as exc:
+                raise Abort(exc.code, exc.message) from exc
             priv = e2e.new_private()
             sess = Session(
                 spec=spec,
@@ -507,6 +518,11 @@ class PartyDaemon:
                     f"batch of {n} would exceed this party's decision budget "
                     f"({self.decisions_used} of {self.cfg.max_decisions} used)",
                 )
+            try:  # privacy budget: this party's own events for the batch, dry-run before touching data
+                privacy_events = self.privacy.events_for(self.cfg, sess.analysis, sess.spec, n)
+                self.privacy.check(privacy_events, f"step {step} (batch of {n})")
+            except PrivacyRefusal as exc:
+                raise Abort(exc.code, exc.message) from exc
             t_terms = time.perf_counter()
             try:
                 inputs = serde.inputs_from_proto(req.inputs, self.cfg.max_message_bytes)
@@ -533,6 +549,10 @@ class PartyDaemon:
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step}: {exc}") from exc
             prepare_s = time.perf_counter() - t_terms
             # the budget is charged before any share leaves this party: a failed run still counts
+            try:  # persisted (fsync, atomic rename) before any share leaves this party
+                self.privacy.commit(privacy_events)
+            except PrivacyRefusal as exc:
+                raise Abort(exc.code, exc.message) from exc
             self.decisions_used += n
             self._save_ledger()
             sess.busy = True
@@ -610,6 +630,50 @@ class PartyDaemon:
         sess.links.clear()
         # keep a closed session's id so its messages are refused as out-of-session, but drop its secrets
         sess.ctx, sess.proto_rng, sess.noise_key = None, None, b""
+
+    async def plan_privacy(self, req: party_pb2.PlanPrivacyRequest, context: grpc.aio.ServicerContext) -> Any:
+        """Dry run of a planned session (parties.privacy_budget): no data, no session, no ledger change."""
+
+        async def run() -> tuple[Any, dict[str, Any]]:
+            self.require_coordinator(context)
+            if not req.HasField("spec") or req.batches < 1 or req.batch_size < 1:
+                msg = "PlanPrivacy needs a spec, batches >= 1 and batch_size >= 1"
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, msg)
+            try:
+                spec = serde.spec_from_proto(req.spec)
+            except serde.WireError as exc:
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+            analysis: Analysis | None = None
+            refusal = ""
+            try:
+                self.check_policy(spec)
+                analysis = get_analysis(spec.model)
+                analysis.check_params(spec.model_params)
+            except Abort as exc:
+                refusal = f"{exc.code.name}: {exc.message}"
+            except AnalysisError as exc:
+                refusal = f"INVALID_ARGUMENT: {exc}"
+            resp = self.privacy.plan_proto(
+                self.cfg, analysis, spec, int(req.batches), int(req.batch_size), refusal, self.decisions_used
+            )
+            return resp, {
+                "analysis": spec.model,
+                "reveal_mode": spec.reveal_mode,
+                "batches": int(req.batches),
+                "batch_size": int(req.batch_size),
+                "would_refuse": resp.would_refuse,
+            }
+
+        return await self.handle(context, "PlanPrivacy", run)
+
+    async def privacy_report(
+        self, req: party_pb2.PrivacyReportRequest, context: grpc.aio.ServicerContext
+    ) -> Any:
+        async def run() -> tuple[Any, dict[str, Any]]:
+            self.require_coordinator(context)
+            return self.privacy.report_proto(self.cfg, self.decisions_used), {}
+
+        return await self.handle(context, "PrivacyReport", run)
 
     async def status(self, req: party_pb2.StatusRequest, context: grpc.aio.ServicerContext) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
@@ -783,6 +847,8 @@ _PARTY_METHODS: dict[str, tuple[Any, Any]] = {
     "Evaluate": (party_pb2.EvaluateRequest, party_pb2.EvaluateResponse),
     "CloseSession": (party_pb2.CloseSessionRequest, party_pb2.CloseSessionResponse),
     "Status": (party_pb2.StatusRequest, party_pb2.StatusResponse),
+    "PlanPrivacy": (party_pb2.PlanPrivacyRequest, party_pb2.PlanPrivacyResponse),
+    "PrivacyReport": (party_pb2.PrivacyReportRequest, party_pb2.PrivacyReportResponse),
 }
 
 
@@ -795,6 +861,8 @@ def _strict_party_handlers(d: PartyDaemon) -> grpc.GenericRpcHandler:
         "Evaluate": d.evaluate,
         "CloseSession": d.close_session,
         "Status": d.status,
+        "PlanPrivacy": d.plan_privacy,
+        "PrivacyReport": d.privacy_report,
     }
 
     def make(name: str) -> Any:

@@ -137,3 +137,69 @@ class StatusResponse(_message.Message):
     decisions_budget: int
     refused_messages: int
     def __init__(self, party: _Optional[int] = ..., identity: _Optional[str] = ..., sessions: _Optional[_Iterable[_Union[SessionStatus, _Mapping]]] = ..., decisions_used: _Optional[int] = ..., decisions_budget: _Optional[int] = ..., refused_messages: _Optional[int] = ...) -> None: ...
+
+class PrivacyBudgetState(_message.Message):
+    __slots__ = ("configured", "budget_json", "unit", "limit", "spent")
+    CONFIGURED_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_JSON_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SPENT_FIELD_NUMBER: _ClassVar[int]
+    configured: bool
+    budget_json: str
+    unit: str
+    limit: float
+    spent: float
+    def __init__(self, configured: _Optional[bool] = ..., budget_json: _Optional[str] = ..., unit: _Optional[str] = ..., limit: _Optional[float] = ..., spent: _Optional[float] = ...) -> None: ...
+
+class PlanPrivacyRequest(_message.Message):
+    __slots__ = ("spec", "batches", "batch_size")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    spec: _common_pb2.SessionSpec
+    batches: int
+    batch_size: int
+    def __init__(self, spec: _Optional[_Union[_common_pb2.SessionSpec, _Mapping]] = ..., batches: _Optional[int] = ..., batch_size: _Optional[int] = ...) -> None: ...
+
+class PlanPrivacyResponse(_message.Message):
+    __slots__ = ("party", "identity", "budget", "projected", "would_refuse", "message", "events_json", "batches_allowed", "decisions_used", "decisions_budget")
+    PARTY_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    PROJECTED_FIELD_NUMBER: _ClassVar[int]
+    WOULD_REFUSE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_ALLOWED_FIELD_NUMBER: _ClassVar[int]
+    DECISIONS_USED_FIELD_NUMBER: _ClassVar[int]
+    DECISIONS_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    party: int
+    identity: str
+    budget: PrivacyBudgetState
+    projected: float
+    would_refuse: bool
+    message: str
+    events_json: str
+    batches_allowed: int
+    decisions_used: int
+    decisions_budget: int
+    def __init__(self, party: _Optional[int] = ..., identity: _Optional[str] = ..., budget: _Optional[_Union[PrivacyBudgetState, _Mapping]] = ..., projected: _Optional[float] = ..., would_refuse: _Optional[bool] = ..., message: _Optional[str] = ..., events_json: _Optional[str] = ..., batches_allowed: _Optional[int] = ..., decisions_used: _Optional[int] = ..., decisions_budget: _Optional[int] = ...) -> None: ...
+
+class PrivacyReportRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PrivacyReportResponse(_message.Message):
+    __slots__ = ("party", "identity", "budget", "events_json", "decisions_used")
+    PARTY_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    DECISIONS_USED_FIELD_NUMBER: _ClassVar[int]
+    party: int
+    identity: str
+    budget: PrivacyBudgetState
+    events_json: str
+    decisions_used: int
+    def __init__(self, party: _Optional[int] = ..., identity: _Optional[str] = ..., budget: _Optional[_Union[PrivacyBudgetState, _Mapping]] = ..., events_json: _Optional[str] = ..., decisions_used: _Optional[int] = ...) -> None: ...

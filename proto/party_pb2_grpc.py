@@ -59,6 +59,16 @@ class PartyStub:
                 request_serializer=proto_dot_party__pb2.StatusRequest.SerializeToString,
                 response_deserializer=proto_dot_party__pb2.StatusResponse.FromString,
                 _registered_method=True)
+        self.PlanPrivacy = channel.unary_unary(
+                '/confar.v1.Party/PlanPrivacy',
+                request_serializer=proto_dot_party__pb2.PlanPrivacyRequest.SerializeToString,
+                response_deserializer=proto_dot_party__pb2.PlanPrivacyResponse.FromString,
+                _registered_method=True)
+        self.PrivacyReport = channel.unary_unary(
+                '/confar.v1.Party/PrivacyReport',
+                request_serializer=proto_dot_party__pb2.PrivacyReportRequest.SerializeToString,
+                response_deserializer=proto_dot_party__pb2.PrivacyReportResponse.FromString,
+                _registered_method=True)
 
 
 class PartyServicer:
@@ -100,6 +110,21 @@ class PartyServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PlanPrivacy(self, request, context):
+        """Privacy dry run: what a planned session would add to this party's privacy ledger, computed by the party
+        from its own config (touches no data, opens no session, changes no ledger).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PrivacyReport(self, request, context):
+        """This party's privacy ledger: the events its data took part in and the spend against its budget.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PartyServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -127,6 +152,16 @@ def add_PartyServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=proto_dot_party__pb2.StatusRequest.FromString,
                     response_serializer=proto_dot_party__pb2.StatusResponse.SerializeToString,
+            ),
+            'PlanPrivacy': grpc.unary_unary_rpc_method_handler(
+                    servicer.PlanPrivacy,
+                    request_deserializer=proto_dot_party__pb2.PlanPrivacyRequest.FromString,
+                    response_serializer=proto_dot_party__pb2.PlanPrivacyResponse.SerializeToString,
+            ),
+            'PrivacyReport': grpc.unary_unary_rpc_method_handler(
+                    servicer.PrivacyReport,
+                    request_deserializer=proto_dot_party__pb2.PrivacyReportRequest.FromString,
+                    response_serializer=proto_dot_party__pb2.PrivacyReportResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -264,6 +299,60 @@ class Party:
             '/confar.v1.Party/Status',
             proto_dot_party__pb2.StatusRequest.SerializeToString,
             proto_dot_party__pb2.StatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PlanPrivacy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/confar.v1.Party/PlanPrivacy',
+            proto_dot_party__pb2.PlanPrivacyRequest.SerializeToString,
+            proto_dot_party__pb2.PlanPrivacyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PrivacyReport(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/confar.v1.Party/PrivacyReport',
+            proto_dot_party__pb2.PrivacyReportRequest.SerializeToString,
+            proto_dot_party__pb2.PrivacyReportResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,7 +1,7 @@
 """Local multi-process consortium: certificates, configs, data files and m real ``confar-party`` processes on
 loopback ephemeral ports. Used by ``confar simulate``, the benchmarks and the multi-process tests.
 
-    with LocalConsortium.start(m=3, data=[x1, x2, x3]) as lc:
+    with LocalConsortium.start(m=3, data=[x1, x2, x3]) as lc:   # or data=[{"x1": ..., "y": ...}, ...]
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls()) as coord:
             ...
 
@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,9 @@ def party_config_text(
     round_timeout_s: float = 30.0,
     fixed_rng_key: bytes | None = None,
     peer_addresses: dict[int, str] | None = None,
+    data_model: str | None = None,
+    data_model_args: dict[str, Any] | None = None,
+    privacy_budget: Mapping[str, Any] | None = None,
 ) -> str:
     pdir = workdir / f"party-{pid}"
     lines = [
@@ -88,7 +91,13 @@ def party_config_text(
                 lines.append(f'address = "{peer_addresses[q]}"')
             lines.append("")
     if data_path is not None:
-        lines += ["[data]", f"path = {_toml_value(str(data_path))}", ""]
+        lines += ["[data]", f"path = {_toml_value(str(data_path))}"]
+        if data_model is not None:
+            lines.append(f"model = {_toml_value(data_model)}")
+        lines.append("")
+        if data_model_args:
+            lines += ["[data.model_args]"]
+            lines += [f"{k} = {_toml_value(v)}" for k, v in data_model_args.items()] + [""]
     lines += [
         "[allow]",
         f"models = {_toml_value(list(models))}",
@@ -96,6 +105,7 @@ def party_config_text(
         "",
         "[budget]",
         f"max_decisions = {max_decisions}",
+        *[f"{k} = {_toml_value(v)}" for k, v in (privacy_budget or {}).items()],  # e.g. {"gdp_mu": 2.0}
         "",
         "[limits]",
         f"round_timeout_s = {round_timeout_s}",
@@ -134,7 +144,7 @@ class LocalConsortium:
     def start(
         cls,
         m: int,
-        data: Sequence[npt.ArrayLike] | None = None,
+        data: Sequence[npt.ArrayLike | Mapping[str, npt.ArrayLike]] | None = None,
         *,
         workdir: Path | None = None,
         insecure: bool = False,
@@ -158,7 +168,8 @@ class LocalConsortium:
                 dpath = None
                 if data is not None:
                     dpath = pdir / "data.csv"
-                    write_csv(dpath, {"x": data[pid - 1]})
+                    own = data[pid - 1]
+                    write_csv(dpath, dict(own) if isinstance(own, Mapping) else {"x": own})
                 cfg = pdir / "party.toml"
                 cfg.write_text(
                     party_config_text(

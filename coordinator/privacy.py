@@ -1,0 +1,427 @@
+"""Privacy dry runs and reports, coordinator side (``confar privacy plan`` / ``confar privacy report``).
+
+Every number here is computed by the parties (DESIGN.md §2: each party decides its own budget): the
+coordinator sends the planned session (``PlanPrivacy``) or asks for the ledger (``PrivacyReport``) and
+prints what each party answers. ``report`` also recomposes each party's reported events with
+``mechanisms.privacy`` (GDP μ when every event has one, ε at δ by PLD / closed form) as a cross-check, and
+``--plot DIR`` draws each party's trade-off curve against its budget. Neither command opens a session or
+touches data; neither changes a ledger.
+
+PLAN.toml (relative paths are resolved against the file's folder; the ``[session]`` table is needed by
+``plan`` only, so ``report`` can use the same file or one without it)::
+
+    [coordinator]
+    identity = "coordinator"          # optional, default "coordinator"
+    cert = "certs/coordinator.pem"    # cert / key / ca: required unless insecure = true
+    key = "certs/coordinator.key"
+    ca = "certs/ca.pem"
+    insecure = false                  # optional: plaintext gRPC (local experiments only)
+    rpc_timeout_s = 30.0              # optional
+
+    [[parties]]                       # one per party, ids 1..m without gaps
+    id = 1
+    identity = "party-1"              # optional, default "party-<id>" (must match its certificate)
+    address = "127.0.0.1:50051"
+
+    [session]
+    analysis = "gaussian-mean"        # an analysis in the parties' allowlists
+    reveal_mode = "sign"              # sum | blinded | sign
+    topology = "mesh"                 # optional: mesh | relay
+    threshold = 1                     # optional, default (m - 1) // 2 as when the session is opened
+    batches = 100                     # number of batches (MCMC steps, proposal rounds, ...)
+    batch_size = 64                   # decisions per batch
+    [session.params]                  # the analysis' public parameters, as sent at session open
+    sigma = 1.0
+    clip = [-4.0, 6.0]
+    tau = 20.0
+
+Exit codes: 0 done (``plan``: every party would accept the planned session); 1 a party could not be asked
+(or, for ``plan``, at least one party would refuse: the reason is printed); 2 bad file or command line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from coordinator.api import PartyEndpoint
+from hss.fixedpoint import FixedPoint, max_threshold
+from mechanisms.privacy import (
+    EnvelopeTradeOff,
+    EpsDeltaTradeOff,
+    GaussianTradeOff,
+    PrivacyEvent,
+    TradeOff,
+    compose_events,
+    event_from_dict,
+    plot_tradeoffs,
+)
+from parties import serde
+from parties.spec import PartyEntry, SessionSpec, SpecError
+from parties.tls import TlsError, TlsMaterial, call_metadata, secure_channel
+from proto import party_pb2, party_pb2_grpc
+
+RELAY_PLACEHOLDER = "plan.invalid:1"  # a relay session's spec needs an address; a plan never connects
+
+
+class PlanFileError(ValueError):
+    """A problem in PLAN.toml, naming the file and the key."""
+
+
+@dataclass(frozen=True)
+class PlannedSession:
+    analysis: str
+    reveal_mode: str
+    params: dict[str, Any]
+    topology: str
+    threshold: int | None
+    batches: int
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class PlanFile:
+    source: Path
+    identity: str
+    tls: TlsMaterial | None
+    rpc_timeout_s: float
+    parties: list[PartyEndpoint]
+    session: PlannedSession | None
+
+
+def load_plan(path: str | Path, need_session: bool = True) -> PlanFile:
+    """Read and validate PLAN.toml (schema in the module docstring)."""
+    path = Path(path)
+
+    def err(key: str, msg: str) -> PlanFileError:
+        return PlanFileError(f"{path}: {key}: {msg}")
+
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise PlanFileError(f"{path}: cannot read: {exc.strerror}") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise PlanFileError(f"{path}: not valid TOML: {exc}") from exc
+    extra = sorted(set(doc) - {"coordinator", "parties", "session"})
+    if extra:
+        raise err(extra[0], "unknown table (allowed: coordinator, parties, session)")
+
+    def typed(
+        tbl: dict[str, Any], where: str, key: str, typ: type | tuple[type, ...], default: Any = ...
+    ) -> Any:
+        if key not in tbl:
+            if default is ...:
+                raise err(f"{where}.{key}", "missing (required)")
+            return default
+        v = tbl[key]
+        if (isinstance(v, bool) and typ is not bool) or not isinstance(v, typ):
+            raise err(f"{where}.{key}", f"has the wrong type: {v!r}")
+        return v
+
+    def rel(value: str) -> Path:
+        p = Path(value)
+        return p if p.is_absolute() else path.parent / p
+
+    coord = doc.get("coordinator", {})
+    if not isinstance(coord, dict):
+        raise err("coordinator", "must be a table")
+    extra = sorted(set(coord) - {"identity", "cert", "key", "ca", "insecure", "rpc_timeout_s"})
+    if extra:
+        raise err(f"coordinator.{extra[0]}", "unknown key")
+    identity = typed(coord, "coordinator", "identity", str, "coordinator")
+    insecure = typed(coord, "coordinator", "insecure", bool, False)
+    timeout = float(typed(coord, "coordinator", "rpc_timeout_s", (int, float), 30.0))
+    if not timeout > 0:
+        raise err("coordinator.rpc_timeout_s", f"must be > 0, got {timeout}")
+    tls = None
+    if not insecure:
+        paths = [rel(typed(coord, "coordinator", k, str)) for k in ("cert", "key", "ca")]
+        for k, p in zip(("cert", "key", "ca"), paths, strict=True):
+            if not p.is_file():
+                raise err(f"coordinator.{k}", f"file {p} does not exist")
+        try:
+            tls = TlsMaterial.load(paths[0], paths[1], paths[2], expect_identity=identity)
+        except TlsError as exc:
+            raise err("coordinator", str(exc)) from exc
+
+    raw_parties = doc.get("parties")
+    if not isinstance(raw_parties, list) or not raw_parties:
+        raise err("parties", "needs at least one [[parties]] table")
+    parties: list[PartyEndpoint] = []
+    for i, pt in enumerate(raw_parties):
+        where = f"parties[{i}]"
+        if not isinstance(pt, dict):
+            raise err(where, "must be a table")
+        extra = sorted(set(pt) - {"id", "identity", "address"})
+        if extra:
+            raise err(f"{where}.{extra[0]}", "unknown key")
+        pid = typed(pt, where, "id", int)
+        parties.append(
+            PartyEndpoint(
+                pid, typed(pt, where, "identity", str, f"party-{pid}"), typed(pt, where, "address", str)
+            )
+        )
+    ids = sorted(p.id for p in parties)
+    if ids != list(range(1, len(ids) + 1)):
+        raise err("parties", f"ids must be 1..m without gaps or repeats, got {ids}")
+
+    session = None
+    sess = doc.get("session")
+    if sess is None and need_session:
+        raise err("[session]", "missing table (what the planned session would run)")
+    if sess is not None:
+        if not isinstance(sess, dict):
+            raise err("session", "must be a table")
+        allowed = {"analysis", "reveal_mode", "topology", "threshold", "batches", "batch_size", "params"}
+        extra = sorted(set(sess) - allowed)
+        if extra:
+            raise err(f"session.{extra[0]}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        batches = typed(sess, "session", "batches", int)
+        batch_size = typed(sess, "session", "batch_size", int)
+        if batches < 1:
+            raise err("session.batches", f"must be >= 1, got {batches}")
+        if not 1 <= batch_size < 2**32:
+            raise err("session.batch_size", f"must be in 1..2^32-1, got {batch_size}")
+        threshold = typed(sess, "session", "threshold", int, None)
+        session = PlannedSession(
+            analysis=typed(sess, "session", "analysis", str),
+            reveal_mode=typed(sess, "session", "reveal_mode", str),
+            params=dict(typed(sess, "session", "params", dict, {})),
+            topology=typed(sess, "session", "topology", str, "mesh"),
+            threshold=threshold,
+            batches=batches,
+            batch_size=batch_size,
+        )
+    return PlanFile(path, identity, tls, timeout, sorted(parties, key=lambda p: p.id), session)
+
+
+def planned_spec(pf: PlanFile) -> SessionSpec:
+    """The SessionSpec the planned session would be opened with (fresh id; never opened)."""
+    s = pf.session
+    assert s is not None
+    m = len(pf.parties)
+    try:
+        return SessionSpec(
+            session_id=os.urandom(16),
+            parties=tuple(PartyEntry(p.id, p.identity, p.address) for p in pf.parties),
+            t=max_threshold(m) if s.threshold is None else s.threshold,
+            reveal_mode=s.reveal_mode,
+            model=s.analysis,
+            model_params=s.params,
+            fmt=FixedPoint(),
+            topology=s.topology,
+            relay_address=RELAY_PLACEHOLDER if s.topology == "relay" else "",
+            coordinator_identity=pf.identity,
+        )
+    except (SpecError, ValueError) as exc:
+        raise PlanFileError(f"{pf.source}: [session]: {exc}") from exc
+
+
+async def ask_all(pf: PlanFile, method: str, request: Any) -> dict[int, Any]:
+    """One unary call per party, in parallel; a party's entry is its response or an error string."""
+    md = call_metadata(pf.tls, pf.identity)
+
+    async def one(p: PartyEndpoint) -> Any:
+        ch = secure_channel(p.address, pf.tls, p.identity)
+        try:
+            stub = party_pb2_grpc.PartyStub(ch)
+            return await getattr(stub, method)(request, timeout=pf.rpc_timeout_s, metadata=md)
+        except grpc.aio.AioRpcError as exc:
+            return f"{exc.code().name}: {exc.details()}"
+        finally:
+            await ch.close(grace=None)
+
+    results = await asyncio.gather(*(one(p) for p in pf.parties))
+    return {p.id: r for p, r in zip(pf.parties, results, strict=True)}
+
+
+def plan(pf: PlanFile) -> dict[int, Any]:
+    """Ask every party what the planned session would spend (PlanPrivacy)."""
+    assert pf.session is not None
+    req = party_pb2.PlanPrivacyRequest(
+        spec=serde.spec_to_proto(planned_spec(pf)),
+        batches=pf.session.batches,
+        batch_size=pf.session.batch_size,
+    )
+    return asyncio.run(ask_all(pf, "PlanPrivacy", req))
+
+
+def report(pf: PlanFile) -> dict[int, Any]:
+    """Ask every party for its privacy ledger (PrivacyReport)."""
+    return asyncio.run(ask_all(pf, "PrivacyReport", party_pb2.PrivacyReportRequest()))
+
+
+# ---- spend recomputation ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Spend:
+    """A party's reported events, recomposed here."""
+
+    events: list[PrivacyEvent]
+    gdp_mu: float | None  # sqrt(sum count * mu^2) when every event has a GDP bound
+    delta: float
+    eps: float  # eps at delta of the composition (0 with no events)
+    budget: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def decisions(self) -> int:
+        return sum(e.count for e in self.events)
+
+
+def parse_events(events_json: str) -> list[PrivacyEvent]:
+    return [event_from_dict(d) for d in json.loads(events_json or "[]")]
+
+
+def recompose(events: list[PrivacyEvent], delta: float, budget_json: str = "") -> Spend:
+    mus = [e.gdp_mu() for e in events]
+    gdp = (
+        None
+        if any(mu is None for mu in mus)
+        else math.sqrt(sum(e.count * mu * mu for e, mu in zip(events, mus, strict=True) if mu is not None))
+    )
+    eps = compose_events(events).eps_at(delta) if events else 0.0
+    budget = json.loads(budget_json) if budget_json else {}
+    return Spend(events, gdp, delta, eps, budget)
+
+
+def report_delta(budget: dict[str, Any], default: float) -> float:
+    """The δ to report ε at: the party's own budget δ if it has an eps-at-delta budget, else ``default``."""
+    return float(budget["delta"]) if budget.get("type") == "eps_delta" else default
+
+
+def _budget_text(budget: dict[str, Any]) -> str:
+    if budget.get("type") == "gdp":
+        return f"GDP filter mu_max = {budget['mu_max']:g}"
+    if budget.get("type") == "eps_delta":
+        return f"eps_max = {budget['eps_max']:g} at delta = {budget['delta']:g}"
+    return "no privacy budget configured"
+
+
+def format_plan(pf: PlanFile, answers: dict[int, Any]) -> tuple[str, int]:
+    """Printable plan and the number of parties that would refuse (or could not be asked)."""
+    s = pf.session
+    assert s is not None
+    lines = [
+        f"privacy plan: analysis {s.analysis} ({json.dumps(s.params, sort_keys=True)}), "
+        f"reveal {s.reveal_mode}, {s.batches} batches x {s.batch_size} decisions = "
+        f"{s.batches * s.batch_size} decisions per party",
+    ]
+    bad = 0
+    for pid, r in sorted(answers.items()):
+        who = f"party {pid} ({pf.parties[pid - 1].identity})"
+        if isinstance(r, str):
+            bad += 1
+            lines.append(f"{who}: could not be asked: {r}")
+            continue
+        verdict = "WOULD REFUSE" if r.would_refuse else "would accept"
+        bad += int(r.would_refuse)
+        b = r.budget
+        if b.configured:
+            budget = json.loads(b.budget_json)
+            left_now, left_after = max(0.0, b.limit - b.spent), max(0.0, b.limit - r.projected)
+            spend = (
+                f"{_budget_text(budget)}; {b.unit}: spent {b.spent:.6g}, projected {r.projected:.6g} "
+                f"(remaining {left_now:.6g} now, {left_after:.6g} after)"
+            )
+        else:
+            spend = "no privacy budget configured"
+        lines.append(f"{who}: {verdict}: {spend}")
+        lines.append(
+            f"    batches that fit: {r.batches_allowed} of {s.batches}; decisions used "
+            f"{r.decisions_used} of {r.decisions_budget}"
+        )
+        if r.events_json:
+            per = ", ".join(_event_text(e) for e in parse_events(r.events_json))
+            lines.append(f"    per batch: {per}")
+        lines.append(f"    {r.message}")
+    return "\n".join(lines), bad
+
+
+def _event_text(e: PrivacyEvent) -> str:
+    d = e.to_dict()
+    params = ", ".join(f"{k}={v:.6g}" for k, v in d.items() if isinstance(v, float))
+    return f"{e.kind}({params}) x {e.count}" + (f" [{e.label}]" if e.label else "")
+
+
+def format_report(pf: PlanFile, answers: dict[int, Any], delta: float) -> tuple[str, dict[int, Spend], int]:
+    lines: list[str] = []
+    spends: dict[int, Spend] = {}
+    bad = 0
+    for pid, r in sorted(answers.items()):
+        who = f"party {pid} ({pf.parties[pid - 1].identity})"
+        if isinstance(r, str):
+            bad += 1
+            lines.append(f"{who}: could not be asked: {r}")
+            continue
+        b = r.budget
+        budget = json.loads(b.budget_json) if b.configured else {}
+        sp = recompose(parse_events(r.events_json), report_delta(budget, delta), b.budget_json)
+        spends[pid] = sp
+        head = f"{who}: {_budget_text(budget)}"
+        if b.configured:
+            left = max(0.0, b.limit - b.spent)
+            head += f"; spent {b.unit} = {b.spent:.6g} of {b.limit:.6g} (remaining {left:.6g})"
+        lines.append(head)
+        mu = "none (some event has no GDP bound)" if sp.gdp_mu is None else f"{sp.gdp_mu:.6g}"
+        lines.append(
+            f"    {len(sp.events)} event(s), {sp.decisions} decisions accounted; "
+            f"{r.decisions_used} decisions answered in total"
+        )
+        lines.append(f"    composed here: GDP mu = {mu}; eps = {sp.eps:.6g} at delta = {sp.delta:g}")
+        for e in sp.events:
+            lines.append(f"    - {_event_text(e)}")
+    return "\n".join(lines), spends, bad
+
+
+def spend_tradeoff(sp: Spend) -> TradeOff:
+    """The spent privacy as a trade-off curve: G_mu for GDP ledgers, else the envelope of delta(eps)."""
+    if sp.gdp_mu is not None and all(e.kind == "gaussian" for e in sp.events):
+        return GaussianTradeOff(sp.gdp_mu)
+    comp = compose_events(sp.events)
+    grid = [0.05 * i for i in range(0, 601)]
+    return EnvelopeTradeOff(
+        tuple(grid), tuple(min(1.0, max(0.0, comp.delta_at(e))) for e in grid), name="spent"
+    )
+
+
+def budget_tradeoff(budget: dict[str, Any]) -> TradeOff | None:
+    if budget.get("type") == "gdp":
+        return GaussianTradeOff(float(budget["mu_max"]))
+    if budget.get("type") == "eps_delta":
+        return EpsDeltaTradeOff(float(budget["eps_max"]), float(budget["delta"]))
+    return None
+
+
+def plot_spends(pf: PlanFile, spends: dict[int, Spend], out_dir: Path) -> list[Path]:
+    """One PNG per party: its spent trade-off curve and its budget's curve."""
+    from matplotlib.figure import Figure  # only when plotting
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for pid, sp in sorted(spends.items()):
+        ident = pf.parties[pid - 1].identity
+        curves: dict[str, TradeOff] = {}
+        if sp.events:
+            spent = spend_tradeoff(sp)
+            label = f"spent: mu = {sp.gdp_mu:.3g}" if isinstance(spent, GaussianTradeOff) else "spent (PLD)"
+            curves[label] = spent
+        else:
+            curves["spent: nothing"] = GaussianTradeOff(0.0)
+        limit = budget_tradeoff(sp.budget)
+        if limit is not None:
+            curves[f"budget: {_budget_text(sp.budget)}"] = limit
+        fig = Figure(figsize=(5.0, 5.0))
+        plot_tradeoffs(curves, ax=fig.add_subplot(), title=f"{ident}: privacy spent")
+        path = out_dir / f"{ident}-tradeoff.png"
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        written.append(path)
+    return written

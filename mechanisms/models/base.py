@@ -1,0 +1,245 @@
+"""The model plug-in interface: what a statistical model must provide to run on the party network.
+
+A model is public code with public hyperparameters. It owns:
+
+* ``param_names`` and box ``lower`` / ``upper`` bounds of the parameter θ (d = len(param_names));
+* ``schema``: the columns a party's records must have, each with declared *public* bounds (and whether it
+  is integer / which values it may take). Data outside the schema is refused at load time
+  (:func:`validate_columns`), because every sensitivity bound below assumes it;
+* ``record_log_likelihood(data, theta)`` of shape (proposals, records) and ``log_likelihood(data, theta)``
+  of shape (proposals,), vectorised over records and proposals (θ has shape (proposals, d));
+* ``log_prior(theta)`` (−inf outside the bounds) and ``sample_prior(rng, n)``;
+* ``record_ratio_bound(theta, theta_star)``: a *public* bound, valid for every record the schema allows,
+  on |log p(x_i | θ*) − log p(x_i | θ)| (one bound per proposal). The Yıldırım–Ermiş penalty uses
+  c(θ, θ*) = 2 × this bound (replace-one). ``None`` means the model has none; use per-record clipping;
+* ``max_log_likelihood(data)``: sup_θ log p(X | θ) for a party's own records (the party's private
+  rejection-sampling bound log M_j; it never leaves the party).
+
+A user adds a model in one file: subclass :class:`Model` (a frozen dataclass whose fields are the model's
+public arguments) and name it as ``"package.module:ClassName"`` wherever a model is named (a party's
+``allow.models``, a session's model, :func:`load_model`). Pure: no I/O, randomness passed in.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+F64 = npt.NDArray[np.float64]
+Data = Mapping[str, F64]
+
+MAX_ROWS_SHOWN = 10
+
+
+class SchemaError(ValueError):
+    """Records that do not match a model's schema; the message names the columns and the rows."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a party's records, with its declared public bounds."""
+
+    name: str
+    lower: float = -np.inf
+    upper: float = np.inf
+    integer: bool = False
+    values: tuple[float, ...] | None = None  # allowed values (e.g. (0, 1) for a binary outcome)
+
+
+def _rows(mask: npt.NDArray[np.bool_]) -> str:
+    idx = np.flatnonzero(mask) + 1
+    shown = ", ".join(str(int(i)) for i in idx[:MAX_ROWS_SHOWN])
+    more = f" and {idx.size - MAX_ROWS_SHOWN} more" if idx.size > MAX_ROWS_SHOWN else ""
+    return f"row{'s' if idx.size > 1 else ''} {shown}{more}"
+
+
+def _to_float(name: str, raw: Any, problems: list[str]) -> F64 | None:
+    arr = np.asarray(raw)
+    if arr.ndim != 1:
+        problems.append(f"column {name!r}: expected one value per row, got shape {arr.shape}")
+        return None
+    if arr.dtype.kind in "fiub":
+        return arr.astype(np.float64)
+    out = np.empty(arr.shape[0], dtype=np.float64)
+    bad = np.zeros(arr.shape[0], dtype=bool)
+    for i, v in enumerate(arr.tolist()):
+        try:
+            out[i] = float(v)
+        except (TypeError, ValueError):
+            bad[i] = True
+    if bad.any():
+        example = str(arr[np.flatnonzero(bad)[0]])
+        problems.append(f"column {name!r}: non-numeric values in {_rows(bad)} (e.g. {example!r})")
+        return None
+    return out
+
+
+def validate_columns(raw: Mapping[str, Any], schema: Sequence[Column], where: str = "data") -> dict[str, F64]:
+    """Check raw columns (numbers or strings) against a schema; return float64 columns or raise SchemaError.
+
+    Rows are numbered from 1 (the first record; a CSV header is not counted). Every problem is listed:
+    missing columns, non-numeric values, NaN / infinity, non-integers in integer columns, values outside
+    the declared bounds or the allowed value set. Extra columns are ignored.
+    """
+    problems: list[str] = []
+    out: dict[str, F64] = {}
+    lengths = {name: len(np.asarray(col)) for name, col in raw.items()}
+    missing = [c.name for c in schema if c.name not in raw]
+    if missing:
+        problems.append(f"missing column{'s' if len(missing) > 1 else ''} {missing}; found {sorted(raw)}")
+    needed = {c.name for c in schema if c.name in raw}
+    if len({lengths[n] for n in needed}) > 1:
+        problems.append(f"columns have different lengths: { {n: lengths[n] for n in sorted(needed)} }")
+    for col in schema:
+        if col.name not in raw:
+            continue
+        x = _to_float(col.name, raw[col.name], problems)
+        if x is None:
+            continue
+        nonfinite = ~np.isfinite(x)
+        if nonfinite.any():
+            problems.append(f"column {col.name!r}: NaN or infinite values in {_rows(nonfinite)}")
+        fin = np.where(nonfinite, 0.0, x)
+        if col.integer:
+            frac = ~nonfinite & (fin != np.round(fin))
+            if frac.any():
+                problems.append(f"column {col.name!r}: non-integer values in {_rows(frac)}")
+        if col.values is not None:
+            bad = ~nonfinite & ~np.isin(fin, np.asarray(col.values, dtype=np.float64))
+            if bad.any():
+                problems.append(
+                    f"column {col.name!r}: values outside the allowed set {list(col.values)} in {_rows(bad)}"
+                )
+        out_of = ~nonfinite & ((fin < col.lower) | (fin > col.upper))
+        if out_of.any():
+            problems.append(
+                f"column {col.name!r}: values outside the declared public bounds "
+                f"[{col.lower:g}, {col.upper:g}] in {_rows(out_of)}"
+            )
+        out[col.name] = x
+    if problems:
+        raise SchemaError(f"{where}: refused: " + "; ".join(problems))
+    return out
+
+
+class Model(ABC):
+    """Base class of model plug-ins (subclasses are frozen dataclasses of public arguments)."""
+
+    name: ClassVar[str] = "model"
+
+    # ---- public description --------------------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def param_names(self) -> tuple[str, ...]: ...
+
+    @property
+    def d(self) -> int:
+        return len(self.param_names)
+
+    @property
+    def lower(self) -> F64:
+        return np.full(self.d, -np.inf)
+
+    @property
+    def upper(self) -> F64:
+        return np.full(self.d, np.inf)
+
+    @property
+    @abstractmethod
+    def schema(self) -> tuple[Column, ...]: ...
+
+    def config(self) -> dict[str, Any]:
+        """Provenance: the model's reference and its public arguments."""
+        args = asdict(self) if hasattr(self, "__dataclass_fields__") else {}  # type: ignore[call-overload]
+        return {"model": f"{type(self).__module__}:{type(self).__qualname__}", "args": args}
+
+    def in_bounds(self, theta: F64) -> npt.NDArray[np.bool_]:
+        th = as_batch(theta, self.d)
+        return np.all((th > self.lower) & (th < self.upper), axis=1)
+
+    # ---- prior ---------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def log_prior(self, theta: F64) -> F64: ...
+
+    @abstractmethod
+    def sample_prior(self, rng: np.random.Generator, n: int) -> F64: ...
+
+    # ---- likelihood (party side) ---------------------------------------------------------------------
+
+    @abstractmethod
+    def record_log_likelihood(self, data: Data, theta: F64) -> F64:
+        """log p(x_i | θ_k), shape (proposals, records)."""
+
+    def log_likelihood(self, data: Data, theta: F64) -> F64:
+        """Σ_i log p(x_i | θ_k), shape (proposals,). Override with sufficient statistics when possible."""
+        return np.asarray(self.record_log_likelihood(data, theta).sum(axis=1), dtype=np.float64)
+
+    def record_ratio_bound(self, theta: F64, theta_star: F64) -> F64 | None:
+        """Public bound on |log p(x | θ*) − log p(x | θ)| over every x the schema allows, per proposal."""
+        return None
+
+    @abstractmethod
+    def max_log_likelihood(self, data: Data) -> float:
+        """sup_θ log p(X | θ) over θ in the bounds (a party's private rejection bound log M_j)."""
+
+    def n_records(self, data: Data) -> int:
+        return len(data[self.schema[0].name])
+
+    def check_data(self, raw: Mapping[str, Any], where: str = "data") -> dict[str, F64]:
+        return validate_columns(raw, self.schema, where)
+
+
+def as_batch(theta: npt.ArrayLike, d: int) -> F64:
+    """θ as a (proposals, d) float64 array (a single θ of shape (d,) becomes (1, d))."""
+    th = np.asarray(theta, dtype=np.float64)
+    if th.ndim == 1 and d == th.shape[0]:
+        th = th[None, :]
+    elif th.ndim == 1 and d == 1:
+        th = th[:, None]
+    if th.ndim != 2 or th.shape[1] != d:
+        raise ValueError(f"theta must have shape (proposals, {d}), got {np.shape(theta)}")
+    return th
+
+
+BUILTIN: dict[str, str] = {
+    "beta-bernoulli": "mechanisms.models.beta_bernoulli:BetaBernoulli",
+    "bayes-logistic": "mechanisms.models.logistic:BayesLogistic",
+    "linear-regression": "mechanisms.models.linear:LinearRegression",
+}
+
+
+def resolve_model_class(ref: str) -> type[Model]:
+    """A built-in name (``BUILTIN``) or ``"package.module:ClassName"`` -> the Model subclass."""
+    target = BUILTIN.get(ref, ref)
+    if ":" not in target:
+        raise ValueError(
+            f"unknown model {ref!r}: use a built-in name {sorted(BUILTIN)} or 'package.module:ClassName'"
+        )
+    mod_name, _, cls_name = target.partition(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise ValueError(f"model {ref!r}: cannot import module {mod_name!r}: {exc}") from exc
+    cls = getattr(mod, cls_name, None)
+    if not isinstance(cls, type) or not issubclass(cls, Model):
+        raise ValueError(
+            f"model {ref!r}: {cls_name!r} in {mod_name} is not a mechanisms.models.Model subclass"
+        )
+    return cls
+
+
+def load_model(ref: str, args: Mapping[str, Any] | None = None) -> Model:
+    """Instantiate a model from its reference and public arguments (e.g. from a config)."""
+    cls = resolve_model_class(ref)
+    try:
+        return cls(**dict(args or {}))
+    except TypeError as exc:
+        raise ValueError(f"model {ref!r}: bad arguments {dict(args or {})}: {exc}") from exc

@@ -1,0 +1,61 @@
+"""Confidential accept-reject samplers (see README.md for the modules in dependency order)."""
+
+from mechanisms.samplers.decision import (
+    BernoulliRule,
+    ConfidentialRule,
+    Decider,
+    HssDecide,
+    LocalParties,
+    plaintext_decide,
+)
+from mechanisms.samplers.diagnostics import ess, ess_batch_means, mcse_mean, split_rhat
+from mechanisms.samplers.mh import (
+    AdaptiveMH,
+    AdaptiveState,
+    GaussianProposal,
+    IndependenceMH,
+    MHInfo,
+    MHState,
+    RandomWalkMH,
+    Trace,
+    run_kernel,
+)
+from mechanisms.samplers.penalty import penalty_acceptance, penalty_correction
+from mechanisms.samplers.rejection import RejectionResult, RejectionSampler
+from mechanisms.samplers.requests import DecisionRequest, Penalty
+from mechanisms.samplers.seeds import PublicSeeds, public_rng
+from mechanisms.samplers.terms import PartyTerms, log_ratio, party_noise, party_terms
+
+__all__ = [
+    "AdaptiveMH",
+    "AdaptiveState",
+    "BernoulliRule",
+    "ConfidentialRule",
+    "Decider",
+    "DecisionRequest",
+    "GaussianProposal",
+    "HssDecide",
+    "IndependenceMH",
+    "LocalParties",
+    "MHInfo",
+    "MHState",
+    "PartyTerms",
+    "Penalty",
+    "PublicSeeds",
+    "RandomWalkMH",
+    "RejectionResult",
+    "RejectionSampler",
+    "Trace",
+    "ess",
+    "ess_batch_means",
+    "log_ratio",
+    "mcse_mean",
+    "party_noise",
+    "party_terms",
+    "penalty_acceptance",
+    "penalty_correction",
+    "plaintext_decide",
+    "public_rng",
+    "run_kernel",
+    "split_rhat",
+]

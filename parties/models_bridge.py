@@ -1,0 +1,216 @@
+"""Model plug-ins (``mechanisms.models``) as analyses of the party daemon.
+
+Registered analyses: ``beta-bernoulli``, ``bayes-logistic``, ``linear-regression``; and any
+``"package.module:ClassName"`` naming a :class:`mechanisms.models.Model` subclass — the name must be in the
+party's ``allow.models`` (the daemon checks the allowlist before it resolves the name, so a coordinator
+cannot make a party import anything it did not allow).
+
+Session ``model_params`` (public, JSON):
+
+* ``model_args``: the model's public arguments (e.g. ``{"p": 4, "x_bound": 3.0}``);
+* ``kind``: ``"mh"`` (default; inputs ``theta``, ``theta_star`` of shape (n, d), ``public`` (n,)) or
+  ``"rejection"`` (inputs ``theta_star``, ``public``; the party's term is ℓ_j(θ*) − log M_j with its own bound
+  log M_j = sup_θ log p(X_j | θ) + ``log_bound_margin``, computed here and never sent anywhere);
+* ``penalty``: optional ``{"tau", "alpha", "n", "c": "bound" | "clip", "b"}`` (Yıldırım–Ermiş; the party
+  computes σ(θ, θ*) itself from these, so the coordinator cannot lower its noise; an input ``sigma`` sent by
+  the coordinator, if any, must agree);
+* ``noise``: ``"exp"`` (default: V_j ~ Gamma(1/m, 1), the confidential identity) or ``"none"`` (tests).
+
+The terms are computed by :func:`mechanisms.samplers.terms.party_terms`, the same function the in-memory
+simulations use. Records are checked against the model's schema (missing columns, NaN/inf, values outside the
+declared public bounds -> refused, naming the column and rows) when the session first uses them, and at
+daemon start-up when the config names the model under ``[data] model`` (:func:`load_checked`).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from hss.randomness import SecureRandom
+from mechanisms.models.base import BUILTIN, Model, SchemaError, load_model
+from mechanisms.samplers.requests import KINDS, DecisionRequest, Penalty
+from mechanisms.samplers.terms import party_terms
+from parties.analyses import AnalysisError, Dataset, Terms, add_resolver, register
+
+F64 = npt.NDArray[np.float64]
+PARAMS = {"model_args", "kind", "penalty", "noise", "log_bound_margin"}
+
+
+class DataSchemaError(AnalysisError):
+    """A party's records do not match the model's schema (names the columns and the rows)."""
+
+
+def read_table(path: Path) -> dict[str, npt.NDArray[Any]]:
+    """Raw columns of a CSV (header row; values kept as strings for the schema check) or Parquet file."""
+    if path.suffix.lower() in (".parquet", ".pq"):
+        try:
+            import pyarrow.parquet as pq  # type: ignore[import-not-found]
+        except ImportError as exc:
+            raise AnalysisError(
+                f"{path}: reading Parquet needs pyarrow, which is not installed "
+                "(pip install pyarrow, or convert the file to CSV)"
+            ) from exc
+        table = pq.read_table(path)
+        return {n: np.asarray(table[n].to_numpy(zero_copy_only=False)) for n in table.column_names}
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    if not rows:
+        raise AnalysisError(f"{path}: empty CSV (a header row is required)")
+    header, body = [h.strip() for h in rows[0]], rows[1:]
+    bad = [i + 1 for i, r in enumerate(body) if len(r) != len(header)]
+    if bad:
+        raise DataSchemaError(
+            f"{path}: refused: rows {bad[:10]} do not have {len(header)} values (one per header column)"
+        )
+    return {name: np.array([r[k].strip() for r in body], dtype=object) for k, name in enumerate(header)}
+
+
+def load_checked(path: Path, model_ref: str, model_args: dict[str, Any] | None = None) -> Dataset:
+    """Read a party's records and check them against the model's schema; raise DataSchemaError if not."""
+    try:
+        model = load_model(model_ref, model_args)
+    except ValueError as exc:
+        raise AnalysisError(f"[data] model: {exc}") from exc
+    raw = read_table(path)
+    try:
+        cols = model.check_data(raw, where=str(path))
+    except SchemaError as exc:
+        raise DataSchemaError(str(exc)) from exc
+    return Dataset(cols)
+
+
+def _input(inputs: dict[str, npt.NDArray[Any]], name: str, shape: tuple[int, ...]) -> F64:
+    if name not in inputs:
+        raise AnalysisError(f"input {name!r} is required (float array of shape {shape})")
+    a = np.asarray(inputs[name], dtype=np.float64)
+    if a.shape != shape and not (len(shape) == 2 and shape[1] == 1 and a.shape == shape[:1]):
+        raise AnalysisError(f"input {name!r} must have shape {shape}, got {a.shape}")
+    if not np.isfinite(a).all():
+        raise AnalysisError(f"input {name!r} has NaN or infinite entries")
+    return a.reshape(shape)
+
+
+@dataclass
+class ModelAnalysis:
+    """A model plug-in as an :class:`parties.analyses.Analysis` (one instance per session)."""
+
+    name: str
+    model_ref: str
+    _model: Model | None = field(default=None, repr=False)
+    _checked: dict[int, dict[str, F64]] = field(default_factory=dict, repr=False)
+    _log_bound: float | None = field(default=None, repr=False)
+
+    def model(self, params: dict[str, Any]) -> Model:
+        if self._model is None:
+            args = params.get("model_args", {})
+            if not isinstance(args, dict):
+                raise AnalysisError(f"{self.name}: model_args must be an object, got {args!r}")
+            try:
+                self._model = load_model(self.model_ref, args)
+            except ValueError as exc:
+                raise AnalysisError(f"{self.name}: {exc}") from exc
+        return self._model
+
+    def check_params(self, params: dict[str, Any]) -> None:
+        extra = set(params) - PARAMS
+        if extra:
+            raise AnalysisError(
+                f"{self.name}: unknown parameters {sorted(extra)} (allowed: {sorted(PARAMS)})"
+            )
+        kind = params.get("kind", "mh")
+        if kind not in KINDS:
+            raise AnalysisError(f"{self.name}: kind must be one of {KINDS}, got {kind!r}")
+        if params.get("noise", "exp") not in ("exp", "none"):
+            raise AnalysisError(f"{self.name}: noise must be 'exp' or 'none', got {params.get('noise')!r}")
+        margin = params.get("log_bound_margin", 0.0)
+        if not isinstance(margin, int | float) or isinstance(margin, bool) or margin < 0:
+            raise AnalysisError(f"{self.name}: log_bound_margin must be a number >= 0, got {margin!r}")
+        self.model(params)
+        self.penalty(params)
+
+    def penalty(self, params: dict[str, Any]) -> Penalty | None:
+        raw = params.get("penalty")
+        if raw is None:
+            return None
+        if params.get("kind", "mh") != "mh":
+            raise AnalysisError(f"{self.name}: the penalty applies to kind 'mh' only")
+        if not isinstance(raw, dict):
+            raise AnalysisError(f"{self.name}: penalty must be an object, got {raw!r}")
+        try:
+            return Penalty.from_params(raw)
+        except (KeyError, ValueError, TypeError) as exc:
+            raise AnalysisError(f"{self.name}: bad penalty {raw!r}: {exc}") from exc
+
+    def records(self, model: Model, data: Dataset) -> dict[str, F64]:
+        key = id(data)
+        if key not in self._checked:
+            try:
+                self._checked = {key: model.check_data(data.columns, where="this party's data")}
+            except SchemaError as exc:
+                raise DataSchemaError(str(exc)) from exc
+        return self._checked[key]
+
+    def terms(
+        self,
+        data: Dataset,
+        params: dict[str, Any],
+        inputs: dict[str, npt.NDArray[Any]],
+        n: int,
+        m: int,
+        mode: str,
+        rng: SecureRandom,
+    ) -> Terms:
+        model = self.model(params)
+        cols = self.records(model, data)
+        kind = params.get("kind", "mh")
+        d = model.d
+        theta_star = _input(inputs, "theta_star", (n, d))
+        public = _input(inputs, "public", (n,))
+        theta = _input(inputs, "theta", (n, d)) if kind == "mh" else None
+        penalty = self.penalty(params)
+        log_bound = None
+        if kind == "rejection":
+            if self._log_bound is None:
+                self._log_bound = model.max_log_likelihood(cols) + float(params.get("log_bound_margin", 0.0))
+            log_bound = self._log_bound
+        try:
+            req = DecisionRequest(
+                kind=kind, theta_star=theta_star, public=public, theta=theta, penalty=penalty
+            )
+        except ValueError as exc:
+            raise AnalysisError(f"{self.name}: {exc}") from exc
+        if penalty is not None and "sigma" in inputs:
+            assert theta is not None
+            mine = penalty.sigma(model, theta, theta_star)
+            if not np.allclose(_input(inputs, "sigma", (n,)), mine, rtol=1e-9, atol=0.0):
+                raise AnalysisError(f"{self.name}: the coordinator's penalty sigma differs from this party's")
+        if not model.in_bounds(theta_star).all() or (theta is not None and not model.in_bounds(theta).all()):
+            raise AnalysisError(f"{self.name}: proposals outside the parameter bounds must not be sent")
+        out = party_terms(
+            model, cols, req, m, rng, mode, log_bound=log_bound, exp_noise=params.get("noise", "exp") == "exp"
+        )
+        return Terms(values=out.values, public=public, blind=out.blind)
+
+
+def _factory(name: str, ref: str) -> Any:
+    return lambda: ModelAnalysis(name, ref)
+
+
+for _name, _ref in BUILTIN.items():
+    register(_name, _factory(_name, _ref))
+
+
+def _resolve(name: str) -> ModelAnalysis | None:
+    """``"package.module:ClassName"`` names (only reached for names the party allowlisted)."""
+    if ":" not in name:
+        return None
+    return ModelAnalysis(name, name)
+
+
+add_resolver(_resolve)

@@ -1,0 +1,369 @@
+"""This party's privacy budget: a persisted ledger the daemon checks before it answers a batch.
+
+DESIGN.md §2: each party decides its own privacy budget and refuses queries past it; the coordinator cannot
+override it. The pure accounting (events, composition, ``PrivacyLedger`` with its GDP filter or eps-at-delta
+budget) lives in ``mechanisms.privacy``; this module owns what is specific to the daemon:
+
+* **Budget** from the party's TOML ``[budget]`` table (``parties.config``): ``gdp_mu`` (a GDP filter,
+  valid under fully adaptive composition) or ``epsilon`` + ``delta`` (eps at delta of the PLD composition),
+  and ``colluding``, the threat model the party accounts for (default "all": m - 1 other parties may pool
+  their noise, so only this party's own noise is relied on).
+* **Events** of a batch are computed by the party itself, from its own config and the session's analysis,
+  public parameters, reveal mode and size (``Analysis.privacy_events``); nothing the coordinator sends is
+  taken as a privacy number. An analysis without ``privacy_events``, or returning ``None`` (unbounded or
+  unknown per-step loss), is refused with FAILED_PRECONDITION when a budget is configured.
+* **Check before compute, commit before send**: ``check`` dry-runs the batch against the budget
+  (RESOURCE_EXHAUSTED past it); ``commit`` writes the new ledger durably (temporary file, fsync, atomic
+  rename, fsync of the directory) and only then swaps it in, so a share never leaves the party for a batch
+  that is not on disk. A crash between commit and send over-counts, never under-counts.
+* **Persistence** in ``<state_dir>/privacy_ledger.json``: ``{"version": 1, "party": identity, "ledger":
+  PrivacyLedger.to_dict()}``. Consecutive events of the same mechanism and label (one session) are merged
+  into one event with the summed count, so the file grows with sessions, not batches. At start-up a corrupt,
+  unreadable or foreign (another party's) ledger file is an error naming the file (:class:`LedgerFileError`);
+  it is never reset silently. The limit always comes from the current config; the events from the file.
+  Without a configured budget nothing is enforced or recorded (an existing ledger file is still validated
+  and reported).
+* **Dry run and report** for ``confar privacy plan`` / ``confar privacy report`` (``PlanPrivacy`` and
+  ``PrivacyReport`` RPCs): the protobuf answers are built here; neither touches data or the ledger.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import grpc
+
+from parties.analyses import Analysis, PrivacyAccounted
+from parties.config import PartyConfig
+from parties.spec import SessionSpec
+from proto import party_pb2
+
+if TYPE_CHECKING:  # mechanisms.privacy (dp_accounting, scipy) is imported only by daemons that account
+    from mechanisms.privacy import EpsDeltaBudget, GDPBudget, PrivacyEvent, PrivacyLedger, SpendReport
+
+    Budget = GDPBudget | EpsDeltaBudget
+
+LEDGER_FILE = "privacy_ledger.json"
+
+
+class LedgerFileError(RuntimeError):
+    """The ledger file cannot be read or trusted; the daemon must not start (the message names the file)."""
+
+
+class PrivacyRefusal(Exception):
+    """A batch or session this party refuses on privacy grounds (``code`` is the gRPC status to send)."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def configured_budget(cfg: PartyConfig) -> Budget | None:
+    """The privacy budget of ``cfg`` (``[budget] gdp_mu`` or ``epsilon`` + ``delta``), or None."""
+    from mechanisms.privacy import EpsDeltaBudget, GDPBudget
+
+    if cfg.gdp_mu is not None:
+        return GDPBudget(cfg.gdp_mu)
+    if cfg.epsilon is not None and cfg.delta is not None:
+        return EpsDeltaBudget(cfg.epsilon, cfg.delta)
+    return None
+
+
+def assumed_colluding(cfg: PartyConfig, m: int) -> int:
+    """How many parties the accounting assumes pool their noise: ``[budget] colluding``, at most m - 1."""
+    return m - 1 if cfg.colluding is None else min(cfg.colluding, m - 1)
+
+
+def scaled(events: Sequence[PrivacyEvent], k: int) -> list[PrivacyEvent]:
+    """The events of ``k`` repetitions of a batch."""
+    return [dataclasses.replace(e, count=e.count * k) for e in events]
+
+
+def events_to_json(events: Sequence[PrivacyEvent]) -> str:
+    return json.dumps([e.to_dict() for e in events])
+
+
+def _unbounded_message(spec: SessionSpec) -> str:
+    if spec.reveal_mode in ("sign", "blinded"):
+        why = (
+            f"{spec.reveal_mode} reveal of exact MH has unbounded privacy loss (a reject is impossible on "
+            "one dataset whenever r >= 1 on it); use penalty noise (gaussian-mean: tau with clip) or a "
+            "lazy/Barker acceptance"
+        )
+    else:
+        why = (
+            "the revealed sum has no noise calibrated to a bounded per-record sensitivity; use penalty "
+            "noise (gaussian-mean: tau with clip)"
+        )
+    return (
+        f"analysis {spec.model!r} with parameters {json.dumps(spec.model_params, sort_keys=True)} in reveal "
+        f"mode {spec.reveal_mode!r} has unbounded or unknown per-step privacy loss: {why}. This party has a "
+        "privacy budget and refuses it"
+    )
+
+
+def _merge(events: Sequence[PrivacyEvent]) -> tuple[PrivacyEvent, ...]:
+    """Merge consecutive events of the same mechanism and label (counts add; composition is unchanged)."""
+    out: list[PrivacyEvent] = []
+    for e in events:
+        last = out[-1] if out else None
+        if last is not None and last.label == e.label and last.mechanism_key() == e.mechanism_key():
+            out[-1] = dataclasses.replace(last, count=last.count + e.count)
+        else:
+            out.append(e)
+    return tuple(out)
+
+
+class PrivacyBudgetStore:
+    """The daemon's privacy ledger: loaded at start-up, checked and committed per batch, persisted."""
+
+    def __init__(
+        self, path: Path, identity: str, budget: Budget | None, ledger: PrivacyLedger | None
+    ) -> None:
+        self.path, self.identity, self.budget, self.ledger = path, identity, budget, ledger
+
+    # ---- start-up ----------------------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, cfg: PartyConfig) -> PrivacyBudgetStore:
+        """Read ``<state_dir>/privacy_ledger.json`` (if any) under the configured budget.
+
+        Raises :class:`LedgerFileError` naming the file when it is unreadable, corrupt, another party's, or
+        holds events the configured budget cannot account for."""
+        path = cfg.state_dir / LEDGER_FILE
+        budget = configured_budget(cfg)
+        if budget is None and not path.exists():
+            return cls(path, cfg.identity, None, None)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        from mechanisms.privacy import PrivacyLedger, UnsupportedEventError
+
+        tmp = path.with_name(path.name + ".tmp")
+        if tmp.exists():  # a write interrupted before its rename: the old file (if any) is still intact
+            tmp.unlink()
+        if not path.exists():
+            return cls(path, cfg.identity, budget, PrivacyLedger(budget) if budget is not None else None)
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise LedgerFileError(
+                f"privacy ledger {path} cannot be read ({exc.strerror}); refusing to start without it"
+            ) from exc
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise LedgerFileError(
+                f"privacy ledger {path} is corrupt (not JSON: {exc}); refusing to start. Restore it from a "
+                "backup; deleting it would reset this party's privacy spend"
+            ) from exc
+        try:
+            if not isinstance(doc, dict) or doc.get("version") != 1:
+                raise ValueError(f"expected a version 1 ledger object, got {str(doc)[:80]!r}")
+            if doc.get("party") != cfg.identity:
+                raise ValueError(f"it belongs to party {doc.get('party')!r}, not to {cfg.identity!r}")
+            stored = PrivacyLedger.from_dict(doc["ledger"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LedgerFileError(
+                f"privacy ledger {path} is corrupt ({type(exc).__name__}: {exc}); refusing to start. "
+                "Restore it from a backup; deleting it would reset this party's privacy spend"
+            ) from exc
+        if budget is None:
+            return cls(path, cfg.identity, None, stored)
+        ledger = PrivacyLedger(budget, stored.events)
+        try:
+            ledger.spent()
+        except UnsupportedEventError as exc:
+            raise LedgerFileError(
+                f"privacy ledger {path} holds events the configured budget cannot account for: {exc}"
+            ) from exc
+        return cls(path, cfg.identity, budget, ledger)
+
+    @property
+    def enforced(self) -> bool:
+        return self.budget is not None
+
+    # ---- per batch ---------------------------------------------------------------------------------------
+
+    def batch_events(
+        self, cfg: PartyConfig, analysis: Analysis, spec: SessionSpec, n: int
+    ) -> list[PrivacyEvent] | None:
+        """The events one batch of ``n`` decisions adds, computed by this party (None: unbounded/unknown)."""
+        if not isinstance(analysis, PrivacyAccounted):
+            return None
+        events = analysis.privacy_events(
+            spec.model_params, spec.reveal_mode, n, spec.m, assumed_colluding(cfg, spec.m)
+        )
+        if events is None:
+            return None
+        sid = spec.session_id.hex()[:16]
+        return [dataclasses.replace(e, label=f"{e.label or spec.model}; session {sid}") for e in events]
+
+    def events_for(
+        self, cfg: PartyConfig, analysis: Analysis, spec: SessionSpec, n: int
+    ) -> list[PrivacyEvent]:
+        """Events to charge for a batch; raises FAILED_PRECONDITION if unbounded under a budget."""
+        if not self.enforced:
+            return []
+        events = self.batch_events(cfg, analysis, spec, n)
+        if events is None:
+            raise PrivacyRefusal(grpc.StatusCode.FAILED_PRECONDITION, _unbounded_message(spec))
+        return events
+
+    def check(self, events: Sequence[PrivacyEvent], what: str = "this batch") -> SpendReport | None:
+        """Dry run (no state change); raises RESOURCE_EXHAUSTED past the budget."""
+        if self.ledger is None or not self.enforced:
+            return None
+        from mechanisms.privacy import UnsupportedEventError
+
+        try:
+            report = self.ledger.check(events)
+        except UnsupportedEventError as exc:
+            raise PrivacyRefusal(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
+        if not report.allowed:
+            raise PrivacyRefusal(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{what} would exceed this party's privacy budget ({_budget_text(self.ledger.budget)}): "
+                f"{report.unit} spent {report.spent_before:.6g}, would be {report.spent_after:.6g}",
+            )
+        return report
+
+    def commit(self, events: Sequence[PrivacyEvent]) -> None:
+        """Append ``events`` durably (fsync + atomic rename) and only then in memory."""
+        if self.ledger is None or not self.enforced or not events:
+            return
+        from mechanisms.privacy import BudgetExceededError, PrivacyLedger
+
+        try:
+            grown = self.ledger.commit(events)
+        except BudgetExceededError as exc:
+            raise PrivacyRefusal(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)) from exc
+        merged = PrivacyLedger(grown.budget, _merge(grown.events))
+        self._write(merged)
+        self.ledger = merged
+
+    def _write(self, ledger: PrivacyLedger) -> None:
+        text = json.dumps({"version": 1, "party": self.identity, "ledger": ledger.to_dict()}, indent=1)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+        dfd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    # ---- dry run and report ------------------------------------------------------------------------------
+
+    def state_proto(self) -> party_pb2.PrivacyBudgetState:
+        if self.ledger is None or self.budget is None:
+            return party_pb2.PrivacyBudgetState(configured=False)
+        return party_pb2.PrivacyBudgetState(
+            configured=True,
+            budget_json=json.dumps(self.budget.to_dict()),
+            unit=self.budget.unit,
+            limit=self.budget.limit,
+            spent=self.ledger.spent(),
+        )
+
+    def report_proto(self, cfg: PartyConfig, decisions_used: int) -> party_pb2.PrivacyReportResponse:
+        events = self.ledger.events if self.ledger is not None else ()
+        return party_pb2.PrivacyReportResponse(
+            party=cfg.id,
+            identity=cfg.identity,
+            budget=self.state_proto(),
+            events_json=events_to_json(events),
+            decisions_used=decisions_used,
+        )
+
+    def plan_proto(
+        self,
+        cfg: PartyConfig,
+        analysis: Analysis | None,
+        spec: SessionSpec,
+        batches: int,
+        batch_size: int,
+        policy_refusal: str,
+        decisions_used: int,
+    ) -> party_pb2.PlanPrivacyResponse:
+        """What the planned session would spend here. Reads only the config and the ledger (no data)."""
+        resp = party_pb2.PlanPrivacyResponse(
+            party=cfg.id,
+            identity=cfg.identity,
+            budget=self.state_proto(),
+            decisions_used=decisions_used,
+            decisions_budget=cfg.max_decisions,
+        )
+        resp.projected = resp.budget.spent
+        if policy_refusal or analysis is None:
+            resp.would_refuse, resp.message = True, policy_refusal or "analysis refused"
+            return resp
+        reasons: list[str] = []
+        allowed = batches
+        if batch_size > cfg.max_batch:
+            reasons.append(f"batch size {batch_size} exceeds limits.max_batch = {cfg.max_batch}")
+            allowed = 0
+        left = max(0, cfg.max_decisions - decisions_used)
+        if batches * batch_size > left:
+            allowed = min(allowed, left // batch_size)
+            reasons.append(
+                f"{batches * batch_size} decisions exceed the decision budget ({decisions_used} of "
+                f"{cfg.max_decisions} used)"
+            )
+        from mechanisms.privacy import UnsupportedEventError
+
+        per_batch = self.batch_events(cfg, analysis, spec, batch_size)
+        if per_batch is not None:
+            resp.events_json = events_to_json(per_batch)
+        if self.enforced and self.ledger is not None:
+            if per_batch is None:
+                reasons.append(_unbounded_message(spec))
+                allowed = 0
+            else:
+                try:
+                    report = self.ledger.check(scaled(per_batch, batches))
+                    resp.projected = report.spent_after
+                    if not report.allowed:
+                        fit = self._batches_that_fit(per_batch, batches)
+                        allowed = min(allowed, fit)
+                        reasons.append(
+                            f"would exceed the privacy budget ({_budget_text(self.ledger.budget)}) after "
+                            f"{fit} of {batches} batches: {report.unit} {report.spent_before:.6g} -> "
+                            f"{report.spent_after:.6g}"
+                        )
+                except UnsupportedEventError as exc:
+                    reasons.append(str(exc))
+                    allowed = 0
+        else:
+            resp.message = "no privacy budget configured at this party (only max_decisions is enforced)"
+        resp.batches_allowed = allowed
+        resp.would_refuse = bool(reasons)
+        if reasons:
+            resp.message = "; ".join(reasons)
+        elif not resp.message:
+            resp.message = "within budget"
+        return resp
+
+    def _batches_that_fit(self, per_batch: Sequence[PrivacyEvent], batches: int) -> int:
+        assert self.ledger is not None
+        lo, hi = 0, batches  # fits(lo) holds (or lo = 0), fits(hi) fails
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.ledger.would_exceed(scaled(per_batch, mid)):
+                hi = mid
+            else:
+                lo = mid
+        return lo
+
+
+def _budget_text(budget: Budget) -> str:
+    from mechanisms.privacy import GDPBudget
+
+    if isinstance(budget, GDPBudget):
+        return f"GDP mu_max = {budget.mu_max:g}"
+    return f"eps_max = {budget.eps_max:g} at delta = {budget.delta:g}"

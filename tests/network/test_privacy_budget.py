@@ -1,0 +1,322 @@
+"""Party-enforced privacy budgets (issue 5): config keys, gaussian-mean's per-decision events, the persisted
+ledger (refusal, restart, corrupt file), the PlanPrivacy dry run and the PrivacyReport, in process and with
+real daemons (``confar privacy plan`` / ``report``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import signal
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+
+from coordinator import cli as confar_cli
+from coordinator import privacy as cprivacy
+from coordinator.api import BlockingCoordinator, PartyEndpoint, SessionError
+from hss.randomness import SecureRandom
+from mechanisms.privacy import GaussianEvent, compose_events, gdp_eps
+from parties import cli as party_cli
+from parties.analyses import AnalysisError, Dataset, GaussianMean
+from parties.config import ConfigError, PartyConfig, load_config
+from parties.privacy_budget import LEDGER_FILE, LedgerFileError, PrivacyBudgetStore, PrivacyRefusal
+from parties.spec import PartyEntry, SessionSpec
+from simulations.launcher import LocalConsortium, party_config_text
+from tests.network.helpers import coordinator_for, inproc_consortium, party_data
+
+TAU = 10.0  # per-decision mu = 1/tau with colluding = "all"
+PARAMS: dict[str, Any] = {"sigma": 1.0, "clip": [-4.0, 6.0], "tau": TAU}
+BUDGET = {"gdp_mu": 1.0}  # 100 decisions of mu = 0.1
+
+
+def _cfg(tmp_path: Path, budget: dict[str, Any] | None = None, pid: int = 1, m: int = 3) -> PartyConfig:
+    path = tmp_path / f"party-{pid}.toml"
+    path.write_text(party_config_text(pid, m, tmp_path, None, None, privacy_budget=budget))
+    return load_config(path, insecure=True)
+
+
+def _spec(params: dict[str, Any], mode: str = "sign", m: int = 3) -> SessionSpec:
+    return SessionSpec(
+        session_id=b"s" * 16,
+        parties=tuple(PartyEntry(i, f"party-{i}") for i in range(1, m + 1)),
+        t=1,
+        reveal_mode=mode,
+        model="gaussian-mean",
+        model_params=params,
+    )
+
+
+# ---- config ------------------------------------------------------------------------------------------------
+
+
+def test_budget_config_keys(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, {"gdp_mu": 2.0})
+    assert cfg.gdp_mu == 2.0 and cfg.epsilon is None and cfg.colluding is None
+    cfg = _cfg(tmp_path, {"epsilon": 3, "delta": 1e-6, "colluding": 1})
+    assert (cfg.epsilon, cfg.delta, cfg.colluding) == (3.0, 1e-6, 1)
+    assert _cfg(tmp_path).gdp_mu is None  # max_decisions alone still works
+    bad = [
+        ({"epsilon": 3.0}, "budget.epsilon: an eps-at-delta budget needs budget.delta"),
+        ({"delta": 1e-6}, "budget.delta"),
+        ({"epsilon": 3.0, "delta": 1.5}, "budget.delta: must lie strictly between 0 and 1"),
+        ({"gdp_mu": -1.0}, "budget.gdp_mu: must be a finite number > 0"),
+        ({"gdp_mu": 1.0, "epsilon": 1.0, "delta": 1e-6}, "budget.gdp_mu: configure either"),
+        ({"gdp_mu": 1.0, "colluding": "some"}, "budget.colluding"),
+        ({"colluding": 1}, "budget.colluding: only used with a privacy budget"),
+        ({"gdp_mu": True}, "budget.gdp_mu"),
+    ]
+    for budget, msg in bad:
+        with pytest.raises(ConfigError, match=re.escape(msg)):
+            _cfg(tmp_path, budget)
+
+
+# ---- gaussian-mean's privacy -------------------------------------------------------------------------------
+
+
+def test_gaussian_mean_privacy_events() -> None:
+    gm = GaussianMean()
+    assert gm.privacy_events({"sigma": 1.0}, "sign", 10, 3, 2) is None  # exact MH sign: unbounded
+    assert gm.privacy_events({"clip": [0, 1]}, "sum", 10, 3, 2) is None  # no noise: unbounded
+    (ev,) = gm.privacy_events(PARAMS, "sign", 10, 3, 2) or []
+    assert isinstance(ev, GaussianEvent) and ev.count == 10 and ev.mu == pytest.approx(1 / TAU)
+    (ev,) = gm.privacy_events(PARAMS, "blinded", 4, 3, 0) or []
+    assert ev.mu == pytest.approx(1 / (TAU * math.sqrt(3)))
+    with pytest.raises(AnalysisError, match=r"tau .* needs clip"):
+        gm.check_params({"tau": 5.0})
+    with pytest.raises(AnalysisError, match="clip must be"):
+        gm.check_params({"clip": [2.0, 1.0]})
+    gm.check_params(PARAMS)
+
+
+def test_gaussian_mean_penalty_noise_is_exactly_corrected() -> None:
+    """Each party adds N(0, s^2) - s^2/2, s = tau |theta* - theta| (hi - lo) / sigma^2, on clipped data."""
+    x = np.array([-10.0, 0.5, 2.0, 9.0])
+    xc = np.clip(x, -4.0, 6.0)
+    n = 40_000
+    th, ts = np.zeros(n), np.full(n, 0.01)
+    params = {**PARAMS, "noise": "none"}
+    t = GaussianMean().terms(
+        Dataset({"x": x}), params, {"theta": th, "theta_star": ts}, n, 3, "sign", SecureRandom(b"k" * 32)
+    )
+    exact = (ts - th) * xc.sum() - 0.5 * xc.size * (ts**2 - th**2)
+    s = TAU * 0.01 * 10.0
+    resid = t.values - exact
+    assert abs(resid.mean() + s**2 / 2) < 4 * s / math.sqrt(n)
+    assert resid.std() == pytest.approx(s, rel=0.03)
+
+
+# ---- the persisted ledger ----------------------------------------------------------------------------------
+
+
+def test_ledger_refuses_persists_and_reloads(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, BUDGET)
+    store = PrivacyBudgetStore.load(cfg)
+    spec, gm = _spec(PARAMS), GaussianMean()
+    for _ in range(3):
+        ev = store.events_for(cfg, gm, spec, 30)
+        store.check(ev)
+        store.commit(ev)
+    assert store.ledger is not None and store.ledger.spent() == pytest.approx(math.sqrt(90) / TAU)
+    doc = json.loads((cfg.state_dir / LEDGER_FILE).read_text())
+    assert doc["party"] == "party-1" and len(doc["ledger"]["events"]) == 1  # one session: merged
+    assert doc["ledger"]["events"][0]["count"] == 90
+    with pytest.raises(PrivacyRefusal) as ei:
+        store.check(store.events_for(cfg, gm, spec, 30))
+    assert ei.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "privacy budget" in ei.value.message and "GDP mu_max = 1" in ei.value.message
+    again = PrivacyBudgetStore.load(cfg)  # a restart keeps the spend
+    assert again.ledger is not None and again.ledger.spent() == pytest.approx(math.sqrt(90) / TAU)
+    with pytest.raises(PrivacyRefusal):
+        again.check(again.events_for(cfg, gm, spec, 30))
+    # unbounded analyses are refused under a budget, with the reason
+    with pytest.raises(PrivacyRefusal) as ei:
+        store.events_for(cfg, gm, _spec({"sigma": 1.0}), 1)
+    assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "sign reveal of exact MH has unbounded privacy loss" in ei.value.message
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        '{"version": 1, "party": "party-1"}',
+        '{"version": 1, "party": "party-9",'
+        ' "ledger": {"version": 1, "budget": {"type": "gdp", "mu_max": 1}, "events": []}}',
+        "\xff\xfe",
+    ],
+)
+def test_corrupt_ledger_is_a_startup_error_naming_the_file(tmp_path: Path, content: str) -> None:
+    cfg = _cfg(tmp_path, BUDGET)
+    cfg.state_dir.mkdir(parents=True, exist_ok=True)
+    path = cfg.state_dir / LEDGER_FILE
+    path.write_bytes(content.encode("latin-1"))
+    with pytest.raises(LedgerFileError, match=re.escape(str(path))):
+        PrivacyBudgetStore.load(cfg)
+    assert path.read_bytes() == content.encode("latin-1")  # never reset
+
+
+def test_corrupt_ledger_stops_the_daemon(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _cfg(tmp_path, BUDGET)
+    cfg.state_dir.mkdir(parents=True, exist_ok=True)
+    (cfg.state_dir / LEDGER_FILE).write_text("garbage")
+    rc = party_cli.main(["serve", "--config", str(cfg.source), "--insecure"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert str(cfg.state_dir / LEDGER_FILE) in err and "corrupt" in err
+
+
+# ---- in-process daemons: refusal over gRPC, plan, report ---------------------------------------------------
+
+
+def _plan_file(
+    tmp_path: Path, eps: list[PartyEndpoint], certs: Path | None, session: bool = True, batches: int = 4
+) -> Path:
+    lines = ["[coordinator]"]
+    if certs is None:
+        lines.append("insecure = true")
+    else:
+        lines += [
+            f'cert = "{certs}/coordinator.pem"',
+            f'key = "{certs}/coordinator.key"',
+            f'ca = "{certs}/ca.pem"',
+        ]
+    lines.append("rpc_timeout_s = 10.0")
+    for e in eps:
+        lines += ["", "[[parties]]", f"id = {e.id}", f'identity = "{e.identity}"', f'address = "{e.address}"']
+    if session:
+        lines += [
+            "",
+            "[session]",
+            'analysis = "gaussian-mean"',
+            'reveal_mode = "sign"',
+            f"batches = {batches}",
+            "batch_size = 30",
+            "[session.params]",
+            "sigma = 1.0",
+            "clip = [-4.0, 6.0]",
+            f"tau = {TAU}",
+        ]
+    path = tmp_path / "plan.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_inprocess_refusal_plan_and_report(tmp_path: Path) -> None:
+    m, n = 3, 30
+    th, ts = np.zeros(n), np.linspace(-0.05, 0.05, n)
+
+    async def main() -> None:
+        async with inproc_consortium(tmp_path, m, insecure=True, privacy_budget=BUDGET) as (daemons, eps, _):
+            pf = cprivacy.load_plan(_plan_file(tmp_path, eps, None))
+            ans = await cprivacy.ask_all(pf, "PlanPrivacy", _plan_request(pf))
+            for r in ans.values():
+                assert not isinstance(r, str) and r.would_refuse and r.batches_allowed == 3
+                assert r.projected == pytest.approx(math.sqrt(120) / TAU) and r.budget.spent == 0
+            for d in daemons:  # the dry run touched no ledger
+                assert not (d.cfg.state_dir / LEDGER_FILE).exists()
+            async with coordinator_for(eps, None, rpc_timeout_s=10.0) as coord:
+                with pytest.raises(SessionError) as ei:
+                    await coord.open_session(
+                        reveal_mode="sign", model="gaussian-mean", model_params={"sigma": 1.0}
+                    )
+                assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION
+                assert "unbounded privacy loss" in str(ei.value)
+                s = await coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS)
+                for _ in range(3):
+                    await s.evaluate({"theta": th, "theta_star": ts}, n)
+                with pytest.raises(SessionError) as ei:
+                    await s.evaluate({"theta": th, "theta_star": ts}, n)
+                assert ei.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert "would exceed this party's privacy budget" in str(ei.value)
+                await s.abort("budget")
+            rep = await cprivacy.ask_all(pf, "PrivacyReport", cprivacy.party_pb2.PrivacyReportRequest())
+            for r in rep.values():
+                assert not isinstance(r, str)
+                assert r.budget.spent == pytest.approx(math.sqrt(90) / TAU)
+                (e,) = cprivacy.parse_events(r.events_json)
+                assert e.count == 90
+
+    asyncio.run(main())
+
+
+def _plan_request(pf: cprivacy.PlanFile) -> Any:
+    assert pf.session is not None
+    return cprivacy.party_pb2.PlanPrivacyRequest(
+        spec=cprivacy.serde.spec_to_proto(cprivacy.planned_spec(pf)),
+        batches=pf.session.batches,
+        batch_size=pf.session.batch_size,
+    )
+
+
+# ---- real daemons: refusal survives a restart; confar privacy plan / report -----------------------------
+
+
+@pytest.mark.slow
+def test_multiprocess_budget_restart_plan_and_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    m, n = 3, 30
+    data = party_data(m, 30, seed=3)
+    th, ts = np.zeros(n), np.linspace(-0.05, 0.05, n)
+    work = tmp_path / "consortium"
+    with LocalConsortium.start(m, data, workdir=work, round_timeout_s=5.0, privacy_budget=BUDGET) as lc:
+        plan_path = _plan_file(tmp_path, lc.endpoints(), lc.certs)
+        ledgers = [work / f"party-{p}" / "state" / LEDGER_FILE for p in range(1, m + 1)]
+
+        # dry run: projected spend printed per party, nothing touched
+        rc = confar_cli.main(["privacy", "plan", str(plan_path)])
+        out = capsys.readouterr().out
+        assert rc == 1  # 4 batches of 30 exceed mu_max = 1 (100 decisions of mu = 0.1)
+        assert out.count("WOULD REFUSE") == m and "batches that fit: 3 of 4" in out
+        assert f"projected {math.sqrt(120) / TAU:.6g}" in out
+        assert not any(p.exists() for p in ledgers)
+        audit = (work / "party-1" / "state" / "audit.log").read_text()
+        assert '"what": "PlanPrivacy"' in audit and '"what": "Evaluate"' not in audit
+
+        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=10.0) as coord:
+            s = coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS)
+            for _ in range(3):
+                s.evaluate({"theta": th, "theta_star": ts}, n)
+            with pytest.raises(SessionError) as ei:
+                s.evaluate({"theta": th, "theta_star": ts}, n)
+            assert ei.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "privacy budget" in str(ei.value)
+            s.abort("budget exhausted")
+
+        # restart party 1 (SIGTERM to the process we started): it loads its ledger and still refuses
+        pp = lc.procs[1]
+        pp.proc.send_signal(signal.SIGTERM)
+        assert pp.proc.wait(10) == 0
+        lc.spawn(1, pp.config, insecure=False)
+        lc.wait_ready(30.0)
+        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=10.0) as coord:
+            s = coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS)
+            with pytest.raises(SessionError) as ei:
+                s.evaluate({"theta": th, "theta_star": ts}, n)
+            assert ei.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+            s.abort("budget exhausted")
+
+        # report: the spend equals an independent composition of the same mechanism
+        report_path = _plan_file(tmp_path, lc.endpoints(), lc.certs, session=False)
+        rc = confar_cli.main(["privacy", "report", str(report_path), "--plot", str(tmp_path / "plots")])
+        out = capsys.readouterr().out
+        assert rc == 0, out
+    ref = compose_events([GaussianEvent(1 / TAU, count=90)])
+    assert ref.mu is not None and ref.mu == pytest.approx(math.sqrt(90) / TAU)
+    eps_ref = ref.eps_at(1e-5)
+    assert eps_ref == pytest.approx(gdp_eps(math.sqrt(90) / TAU, 1e-5))
+    spent = [float(x) for x in re.findall(r"spent mu = ([0-9.e+-]+) of 1", out)]
+    assert len(spent) == m and all(v == pytest.approx(ref.mu, rel=1e-5) for v in spent)
+    mus = [float(x) for x in re.findall(r"GDP mu = ([0-9.e+-]+);", out)]
+    epss = [float(x) for x in re.findall(r"eps = ([0-9.e+-]+) at delta = 1e-05", out)]
+    assert len(mus) == len(epss) == m
+    assert all(v == pytest.approx(ref.mu, rel=1e-5) for v in mus)
+    assert all(v == pytest.approx(eps_ref, rel=1e-5) for v in epss)
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
+        f"party-{i}-tradeoff.png" for i in (1, 2, 3)
+    ]

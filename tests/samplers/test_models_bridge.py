@@ -1,0 +1,128 @@
+"""The party side: model analyses registered in the daemon, data refused at load time with the column and
+rows named, and the daemon's terms equal to the in-memory simulation's for the same noise stream."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mechanisms.models.logistic import BayesLogistic, synthetic_registries
+from mechanisms.samplers import DecisionRequest, Penalty, party_terms
+from parties.analyses import AnalysisError, Dataset, get_analysis, known_analyses
+from parties.config import ConfigError, load_config
+from parties.daemon import PartyDaemon
+from parties.models_bridge import DataSchemaError, load_checked
+from simulations.launcher import party_config_text, write_csv
+from tests.samplers.helpers import fixed_rng
+
+MODEL = BayesLogistic(p=2)
+
+
+def test_registered_and_resolved() -> None:
+    assert {"beta-bernoulli", "bayes-logistic", "linear-regression", "gaussian-mean"} <= set(known_analyses())
+    a = get_analysis("mechanisms.models.linear:LinearRegression")
+    a.check_params({"model_args": {"p": 1}})
+    with pytest.raises(AnalysisError, match="unknown parameters"):
+        get_analysis("bayes-logistic").check_params({"sigma": 1})
+    with pytest.raises(AnalysisError, match="kind"):
+        get_analysis("bayes-logistic").check_params({"kind": "gibbs"})
+    with pytest.raises(AnalysisError, match="penalty"):
+        get_analysis("bayes-logistic").check_params({"penalty": {"tau": -1, "n": 10}})
+
+
+@pytest.mark.parametrize("kind", ["mh", "penalty", "rejection"])
+@pytest.mark.parametrize("mode", ["sign", "blinded"])
+def test_daemon_terms_equal_simulation_terms(kind: str, mode: str) -> None:
+    data = synthetic_registries(np.random.default_rng(1), MODEL, sizes=(120,))[0]
+    rng = np.random.default_rng(2)
+    n = 9
+    th, ts = rng.normal(0, 0.5, (n, 3)), rng.normal(0, 0.5, (n, 3))
+    pub = rng.normal(size=n)
+    params: dict = {"model_args": {"p": 2}, "kind": "rejection" if kind == "rejection" else "mh"}
+    pen = None
+    if kind == "penalty":
+        pen = Penalty(tau=0.1, alpha=0.5, n=1000)
+        params["penalty"] = pen.to_params()
+    a = get_analysis("bayes-logistic")
+    a.check_params(params)
+    inputs = {"theta_star": ts, "public": pub} | ({} if kind == "rejection" else {"theta": th})
+    got = a.terms(Dataset(data), params, inputs, n, 3, mode, fixed_rng("t"))
+    req = DecisionRequest(
+        kind=params["kind"], theta_star=ts, public=pub, theta=None if kind == "rejection" else th, penalty=pen
+    )
+    bound = MODEL.max_log_likelihood(data) if kind == "rejection" else None
+    want = party_terms(MODEL, data, req, 3, fixed_rng("t"), mode, log_bound=bound)
+    np.testing.assert_array_equal(got.values, want.values)
+    assert (got.blind is None) == (mode != "blinded")
+    if kind == "rejection":
+        quiet = get_analysis("bayes-logistic")
+        plain = quiet.terms(Dataset(data), {**params, "noise": "none"}, inputs, n, 3, "sign", fixed_rng("t"))
+        assert (plain.values <= 1e-9).all()  # l_j(θ*) − log M_j ≤ 0: the party's own bound holds
+
+
+def test_terms_refuse_bad_data_and_inputs() -> None:
+    a = get_analysis("bayes-logistic")
+    params = {"model_args": {"p": 2}}
+    bad = Dataset({"x1": np.array([0.0, 9.0]), "x2": np.array([0.0, 0.0]), "y": np.array([1.0, 0.0])})
+    with pytest.raises(DataSchemaError, match=r"column 'x1'.*bounds \[-3, 3\] in row 2"):
+        a.terms(bad, params, {}, 1, 3, "sign", fixed_rng("x"))
+    good = Dataset({"x1": np.zeros(2), "x2": np.zeros(2), "y": np.array([1.0, 0.0])})
+    with pytest.raises(AnalysisError, match="theta_star"):
+        a.terms(good, params, {"theta": np.zeros((1, 3))}, 1, 3, "sign", fixed_rng("x"))
+
+
+def refusal(path: Path) -> str:
+    with pytest.raises(DataSchemaError) as ei:
+        load_checked(path, "bayes-logistic", {"p": 2})
+    return str(ei.value)
+
+
+def test_csv_refused_at_load_time(tmp_path: Path) -> None:
+    p = tmp_path / "reg.csv"
+    p.write_text("x1,x2,y\n0.1,0.2,1\n0.3,abc,0\n0.5,nan,1\n4.0,0,1\n0,0,2\n")
+    with pytest.raises(DataSchemaError) as ei:
+        load_checked(p, "bayes-logistic", {"p": 2})
+    msg = str(ei.value)
+    assert "column 'x2': non-numeric values in row 2" in msg
+    p.write_text("x1,x2,y\n0.1,0.2,1\n0.5,nan,1\n4.0,0,1\n0,0,2\n")
+    msg = refusal(p)
+    assert "column 'x2': NaN or infinite values in row 2" in msg
+    assert "column 'x1': values outside the declared public bounds [-3, 3] in row 3" in msg
+    assert "column 'y': values outside the allowed set [0.0, 1.0] in row 4" in msg
+    p.write_text("x1,y\n0.1,1\n")
+    assert "missing column ['x2']" in refusal(p)
+    pq = tmp_path / "reg.parquet"
+    pq.write_bytes(b"PAR1")
+    try:
+        import pyarrow  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        with pytest.raises(AnalysisError, match="needs pyarrow"):
+            load_checked(pq, "bayes-logistic", {"p": 2})
+
+
+def test_daemon_refuses_bad_data_at_startup(tmp_path: Path) -> None:
+    pdir = tmp_path / "party-1"
+    pdir.mkdir()
+    write_csv(pdir / "data.csv", {"x1": [0.0, 7.5], "x2": [0.0, 0.0], "y": [1.0, 0.0]})
+    cfg = pdir / "party.toml"
+    cfg.write_text(
+        party_config_text(
+            1,
+            3,
+            tmp_path,
+            None,
+            pdir / "data.csv",
+            models=("bayes-logistic",),
+            data_model="bayes-logistic",
+            data_model_args={"p": 2},
+        )
+    )
+    conf = load_config(cfg, insecure=True)
+    assert conf.data_model == "bayes-logistic" and conf.data_model_args == {"p": 2}
+    with pytest.raises(DataSchemaError, match=r"column 'x1'.*row 2"):
+        PartyDaemon(conf, insecure=True)
+    cfg.write_text(cfg.read_text().replace('path = "', 'nopath = "'))
+    with pytest.raises(ConfigError):
+        load_config(cfg, insecure=True)
