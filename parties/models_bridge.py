@@ -147,6 +147,27 @@ class ModelAnalysis:
         except (KeyError, ValueError, TypeError) as exc:
             raise AnalysisError(f"{self.name}: bad penalty {raw!r}: {exc}") from exc
 
+    def privacy_events(self, params: dict[str, Any], mode: str, n: int, m: int, t: int) -> list[Any] | None:
+        """Per-decision privacy of this analysis, from public parameters only.
+
+        With the Yildirim-Ermis penalty (kind 'mh'), sigma = tau n^alpha c(theta, theta*) where c bounds the
+        change of this party's log-ratio when one record is replaced (c = 2 x the model's per-record bound,
+        valid for records that pass the schema check, or 2 b ||theta* - theta|| with clipping). Every reveal
+        mode is a post-processing of log r + N(0, (m - t) sigma^2) for an observer who knows t parties'
+        noise, so each decision is mu = c / (sigma sqrt(m - t)) = 1 / (tau n^alpha sqrt(m - t))-GDP
+        (``mechanisms.privacy.penalty_gdp_mu``), whatever theta and theta* are. Without the penalty (and for
+        rejection sampling) the per-step loss is unbounded or unknown: None, so a party with a privacy
+        budget refuses the session.
+        """
+        pen = self.penalty(params)
+        if pen is None or params.get("kind", "mh") != "mh":
+            return None
+        from mechanisms.privacy import GaussianEvent, ThreatModel, penalty_gdp_mu
+
+        sigma_per_c = pen.tau * float(pen.n) ** pen.alpha
+        mu = penalty_gdp_mu(1.0, sigma_per_c, ThreatModel(m, min(t, m - 1)))
+        return [GaussianEvent(mu, count=n, label=f"{self.name} penalty tau={pen.tau:g} {mode}")]
+
     def records(self, model: Model, data: Dataset) -> dict[str, F64]:
         key = id(data)
         if key not in self._checked:
