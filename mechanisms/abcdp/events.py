@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from mechanisms.privacy import EpsDeltaEvent
+
 #: Mechanism names used in events (one name per mechanism, never two names for one thing).
 SVT_LAPLACE = "abcdp_svt_laplace"
 SVT_GAUSSIAN = "abcdp_svt_gaussian"
@@ -59,6 +61,19 @@ class AbcdpPrivacyEvent:
     def is_private(self) -> bool:
         """False for a run without noise (eps = inf)."""
         return math.isfinite(self.eps)
+
+    def to_ledger_event(self) -> EpsDeltaEvent:
+        """This run as an event of a party's privacy ledger (:mod:`mechanisms.privacy`).
+
+        Refuses a non-private run (eps = inf): it has no finite cost to record, and a party with a budget
+        must refuse to run it instead.
+        """
+        if not self.is_private:
+            raise ValueError(
+                f"{self.name}: a non-private run (eps = inf) has no finite privacy cost; a party with a "
+                "privacy budget must refuse it rather than record it"
+            )
+        return EpsDeltaEvent(eps=self.eps, delta=self.delta, label=f"{self.name} {self.params}")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able copy: name, eps, delta, neighbouring relation and params."""

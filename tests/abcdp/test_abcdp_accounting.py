@@ -147,3 +147,21 @@ def test_rejection_and_soft_mechanisms_run() -> None:
     assert released.shape == (300,) and ev2.eps == pytest.approx(2.0, rel=1e-6) and ev2.delta == 1e-5
     with pytest.raises(ValueError, match="exceed"):
         rejection_abcdp_gaussian(np.zeros(301), cfg, rng)
+
+
+def test_abcdp_events_plug_into_the_party_ledger() -> None:
+    """An SVT run's event enters the same ledger as the samplers' events and composes with them."""
+    import math
+
+    from mechanisms.abcdp.events import SVT_LAPLACE, AbcdpPrivacyEvent
+    from mechanisms.privacy import EpsDeltaBudget, GaussianEvent, PrivacyLedger, composed_eps
+
+    run = AbcdpPrivacyEvent(SVT_LAPLACE, eps=1.0, delta=0.0, params={"c": 10})
+    ledger = PrivacyLedger(EpsDeltaBudget(eps_max=5.0, delta=1e-6), ())
+    ledger = ledger.commit([run.to_ledger_event()])
+    ledger = ledger.commit([GaussianEvent(0.5, count=1, label="sampler step")])
+    spent = composed_eps(list(ledger.events), 1e-6)
+    assert 1.0 < spent < 1.0 + composed_eps([GaussianEvent(0.5, count=1, label="x")], 1e-6) + 1e-9
+    assert ledger.would_exceed([AbcdpPrivacyEvent(SVT_LAPLACE, eps=2.5, delta=0.0).to_ledger_event()])
+    with pytest.raises(ValueError, match="non-private run"):
+        AbcdpPrivacyEvent(SVT_LAPLACE, eps=math.inf, delta=0.0).to_ledger_event()
