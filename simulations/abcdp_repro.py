@@ -80,7 +80,10 @@ TB_REFERENCE_THETA = np.array([5.88, 6.74, 0.09, 192.0])
 
 
 def default_data_dir() -> Path:
-    """``<repo>/../shared/data``, resolved from this file's location."""
+    """``simulations/data`` (the copies shipped with the repository), else ``<repo>/../shared/data``."""
+    shipped = Path(__file__).resolve().parent / "data"
+    if shipped.is_dir():
+        return shipped
     return Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
 
@@ -90,8 +93,8 @@ def load_shared_json(name: str, data_dir: Path | str | None = None) -> dict[str,
     path = (base / name).resolve()
     if not path.is_file():
         raise FileNotFoundError(
-            f"shared data file {path} not found: the ABCDP reproductions need ../shared/data next to the "
-            f"repository (or pass --data-dir DIR pointing at the folder holding {name})"
+            f"shared data file {path} not found: the ABCDP reproductions read simulations/data (shipped "
+            f"with the repository) or ../shared/data; pass --data-dir DIR, the folder holding {name}"
         )
     with path.open() as fh:
         data: dict[str, Any] = json.load(fh)
@@ -623,7 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--out", type=Path, required=True, help="output directory")
         sp.add_argument("--seed", type=int, default=0)
         sp.add_argument(
-            "--data-dir", type=Path, default=None, help="shared data folder (default ../shared/data)"
+            "--data-dir", type=Path, default=None, help="data folder (default simulations/data)"
         )
 
     f = sub.add_parser("flip", help="flip probability figure with Monte Carlo check")
