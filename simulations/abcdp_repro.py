@@ -26,9 +26,10 @@ What is reproduced (Park, Vinaroz, Jitkrittum, "ABCDP", Entropy 23 (2021) 961):
   private records at ε_total = 1 (each record a data set simulated at the reference parameters, as in
   the paper), and a non-private rejection-ABC posterior for the San Francisco data.
 
-Randomness: a public generator (simulations, candidates, random features) and a separate noise generator,
-both spawned from ``--seed`` so that experiments repeat; ``--secure-noise`` draws the privacy noise from
-a generator seeded by the OS CSPRNG instead, as a real private run must.
+Randomness: a public generator (simulations, candidates, random features) spawned from ``--seed``, and a
+separate noise generator for the privacy noise, seeded from the OS CSPRNG by default (DP noise never comes
+from the public seed); ``--seeded-noise`` spawns it from ``--seed`` too, for an exactly repeatable
+simulation that gives no privacy. The library functions take ``secure_noise`` explicitly.
 """
 
 from __future__ import annotations
@@ -625,9 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--out", type=Path, required=True, help="output directory")
         sp.add_argument("--seed", type=int, default=0)
-        sp.add_argument(
-            "--data-dir", type=Path, default=None, help="data folder (default simulations/data)"
-        )
+        sp.add_argument("--data-dir", type=Path, default=None, help="data folder (default simulations/data)")
 
     f = sub.add_parser("flip", help="flip probability figure with Monte Carlo check")
     common(f)
@@ -645,7 +644,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--eps-total", type=_eps, nargs="+", default=None)
     t.add_argument("--bandwidth", default="0.6", help="RFF bandwidth (number) or 'median' (prior predictive)")
     t.add_argument("--features", type=int, default=100)
-    t.add_argument("--secure-noise", action="store_true")
+    t.add_argument(
+        "--seeded-noise",
+        dest="secure_noise",
+        action="store_false",
+        help="draw the DP noise from --seed (repeatable simulation only; gives no privacy)",
+    )
 
     c = sub.add_parser("covid", help="COVID-19 cubic growth model")
     common(c)
@@ -655,7 +659,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--eps-total", type=_eps, nargs="+", default=[math.inf, 100.0, 10.0])
     c.add_argument("--resample", action="store_true")
     c.add_argument("--features", type=int, default=500)
-    c.add_argument("--secure-noise", action="store_true")
+    c.add_argument(
+        "--seeded-noise",
+        dest="secure_noise",
+        action="store_false",
+        help="draw the DP noise from --seed (repeatable simulation only; gives no privacy)",
+    )
 
     b = sub.add_parser("tb", help="tuberculosis birth-death model")
     common(b)
@@ -668,7 +677,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--clip", type=float, default=None, help="default: from a public simulation pilot")
     b.add_argument("--resample", action="store_true")
     b.add_argument("--repeats", type=int, default=1, help="independent ABCDP runs per setting")
-    b.add_argument("--secure-noise", action="store_true")
+    b.add_argument(
+        "--seeded-noise",
+        dest="secure_noise",
+        action="store_false",
+        help="draw the DP noise from --seed (repeatable simulation only; gives no privacy)",
+    )
     return p
 
 
