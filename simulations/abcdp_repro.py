@@ -151,6 +151,16 @@ def _pyplot() -> Any:
     return plt
 
 
+def save_outputs(fig: Any, rows: Sequence[Row], out_dir: Path, name: str, title: str, dpi: int = 110) -> None:
+    """Write ``name.png`` from ``fig`` (then close it) and the table ``name.csv`` / ``name.md``."""
+    plt = _pyplot()
+    fig.tight_layout()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_dir / f"{name}.png", dpi=dpi)
+    plt.close(fig)
+    write_table(rows, out_dir, name, title)
+
+
 # -- flip probability ----------------------------------------------------------------------------
 
 
@@ -226,11 +236,7 @@ def flip_repro(
         f"ABCDP flip probability, ρ ~ U[0,1], ε_abc = {eps_abc}, Δ = 2/N, "
         f"b = {'2c' if resample else '(c+1)'}Δ/ε_total"
     )
-    fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_dir / "flip.png", dpi=110)
-    plt.close(fig)
-    write_table(rows, out_dir, "flip", "Flip probability: formula G_b vs Monte Carlo")
+    save_outputs(fig, rows, out_dir, "flip", "Flip probability: formula G_b vs Monte Carlo")
     return rows
 
 
@@ -359,12 +365,8 @@ def toy_repro(
             ax.set_ylabel("MAE of posterior mean")
     axes[0, -1].legend(fontsize=6)
     fig.suptitle(f"ABCDP toy: {runs} runs, {n_candidates} candidates, N = {n_obs}")
-    fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_dir / "toy.png", dpi=110)
-    plt.close(fig)
     title = f"Toy grid: MAE of posterior mean ({runs} runs, {n_candidates} candidates)"
-    write_table(rows, out_dir, "toy", title)
+    save_outputs(fig, rows, out_dir, "toy", title)
     return rows
 
 
@@ -440,11 +442,7 @@ def covid_repro(
         f"ABCDP COVID-19 cubic model, c = {c}, ε_abc = {eps_abc}, Δ = 2/18, RFF bandwidth "
         f"{bandwidth:.3g} (prior predictive), count scale {scale:.0f}"
     )
-    fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_dir / "covid.png", dpi=110)
-    plt.close(fig)
-    write_table(rows, out_dir, "covid", "COVID-19 cubic growth model: ABCDP posterior summaries")
+    save_outputs(fig, rows, out_dir, "covid", "COVID-19 cubic growth model: ABCDP posterior summaries")
     return rows
 
 
@@ -604,11 +602,7 @@ def tb_repro(
         f"ABCDP tuberculosis model: c = {c}, ε_abc = {eps_abc:.3g}, C = {clip:.3g}, "
         f"{n_candidates} candidates × {n_pseudo} pseudo data sets (black: reference θ)"
     )
-    fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_dir / "tb.png", dpi=100)
-    plt.close(fig)
-    write_table(rows, out_dir, "tb", "Tuberculosis model: ABCDP posterior means and errors")
+    save_outputs(fig, rows, out_dir, "tb", "Tuberculosis model: ABCDP posterior means and errors", dpi=100)
     return rows
 
 
