@@ -34,7 +34,26 @@ class LinkError(RuntimeError):
     """A link could not be established (names the peer and why)."""
 
 
-class MeshDialLink:
+class _DialledStream:
+    """A client stream this party opened (to a peer or to the relay): shared state and shutdown."""
+
+    channel: grpc.aio.Channel | None
+    call: Any
+    reader: asyncio.Task[None] | None
+
+    async def close(self) -> None:
+        if self.call is not None:
+            try:
+                await self.call.done_writing()
+            except Exception:
+                pass
+        if self.reader is not None:
+            self.reader.cancel()
+        if self.channel is not None:
+            await self.channel.close(grace=None)
+
+
+class MeshDialLink(_DialledStream):
     """The dialling side of a mesh stream to a higher-numbered peer."""
 
     def __init__(self, session_id: bytes, me: int, peer: int) -> None:
@@ -85,17 +104,6 @@ class MeshDialLink:
     async def send(self, msg: peer_pb2.PeerFrame) -> None:
         await self.call.write(msg)
 
-    async def close(self) -> None:
-        if self.call is not None:
-            try:
-                await self.call.done_writing()
-            except Exception:
-                pass
-        if self.reader is not None:
-            self.reader.cancel()
-        if self.channel is not None:
-            await self.channel.close(grace=None)
-
 
 class MeshAcceptLink:
     """The accepting side: the server handler drains ``queue`` into the response stream."""
@@ -111,7 +119,7 @@ class MeshAcceptLink:
         self.queue.put_nowait(None)
 
 
-class RelayLink:
+class RelayLink(_DialledStream):
     """This party's single stream to the coordinator's relay, sealing every payload end to end."""
 
     def __init__(self, session_id: bytes, me: int, ciphers: dict[int, e2e.PairCipher]) -> None:
@@ -185,14 +193,3 @@ class RelayLink:
     async def send(self, msg: peer_pb2.PeerFrame) -> None:
         async with self._wlock:
             await self.call.write(msg)
-
-    async def close(self) -> None:
-        if self.call is not None:
-            try:
-                await self.call.done_writing()
-            except Exception:
-                pass
-        if self.reader is not None:
-            self.reader.cancel()
-        if self.channel is not None:
-            await self.channel.close(grace=None)
