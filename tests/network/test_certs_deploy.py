@@ -32,7 +32,9 @@ def _csr(cn: str, sans: list[str] | None = None, key: object = None) -> bytes:
     return b.sign(k, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)  # type: ignore[arg-type]
 
 
-def test_request_and_sign_give_a_working_certificate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_request_and_sign_give_a_working_certificate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     async def main() -> None:
         async with inproc_consortium(tmp_path, 3) as (_, eps, certs):
             assert certs is not None
