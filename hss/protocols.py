@@ -93,8 +93,9 @@ class SessionParams:
             raise ValueError(f"session_id must be 8..64 bytes, got {len(self.session_id)}")
 
     def supports(self, mode: str) -> bool:
-        if mode not in MODES:
-            raise ValueError(f"unknown reveal mode {mode!r}; expected one of {MODES}")
+        """Whether this session can run ``mode``: one of MODES, or "svt" (hss.svt, same needs as sign)."""
+        if mode not in MODES and mode != "svt":
+            raise ValueError(f"unknown reveal mode {mode!r}; expected one of {(*MODES, 'svt')}")
         return mode == "sum" or (self.t >= 1 and 2 * self.t < self.m)
 
     def check_mode(self, mode: str) -> None:
@@ -112,6 +113,8 @@ class SessionParams:
         return 1, 1 + max(levels, 1)
 
     def rounds(self, mode: str) -> int:
+        if mode not in MODES:
+            raise ValueError(f"rounds of {mode!r} are not fixed by the session: see hss.svt.SvtFormat.rounds")
         return {"sum": 1, "blinded": 2, "sign": sum(self.sign_rounds)}[mode]
 
 
@@ -326,6 +329,9 @@ def decide_party(
     nonce), ``rng`` this party's CSPRNG. Blinded mode also needs ``blind``, this party's W_j >= 0. Sign
     mode takes optional ``material`` from :func:`precompute_sign`; then only the online rounds run.
     """
+    if mode not in MODES:
+        raise ValueError(f"unknown reveal mode {mode!r} for decide_party; expected one of {MODES}"
+                         + (" (svt runs with hss.svt.svt_decide_party)" if mode == "svt" else ""))
     ctx.params.check_mode(mode)
     fmt = ctx.params.fmt
     x, clamped = fmt.encode(values)
@@ -365,6 +371,8 @@ def decide_party(
 
 def decide_receiver(mode: str, params: SessionParams, inbox: Inbox, n: int) -> Decisions:
     """The receiver's decoding of the final round's messages (one from each party)."""
+    if mode not in MODES:
+        raise ValueError(f"unknown reveal mode {mode!r} for decide_receiver; expected one of {MODES}")
     params.check_mode(mode)
     val = receive_opened(params, inbox, (n,))
     fmt = params.fmt

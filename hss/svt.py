@@ -1,0 +1,755 @@
+"""The sparse-vector test of federated ABCDP on Shamir shares, with the exact c-accept stop.
+
+Party j holds its feature sum S_j = sum_i phi(y_i) over its records (a D-vector, ||phi|| = 1, so
+||S_j|| <= N_j) and its noise share tau_j[i] = m_j - nu_{j,i} for each of the n candidates; N (all records),
+the candidates' simulated mean embeddings phibar_i and eps_abc are public. Candidate i is accepted iff
+
+    t_i >= 0  and  rho_i^2 <= t_i^2,   t_i = eps_abc + sum_j tau_j[i],   rho_i = ||S/N - phibar_i||,
+
+which is rho_i + nu_i <= eps_abc + m without a square root. Only the accept bits up to and including the
+``remaining``-th accept of the batch are revealed (later ones open as 0, "suppressed"); the revealed bits
+are opened to every party and to the receiver (the coordinator).
+
+Encoding (:class:`SvtFormat`): every quantity is put on the scale of a mean, with f fraction bits:
+s_j = round(2^f S_j / N), phi_i = round(2^f phibar_i), tau_j = round(2^f tau_j) clamped to
+|tau_j| < 2^(t_int_bits + f) (mask reported to the party), e = round(2^f eps_abc) (refused out of range).
+With S = sum_j s_j, T_i = e + sum_j tau_j[i] and U_i = S - phi_i (integers), the protocol decides exactly
+
+    accept_i  <=>  T_i >= 0  and  b_i = T_i^2 - ||S||^2 + 2 <S, phi_i> - ||phi_i||^2 >= 0.
+
+Dividing S_j by N before rounding keeps b independent of N: |b| < ((m+1) 2^(t_int_bits+f))^2, so the bit
+budget does not grow with the number of records (the form N^2 t^2 - ||S - N phibar||^2 would need 2 log2 N
+more bits, 34 at N = 10^5, which does not fit next to a 64-bit statistical mask). The price is the rounding
+of each S_j/N: |rho_enc - rho| <= (m+1) sqrt(D) 2^-(f+1) and |t_enc - t| <= (m+1) 2^-(f+1) (no clamping), so
+the decision equals the real-valued one whenever |rho - t| > :meth:`SvtFormat.margin` =
+(m+1)(sqrt(D)+1) 2^-(f+1) (plus float slack). :func:`svt_plaintext` decides the same integers in the clear.
+
+Protocol (honest majority t < m/2, m >= 3; all openings additively masked with a pairwise zero-sharing):
+
+  round 1   each party Shamir-shares (degree t) s_j and tau_j; input-independent LTZ precompute in the
+            same messages: PRSS [s_k] for every mask bit, opened s_k^2 (bits r_k = (1 + s_k/sqrt(s_k^2))/2,
+            as in hss.protocols), and GRR products s_a s_b of every pair inside each group of 4 mask bits.
+  local     [T] = e + sum [tau_j]; ||S||^2 (D local products) and T^2 are degree 2t < m; <S, phi_i> linear.
+  round 2   masked openings c = x + 2^K + r of both comparisons (x = T, degree t; x = b, degree 2t), plus
+            the GRR of the triple and quadruple products inside each group of 4 mask bits.
+  local     first carry-tree level in radix 4: a node (G, P) = ([r > c], [r == c]) over 4 bits is a linear
+            combination of the 16 monomials of the 4 bits, with public coefficients set by c's 4 bits.
+  rounds    both carry trees in parallel, one GRR round per level; the AND [T >= 0][b >= 0] is fused into
+            the last level (x (k - G2 - P2 G1 - P2 P1 G0) = x(k - G2) - (x P2)(G1 + P1 G0): one GRR round of
+            pair products, then a local product of degree 2t).
+  gate      (only when n > remaining) P_i = sum_{l<i} acc_l (local); one round opens P masked (against
+            remaining - 1, K = bitlen(n-1) bits) and reshares acc to degree t; out_i = acc_i [P_i <= r-1]
+            by the same fused AND.
+  output    the out bits (degree 2t) opened to all parties and the receiver in one round.
+
+Rounds per batch (:meth:`SvtFormat.rounds`, equal to the count measured in memory, tested): for the default
+format and every :meth:`SvtFormat.for_plan` format with m <= 10 (K_T = 26..29, K_b = 51..58 compared bits),
+7 without the gate (n <= remaining), with the gate 8 for n <= 16, 9 for n <= 4096, 10 for n <= 2^24. Inputs
+are shared in round 1, so 6 of the 7 come after the inputs exist. Radix 4 costs 2.5 field elements per mask
+bit in round 1 and 1.25 in round 2 (radix 2: 1.5 in round 1) and saves one round. Measured at D = 64,
+n = 200: m = 3, 30 kB per candidate; m = 7, 211 kB (all messages of the batch, 7 rounds).
+
+What each side learns: parties: the opened bits (the public SVT output) and their own clamp mask; the
+opened masked values s^2 (uniform squares), x + 2^K + r and P + 2^K + r hide x with statistical distance
+2^-kappa per value; every other message is a fresh degree-t sharing or a masked contribution. The receiver
+gets only the m masked contributions of the final opening, uniform given the bits.
+
+Threat model: honest-but-curious parties, t < m/2, receiver not colluding with parties; malicious
+deviation and timing are out of scope (the output is checked to be bits, which catches some corruption).
+A coalition of more than t parties (in particular K-1 = m-1 parties) reconstructs the honest parties'
+Shamir-shared s_j and tau_j and learns everything. And even under a different protocol that revealed only
+t_i to such a coalition, the honest party's noise share alone is a difference of Gamma(1/h, 1) variables,
+not a Laplace: its density diverges at 0 for h >= 3, so it gives no epsilon-DP guarantee by itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+import numpy.typing as npt
+
+from hss import field as F
+from hss.fixedpoint import SIGNED_LIMIT_BITS, max_threshold, prss_sets
+from hss.protocols import (
+    PartyContext,
+    SessionParams,
+    _bits_from_roots,
+    _grr_combine,
+    _grr_deal,
+    _inverse_roots,
+    _masked,
+    receive_opened,
+)
+from hss.randomness import SecureRandom
+from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, ProtocolError, expect, pack
+from hss.sharing import split
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+DEFAULT_FRAC_BITS = 16
+DEFAULT_T_INT_BITS = 6
+MAX_FRAC_BITS = 24
+GROUP = 4  # mask bits per first-level carry node (radix 4)
+# PRSS / zero-sharing purposes of this protocol (hss.protocols uses 1..6)
+_P_S, _P_RHI, _P_Z_SQ, _P_Z_OPEN, _P_Z_GATE, _P_Z_OUT = 101, 102, 103, 104, 105, 106
+_NORM_SLACK = 1e-6  # relative tolerance on ||S_j|| <= N and ||phibar_i|| <= 1 (float rounding)
+
+
+def _prss_bits(m: int) -> int:
+    c = prss_sets(m, max_threshold(m))
+    return math.ceil(math.log2(c)) if c > 1 else 0
+
+
+@dataclass(frozen=True)
+class SvtFormat:
+    """Fixed-point format of the federated SVT test, with a checked bit budget.
+
+    ``frac_bits`` f: resolution 2^-f of S_j/N, phibar, tau_j and eps_abc. ``n_records``: the public N.
+    ``dim``: D. ``t_int_bits``: each party's |tau_j| < 2^t_int_bits (clamped with a mask) and
+    |eps_abc| < 2^t_int_bits (refused otherwise), so |t| < (m+1) 2^t_int_bits. ``max_parties``: the
+    largest m this format serves. ``kappa``: statistical security of the masked openings.
+
+    Derived: ``t_bits`` = K_T and ``b_bits`` = K_b, the compared bits of [T >= 0] and [b >= 0]
+    (|T| < 2^K_T, |b| < 2^K_b). Budget: K + kappa + 1 + ceil(log2 C(m, t)) <= 126 for every m <= max_parties
+    (the masked value x + 2^K + r must not wrap mod 2^127 - 1), checked at construction.
+
+    Ranges: the budget does not depend on N (any N >= 1 works). f = 16, t_int_bits = 6 fits up to
+    m = 10 parties at kappa = 64 (K_T = 26, K_b = 51: 51 + 64 + 1 + 8 = 124); :meth:`for_plan` picks the
+    largest f (at most 24) for a given m and noise scale.
+    """
+
+    frac_bits: int
+    n_records: int
+    dim: int
+    t_int_bits: int = DEFAULT_T_INT_BITS
+    max_parties: int = 10
+    kappa: int = 64
+    t_bits: int = field(init=False)
+    b_bits: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        for name in ("frac_bits", "n_records", "dim", "t_int_bits", "max_parties", "kappa"):
+            v = getattr(self, name)
+            if not isinstance(v, int | np.integer) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"SvtFormat.{name} must be a positive integer, got {v!r}")
+            object.__setattr__(self, name, int(v))
+        if self.frac_bits > MAX_FRAC_BITS:
+            raise ValueError(f"SvtFormat.frac_bits = {self.frac_bits} exceeds {MAX_FRAC_BITS}")
+        if self.max_parties < 3:
+            raise ValueError(
+                f"the SVT protocol needs an honest majority with m >= 3; max_parties = {self.max_parties}"
+            )
+        if self.kappa < 40:
+            raise ValueError(f"statistical security kappa must be >= 40, got {self.kappa}")
+        m = self.max_parties
+        t_max = (m + 1) * ((1 << (self.t_int_bits + self.frac_bits)) - 1)
+        u_max = (m + 1) * ((1 << self.frac_bits) + math.isqrt(self.dim) + 1)
+        object.__setattr__(self, "t_bits", t_max.bit_length())
+        object.__setattr__(self, "b_bits", max(t_max * t_max, u_max * u_max).bit_length())
+        if self.b_bits > 63:
+            raise ValueError(
+                f"bit budget exceeded: b needs {self.b_bits} compared bits (f = {self.frac_bits}, "
+                f"t_int_bits = {self.t_int_bits}, m = {self.max_parties}); at most 63 are supported"
+            )
+        prss = _prss_bits(m)
+        need = self.b_bits + self.kappa + 1 + prss
+        if need > SIGNED_LIMIT_BITS:
+            raise ValueError(
+                f"bit budget exceeded: K_b = {self.b_bits} compared bits (|b| < ((m+1) 2^(t_int_bits+f))^2 "
+                f"with m = {m}, t_int_bits = {self.t_int_bits}, f = {self.frac_bits}) + kappa = {self.kappa} "
+                "+ 1 + "
+                f"log2 C(m,t) = {prss} is {need} > {SIGNED_LIMIT_BITS}; lower frac_bits, t_int_bits, kappa "
+                "or max_parties"
+            )
+
+    @classmethod
+    def for_plan(
+        cls, n_records: int, dim: int, m: int, laplace_scale: float, eps_abc: float, kappa: int = 64
+    ) -> SvtFormat:
+        """The format for one federated ABCDP run: t_int_bits covers the noise, f as large as fits.
+
+        Each party's tau_j is m_j - nu_j with m_j = b (G - G'), nu_j = 2b (G'' - G''') and G ~ Gamma(a, 1),
+        a <= 1; P(G > 40) <= e^-40, so |tau_j| <= 120 b except with probability below 2e-17 per candidate.
+        2^t_int_bits is the smallest power of two above max(|eps_abc|, 120 b); f is then the largest value
+        <= 24 for which the budget holds at m parties (ValueError if even f = 8 does not fit).
+        """
+        if not (math.isfinite(laplace_scale) and laplace_scale >= 0):
+            raise ValueError(f"laplace_scale must be finite and >= 0, got {laplace_scale}")
+        if not math.isfinite(eps_abc):
+            raise ValueError(f"eps_abc must be finite, got {eps_abc}")
+        need = max(abs(eps_abc), 120.0 * laplace_scale, 1.0)
+        t_int = 1
+        while 2.0**t_int <= need:
+            t_int += 1
+        last: ValueError | None = None
+        for f in range(MAX_FRAC_BITS, 7, -1):
+            try:
+                return cls(frac_bits=f, n_records=n_records, dim=dim, t_int_bits=t_int, max_parties=m,
+                           kappa=kappa)
+            except ValueError as exc:
+                if "bit budget" not in str(exc):
+                    raise
+                last = exc
+        raise ValueError(f"no SvtFormat with frac_bits >= 8 fits: {last}")
+
+    # -- encoding --------------------------------------------------------------------------------
+
+    @property
+    def tau_bound(self) -> int:
+        """Largest |tau_j| and |eps_abc| in integer units."""
+        return (1 << (self.t_int_bits + self.frac_bits)) - 1
+
+    def margin(self, m: int) -> float:
+        """Real-valued decisions equal the encoded ones whenever |rho - t| exceeds this (no clamping)."""
+        return (m + 1) * (math.sqrt(self.dim) + 1.0) * 2.0 ** -(self.frac_bits + 1) * (1 + 1e-9) + 1e-12
+
+    def encode_feature_sum(self, feature_sum: npt.ArrayLike) -> I64:
+        """s_j = round(2^f S_j / N); refuses NaN/inf, a wrong shape or ||S_j|| > N."""
+        s = np.asarray(feature_sum, dtype=np.float64)
+        if s.shape != (self.dim,):
+            raise ValueError(f"feature_sum must have shape ({self.dim},), got {s.shape}")
+        if not np.isfinite(s).all():
+            raise ValueError("feature_sum has NaN or infinite entries")
+        norm = float(np.linalg.norm(s))
+        if norm > self.n_records * (1 + _NORM_SLACK):
+            raise ValueError(
+                f"||feature_sum|| = {norm:.6g} exceeds N = {self.n_records}: a sum of unit-norm features "
+                "over at most N records cannot; check the feature map and n_records"
+            )
+        return np.rint(np.ldexp(s / self.n_records, self.frac_bits)).astype(np.int64)
+
+    def encode_phibar(self, phibar: npt.ArrayLike) -> I64:
+        """phi_i = round(2^f phibar_i); refuses NaN/inf, a wrong shape or a row norm above 1."""
+        p = np.asarray(phibar, dtype=np.float64)
+        if p.ndim != 2 or p.shape[1] != self.dim or p.shape[0] < 1:
+            raise ValueError(f"phibar must have shape (n, {self.dim}) with n >= 1, got {p.shape}")
+        if not np.isfinite(p).all():
+            raise ValueError("phibar has NaN or infinite entries")
+        norms = np.linalg.norm(p, axis=1)
+        if (norms > 1 + _NORM_SLACK).any():
+            i = int(np.argmax(norms))
+            raise ValueError(
+                f"phibar row {i} has norm {norms[i]:.6g} > 1: mean embeddings of unit-norm features "
+                "have norm <= 1"
+            )
+        return np.rint(np.ldexp(p, self.frac_bits)).astype(np.int64)
+
+    def encode_tau(self, tau: npt.ArrayLike, n: int | None = None) -> tuple[I64, BoolArray]:
+        """round(2^f tau_j), clamped to +-tau_bound with a mask; refuses NaN/inf and a wrong shape."""
+        v = np.asarray(tau, dtype=np.float64)
+        if v.ndim != 1 or (n is not None and v.shape[0] != n):
+            raise ValueError(f"tau must have shape ({n if n is not None else 'n'},), got {v.shape}")
+        if not np.isfinite(v).all():
+            idx = np.flatnonzero(~np.isfinite(v))[:5].tolist()
+            raise ValueError(f"tau has NaN or infinite entries at {idx}")
+        scaled = np.rint(np.ldexp(v, self.frac_bits))
+        lim = float(self.tau_bound)
+        clamped = np.abs(scaled) > lim
+        return np.clip(scaled, -lim, lim).astype(np.int64), clamped
+
+    def encode_eps(self, eps_abc: float) -> int:
+        e = float(eps_abc)
+        if not math.isfinite(e):
+            raise ValueError(f"eps_abc must be finite, got {eps_abc}")
+        v = int(np.rint(math.ldexp(e, self.frac_bits)))
+        if abs(v) > self.tau_bound:
+            raise ValueError(
+                f"|eps_abc| = {abs(e)} must be below 2^t_int_bits = {2**self.t_int_bits}: widen t_int_bits"
+            )
+        return v
+
+    # -- rounds ----------------------------------------------------------------------------------
+
+    def gate_bits(self, n: int) -> int:
+        """Compared bits of the gate (remaining - 1 - P_i lies in [-(n-1), n-2])."""
+        return max(1, (n - 1).bit_length())
+
+    def rounds(self, n: int, remaining: int) -> int:
+        """Sequential rounds of :func:`svt_decide_party` for a batch of n with ``remaining`` accepts left."""
+        total = 2 + _and_rounds(_nodes(self.t_bits), _nodes(self.b_bits)) + 1
+        if n > remaining:
+            total += 1 + _and_rounds(0, _nodes(self.gate_bits(n)))
+        return total
+
+
+@dataclass(frozen=True)
+class SvtPartyResult:
+    """A party's output: the opened (public) bits and which of its own tau_j were clamped."""
+
+    revealed: BoolArray
+    clamped: BoolArray
+
+
+# ---------------------------------------------------------------------------------------------------------
+# plaintext reference
+
+
+def svt_plaintext(
+    feature_sums: Sequence[npt.ArrayLike],
+    phibar: npt.ArrayLike,
+    taus: Sequence[npt.ArrayLike],
+    eps_abc: float,
+    remaining: int,
+    fmt: SvtFormat,
+) -> BoolArray:
+    """The revealed bits computed in the clear on the same encoding (exact integers), for reference."""
+    if len(feature_sums) != len(taus) or not feature_sums:
+        raise ValueError(
+            f"need one feature sum and one tau per party, got {len(feature_sums)} and {len(taus)}"
+        )
+    _check_remaining(remaining)
+    phi = fmt.encode_phibar(phibar)
+    n = phi.shape[0]
+    s: I64 = np.stack([fmt.encode_feature_sum(x) for x in feature_sums]).sum(axis=0)
+    t: I64 = fmt.encode_eps(eps_abc) + np.stack([fmt.encode_tau(x, n)[0] for x in taus]).sum(axis=0)
+    u = (s[None, :] - phi).astype(object)
+    u2 = (u * u).sum(axis=1)
+    t_obj = t.astype(object)
+    acc = np.array([ti >= 0 and ti * ti >= ui for ti, ui in zip(t_obj, u2, strict=True)], dtype=bool)
+    if n <= remaining:
+        return acc
+    before = np.cumsum(acc) - acc
+    return acc & (before <= remaining - 1)
+
+
+def _check_remaining(remaining: int) -> None:
+    if isinstance(remaining, bool) or not isinstance(remaining, int | np.integer) or remaining < 1:
+        raise ValueError(
+            f"remaining must be an integer >= 1 (accepts that may still be revealed), got {remaining!r}"
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the protocol
+
+
+def svt_decide_party(
+    ctx: PartyContext,
+    fmt: SvtFormat,
+    feature_sum: npt.ArrayLike,
+    phibar: npt.ArrayLike,
+    tau: npt.ArrayLike,
+    eps_abc: float,
+    remaining: int,
+    step: int,
+    rng: SecureRandom,
+) -> Machine[SvtPartyResult]:
+    """This party's machine for one batch of n candidates (see the module docstring).
+
+    ``feature_sum``: S_j (D,); ``phibar``: public (n, D); ``tau``: this party's tau_j (n,); ``eps_abc`` and
+    ``remaining`` public (same at every party); ``step``: a per-session unique batch counter (PRSS nonce);
+    ``rng``: this party's CSPRNG.
+    """
+    params = ctx.params
+    params.check_mode("svt")
+    if params.m > fmt.max_parties:
+        raise ValueError(f"m = {params.m} exceeds the SvtFormat's max_parties = {fmt.max_parties}")
+    _check_remaining(remaining)
+    if isinstance(step, bool) or not isinstance(step, int | np.integer) or not 0 <= step < 2**64:
+        raise ValueError(f"step must be an integer in [0, 2^64), got {step!r}")
+    s_int = fmt.encode_feature_sum(feature_sum)
+    phi = fmt.encode_phibar(phibar)
+    n = phi.shape[0]
+    tau_int, clamped = fmt.encode_tau(tau, n)
+    e_int = fmt.encode_eps(eps_abc)
+    gen = _svt_gen(ctx, fmt, s_int, phi, tau_int, e_int, int(remaining), int(step), rng, clamped)
+    return Machine(ctx.party, gen, "svt")
+
+
+def svt_decide_receiver(params: SessionParams, inbox: Inbox, n: int) -> BoolArray:
+    """The receiver's decoding of the final round (one masked contribution from each party): the bits."""
+    params.check_mode("svt")
+    bits = _to_bits(receive_opened(params, inbox, (n,)))
+    if bits is None:
+        raise ProtocolError("svt output is not a bit: a party deviated or messages were corrupted")
+    return bits
+
+
+def _to_bits(val: F.FieldArray) -> BoolArray | None:
+    """The opened values as booleans, or None if any is not 0 or 1."""
+    ok = ((val[..., 1] == 0) & (val[..., 0] <= 1)).all()
+    return (val[..., 0] == 1) if ok else None
+
+
+# -- one round of messages ------------------------------------------------------------------------------
+
+
+def _flatten(arrs: Sequence[F.FieldArray]) -> tuple[F.FieldArray, list[tuple[int, ...]]]:
+    shapes = [a.shape[:-1] for a in arrs]
+    if not arrs:
+        return F.zeros((0,)), shapes
+    return np.concatenate([np.ascontiguousarray(a).reshape(-1, 2) for a in arrs]), shapes
+
+
+def _unflatten(flat: F.FieldArray, shapes: list[tuple[int, ...]]) -> list[F.FieldArray]:
+    out, pos = [], 0
+    for shp in shapes:
+        size = math.prod(shp)
+        out.append(np.ascontiguousarray(flat[pos : pos + size]).reshape(*shp, 2))
+        pos += size
+    return out
+
+
+def _exchange(
+    ctx: PartyContext,
+    rng: SecureRandom,
+    step: int,
+    what: str,
+    opens: Sequence[F.FieldArray] = (),
+    purpose: int = 0,
+    deals: Sequence[F.FieldArray] = (),
+    grrs: Sequence[F.FieldArray] = (),
+) -> PartyGen[tuple[list[F.FieldArray], list[F.FieldArray], list[F.FieldArray]]]:
+    """One all-to-all round carrying three kinds of payload, returned in the order given.
+
+    ``opens``: shares (degree < m) opened to every party (masked contributions, zero-sharing ``purpose``);
+    ``deals``: this party's private values, Shamir-shared; the result is the degree-t sharing of the sum
+    over all parties; ``grrs``: degree-2t shares reshared to degree t (Gennaro-Rabin-Rabin).
+    """
+    m, t = ctx.params.m, ctx.params.t
+    o_flat, o_shapes = _flatten(opens)
+    d_flat, d_shapes = _flatten(deals)
+    g_flat, g_shapes = _flatten(grrs)
+    no, nd, ng = o_flat.shape[0], d_flat.shape[0], g_flat.shape[0]
+    mine = _masked(ctx, o_flat, purpose, step) if no else o_flat
+    d_rows = split(d_flat, t, m, rng) if nd else np.zeros((m, 0, 2), dtype=np.uint64)
+    g_rows = _grr_deal(ctx, g_flat, rng) if ng else np.zeros((m, 0, 2), dtype=np.uint64)
+    inbox = yield {j: pack(mine, d_rows[j - 1], g_rows[j - 1]) for j in ctx.others}
+    msgs = expect(inbox, ctx.others, 2 * (no + nd + ng), what)
+    got = {j: msgs[j].reshape(-1, 2) for j in ctx.others}
+    me = ctx.party
+    ones = F.from_ints([1] * m)
+    opened = deal_sum = reshared = F.zeros((0,))
+    if no:
+        opened = F.lincomb(ones, np.stack([mine if j == me else got[j][:no] for j in ctx.all]))
+    if nd:
+        rows = [d_rows[me - 1] if j == me else got[j][no : no + nd] for j in ctx.all]
+        deal_sum = F.lincomb(ones, np.stack(rows))
+    if ng:
+        reshared = _grr_combine(ctx, g_rows[me - 1], {j: got[j][no + nd :] for j in ctx.others})
+    return _unflatten(opened, o_shapes), _unflatten(deal_sum, d_shapes), _unflatten(reshared, g_shapes)
+
+
+# -- carry trees and the fused AND ----------------------------------------------------------------------
+
+
+def _nodes(kbits: int) -> int:
+    return -(-kbits // GROUP)
+
+
+def _level(nodes: int) -> int:
+    """Node count after one carry-tree round (2 nodes -> the bit itself, counted as 0)."""
+    return 0 if nodes <= 2 else -(-nodes // 2)
+
+
+def _and_rounds(nx: int, ny: int) -> int:
+    """Rounds of :func:`_and_gen` for comparisons with nx, ny carry nodes (0: the bit, at degree t)."""
+    rounds = 0
+    while True:
+        nx, ny = (0 if nx == 1 else nx), (0 if ny == 1 else ny)
+        if nx == 0 and ny == 0:
+            return rounds
+        if (nx == 0 and ny <= 3) or (ny == 0 and nx <= 3) or (nx == 2 and ny == 2):
+            return rounds + 1
+        nx, ny = _level(nx), _level(ny)
+        rounds += 1
+
+
+class _Tree:
+    """One comparison: bit = k - u with u = [r_lo > c_lo] from carry nodes (G, P) (degree t), or the bit."""
+
+    def __init__(self, k: F.FieldArray | None, g: F.FieldArray | None, p: F.FieldArray | None,
+                 bit: F.FieldArray | None = None) -> None:
+        self.k, self.g, self.p, self.bit = k, g, p, bit
+
+    @property
+    def size(self) -> int:
+        if self.bit is not None:
+            return 0
+        assert self.g is not None
+        return int(self.g.shape[0])
+
+    def normalize(self) -> None:
+        if self.bit is None and self.size == 1:
+            assert self.k is not None and self.g is not None
+            self.bit = F.sub(self.k, self.g[0])
+
+    def parts(self) -> tuple[F.FieldArray, F.FieldArray, F.FieldArray]:
+        assert self.k is not None and self.g is not None and self.p is not None
+        return self.k, self.g, self.p
+
+    def level_products(self) -> list[F.FieldArray]:
+        k, g, p = self.parts()
+        nodes = g.shape[0]
+        if nodes == 2:  # the root, k - (G1 + P1 G0): reshared, it becomes the bit
+            return [F.sub(F.sub(k, g[1]), F.mul(p[1], g[0]))]
+        half = nodes // 2
+        pg = F.mul(p[1 : 2 * half : 2], g[0 : 2 * half : 2])
+        return [pg, F.mul(p[3 : 2 * half : 2], p[2 : 2 * half : 2])]  # the lowest node's P is never used
+
+    def level_apply(self, res: list[F.FieldArray]) -> None:
+        _, g, p = self.parts()
+        nodes = g.shape[0]
+        if nodes == 2:
+            self.bit = res[0]
+            return
+        half = nodes // 2
+        new_g = F.add(g[1 : 2 * half : 2], res[0])
+        new_p = np.concatenate([np.zeros((1, *g.shape[1:]), dtype=np.uint64), res[1]])  # lowest P unused
+        if nodes % 2:
+            new_g = np.concatenate([new_g, g[-1:]])
+            new_p = np.concatenate([new_p, p[-1:]])
+        self.g, self.p = new_g, new_p
+
+
+def _and_gen(
+    ctx: PartyContext, rng: SecureRandom, step: int, x: _Tree, y: _Tree, what: str
+) -> PartyGen[F.FieldArray]:
+    """Degree-2t shares of x_bit * y_bit, running both carry trees in parallel and fusing the AND."""
+    while True:
+        x.normalize()
+        y.normalize()
+        if x.bit is None and y.bit is not None:
+            x, y = y, x
+        if x.bit is not None and y.bit is not None:
+            return F.mul(x.bit, y.bit)
+        if x.bit is not None and y.size <= 3:
+            k, g, p = y.parts()
+            if y.size == 2:  # x (k - G1 - P1 G0) = x (k - G1) - (x P1) G0
+                _, _, (a, b) = yield from _exchange(
+                    ctx, rng, step, what, grrs=[F.mul(x.bit, F.sub(k, g[1])), F.mul(x.bit, p[1])]
+                )
+                return F.sub(a, F.mul(b, g[0]))
+            # x (k - G2 - P2 G1 - P2 P1 G0) = x (k - G2) - (x P2)(G1 + P1 G0)
+            _, _, (a, b, c) = yield from _exchange(
+                ctx, rng, step, what,
+                grrs=[F.mul(x.bit, F.sub(k, g[2])), F.mul(x.bit, p[2]), F.add(g[1], F.mul(p[1], g[0]))],
+            )
+            return F.sub(a, F.mul(b, c))
+        if x.size == 2 and y.size == 2:  # both roots are quadratic: reshare both, multiply
+            _, _, (qx, qy) = yield from _exchange(
+                ctx, rng, step, what, grrs=x.level_products() + y.level_products()
+            )
+            return F.mul(qx, qy)
+        px = x.level_products() if x.bit is None else []
+        py = y.level_products() if y.bit is None else []
+        _, _, res = yield from _exchange(ctx, rng, step, what, grrs=px + py)
+        if px:
+            x.level_apply(res[: len(px)])
+        if py:
+            y.level_apply(res[len(px) :])
+
+
+# -- radix-4 first level ----------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=8)
+def _coef_tables(g: int) -> tuple[I64, I64]:
+    """Integer tables A[c, mask] with 2^g [r > c] = sum_mask A_G[c, mask] sigma^mask (and [r == c] for A_P).
+
+    sigma_k = 2 r_k - 1 in {-1, 1}; [r == v] = 2^-g prod_k (1 + (2 v_k - 1) sigma_k) =
+    2^-g sum_mask (-1)^popcount(mask & ~v) sigma^mask.
+    """
+    size = 1 << g
+    e = np.array(
+        [[(-1) ** bin(mask & ~v & (size - 1)).count("1") for mask in range(size)] for v in range(size)],
+        dtype=np.int64,
+    )
+    above = np.cumsum(e[::-1], axis=0)[::-1]  # above[c] = sum_{v >= c} E_v
+    a_g = np.concatenate([above[1:], np.zeros((1, size), dtype=np.int64)])  # sum_{v > c}
+    return a_g, e
+
+
+@dataclass
+class _Block:
+    """Groups of g consecutive mask bits of one comparison: bits off + i*g + k, i < ng, k < g."""
+
+    cmp: int
+    g: int
+    off: int  # offset in the global bit array
+    ng: int
+    local_off: int  # offset within the comparison
+
+
+def _layout(kbits: Sequence[int]) -> tuple[list[_Block], list[int]]:
+    blocks: list[_Block] = []
+    bases: list[int] = []
+    base = 0
+    for c, kb in enumerate(kbits):
+        bases.append(base)
+        full, rem = divmod(kb, GROUP)
+        if full:
+            blocks.append(_Block(c, GROUP, base, full, 0))
+        if rem:
+            blocks.append(_Block(c, rem, base + GROUP * full, 1, GROUP * full))
+        base += kb
+    return blocks, bases
+
+
+def _block_view(arr: F.FieldArray, b: _Block) -> F.FieldArray:
+    """(g, ng, n, 2) view of the block's bits of a (K_total, n, 2) array."""
+    sub = arr[b.off : b.off + b.g * b.ng]
+    return np.ascontiguousarray(np.moveaxis(sub.reshape(b.ng, b.g, *sub.shape[1:]), 1, 0))
+
+
+def _pairs(g: int) -> list[tuple[int, int]]:
+    return list(itertools.combinations(range(g), 2))
+
+
+def _highs(g: int) -> list[tuple[int, ...]]:
+    return list(itertools.combinations(range(g), 3)) + list(itertools.combinations(range(g), 4))
+
+
+def _first_level(
+    c: F.FieldArray, kbits: int, r_hi: F.FieldArray, blocks: list[_Block], sigma: dict[int, F.FieldArray]
+) -> _Tree:
+    """Carry nodes of one comparison from its opened c and the sigma monomials of its mask bits."""
+    n = c.shape[0]
+    k = F.sub(F.shift_right(c, kbits), r_hi)
+    cbits = ((F.low_word(c)[None, :] >> np.arange(kbits, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(
+        np.int64
+    )
+    gs: list[F.FieldArray] = []
+    ps: list[F.FieldArray] = []
+    for b in blocks:
+        sub = cbits[b.local_off : b.local_off + b.g * b.ng].reshape(b.ng, b.g, n)
+        cval = (sub << np.arange(b.g, dtype=np.int64)[None, :, None]).sum(axis=1)  # (ng, n)
+        a_g, a_p = _coef_tables(b.g)
+        w = sigma[id(b)]  # (2^g, ng, n, 2)
+        ones = F.from_ints([1] * (1 << b.g))
+        inv = pow(1 << b.g, F.P - 2, F.P)
+        for table, out in ((a_g, gs), (a_p, ps)):
+            coef = F.from_int64(np.moveaxis(table[cval], -1, 0))  # (2^g, ng, n, 2)
+            out.append(F.mul_scalar(F.lincomb(ones, F.mul(coef, w)), inv))
+    return _Tree(k, np.concatenate(gs), np.concatenate(ps))
+
+
+# -- the party's generator ------------------------------------------------------------------------------
+
+
+def _svt_gen(
+    ctx: PartyContext,
+    fmt: SvtFormat,
+    s_int: I64,
+    phi: I64,
+    tau_int: I64,
+    e_int: int,
+    remaining: int,
+    step: int,
+    rng: SecureRandom,
+    clamped: BoolArray,
+) -> PartyGen[SvtPartyResult]:
+    n = phi.shape[0]
+    gate = n > remaining
+    kbits = [fmt.t_bits, fmt.b_bits] + ([fmt.gate_bits(n)] if gate else [])
+    for kb in kbits:
+        if kb + fmt.kappa + 1 + _prss_bits(ctx.params.m) > SIGNED_LIMIT_BITS:
+            raise ValueError(
+                f"a comparison of {kb} bits does not fit the bit budget (is the batch of n = {n} too large?)"
+            )
+    blocks, bases = _layout(kbits)
+    ktot = sum(kbits)
+    s = ctx.prss.random(_P_S, step, (ktot, n))
+    r_hi = ctx.prss.bounded(_P_RHI, step, (len(kbits), n), fmt.kappa + 1)
+    sb = {id(b): _block_view(s, b) for b in blocks}
+    pair_prods = [
+        np.stack([F.mul(sb[id(b)][i], sb[id(b)][j]) for i, j in _pairs(b.g)]) for b in blocks if b.g >= 2
+    ]
+
+    # --- round 1: inputs, opened squares, pair products ---
+    (sq,), (s_sh, tau_sh), pairs_t = yield from _exchange(
+        ctx, rng, step, "svt/input", opens=[F.mul(s, s)], purpose=_P_Z_SQ,
+        deals=[F.from_int64(s_int), F.from_int64(tau_int)], grrs=pair_prods,
+    )
+    v = _inverse_roots(sq)
+    r = _bits_from_roots(s, v)
+    pair_of: dict[int, dict[tuple[int, int], F.FieldArray]] = {}
+    it = iter(pairs_t)
+    for b in blocks:
+        if b.g >= 2:
+            arr = next(it)
+            pair_of[id(b)] = {pq: arr[i] for i, pq in enumerate(_pairs(b.g))}
+    high_prods = []
+    for b in blocks:
+        if b.g >= 3:
+            pr, sv = pair_of[id(b)], sb[id(b)]
+            high = [F.mul(pr[(a[0], a[1])], sv[a[2]]) if len(a) == 3 else F.mul(pr[(0, 1)], pr[(2, 3)])
+                    for a in _highs(b.g)]
+            high_prods.append(np.stack(high))
+
+    t_sh = F.add(tau_sh, F.const(e_int))
+    d = s_sh.shape[0]
+    s2 = F.lincomb(F.from_ints([1] * d), F.mul(s_sh, s_sh))
+    dot = F.matmul(F.from_int64(phi), s_sh)  # (n, 2)
+    b_sh = F.add(F.sub(F.mul(t_sh, t_sh), s2[None, :]), F.mul_scalar(dot, 2))
+
+    def mask(ci: int) -> F.FieldArray:
+        kb = kbits[ci]
+        pow2 = F.from_ints([1 << i for i in range(kb)] + [1 << kb])
+        return F.lincomb(pow2, np.concatenate([r[bases[ci] : bases[ci] + kb], r_hi[ci][None]], axis=0))
+
+    # --- round 2: masked openings of T and b, triple and quadruple products ---
+    (o_t, o_b), _, highs_t = yield from _exchange(
+        ctx, rng, step, "svt/open", opens=[F.add(t_sh, mask(0)), F.add(b_sh, mask(1))], purpose=_P_Z_OPEN,
+        grrs=high_prods,
+    )
+    # sigma monomials: sigma^mask = s^mask * prod_{k in mask} v_k
+    sigma: dict[int, F.FieldArray] = {}
+    it = iter(highs_t)
+    for b in blocks:
+        sv, vv = sb[id(b)], _block_view(v, b)
+        mono: dict[int, F.FieldArray] = {0: np.broadcast_to(F.const(1), sv.shape[1:])}
+        for i in range(b.g):
+            mono[1 << i] = sv[i]
+        for (i, j), arr in pair_of.get(id(b), {}).items():
+            mono[(1 << i) | (1 << j)] = arr
+        if b.g >= 3:
+            arr = next(it)
+            for idx, a in enumerate(_highs(b.g)):
+                mono[sum(1 << i for i in a)] = arr[idx]
+        vprod: dict[int, F.FieldArray] = {0: np.broadcast_to(F.const(1), sv.shape[1:])}
+        for msk in range(1, 1 << b.g):
+            low = msk & -msk
+            vprod[msk] = vv[low.bit_length() - 1] if msk == low else F.mul(vprod[msk ^ low], vprod[low])
+        sigma[id(b)] = np.stack([F.mul(mono[msk], vprod[msk]) for msk in range(1 << b.g)])
+
+    phi_f = F.from_int64(phi)
+    phi2 = F.lincomb(F.from_ints([1] * d), np.ascontiguousarray(np.moveaxis(F.mul(phi_f, phi_f), 1, 0)))
+    c_t = F.add(o_t, F.const(1 << kbits[0]))
+    c_b = F.add(F.sub(o_b, phi2), F.const(1 << kbits[1]))
+    tree_t = _first_level(c_t, kbits[0], r_hi[0], [b for b in blocks if b.cmp == 0], sigma)
+    tree_b = _first_level(c_b, kbits[1], r_hi[1], [b for b in blocks if b.cmp == 1], sigma)
+    out = yield from _and_gen(ctx, rng, step, tree_t, tree_b, "svt/and")  # degree 2t
+
+    if gate:
+        incl = out.copy()
+        shift = 1
+        while shift < n:
+            incl[shift:] = F.add(incl[shift:], incl[:-shift].copy())
+            shift *= 2
+        before = F.sub(incl, out)  # P_i = sum_{l < i} acc_l
+        val = F.sub(np.broadcast_to(F.const(remaining - 1), before.shape), before)
+        (o_g,), _, (acc,) = yield from _exchange(
+            ctx, rng, step, "svt/gate", opens=[F.add(val, mask(2))], purpose=_P_Z_GATE, grrs=[out]
+        )
+        c_g = F.add(o_g, F.const(1 << kbits[2]))
+        tree_g = _first_level(c_g, kbits[2], r_hi[2], [b for b in blocks if b.cmp == 2], sigma)
+        out = yield from _and_gen(ctx, rng, step, _Tree(None, None, None, acc), tree_g, "svt/gate-and")
+
+    # --- output: open the bits to every party and to the receiver ---
+    mine = _masked(ctx, out, _P_Z_OUT, step)
+    inbox = yield {**{j: pack(mine) for j in ctx.others}, RECEIVER: pack(mine)}
+    msgs = expect(inbox, ctx.others, 2 * n, "svt/output")
+    total = F.lincomb(F.from_ints([1] * ctx.params.m),
+                      np.stack([mine if j == ctx.party else msgs[j].reshape(n, 2) for j in ctx.all]))
+    bits = _to_bits(total)
+    if bits is None:
+        raise ProtocolError("svt output is not a bit: a party deviated or messages were corrupted")
+    return SvtPartyResult(revealed=bits, clamped=clamped)
