@@ -7,4 +7,7 @@ SUBCOMMANDS: list[tuple[str, str]] = [
     ("network", "simulations.bench_network"),
     ("hss", "coordinator.bench_hss"),
     ("mcmc", "simulations.bench_mcmc"),
+    ("mpyc", "simulations.bench_mpyc"),
+    ("wan", "simulations.bench_wan"),
+    ("all", "simulations.bench_all"),
 ]
