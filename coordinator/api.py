@@ -6,6 +6,9 @@ parties' output shares and reconstruct what the reveal mode allows.
         d = await sess.evaluate({"theta": th, "theta_star": th2}, n=len(th))   # hss.protocols.Decisions
         await sess.close()
 
+Reveal mode ``svt`` (federated ABCDP, analysis ``abcdp-rff``; driven by :mod:`coordinator.abcdp`) decodes
+with ``hss.svt.svt_decide_receiver``: ``Decisions.accept`` holds the revealed SVT bits, ``revealed`` is None.
+
 :class:`BlockingCoordinator` offers the same calls synchronously (its event loop runs in a background
 thread), for samplers written as plain loops.
 
@@ -14,6 +17,14 @@ Failures: every call has a deadline. If a party is unreachable, refuses, or dies
 half-written result), the session is marked failed, and :meth:`CoordinatorSession.abort` closes it at every
 party that still answers. Resuming means opening a new session (fresh keys); the step counter of the old
 one is never reused.
+
+Run resume (parties/replay.py): ``open_session(..., run_id=R, first_run_step=s)`` makes session step k run
+step s + k - 1 of run R. ``session.resume`` then maps each party to its last completed run step of R (0:
+none), so a coordinator restarting from its checkpoint c can check the parties are at c or c + 1. If every
+party holds run step s from one session with the same inputs, step 1 is replayed: the parties return their
+stored messages (no recomputation, no new privacy charge; ``StepTranscript.replayed``) and the decisions are
+those of the first time. If only some hold it, it is evaluated afresh and charged again at every party:
+``session.warnings`` says so before the step runs.
 
 The coordinator is honest-but-curious: it sees only its own RECEIVER messages (masked output shares) and,
 in the relay topology, sealed frames. It never holds a party's data or keys.
@@ -36,7 +47,9 @@ from coordinator.relay import RelayHub, RelayRecord, add_relay
 from hss.fixedpoint import FixedPoint, max_threshold
 from hss.protocols import Decisions, decide_receiver
 from hss.runtime import Payload
+from hss.svt import svt_decide_receiver
 from parties import serde
+from parties.replay import RunStepRef
 from parties.spec import PartyEntry, SessionSpec
 from parties.tls import SERVER_OPTIONS, TlsMaterial, call_metadata, secure_channel, server_credentials
 from proto import party_pb2, party_pb2_grpc
@@ -73,6 +86,8 @@ class StepTranscript:
     messages: dict[int, list[tuple[int, Payload]]] = field(default_factory=dict)
     rounds: int = 0
     clamped: int = 0
+    run_step: int = 0  # the run step (0: the session has no run_id)
+    replayed: bool = False  # every party returned its stored messages of a completed run step
 
 
 class Coordinator:
@@ -185,7 +200,11 @@ class Coordinator:
         fmt: FixedPoint | None = None,
         topology: str = "mesh",
         session_id: bytes | None = None,
+        run_id: str | None = None,
+        first_run_step: int = 1,
     ) -> CoordinatorSession:
+        """Open a session at every party. With ``run_id``, session step k is run step first_run_step + k - 1
+        of that run and the session's ``resume`` / ``warnings`` report what the parties hold of it."""
         relay_address = await self._ensure_relay() if topology == "relay" else ""
         spec = SessionSpec(
             session_id=session_id or os.urandom(16),
@@ -198,19 +217,24 @@ class Coordinator:
             topology=topology,
             relay_address=relay_address,
             coordinator_identity=self.identity,
+            run_id=run_id or "",
+            first_run_step=first_run_step,
         )
         sess = CoordinatorSession(self, spec)
         if topology == "relay":
             self.hub.register(spec)
-        pspec = serde.spec_to_proto(spec)
+        open_req = serde.open_request_to_proto(spec)
         try:
-            opened = await self.call_all(
-                "open session", lambda _: party_pb2.OpenSessionRequest(spec=pspec), "OpenSession"
-            )
+            opened = await self.call_all("open session", lambda _: open_req, "OpenSession")
             bundles = [opened[p.id].bundle for p in self.parties]
+            resume = [opened[p.id].resume for p in self.parties] if run_id else []
+            if run_id:
+                sess.set_resume(resume)
             await self.call_all(
                 "connect session",
-                lambda _: party_pb2.ConnectSessionRequest(session_id=spec.session_id, bundles=bundles),
+                lambda _: party_pb2.ConnectSessionRequest(
+                    session_id=spec.session_id, bundles=bundles, resume=resume
+                ),
                 "ConnectSession",
                 step=0,
             )
@@ -227,6 +251,44 @@ class CoordinatorSession:
         self.step = 0
         self.state = "opening"
         self.last_transcript: StepTranscript | None = None
+        self.resume: dict[int, int] = {}  # run resume: party -> its last completed run step (0: none)
+        self.resume_refs: dict[int, RunStepRef] = {}
+        self.replay_step = 0  # the run step every party holds from one session (replayed as step 1), or 0
+        self.warnings: list[str] = []
+
+    def set_resume(self, reports: list[party_pb2.RunResume]) -> None:
+        """Read the parties' resume reports (OpenSession answers); say what will be replayed or re-charged."""
+        spec = self.spec
+        for msg in reports:
+            try:
+                pid, ref = serde.run_ref_from_proto(msg)
+            except serde.WireError as exc:
+                raise SessionError(f"open session: {exc}", party=int(msg.party)) from exc
+            if ref.run_id != spec.run_id:
+                raise SessionError(
+                    f"open session: party {pid} reported run {ref.run_id!r}, not {spec.run_id!r}", party=pid
+                )
+            self.resume_refs[pid] = ref
+        if sorted(self.resume_refs) != [p.id for p in self.coord.parties]:
+            raise SessionError(f"open session: resume reports from parties {sorted(self.resume_refs)}")
+        self.resume = {pid: ref.run_step for pid, ref in self.resume_refs.items()}
+        first = spec.first_run_step
+        refs = list(self.resume_refs.values())
+        if refs[0].run_step == first and all(r == refs[0] for r in refs):
+            self.replay_step = first
+            return
+        holders = sorted(pid for pid, ref in self.resume_refs.items() if ref.run_step == first)
+        if holders:
+            self.warnings.append(
+                f"run {spec.run_id!r}: run step {first} was completed by parties {holders} but not by every "
+                "party in one session; it is evaluated afresh and charged again at every party"
+            )
+        ahead = {pid: ref.run_step for pid, ref in self.resume_refs.items() if ref.run_step > first}
+        if ahead:
+            self.warnings.append(
+                f"run {spec.run_id!r}: parties already completed run steps after {first} (party: step "
+                f"{ahead}); those are evaluated afresh and charged again"
+            )
 
     @property
     def session_id(self) -> bytes:
@@ -257,6 +319,16 @@ class CoordinatorSession:
             tr.messages[pid] = serde.receiver_messages_from_proto(r.to_receiver)
             tr.rounds = max(tr.rounds, int(r.rounds))
             tr.clamped += int(r.clamped)
+        tr.run_step = self.spec.run_step(step)
+        replayed = {pid for pid, r in resps.items() if r.replayed}
+        if replayed not in (set(), set(resps)) or any(int(r.run_step) != tr.run_step for r in resps.values()):
+            self.state = "failed"
+            raise SessionError(
+                f"parties disagree on run step {tr.run_step}: replayed by {sorted(replayed)} only, or "
+                "another run step reported; the shares do not combine",
+                step=step,
+            )
+        tr.replayed = bool(replayed)
         self.last_transcript = tr
         return tr
 
@@ -269,6 +341,9 @@ class CoordinatorSession:
             if not msgs:
                 raise SessionError(f"party {pid} sent no output share", party=pid, step=tr.step)
             inbox[pid] = msgs[-1][1]
+        if self.spec.reveal_mode == "svt":  # federated ABCDP: only the SVT output bits (hss.svt)
+            bits = svt_decide_receiver(self.spec.params(), inbox, n)
+            return Decisions(accept=np.asarray(bits, dtype=bool), revealed=None)
         return decide_receiver(self.spec.reveal_mode, self.spec.params(), inbox, n)
 
     async def close(self, reason: str = "done") -> None:
@@ -342,6 +417,14 @@ class BlockingSession:
     @property
     def spec(self) -> SessionSpec:
         return self.session.spec
+
+    @property
+    def resume(self) -> dict[int, int]:
+        return self.session.resume
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.session.warnings
 
     def evaluate(self, inputs: dict[str, npt.ArrayLike], n: int) -> Decisions:
         return self._owner._run(self.session.evaluate(inputs, n))

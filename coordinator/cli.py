@@ -27,6 +27,7 @@ SUBCOMMANDS: list[tuple[str, str]] = [
     ("bench", "coordinator.cmd_bench"),
     ("demo", "coordinator.demo"),
     ("privacy", "coordinator.cmd_privacy"),
+    ("run", "coordinator.run"),
     # the lead adds: ("run", ...), ("demo", ...); ("hss", ...) goes in coordinator.cmd_bench.SUBCOMMANDS
 ]
 

@@ -273,4 +273,7 @@ class GaussianMean:
 
 register("gaussian-mean", GaussianMean)
 
-from parties import models_bridge  # noqa: E402, F401  (registers the model plug-ins)
+from parties import (  # noqa: E402  (importing these modules registers their analyses)
+    abcdp,  # noqa: F401  (abcdp-rff: federated ABCDP, reveal mode svt)
+    models_bridge,  # noqa: F401  (the model plug-ins)
+)

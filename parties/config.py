@@ -33,7 +33,7 @@ Example (all keys; optional ones marked)::
 
     [allow]
     models = ["gaussian-mean"]
-    reveal_modes = ["sign", "blinded"]
+    reveal_modes = ["sign", "blinded"]  # of sum, blinded, sign, svt (federated ABCDP, parties/abcdp.py)
     topologies = ["mesh", "relay"] # optional, default both
     [allow.bounds.gaussian-mean]   # optional: numeric model parameter -> [low, high]
     sigma = [0.1, 100.0]
@@ -68,8 +68,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hss.protocols import MODES
-from parties.spec import TOPOLOGIES
+from parties.spec import REVEAL_MODES, TOPOLOGIES
 
 _ADDR = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$")
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -258,7 +257,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
     allow = r.table("allow")
     _check_unknown(r, allow, "allow", {"models", "reveal_modes", "topologies", "bounds"})
     models = _str_list(r, allow, "allow.models", None)
-    modes = _str_list(r, allow, "allow.reveal_modes", MODES)
+    modes = _str_list(r, allow, "allow.reveal_modes", REVEAL_MODES)
     topos = _str_list(r, allow, "allow.topologies", TOPOLOGIES) if "topologies" in allow else TOPOLOGIES
     bounds: dict[str, dict[str, tuple[float, float]]] = {}
     for model, tbl in (r.get(allow, "allow", "bounds", dict, {}) or {}).items():

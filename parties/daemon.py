@@ -6,11 +6,13 @@ CA unless the daemon was started with ``--insecure``. The party decides for itse
 coordinator identity may drive sessions, only allowlisted models / reveal modes / topologies / parameter
 bounds run, and batches past the decision budget or the privacy budget (``parties.privacy_budget``) are
 refused (RESOURCE_EXHAUSTED). Every request, and every refused peer frame, is a line in the append-only
-audit log.
+audit log. A session of a run (``run_id``) is resumable (``parties.replay``): a run step every party already
+completed is answered from the stored messages without a new charge ("replayed run step s" in the audit).
 
 Status codes: INVALID_ARGUMENT (malformed message or parameters), PERMISSION_DENIED (wrong caller or not
 allowed by this party's policy), FAILED_PRECONDITION (unknown / closed / failed session, step out of order
-or replayed, session busy), RESOURCE_EXHAUSTED (budget or session limit), ALREADY_EXISTS (session id in
+or replayed, session busy, a completed run step asked with other inputs, a corrupt run record),
+RESOURCE_EXHAUSTED (budget or session limit), ALREADY_EXISTS (session id in
 use), DEADLINE_EXCEEDED / UNAVAILABLE (a peer did not answer in time or its link broke: the message names
 the peer and the step; the session is then failed and must be closed).
 """
@@ -34,13 +36,14 @@ from google.protobuf.message import DecodeError
 from hss.protocols import PartyContext, decide_party, key_setup
 from hss.randomness import SecureRandom, derive_key
 from hss.runtime import ProtocolError
-from parties import e2e, models_bridge, serde
+from parties import abcdp, e2e, models_bridge, serde
 from parties.analyses import Analysis, AnalysisError, Dataset, get_analysis, load_dataset
 from parties.audit import AuditLog
 from parties.config import PartyConfig
 from parties.exchange import Kind, LinkLost, Mailbox, Refused, drive
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, RelayLink
-from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal
+from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal, RunCharge, assumed_colluding
+from parties.replay import ReplayFileError, ReplayStore, RunRecord, RunStepRef, agreed_record, step_digest
 from parties.spec import SessionSpec
 from parties.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_credentials
 from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2
@@ -73,6 +76,9 @@ class Session:
     ctx: PartyContext | None = None
     noise_key: bytes = b""
     proto_rng: SecureRandom | None = None
+    held: RunRecord | None = None  # run resume: this party's last completed run step of spec.run_id at open
+    replay: RunRecord | None = None  # ... and it again if every party holds it from one session (at connect)
+    svt: abcdp.SvtRun | None = None  # reveal mode svt: the ABCDP run's secret state (first Evaluate on)
 
     @property
     def peers(self) -> list[int]:
@@ -97,6 +103,7 @@ class PartyDaemon:
         self.ledger_path = cfg.state_dir / "ledger.json"
         self.decisions_used = self._load_ledger()
         self.privacy = PrivacyBudgetStore.load(cfg)  # LedgerFileError (names the file) stops start-up
+        self.replays = ReplayStore(cfg.state_dir, cfg.identity)  # run resume records (parties.replay)
         self.sessions: dict[bytes, Session] = {}
         self.refused_frames = 0
         self.serving = True
@@ -196,7 +203,7 @@ class PartyDaemon:
             if not req.HasField("spec"):
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "OpenSessionRequest.spec is missing")
             try:
-                spec = serde.spec_from_proto(req.spec)
+                spec = serde.spec_from_open_request(req)  # with its run binding (run_id, first_run_step)
             except serde.WireError as exc:
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
             self.check_policy(spec)
@@ -204,7 +211,12 @@ class PartyDaemon:
                 raise Abort(
                     grpc.StatusCode.ALREADY_EXISTS, f"session {spec.session_id.hex()[:16]}… already exists"
                 )
-            live = sum(s.state in ("open", "connecting", "ready") for s in self.sessions.values())
+            held, superseded = self.run_resume_at_open(spec)
+            live = sum(
+                s.state in ("open", "connecting", "ready")
+                for k, s in self.sessions.items()
+                if k not in superseded
+            )
             if live >= self.cfg.max_sessions:
                 raise Abort(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -213,10 +225,20 @@ class PartyDaemon:
             analysis = get_analysis(spec.model)
             try:
                 analysis.check_params(spec.model_params)
+                if spec.reveal_mode == abcdp.SVT_MODE or spec.model == abcdp.ANALYSIS:
+                    abcdp.check_session(spec, self.data)  # column names only: no record is read
             except AnalysisError as exc:
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+            if spec.reveal_mode == abcdp.SVT_MODE and self.privacy.enforced:
+                why = abcdp.threat_refusal(
+                    abcdp.plan_of(spec.model_params), spec.m, assumed_colluding(self.cfg, spec.m)
+                )
+                if why is not None:
+                    raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"{why}. This party refuses the session")
             try:  # privacy budget: unbounded analyses, or not even one decision left, are refused at open
-                self.privacy.check(self.privacy.events_for(self.cfg, analysis, spec, 1), "a single decision")
+                svt = spec.reveal_mode == abcdp.SVT_MODE
+                what = "the ABCDP run (charged once)" if svt else "a single decision"
+                self.privacy.check(self.privacy.events_for(self.cfg, analysis, spec, 1), what)
             except PrivacyRefusal as exc:
                 raise Abort(exc.code, exc.message) from exc
             priv = e2e.new_private()
@@ -230,6 +252,10 @@ class PartyDaemon:
             base_key = self.cfg.fixed_rng_key or os.urandom(32)
             sess.noise_key = derive_key(base_key, spec.session_id, b"noise")
             sess.proto_rng = SecureRandom(derive_key(base_key, spec.session_id, b"protocol"))
+            sess.held = held
+            for old in superseded:  # the run's earlier session: its coordinator is gone
+                await self.teardown(self.sessions[old], "closed")
+                self.sessions[old].failure = f"superseded by session {spec.session_id.hex()[:16]}…"
             self.sessions[spec.session_id] = sess
             pub = e2e.public_bytes(priv)
             sig, cert = b"", b""
@@ -239,16 +265,54 @@ class PartyDaemon:
             bundle = party_pb2.KeyBundle(
                 party=self.cfg.id, x25519_public=pub, signature=sig, certificate_pem=cert
             )
-            return party_pb2.OpenSessionResponse(bundle=bundle), {
+            resp = party_pb2.OpenSessionResponse(bundle=bundle)
+            run_audit: dict[str, Any] = {}
+            if spec.run_id:
+                ref = held.ref if held is not None else RunStepRef(spec.run_id, 0)
+                resp.resume.CopyFrom(serde.run_ref_to_proto(self.cfg.id, ref))
+                run_audit = {
+                    "run_id": spec.run_id,
+                    "first_run_step": spec.first_run_step,
+                    "held_run_step": ref.run_step,
+                    "superseded": [k.hex()[:16] for k in superseded],
+                }
+            return resp, {
                 "analysis": spec.model,
                 "reveal_mode": spec.reveal_mode,
                 "topology": spec.topology,
                 "m": spec.m,
+                **run_audit,
             }
 
         return await self.handle(
             context, "OpenSession", run, session=bytes(req.spec.session_id) if req.HasField("spec") else None
         )
+
+    def run_resume_at_open(self, spec: SessionSpec) -> tuple[RunRecord | None, list[bytes]]:
+        """For a session of a run: this party's last completed run step (parties.replay), and the run's
+        earlier live sessions that the new one supersedes (refused while one is mid-step)."""
+        if not spec.run_id:
+            return None, []
+        if spec.reveal_mode == abcdp.SVT_MODE:
+            raise Abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "run resume (run_id) is not supported in reveal mode svt: an ABCDP run is charged once "
+                "and keeps its noise state in its session",
+            )
+        superseded = []
+        for k, s in self.sessions.items():
+            if s.spec.run_id == spec.run_id and s.state in ("open", "connecting", "ready"):
+                if s.busy:
+                    raise Abort(
+                        grpc.StatusCode.FAILED_PRECONDITION,
+                        f"run {spec.run_id!r} is mid-step {s.last_step + 1} in session {k.hex()[:16]}…; "
+                        "retry when it has finished",
+                    )
+                superseded.append(k)
+        try:
+            return self.replays.load(spec.run_id), superseded
+        except ReplayFileError as exc:
+            raise Abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
 
     def check_policy(self, spec: SessionSpec) -> None:
         cfg = self.cfg
@@ -313,6 +377,7 @@ class PartyDaemon:
         async def run() -> tuple[Any, dict[str, Any]]:
             self.require_coordinator(context)
             sess = self.session(req.session_id, ("open",))
+            sess.replay = self.agreed_replay(sess, list(req.resume))
             sess.state = "connecting"
             try:
                 await self.verify_bundles(sess, list(req.bundles))
@@ -343,9 +408,49 @@ class PartyDaemon:
             sess.state = "ready"
             return party_pb2.ConnectSessionResponse(
                 session_id=sess.spec.session_id, setup_rounds=out.rounds
-            ), {"step": 0, "rounds": out.rounds}
+            ), {"step": 0, "rounds": out.rounds, **self.replay_audit(sess)}
 
         return await self.handle(context, "ConnectSession", run, session=bytes(req.session_id), step=0)
+
+    def agreed_replay(self, sess: Session, resume: list[party_pb2.RunResume]) -> RunRecord | None:
+        """This party's held run step if every party reports holding it from the same session, else None.
+
+        The reports come from the coordinator (honest-but-curious, DESIGN.md section 2). A false "all hold"
+        cannot make this party reveal anything new (its stored messages were sent once already) and a false
+        "not all hold" only makes it charge again; so the reports need no further authentication."""
+        spec = sess.spec
+        if not spec.run_id:
+            if resume:
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "resume reports for a session without run_id")
+            return None
+        try:
+            reports = dict(serde.run_ref_from_proto(r) for r in resume)
+        except serde.WireError as exc:
+            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+        if sorted(reports) != list(range(1, spec.m + 1)) or len(resume) != spec.m:
+            raise Abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"ConnectSession of run {spec.run_id!r} needs exactly one resume report per party "
+                f"1..{spec.m} (each party's OpenSession answer), got parties {sorted(reports)}",
+            )
+        own = sess.held.ref if sess.held is not None else RunStepRef(spec.run_id, 0)
+        if reports[self.cfg.id] != own or any(r.run_id != spec.run_id for r in reports.values()):
+            raise Abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"the resume reports do not match what the parties reported for run {spec.run_id!r} "
+                f"(this party holds run step {own.run_step})",
+            )
+        agreed = agreed_record(sess.held, list(reports.values()))  # replayable only as the session's step 1
+        return agreed if agreed is not None and agreed.run_step == spec.first_run_step else None
+
+    def replay_audit(self, sess: Session) -> dict[str, Any]:
+        if not sess.spec.run_id:
+            return {}
+        return {
+            "run_id": sess.spec.run_id,
+            "held_run_step": sess.held.run_step if sess.held is not None else 0,
+            "replayable_run_step": sess.replay.run_step if sess.replay is not None else 0,
+        }
 
     async def verify_bundles(self, sess: Session, bundles: list[party_pb2.KeyBundle]) -> None:
         spec = sess.spec
@@ -512,12 +617,19 @@ class PartyDaemon:
                     grpc.StatusCode.INVALID_ARGUMENT,
                     f"batch {n} must be in 1..{self.cfg.max_batch} (limits.max_batch)",
                 )
+            run_step = sess.spec.run_step(step)  # 0: no run_id
+            digest, run_audit, replayed = self.run_step_check(sess, req, step, run_step, n)
+            if replayed is not None:  # run resume: stored messages, nothing computed or charged
+                await sess.mailbox.finish(step)  # no frames were exchanged for it; the next step is step + 1
+                return replayed, run_audit
             if self.decisions_used + n > self.cfg.max_decisions:
                 raise Abort(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
                     f"batch of {n} would exceed this party's decision budget "
                     f"({self.decisions_used} of {self.cfg.max_decisions} used)",
                 )
+            if sess.spec.reveal_mode == abcdp.SVT_MODE:  # federated ABCDP: its own charging and protocol
+                return await self.evaluate_svt(sess, req, step, n, context, t_begin, cpu_begin)
             try:  # privacy budget: this party's own events for the batch, dry-run before touching data
                 privacy_events = self.privacy.events_for(self.cfg, sess.analysis, sess.spec, n)
                 self.privacy.check(privacy_events, f"step {step} (batch of {n})")
@@ -550,7 +662,9 @@ class PartyDaemon:
             prepare_s = time.perf_counter() - t_terms
             # the budget is charged before any share leaves this party: a failed run still counts
             try:  # persisted (fsync, atomic rename) before any share leaves this party
-                self.privacy.commit(privacy_events)
+                sid16 = sess.spec.session_id.hex()[:16]
+                charge = RunCharge(sess.spec.run_id, sid16, run_step, run_step, n) if run_step else None
+                self.privacy.commit(privacy_events, charge)
             except PrivacyRefusal as exc:
                 raise Abort(exc.code, exc.message) from exc
             self.decisions_used += n
@@ -579,6 +693,10 @@ class PartyDaemon:
                 ) from exc
             finally:
                 sess.busy = False
+            if run_step and sess.state == "ready":  # kept durably before the messages leave (not superseded)
+                ref = RunStepRef(sess.spec.run_id, run_step, digest, sess.spec.session_id)
+                sess.held = RunRecord(ref, n, out.rounds, tuple(out.to_receiver))
+                self.replays.save(sess.held)
             sess.last_step = step
             clamped = int(np.count_nonzero(out.result.clamped)) if hasattr(out.result, "clamped") else 0
             resp = party_pb2.EvaluateResponse(
@@ -587,11 +705,13 @@ class PartyDaemon:
                 to_receiver=serde.receiver_messages_to_proto(out.to_receiver),
                 rounds=out.rounds,
                 clamped=clamped,
+                run_step=run_step,
             )
             # timings (this party's own clocks, read by `confar bench network`): compute = inputs, terms,
             # machine set-up and steps (wall); the rest of handler_ms is waiting for peers and I/O; cpu_ms
             # is the CPU time of the whole daemon process (all threads: compute, gRPC, TLS) meanwhile
             return resp, {
+                **run_audit,
                 "decisions": n,
                 "rounds": out.rounds,
                 "clamped": clamped,
@@ -601,6 +721,158 @@ class PartyDaemon:
             }
 
         return await self.handle(context, "Evaluate", run, session=bytes(req.session_id), step=step)
+
+    async def evaluate_svt(
+        self,
+        sess: Session,
+        req: party_pb2.EvaluateRequest,
+        step: int,
+        n: int,
+        context: grpc.aio.ServicerContext,
+        t_begin: float,
+        cpu_begin: float,
+    ) -> tuple[Any, dict[str, Any]]:
+        """One batch of federated ABCDP candidates (reveal mode svt, ``parties.abcdp``).
+
+        The run's whole-run epsilon is charged once, at the first step, checked and persisted before any
+        record is read; the feature sum and the SVT noise state live in the session. Once c accepts have
+        been revealed the session refuses further steps."""
+        extra: dict[str, Any] = {}
+        t_terms = time.perf_counter()
+        if sess.svt is not None and sess.svt.done:
+            raise Abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"step {step}: the ABCDP run is finished: c accepts reached ({sess.svt.accepts} of "
+                f"c = {sess.svt.plan.c}); no further candidate is decided in this session (close it)",
+            )
+        try:  # the public inputs first: a malformed request is refused before anything is charged
+            inputs = serde.inputs_from_proto(req.inputs, self.cfg.max_message_bytes)
+            phibar = abcdp.phibar_input(sess.spec, inputs, n)
+        except (serde.WireError, AnalysisError, ValueError) as exc:
+            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step}: {exc}") from exc
+        if sess.svt is None:
+            try:  # the run's privacy event, once per session, before any record is touched
+                events = self.privacy.events_for(self.cfg, sess.analysis, sess.spec, 1)
+                self.privacy.check(events, "the ABCDP run (charged once)")
+                self.privacy.commit(events)
+            except PrivacyRefusal as exc:
+                raise Abort(exc.code, exc.message) from exc
+            extra["charged"] = [e.to_dict() for e in events]
+            key = derive_key(sess.noise_key, sess.spec.session_id, b"svt-state")
+            try:
+                sess.svt = abcdp.SvtRun.start(
+                    sess.spec.model_params, self.data, sess.spec.m, SecureRandom(key)
+                )
+            except (AnalysisError, ValueError) as exc:
+                sess.state, sess.failure = "failed", f"step {step}: {exc}"  # charged: never charge it again
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step}: {exc}") from exc
+        run = sess.svt
+        try:
+            assert sess.ctx is not None and sess.proto_rng is not None
+            machine = run.machine(sess.ctx, phibar, step, sess.proto_rng)
+        except abcdp.SvtRunError as exc:
+            sess.state, sess.failure = "failed", f"step {step}: {exc}"
+            raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"step {step}: {exc}") from exc
+        except (serde.WireError, AnalysisError, ValueError) as exc:
+            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step}: {exc}") from exc
+        prepare_s = time.perf_counter() - t_terms
+        self.decisions_used += n
+        self._save_ledger()
+        sess.busy = True
+        offload = _to_thread if n >= OFFLOAD_MIN_BATCH else None
+        try:
+            out = await drive(
+                machine,
+                me=self.cfg.id,
+                peers=sess.peers,
+                step=step,
+                send=self.sender(sess),
+                mailbox=sess.mailbox,
+                symmetric=True,
+                timeout_s=self.timeout(context),
+                offload=offload,
+            )
+        except LinkLost as exc:
+            sess.state, sess.failure = "failed", f"step {step}: {exc}"
+            raise Abort(grpc.StatusCode.UNAVAILABLE, str(exc)) from exc
+        except ProtocolError as exc:
+            sess.state, sess.failure = "failed", f"step {step}: {exc}"
+            raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"step {step}: protocol error: {exc}") from exc
+        finally:
+            sess.busy = False
+        sess.last_step = step
+        try:
+            accepts = run.settle(out.result.revealed)
+        except abcdp.SvtRunError as exc:  # more accepts revealed than allowed: a deviation or corruption
+            sess.state, sess.failure = "failed", f"step {step}: {exc}"
+            raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"step {step}: {exc}") from exc
+        clamped = int(np.count_nonzero(out.result.clamped))
+        resp = party_pb2.EvaluateResponse(
+            session_id=sess.spec.session_id,
+            step=step,
+            to_receiver=serde.receiver_messages_to_proto(out.to_receiver),
+            rounds=out.rounds,
+            clamped=clamped,
+        )
+        return resp, {
+            **extra,
+            "decisions": n,
+            "rounds": out.rounds,
+            "clamped": clamped,
+            "accepts": accepts,
+            **run.audit(),
+            "compute_ms": round((prepare_s + out.stepped_s) * 1e3, 3),
+            "handler_ms": round((time.perf_counter() - t_begin) * 1e3, 3),
+            "cpu_ms": round((time.process_time() - cpu_begin) * 1e3, 3),
+        }
+
+    def run_step_check(
+        self, sess: Session, req: party_pb2.EvaluateRequest, step: int, run_step: int, n: int
+    ) -> tuple[bytes, dict[str, Any], party_pb2.EvaluateResponse | None]:
+        """Run resume (parties.replay) for session step ``step`` = run step ``run_step`` (0: no run).
+
+        Returns the step's digest, audit fields and, when every party holds this run step from one session
+        with the same digest, the stored answer (replay: no computation, no charge). A different digest for
+        the run step this party holds is refused; the same digest without every party holding it is
+        evaluated afresh and charged again (the audit line says so)."""
+        if not run_step:
+            return b"", {}, None
+        spec = sess.spec
+        try:
+            inputs = serde.inputs_from_proto(req.inputs, self.cfg.max_message_bytes)
+        except serde.WireError as exc:
+            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step}: {exc}") from exc
+        digest = step_digest(spec, run_step, n, inputs)
+        audit: dict[str, Any] = {"run_id": spec.run_id, "run_step": run_step}
+        held = sess.held
+        if held is None or held.run_step != run_step:
+            return digest, audit, None
+        if held.ref.digest != digest:
+            raise Abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"run step {run_step} of run {spec.run_id!r} was completed here with other inputs "
+                f"(digest {held.ref.digest.hex()[:16]}…, now {digest.hex()[:16]}…; batch {held.batch}, "
+                f"now {n}); refusing to evaluate a completed run step with different inputs",
+            )
+        if sess.replay is None or sess.replay.ref != held.ref:
+            audit["recharged"] = True
+            audit["detail"] = (
+                f"run step {run_step} evaluated afresh and charged again: not every party holds it"
+            )
+            return digest, audit, None
+        sess.last_step = step
+        resp = party_pb2.EvaluateResponse(
+            session_id=spec.session_id,
+            step=step,
+            to_receiver=serde.receiver_messages_to_proto(list(held.messages)),
+            rounds=held.rounds,
+            run_step=run_step,
+            replayed=True,
+        )
+        audit.update(
+            decisions=0, replayed=True, detail=f"replayed run step {run_step}", rounds=held.rounds
+        )
+        return digest, audit, resp
 
     def noise_rng(self, sess: Session, step: int) -> SecureRandom:
         return SecureRandom(derive_key(sess.noise_key, sess.spec.session_id, b"step/%d" % step))
@@ -653,8 +925,11 @@ class PartyDaemon:
                 refusal = f"{exc.code.name}: {exc.message}"
             except AnalysisError as exc:
                 refusal = f"INVALID_ARGUMENT: {exc}"
+            batches = int(req.batches)
+            if spec.reveal_mode == abcdp.SVT_MODE:  # federated ABCDP: one privacy event per run, not batch
+                batches = 1
             resp = self.privacy.plan_proto(
-                self.cfg, analysis, spec, int(req.batches), int(req.batch_size), refusal, self.decisions_used
+                self.cfg, analysis, spec, batches, int(req.batch_size), refusal, self.decisions_used
             )
             return resp, {
                 "analysis": spec.model,

@@ -23,6 +23,11 @@ budget) lives in ``mechanisms.privacy``; this module owns what is specific to th
   it is never reset silently. The limit always comes from the current config; the events from the file.
   Without a configured budget nothing is enforced or recorded (an existing ledger file is still validated
   and reported).
+* **Run steps** (run resume, :mod:`parties.replay`): a charge for a session with a ``run_id`` also records
+  the run step in the file's ``run_charges`` list as ranges ``{"run_id", "session", "from_step", "to_step",
+  "decisions"}`` (consecutive run steps of one session merge into one range). Each run step appears once
+  per time it was charged: once normally; twice only when a completed step was evaluated afresh because not
+  every party still held it. A replayed run step is not charged and not recorded.
 * **Dry run and report** for ``confar privacy plan`` / ``confar privacy report`` (``PlanPrivacy`` and
   ``PrivacyReport`` RPCs): the protobuf answers are built here; neither touches data or the ledger.
 """
@@ -119,13 +124,71 @@ def _merge(events: Sequence[PrivacyEvent]) -> tuple[PrivacyEvent, ...]:
     return tuple(out)
 
 
+@dataclasses.dataclass(frozen=True)
+class RunCharge:
+    """Run steps ``from_step..to_step`` of run ``run_id`` charged (once each) in session ``session``."""
+
+    run_id: str
+    session: str  # the session id's first 16 hex digits, as in the events' labels
+    from_step: int
+    to_step: int
+    decisions: int
+
+    def to_dict(self) -> dict[str, str | int]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: object) -> RunCharge:
+        if not isinstance(d, dict) or set(d) != {f.name for f in dataclasses.fields(cls)}:
+            raise ValueError("a run charge needs exactly run_id, session, from_step, to_step, decisions")
+        c = cls(**d)
+        ints = (c.from_step, c.to_step, c.decisions)
+        strs = isinstance(c.run_id, str) and isinstance(c.session, str)
+        if not (strs and all(type(v) is int for v in ints)):
+            raise ValueError(f"run charge {d!r} has wrong types")
+        if not 1 <= c.from_step <= c.to_step or c.decisions < 1:
+            raise ValueError(f"run charge {d!r} has an empty step range or no decisions")
+        return c
+
+
+def merge_run_charge(charges: Sequence[RunCharge], new: RunCharge) -> list[RunCharge]:
+    """``charges`` plus ``new``, merged into the last range when it continues it (same run and session)."""
+    out = list(charges)
+    last = out[-1] if out else None
+    if (
+        last is not None
+        and (last.run_id, last.session) == (new.run_id, new.session)
+        and new.from_step == last.to_step + 1
+    ):
+        out[-1] = dataclasses.replace(last, to_step=new.to_step, decisions=last.decisions + new.decisions)
+    else:
+        out.append(new)
+    return out
+
+
+def run_step_counts(charges: Sequence[RunCharge], run_id: str) -> dict[int, int]:
+    """How many times each run step of ``run_id`` was charged."""
+    counts: dict[int, int] = {}
+    for c in charges:
+        if c.run_id == run_id:
+            for s in range(c.from_step, c.to_step + 1):
+                counts[s] = counts.get(s, 0) + 1
+    return counts
+
+
 class PrivacyBudgetStore:
     """The daemon's privacy ledger: loaded at start-up, checked and committed per batch, persisted."""
 
     def __init__(
-        self, path: Path, identity: str, budget: Budget | None, ledger: PrivacyLedger | None
+        self,
+        path: Path,
+        identity: str,
+        budget: Budget | None,
+        ledger: PrivacyLedger | None,
+        run_charges: Sequence[RunCharge] = (),
     ) -> None:
         self.path, self.identity, self.budget, self.ledger = path, identity, budget, ledger
+        self.run_charges: list[RunCharge] = list(run_charges)
 
     # ---- start-up ----------------------------------------------------------------------------------------
 
@@ -164,13 +227,17 @@ class PrivacyBudgetStore:
             if doc.get("party") != cfg.identity:
                 raise ValueError(f"it belongs to party {doc.get('party')!r}, not to {cfg.identity!r}")
             stored = PrivacyLedger.from_dict(doc["ledger"])
+            raw_charges = doc.get("run_charges", [])
+            if not isinstance(raw_charges, list):
+                raise ValueError("run_charges must be a list")
+            charges = [RunCharge.from_dict(c) for c in raw_charges]
         except (ValueError, KeyError, TypeError) as exc:
             raise LedgerFileError(
                 f"privacy ledger {path} is corrupt ({type(exc).__name__}: {exc}); refusing to start. "
                 "Restore it from a backup; deleting it would reset this party's privacy spend"
             ) from exc
         if budget is None:
-            return cls(path, cfg.identity, None, stored)
+            return cls(path, cfg.identity, None, stored, charges)
         ledger = PrivacyLedger(budget, stored.events)
         try:
             ledger.spent()
@@ -178,7 +245,7 @@ class PrivacyBudgetStore:
             raise LedgerFileError(
                 f"privacy ledger {path} holds events the configured budget cannot account for: {exc}"
             ) from exc
-        return cls(path, cfg.identity, budget, ledger)
+        return cls(path, cfg.identity, budget, ledger, charges)
 
     @property
     def enforced(self) -> bool:
@@ -197,8 +264,8 @@ class PrivacyBudgetStore:
         )
         if events is None:
             return None
-        sid = spec.session_id.hex()[:16]
-        return [dataclasses.replace(e, label=f"{e.label or spec.model}; session {sid}") for e in events]
+        where = f"session {spec.session_id.hex()[:16]}" + (f"; run {spec.run_id}" if spec.run_id else "")
+        return [dataclasses.replace(e, label=f"{e.label or spec.model}; {where}") for e in events]
 
     def events_for(
         self, cfg: PartyConfig, analysis: Analysis, spec: SessionSpec, n: int
@@ -229,8 +296,9 @@ class PrivacyBudgetStore:
             )
         return report
 
-    def commit(self, events: Sequence[PrivacyEvent]) -> None:
-        """Append ``events`` durably (fsync + atomic rename) and only then in memory."""
+    def commit(self, events: Sequence[PrivacyEvent], run: RunCharge | None = None) -> None:
+        """Append ``events`` (and the run step they pay for, if any) durably (fsync + atomic rename) and only
+        then in memory."""
         if self.ledger is None or not self.enforced or not events:
             return
         from mechanisms.privacy import BudgetExceededError, PrivacyLedger
@@ -240,11 +308,15 @@ class PrivacyBudgetStore:
         except BudgetExceededError as exc:
             raise PrivacyRefusal(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)) from exc
         merged = PrivacyLedger(grown.budget, _merge(grown.events))
-        self._write(merged)
-        self.ledger = merged
+        charges = self.run_charges if run is None else merge_run_charge(self.run_charges, run)
+        self._write(merged, charges)
+        self.ledger, self.run_charges = merged, charges
 
-    def _write(self, ledger: PrivacyLedger) -> None:
-        text = json.dumps({"version": 1, "party": self.identity, "ledger": ledger.to_dict()}, indent=1)
+    def _write(self, ledger: PrivacyLedger, charges: Sequence[RunCharge] = ()) -> None:
+        doc: dict[str, object] = {"version": 1, "party": self.identity, "ledger": ledger.to_dict()}
+        if charges:
+            doc["run_charges"] = [c.to_dict() for c in charges]
+        text = json.dumps(doc, indent=1)
         tmp = self.path.with_name(self.path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -279,6 +351,7 @@ class PrivacyBudgetStore:
             budget=self.state_proto(),
             events_json=events_to_json(events),
             decisions_used=decisions_used,
+            run_charges_json=json.dumps([c.to_dict() for c in self.run_charges]),
         )
 
     def plan_proto(

@@ -9,6 +9,7 @@ one ``bytes`` per peer per round for the whole batch.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, cast
 
@@ -17,6 +18,7 @@ import numpy.typing as npt
 
 from hss.fixedpoint import FixedPoint
 from parties.exchange import Frame, Kind
+from parties.replay import RunStepRef
 from parties.spec import PartyEntry, SessionSpec, SpecError
 from proto import common_pb2, party_pb2, peer_pb2
 
@@ -163,6 +165,46 @@ def spec_from_proto(msg: common_pb2.SessionSpec) -> SessionSpec:
         )
     except SpecError as exc:
         raise WireError(f"session spec refused: {exc}") from exc
+
+
+def open_request_to_proto(spec: SessionSpec) -> party_pb2.OpenSessionRequest:
+    """OpenSession for ``spec``, with its run binding (run_id, first_run_step) when it has one."""
+    req = party_pb2.OpenSessionRequest(spec=spec_to_proto(spec))
+    if spec.run_id:
+        req.run_id, req.first_run_step = spec.run_id, spec.first_run_step
+    return req
+
+
+def spec_from_open_request(req: party_pb2.OpenSessionRequest) -> SessionSpec:
+    """The session an OpenSession asks for, run binding included (0 for first_run_step means unset: 1)."""
+    spec = spec_from_proto(req.spec)
+    if not req.run_id and req.first_run_step in (0, 1):
+        return spec
+    first = int(req.first_run_step)
+    if req.run_id and first == 0:
+        raise WireError(f"OpenSessionRequest for run {req.run_id[:40]!r} needs first_run_step >= 1")
+    try:
+        return dataclasses.replace(spec, run_id=req.run_id, first_run_step=first)
+    except SpecError as exc:
+        raise WireError(f"session spec refused: {exc}") from exc
+
+
+def run_ref_to_proto(party: int, ref: RunStepRef) -> party_pb2.RunResume:
+    return party_pb2.RunResume(
+        party=party, run_id=ref.run_id, run_step=ref.run_step, digest=ref.digest, execution=ref.execution
+    )
+
+
+def run_ref_from_proto(msg: party_pb2.RunResume) -> tuple[int, RunStepRef]:
+    """(party, what it holds); a held step needs a 32-byte digest and a 16..64-byte session id."""
+    step = int(msg.run_step)
+    if step and (len(msg.digest) != 32 or not 16 <= len(msg.execution) <= 64):
+        raise WireError(
+            f"party {msg.party}'s resume report for run step {step} has a malformed digest or session id"
+        )
+    if not step and (msg.digest or msg.execution):
+        raise WireError(f"party {msg.party}'s resume report holds no run step but names a digest/session")
+    return int(msg.party), RunStepRef(msg.run_id, step, bytes(msg.digest), bytes(msg.execution))
 
 
 # ---- receiver messages ------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 A session binds: its id, the m parties and their certificate identities, the threshold t, the fixed-point
 format, the reveal mode, the model and its public parameters, the share-exchange topology, and (kept by
 each side) a step counter that every later message carries. :mod:`parties.serde` converts to and from
-the wire.
+the wire. A session may belong to a *run* (``run_id``): its step k is then run step ``first_run_step + k - 1``
+of that run, which is what parties key their replay records and privacy charges on (:mod:`parties.replay`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,11 @@ from hss.fixedpoint import FixedPoint
 from hss.protocols import MODES, SessionParams
 
 TOPOLOGIES = ("mesh", "relay")
+#: reveal modes of the decision protocols (hss.protocols) plus "svt": federated ABCDP's sparse-vector test
+#: (hss.svt), where only the public SVT output bits reach the coordinator (and are opened to every party)
+REVEAL_MODES: tuple[str, ...] = (*MODES, "svt")
 _IDENTITY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+=-]{0,127}$")
 
 
 class SpecError(ValueError):
@@ -43,8 +48,16 @@ class SessionSpec:
     topology: str = "mesh"
     relay_address: str = ""
     coordinator_identity: str = "coordinator"
+    run_id: str = ""  # empty: the session belongs to no run
+    first_run_step: int = 1  # the run step of the session's step 1
 
     def __post_init__(self) -> None:
+        if self.run_id:
+            check_run_id(self.run_id)
+        if not isinstance(self.first_run_step, int) or self.first_run_step < 1:
+            raise SpecError(f"first_run_step must be an integer >= 1, got {self.first_run_step!r}")
+        if not self.run_id and self.first_run_step != 1:
+            raise SpecError(f"first_run_step = {self.first_run_step} needs a run_id")
         if not 16 <= len(self.session_id) <= 64:
             raise SpecError(f"session_id must be 16..64 bytes, got {len(self.session_id)}")
         ids = [p.id for p in self.parties]
@@ -56,8 +69,8 @@ class SessionSpec:
         for n in [*names, self.coordinator_identity]:
             if not _IDENTITY.match(n):
                 raise SpecError(f"identity {n!r} is not a valid certificate name")
-        if self.reveal_mode not in MODES:
-            raise SpecError(f"reveal_mode {self.reveal_mode!r} is not one of {MODES}")
+        if self.reveal_mode not in REVEAL_MODES:
+            raise SpecError(f"reveal_mode {self.reveal_mode!r} is not one of {REVEAL_MODES}")
         if self.topology not in TOPOLOGIES:
             raise SpecError(f"topology {self.topology!r} is not one of {TOPOLOGIES}")
         if self.topology == "relay" and not self.relay_address:
@@ -86,8 +99,21 @@ class SessionSpec:
                 return p
         raise SpecError(f"party {pid} is not in this session")
 
+    def run_step(self, step: int) -> int:
+        """The run step of session step ``step`` (0 without a run_id)."""
+        return self.first_run_step + step - 1 if self.run_id else 0
+
     def id_of(self, identity: str) -> int | None:
         for p in self.parties:
             if p.identity == identity:
                 return p.id
         return None
+
+
+def check_run_id(run_id: str) -> None:
+    """Raise :class:`SpecError` unless ``run_id`` is a valid run id (1..128 printable characters)."""
+    if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
+        raise SpecError(
+            f"run_id {str(run_id)[:40]!r} must be 1..128 characters of letters, digits and ._:/+=-, "
+            "starting with a letter or digit"
+        )

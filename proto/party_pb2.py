@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from proto import common_pb2 as proto_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11proto/party.proto\x12\tconfar.v1\x1a\x12proto/common.proto\"]\n\tKeyBundle\x12\r\n\x05party\x18\x01 \x01(\r\x12\x15\n\rx25519_public\x18\x02 \x01(\x0c\x12\x11\n\tsignature\x18\x03 \x01(\x0c\x12\x17\n\x0f\x63\x65rtificate_pem\x18\x04 \x01(\x0c\":\n\x12OpenSessionRequest\x12$\n\x04spec\x18\x01 \x01(\x0b\x32\x16.confar.v1.SessionSpec\";\n\x13OpenSessionResponse\x12$\n\x06\x62undle\x18\x01 \x01(\x0b\x32\x14.confar.v1.KeyBundle\"R\n\x15\x43onnectSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12%\n\x07\x62undles\x18\x02 \x03(\x0b\x32\x14.confar.v1.KeyBundle\"B\n\x16\x43onnectSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x14\n\x0csetup_rounds\x18\x02 \x01(\r\"\xbb\x01\n\x0f\x45valuateRequest\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x0c\n\x04step\x18\x02 \x01(\x04\x12\r\n\x05\x62\x61tch\x18\x03 \x01(\r\x12\x36\n\x06inputs\x18\x04 \x03(\x0b\x32&.confar.v1.EvaluateRequest.InputsEntry\x1a?\n\x0bInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1f\n\x05value\x18\x02 \x01(\x0b\x32\x10.confar.v1.Array:\x02\x38\x01\"C\n\x0fReceiverMessage\x12\r\n\x05round\x18\x01 \x01(\r\x12!\n\x07payload\x18\x02 \x01(\x0b\x32\x10.confar.v1.Array\"\x86\x01\n\x10\x45valuateResponse\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x0c\n\x04step\x18\x02 \x01(\x04\x12/\n\x0bto_receiver\x18\x03 \x03(\x0b\x32\x1a.confar.v1.ReceiverMessage\x12\x0e\n\x06rounds\x18\x04 \x01(\r\x12\x0f\n\x07\x63lamped\x18\x05 \x01(\r\"9\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x0e\n\x06reason\x18\x02 \x01(\t\"=\n\x14\x43loseSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x11\n\tlast_step\x18\x02 \x01(\x04\"\x0f\n\rStatusRequest\"i\n\rSessionStatus\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x11\n\tlast_step\x18\x02 \x01(\x04\x12\r\n\x05state\x18\x03 \x01(\t\x12\x13\n\x0breveal_mode\x18\x04 \x01(\t\x12\r\n\x05model\x18\x05 \x01(\t\"\xa9\x01\n\x0eStatusResponse\x12\r\n\x05party\x18\x01 \x01(\r\x12\x10\n\x08identity\x18\x02 \x01(\t\x12*\n\x08sessions\x18\x03 \x03(\x0b\x32\x18.confar.v1.SessionStatus\x12\x16\n\x0e\x64\x65\x63isions_used\x18\x04 \x01(\x04\x12\x18\n\x10\x64\x65\x63isions_budget\x18\x05 \x01(\x04\x12\x18\n\x10refused_messages\x18\x06 \x01(\x04\"i\n\x12PrivacyBudgetState\x12\x12\n\nconfigured\x18\x01 \x01(\x08\x12\x13\n\x0b\x62udget_json\x18\x02 \x01(\t\x12\x0c\n\x04unit\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x01\x12\r\n\x05spent\x18\x05 \x01(\x01\"_\n\x12PlanPrivacyRequest\x12$\n\x04spec\x18\x01 \x01(\x0b\x32\x16.confar.v1.SessionSpec\x12\x0f\n\x07\x62\x61tches\x18\x02 \x01(\x04\x12\x12\n\nbatch_size\x18\x03 \x01(\r\"\xff\x01\n\x13PlanPrivacyResponse\x12\r\n\x05party\x18\x01 \x01(\r\x12\x10\n\x08identity\x18\x02 \x01(\t\x12-\n\x06\x62udget\x18\x03 \x01(\x0b\x32\x1d.confar.v1.PrivacyBudgetState\x12\x11\n\tprojected\x18\x04 \x01(\x01\x12\x14\n\x0cwould_refuse\x18\x05 \x01(\x08\x12\x0f\n\x07message\x18\x06 \x01(\t\x12\x13\n\x0b\x65vents_json\x18\x07 \x01(\t\x12\x17\n\x0f\x62\x61tches_allowed\x18\x08 \x01(\x04\x12\x16\n\x0e\x64\x65\x63isions_used\x18\t \x01(\x04\x12\x18\n\x10\x64\x65\x63isions_budget\x18\n \x01(\x04\"\x16\n\x14PrivacyReportRequest\"\x94\x01\n\x15PrivacyReportResponse\x12\r\n\x05party\x18\x01 \x01(\r\x12\x10\n\x08identity\x18\x02 \x01(\t\x12-\n\x06\x62udget\x18\x03 \x01(\x0b\x32\x1d.confar.v1.PrivacyBudgetState\x12\x13\n\x0b\x65vents_json\x18\x04 \x01(\t\x12\x16\n\x0e\x64\x65\x63isions_used\x18\x05 \x01(\x04\x32\xa3\x04\n\x05Party\x12L\n\x0bOpenSession\x12\x1d.confar.v1.OpenSessionRequest\x1a\x1e.confar.v1.OpenSessionResponse\x12U\n\x0e\x43onnectSession\x12 .confar.v1.ConnectSessionRequest\x1a!.confar.v1.ConnectSessionResponse\x12\x43\n\x08\x45valuate\x12\x1a.confar.v1.EvaluateRequest\x1a\x1b.confar.v1.EvaluateResponse\x12O\n\x0c\x43loseSession\x12\x1e.confar.v1.CloseSessionRequest\x1a\x1f.confar.v1.CloseSessionResponse\x12=\n\x06Status\x12\x18.confar.v1.StatusRequest\x1a\x19.confar.v1.StatusResponse\x12L\n\x0bPlanPrivacy\x12\x1d.confar.v1.PlanPrivacyRequest\x1a\x1e.confar.v1.PlanPrivacyResponse\x12R\n\rPrivacyReport\x12\x1f.confar.v1.PrivacyReportRequest\x1a .confar.v1.PrivacyReportResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11proto/party.proto\x12\tconfar.v1\x1a\x12proto/common.proto\"]\n\tKeyBundle\x12\r\n\x05party\x18\x01 \x01(\r\x12\x15\n\rx25519_public\x18\x02 \x01(\x0c\x12\x11\n\tsignature\x18\x03 \x01(\x0c\x12\x17\n\x0f\x63\x65rtificate_pem\x18\x04 \x01(\x0c\"b\n\x12OpenSessionRequest\x12$\n\x04spec\x18\x01 \x01(\x0b\x32\x16.confar.v1.SessionSpec\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x16\n\x0e\x66irst_run_step\x18\x03 \x01(\x04\"_\n\tRunResume\x12\r\n\x05party\x18\x01 \x01(\r\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x10\n\x08run_step\x18\x03 \x01(\x04\x12\x0e\n\x06\x64igest\x18\x04 \x01(\x0c\x12\x11\n\texecution\x18\x05 \x01(\x0c\"a\n\x13OpenSessionResponse\x12$\n\x06\x62undle\x18\x01 \x01(\x0b\x32\x14.confar.v1.KeyBundle\x12$\n\x06resume\x18\x02 \x01(\x0b\x32\x14.confar.v1.RunResume\"x\n\x15\x43onnectSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12%\n\x07\x62undles\x18\x02 \x03(\x0b\x32\x14.confar.v1.KeyBundle\x12$\n\x06resume\x18\x03 \x03(\x0b\x32\x14.confar.v1.RunResume\"B\n\x16\x43onnectSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x14\n\x0csetup_rounds\x18\x02 \x01(\r\"\xbb\x01\n\x0f\x45valuateRequest\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x0c\n\x04step\x18\x02 \x01(\x04\x12\r\n\x05\x62\x61tch\x18\x03 \x01(\r\x12\x36\n\x06inputs\x18\x04 \x03(\x0b\x32&.confar.v1.EvaluateRequest.InputsEntry\x1a?\n\x0bInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1f\n\x05value\x18\x02 \x01(\x0b\x32\x10.confar.v1.Array:\x02\x38\x01\"C\n\x0fReceiverMessage\x12\r\n\x05round\x18\x01 \x01(\r\x12!\n\x07payload\x18\x02 \x01(\x0b\x32\x10.confar.v1.Array\"\xaa\x01\n\x10\x45valuateResponse\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x0c\n\x04step\x18\x02 \x01(\x04\x12/\n\x0bto_receiver\x18\x03 \x03(\x0b\x32\x1a.confar.v1.ReceiverMessage\x12\x0e\n\x06rounds\x18\x04 \x01(\r\x12\x0f\n\x07\x63lamped\x18\x05 \x01(\r\x12\x10\n\x08run_step\x18\x06 \x01(\x04\x12\x10\n\x08replayed\x18\x07 \x01(\x08\"9\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x0e\n\x06reason\x18\x02 \x01(\t\"=\n\x14\x43loseSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x11\n\tlast_step\x18\x02 \x01(\x04\"\x0f\n\rStatusRequest\"i\n\rSessionStatus\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x11\n\tlast_step\x18\x02 \x01(\x04\x12\r\n\x05state\x18\x03 \x01(\t\x12\x13\n\x0breveal_mode\x18\x04 \x01(\t\x12\r\n\x05model\x18\x05 \x01(\t\"\xa9\x01\n\x0eStatusResponse\x12\r\n\x05party\x18\x01 \x01(\r\x12\x10\n\x08identity\x18\x02 \x01(\t\x12*\n\x08sessions\x18\x03 \x03(\x0b\x32\x18.confar.v1.SessionStatus\x12\x16\n\x0e\x64\x65\x63isions_used\x18\x04 \x01(\x04\x12\x18\n\x10\x64\x65\x63isions_budget\x18\x05 \x01(\x04\x12\x18\n\x10refused_messages\x18\x06 \x01(\x04\"i\n\x12PrivacyBudgetState\x12\x12\n\nconfigured\x18\x01 \x01(\x08\x12\x13\n\x0b\x62udget_json\x18\x02 \x01(\t\x12\x0c\n\x04unit\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x01\x12\r\n\x05spent\x18\x05 \x01(\x01\"_\n\x12PlanPrivacyRequest\x12$\n\x04spec\x18\x01 \x01(\x0b\x32\x16.confar.v1.SessionSpec\x12\x0f\n\x07\x62\x61tches\x18\x02 \x01(\x04\x12\x12\n\nbatch_size\x18\x03 \x01(\r\"\xff\x01\n\x13PlanPrivacyResponse\x12\r\n\x05party\x18\x01 \x01(\r\x12\x10\n\x08identity\x18\x02 \x01(\t\x12-\n\x06\x62udget\x18\x03 \x01(\x0b\x32\x1d.confar.v1.PrivacyBudgetState\x12\x11\n\tprojected\x18\x04 \x01(\x01\x12\x14\n\x0cwould_refuse\x18\x05 \x01(\x08\x12\x0f\n\x07message\x18\x06 \x01(\t\x12\x13\n\x0b\x65vents_json\x18\x07 \x01(\t\x12\x17\n\x0f\x62\x61tches_allowed\x18\x08 \x01(\x04\x12\x16\n\x0e\x64\x65\x63isions_used\x18\t \x01(\x04\x12\x18\n\x10\x64\x65\x63isions_budget\x18\n \x01(\x04\"\x16\n\x14PrivacyReportRequest\"\xae\x01\n\x15PrivacyReportResponse\x12\r\n\x05party\x18\x01 \x01(\r\x12\x10\n\x08identity\x18\x02 \x01(\t\x12-\n\x06\x62udget\x18\x03 \x01(\x0b\x32\x1d.confar.v1.PrivacyBudgetState\x12\x13\n\x0b\x65vents_json\x18\x04 \x01(\t\x12\x16\n\x0e\x64\x65\x63isions_used\x18\x05 \x01(\x04\x12\x18\n\x10run_charges_json\x18\x06 \x01(\t2\xa3\x04\n\x05Party\x12L\n\x0bOpenSession\x12\x1d.confar.v1.OpenSessionRequest\x1a\x1e.confar.v1.OpenSessionResponse\x12U\n\x0e\x43onnectSession\x12 .confar.v1.ConnectSessionRequest\x1a!.confar.v1.ConnectSessionResponse\x12\x43\n\x08\x45valuate\x12\x1a.confar.v1.EvaluateRequest\x1a\x1b.confar.v1.EvaluateResponse\x12O\n\x0c\x43loseSession\x12\x1e.confar.v1.CloseSessionRequest\x1a\x1f.confar.v1.CloseSessionResponse\x12=\n\x06Status\x12\x18.confar.v1.StatusRequest\x1a\x19.confar.v1.StatusResponse\x12L\n\x0bPlanPrivacy\x12\x1d.confar.v1.PlanPrivacyRequest\x1a\x1e.confar.v1.PlanPrivacyResponse\x12R\n\rPrivacyReport\x12\x1f.confar.v1.PrivacyReportRequest\x1a .confar.v1.PrivacyReportResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,41 +37,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_KEYBUNDLE']._serialized_start=52
   _globals['_KEYBUNDLE']._serialized_end=145
   _globals['_OPENSESSIONREQUEST']._serialized_start=147
-  _globals['_OPENSESSIONREQUEST']._serialized_end=205
-  _globals['_OPENSESSIONRESPONSE']._serialized_start=207
-  _globals['_OPENSESSIONRESPONSE']._serialized_end=266
-  _globals['_CONNECTSESSIONREQUEST']._serialized_start=268
-  _globals['_CONNECTSESSIONREQUEST']._serialized_end=350
-  _globals['_CONNECTSESSIONRESPONSE']._serialized_start=352
-  _globals['_CONNECTSESSIONRESPONSE']._serialized_end=418
-  _globals['_EVALUATEREQUEST']._serialized_start=421
-  _globals['_EVALUATEREQUEST']._serialized_end=608
-  _globals['_EVALUATEREQUEST_INPUTSENTRY']._serialized_start=545
-  _globals['_EVALUATEREQUEST_INPUTSENTRY']._serialized_end=608
-  _globals['_RECEIVERMESSAGE']._serialized_start=610
-  _globals['_RECEIVERMESSAGE']._serialized_end=677
-  _globals['_EVALUATERESPONSE']._serialized_start=680
-  _globals['_EVALUATERESPONSE']._serialized_end=814
-  _globals['_CLOSESESSIONREQUEST']._serialized_start=816
-  _globals['_CLOSESESSIONREQUEST']._serialized_end=873
-  _globals['_CLOSESESSIONRESPONSE']._serialized_start=875
-  _globals['_CLOSESESSIONRESPONSE']._serialized_end=936
-  _globals['_STATUSREQUEST']._serialized_start=938
-  _globals['_STATUSREQUEST']._serialized_end=953
-  _globals['_SESSIONSTATUS']._serialized_start=955
-  _globals['_SESSIONSTATUS']._serialized_end=1060
-  _globals['_STATUSRESPONSE']._serialized_start=1063
-  _globals['_STATUSRESPONSE']._serialized_end=1232
-  _globals['_PRIVACYBUDGETSTATE']._serialized_start=1234
-  _globals['_PRIVACYBUDGETSTATE']._serialized_end=1339
-  _globals['_PLANPRIVACYREQUEST']._serialized_start=1341
-  _globals['_PLANPRIVACYREQUEST']._serialized_end=1436
-  _globals['_PLANPRIVACYRESPONSE']._serialized_start=1439
-  _globals['_PLANPRIVACYRESPONSE']._serialized_end=1694
-  _globals['_PRIVACYREPORTREQUEST']._serialized_start=1696
-  _globals['_PRIVACYREPORTREQUEST']._serialized_end=1718
-  _globals['_PRIVACYREPORTRESPONSE']._serialized_start=1721
-  _globals['_PRIVACYREPORTRESPONSE']._serialized_end=1869
-  _globals['_PARTY']._serialized_start=1872
-  _globals['_PARTY']._serialized_end=2419
+  _globals['_OPENSESSIONREQUEST']._serialized_end=245
+  _globals['_RUNRESUME']._serialized_start=247
+  _globals['_RUNRESUME']._serialized_end=342
+  _globals['_OPENSESSIONRESPONSE']._serialized_start=344
+  _globals['_OPENSESSIONRESPONSE']._serialized_end=441
+  _globals['_CONNECTSESSIONREQUEST']._serialized_start=443
+  _globals['_CONNECTSESSIONREQUEST']._serialized_end=563
+  _globals['_CONNECTSESSIONRESPONSE']._serialized_start=565
+  _globals['_CONNECTSESSIONRESPONSE']._serialized_end=631
+  _globals['_EVALUATEREQUEST']._serialized_start=634
+  _globals['_EVALUATEREQUEST']._serialized_end=821
+  _globals['_EVALUATEREQUEST_INPUTSENTRY']._serialized_start=758
+  _globals['_EVALUATEREQUEST_INPUTSENTRY']._serialized_end=821
+  _globals['_RECEIVERMESSAGE']._serialized_start=823
+  _globals['_RECEIVERMESSAGE']._serialized_end=890
+  _globals['_EVALUATERESPONSE']._serialized_start=893
+  _globals['_EVALUATERESPONSE']._serialized_end=1063
+  _globals['_CLOSESESSIONREQUEST']._serialized_start=1065
+  _globals['_CLOSESESSIONREQUEST']._serialized_end=1122
+  _globals['_CLOSESESSIONRESPONSE']._serialized_start=1124
+  _globals['_CLOSESESSIONRESPONSE']._serialized_end=1185
+  _globals['_STATUSREQUEST']._serialized_start=1187
+  _globals['_STATUSREQUEST']._serialized_end=1202
+  _globals['_SESSIONSTATUS']._serialized_start=1204
+  _globals['_SESSIONSTATUS']._serialized_end=1309
+  _globals['_STATUSRESPONSE']._serialized_start=1312
+  _globals['_STATUSRESPONSE']._serialized_end=1481
+  _globals['_PRIVACYBUDGETSTATE']._serialized_start=1483
+  _globals['_PRIVACYBUDGETSTATE']._serialized_end=1588
+  _globals['_PLANPRIVACYREQUEST']._serialized_start=1590
+  _globals['_PLANPRIVACYREQUEST']._serialized_end=1685
+  _globals['_PLANPRIVACYRESPONSE']._serialized_start=1688
+  _globals['_PLANPRIVACYRESPONSE']._serialized_end=1943
+  _globals['_PRIVACYREPORTREQUEST']._serialized_start=1945
+  _globals['_PRIVACYREPORTREQUEST']._serialized_end=1967
+  _globals['_PRIVACYREPORTRESPONSE']._serialized_start=1970
+  _globals['_PRIVACYREPORTRESPONSE']._serialized_end=2144
+  _globals['_PARTY']._serialized_start=2147
+  _globals['_PARTY']._serialized_end=2694
 # @@protoc_insertion_point(module_scope)

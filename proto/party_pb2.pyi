@@ -20,24 +20,46 @@ class KeyBundle(_message.Message):
     def __init__(self, party: _Optional[int] = ..., x25519_public: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., certificate_pem: _Optional[bytes] = ...) -> None: ...
 
 class OpenSessionRequest(_message.Message):
-    __slots__ = ("spec",)
+    __slots__ = ("spec", "run_id", "first_run_step")
     SPEC_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_RUN_STEP_FIELD_NUMBER: _ClassVar[int]
     spec: _common_pb2.SessionSpec
-    def __init__(self, spec: _Optional[_Union[_common_pb2.SessionSpec, _Mapping]] = ...) -> None: ...
+    run_id: str
+    first_run_step: int
+    def __init__(self, spec: _Optional[_Union[_common_pb2.SessionSpec, _Mapping]] = ..., run_id: _Optional[str] = ..., first_run_step: _Optional[int] = ...) -> None: ...
+
+class RunResume(_message.Message):
+    __slots__ = ("party", "run_id", "run_step", "digest", "execution")
+    PARTY_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_STEP_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    party: int
+    run_id: str
+    run_step: int
+    digest: bytes
+    execution: bytes
+    def __init__(self, party: _Optional[int] = ..., run_id: _Optional[str] = ..., run_step: _Optional[int] = ..., digest: _Optional[bytes] = ..., execution: _Optional[bytes] = ...) -> None: ...
 
 class OpenSessionResponse(_message.Message):
-    __slots__ = ("bundle",)
+    __slots__ = ("bundle", "resume")
     BUNDLE_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
     bundle: KeyBundle
-    def __init__(self, bundle: _Optional[_Union[KeyBundle, _Mapping]] = ...) -> None: ...
+    resume: RunResume
+    def __init__(self, bundle: _Optional[_Union[KeyBundle, _Mapping]] = ..., resume: _Optional[_Union[RunResume, _Mapping]] = ...) -> None: ...
 
 class ConnectSessionRequest(_message.Message):
-    __slots__ = ("session_id", "bundles")
+    __slots__ = ("session_id", "bundles", "resume")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     BUNDLES_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
     session_id: bytes
     bundles: _containers.RepeatedCompositeFieldContainer[KeyBundle]
-    def __init__(self, session_id: _Optional[bytes] = ..., bundles: _Optional[_Iterable[_Union[KeyBundle, _Mapping]]] = ...) -> None: ...
+    resume: _containers.RepeatedCompositeFieldContainer[RunResume]
+    def __init__(self, session_id: _Optional[bytes] = ..., bundles: _Optional[_Iterable[_Union[KeyBundle, _Mapping]]] = ..., resume: _Optional[_Iterable[_Union[RunResume, _Mapping]]] = ...) -> None: ...
 
 class ConnectSessionResponse(_message.Message):
     __slots__ = ("session_id", "setup_rounds")
@@ -75,18 +97,22 @@ class ReceiverMessage(_message.Message):
     def __init__(self, round: _Optional[int] = ..., payload: _Optional[_Union[_common_pb2.Array, _Mapping]] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
-    __slots__ = ("session_id", "step", "to_receiver", "rounds", "clamped")
+    __slots__ = ("session_id", "step", "to_receiver", "rounds", "clamped", "run_step", "replayed")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     TO_RECEIVER_FIELD_NUMBER: _ClassVar[int]
     ROUNDS_FIELD_NUMBER: _ClassVar[int]
     CLAMPED_FIELD_NUMBER: _ClassVar[int]
+    RUN_STEP_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
     session_id: bytes
     step: int
     to_receiver: _containers.RepeatedCompositeFieldContainer[ReceiverMessage]
     rounds: int
     clamped: int
-    def __init__(self, session_id: _Optional[bytes] = ..., step: _Optional[int] = ..., to_receiver: _Optional[_Iterable[_Union[ReceiverMessage, _Mapping]]] = ..., rounds: _Optional[int] = ..., clamped: _Optional[int] = ...) -> None: ...
+    run_step: int
+    replayed: bool
+    def __init__(self, session_id: _Optional[bytes] = ..., step: _Optional[int] = ..., to_receiver: _Optional[_Iterable[_Union[ReceiverMessage, _Mapping]]] = ..., rounds: _Optional[int] = ..., clamped: _Optional[int] = ..., run_step: _Optional[int] = ..., replayed: _Optional[bool] = ...) -> None: ...
 
 class CloseSessionRequest(_message.Message):
     __slots__ = ("session_id", "reason")
@@ -191,15 +217,17 @@ class PrivacyReportRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class PrivacyReportResponse(_message.Message):
-    __slots__ = ("party", "identity", "budget", "events_json", "decisions_used")
+    __slots__ = ("party", "identity", "budget", "events_json", "decisions_used", "run_charges_json")
     PARTY_FIELD_NUMBER: _ClassVar[int]
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     EVENTS_JSON_FIELD_NUMBER: _ClassVar[int]
     DECISIONS_USED_FIELD_NUMBER: _ClassVar[int]
+    RUN_CHARGES_JSON_FIELD_NUMBER: _ClassVar[int]
     party: int
     identity: str
     budget: PrivacyBudgetState
     events_json: str
     decisions_used: int
-    def __init__(self, party: _Optional[int] = ..., identity: _Optional[str] = ..., budget: _Optional[_Union[PrivacyBudgetState, _Mapping]] = ..., events_json: _Optional[str] = ..., decisions_used: _Optional[int] = ...) -> None: ...
+    run_charges_json: str
+    def __init__(self, party: _Optional[int] = ..., identity: _Optional[str] = ..., budget: _Optional[_Union[PrivacyBudgetState, _Mapping]] = ..., events_json: _Optional[str] = ..., decisions_used: _Optional[int] = ..., run_charges_json: _Optional[str] = ...) -> None: ...

@@ -6,6 +6,7 @@ Usage (from the repository root)::
     python -m simulations.abcdp_repro toy   --out DIR [--runs 60 --candidates 10000 --n-obs 5000]
     python -m simulations.abcdp_repro covid --out DIR [--candidates 50000 --c 10]
     python -m simulations.abcdp_repro tb    --out DIR [--records 100 1000 --candidates 1000 --pseudo 5]
+    python -m simulations.abcdp_repro federated --out DIR [--parties 7 --reps 10 --full-grid]
 
 Each command writes ``<name>.png``, ``<name>.csv`` and ``<name>.md`` into DIR and prints the table. The
 defaults are the paper's sizes where we know them (toy: 60 runs × 10,000 candidates of 5,000 points takes
@@ -22,6 +23,11 @@ What is reproduced (Park, Vinaroz, Jitkrittum, "ABCDP", Entropy 23 (2021) 961):
   paper's public constant 0.6 (not derived from any data) or, with ``--bandwidth median``, the median
   heuristic on prior-predictive simulations. One set of simulations per run serves the whole grid.
 * ``covid``: posterior of the cubic growth model for the Dutch counts, non-private and private.
+* ``federated``: the toy grid (N = 5000) run by the single-owner sampler and by federated ABCDP over m
+  parties (the in-memory secret-shared protocol of ``hss.svt``), on the same public candidates with
+  independent noise; MAE distributions compared with a two-sample KS test per setting. Default grid
+  c = 10, ε_abc ∈ {0.1, 0.2}, ε_total ∈ {1, ∞}, both RESAMPLE modes, 10 reps; ``--full-grid`` takes the
+  paper's grid from ``abcdp_toy.json`` (long).
 * ``tb``: the tuberculosis model: the posterior error (MAE over (R1, t1, R2, β)) with n = 100 vs 1000
   private records at ε_total = 1 (each record a data set simulated at the reference parameters, as in
   the paper), and a non-private rejection-ABC posterior for the San Francisco data.
@@ -606,6 +612,187 @@ def tb_repro(
     return rows
 
 
+# -- federated toy grid --------------------------------------------------------------------------
+
+
+class ToyCandidateCache:
+    """One rep's public candidates (θ from the prior, φ̄ of an N-point simulated data set), made lazily.
+
+    Every setting of the grid, single-owner and federated alike, reads the same stream from its start, so
+    the two samplers see identical candidates and differ only in their (independent) noise.
+    """
+
+    def __init__(
+        self, model: ToyMixtureModel, features: RandomFourierFeatures, n_sim: int, rng: np.random.Generator,
+        chunk: int = 250,
+    ) -> None:
+        self.model, self.features, self.n_sim, self.rng, self.chunk = model, features, n_sim, rng, chunk
+        self.thetas = np.zeros((0, model.n_components))
+        self.phibars = np.zeros((0, features.n_features))
+
+    def ensure(self, n: int) -> None:
+        while self.thetas.shape[0] < n:
+            th = self.model.sample_prior(self.rng, self.chunk)
+            sims = self.model.simulate(th, self.n_sim, self.rng)
+            ph = self.features.mean_embedding(sims, dtype=np.float32)  # public data: single precision is fine
+            self.thetas = np.concatenate([self.thetas, th])
+            self.phibars = np.concatenate([self.phibars, ph])
+
+    def cursor(self) -> Any:
+        """A ``propose(n)`` that hands out the stream from its start: (θ, φ̄)."""
+        pos = 0
+
+        def propose(n: int) -> tuple[FloatArray, FloatArray]:
+            nonlocal pos
+            self.ensure(pos + n)
+            out = self.thetas[pos:pos + n], self.phibars[pos:pos + n]
+            pos += n
+            return out
+
+        return propose
+
+
+def federated_repro(
+    out_dir: Path,
+    parties: int = 7,
+    reps: int = 10,
+    cs: Sequence[int] = (10,),
+    eps_abcs: Sequence[float] = (0.1, 0.2),
+    eps_totals: Sequence[float] = (1.0, math.inf),
+    resamples: Sequence[bool] = (False, True),
+    n_obs: int | None = None,
+    n_features: int = 100,
+    bandwidth: float = 0.6,
+    batch_size: int = 128,
+    max_candidates: int = 20000,
+    noise_shares: str = "exact",
+    backend: str = "mpc",
+    seed: int = 0,
+    secure_noise: bool = True,
+    data_dir: Path | None = None,
+) -> list[Row]:
+    """Toy grid, single-owner vs federated ABCDP (m parties, in-memory protocol): MAE distributions and KS.
+
+    Per rep: one private data set of N points (split over the parties), one public feature map and one
+    public candidate stream; every setting runs the single-owner sampler (``c_sample_abcdp`` on the
+    RFF-MMD distances) and the federated one (``run_federated_abcdp``) on the same candidates with
+    independent noise. Per setting, a two-sample KS test compares the MAE of the posterior means over
+    the reps (with ``noise_shares="exact"`` both have the same law, so small p-values would flag a bug;
+    with ``"robust"`` the federated noise is √(m/h) times larger by design). With ε_total = ∞ the two
+    are deterministic given the candidates and must accept the same θ's (``identical`` column; a
+    difference can only come from a fixed-point tie inside the encoding margin).
+    """
+    from scipy import stats
+
+    from hss.randomness import SecureRandom
+    from mechanisms.abcdp.federated import FederatedSvtPlan, distances_from_sum, party_feature_sum
+    from mechanisms.abcdp.federated_run import run_federated_abcdp
+
+    cfg = load_shared_json("abcdp_toy.json", data_dir)
+    theta_true = np.asarray(cfg["theta_true"], dtype=np.float64)
+    n_obs = int(cfg["n_observed"]) if n_obs is None else n_obs
+    model = ToyMixtureModel(n_components=theta_true.shape[0])
+    keys = [(c, ea, et, rs) for c in cs for ea in eps_abcs for et in eps_totals for rs in resamples]
+    mae: dict[tuple[Any, ...], dict[str, list[float]]] = {k: {"single": [], "fed": []} for k in keys}
+    cnt: dict[tuple[Any, ...], dict[str, list[float]]] = {
+        k: {"single": [], "fed": [], "supp": [], "same": [], "secs": [], "bytes": [], "clamped": []}
+        for k in keys
+    }
+    t0 = time.time()
+    for r in range(reps):
+        public, noise = _generators(seed * 100003 + r, secure_noise)
+        observed = model.simulate(theta_true, n_obs, public)[0]
+        shards = np.array_split(observed[public.permutation(n_obs)], parties)
+        map_seed = int(public.integers(0, 2**62))
+        base = FederatedSvtPlan(
+            eps_abc=eps_abcs[0], eps_total=eps_totals[0], c=cs[0], resample=resamples[0], n_records=n_obs,
+            n_features=n_features, bandwidth=bandwidth, dim=1, map_seed=map_seed, noise_shares=noise_shares,
+        )
+        cache = ToyCandidateCache(model, base.rff(), n_obs, public)
+        s_total = party_feature_sum(base, observed)
+        for c, ea, et, rs in keys:
+            plan = FederatedSvtPlan(
+                eps_abc=ea, eps_total=et, c=c, resample=rs, n_records=n_obs, n_features=n_features,
+                bandwidth=bandwidth, dim=1, map_seed=map_seed, noise_shares=noise_shares,
+            )
+            fed_propose = cache.cursor()
+            single_stream = cache.cursor()
+
+            def single_propose(
+                n: int, stream: Any = single_stream, plan: Any = plan, s: FloatArray = s_total
+            ) -> tuple[Any, Any]:
+                th, ph = stream(n)
+                return th, distances_from_sum(plan, s, ph)
+
+            res_s = c_sample_abcdp(single_propose, plan.svt_config(), noise, max_candidates, batch_size)
+            ts = time.time()
+            secret = {
+                p: SecureRandom.from_os() if secure_noise
+                else SecureRandom.from_key(np.random.default_rng([seed, r, p]).bytes(32))
+                for p in range(1, parties + 1)
+            }
+            res_f = run_federated_abcdp(
+                plan, shards, fed_propose, parties, batch_size, public, secret,
+                max_candidates=max_candidates, backend=backend,  # type: ignore[arg-type]
+            )
+            k = (c, ea, et, rs)
+            cnt[k]["secs"].append(time.time() - ts)
+            for name, res in (("single", res_s), ("fed", res_f)):
+                cnt[k][name].append(res.n_evaluated)
+                if res.n_accepted:
+                    mae[k][name].append(model.mean_absolute_error(res.posterior_mean(), theta_true))
+            cnt[k]["supp"].append(res_f.n_suppressed)
+            cnt[k]["bytes"].append(res_f.bytes_sent / max(1, res_f.n_evaluated + res_f.n_suppressed))
+            cnt[k]["clamped"].append(res_f.n_clamped)
+            same = res_s.thetas.shape == res_f.thetas.shape and np.array_equal(res_s.thetas, res_f.thetas)
+            cnt[k]["same"].append(float(same))
+        print(f"federated: rep {r + 1}/{reps} done ({time.time() - t0:.0f} s)", file=sys.stderr)
+    rows: list[Row] = []
+    for k in keys:
+        c, ea, et, rs = k
+        ms, mf = mae[k]["single"], mae[k]["fed"]
+        ks = stats.ks_2samp(ms, mf) if len(ms) > 1 and len(mf) > 1 else None
+        rows.append(
+            {
+                "c": c, "eps_abc": ea, "eps_total": et, "resample": rs, "reps": reps,
+                "mae_single": float(np.mean(ms)) if ms else math.nan, "mae_single_se": _se(ms),
+                "mae_fed": float(np.mean(mf)) if mf else math.nan, "mae_fed_se": _se(mf),
+                "ks_stat": float(ks.statistic) if ks else math.nan,
+                "ks_p": float(ks.pvalue) if ks else math.nan,
+                "evaluated_single": float(np.mean(cnt[k]["single"])),
+                "evaluated_fed": float(np.mean(cnt[k]["fed"])),
+                "suppressed_fed": float(np.mean(cnt[k]["supp"])),
+                "identical": (f"{int(sum(cnt[k]['same']))}/{reps}" if math.isinf(et) else "-"),
+                "bytes_per_eval": float(np.mean(cnt[k]["bytes"])),
+                "clamped": int(sum(cnt[k]["clamped"])),
+                "fed_seconds": float(np.mean(cnt[k]["secs"])),
+            }
+        )
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(keys)), 4.2))
+    pos = np.arange(len(keys)) * 3.0
+    b1 = ax.boxplot([mae[k]["single"] or [math.nan] for k in keys], positions=pos - 0.55, widths=0.9,
+                    patch_artist=True, showfliers=True)
+    b2 = ax.boxplot([mae[k]["fed"] or [math.nan] for k in keys], positions=pos + 0.55, widths=0.9,
+                    patch_artist=True, showfliers=True)
+    for patch in b1["boxes"]:
+        patch.set_facecolor("#9ecae1")
+    for patch in b2["boxes"]:
+        patch.set_facecolor("#fdae6b")
+    labels = [f"c={c}\nε_abc={ea:g}\nε={et:g}\n{'RS' if rs else 'no RS'}" for c, ea, et, rs in keys]
+    ax.set_xticks(pos, labels, fontsize=7)
+    ax.set_ylabel("MAE of posterior mean")
+    ax.legend([b1["boxes"][0], b2["boxes"][0]], ["single owner", f"federated, m = {parties}"], fontsize=8)
+    ax.set_title(
+        f"ABCDP toy, single owner vs federated ({backend}, {noise_shares} noise shares): {reps} reps, "
+        f"N = {n_obs}", fontsize=9,
+    )
+    title = (f"Toy grid: single-owner vs federated ABCDP, m = {parties}, {reps} reps "
+             f"(KS two-sample test on the MAE per setting)")
+    save_outputs(fig, rows, out_dir, "federated", title)
+    return rows
+
+
 # -- command line --------------------------------------------------------------------------------
 
 
@@ -677,6 +864,31 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="draw the DP noise from --seed (repeatable simulation only; gives no privacy)",
     )
+    fd = sub.add_parser("federated", help="toy grid: single-owner vs federated ABCDP (in-memory protocol)")
+    common(fd)
+    fd.add_argument("--parties", type=int, default=7)
+    fd.add_argument("--reps", type=int, default=10)
+    fd.add_argument("--c", type=int, nargs="+", default=[10])
+    fd.add_argument("--eps-abc", type=float, nargs="+", default=[0.1, 0.2])
+    fd.add_argument("--eps-total", type=_eps, nargs="+", default=[1.0, math.inf])
+    fd.add_argument("--resample", choices=["both", "yes", "no"], default="both")
+    fd.add_argument("--full-grid", action="store_true", help="the paper's grid from abcdp_toy.json (long)")
+    fd.add_argument("--n-obs", type=int, default=None, help="N (default 5000, from abcdp_toy.json)")
+    fd.add_argument("--features", type=int, default=100)
+    fd.add_argument("--bandwidth", type=float, default=0.6)
+    fd.add_argument("--batch-size", type=int, default=128)
+    fd.add_argument("--max-candidates", type=int, default=20000)
+    fd.add_argument("--noise-shares", choices=["exact", "robust"], default="exact",
+                    help="exact: shares sum to Lap(b) (same law as single owner; ε vs the coordinator only); "
+                    "robust: Lap(b) survives any coalition < m/2 (more noise)")
+    fd.add_argument("--backend", choices=["mpc", "plaintext"], default="mpc",
+                    help="mpc: the secret-shared protocol in memory; plaintext: its float reference (checks)")
+    fd.add_argument(
+        "--seeded-noise",
+        dest="secure_noise",
+        action="store_false",
+        help="draw the DP noise and party randomness from --seed (repeatable simulation only; no privacy)",
+    )
     return p
 
 
@@ -717,6 +929,32 @@ def main(argv: Sequence[str] | None = None) -> int:
                 eps_totals=args.eps_total,
                 resample=args.resample,
                 n_features=args.features,
+                seed=args.seed,
+                secure_noise=args.secure_noise,
+                data_dir=args.data_dir,
+            )
+        elif args.command == "federated":
+            cs, eas, ets = args.c, args.eps_abc, args.eps_total
+            rss = {"both": (False, True), "yes": (True,), "no": (False,)}[args.resample]
+            if args.full_grid:
+                grid = load_shared_json("abcdp_toy.json", args.data_dir)["grid"]
+                cs, eas = list(grid["c"]), [float(e) for e in grid["eps_abc"]]
+                ets, rss = [_eps(str(e)) for e in grid["eps_total"]], (False, True)
+            rows = federated_repro(
+                args.out,
+                parties=args.parties,
+                reps=args.reps,
+                cs=cs,
+                eps_abcs=eas,
+                eps_totals=ets,
+                resamples=rss,
+                n_obs=args.n_obs,
+                n_features=args.features,
+                bandwidth=args.bandwidth,
+                batch_size=args.batch_size,
+                max_candidates=args.max_candidates,
+                noise_shares=args.noise_shares,
+                backend=args.backend,
                 seed=args.seed,
                 secure_noise=args.secure_noise,
                 data_dir=args.data_dir,

@@ -271,13 +271,23 @@ class LocalConsortium:
 
 # ---- confar simulate -------------------------------------------------------------------------------------
 
-HELP = "run a confidential MH session among N local confar-party processes (certs in a temp dir)"
+HELP = (
+    "run a confidential MH session (default) or a federated ABCDP run (--sampler abcdp) among N local "
+    "confar-party processes (certs in a temp dir)"
+)
 
 
 def add_arguments(p: Any) -> None:
     p.add_argument("--parties", type=int, default=3, help="number of parties m (default 3)")
     p.add_argument(
-        "--mode", choices=("sum", "blinded", "sign"), default="sign", help="reveal mode (default sign)"
+        "--sampler",
+        choices=("mh", "abcdp"),
+        default="mh",
+        help="mh (default): confidential MH on synthetic N(mu, 1) data; abcdp: federated c-sample ABCDP on "
+        "the toy mixture model (reveal mode svt)",
+    )
+    p.add_argument(
+        "--mode", choices=("sum", "blinded", "sign"), default="sign", help="MH reveal mode (default sign)"
     )
     p.add_argument("--topology", choices=("mesh", "relay"), default="mesh")
     p.add_argument("--records", type=int, default=200, help="records per party (synthetic N(mu, 1) data)")
@@ -287,6 +297,19 @@ def add_arguments(p: Any) -> None:
     p.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic data (public)")
     p.add_argument("--insecure", action="store_true", help="plaintext gRPC (prints a warning)")
     p.add_argument("--keep", action="store_true", help="keep the work dir (logs, audit logs)")
+    g = p.add_argument_group("--sampler abcdp (toy mixture of uniforms, ABCDP paper section 6.1)")
+    g.add_argument("--n-obs", type=int, default=5000, help="observed records N, split across the parties")
+    g.add_argument("--n-sim", type=int, default=1000, help="simulated points per candidate (default 1000)")
+    g.add_argument("--c", type=int, default=20, help="accepts after which the run halts (default 20)")
+    g.add_argument("--eps-abc", type=float, default=0.15, help="ABC threshold on the RFF-MMD (default 0.15)")
+    g.add_argument("--eps-total", default="1.0", help="epsilon of the whole run, or 'inf' (default 1.0)")
+    g.add_argument("--resample", action="store_true", help="redraw the threshold noise after each accept")
+    g.add_argument("--features", type=int, default=100, help="random Fourier features D (default 100)")
+    g.add_argument("--bandwidth", type=float, default=0.6, help="public kernel bandwidth (default 0.6)")
+    g.add_argument("--batch", type=int, default=64, help="candidates per Evaluate step (default 64)")
+    g.add_argument(
+        "--party-epsilon", type=float, default=10.0, help="each party's epsilon budget (at delta 1e-6)"
+    )
 
 
 def run(args: Any) -> int:
@@ -299,6 +322,8 @@ def run(args: Any) -> int:
         return 2
     if args.insecure:
         warn_insecure("confar simulate")
+    if getattr(args, "sampler", "mh") == "abcdp":
+        return run_abcdp(args)
     rng = np.random.default_rng(args.data_seed)
     data = [rng.normal(args.mu, 1.0, args.records) for _ in range(m)]
     allx = np.concatenate(data)
@@ -345,3 +370,114 @@ def run(args: Any) -> int:
     except (SessionError, LaunchError) as exc:
         print(f"confar simulate: {exc}", file=sys.stderr)
         return 1
+
+
+def run_abcdp(args: Any) -> int:
+    """``confar simulate --sampler abcdp``: federated c-sample ABCDP on the toy model through real daemons.
+
+    The observed data (N records from the toy mixture at the true θ*, ``simulations/data/abcdp_toy.json``)
+    are split across the m parties; each party holds its records in a CSV column ``y``, allows only
+    ``abcdp-rff`` in reveal mode ``svt`` and has an eps-at-delta privacy budget in which it charges the run's
+    ε once. Simulations and proposals use the public seed; the DP noise comes from each party's CSPRNG.
+    """
+    import math
+
+    from coordinator.abcdp import charged_epsilons, run_federated_abcdp
+    from coordinator.api import BlockingCoordinator, SessionError
+    from mechanisms.abcdp.federated import FederatedSvtPlan
+    from mechanisms.simulators.toy import ToyMixtureModel
+    from parties.abcdp import tolerated_colluders
+    from simulations.abcdp_repro import load_shared_json
+
+    m = args.parties
+    if m < 3:
+        print("confar simulate: --sampler abcdp needs --parties >= 3 (honest majority)", file=sys.stderr)
+        return 2
+    try:
+        eps_total = math.inf if str(args.eps_total).lower() in ("inf", "infinity") else float(args.eps_total)
+        theta_true = np.asarray(load_shared_json("abcdp_toy.json")["theta_true"], dtype=np.float64)
+        plan = FederatedSvtPlan(
+            eps_abc=args.eps_abc,
+            eps_total=eps_total,
+            c=args.c,
+            resample=bool(args.resample),
+            n_records=args.n_obs,
+            n_features=args.features,
+            bandwidth=args.bandwidth,
+            dim=1,
+            map_seed=args.data_seed + 2,
+        )
+        if args.n_sim < 1 or args.batch < 1 or args.n_obs < m:
+            raise ValueError("--n-sim and --batch must be >= 1 and --n-obs >= --parties")
+    except (ValueError, OSError) as exc:
+        print(f"confar simulate: {exc}", file=sys.stderr)
+        return 2
+    model = ToyMixtureModel(n_components=theta_true.shape[0])
+    rng = np.random.default_rng(args.data_seed)  # public seed of this simulation (the "private" data too)
+    observed = model.simulate(theta_true, args.n_obs, rng)[0]
+    data = [{"y": part} for part in np.array_split(observed, m)]
+    budget: dict[str, Any] | None = None
+    if plan.is_private:  # colluding: the coalitions the plan's epsilon is backed against (parties.abcdp)
+        budget = {"epsilon": args.party_epsilon, "delta": 1e-6, "colluding": tolerated_colluders(plan, m)}
+
+    def prior_sample(g: np.random.Generator, k: int) -> npt.NDArray[np.float64]:
+        return model.sample_prior(g, k)
+
+    def simulate(thetas: npt.NDArray[np.float64], g: np.random.Generator) -> npt.NDArray[np.float64]:
+        return model.simulate(thetas, args.n_sim, g)
+
+    t0 = time.perf_counter()
+    try:
+        with LocalConsortium.start(
+            m,
+            data,
+            insecure=args.insecure,
+            keep=args.keep,
+            models=("abcdp-rff",),
+            modes=("svt",),
+            privacy_budget=budget,
+            startup_timeout_s=30.0 + 10.0 * m,
+        ) as lc:
+            print(f"started {m} parties in {time.perf_counter() - t0:.2f} s under {lc.workdir}", flush=True)
+            with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls()) as coord:
+                res = run_federated_abcdp(
+                    coord,
+                    plan,
+                    prior_sample,
+                    simulate,
+                    args.batch,
+                    args.data_seed + 1,
+                    columns=["y"],
+                    topology=args.topology,
+                )
+                charged = charged_epsilons(coord, res.session_id)
+    except (SessionError, LaunchError) as exc:
+        print(f"confar simulate: {exc}", file=sys.stderr)
+        return 1
+    mean = res.posterior_mean()
+    print(
+        f"sampler=abcdp topology={args.topology} m={m} N={args.n_obs} c={plan.c} eps_abc={plan.eps_abc:g} "
+        f"eps_total={plan.eps_total:g} resample={plan.resample} D={plan.n_features} batch={args.batch}"
+    )
+    print(
+        f"accepted {res.n_accepted} of c = {plan.c} after {res.n_evaluated} revealed decisions "
+        f"({res.n_sent} candidates sent in {res.steps} steps; {res.n_proposed} proposed)"
+    )
+    t = res.timings
+    print(
+        f"time {t['total_s']:.2f} s (network {t['evaluate_s']:.2f} s, simulation {t['propose_s']:.2f} s): "
+        f"{res.decisions_per_s:.1f} decisions/s"
+    )
+    with np.printoptions(precision=3, suppress=True):
+        print(f"posterior mean {mean}  true theta* {theta_true}")
+    mae = float(np.mean(np.abs(mean - theta_true))) if res.n_accepted else math.nan
+    print(f"mean absolute error {mae:.4f} (prior mean: {float(np.mean(np.abs(0.2 - theta_true))):.4f})")
+    if budget is None:
+        print("privacy: eps_total = inf, a non-private run (no noise); nothing charged")
+    else:
+        per = ", ".join(f"party {pid}: {eps:.4g}" for pid, eps in sorted(charged.items()))
+        print(
+            f"privacy charged by each party in its own ledger (once per run; pure eps, replace-one, against "
+            f"the coordinator and up to {budget['colluding']} colluding parties): {per}"
+        )
+    return 0 if res.done else 1

@@ -1,0 +1,325 @@
+"""Federated ABCDP, party side: the analysis ``abcdp-rff`` of the ``svt`` reveal mode.
+
+c-sample ABCDP (Park, Vinaroz, Jitkrittum, Entropy 2021; DESIGN.md §1) with the observed data Y* split by
+records across the parties. The coordinator proposes θ's from the prior (public randomness), simulates and
+sends the public mean embeddings φ̄_i of the simulated data (random Fourier features, public map); the
+parties decide, on secret shares (``hss.svt``), the sparse-vector test
+
+    accept_i  ⟺  t_i ≥ 0 ∧ ‖S/N − φ̄_i‖² ≤ t_i²,    t_i = ε_abc + Σ_j τ_j[i],   S = Σ_j S_j,
+
+where S_j = Σ_{y ∈ party j} φ(y) is this party's feature sum (computed once per session) and τ_j = m_j − ν_j
+its shares of the threshold noise Lap(b) and the query noise Lap(2b) (``PartySvtState``, drawn from the
+party's CSPRNG). Only the SVT output bits are revealed — to the coordinator and to every party, which needs
+them to advance its own state (count, RESAMPLE epochs, the halt after c accepts).
+
+Session ``model_params`` (public, JSON): ``FederatedSvtPlan.to_params()`` (ε_abc, ε_total, c, RESAMPLE, N,
+the RFF map), plus optionally ``columns``: the data columns that hold this party's records of Y* (in that
+order; default: every column of the data file, in file order). The plan is validated with
+``FederatedSvtPlan.from_params``; a bad key is refused with INVALID_ARGUMENT naming it.
+
+Privacy (replace-one neighbours on the pooled Y*, N public): the run is one sparse-vector mechanism whose ε is
+fixed in advance by the plan, ``plan.privacy_event()`` (ε_total = (c+1)Δ/b, 2cΔ/b with RESAMPLE, Δ = 2/N),
+however many candidates are evaluated. The daemon charges it ONCE per session, checked at open and committed
+durably at the first Evaluate before the records are read. Threat model of that number (honest-but-curious
+parties, coordinator not colluding): it holds against the coordinator and any outside observer of the bits;
+the MPC (``hss.svt``, t < m/2) shows a coalition of parties nothing but the same bits, yet the coalition knows
+its own noise shares, so only the other parties' shares protect a record. The plan splits the noise so that
+any ``plan.share_parties(m)`` parties' shares already sum to the full Laplace noise; the number is therefore
+backed against up to :func:`tolerated_colluders` colluding parties, and a party whose ``[budget] colluding``
+assumes more refuses the session (:func:`threat_refusal`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from hss.protocols import PartyContext
+from hss.randomness import SecureRandom
+from hss.runtime import Machine
+from hss.svt import SvtFormat, SvtPartyResult, svt_decide_party
+from parties.analyses import AnalysisError, Dataset, Terms, register
+
+if TYPE_CHECKING:  # imported when first used: mechanisms.abcdp pulls in dp_accounting and scipy.stats,
+    # which every daemon would otherwise load at start-up whatever its allowlist
+    from mechanisms.abcdp.federated import FederatedSvtPlan, PartySvtState
+    from mechanisms.privacy import PrivacyEvent
+    from parties.spec import SessionSpec
+
+F64 = npt.NDArray[np.float64]
+
+ANALYSIS = "abcdp-rff"
+SVT_MODE = "svt"
+MIN_PARTIES = 3
+EXTRA_PARAMS = ("columns",)
+
+
+def plan_of(params: dict[str, Any]) -> FederatedSvtPlan:
+    """The public run plan in ``params`` (without our own extra keys); AnalysisError naming the bad key."""
+    from mechanisms.abcdp.federated import FederatedSvtPlan
+
+    plan_params = {k: v for k, v in params.items() if k not in EXTRA_PARAMS}
+    try:
+        return FederatedSvtPlan.from_params(plan_params)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise AnalysisError(f"{ANALYSIS}: model_params refused: {exc}") from exc
+
+
+def columns_of(params: dict[str, Any]) -> list[str] | None:
+    cols = params.get("columns")
+    if cols is None:
+        return None
+    if (
+        not isinstance(cols, list)
+        or not cols
+        or not all(isinstance(c, str) and c for c in cols)
+        or len(set(cols)) != len(cols)
+    ):
+        raise AnalysisError(
+            f"{ANALYSIS}: model_params refused: columns must be a non-empty list of distinct column names, "
+            f"got {cols!r}"
+        )
+    return list(cols)
+
+
+class AbcdpRff:
+    """The ``abcdp-rff`` analysis (see the module docstring). Runs only in reveal mode ``svt``."""
+
+    name = ANALYSIS
+
+    def check_params(self, params: dict[str, Any]) -> None:
+        plan_of(params)
+        columns_of(params)
+
+    def privacy_events(
+        self, params: dict[str, Any], mode: str, n: int, m: int, t: int
+    ) -> list[PrivacyEvent] | None:
+        """The whole run's event (count 1, whatever ``n``): the daemon charges it once per session.
+
+        ``t`` is how many other parties this party's accounting assumes may pool their noise shares
+        (``[budget] colluding``, default m - 1). None (unbounded / unknown: refused under a budget) when the
+        plan's ε is not backed against t colluders (:func:`threat_refusal`) or the run has no noise.
+        """
+        if mode != SVT_MODE:
+            return None
+        plan = plan_of(params)
+        if threat_refusal(plan, m, t) is not None:
+            return None
+        event = _ledger_event(plan)
+        return [event] if event is not None else None
+
+    def terms(
+        self,
+        data: Dataset,
+        params: dict[str, Any],
+        inputs: dict[str, npt.NDArray[Any]],
+        n: int,
+        m: int,
+        mode: str,
+        rng: SecureRandom,
+    ) -> Terms:
+        raise AnalysisError(f"{ANALYSIS} runs only in reveal mode {SVT_MODE!r}, not {mode!r}")
+
+
+def tolerated_colluders(plan: FederatedSvtPlan, m: int) -> int:
+    """How many colluding parties the plan's ε holds against (besides the coordinator and outsiders).
+
+    The whole-run ε needs the noise an observer does not know to contain a full Lap(b) threshold and Lap(2b)
+    query noise. The plan splits the noise so that any h = ``plan.share_parties(m)`` parties' shares sum to
+    it ("robust": h = m - floor((m - 1)/2); "exact": h = m), so the bound holds against coalitions of up to
+    m - h parties, and never beyond floor((m - 1)/2): a coalition of m/2 or more parties can reconstruct the
+    Shamir-shared values (``hss.svt``). With "exact" shares a coalition that removes its own shares leaves a
+    Gamma-difference noise that is not Laplace (one share of shape 1/m <= 1/2 has a density unbounded at
+    0), so the number is backed against the coordinator only (0)."""
+    return max(0, min(m - plan.share_parties(m), (m - 1) // 2))
+
+
+def threat_refusal(plan: FederatedSvtPlan, m: int, t: int) -> str | None:
+    """Why a party assuming ``t`` colluding parties cannot account for this plan (None: it can)."""
+    if not plan.is_private:
+        return (
+            f"{ANALYSIS}: eps_total = inf is a non-private run (no noise); this party has a privacy budget "
+            "and refuses it"
+        )
+    ok = tolerated_colluders(plan, m)
+    if t > ok:
+        return (
+            f"{ANALYSIS}: the run's epsilon holds against at most {ok} colluding parties with this plan "
+            f"(noise_shares = {plan.noise_shares!r}, m = {m}), but this party's "
+            f"[budget] colluding assumes {t}; set colluding <= {ok} or use a plan whose noise shares "
+            "tolerate the coalition"
+        )
+    return None
+
+
+def _ledger_event(plan: FederatedSvtPlan) -> PrivacyEvent | None:
+    """``plan.privacy_event()`` as a ledger event (None for a non-private run: eps_total = inf)."""
+    from mechanisms.privacy import EpsDeltaEvent, PrivacyEvent
+
+    ev: Any = plan.privacy_event()
+    if isinstance(ev, PrivacyEvent):
+        return ev
+    eps, delta = float(ev.eps), float(getattr(ev, "delta", 0.0))
+    if not math.isfinite(eps):
+        return None
+    return EpsDeltaEvent(eps, delta, label=f"{ANALYSIS} SVT run")
+
+
+def check_session(spec: SessionSpec, data: Dataset) -> None:
+    """Checks at OpenSession that need no record values: mode and analysis pair, m >= 3, the plan, and the
+    data's column names against the plan's data dimension (schema only)."""
+    if (spec.reveal_mode == SVT_MODE) != (spec.model == ANALYSIS):
+        raise AnalysisError(
+            f"reveal mode {SVT_MODE!r} runs exactly the analysis {ANALYSIS!r}; got reveal mode "
+            f"{spec.reveal_mode!r} with analysis {spec.model!r}"
+        )
+    if spec.m < MIN_PARTIES:
+        raise AnalysisError(
+            f"{ANALYSIS}: needs m >= {MIN_PARTIES} parties (honest-majority secure comparison), got {spec.m}"
+        )
+    plan = plan_of(spec.model_params)
+    cols = columns_of(spec.model_params)
+    have = list(data.columns)
+    use = cols if cols is not None else have
+    missing = [c for c in use if c not in data.columns]
+    if missing:
+        raise AnalysisError(f"{ANALYSIS}: this party's data has no column(s) {missing}; columns: {have}")
+    if len(use) != plan.dim:
+        raise AnalysisError(
+            f"{ANALYSIS}: the plan's data dimension is {plan.dim} but this party's records have {len(use)} "
+            f"column(s) {use}; name the columns with model_params.columns"
+        )
+
+
+def records_of(data: Dataset, params: dict[str, Any]) -> F64:
+    """This party's records of Y*, shape (n_j, dim): the named columns, or all columns in file order."""
+    cols = columns_of(params) or list(data.columns)
+    arr = np.column_stack([data.column(c) for c in cols]) if cols else np.zeros((0, 0))
+    if not np.isfinite(arr).all():
+        bad = np.flatnonzero(~np.isfinite(arr).all(axis=1))[:10].tolist()
+        raise AnalysisError(f"{ANALYSIS}: records with NaN or infinite values (rows {bad}) are refused")
+    return np.asarray(arr, dtype=np.float64)
+
+
+def phibar_input(spec: SessionSpec, inputs: dict[str, npt.NDArray[Any]], n: int) -> F64:
+    """The step's public candidate embeddings ``inputs["phibar"]``, (n, D), checked without any record:
+    only that key, the shape, finite values and row norms <= 1 (mean embeddings of unit-norm features)."""
+    plan = plan_of(spec.model_params)
+    d = plan.n_features
+    extra = sorted(set(inputs) - {"phibar"})
+    if extra:
+        raise AnalysisError(f"unexpected inputs {extra} ({ANALYSIS} takes only 'phibar')")
+    if "phibar" not in inputs:
+        raise AnalysisError(f"input 'phibar' is required (float array of shape ({n}, {d}))")
+    a = np.asarray(inputs["phibar"], dtype=np.float64)
+    if a.shape != (n, d):
+        raise AnalysisError(f"input 'phibar' must have shape ({n}, {d}), got {a.shape}")
+    if not np.isfinite(a).all():
+        raise AnalysisError("input 'phibar' has NaN or infinite entries")
+    try:
+        plan.svt_format(spec.m).encode_phibar(a)
+    except ValueError as exc:
+        raise AnalysisError(f"input 'phibar' refused: {exc}") from exc
+    return a
+
+
+class SvtRunError(RuntimeError):
+    """This session's ABCDP run cannot continue (its noise state is mid-batch or inconsistent): fail it."""
+
+
+@dataclass
+class SvtRun:
+    """One session's secret ABCDP state at this party: plan, feature sum S_j and the SVT noise state.
+
+    Never logged or sent: ``feature_sum`` is a function of the records and ``state`` holds noise shares.
+    """
+
+    plan: FederatedSvtPlan
+    fmt: SvtFormat
+    feature_sum: F64 = field(repr=False)
+    state: PartySvtState = field(repr=False)
+    n_records: int
+    steps: int = 0
+    evaluated: int = 0  # candidates whose bit was revealed (including suppressed ones, which reveal 0)
+    accepts: int = 0
+
+    @classmethod
+    def start(cls, params: dict[str, Any], data: Dataset, m: int, rng: SecureRandom) -> SvtRun:
+        """Read the records and compute S_j once (the privacy charge must be committed before this)."""
+        from mechanisms.abcdp.federated import PartySvtState, party_feature_sum
+
+        plan = plan_of(params)
+        records = records_of(data, params)
+        if records.shape[0] > plan.n_records:
+            raise AnalysisError(
+                f"{ANALYSIS}: this party holds {records.shape[0]} records but the plan's N (all parties "
+                f"together) is {plan.n_records}"
+            )
+        fsum = np.asarray(party_feature_sum(plan, records), dtype=np.float64)
+        return cls(
+            plan=plan,
+            fmt=plan.svt_format(m),
+            feature_sum=fsum,
+            state=PartySvtState(plan, m, rng),
+            n_records=int(records.shape[0]),
+        )
+
+    @property
+    def done(self) -> bool:
+        return bool(self.state.done)
+
+    def machine(
+        self, ctx: PartyContext, phibar: F64, step: int, rng: SecureRandom
+    ) -> Machine[SvtPartyResult]:
+        """This step's secure SVT machine: fresh noise from the state, remaining accepts from the state.
+
+        Bad inputs raise ValueError before any noise is drawn (the step may be retried); a failure after
+        that raises :class:`SvtRunError` (the state has a batch pending: the session cannot continue)."""
+        n = int(phibar.shape[0])
+        self.fmt.encode_phibar(phibar)  # (phibar_input checked it) refuse before any noise is drawn
+        try:
+            tau = np.asarray(self.state.noise_for_batch(n), dtype=np.float64)
+            return svt_decide_party(
+                ctx,
+                self.fmt,
+                self.feature_sum,
+                phibar,
+                tau,
+                float(self.plan.eps_abc),
+                int(self.state.remaining),
+                step,
+                rng,
+            )
+        except Exception as exc:
+            raise SvtRunError(f"SVT step {step} could not start: {type(exc).__name__}: {exc}") from exc
+
+    def settle(self, revealed: npt.NDArray[np.bool_]) -> int:
+        """Advance the state with the revealed bits (opened to every party); returns the number of accepts.
+
+        Raises :class:`SvtRunError` when the bits are inconsistent with the state (more accepts than
+        ``remaining``: a party deviated or messages were corrupted); the session cannot continue."""
+        bits = np.asarray(revealed, dtype=bool)
+        try:
+            k = int(self.state.update(bits))
+        except (ValueError, RuntimeError) as exc:
+            raise SvtRunError(f"revealed bits refused by the SVT state: {exc}") from exc
+        self.steps += 1
+        self.accepts += k
+        self.evaluated += int(bits.shape[0])
+        return k
+
+    def audit(self) -> dict[str, Any]:
+        """Public counters for the audit log (never noise or feature sums)."""
+        return {
+            "abcdp_accepts": self.accepts,
+            "abcdp_count": int(self.state.count),
+            "abcdp_c": int(self.plan.c),
+            "abcdp_done": self.done,
+        }
+
+
+register(ANALYSIS, AbcdpRff)

@@ -1,0 +1,217 @@
+"""Run resume on the party side: the persisted record of each run's last completed run step.
+
+A coordinator that crashes after the parties completed a step but before it used the result must not make
+the parties pay the privacy cost of that step twice. A session can therefore name a *run* (``run_id``) and
+the run step its first step is (``first_run_step``); each party keeps, per run, its **last completed run
+step**: the run step, a SHA-256 digest of what the step was asked (:func:`step_digest`), the id of the
+session that computed it, and this party's final messages to the receiver. When a later session of the
+same run asks for that run step again with the same digest, and *every* party holds it from the same
+session (the coordinator forwards each party's :class:`RunRecord` summary at ConnectSession), the parties
+return the stored messages: no recomputation, no new charge, the coordinator reconstructs the same
+decisions. Returning the stored messages again reveals nothing new: the coordinator may have kept them
+the first time. A different digest for the held run step is refused (FAILED_PRECONDITION naming the step);
+if not every party holds it from one session (shares only combine within the session that made them), it
+is evaluated afresh and charged again: conservative, never under-charged.
+
+Storage: ``<state_dir>/runs/<sha256(run_id)[:32]>.json``, one file per run, bounded (only the last completed
+run step is kept; earlier run steps asked again are evaluated and charged afresh, since the party cannot
+verify them). Writes are durable (temporary file, fsync, atomic rename, fsync of the directory) and happen
+after the step's charge and before its messages leave the party. Each file carries a SHA-256 checksum of
+its content; an unreadable, corrupt, foreign or mismatched file is refused with :class:`ReplayFileError`
+naming the file (never deleted silently: the operator moves it away, after which the run step is
+evaluated and charged afresh).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import os
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from parties.spec import SessionSpec, check_run_id
+
+RUNS_DIR = "runs"
+FORMAT_VERSION = 1
+_DIGEST_DOMAIN = b"confar/run-step/v1"
+
+
+class ReplayFileError(RuntimeError):
+    """A run record that cannot be read or trusted (the message names the file and what is wrong)."""
+
+
+@dataclass(frozen=True)
+class RunStepRef:
+    """Which run step a party holds, as it reports it to the coordinator (no messages)."""
+
+    run_id: str
+    run_step: int  # 0: no run step completed here
+    digest: bytes = b""  # step_digest(...) of the request that computed it
+    execution: bytes = b""  # the id of the session that computed it
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One party's last completed run step of a run, with its final messages to the receiver."""
+
+    ref: RunStepRef
+    batch: int
+    rounds: int  # protocol rounds the step took (reported again on replay)
+    messages: tuple[tuple[int, npt.NDArray[np.uint64]], ...]  # this party's (round, payload) to the receiver
+
+    @property
+    def run_step(self) -> int:
+        return self.ref.run_step
+
+
+def step_digest(
+    spec: SessionSpec, run_step: int, batch: int, inputs: Mapping[str, npt.NDArray[Any]]
+) -> bytes:
+    """SHA-256 over everything that determines a run step's output except the session's keys and noise
+    (the session id is left out: a resumed session has a new one):
+    the run id and step, the batch size, the inputs (names, dtypes, shapes, bytes), and the session's
+    model, model parameters, reveal mode, threshold, fixed-point format and party identities."""
+    h = hashlib.sha256()
+
+    def put(b: bytes) -> None:
+        h.update(struct.pack("<Q", len(b)))
+        h.update(b)
+
+    put(_DIGEST_DOMAIN)
+    put(spec.run_id.encode())
+    put(struct.pack("<QQ", run_step, batch))
+    session = {
+        "model": spec.model,
+        "model_params": spec.model_params,
+        "reveal_mode": spec.reveal_mode,
+        "t": spec.t,
+        "fmt": dataclasses.asdict(spec.fmt),
+        "parties": [[p.id, p.identity] for p in spec.parties],
+    }
+    put(json.dumps(session, sort_keys=True, separators=(",", ":")).encode())
+    for name in sorted(inputs):
+        a = np.ascontiguousarray(inputs[name])
+        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
+        a = a.astype(dt, copy=False)
+        put(name.encode())
+        put(dt.str.encode())
+        put(json.dumps(list(a.shape)).encode())
+        put(a.tobytes())
+    return h.digest()
+
+
+def _body(rec: RunRecord, identity: str) -> dict[str, Any]:
+    return {
+        "version": FORMAT_VERSION,
+        "party": identity,
+        "run_id": rec.ref.run_id,
+        "run_step": rec.ref.run_step,
+        "digest": rec.ref.digest.hex(),
+        "execution": rec.ref.execution.hex(),
+        "batch": rec.batch,
+        "rounds": rec.rounds,
+        "messages": [
+            {"round": r, "payload": base64.b64encode(np.ascontiguousarray(p, dtype="<u8").tobytes()).decode()}
+            for r, p in rec.messages
+        ],
+    }
+
+
+def _checksum(body: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+class ReplayStore:
+    """The run records of one party, one file per run under ``<state_dir>/runs``."""
+
+    def __init__(self, state_dir: Path, identity: str) -> None:
+        self.root = state_dir / RUNS_DIR
+        self.identity = identity
+
+    def path_for(self, run_id: str) -> Path:
+        return self.root / f"{hashlib.sha256(run_id.encode()).hexdigest()[:32]}.json"
+
+    def load(self, run_id: str) -> RunRecord | None:
+        """The last completed run step of ``run_id`` (None: none completed here).
+
+        Raises :class:`ReplayFileError` naming the file if it cannot be read or trusted."""
+        check_run_id(run_id)
+        path = self.path_for(run_id)
+        if not path.exists():
+            return None
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ReplayFileError(f"run record {path} cannot be read ({exc.strerror})") from exc
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ReplayFileError(f"run record {path} is corrupt (not JSON: {exc}){_ADVICE}") from exc
+        try:
+            return self._parse(doc, run_id)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ReplayFileError(f"run record {path} is corrupt ({exc}){_ADVICE}") from exc
+
+    def _parse(self, doc: Any, run_id: str) -> RunRecord:
+        if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION:
+            raise ValueError(f"expected a version {FORMAT_VERSION} run record object")
+        body = {k: v for k, v in doc.items() if k != "checksum"}
+        if doc.get("checksum") != _checksum(body):
+            raise ValueError("checksum mismatch: the file was altered or damaged")
+        if doc["party"] != self.identity:
+            raise ValueError(f"it belongs to party {doc['party']!r}, not to {self.identity!r}")
+        if doc["run_id"] != run_id:
+            raise ValueError(f"it is the record of run {doc['run_id']!r}, not of {run_id!r}")
+        step, batch, rounds = doc["run_step"], doc["batch"], doc["rounds"]
+        if not all(type(v) is int and v >= 1 for v in (step, batch, rounds)):
+            raise ValueError(f"run_step {step!r}, batch {batch!r}, rounds {rounds!r}: need positive integers")
+        digest, execution = bytes.fromhex(doc["digest"]), bytes.fromhex(doc["execution"])
+        if len(digest) != 32 or not 16 <= len(execution) <= 64:
+            raise ValueError("digest must be 32 bytes and execution a 16..64 byte session id")
+        messages = []
+        for msg in doc["messages"]:
+            raw = base64.b64decode(msg["payload"], validate=True)
+            if len(raw) % 8:
+                raise ValueError("a stored payload is not a whole number of uint64 words")
+            messages.append((int(msg["round"]), np.frombuffer(raw, dtype="<u8").astype(np.uint64)))
+        if not messages:
+            raise ValueError("no stored messages")
+        return RunRecord(RunStepRef(run_id, step, digest, execution), batch, rounds, tuple(messages))
+
+    def save(self, rec: RunRecord) -> None:
+        """Replace the run's record durably (fsync + atomic rename + directory fsync)."""
+        check_run_id(rec.ref.run_id)
+        self.root.mkdir(parents=True, exist_ok=True)
+        body = _body(rec, self.identity)
+        text = json.dumps({**body, "checksum": _checksum(body)})
+        path = self.path_for(rec.ref.run_id)
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        dfd = os.open(self.root, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+_ADVICE = "; refusing to use it. Move it away to have this run's last step evaluated (and charged) afresh"
+
+
+def agreed_record(own: RunRecord | None, reported: Sequence[RunStepRef]) -> RunRecord | None:
+    """``own`` if every party reported the same run step, digest and computing session (so the stored
+    messages of all parties combine into the step's output), else None."""
+    if own is None or any(r != own.ref for r in reported):
+        return None
+    return own

@@ -1,0 +1,189 @@
+"""``confar run --simulate``: an experiment file run against a local consortium of real daemons.
+
+Starts m ``confar-party`` processes (mutual TLS on loopback, certificates from a fresh consortium CA) with
+synthetic registry data for the experiment's model, then calls :func:`coordinator.run.run_experiment` (the
+same code path as a run against remote registries). The consortium's folder is ``<output_dir>/simulation``
+and is kept: the parties' ledgers and run records (``state_dir``) survive a crash, so ``confar run --resume``
+restarts the daemons on the same state and continues the run without charging a run step twice.
+
+Synthetic data (public seed ``[simulate] data_seed``): ``bayes-logistic`` — registries of different sizes
+and case mixes (:func:`mechanisms.models.logistic.synthetic_registries`); ``beta-bernoulli`` — Bernoulli(0.3)
+records; ``linear-regression`` — y = 1 + Σ_k 0.5 (−1)^k x_k + N(0, σ²), x ~ N(0, 1), clipped to the
+schema's bounds; ``abcdp`` — the toy mixture at θ* = (0.25, 0.05, 0.2, 0.15, 0.35) split across parties.
+
+For MH samplers a reference posterior is computed too: the same kernel and public seed in plain numpy on the
+pooled records (the Bernoulli rule: what a centralised analysis would get), shown beside the run's.
+
+For ABCDP the simulated parties assume the protocols' honest-majority threat model (``[budget] colluding
+= (m - 1) // 2``: the SVT ε is backed against that many colluders, see ``parties/abcdp.py``) and, unless
+``party_gdp_mu`` is given, hold a budget of twice the run's ε at δ = 1e-6; for the MH samplers they keep
+the daemon's conservative default (m - 1 colluders).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from coordinator.certs import COORDINATOR_IDENTITY, init_consortium
+from coordinator.experiment import MH_KINDS, Experiment
+from coordinator.run import Outcome, ProgressInfo, run_experiment
+from hss.fixedpoint import max_threshold
+from mechanisms.models.base import Model
+from mechanisms.models.logistic import BayesLogistic, synthetic_registries
+from mechanisms.samplers import AdaptiveMH, BernoulliRule, LocalParties, PublicSeeds, RandomWalkMH, run_kernel
+from simulations.launcher import LocalConsortium, party_config_text, write_csv
+
+F64 = npt.NDArray[np.float64]
+TOY_THETA = (0.25, 0.05, 0.2, 0.15, 0.35)
+
+
+def synthetic_data(exp: Experiment) -> list[dict[str, F64]]:
+    """One dict of columns per party, from the public data seed."""
+    sim = exp.simulate
+    assert sim is not None
+    rng = np.random.default_rng(sim.data_seed)
+    if exp.sampler.kind == "abcdp":
+        from mechanisms.simulators.toy import ToyMixtureModel
+
+        total = int(exp.sampler.abcdp["n_records"])
+        y = ToyMixtureModel().simulate(np.asarray(TOY_THETA), total, rng)[0]
+        parts = np.array_split(y, sim.parties)
+        return [{"x": p} for p in parts]
+    model = exp.model()
+    if isinstance(model, BayesLogistic):
+        return synthetic_registries(rng, model, sizes=sim.records)
+    name = type(model).name
+    out: list[dict[str, F64]] = []
+    for n in sim.records:
+        if name == "beta-bernoulli":
+            col = str(getattr(model, "column", "y"))
+            out.append({col: (rng.random(n) < 0.3).astype(np.float64)})
+        elif name == "linear-regression":
+            p = int(getattr(model, "p", 0))
+            xb, yb, sd = (float(getattr(model, k)) for k in ("x_bound", "y_bound", "sigma"))
+            x = np.clip(rng.normal(0.0, 1.0, (n, p)), -xb, xb)
+            beta = np.array([0.5 * (-1) ** k for k in range(p)])
+            y = np.clip(1.0 + x @ beta + rng.normal(0.0, sd, n), -yb, yb)
+            cols = {f"x{k + 1}": x[:, k].copy() for k in range(p)}
+            cols[str(getattr(model, "outcome", "y"))] = y
+            out.append(cols)
+        else:
+            raise ValueError(f"--simulate has no synthetic data for model {exp.model_name!r}")
+    return out
+
+
+def reference_draws(exp: Experiment, data: list[dict[str, F64]]) -> F64 | None:
+    """Plain MH on the pooled records with the same kernel and public seed: (chains, draws, d)."""
+    s = exp.sampler
+    if s.kind not in MH_KINDS:
+        return None
+    model: Model = exp.model()
+    pooled = {k: np.concatenate([d[k] for d in data]) for k in data[0]}
+    seeds = PublicSeeds(exp.seed)
+    decide = LocalParties(model, [pooled], BernoulliRule(seeds.rng(0, party=99)))
+    assert s.proposal_cov is not None
+    kernel: RandomWalkMH | AdaptiveMH
+    if s.kind == "adaptive-mh":
+        kernel = AdaptiveMH(
+            model, decide, s.proposal_cov, s.adapt_start, s.adapt_every, s.adapt_stop, s.history_from
+        )
+    else:
+        kernel = RandomWalkMH(model, decide, s.proposal_cov)
+    theta0 = (
+        s.init_scale * model.sample_prior(seeds.init_rng(), s.chains) if isinstance(s.init, str) else s.init
+    )
+    _, trace = run_kernel(kernel, kernel.init(theta0), s.iterations, seeds)
+    return np.ascontiguousarray(trace.draws[s.warmup :].transpose(1, 0, 2))
+
+
+def noise_key(pid: int) -> bytes:
+    """TESTING ONLY ([simulate] fixed_noise_keys): a party's repeatable noise key."""
+    return hashlib.sha256(b"confar/simulate/fixed-noise/%d" % pid).digest()
+
+
+@contextlib.contextmanager
+def consortium(exp: Experiment, workdir: Path, data: list[dict[str, F64]]) -> Iterator[LocalConsortium]:
+    """m daemons under ``workdir`` (kept); certificates made once, state dirs reused on resume."""
+    sim = exp.simulate
+    assert sim is not None
+    m = sim.parties
+    certs = workdir / "certs"
+    if not (certs / "ca.pem").exists():
+        init_consortium(certs, m)
+    lc = LocalConsortium(m, workdir, certs)
+    budget: dict[str, Any] = {"gdp_mu": sim.party_gdp_mu} if sim.party_gdp_mu is not None else {}
+    if exp.sampler.kind == "abcdp":  # the SVT epsilon is backed against up to (m - 1) // 2 colluders only
+        if not budget:
+            eps_run = float(exp.sampler.abcdp["eps_total"])
+            budget = {"epsilon": 2.0 * eps_run if math.isfinite(eps_run) else 1.0, "delta": 1e-6}
+        budget["colluding"] = max_threshold(m)
+    try:
+        for pid in range(1, m + 1):
+            pdir = workdir / f"party-{pid}"
+            pdir.mkdir(parents=True, exist_ok=True)
+            dpath = pdir / "data.csv"
+            write_csv(dpath, dict(data[pid - 1]))  # type: ignore[arg-type]
+            cfg = pdir / "party.toml"
+            cfg.write_text(
+                party_config_text(
+                    pid,
+                    m,
+                    workdir,
+                    certs,
+                    dpath,
+                    models=(exp.analysis(),),
+                    modes=(exp.reveal_mode,),
+                    data_model=None if exp.sampler.kind == "abcdp" else exp.model_name,
+                    data_model_args=None if exp.sampler.kind == "abcdp" else exp.model_params,
+                    fixed_rng_key=noise_key(pid) if sim.fixed_noise_keys else None,
+                    privacy_budget=budget or None,
+                )
+            )
+            lc.spawn(pid, cfg, insecure=False)
+        lc.wait_ready(60.0)
+        yield lc
+    finally:
+        lc.stop()
+
+
+def simulate_experiment(
+    exp: Experiment,
+    out_dir: Path,
+    progress: Callable[[ProgressInfo], None] | None = None,
+    *,
+    resume: bool = False,
+    stop_after_batches: int | None = None,
+    log: Callable[[str], None] | None = None,
+    **kwargs: Any,
+) -> Outcome:
+    """Start (or restart, on resume) the simulated consortium and run the experiment against it."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = synthetic_data(exp)
+    if exp.simulate is not None and exp.simulate.fixed_noise_keys and log is None:
+        print("confar run: WARNING: [simulate] fixed_noise_keys: party noise is REPEATABLE (testing only)")
+    reference = reference_draws(exp, data)  # deterministic (public seeds): the same on resume
+    with consortium(exp, out_dir / "simulation", data) as lc:
+        eps = lc.endpoints()
+        coord = dataclasses.replace(exp.coordinator, identity=COORDINATOR_IDENTITY, insecure=False)
+        return run_experiment(
+            dataclasses.replace(exp.with_parties(eps), coordinator=coord),
+            eps,
+            lc.coordinator_tls(),
+            out_dir,
+            progress,
+            resume=resume,
+            stop_after_batches=stop_after_batches,
+            reference=reference,
+            log=log,
+            **kwargs,
+        )
