@@ -172,8 +172,8 @@ class AdaptiveState:
     log_prior: F64
     t: int  # iterations done
     count: int  # history size (states pooled over chains)
-    mean: F64  # (d,) running mean of the history
-    m2: F64  # (d, d) running sum of outer products of deviations (Welford, batched)
+    mean: F64  # (chains, d) running mean of each chain's history
+    m2: F64  # (d, d) sum over chains of within-chain outer products of deviations (Welford)
     cov: F64  # the current proposal covariance
 
 
@@ -194,13 +194,21 @@ class AdaptiveMH:
         base = RandomWalkMH.init(self, theta0)  # type: ignore[arg-type]
         d = self.model.d
         c0 = _chol(self.init_cov, d)
-        return AdaptiveState(base.theta, base.log_prior, 0, 0, np.zeros(d), np.zeros((d, d)), c0 @ c0.T)
+        mean = np.zeros_like(base.theta)
+        return AdaptiveState(base.theta, base.log_prior, 0, 0, mean, np.zeros((d, d)), c0 @ c0.T)
 
     def adapted_cov(self, state: AdaptiveState) -> F64:
+        """Haario et al.'s 2.38²/d times the pooled *within-chain* covariance of the history.
+
+        Pooling within-chain deviations (each chain about its own mean) keeps the spread *between* chains
+        that have not yet met out of the estimate, which otherwise inflates the proposal by orders of
+        magnitude when chains start dispersed.
+        """
         d = self.model.d
-        if state.count <= d:
+        dof = state.mean.shape[0] * (state.count - 1)
+        if state.count < 2 or dof <= d:
             return state.cov
-        emp = state.m2 / (state.count - 1)
+        emp = state.m2 / dof
         return np.asarray((2.38**2 / d) * (emp + self.eps * np.eye(d)))
 
     def step(self, rng: np.random.Generator, state: AdaptiveState) -> tuple[AdaptiveState, MHInfo]:
@@ -221,16 +229,12 @@ class AdaptiveMH:
         )
         count, mean, m2 = state.count, state.mean, state.m2
         hist_from = self.start // 2 if self.history_from is None else self.history_from
-        if hist_from <= t < self.stop:
+        if hist_from <= t < self.stop:  # one Welford step per chain, deviations pooled over chains
             x = inner.theta
-            nb = x.shape[0]
-            bmean = x.mean(axis=0)
-            dev = x - bmean
-            tot = count + nb
-            delta = bmean - mean
-            mean = mean + delta * nb / tot
-            m2 = m2 + dev.T @ dev + np.outer(delta, delta) * count * nb / tot
-            count = tot
+            count += 1
+            delta = x - mean
+            mean = mean + delta / count
+            m2 = m2 + delta.T @ (x - mean)
         return AdaptiveState(inner.theta, inner.log_prior, t + 1, count, mean, m2, cov), info
 
 
