@@ -250,7 +250,11 @@ class PartyDaemon:
                 analysis=analysis,
             )
             base_key = self.cfg.fixed_rng_key or os.urandom(32)
-            sess.noise_key = derive_key(base_key, spec.session_id, b"noise")
+            # A session of a run keys its noise by the run (noise_rng: per run step), so with fixed keys
+            # (testing) a resumed run draws the same noise as one never interrupted; with the default
+            # fresh base key every session's noise is fresh either way.
+            noise_scope = b"run/" + spec.run_id.encode() if spec.run_id else spec.session_id
+            sess.noise_key = derive_key(base_key, noise_scope, b"noise")
             sess.proto_rng = SecureRandom(derive_key(base_key, spec.session_id, b"protocol"))
             sess.held = held
             for old in superseded:  # the run's earlier session: its coordinator is gone
@@ -875,7 +879,12 @@ class PartyDaemon:
         return digest, audit, resp
 
     def noise_rng(self, sess: Session, step: int) -> SecureRandom:
-        return SecureRandom(derive_key(sess.noise_key, sess.spec.session_id, b"step/%d" % step))
+        """This party's secret noise for session step ``step`` (for a run: for its run step)."""
+        spec = sess.spec
+        if spec.run_id:
+            run_step = spec.first_run_step + step - 1
+            return SecureRandom(derive_key(sess.noise_key, spec.run_id.encode(), b"run-step/%d" % run_step))
+        return SecureRandom(derive_key(sess.noise_key, spec.session_id, b"step/%d" % step))
 
     async def close_session(
         self, req: party_pb2.CloseSessionRequest, context: grpc.aio.ServicerContext

@@ -162,12 +162,13 @@ def test_run_stop_resume_charges_each_step_once(tmp_path: Path) -> None:
     assert not resumed.warnings  # every party held step STOP from one session: a replay, no re-charge
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="exact equality needs repeatable party noise per run step: with fixed keys the daemon derives it "
-    "from (session id, session step) (parties/daemon.py noise_rng), which a resumed session changes",
-)
-def test_resumed_run_equals_uninterrupted(tmp_path: Path) -> None:
+def test_resumed_run_equals_uninterrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With fixed noise keys the parties key their noise by (run id, run step), so a run stopped after k
+    batches and resumed in a new session draws exactly what a run never interrupted draws. Both runs get
+    the same run id (fresh random otherwise) so that their noise can be the same."""
+    import coordinator.run
+
+    monkeypatch.setattr(coordinator.run.secrets, "token_hex", lambda n: "ab" * n)
     exp = experiment(tmp_path)
     with parties(tmp_path / "a") as (eps, tls):
         full = run_experiment(exp, eps, tls, tmp_path / "out-a", log=quiet)
