@@ -596,6 +596,29 @@ def _party_identity(pid: int, rep: dict[str, Any] | str, result: RunResult) -> s
     return f"party-{pid}"
 
 
+def privacy_statement(reported: Mapping[str, Any], recomputed: Mapping[str, Any]) -> str:
+    """One line in plain words: what this party's data has spent, or why no number is stated."""
+    used = reported.get("decisions_used")
+    if "not_accounted" in recomputed:
+        return f"no privacy budget configured: no epsilon is stated ({used} decisions made with its data)"
+    if "error" in recomputed:
+        return f"reported events could not be recomposed: {recomputed['error']}"
+    parts = []
+    mu = recomputed.get("gdp_mu")
+    if mu is not None:
+        parts.append(f"GDP mu = {mu:.4g}")
+    eps = recomputed.get("eps_at_delta")
+    if eps is not None:
+        parts.append(f"epsilon = {eps:.4g} at delta = {recomputed['delta']:.3g}")
+    spent = "spent " + ", ".join(parts) if parts else "spent nothing it accounts"
+    if reported.get("budget_configured"):
+        spent += (
+            f"; its ledger: {reported['spent']:.4g} of {reported['limit']:.4g} ({reported['unit']}), "
+            f"{recomputed.get('remaining_from_reported', 0.0):.4g} left"
+        )
+    return f"{spent} ({used} decisions made with its data)"
+
+
 def privacy_document(
     pid: int, rep: dict[str, Any] | str, result: RunResult
 ) -> tuple[dict[str, Any], Spend | None]:
@@ -639,7 +662,16 @@ def privacy_document(
         if budget.get("type") == "eps_delta"
         else "the run's privacy_delta (the party's budget is not an eps-at-delta budget)",
     }
-    if sp is None:
+    if not b.get("configured") and not events:
+        # Without a budget a party records no events (parties/privacy_budget.py): "no events" then means
+        # "not accounted", never "nothing spent". No number is stated.
+        recomputed["eps_at_delta"] = None
+        recomputed["gdp_mu"] = None
+        recomputed["not_accounted"] = (
+            "this party has no privacy budget configured, so it records no privacy events: no epsilon or "
+            f"mu can be stated for its data ({rep.get('decisions_used')} decisions made with its data)"
+        )
+    elif sp is None:
         recomputed["error"] = f"could not recompose the reported events: {recompose_error}"
     else:
         recomputed["eps_at_delta"] = sp.eps
@@ -659,6 +691,7 @@ def privacy_document(
     doc = {
         "party": pid,
         "identity": ident,
+        "statement": privacy_statement(reported, recomputed),
         "threat_model": rep.get("threat_model", THREAT_MODEL_NOTE),
         "reported_by_party": reported,
         "recomputed_here": recomputed,

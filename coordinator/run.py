@@ -34,6 +34,7 @@ import math
 import os
 import platform
 import secrets
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -455,7 +456,7 @@ class MHDriver(Driver):
                 lp,
                 int(st["t"]),
                 int(st["count"]),
-                _arr(st["mean"]),
+                _arr(st["mean"]).reshape(self.chains, self.d),
                 _arr(st["m2"]).reshape(self.d, self.d),
                 _arr(st["cov"]).reshape(self.d, self.d),
             )
@@ -881,6 +882,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="start the [simulate] consortium locally (real daemons, mTLS, synthetic data), run against it",
     )
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="output folder (default: the file's experiment.output_dir, relative to the file's folder)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier run's output folder (only a folder holding a run.json; nothing else)",
+    )
     p.add_argument("--check", action="store_true", help="only validate the file (no party is contacted)")
     p.add_argument("--no-progress", action="store_true", help="log lines instead of a progress bar")
     p.add_argument(
@@ -898,6 +910,9 @@ def run(args: argparse.Namespace) -> int:
     if args.stop_after_batches is not None and args.stop_after_batches < 1:
         print("confar run: --stop-after-batches must be >= 1", file=sys.stderr)
         return 2
+    if args.resume is not None and (args.out is not None or args.overwrite):
+        print("confar run: --out and --overwrite do not go with --resume DIR", file=sys.stderr)
+        return 2
     try:
         exp = load_resumed(args.resume) if args.resume is not None else load_experiment(args.config)
         simulate = args.simulate or (args.resume is not None and _was_simulated(exp))
@@ -909,6 +924,12 @@ def run(args: argparse.Namespace) -> int:
             m = len(exp.parties) or 3
             exp = replace(exp, simulate=SimulateSettings(m, (500,) * m, exp.seed))
         tls = None if simulate else exp.coordinator.tls(source=str(exp.source))
+        if args.out is not None:
+            from dataclasses import replace
+
+            exp = replace(exp, output_dir=args.out.expanduser().absolute())
+        if args.overwrite and not args.check:
+            clear_run_folder(exp.output_dir)
     except ExperimentError as exc:
         print(f"confar run: {exc}", file=sys.stderr)
         return 2
@@ -953,8 +974,39 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def clear_run_folder(out_dir: Path) -> None:
+    """``--overwrite``: remove an earlier run's output folder; refuse any folder that is not one."""
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise ExperimentError(f"--overwrite: {out_dir} is not a folder; not touched")
+    if not (out_dir / "run.json").is_file() and any(out_dir.iterdir()):
+        raise ExperimentError(
+            f"--overwrite: {out_dir} is not empty and holds no run.json (not a run folder); not touched"
+        )
+    shutil.rmtree(out_dir)
+
+
 def _was_simulated(exp: Experiment) -> bool:
     return (exp.output_dir / "simulation").is_dir()
+
+
+def privacy_lines(outcome: Outcome) -> list[str]:
+    """Each registry's privacy statement, from the privacy documents written with the outputs."""
+    docs = sorted(
+        (k, v) for k, v in outcome.written.items() if k.startswith("privacy/") and k.endswith(".json")
+    )
+    head = "privacy spent by each registry (its own ledger, recomposed here; details in privacy/):"
+    lines = [head] if docs else []
+    for _, path in docs:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            lines.append(f"  {path.name}: unreadable: {exc}")
+            continue
+        what = doc.get("statement") or doc.get("error") or "no statement"
+        lines.append(f"  {doc.get('identity', path.stem)}: {what}")
+    return lines
 
 
 def summary_text(outcome: Outcome) -> str:
@@ -966,6 +1018,7 @@ def summary_text(outcome: Outcome) -> str:
     summary = outcome.written.get("summary.txt")
     if summary is not None and summary.is_file():
         lines.append(summary.read_text(encoding="utf-8").rstrip())
+    lines += privacy_lines(outcome)
     lines.append(f"outputs in {outcome.out_dir}: " + ", ".join(sorted(outcome.written)))
     lines += [f"WARNING: {w}" for w in outcome.warnings]
     return "\n".join(lines)

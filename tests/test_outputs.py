@@ -533,3 +533,23 @@ def test_a_report_that_cannot_be_recomposed_is_labelled_not_fatal(
     assert "eps_at_delta" not in doc["recomputed_here"]
     assert doc["reported_by_party"]["spent"] == 0.2828  # what the party said is still there
     assert "privacy/party-1.png" not in files and "provenance.json" in files
+
+
+def test_party_without_budget_gets_no_privacy_number(tmp_path: Path) -> None:
+    """No budget -> the party records no events: the report must say "not accounted", never epsilon = 0."""
+    rep = {
+        "party": 1,
+        "identity": "registry-1",
+        "budget": {"configured": False, "budget_json": "", "unit": "", "limit": 0.0, "spent": 0.0},
+        "events_json": "[]",
+        "decisions_used": 6400,
+    }
+    files = write_outputs(tmp_path / "run", make_result(reports={1: rep, 2: gdp_report(2, 0.01, 800, 0.28)}))
+    d1 = json.loads(files["privacy/party-1.json"].read_text())
+    rc = d1["recomputed_here"]
+    assert rc["eps_at_delta"] is None and rc["gdp_mu"] is None
+    assert "6400 decisions" in rc["not_accounted"]
+    assert d1["statement"].startswith("no privacy budget configured: no epsilon is stated")
+    d2 = json.loads(files["privacy/party-2.json"].read_text())
+    assert f"GDP mu = {math.sqrt(800) * 0.01:.4g}" in d2["statement"]
+    assert "0.28 of 2 (mu)" in d2["statement"]
