@@ -22,8 +22,9 @@ typecheck: $(STAMP)
 test: lint typecheck
 	$(BIN)/pytest -q
 
+# the main job: 7 registry daemons (mTLS on loopback), confidential logistic regression; outputs in out/demo
 demo: $(STAMP)
-	$(BIN)/confar simulate --parties 7 --mode sign --chains 32 --steps 200
+	$(BIN)/confar run examples/demo.toml --simulate --out out/demo --overwrite
 
 bench: $(STAMP)
 	$(BIN)/confar bench hss --json docs/bench-hss.json
