@@ -1,4 +1,5 @@
-# The two commands of README.md. Both create .venv on first use and install the project into it.
+# The two commands of README.md. Both create .venv on first use and install the project into it
+# (with the test tools and the bench extra: MPyC, so the test of the side-by-side comparison runs too).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -10,7 +11,7 @@ $(STAMP): pyproject.toml setup.py hss/_field.c
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "confar needs Python >= 3.11, found " + sys.version'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,bench]'
 	@touch $(STAMP)
 
 lint: $(STAMP)
