@@ -671,6 +671,7 @@ def privacy_document(
             "this party has no privacy budget configured, so it records no privacy events: no epsilon or "
             f"mu can be stated for its data ({rep.get('decisions_used')} decisions made with its data)"
         )
+        sp = None  # and no trade-off plot: a "nothing spent" curve would be a claim we cannot back
     elif sp is None:
         recomputed["error"] = f"could not recompose the reported events: {recompose_error}"
     else:

@@ -364,7 +364,14 @@ def format_report(pf: PlanFile, answers: dict[int, Any], delta: float) -> tuple[
             continue
         b = r.budget
         budget = json.loads(b.budget_json) if b.configured else {}
-        sp = recompose(parse_events(r.events_json), report_delta(budget, delta), b.budget_json)
+        events = parse_events(r.events_json)
+        if not b.configured and not events:  # no ledger: "no events" means "not accounted", not "nothing"
+            lines.append(
+                f"{who}: no privacy budget configured: it records no privacy events, so nothing is accounted "
+                f"and no epsilon or mu is stated ({r.decisions_used} decisions answered in total)"
+            )
+            continue
+        sp = recompose(events, report_delta(budget, delta), b.budget_json)
         spends[pid] = sp
         head = f"{who}: {_budget_text(budget)}"
         if b.configured:

@@ -200,9 +200,11 @@ class PrivacyPlan:
     def spent_text(self, run_steps: int) -> str:
         """Largest GDP μ over parties after ``run_steps`` batches, when every event has a GDP bound."""
         mus = []
+        if any(not events for events in self.per_batch.values()):
+            return "privacy: not accounted (a party keeps no budget: no number is stated)"
         for events in self.per_batch.values():
             per = [e.gdp_mu() for e in events]
-            if not events or any(mu is None for mu in per):
+            if any(mu is None for mu in per):
                 return ""
             mus.append(
                 math.sqrt(run_steps * sum(e.count * mu * mu for e, mu in zip(events, per, strict=True)))

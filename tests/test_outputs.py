@@ -550,6 +550,8 @@ def test_party_without_budget_gets_no_privacy_number(tmp_path: Path) -> None:
     assert rc["eps_at_delta"] is None and rc["gdp_mu"] is None
     assert "6400 decisions" in rc["not_accounted"]
     assert d1["statement"].startswith("no privacy budget configured: no epsilon is stated")
+    assert "privacy/party-1.png" not in files  # no "nothing spent" curve for an unaccounted party
+    assert "privacy/party-2.png" in files
     d2 = json.loads(files["privacy/party-2.json"].read_text())
     assert f"GDP mu = {math.sqrt(800) * 0.01:.4g}" in d2["statement"]
     assert "0.28 of 2 (mu)" in d2["statement"]
