@@ -616,7 +616,14 @@ def privacy_statement(reported: Mapping[str, Any], recomputed: Mapping[str, Any]
             f"; its ledger: {reported['spent']:.4g} of {reported['limit']:.4g} ({reported['unit']}), "
             f"{recomputed.get('remaining_from_reported', 0.0):.4g} left"
         )
-    return f"{spent} ({used} decisions made with its data)"
+    scopes = sorted(
+        {
+            str(e.get("label", "")).split("; session")[0]
+            for e in reported.get("events", [])
+            if "holds against" in str(e.get("label", ""))
+        }
+    )
+    return f"{spent} ({used} decisions made with its data)" + "".join(f"; {x}" for x in scopes)
 
 
 def privacy_document(

@@ -109,7 +109,7 @@ class AbcdpRff:
         plan = plan_of(params)
         if threat_refusal(plan, m, t) is not None:
             return None
-        event = _ledger_event(plan)
+        event = _ledger_event(plan, m)
         return [event] if event is not None else None
 
     def terms(
@@ -156,8 +156,9 @@ def threat_refusal(plan: FederatedSvtPlan, m: int, t: int) -> str | None:
     return None
 
 
-def _ledger_event(plan: FederatedSvtPlan) -> PrivacyEvent | None:
-    """``plan.privacy_event()`` as a ledger event (None for a non-private run: eps_total = inf)."""
+def _ledger_event(plan: FederatedSvtPlan, m: int) -> PrivacyEvent | None:
+    """``plan.privacy_event()`` as a ledger event (None for a non-private run: eps_total = inf); its label
+    says against how many colluding parties the number holds, so every report carries its threat model."""
     from mechanisms.privacy import EpsDeltaEvent, PrivacyEvent
 
     ev: Any = plan.privacy_event()
@@ -166,7 +167,14 @@ def _ledger_event(plan: FederatedSvtPlan) -> PrivacyEvent | None:
     eps, delta = float(ev.eps), float(getattr(ev, "delta", 0.0))
     if not math.isfinite(eps):
         return None
-    return EpsDeltaEvent(eps, delta, label=f"{ANALYSIS} SVT run")
+    ok = tolerated_colluders(plan, m)
+    scope = (
+        f"holds against the coordinator and up to {ok} colluding parties, not more"
+        if ok
+        else "holds against the coordinator only, not against colluding parties"
+    )
+    label = f"{ANALYSIS} SVT run ({plan.noise_shares} noise shares, m = {m}: {scope})"
+    return EpsDeltaEvent(eps, delta, label=label)
 
 
 def check_session(spec: SessionSpec, data: Dataset) -> None:

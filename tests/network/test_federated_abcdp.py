@@ -157,6 +157,11 @@ def test_analysis_checks() -> None:
     ev = a.privacy_events({**plan.to_params(), "columns": ["y"]}, "svt", 64, 3, 0)
     assert ev is not None and len(ev) == 1 and ev[0].count == 1
     assert isinstance(ev[0], EpsDeltaEvent) and ev[0].eps == pytest.approx(plan.privacy_event().eps)
+    assert "up to 1 colluding parties, not more" in ev[0].label  # every report carries its threat model
+    exact_ev = a.privacy_events(
+        {**dataclasses.replace(plan, noise_shares="exact").to_params(), "columns": ["y"]}, "svt", 64, 3, 0
+    )
+    assert exact_ev is not None and "coordinator only" in exact_ev[0].label
     ok = tolerated_colluders(plan, 3)
     assert threat_refusal(plan, 3, ok) is None
     msg = threat_refusal(plan, 3, ok + 1)
