@@ -202,9 +202,11 @@ class Coordinator:
         session_id: bytes | None = None,
         run_id: str | None = None,
         first_run_step: int = 1,
+        sign_precompute: str = "inline",
     ) -> CoordinatorSession:
         """Open a session at every party. With ``run_id``, session step k is run step first_run_step + k - 1
-        of that run and the session's ``resume`` / ``warnings`` report what the parties hold of it."""
+        of that run and the session's ``resume`` / ``warnings`` report what the parties hold of it.
+        ``sign_precompute`` (sign mode): "inline" (7 rounds) or "pooled" (9 rounds, less CPU per decision)."""
         relay_address = await self._ensure_relay() if topology == "relay" else ""
         spec = SessionSpec(
             session_id=session_id or os.urandom(16),
@@ -219,6 +221,7 @@ class Coordinator:
             coordinator_identity=self.identity,
             run_id=run_id or "",
             first_run_step=first_run_step,
+            sign_precompute=sign_precompute,
         )
         sess = CoordinatorSession(self, spec)
         if topology == "relay":

@@ -62,6 +62,8 @@ EXPERIMENT.toml::
     mode = "sign"                   # sum | blinded | sign | svt  (blinded, sign and svt need m >= 3)
     topology = "mesh"               # mesh | relay
     threshold = 1                   # optional; default (m - 1) // 2; blinded/sign/svt need 1 <= t < m / 2
+    sign_precompute = "inline"      # sign only: inline (7 rounds, default) | pooled (9 rounds, each public
+                                    # square root computed once: less CPU per decision, two more rounds)
 
     [privacy]                       # optional: the target this run must fit, checked with every party's
     gdp_mu = 1.0                    # PlanPrivacy dry run before the session opens; gdp_mu, or
@@ -98,6 +100,7 @@ import numpy.typing as npt
 
 from coordinator.api import PartyEndpoint
 from hss.fixedpoint import max_threshold
+from hss.protocols import SIGN_PRECOMPUTE
 from mechanisms.models.base import Model, load_model
 from mechanisms.samplers.requests import Penalty
 from parties.tls import TlsError, TlsMaterial
@@ -427,6 +430,7 @@ class Experiment:
     privacy: PrivacyTarget | None
     formats: tuple[str, ...]
     simulate: SimulateSettings | None
+    sign_precompute: str = "inline"  # reveal.sign_precompute (hss.protocols.SIGN_PRECOMPUTE)
 
     @property
     def m(self) -> int:
@@ -542,10 +546,13 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
 
     rv = r.table(doc, "reveal", required=True)
     assert rv is not None
-    r.only(rv, "reveal", ("mode", "topology", "threshold"))
+    r.only(rv, "reveal", ("mode", "topology", "threshold", "sign_precompute"))
     mode = r.choice(rv, "reveal", "mode", REVEAL_MODES)
     topology = r.choice(rv, "reveal", "topology", TOPOLOGIES, "mesh")
     threshold = r.integer(rv, "reveal", "threshold", None, lo=0, hi=M_MAX)
+    sign_precompute = r.choice(rv, "reveal", "sign_precompute", SIGN_PRECOMPUTE, "inline")
+    if sign_precompute != "inline" and mode != "sign":
+        raise r.err("reveal.sign_precompute", f"applies to reveal mode 'sign' only, not {mode!r}")
     if mode != "sum" and m < 3:
         raise r.err(
             "reveal.mode",
@@ -589,6 +596,7 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         privacy=privacy,
         formats=tuple(formats),
         simulate=simulate,
+        sign_precompute=sign_precompute,
     )
 
 

@@ -620,6 +620,7 @@ def run_experiment(
                 topology=exp.topology,
                 run_id=run_id,
                 first_run_step=run_step + 1,
+                sign_precompute=exp.sign_precompute,
             )
             _check_resume(sess, run_step)
             for w in sess.warnings:

@@ -660,6 +660,7 @@ class PartyDaemon:
                     step,
                     sess.proto_rng,
                     blind=terms.blind,
+                    precompute=sess.spec.sign_precompute,
                 )
             except (serde.WireError, AnalysisError, ValueError) as exc:
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step}: {exc}") from exc

@@ -134,6 +134,7 @@ def spec_to_proto(spec: SessionSpec) -> common_pb2.SessionSpec:
         topology=_TOPOLOGY_TO[spec.topology],
         relay_address=spec.relay_address,
         coordinator_identity=spec.coordinator_identity,
+        sign_precompute="" if spec.sign_precompute == "inline" else spec.sign_precompute,
     )
 
 
@@ -162,6 +163,7 @@ def spec_from_proto(msg: common_pb2.SessionSpec) -> SessionSpec:
             topology=_TOPOLOGY_FROM[msg.topology],
             relay_address=msg.relay_address,
             coordinator_identity=msg.coordinator_identity or "coordinator",
+            sign_precompute=msg.sign_precompute or "inline",
         )
     except SpecError as exc:
         raise WireError(f"session spec refused: {exc}") from exc

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hss.fixedpoint import FixedPoint
-from hss.protocols import MODES, SessionParams
+from hss.protocols import MODES, SIGN_PRECOMPUTE, SessionParams
 
 TOPOLOGIES = ("mesh", "relay")
 #: reveal modes of the decision protocols (hss.protocols) plus "svt": federated ABCDP's sparse-vector test
@@ -50,6 +50,7 @@ class SessionSpec:
     coordinator_identity: str = "coordinator"
     run_id: str = ""  # empty: the session belongs to no run
     first_run_step: int = 1  # the run step of the session's step 1
+    sign_precompute: str = "inline"  # sign mode: hss.protocols.SIGN_PRECOMPUTE (the same at every party)
 
     def __post_init__(self) -> None:
         if self.run_id:
@@ -71,6 +72,8 @@ class SessionSpec:
                 raise SpecError(f"identity {n!r} is not a valid certificate name")
         if self.reveal_mode not in REVEAL_MODES:
             raise SpecError(f"reveal_mode {self.reveal_mode!r} is not one of {REVEAL_MODES}")
+        if self.sign_precompute not in SIGN_PRECOMPUTE:
+            raise SpecError(f"sign_precompute {self.sign_precompute!r} is not one of {SIGN_PRECOMPUTE}")
         if self.topology not in TOPOLOGIES:
             raise SpecError(f"topology {self.topology!r} is not one of {TOPOLOGIES}")
         if self.topology == "relay" and not self.relay_address:

@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.api import Coordinator, SessionError
-from hss.protocols import MODES, PartyContext, SessionParams, decide_party, key_setup
+from hss.protocols import MODES, SIGN_PRECOMPUTE, PartyContext, SessionParams, decide_party, key_setup
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, run_in_memory
 from parties import serde
@@ -63,6 +63,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batches", help="comma-separated batch sizes (default 1,100,1000; --quick: 1,100)")
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated reveal modes (default: all)")
     p.add_argument("--topologies", default=",".join(TOPOLOGIES), help="mesh,relay (default: both)")
+    p.add_argument(
+        "--sign-precompute",
+        choices=SIGN_PRECOMPUTE,
+        default="inline",
+        help="sign mode: inline (7 rounds, every party computes every root) or pooled (9 rounds, each root "
+        "once); default inline",
+    )
     p.add_argument("--repeats", type=int, help="timed batches per configuration (default 20; --quick: 5)")
     p.add_argument("--warmup", type=int, help="untimed batches per configuration (default 3; --quick: 1)")
     p.add_argument(
@@ -87,7 +94,7 @@ class Shape:
     reply_bytes: int  # one party's EvaluateResponse
 
 
-def protocol_shape(mode: str, m: int, batch: int) -> Shape:
+def protocol_shape(mode: str, m: int, batch: int, precompute: str = "inline") -> Shape:
     """Rounds, messages and sizes of one batch, from one run of the same machines in memory."""
     params = SessionParams(m=m, t=(m - 1) // 2, session_id=SID)
     rngs = {p: SecureRandom.from_os() for p in range(1, m + 1)}
@@ -101,6 +108,7 @@ def protocol_shape(mode: str, m: int, batch: int) -> Shape:
             1,
             rngs[p],
             blind=np.ones(batch),
+            precompute=precompute,
         )
         for p in rngs
     }
@@ -161,9 +169,14 @@ async def bench_protocol(
     shape: Shape,
     warmup: int,
     repeats: int,
+    precompute: str = "inline",
 ) -> dict[str, Any]:
     sess = await coord.open_session(
-        reveal_mode=mode, model="gaussian-mean", model_params={"sigma": 1.0}, topology=topology
+        reveal_mode=mode,
+        model="gaussian-mean",
+        model_params={"sigma": 1.0},
+        topology=topology,
+        sign_precompute=precompute,
     )
     g = np.random.default_rng()
     lat: list[float] = []
@@ -188,6 +201,7 @@ async def bench_protocol(
         "suite": "network",
         "mode": mode,
         "topology": topology,
+        "precompute": precompute if mode == "sign" else "",
         "m": lc.m,
         "t": sess.spec.t,
         "batch": batch,
@@ -345,6 +359,7 @@ async def _run_m(
     shapes: dict[tuple[str, int], Shape],
     warmup: int,
     repeats: int,
+    precompute: str = "inline",
 ) -> list[dict[str, Any]]:
     out = []
     async with Coordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=300.0) as coord:
@@ -352,7 +367,7 @@ async def _run_m(
             for mode in modes:
                 for batch in batches:
                     rec = await bench_protocol(
-                        coord, lc, mode, topology, batch, shapes[(mode, batch)], warmup, repeats
+                        coord, lc, mode, topology, batch, shapes[(mode, batch)], warmup, repeats, precompute
                     )
                     print(_fmt(rec), flush=True)
                     out.append(rec)
@@ -391,13 +406,17 @@ def run(args: argparse.Namespace) -> int:
     records: list[dict[str, Any]] = []
     try:
         for m in parties:
-            shapes = {(mode, b): protocol_shape(mode, m, b) for mode in modes for b in batches}
+            shapes = {
+                (mode, b): protocol_shape(mode, m, b, args.sign_precompute) for mode in modes for b in batches
+            }
             rng = np.random.default_rng(m)
             data = [rng.normal(1.0, 1.0, RECORDS_PER_PARTY) for _ in range(m)]
             t0 = time.perf_counter()
             with LocalConsortium.start(m, data, round_timeout_s=300.0) as lc:
                 print(f"m={m}: {m} daemons up in {time.perf_counter() - t0:.1f} s", flush=True)
-                records += asyncio.run(_run_m(lc, modes, topologies, batches, shapes, warmup, repeats))
+                records += asyncio.run(
+                    _run_m(lc, modes, topologies, batches, shapes, warmup, repeats, args.sign_precompute)
+                )
                 assert lc.certs is not None
                 with FloorCluster.processes(m, lc.certs) as fc:
                     floor = asyncio.run(bench_floor(fc, m, shapes, topologies, floor_repeats))

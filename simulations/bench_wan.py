@@ -59,6 +59,7 @@ PROXY_BASE = 17000  # 127.0.0.1:17000+q in a namespace: the delayed link to part
 RELAY_PORT = 17999  # the coordinator's relay: 127.0.0.1 in every namespace (proxied to the coordinator)
 MODES = ("sum", "blinded", "sign")
 TOPOLOGIES = ("mesh", "relay")
+SIGN_PRECOMPUTE = ("inline", "pooled")  # = hss.protocols.SIGN_PRECOMPUTE (not imported here)
 CHUNK = 1 << 16
 
 
@@ -368,6 +369,7 @@ class WanSettings:
     repeats: int = 10
     warmup: int = 2
     records_per_party: int = 200
+    sign_precompute: str = "inline"  # hss.protocols.SIGN_PRECOMPUTE
 
     @property
     def c_rtt_ms(self) -> float:
@@ -440,6 +442,7 @@ def run_wan(s: WanSettings, workdir: Path | None = None) -> list[dict[str, Any]]
             "topologies": list(s.topologies),
             "repeats": s.repeats,
             "warmup": s.warmup,
+            "sign_precompute": s.sign_precompute,
             "out": str(workdir / "records.json"),
         }
         (workdir / "driver.json").write_text(json.dumps(spec))
@@ -489,9 +492,10 @@ async def _driver_main(spec: dict[str, Any]) -> list[dict[str, Any]]:
         for topology in spec["topologies"]:
             for mode in spec["modes"]:
                 for batch in spec["batches"]:
-                    shape = protocol_shape(mode, m, batch)
+                    pre = str(spec.get("sign_precompute", "inline"))
+                    shape = protocol_shape(mode, m, batch, pre)
                     rec = await bench_protocol(
-                        coord, lc, mode, topology, batch, shape, spec["warmup"], spec["repeats"]
+                        coord, lc, mode, topology, batch, shape, spec["warmup"], spec["repeats"], pre
                     )
                     # propagation floor: request + reply (one coordinator RTT) and each exchange round one
                     # way between parties (mesh: rtt/2) or party -> relay -> party (relay: coordinator RTT)
@@ -540,6 +544,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topologies", default="mesh", help="mesh and/or relay, comma-separated (default mesh)")
     p.add_argument("--repeats", type=int, help="timed batches per configuration (default 10; --quick: 2)")
     p.add_argument("--warmup", type=int, help="untimed batches per configuration (default 2; --quick: 1)")
+    p.add_argument(
+        "--sign-precompute",
+        choices=SIGN_PRECOMPUTE,
+        default="inline",
+        help="sign mode: inline (7 rounds) or pooled (9 rounds, each public root computed once)",
+    )
     p.add_argument("--quick", action="store_true", help="tiny run: m=3, batch 1, 2 repeats")
 
 
@@ -560,6 +570,7 @@ def settings_from_args(args: argparse.Namespace) -> WanSettings:
         topologies=topologies,
         repeats=args.repeats if args.repeats is not None else (2 if q else 10),
         warmup=args.warmup if args.warmup is not None else (1 if q else 2),
+        sign_precompute=args.sign_precompute,
     )
     bad = [x for x in modes if x not in MODES] + [x for x in topologies if x not in TOPOLOGIES]
     if bad or not modes or not topologies:

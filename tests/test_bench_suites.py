@@ -248,3 +248,9 @@ def test_sign_series_and_plots(tmp_path: Path) -> None:
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
     facts = sec["machine"]
     assert facts["cores"] and facts["date"] and "cpu_model" in facts
+
+
+def test_wan_mirrors_the_protocol_constants() -> None:
+    from hss.protocols import MODES, SIGN_PRECOMPUTE
+
+    assert bench_wan.MODES == MODES and bench_wan.SIGN_PRECOMPUTE == SIGN_PRECOMPUTE

@@ -85,6 +85,8 @@ def _edit(old: str, new: str) -> str:
 
 REFUSALS = [
     # (edit, key named in the error, words in the message)
+    (('mode = "sign"', 'mode = "sign"\nsign_precompute = "eager"'), "reveal.sign_precompute", "one of"),
+    (('mode = "sign"', 'mode = "blinded"\nsign_precompute = "pooled"'), "reveal.sign_precompute", "'sign'"),
     (("[reveal]", "[reveals]\n[reveal]"), "reveals", "unknown table"),
     (('name = "t"', 'name = "t"\ncolour = 1'), "experiment.colour", "unknown key"),
     (("seed = 1", 'seed = "1"'), "experiment.seed", "wrong type"),
@@ -217,3 +219,9 @@ def test_cli_exit_code_2_names_the_key(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["run", str(p), "--check"]) == 0
     assert main(["run"]) == 2
     assert main(["run", "--resume", str(tmp_path / "nothing")]) == 2
+
+
+def test_sign_precompute_default_and_pooled(tmp_path: Path) -> None:
+    assert load(tmp_path, BASE).sign_precompute == "inline"  # type: ignore[attr-defined]
+    pooled = load(tmp_path, _edit('mode = "sign"', 'mode = "sign"\nsign_precompute = "pooled"'))
+    assert pooled.sign_precompute == "pooled"  # type: ignore[attr-defined]

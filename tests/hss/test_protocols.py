@@ -248,3 +248,28 @@ def test_pooled_precompute_then_six_online_rounds(m: int) -> None:
     assert (d.accept == plaintext_decisions(values, pub, params.fmt)).all()
     with pytest.raises(ValueError, match="material is for 500"):
         decide_party("sign", ctxs[1], values[0][:10], None, 42, rngs[1], material=mats[1])
+
+
+@pytest.mark.parametrize("m", [3, 5])
+def test_pooled_precompute_equals_plaintext_in_nine_rounds(m: int) -> None:
+    """precompute="pooled": the distributed precompute runs in front of the online rounds inside one machine
+    (each public root computed by one party); same decisions as plaintext, 3 + 6 rounds."""
+    params, ctxs, rngs = make_session(m, seed=f"pooled{m}")
+    g = np.random.default_rng(40 + m)
+    n = 300
+    values = [g.normal(0.0, 2.0, n) for _ in range(m)]
+    values[0][:3] = [0.0, params.fmt.resolution, -params.fmt.resolution]  # edges: S = 0, +res, -res
+    for v in values[1:]:
+        v[:3] = 0.0
+    public = np.zeros(n)
+    machines = {
+        p: decide_party("sign", c, values[p - 1], public, 1, rngs[p], precompute="pooled")
+        for p, c in ctxs.items()
+    }
+    _, tr = run_in_memory(machines)
+    dec = decide_receiver("sign", params, tr.to_receiver[-1], n)
+    np.testing.assert_array_equal(dec.accept, plaintext_decisions(values, public, params.fmt))
+    assert dec.accept[:3].tolist() == [True, True, False]
+    assert tr.rounds == params.rounds("sign", "pooled") == 9
+    with pytest.raises(ValueError, match="sign precompute 'eager'"):
+        decide_party("sign", ctxs[1], values[0], public, 2, rngs[1], precompute="eager")

@@ -29,6 +29,7 @@ def reference(
     keys: dict[int, bytes],
     batches: list[dict[str, np.ndarray]],
     params: dict[str, object],
+    precompute: str = "inline",
 ) -> list[tuple[object, list]]:
     sp = SessionParams(m=m, t=t, session_id=SID)
     proto = {j: SecureRandom(derive_key(keys[j], SID, b"protocol")) for j in keys}
@@ -43,7 +44,8 @@ def reference(
             rng = SecureRandom(derive_key(noise_key, SID, b"step/%d" % step))
             terms = GaussianMean().terms(Dataset({"x": data[j - 1]}), params, inputs, n, m, mode, rng)
             machines[j] = decide_party(
-                mode, ctx[j], terms.values, terms.public, step, proto[j], blind=terms.blind
+                mode, ctx[j], terms.values, terms.public, step, proto[j], blind=terms.blind,
+                precompute=precompute,
             )
         _, tr = run_in_memory(machines)
         out.append((decide_receiver(mode, sp, tr.to_receiver[-1], n), tr.to_receiver[-1]))
@@ -51,8 +53,9 @@ def reference(
 
 
 @pytest.mark.parametrize("topology", ["mesh", "relay"])
-@pytest.mark.parametrize("mode", ["sum", "blinded", "sign"])
+@pytest.mark.parametrize("mode", ["sum", "blinded", "sign", "sign-pooled"])
 def test_grpc_matches_in_memory(tmp_path: Path, mode: str, topology: str) -> None:
+    mode, precompute = ("sign", "pooled") if mode == "sign-pooled" else (mode, "inline")
     m, t, n = 3, 1, 16
     data = party_data(m, 30, seed=5)
     keys = {j: bytes([j]) * 32 for j in range(1, m + 1)}
@@ -64,7 +67,7 @@ def test_grpc_matches_in_memory(tmp_path: Path, mode: str, topology: str) -> Non
         batches.append(
             {"theta": th, "theta_star": th + rng.normal(0, 0.2, n), "public": rng.normal(0, 0.1, n)}
         )
-    ref = reference(mode, m, t, data, keys, batches, params)
+    ref = reference(mode, m, t, data, keys, batches, params, precompute)
 
     async def main() -> list[tuple[object, object]]:
         async with (
@@ -78,6 +81,7 @@ def test_grpc_matches_in_memory(tmp_path: Path, mode: str, topology: str) -> Non
                 t=t,
                 topology=topology,
                 session_id=SID,
+                sign_precompute=precompute,
             )
             got = []
             for b in batches:

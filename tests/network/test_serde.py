@@ -71,8 +71,13 @@ def test_payload_round_trip_and_refusal() -> None:
 
 
 def test_spec_round_trip() -> None:
-    for s in (spec(), spec(topology="mesh", relay_address="", reveal_mode="sum", t=0)):
+    for s in (
+        spec(),
+        spec(topology="mesh", relay_address="", reveal_mode="sum", t=0),
+        spec(sign_precompute="pooled"),
+    ):
         assert serde.spec_from_proto(serde.spec_to_proto(s)) == s
+    assert serde.spec_to_proto(spec()).sign_precompute == ""  # inline is the wire default
 
 
 def test_spec_refusals() -> None:
@@ -91,6 +96,10 @@ def test_spec_refusals() -> None:
     msg = serde.spec_to_proto(spec())
     msg.fmt.kappa = 3
     with pytest.raises(serde.WireError, match="kappa"):
+        serde.spec_from_proto(msg)
+    msg = serde.spec_to_proto(spec())
+    msg.sign_precompute = "eager"
+    with pytest.raises(serde.WireError, match="sign_precompute 'eager'"):
         serde.spec_from_proto(msg)
     with pytest.raises(SpecError, match="session_id"):
         spec(session_id=b"short")
