@@ -674,30 +674,7 @@ class PartyDaemon:
                 raise Abort(exc.code, exc.message) from exc
             self.decisions_used += n
             self._save_ledger()
-            sess.busy = True
-            offload = _to_thread if n >= OFFLOAD_MIN_BATCH else None
-            try:
-                out = await drive(
-                    machine,
-                    me=self.cfg.id,
-                    peers=sess.peers,
-                    step=step,
-                    send=self.sender(sess),
-                    mailbox=sess.mailbox,
-                    symmetric=True,
-                    timeout_s=self.timeout(context),
-                    offload=offload,
-                )
-            except LinkLost as exc:
-                sess.state, sess.failure = "failed", f"step {step}: {exc}"
-                raise Abort(grpc.StatusCode.UNAVAILABLE, str(exc)) from exc
-            except ProtocolError as exc:
-                sess.state, sess.failure = "failed", f"step {step}: {exc}"
-                raise Abort(
-                    grpc.StatusCode.FAILED_PRECONDITION, f"step {step}: protocol error: {exc}"
-                ) from exc
-            finally:
-                sess.busy = False
+            out = await self.drive_step(sess, machine, step, n, context)
             if run_step and sess.state == "ready":  # kept durably before the messages leave (not superseded)
                 ref = RunStepRef(sess.spec.run_id, run_step, digest, sess.spec.session_id)
                 sess.held = RunRecord(ref, n, out.rounds, tuple(out.to_receiver))
@@ -783,28 +760,7 @@ class PartyDaemon:
         prepare_s = time.perf_counter() - t_terms
         self.decisions_used += n
         self._save_ledger()
-        sess.busy = True
-        offload = _to_thread if n >= OFFLOAD_MIN_BATCH else None
-        try:
-            out = await drive(
-                machine,
-                me=self.cfg.id,
-                peers=sess.peers,
-                step=step,
-                send=self.sender(sess),
-                mailbox=sess.mailbox,
-                symmetric=True,
-                timeout_s=self.timeout(context),
-                offload=offload,
-            )
-        except LinkLost as exc:
-            sess.state, sess.failure = "failed", f"step {step}: {exc}"
-            raise Abort(grpc.StatusCode.UNAVAILABLE, str(exc)) from exc
-        except ProtocolError as exc:
-            sess.state, sess.failure = "failed", f"step {step}: {exc}"
-            raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"step {step}: protocol error: {exc}") from exc
-        finally:
-            sess.busy = False
+        out = await self.drive_step(sess, machine, step, n, context)
         sess.last_step = step
         try:
             accepts = run.settle(out.result.revealed)
@@ -878,6 +834,34 @@ class PartyDaemon:
             decisions=0, replayed=True, detail=f"replayed run step {run_step}", rounds=held.rounds
         )
         return digest, audit, resp
+
+    async def drive_step(
+        self, sess: Session, machine: Any, step: int, n: int, context: grpc.aio.ServicerContext
+    ) -> Any:
+        """Run this party's protocol machine for one step over the session's peer links (large batches on
+        a worker thread); a lost link or a protocol error fails the session, with the gRPC code to return."""
+        sess.busy = True
+        offload = _to_thread if n >= OFFLOAD_MIN_BATCH else None
+        try:
+            return await drive(
+                machine,
+                me=self.cfg.id,
+                peers=sess.peers,
+                step=step,
+                send=self.sender(sess),
+                mailbox=sess.mailbox,
+                symmetric=True,
+                timeout_s=self.timeout(context),
+                offload=offload,
+            )
+        except LinkLost as exc:
+            sess.state, sess.failure = "failed", f"step {step}: {exc}"
+            raise Abort(grpc.StatusCode.UNAVAILABLE, str(exc)) from exc
+        except ProtocolError as exc:
+            sess.state, sess.failure = "failed", f"step {step}: {exc}"
+            raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"step {step}: protocol error: {exc}") from exc
+        finally:
+            sess.busy = False
 
     def noise_rng(self, sess: Session, step: int) -> SecureRandom:
         """This party's secret noise for session step ``step`` (for a run: for its run step)."""
