@@ -335,13 +335,20 @@ def format_plan(pf: PlanFile, answers: dict[int, Any]) -> tuple[str, int]:
         else:
             spend = "no privacy budget configured"
         lines.append(f"{who}: {verdict}: {spend}")
-        lines.append(
-            f"    batches that fit: {r.batches_allowed} of {s.batches}; decisions used "
-            f"{r.decisions_used} of {r.decisions_budget}"
-        )
+        if s.reveal_mode == "svt":  # federated ABCDP: the party charges the whole run once, not per batch
+            fits = "fits" if r.batches_allowed >= 1 else "does not fit"
+            lines.append(
+                f"    the ABCDP run is charged once, whatever its batches: it {fits}; decisions used "
+                f"{r.decisions_used} of {r.decisions_budget}"
+            )
+        else:
+            lines.append(
+                f"    batches that fit: {r.batches_allowed} of {s.batches}; decisions used "
+                f"{r.decisions_used} of {r.decisions_budget}"
+            )
         if r.events_json:
             per = ", ".join(_event_text(e) for e in parse_events(r.events_json))
-            lines.append(f"    per batch: {per}")
+            lines.append(f"    {'for the whole run' if s.reveal_mode == 'svt' else 'per batch'}: {per}")
         lines.append(f"    {r.message}")
     return "\n".join(lines), bad
 

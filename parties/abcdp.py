@@ -42,12 +42,12 @@ from hss.protocols import PartyContext
 from hss.randomness import SecureRandom
 from hss.runtime import Machine
 from hss.svt import SvtFormat, SvtPartyResult, svt_decide_party
-from parties.analyses import AnalysisError, Dataset, Terms, register
+from parties.analyses import AnalysisError, Dataset, Terms, Unaccountable, register
 
 if TYPE_CHECKING:  # imported when first used: mechanisms.abcdp pulls in dp_accounting and scipy.stats,
     # which every daemon would otherwise load at start-up whatever its allowlist
     from mechanisms.abcdp.federated import FederatedSvtPlan, PartySvtState
-    from mechanisms.privacy import PrivacyEvent
+    from mechanisms.privacy import PrivacyEvent, RevealView
     from parties.spec import SessionSpec
 
 F64 = npt.NDArray[np.float64]
@@ -96,21 +96,24 @@ class AbcdpRff:
         columns_of(params)
 
     def privacy_events(
-        self, params: dict[str, Any], mode: str, n: int, m: int, t: int
-    ) -> list[PrivacyEvent] | None:
+        self, params: dict[str, Any], mode: str, view: RevealView, n: int
+    ) -> list[PrivacyEvent]:
         """The whole run's event (count 1, whatever ``n``): the daemon charges it once per session.
 
-        ``t`` is how many other parties this party's accounting assumes may pool their noise shares
-        (``[budget] colluding``, default m - 1). None (unbounded / unknown: refused under a budget) when the
-        plan's ε is not backed against t colluders (:func:`threat_refusal`) or the run has no noise.
+        ``view`` says what the coalition this party's accounting assumes (``[budget] colluding``, default
+        m - 1) observes given the session threshold t. :class:`Unaccountable` (refused under a budget) when
+        the plan's ε is not backed against that coalition (:func:`threat_refusal`) or the run has no noise.
         """
         if mode != SVT_MODE:
-            return None
+            raise Unaccountable(f"{ANALYSIS} runs only in reveal mode {SVT_MODE!r}, not {mode!r}")
         plan = plan_of(params)
-        if threat_refusal(plan, m, t) is not None:
-            return None
-        event = _ledger_event(plan, m)
-        return [event] if event is not None else None
+        why = threat_refusal(plan, view)
+        if why is not None:
+            raise Unaccountable(why)
+        event = _ledger_event(plan, view)
+        if event is None:
+            raise Unaccountable(f"{ANALYSIS}: the plan has no finite epsilon")
+        return [event]
 
     def terms(
         self,
@@ -125,38 +128,43 @@ class AbcdpRff:
         raise AnalysisError(f"{ANALYSIS} runs only in reveal mode {SVT_MODE!r}, not {mode!r}")
 
 
-def tolerated_colluders(plan: FederatedSvtPlan, m: int) -> int:
-    """How many colluding parties the plan's ε holds against (besides the coordinator and outsiders).
+def tolerated_colluders(plan: FederatedSvtPlan, m: int, t: int) -> int:
+    """How many colluding parties the plan's ε holds against (besides the coordinator and outsiders), in a
+    session of ``m`` parties with Shamir threshold ``t``.
 
     The whole-run ε needs the noise an observer does not know to contain a full Lap(b) threshold and Lap(2b)
     query noise. The plan splits the noise so that any h = ``plan.share_parties(m)`` parties' shares sum to
     it ("robust": h = m - floor((m - 1)/2); "exact": h = m), so the bound holds against coalitions of up to
-    m - h parties, and never beyond floor((m - 1)/2): a coalition of m/2 or more parties can reconstruct the
-    Shamir-shared values (``hss.svt``). With "exact" shares a coalition that removes its own shares leaves a
-    Gamma-difference noise that is not Laplace (one share of shape 1/m <= 1/2 has a density unbounded at
-    0), so the number is backed against the coordinator only (0)."""
-    return max(0, min(m - plan.share_parties(m), (m - 1) // 2))
+    m - h parties, and never beyond the session threshold t: a coalition of more than t parties reconstructs
+    the Shamir-shared feature sums and noise shares (``hss.svt``). With "exact" shares a coalition that
+    removes its own shares leaves a Gamma-difference noise that is not Laplace (one share of shape 1/m <= 1/2
+    has a density unbounded at 0), so the number is backed against the coordinator only (0)."""
+    return max(0, min(m - plan.share_parties(m), t))
 
 
-def threat_refusal(plan: FederatedSvtPlan, m: int, t: int) -> str | None:
-    """Why a party assuming ``t`` colluding parties cannot account for this plan (None: it can)."""
+def threat_refusal(plan: FederatedSvtPlan, view: RevealView) -> str | None:
+    """Why a party whose accounting assumes the coalition of ``view`` cannot account for this plan (None:
+    it can). The message names the coalition size, the session threshold and the noise plan."""
     if not plan.is_private:
         return (
             f"{ANALYSIS}: eps_total = inf is a non-private run (no noise); this party has a privacy budget "
             "and refuses it"
         )
-    ok = tolerated_colluders(plan, m)
-    if t > ok:
+    m, q = view.threat.m, view.threat.colluding
+    t = view.session_threshold
+    ok = tolerated_colluders(plan, m, t)
+    if q > ok:
+        limit = "the session threshold" if ok == t and m - plan.share_parties(m) > t else "the noise plan"
         return (
-            f"{ANALYSIS}: the run's epsilon holds against at most {ok} colluding parties with this plan "
-            f"(noise_shares = {plan.noise_shares!r}, m = {m}), but this party's "
-            f"[budget] colluding assumes {t}; set colluding <= {ok} or use a plan whose noise shares "
-            "tolerate the coalition"
+            f"{ANALYSIS}: the run's epsilon holds against at most {ok} colluding parties (m = {m}, session "
+            f"threshold t = {t}, noise_shares = {plan.noise_shares!r}; the limit is {limit}), but this "
+            f"party's [budget] colluding assumes {q}; set colluding <= {ok}, or open the session with a "
+            "threshold and a noise plan that tolerate the coalition"
         )
     return None
 
 
-def _ledger_event(plan: FederatedSvtPlan, m: int) -> PrivacyEvent | None:
+def _ledger_event(plan: FederatedSvtPlan, view: RevealView) -> PrivacyEvent | None:
     """``plan.privacy_event()`` as a ledger event (None for a non-private run: eps_total = inf); its label
     says against how many colluding parties the number holds, so every report carries its threat model."""
     from mechanisms.privacy import EpsDeltaEvent, PrivacyEvent
@@ -167,7 +175,8 @@ def _ledger_event(plan: FederatedSvtPlan, m: int) -> PrivacyEvent | None:
     eps, delta = float(ev.eps), float(getattr(ev, "delta", 0.0))
     if not math.isfinite(eps):
         return None
-    ok = tolerated_colluders(plan, m)
+    m = view.threat.m
+    ok = tolerated_colluders(plan, m, view.session_threshold)
     scope = (
         f"holds against the coordinator and up to {ok} colluding parties, not more"
         if ok

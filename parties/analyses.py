@@ -32,7 +32,7 @@ from hss.randomness import SecureRandom
 from mechanisms import noise
 
 if TYPE_CHECKING:
-    from mechanisms.privacy import PrivacyEvent
+    from mechanisms.privacy import PrivacyEvent, RevealView
 
 F64 = npt.NDArray[np.float64]
 
@@ -88,16 +88,22 @@ class Terms:
     blind: F64 | None  # W_j for blinded mode
 
 
+class Unaccountable(AnalysisError):
+    """The analysis cannot back a per-step privacy bound for this session (``reason`` says why, in words
+    that name the numbers); a party with a privacy budget refuses the session with that reason."""
+
+
 class Analysis(Protocol):
     """An analysis a party can run. Besides these two methods an analysis may define the optional
 
-        privacy_events(params, mode, n, m, t) -> list[PrivacyEvent] | None
+        privacy_events(params, mode, view, n) -> list[PrivacyEvent]
 
     (see :class:`PrivacyAccounted`): the privacy events (``mechanisms.privacy``) that answering one batch of
-    ``n`` decisions in reveal ``mode`` among ``m`` parties, against ``t`` colluding parties, adds to this
-    party's ledger, computed from the public parameters only. ``None`` (or no such method) means the per-step
-    privacy loss is unbounded or unknown: a party with a privacy budget then refuses the session
-    (``parties.privacy_budget``)."""
+    ``n`` decisions in reveal ``mode`` adds to this party's ledger, computed from the public parameters only,
+    for ``view`` (``mechanisms.privacy.RevealView``: what the coalition this party assumes observes given the
+    session threshold, and the noise left protecting a record). It raises :class:`Unaccountable` (with the
+    reason) when the per-step privacy loss is unbounded or unknown; an analysis without the method is
+    unaccountable too. A party with a privacy budget then refuses the session (``parties.privacy_budget``)."""
 
     name: str
 
@@ -120,8 +126,8 @@ class PrivacyAccounted(Protocol):
     """The optional privacy method of an :class:`Analysis` (checked with ``isinstance``)."""
 
     def privacy_events(
-        self, params: dict[str, Any], mode: str, n: int, m: int, t: int
-    ) -> list[PrivacyEvent] | None: ...
+        self, params: dict[str, Any], mode: str, view: RevealView, n: int
+    ) -> list[PrivacyEvent]: ...
 
 
 _REGISTRY: dict[str, Callable[[], Analysis]] = {}
@@ -151,6 +157,18 @@ def get_analysis(name: str) -> Analysis:
 
 def known_analyses() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def _unbounded_reason(mode: str) -> str:
+    if mode in ("sign", "blinded"):
+        return (
+            f"the {mode} reveal of exact MH has unbounded privacy loss (a reject is impossible on one "
+            "dataset whenever r >= 1 on it); use penalty noise (gaussian-mean: tau with clip)"
+        )
+    return (
+        "the revealed sum has no noise calibrated to a bounded per-record sensitivity; use penalty noise "
+        "(gaussian-mean: tau with clip)"
+    )
 
 
 def gamma_shares(rng: SecureRandom, m: int, n: int) -> F64:
@@ -184,14 +202,16 @@ class GaussianMean:
     * ``tau > 0`` (needs ``clip``): Yildirim-Ermis penalty noise. Each party adds lambda_j ~ N(0, s^2) with
       s = tau * c(theta, theta*) (symmetric in theta, theta*) and its share -s^2/2 of the public correction
       -m s^2/2, so the chain stays exact (penalty method; with the Gamma shares the decision is
-      accept iff log r + lambda - m s^2/2 + Exp(1) >= 0). Every reveal mode is a post-processing of
-      log r + N(0, (m - t) s^2) for an observer knowing t parties' noise, hence each decision is
-      mu = c / (s sqrt(m - t)) = 1/(tau sqrt(m - t))-GDP (``mechanisms.privacy.penalty_gdp_mu``), whatever
-      theta, theta* are (theta = theta* reveals nothing: l_j = 0 and s = 0).
+      accept iff log r + lambda - m s^2/2 + Exp(1) >= 0). What a coalition of q parties sees is a
+      post-processing of log r + N(0, r s^2), r the number of parties whose noise it does not know
+      (``mechanisms.privacy.coalition_view``: r = m - q, or r = 1 in blinded mode when q exceeds the
+      session threshold), hence each decision is mu = c / (s sqrt(r)) = 1/(tau sqrt(r))-GDP
+      (``mechanisms.privacy.penalty_gdp_mu``), whatever theta, theta* are (theta = theta* reveals nothing:
+      l_j = 0 and s = 0).
 
-    Without ``tau`` the per-step loss is unbounded (``privacy_events`` returns None): the sum reveal has no
-    noise that scales with the unclipped, proposal-dependent sensitivity, and the sign / blinded reveals of
-    exact MH leak a reject with infinite loss whenever r >= 1 is possible
+    Without ``tau`` the per-step loss is unbounded (``privacy_events`` raises :class:`Unaccountable`): the
+    sum reveal has no noise that scales with the unclipped, proposal-dependent sensitivity, and the sign /
+    blinded reveals of exact MH leak a reject with infinite loss whenever r >= 1 is possible
     (``mechanisms.privacy.reveal_sign``).
     """
 
@@ -227,16 +247,17 @@ class GaussianMean:
                 )
 
     def privacy_events(
-        self, params: dict[str, Any], mode: str, n: int, m: int, t: int
-    ) -> list[PrivacyEvent] | None:
-        """n decisions, each 1/(tau sqrt(m - t))-GDP with penalty noise; None (unbounded) without it."""
-        from mechanisms.privacy import GaussianEvent, ThreatModel, penalty_gdp_mu
+        self, params: dict[str, Any], mode: str, view: RevealView, n: int
+    ) -> list[PrivacyEvent]:
+        """n decisions, each 1/(tau sqrt(m - q))-GDP with penalty noise (q from ``view``); unaccountable
+        without it."""
+        from mechanisms.privacy import GaussianEvent, penalty_gdp_mu
 
         tau = params.get("tau")
         if tau is None or params.get("clip") is None:
-            return None
-        # penalty_gdp_mu(Delta, s, threat) = Delta / (s sqrt(m - t)) with s = tau * Delta: scale-free
-        mu = penalty_gdp_mu(1.0, float(tau), ThreatModel(m, min(t, m - 1)))
+            raise Unaccountable(_unbounded_reason(mode))
+        # penalty_gdp_mu(Delta, s, threat) = Delta / (s sqrt(m - q)) with s = tau * Delta: scale-free
+        mu = penalty_gdp_mu(1.0, float(tau), view.threat)
         return [GaussianEvent(mu, count=n, label=f"gaussian-mean penalty tau={float(tau):g} {mode}")]
 
     def terms(

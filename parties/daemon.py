@@ -42,7 +42,7 @@ from parties.audit import AuditLog
 from parties.config import PartyConfig
 from parties.exchange import Kind, LinkLost, Mailbox, Refused, drive
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, RelayLink
-from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal, RunCharge, assumed_colluding
+from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal, RunCharge
 from parties.replay import ReplayFileError, ReplayStore, RunRecord, RunStepRef, agreed_record, step_digest
 from parties.spec import SessionSpec
 from parties.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_credentials
@@ -229,12 +229,6 @@ class PartyDaemon:
                     abcdp.check_session(spec, self.data)  # column names only: no record is read
             except AnalysisError as exc:
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
-            if spec.reveal_mode == abcdp.SVT_MODE and self.privacy.enforced:
-                why = abcdp.threat_refusal(
-                    abcdp.plan_of(spec.model_params), spec.m, assumed_colluding(self.cfg, spec.m)
-                )
-                if why is not None:
-                    raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"{why}. This party refuses the session")
             try:  # privacy budget: unbounded analyses, or not even one decision left, are refused at open
                 svt = spec.reveal_mode == abcdp.SVT_MODE
                 what = "the ABCDP run (charged once)" if svt else "a single decision"

@@ -27,7 +27,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -36,7 +36,10 @@ from hss.randomness import SecureRandom
 from mechanisms.models.base import BUILTIN, Model, SchemaError, load_model
 from mechanisms.samplers.requests import KINDS, DecisionRequest, Penalty
 from mechanisms.samplers.terms import party_terms
-from parties.analyses import AnalysisError, Dataset, Terms, add_resolver, register
+from parties.analyses import AnalysisError, Dataset, Terms, Unaccountable, add_resolver, register
+
+if TYPE_CHECKING:
+    from mechanisms.privacy import RevealView
 
 F64 = npt.NDArray[np.float64]
 PARAMS = {"model_args", "kind", "penalty", "noise", "log_bound_margin"}
@@ -147,25 +150,30 @@ class ModelAnalysis:
         except (KeyError, ValueError, TypeError) as exc:
             raise AnalysisError(f"{self.name}: bad penalty {raw!r}: {exc}") from exc
 
-    def privacy_events(self, params: dict[str, Any], mode: str, n: int, m: int, t: int) -> list[Any] | None:
+    def privacy_events(self, params: dict[str, Any], mode: str, view: RevealView, n: int) -> list[Any]:
         """Per-decision privacy of this analysis, from public parameters only.
 
         With the Yildirim-Ermis penalty (kind 'mh'), sigma = tau n^alpha c(theta, theta*) where c bounds the
         change of this party's log-ratio when one record is replaced (c = 2 x the model's per-record bound,
-        valid for records that pass the schema check, or 2 b ||theta* - theta|| with clipping). Every reveal
-        mode is a post-processing of log r + N(0, (m - t) sigma^2) for an observer who knows t parties'
-        noise, so each decision is mu = c / (sigma sqrt(m - t)) = 1 / (tau n^alpha sqrt(m - t))-GDP
-        (``mechanisms.privacy.penalty_gdp_mu``), whatever theta and theta* are. Without the penalty (and for
-        rejection sampling) the per-step loss is unbounded or unknown: None, so a party with a privacy
-        budget refuses the session.
+        valid for records that pass the schema check, or 2 b ||theta* - theta|| with clipping). What the
+        coalition in ``view`` sees is a post-processing of log r + N(0, r sigma^2), r the number of parties
+        whose noise it does not know (``view.threat.residual_parties``), so each decision is
+        mu = c / (sigma sqrt(r)) = 1 / (tau n^alpha sqrt(r))-GDP (``mechanisms.privacy.penalty_gdp_mu``),
+        whatever theta and theta* are. Without the penalty (and for rejection sampling) the per-step loss is
+        unbounded or unknown: :class:`Unaccountable`, so a party with a privacy budget refuses the session.
         """
         pen = self.penalty(params)
         if pen is None or params.get("kind", "mh") != "mh":
-            return None
-        from mechanisms.privacy import GaussianEvent, ThreatModel, penalty_gdp_mu
+            kind = params.get("kind", "mh")
+            raise Unaccountable(
+                f"{self.name}: kind {kind!r} without the penalty has unbounded or unknown per-step privacy "
+                f"loss in reveal mode {mode!r} (exact MH accepts with probability 1 whenever r >= 1); use "
+                "the penalty (model_params.penalty)"
+            )
+        from mechanisms.privacy import GaussianEvent, penalty_gdp_mu
 
         sigma_per_c = pen.tau * float(pen.n) ** pen.alpha
-        mu = penalty_gdp_mu(1.0, sigma_per_c, ThreatModel(m, min(t, m - 1)))
+        mu = penalty_gdp_mu(1.0, sigma_per_c, view.threat)
         return [GaussianEvent(mu, count=n, label=f"{self.name} penalty tau={pen.tau:g} {mode}")]
 
     def records(self, model: Model, data: Dataset) -> dict[str, F64]:

@@ -10,8 +10,11 @@ budget) lives in ``mechanisms.privacy``; this module owns what is specific to th
   their noise, so only this party's own noise is relied on).
 * **Events** of a batch are computed by the party itself, from its own config and the session's analysis,
   public parameters, reveal mode and size (``Analysis.privacy_events``); nothing the coordinator sends is
-  taken as a privacy number. An analysis without ``privacy_events``, or returning ``None`` (unbounded or
-  unknown per-step loss), is refused with FAILED_PRECONDITION when a budget is configured.
+  taken as a privacy number. They are computed for what the coalition the party assumes (``colluding``)
+  observes given the session's Shamir threshold t (``mechanisms.privacy.coalition_view``: e.g. in blinded
+  mode a coalition larger than t rebuilds each party's own term, so only that party's own noise counts). An
+  analysis without ``privacy_events``, or raising ``Unaccountable`` (unbounded or unknown per-step loss),
+  is refused with FAILED_PRECONDITION and the analysis' reason when a budget is configured.
 * **Check before compute, commit before send**: ``check`` dry-runs the batch against the budget
   (RESOURCE_EXHAUSTED past it); ``commit`` writes the new ledger durably (temporary file, fsync, atomic
   rename, fsync of the directory) and only then swaps it in, so a share never leaves the party for a batch
@@ -43,13 +46,20 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from parties.analyses import Analysis, PrivacyAccounted
+from parties.analyses import Analysis, PrivacyAccounted, Unaccountable
 from parties.config import PartyConfig
 from parties.spec import SessionSpec
 from proto import party_pb2
 
 if TYPE_CHECKING:  # mechanisms.privacy (dp_accounting, scipy) is imported only by daemons that account
-    from mechanisms.privacy import EpsDeltaBudget, GDPBudget, PrivacyEvent, PrivacyLedger, SpendReport
+    from mechanisms.privacy import (
+        EpsDeltaBudget,
+        GDPBudget,
+        PrivacyEvent,
+        PrivacyLedger,
+        RevealView,
+        SpendReport,
+    )
 
     Budget = GDPBudget | EpsDeltaBudget
 
@@ -93,22 +103,21 @@ def events_to_json(events: Sequence[PrivacyEvent]) -> str:
     return json.dumps([e.to_dict() for e in events])
 
 
-def _unbounded_message(spec: SessionSpec) -> str:
-    if spec.reveal_mode in ("sign", "blinded"):
-        why = (
-            f"{spec.reveal_mode} reveal of exact MH has unbounded privacy loss (a reject is impossible on "
-            "one dataset whenever r >= 1 on it); use penalty noise (gaussian-mean: tau with clip) or a "
-            "lazy/Barker acceptance"
-        )
-    else:
-        why = (
-            "the revealed sum has no noise calibrated to a bounded per-record sensitivity; use penalty "
-            "noise (gaussian-mean: tau with clip)"
-        )
+def session_view(cfg: PartyConfig, spec: SessionSpec) -> RevealView:
+    """What the coalition this party's accounting assumes observes in ``spec`` (its mode and threshold)."""
+    from mechanisms.privacy import coalition_view
+
+    return coalition_view(spec.reveal_mode, spec.m, spec.t, assumed_colluding(cfg, spec.m))
+
+
+def _refusal_message(spec: SessionSpec, reason: str) -> str:
+    params = json.dumps(spec.model_params, sort_keys=True)
+    if len(params) > 300:
+        params = params[:300] + "…"
     return (
-        f"analysis {spec.model!r} with parameters {json.dumps(spec.model_params, sort_keys=True)} in reveal "
-        f"mode {spec.reveal_mode!r} has unbounded or unknown per-step privacy loss: {why}. This party has a "
-        "privacy budget and refuses it"
+        f"analysis {spec.model!r} with parameters {params} in reveal mode {spec.reveal_mode!r} "
+        f"(m = {spec.m}, session threshold t = {spec.t}) has no per-step privacy bound this party can back: "
+        f"{reason}. This party has a privacy budget and refuses it"
     )
 
 
@@ -255,28 +264,32 @@ class PrivacyBudgetStore:
 
     def batch_events(
         self, cfg: PartyConfig, analysis: Analysis, spec: SessionSpec, n: int
-    ) -> list[PrivacyEvent] | None:
-        """The events one batch of ``n`` decisions adds, computed by this party (None: unbounded/unknown)."""
+    ) -> list[PrivacyEvent]:
+        """The events one batch of ``n`` decisions adds, computed by this party for the coalition its
+        ``[budget] colluding`` assumes and the session's threshold (:func:`session_view`). Raises
+        :class:`Unaccountable` with the reason when the analysis cannot back a per-step bound."""
         if not isinstance(analysis, PrivacyAccounted):
-            return None
-        events = analysis.privacy_events(
-            spec.model_params, spec.reveal_mode, n, spec.m, assumed_colluding(cfg, spec.m)
-        )
-        if events is None:
-            return None
+            raise Unaccountable(f"analysis {spec.model!r} states no privacy accounting")
+        view = session_view(cfg, spec)
+        events = analysis.privacy_events(spec.model_params, spec.reveal_mode, view, n)
         where = f"session {spec.session_id.hex()[:16]}" + (f"; run {spec.run_id}" if spec.run_id else "")
-        return [dataclasses.replace(e, label=f"{e.label or spec.model}; {where}") for e in events]
+        threat = f"assumes q = {assumed_colluding(cfg, spec.m)} colluding, session t = {spec.t}"
+        if view.threat.residual_parties == 1 and spec.m > 1:
+            threat += " (only this party's own noise counts)"
+        return [dataclasses.replace(e, label=f"{e.label or spec.model}; {threat}; {where}") for e in events]
 
     def events_for(
         self, cfg: PartyConfig, analysis: Analysis, spec: SessionSpec, n: int
     ) -> list[PrivacyEvent]:
-        """Events to charge for a batch; raises FAILED_PRECONDITION if unbounded under a budget."""
+        """Events to charge for a batch; raises FAILED_PRECONDITION (with the reason) if the analysis cannot
+        be accounted under a budget."""
         if not self.enforced:
             return []
-        events = self.batch_events(cfg, analysis, spec, n)
-        if events is None:
-            raise PrivacyRefusal(grpc.StatusCode.FAILED_PRECONDITION, _unbounded_message(spec))
-        return events
+        try:
+            return self.batch_events(cfg, analysis, spec, n)
+        except Unaccountable as exc:
+            reason = _refusal_message(spec, str(exc))
+            raise PrivacyRefusal(grpc.StatusCode.FAILED_PRECONDITION, reason) from exc
 
     def check(self, events: Sequence[PrivacyEvent], what: str = "this batch") -> SpendReport | None:
         """Dry run (no state change); raises RESOURCE_EXHAUSTED past the budget."""
@@ -390,12 +403,15 @@ class PrivacyBudgetStore:
             )
         from mechanisms.privacy import UnsupportedEventError
 
-        per_batch = self.batch_events(cfg, analysis, spec, batch_size)
-        if per_batch is not None:
+        per_batch: list[PrivacyEvent] | None
+        try:
+            per_batch = self.batch_events(cfg, analysis, spec, batch_size)
             resp.events_json = events_to_json(per_batch)
+        except Unaccountable as exc:
+            per_batch, unaccountable = None, str(exc)
         if self.enforced and self.ledger is not None:
             if per_batch is None:
-                reasons.append(_unbounded_message(spec))
+                reasons.append(_refusal_message(spec, unaccountable))
                 allowed = 0
             else:
                 try:

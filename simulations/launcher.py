@@ -384,6 +384,7 @@ def run_abcdp(args: Any) -> int:
 
     from coordinator.abcdp import charged_epsilons, run_federated_abcdp
     from coordinator.api import BlockingCoordinator, SessionError
+    from hss.fixedpoint import max_threshold
     from mechanisms.abcdp.federated import FederatedSvtPlan
     from mechanisms.simulators.toy import ToyMixtureModel
     from parties.abcdp import tolerated_colluders
@@ -418,7 +419,8 @@ def run_abcdp(args: Any) -> int:
     data = [{"y": part} for part in np.array_split(observed, m)]
     budget: dict[str, Any] | None = None
     if plan.is_private:  # colluding: the coalitions the plan's epsilon is backed against (parties.abcdp)
-        budget = {"epsilon": args.party_epsilon, "delta": 1e-6, "colluding": tolerated_colluders(plan, m)}
+        colluding = tolerated_colluders(plan, m, max_threshold(m))  # sessions use the default threshold
+        budget = {"epsilon": args.party_epsilon, "delta": 1e-6, "colluding": colluding}
 
     def prior_sample(g: np.random.Generator, k: int) -> npt.NDArray[np.float64]:
         return model.sample_prior(g, k)

@@ -45,7 +45,6 @@ from .profile import PrivacyProfile
 from .reveal_blinded import blinded_k1_survival, blinded_pair_delta, blinded_reveal_profile
 from .reveal_sign import (
     AcceptanceModel,
-    BarkerAcceptance,
     LazyAcceptance,
     MetropolisAcceptance,
     PenaltyAcceptance,
@@ -62,7 +61,7 @@ from .reveal_sum import (
     sum_reveal_slide_bound,
     sum_reveal_tradeoff,
 )
-from .threat import ThreatModel
+from .threat import SHAMIR_MODES, RevealView, ThreatModel, coalition_view
 from .tradeoff import (
     CurveTradeOff,
     EnvelopeTradeOff,
@@ -76,8 +75,8 @@ from .tradeoff import (
 )
 
 __all__ = [
+    "SHAMIR_MODES",
     "AcceptanceModel",
-    "BarkerAcceptance",
     "BudgetExceededError",
     "Composition",
     "CurveTradeOff",
@@ -101,6 +100,7 @@ __all__ = [
     "PrivacyLedger",
     "PrivacyProfile",
     "ProfileEvent",
+    "RevealView",
     "SignPrivacy",
     "SpendReport",
     "ThreatModel",
@@ -111,6 +111,7 @@ __all__ = [
     "blinded_k1_survival",
     "blinded_pair_delta",
     "blinded_reveal_profile",
+    "coalition_view",
     "compose_events",
     "compose_gdp",
     "composed_delta",

@@ -21,9 +21,6 @@ Acceptance models (each states its exactness and threat model):
   rejection sampling is rejection sampling with bound M/γ. p ∈ (0, γ], so with the Metropolis base
   it is pure ε-DP with ``ε = max(Δ, log((1 − γ e^{−Δ}) / (1 − γ)))``. Needs: no coalition of the
   size in the threat model knows the coin.
-* ``BarkerAcceptance()``: ``p(a) = e^a / (1 + e^a)`` (a + Logistic noise ≥ 0). Exact for MH-type
-  kernels (Barker's rule is reversible w.r.t. the target; Peskun-dominated by MH), not a rejection
-  sampler. Pure Δ-DP on all of ℝ: both likelihood ratios are ≤ e^Δ. Outside-observer model.
 * ``PenaltyAcceptance(s)``: ``p(a) = P(a + N(0, s²) + Exp(1) ≥ 0)`` — the Yıldırım–Ermiş penalty
   rule inside the confidential accept-reject (a includes the public correction −s²/2; exact
   chain). Bounded p ∈ (0, 1) on all of ℝ; the loss on "reject" still grows without bound as a → ∞
@@ -58,7 +55,6 @@ from .tradeoff import EnvelopeTradeOff
 
 __all__ = [
     "AcceptanceModel",
-    "BarkerAcceptance",
     "LazyAcceptance",
     "MetropolisAcceptance",
     "PenaltyAcceptance",
@@ -186,25 +182,6 @@ class LazyAcceptance(AcceptanceModel):
         if isinstance(self.base, MetropolisAcceptance) and self.base.shape == 1.0:
             return _lazy_metropolis_bound(self.gamma, sensitivity, min(a_max, 0.0))
         return None
-
-
-@dataclass(frozen=True)
-class BarkerAcceptance(AcceptanceModel):
-    """``p(a) = e^a / (1 + e^a)`` (Barker's rule)."""
-
-    @property
-    def label(self) -> str:
-        return "Barker e^a/(1+e^a)"
-
-    def accept_prob(self, a: FloatArray) -> FloatArray:
-        return np.asarray(special.expit(a), dtype=np.float64)
-
-    def reject_prob(self, a: FloatArray) -> FloatArray:
-        return np.asarray(special.expit(-a), dtype=np.float64)
-
-    def pure_eps_bound(self, sensitivity: float, a_max: float = math.inf) -> float | None:
-        """Δ: ``e^{a+Δ}/(1+e^{a+Δ}) ≤ e^Δ e^a/(1+e^a)`` and ``(1+e^{a+Δ})/(1+e^a) ≤ e^Δ``."""
-        return sensitivity
 
 
 @dataclass(frozen=True)
@@ -399,7 +376,7 @@ def sign_reveal_privacy(
             f"UNBOUNDED ({threat}): the acceptance probability reaches {'1' if outcome == 'reject' else '0'} "
             f"inside a in [{a_min:.4g}, {a_max:.4g}] while a neighbour's does not, so '{outcome}' has "
             f"infinite privacy loss with probability up to {infinity_mass:.4g}. No finite eps holds for "
-            f"delta < {infinity_mass:.4g}; use a bounded variant (lazy coin, Barker, penalty noise) or "
+            f"delta < {infinity_mass:.4g}; use a bounded variant (lazy coin, penalty noise) or "
             "restrict the range (e.g. inflate the rejection bound so a_max < 0)."
         )
     else:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ThreatModel"]
+__all__ = ["SHAMIR_MODES", "RevealView", "ThreatModel", "coalition_view"]
 
 
 @dataclass(frozen=True)
@@ -65,3 +65,85 @@ class ThreatModel:
         if self.colluding == 1:
             return f"one party knowing its own noise, m={self.m}"
         return f"{self.colluding} colluding parties, m={self.m}"
+
+
+#: What a coalition of registries observes in each reveal mode, and the noise left protecting an honest
+#: registry's record (DESIGN.md §2; ``hss/protocols.py`` and ``hss/svt.py`` for the protocols). ``t`` is
+#: the *session's* Shamir threshold (the degree of every sharing), ``q`` the number of colluding registries
+#: a registry's accounting assumes (its ``[budget] colluding``), q = 0 the coordinator alone:
+#:
+#: ======== ========= ============================================ =======================================
+#: mode     q         the coalition observes                       residual noise (``ThreatModel``)
+#: ======== ========= ============================================ =======================================
+#: any      0         the revealed value (S, S·W, the bit)         every party's: ThreatModel(m, 0)
+#: sum      1..m-1    S (opened to the coordinator only; assumed   the other m - q parties' noise
+#:                    to reach the coalition: conservative)
+#: sign     1..t      the accept bit                               the other m - q parties' noise
+#: sign     t+1..m-1  S: q > t shares rebuild the Shamir mask r,   the other m - q parties' noise
+#:                    and c = S + 2^K + r is opened to all; the
+#:                    pairwise zero-sharing still hides each
+#:                    honest party's own term from the sum
+#: blinded  1..t      the blinded product                          the other m - q parties' noise
+#: blinded  t+1..m-1  each honest party's own term x_j (it is      that party's own noise only:
+#:                    Shamir-shared with degree t)                 ThreatModel(m, m - 1)
+#: svt      1..t      the SVT output bits                          the other m - q parties' noise shares
+#: svt      t+1..m-1  every honest party's feature sum and noise   none that backs an epsilon: refused
+#: ======== ========= ============================================ =======================================
+SHAMIR_MODES = ("blinded", "sign", "svt")
+
+
+@dataclass(frozen=True)
+class RevealView:
+    """What a coalition sees of one decision (``observed``) and the noise protecting a record (``threat``).
+
+    ``observed`` is one of ``"sum"``, ``"blinded"``, ``"sign"``, ``"svt"`` or ``"everything"`` (no noise
+    the accounting can rely on: refuse); ``note`` says why, in words that name t and q;
+    ``session_threshold`` is the t the view was derived for (``threat.colluding`` is q).
+    """
+
+    observed: str
+    threat: ThreatModel
+    note: str
+    session_threshold: int
+
+    @property
+    def accountable(self) -> bool:
+        return self.observed != "everything"
+
+
+def coalition_view(mode: str, m: int, t: int, colluding: int) -> RevealView:
+    """The row of the table above for reveal ``mode``, m parties, session threshold ``t``, q = ``colluding``.
+
+    Raises ``ValueError`` for an unknown mode or out-of-range numbers (q in [0, m - 1], t in [0, m - 1]).
+    """
+    if mode not in ("sum", *SHAMIR_MODES):
+        raise ValueError(f"unknown reveal mode {mode!r}; expected one of {('sum', *SHAMIR_MODES)}")
+    if not 0 <= t <= m - 1:
+        raise ValueError(f"session threshold t = {t} must lie in [0, m - 1] = [0, {m - 1}]")
+    q = colluding
+    threat = ThreatModel(m, q)  # checks 0 <= q <= m - 1
+    if q == 0:
+        return RevealView(mode, threat, f"outside observer (the coordinator): it sees the {mode} output", t)
+    if mode == "sum" or q <= t:
+        what = "S (conservative: it goes to the coordinator only)" if mode == "sum" else f"the {mode} output"
+        return RevealView(
+            mode, threat, f"{q} colluding parties (session threshold t = {t}) see {what} and own noise", t
+        )
+    beyond = f"{q} colluding parties exceed the session threshold t = {t}"
+    if mode == "sign":
+        return RevealView(
+            "sum", threat, f"{beyond}: they rebuild the Shamir-shared mask, so learn S, not just the bit", t
+        )
+    if mode == "blinded":
+        return RevealView(
+            "sum",
+            ThreatModel(m, m - 1),
+            f"{beyond}: they rebuild each honest party's Shamir-shared term, protected by its own noise only",
+            t,
+        )
+    return RevealView(
+        "everything",
+        threat,
+        f"{beyond}: they rebuild every honest party's Shamir-shared feature sum and noise share",
+        t,
+    )

@@ -40,10 +40,10 @@ from mechanisms.abcdp.federated import (
     reference_decisions,
 )
 from mechanisms.abcdp.svt import run_svt_on_distances
-from mechanisms.privacy import EpsDeltaBudget, EpsDeltaEvent
+from mechanisms.privacy import EpsDeltaBudget, EpsDeltaEvent, coalition_view
 from mechanisms.simulators.toy import ToyMixtureModel
 from parties.abcdp import AbcdpRff, check_session, threat_refusal, tolerated_colluders
-from parties.analyses import AnalysisError, Dataset
+from parties.analyses import AnalysisError, Dataset, Unaccountable
 from parties.spec import PartyEntry, SessionSpec, SpecError
 from simulations.launcher import LocalConsortium
 
@@ -154,24 +154,36 @@ def test_analysis_checks() -> None:
     with pytest.raises(SpecError, match="honest majority"):
         _spec(plan.to_params(), m=2)
     # the run's epsilon, once, whatever the batch size; None where it is not backed
-    ev = a.privacy_events({**plan.to_params(), "columns": ["y"]}, "svt", 64, 3, 0)
-    assert ev is not None and len(ev) == 1 and ev[0].count == 1
+    outside = coalition_view("svt", 3, 1, 0)
+    ev = a.privacy_events({**plan.to_params(), "columns": ["y"]}, "svt", outside, 64)
+    assert len(ev) == 1 and ev[0].count == 1
     assert isinstance(ev[0], EpsDeltaEvent) and ev[0].eps == pytest.approx(plan.privacy_event().eps)
     assert "up to 1 colluding parties, not more" in ev[0].label  # every report carries its threat model
     exact_ev = a.privacy_events(
-        {**dataclasses.replace(plan, noise_shares="exact").to_params(), "columns": ["y"]}, "svt", 64, 3, 0
+        {**dataclasses.replace(plan, noise_shares="exact").to_params(), "columns": ["y"]},
+        "svt",
+        coalition_view("svt", 3, 1, 0),
+        64,
     )
-    assert exact_ev is not None and "coordinator only" in exact_ev[0].label
-    ok = tolerated_colluders(plan, 3)
-    assert threat_refusal(plan, 3, ok) is None
-    msg = threat_refusal(plan, 3, ok + 1)
+    assert "coordinator only" in exact_ev[0].label
+    ok = tolerated_colluders(plan, 3, 1)
+    assert threat_refusal(plan, coalition_view("svt", 3, 1, ok)) is None
+    msg = threat_refusal(plan, coalition_view("svt", 3, 1, ok + 1))
     assert msg is not None and "colluding" in msg
-    assert a.privacy_events(plan.to_params(), "svt", 64, 3, ok + 1) is None
-    assert ok == 1 and tolerated_colluders(plan, 7) == 3  # robust shares (default): any h = m - t sum to Lap
+    with pytest.raises(Unaccountable, match="holds against at most 1 colluding"):
+        a.privacy_events(plan.to_params(), "svt", coalition_view("svt", 3, 1, ok + 1), 64)
+    assert ok == 1 and tolerated_colluders(plan, 7, 3) == 3  # robust shares: any h = m - t sum to Lap
+    # a session opened with a lower threshold tolerates fewer: q > t parties rebuild the shared sums
+    assert tolerated_colluders(plan, 7, 1) == 1
+    low_t = threat_refusal(plan, coalition_view("svt", 7, 1, 2))
+    assert low_t is not None and "session threshold t = 1" in low_t
+    assert "limit is the session threshold" in low_t
     exact = dataclasses.replace(plan, noise_shares="exact")
-    assert tolerated_colluders(exact, 7) == 0 and threat_refusal(exact, 7, 1) is not None
+    assert tolerated_colluders(exact, 7, 3) == 0 and threat_refusal(exact, coalition_view("svt", 7, 3, 1))
     inf = dataclasses.replace(plan, eps_total=math.inf)
-    assert threat_refusal(inf, 3, 0) is not None and a.privacy_events(inf.to_params(), "svt", 1, 3, 0) is None
+    assert threat_refusal(inf, coalition_view("svt", 3, 1, 0)) is not None
+    with pytest.raises(Unaccountable, match="non-private"):
+        a.privacy_events(inf.to_params(), "svt", coalition_view("svt", 3, 1, 0), 1)
 
 
 # ---- real daemons ----------------------------------------------------------------------------------------
@@ -208,7 +220,7 @@ def test_no_noise_equals_single_owner_rejection_abc(tmp_path: Path) -> None:
 def test_noisy_run_budget_and_refusals(tmp_path: Path) -> None:
     seed, c = 31, 3
     plan = _plan(2.0, c, False, seed, 0.1)
-    colluding = tolerated_colluders(plan, M)
+    colluding = tolerated_colluders(plan, M, (M - 1) // 2)
     data = [{"y": y} for y in _observed()]
     budget = {"epsilon": BUDGET_EPS, "delta": BUDGET_DELTA, "colluding": colluding}
     with LocalConsortium.start(
@@ -398,3 +410,42 @@ def test_confar_simulate_abcdp(capsys: pytest.CaptureFixture[str]) -> None:
     assert rc == 0, out
     assert "accepted 3 of c = 3" in out and "posterior mean" in out and "decisions/s" in out
     assert "party 1: 2, party 2: 2, party 3: 2" in out
+
+
+def test_plan_names_the_collusion_reason_and_charges_the_run_once(tmp_path: Path) -> None:
+    """confar privacy plan for an ABCDP run: a party assuming m - 1 colluders gets the collusion reason
+    (not the generic 'unbounded' one), and a run charged once is not reported in batches."""
+    from coordinator import privacy as cprivacy
+    from coordinator.api import PartyEndpoint
+    from parties.config import load_config
+    from parties.privacy_budget import PrivacyBudgetStore
+    from simulations.launcher import party_config_text
+
+    plan = _plan(2.0, 3, False, 5, 0.1)
+    params = {**plan.to_params(), "columns": ["y"]}
+    answers = {}
+    for pid, colluding in ((1, "all"), (2, 1), (3, 1)):
+        path = tmp_path / f"party-{pid}.toml"
+        budget = {"epsilon": BUDGET_EPS, "delta": BUDGET_DELTA, "colluding": colluding}
+        path.write_text(
+            party_config_text(
+                pid, M, tmp_path, None, None, models=("abcdp-rff",), modes=("svt",), privacy_budget=budget
+            )
+        )
+        cfg = load_config(path, insecure=True)
+        answers[pid] = PrivacyBudgetStore.load(cfg).plan_proto(cfg, AbcdpRff(), _spec(params), 1, 64, "", 0)
+    assert answers[1].would_refuse and "holds against at most 1 colluding parties" in answers[1].message
+    assert "colluding assumes 2" in answers[1].message and "unbounded" not in answers[1].message
+    assert not answers[2].would_refuse and answers[2].batches_allowed == 1
+    pf = cprivacy.PlanFile(
+        source=tmp_path / "plan.toml",
+        identity="coordinator",
+        tls=None,
+        rpc_timeout_s=1.0,
+        parties=[PartyEndpoint(p, f"party-{p}", "127.0.0.1:1") for p in range(1, M + 1)],
+        session=cprivacy.PlannedSession("abcdp-rff", "svt", params, "mesh", None, 50, 64),
+    )
+    text, bad = cprivacy.format_plan(pf, answers)
+    assert bad == 1 and "batches that fit" not in text
+    assert text.count("the ABCDP run is charged once, whatever its batches: it fits") == 2
+    assert "it does not fit" in text and "for the whole run: eps_delta" in text

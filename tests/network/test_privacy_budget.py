@@ -5,6 +5,7 @@ real daemons (``confar privacy plan`` / ``report``)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import re
@@ -20,9 +21,9 @@ from coordinator import cli as confar_cli
 from coordinator import privacy as cprivacy
 from coordinator.api import BlockingCoordinator, PartyEndpoint, SessionError
 from hss.randomness import SecureRandom
-from mechanisms.privacy import GaussianEvent, compose_events, gdp_eps
+from mechanisms.privacy import GaussianEvent, coalition_view, compose_events, gdp_eps
 from parties import cli as party_cli
-from parties.analyses import AnalysisError, Dataset, GaussianMean
+from parties.analyses import AnalysisError, Dataset, GaussianMean, Unaccountable
 from parties.config import ConfigError, PartyConfig, load_config
 from parties.privacy_budget import LEDGER_FILE, LedgerFileError, PrivacyBudgetStore, PrivacyRefusal
 from parties.spec import PartyEntry, SessionSpec
@@ -80,17 +81,57 @@ def test_budget_config_keys(tmp_path: Path) -> None:
 
 def test_gaussian_mean_privacy_events() -> None:
     gm = GaussianMean()
-    assert gm.privacy_events({"sigma": 1.0}, "sign", 10, 3, 2) is None  # exact MH sign: unbounded
-    assert gm.privacy_events({"clip": [0, 1]}, "sum", 10, 3, 2) is None  # no noise: unbounded
-    (ev,) = gm.privacy_events(PARAMS, "sign", 10, 3, 2) or []
+    with pytest.raises(Unaccountable, match="sign reveal of exact MH"):  # exact MH sign: unbounded
+        gm.privacy_events({"sigma": 1.0}, "sign", coalition_view("sign", 3, 1, 2), 10)
+    with pytest.raises(Unaccountable, match="no noise calibrated"):  # no noise: unbounded
+        gm.privacy_events({"clip": [0, 1]}, "sum", coalition_view("sum", 3, 1, 2), 10)
+    (ev,) = gm.privacy_events(PARAMS, "sign", coalition_view("sign", 3, 1, 2), 10)
     assert isinstance(ev, GaussianEvent) and ev.count == 10 and ev.mu == pytest.approx(1 / TAU)
-    (ev,) = gm.privacy_events(PARAMS, "blinded", 4, 3, 0) or []
+    (ev,) = gm.privacy_events(PARAMS, "blinded", coalition_view("blinded", 3, 1, 0), 4)
     assert ev.mu == pytest.approx(1 / (TAU * math.sqrt(3)))
     with pytest.raises(AnalysisError, match=r"tau .* needs clip"):
         gm.check_params({"tau": 5.0})
     with pytest.raises(AnalysisError, match="clip must be"):
         gm.check_params({"clip": [2.0, 1.0]})
     gm.check_params(PARAMS)
+
+
+@pytest.mark.parametrize(
+    ("mode", "m", "t", "q", "residual"),
+    [
+        # blinded: each party's term is Shamir-shared with degree t; q > t parties rebuild it, so only the
+        # party's own noise protects it (residual 1). These under-charged before (residual m - q).
+        ("blinded", 5, 2, 3, 1),
+        ("blinded", 5, 1, 2, 1),
+        ("blinded", 7, 1, 2, 1),
+        ("blinded", 7, 3, 4, 1),
+        # blinded within the threshold, sum always, sign always: the other m - q parties' noise
+        ("blinded", 5, 2, 2, 3),
+        ("blinded", 7, 3, 0, 7),
+        ("sum", 5, 2, 3, 2),
+        ("sign", 5, 2, 2, 3),
+        ("sign", 5, 2, 3, 2),  # q > t learn S (not each term): still m - q parties' noise
+        ("sign", 7, 1, 5, 2),
+    ],
+)
+def test_penalty_charge_follows_what_the_coalition_can_rebuild(
+    tmp_path: Path, mode: str, m: int, t: int, q: int, residual: int
+) -> None:
+    """A registry assuming q colluders is charged for what the session's threshold t lets them see."""
+    cfg = dataclasses.replace(_cfg(tmp_path, BUDGET), colluding=q)
+    spec = SessionSpec(
+        session_id=b"s" * 16,
+        parties=tuple(PartyEntry(i, f"party-{i}", f"127.0.0.1:{50050 + i}") for i in range(1, m + 1)),
+        t=t,
+        reveal_mode=mode,
+        model="gaussian-mean",
+        model_params=PARAMS,
+    )
+    store = PrivacyBudgetStore.load(cfg)
+    (ev,) = store.events_for(cfg, GaussianMean(), spec, 7)
+    assert isinstance(ev, GaussianEvent) and ev.count == 7
+    assert ev.mu == pytest.approx(1 / (TAU * math.sqrt(residual)), rel=1e-12)
+    assert f"assumes q = {q} colluding, session t = {t}" in ev.label
 
 
 def test_gaussian_mean_penalty_noise_is_exactly_corrected() -> None:
@@ -138,6 +179,7 @@ def test_ledger_refuses_persists_and_reloads(tmp_path: Path) -> None:
         store.events_for(cfg, gm, _spec({"sigma": 1.0}), 1)
     assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION
     assert "sign reveal of exact MH has unbounded privacy loss" in ei.value.message
+    assert "session threshold t = " in ei.value.message
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,6 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from privacy_testing import consistent_with, refutes
 
 from mechanisms.privacy import (
-    BarkerAcceptance,
     LazyAcceptance,
     MetropolisAcceptance,
     PenaltyAcceptance,
@@ -52,11 +51,10 @@ def _brute_worst(model: object, shift: float, a_min: float, a_max: float, eps: n
     [
         (MetropolisAcceptance(), -6.0, -0.5),
         (LazyAcceptance(0.7), -6.0, 3.0),
-        (BarkerAcceptance(), -8.0, 8.0),
         (PenaltyAcceptance(0.8), -8.0, 8.0),
         (MetropolisAcceptance(shape=2 / 3), -6.0, -0.3),
     ],
-    ids=["mh-inflated", "lazy", "barker", "penalty", "mh-party"],
+    ids=["mh-inflated", "lazy", "penalty", "mh-party"],
 )
 def test_sign_profile_covers_brute_force_worst_case(model: object, a_min: float, a_max: float) -> None:
     shift = 0.4
@@ -92,16 +90,13 @@ def test_inflated_rejection_bound_is_bounded_with_closed_form() -> None:
     assert res.delta_at(res.pure_eps + 0.01) == 0.0
 
 
-def test_lazy_and_barker_pure_bounds() -> None:
+def test_lazy_pure_bound() -> None:
     shift, gamma = 0.5, 0.8
     lazy = sign_reveal_privacy(LazyAcceptance(gamma), shift)
     assert lazy.pure_eps is not None
     assert lazy.pure_eps == pytest.approx(math.log((1 - gamma * math.exp(-shift)) / (1 - gamma)))
     assert lazy.max_loss <= lazy.pure_eps + 0.02
     assert lazy.delta_at(lazy.pure_eps + 0.02) <= 1e-14  # only the tail floor remains
-    barker = sign_reveal_privacy(BarkerAcceptance(), shift)
-    assert barker.pure_eps == shift and barker.bounded
-    assert barker.delta_at(shift + 0.02) <= 1e-14
     with pytest.raises(ValueError):
         LazyAcceptance(1.0)
 

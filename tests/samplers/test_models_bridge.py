@@ -129,21 +129,26 @@ def test_daemon_refuses_bad_data_at_startup(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("m", "t"), [(7, 3), (7, 6), (3, 1)])
-def test_penalty_analyses_report_gdp_events_and_unbounded_ones_report_none(m: int, t: int) -> None:
-    """mu = 1 / (tau n^alpha sqrt(m - t)) per decision, checked against the GDP delta(eps) of the same mu."""
-    from mechanisms.privacy import compose_events, gdp_delta
+def test_penalty_analyses_report_gdp_events_and_unbounded_ones_refuse(m: int, t: int) -> None:
+    """mu = 1 / (tau n^alpha sqrt(m - t)) per decision against t colluders in sign mode (t > the session
+    threshold learn S, still masked by m - t parties' noise), checked against the GDP delta(eps)."""
+    from mechanisms.privacy import coalition_view, compose_events, gdp_delta
+    from parties.analyses import Unaccountable
 
     analysis = get_analysis("bayes-logistic")
     penalty = {"tau": 0.5, "alpha": 0.25, "n": 10_000, "c": "bound"}
     params = {"model_args": {"p": 4}, "kind": "mh", "penalty": penalty}
     analysis.check_params(params)
-    events = analysis.privacy_events(params, "sign", 16, m, t)  # type: ignore[attr-defined]
-    assert events is not None and len(events) == 1
+    view = coalition_view("sign", m, (m - 1) // 2, t)
+    events = analysis.privacy_events(params, "sign", view, 16)  # type: ignore[attr-defined]
+    assert len(events) == 1
     mu = 1.0 / (0.5 * 10_000**0.25 * np.sqrt(m - t))
     composed = compose_events(events)
     # 16 decisions compose to sqrt(16) mu in GDP; compare delta at eps = 1 with the closed form
     assert composed.delta_at(1.0) == pytest.approx(gdp_delta(4 * mu, 1.0), rel=1e-6, abs=1e-12)
     no_penalty = {"model_args": {"p": 4}, "kind": "mh"}
-    assert analysis.privacy_events(no_penalty, "sign", 16, m, t) is None  # type: ignore[attr-defined]
+    with pytest.raises(Unaccountable, match="without the penalty"):
+        analysis.privacy_events(no_penalty, "sign", view, 16)  # type: ignore[attr-defined]
     rejection = {"model_args": {"p": 4}, "kind": "rejection"}
-    assert analysis.privacy_events(rejection, "sign", 16, m, t) is None  # type: ignore[attr-defined]
+    with pytest.raises(Unaccountable):
+        analysis.privacy_events(rejection, "sign", view, 16)  # type: ignore[attr-defined]
