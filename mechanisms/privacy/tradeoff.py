@@ -224,6 +224,8 @@ class EpsDeltaTradeOff(TradeOff):
 
     def _evaluate(self, alpha: FloatArray) -> FloatArray:
         c = 1.0 - self.delta
+        if self.eps > 700.0:  # e^eps overflows a double: the curve is 1 - delta at alpha = 0, else 0
+            return np.where(alpha == 0.0, c, 0.0).astype(np.float64)
         e = math.exp(self.eps)
         return np.maximum.reduce([np.zeros_like(alpha), c - e * alpha, (c - alpha) / e])
 

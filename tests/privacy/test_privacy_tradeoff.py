@@ -168,3 +168,10 @@ def test_plot_tradeoffs_draws_curves_and_points() -> None:
     assert ax.get_xlabel().startswith("Type I")
     ax2 = plot_tradeoffs([LaplaceTradeOff(1.0)], ax=ax)
     assert ax2 is ax
+
+
+def test_epsdelta_tradeoff_with_a_huge_epsilon() -> None:
+    """A budget of eps = 1000 (e^eps overflows a double) still draws: 1 - delta at 0, then 0."""
+    f = EpsDeltaTradeOff(1000.0, 1e-5)
+    np.testing.assert_array_equal(f(np.array([0.0, 1e-9, 0.5, 1.0])), [1 - 1e-5, 0.0, 0.0, 0.0])
+    assert float(EpsDeltaTradeOff(600.0, 1e-5)(np.array([0.0]))[0]) == 1 - 1e-5
