@@ -50,7 +50,10 @@ EXPERIMENT.toml::
     #   warmup must be >= adapt_stop (only draws of the frozen kernel are posterior draws).
     # penalty (Yildirim-Ermis; each party adds N(0, sigma^2), sigma = tau n^alpha c(theta, theta*)):
     #   tau (required: the noise scale), alpha (default 0), n_records (required: public total n),
-    #   c = "bound" (default; the model's public per-record bound) | "clip" (needs b > 0).
+    #   c = "bound" (default; the model's public per-record bound) | "clip" (needs b > 0),
+    #   max_sensitivity (optional: a public cap on c(theta, theta*); larger steps are rejected without
+    #   asking the parties, which keeps the posterior, and the registries then charge each step at its
+    #   confidential amplification, not only the Gaussian bound).
     # rejection (proposals from the prior; each party's bound stays private):
     #   n_accept, max_proposals, batch_size (proposals per Evaluate step), log_bound_margin (default 0).
     # abcdp (federated ABCDP with the sparse vector technique; reveal.mode must be "svt"):
@@ -79,7 +82,10 @@ EXPERIMENT.toml::
     records = 2000                  # records per party (an integer, or one per party)
     data_seed = 7                   # seed of the synthetic data (default: experiment.seed)
     fixed_noise_keys = false        # TESTING ONLY: parties' noise repeatable (never for real data)
-    party_gdp_mu = 2.0              # optional: each simulated party's GDP budget (else none)
+    party_gdp_mu = 2.0              # optional: each simulated party's GDP budget, or
+    # party_epsilon = 50.0          # its eps-at-delta budget (with party_delta); else none
+    # party_delta = 1e-5
+    # party_colluding = 3           # optional: [budget] colluding of every party (default "all": m - 1)
 
 With ``[simulate]`` present, ``[coordinator]`` and ``[[parties]]`` may be left out (a simulated consortium
 brings its own certificates and addresses).
@@ -144,7 +150,7 @@ MH_KEYS = {
 SAMPLER_KEYS: dict[str, set[str]] = {
     "mh": MH_KEYS,
     "adaptive-mh": MH_KEYS | {"adapt_start", "adapt_every", "adapt_stop", "history_from"},
-    "penalty": MH_KEYS | {"tau", "alpha", "n_records", "c", "b"},
+    "penalty": MH_KEYS | {"tau", "alpha", "n_records", "c", "b", "max_sensitivity"},
     "rejection": {"kind", "n_accept", "max_proposals", "batch_size", "log_bound_margin"},
     "abcdp": {
         "kind",
@@ -409,6 +415,20 @@ class SimulateSettings:
     data_seed: int
     fixed_noise_keys: bool = False
     party_gdp_mu: float | None = None
+    party_epsilon: float | None = None
+    party_delta: float | None = None
+    party_colluding: int | None = None  # None: the daemon's default ("all": m - 1)
+
+    def budget(self) -> dict[str, Any]:
+        """Each simulated party's ``[budget]`` table entries (empty: no budget)."""
+        out: dict[str, Any] = {}
+        if self.party_gdp_mu is not None:
+            out["gdp_mu"] = self.party_gdp_mu
+        if self.party_epsilon is not None:
+            out.update(epsilon=self.party_epsilon, delta=self.party_delta)
+        if self.party_colluding is not None:
+            out["colluding"] = self.party_colluding
+        return out
 
 
 @dataclass(frozen=True)
@@ -601,7 +621,20 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
 
 
 def _simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int) -> SimulateSettings:
-    r.only(tbl, "simulate", ("parties", "records", "data_seed", "fixed_noise_keys", "party_gdp_mu"))
+    r.only(
+        tbl,
+        "simulate",
+        (
+            "parties",
+            "records",
+            "data_seed",
+            "fixed_noise_keys",
+            "party_gdp_mu",
+            "party_epsilon",
+            "party_delta",
+            "party_colluding",
+        ),
+    )
     raw_parties = doc.get("parties")
     default_m = len(raw_parties) if isinstance(raw_parties, list) and raw_parties else 3
     m = r.integer(tbl, "simulate", "parties", default_m, lo=M_MIN, hi=M_MAX)
@@ -615,12 +648,26 @@ def _simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int) ->
                 f"simulate.records[{i}]" if isinstance(rec, list) else "simulate.records",
                 f"must be an integer in 1..10000000, got {n!r}",
             )
+    gdp_mu = r.number(tbl, "simulate", "party_gdp_mu", None, gt=0.0)
+    eps = r.number(tbl, "simulate", "party_epsilon", None, gt=0.0)
+    delta = r.number(tbl, "simulate", "party_delta", None, gt=0.0, lt=1.0)
+    if gdp_mu is not None and (eps is not None or delta is not None):
+        raise r.err("simulate.party_gdp_mu", "give party_gdp_mu, or party_epsilon and party_delta, not both")
+    if (eps is None) != (delta is None):
+        missing = "party_delta" if delta is None else "party_epsilon"
+        raise r.err(
+            f"simulate.{missing}", "missing: an eps-at-delta budget needs party_epsilon and party_delta"
+        )
+    colluding = r.integer(tbl, "simulate", "party_colluding", None, lo=0, hi=m - 1)
     return SimulateSettings(
         parties=m,
         records=tuple(int(n) for n in records),
         data_seed=r.integer(tbl, "simulate", "data_seed", seed, lo=0, hi=2**63 - 1),
         fixed_noise_keys=r.get(tbl, "simulate", "fixed_noise_keys", bool, False),
-        party_gdp_mu=r.number(tbl, "simulate", "party_gdp_mu", None, gt=0.0),
+        party_gdp_mu=gdp_mu,
+        party_epsilon=eps,
+        party_delta=delta,
+        party_colluding=colluding,
     )
 
 
@@ -732,7 +779,8 @@ def _sampler(r: Reader, s: dict[str, Any], kind: str, model: Model | None, seed:
                 raise r.err(
                     "sampler.c", f"model {model.name!r} has no public per-record bound: use c = 'clip'"
                 )
-            penalty = Penalty(tau=tau, alpha=alpha, n=n_records, c=c, b=b)
+            cap = r.number(s, "sampler", "max_sensitivity", None, gt=0.0)
+            penalty = Penalty(tau=tau, alpha=alpha, n=n_records, c=c, b=b, max_sensitivity=cap)
         return SamplerSettings(
             kind=kind,
             chains=chains,

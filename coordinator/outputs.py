@@ -610,6 +610,12 @@ def privacy_statement(reported: Mapping[str, Any], recomputed: Mapping[str, Any]
     eps = recomputed.get("eps_at_delta")
     if eps is not None:
         parts.append(f"epsilon = {eps:.4g} at delta = {recomputed['delta']:.3g}")
+    plain = recomputed.get("plain_penalty_eps_at_delta")
+    if plain is not None and eps:
+        parts.append(
+            f"(the same noise as a plain penalty release: epsilon = {plain:.4g}, {plain / eps:.3g}x; the "
+            "confidential accept-reject amplifies it)"
+        )
     spent = "spent " + ", ".join(parts) if parts else "spent nothing it accounts"
     if reported.get("budget_configured"):
         spent += (
@@ -688,6 +694,13 @@ def privacy_document(
             None if sp.gdp_mu is not None or not events else "no GDP bound: some reported event has none"
         )
         recomputed["decisions_accounted"] = sp.decisions
+        if sp.plain_eps is not None:
+            recomputed["plain_penalty_eps_at_delta"] = sp.plain_eps
+            recomputed["plain_penalty_note"] = (
+                "epsilon at the same delta had every penalty step been a plain Gaussian release of each "
+                "registry's noisy term (Yildirim-Ermis without the confidential accept-reject): mu = "
+                "1/(tau n^alpha) per step; eps_at_delta above is what the confidential reveal backs"
+            )
     if b.get("configured"):
         same = None
         if sp is not None and budget.get("type") in ("gdp", "eps_delta"):

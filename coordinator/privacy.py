@@ -55,12 +55,15 @@ import grpc
 from coordinator.api import PartyEndpoint
 from hss.fixedpoint import FixedPoint, max_threshold
 from mechanisms.privacy import (
+    AmplifiedGaussianEvent,
     EnvelopeTradeOff,
     EpsDeltaTradeOff,
+    GaussianEvent,
     GaussianTradeOff,
     PrivacyEvent,
     TradeOff,
     compose_events,
+    compose_gdp,
     event_from_dict,
     plot_tradeoffs,
 )
@@ -271,6 +274,9 @@ class Spend:
     delta: float
     eps: float  # eps at delta of the composition (0 with no events)
     budget: dict[str, Any] = field(default_factory=dict)
+    # eps at delta had the penalty steps been plain Gaussian releases (each party's noisy term, no
+    # confidential accept-reject): set when some event carries a confidential amplification
+    plain_eps: float | None = None
 
     @property
     def decisions(self) -> int:
@@ -290,7 +296,17 @@ def recompose(events: list[PrivacyEvent], delta: float, budget_json: str = "") -
     )
     eps = compose_events(events).eps_at(delta) if events else 0.0
     budget = json.loads(budget_json) if budget_json else {}
-    return Spend(events, gdp, delta, eps, budget)
+    plain = plain_events(events)
+    plain_eps = compose_events(plain).eps_at(delta) if plain is not None else None
+    return Spend(events, gdp, delta, eps, budget, plain_eps)
+
+
+def plain_events(events: list[PrivacyEvent]) -> list[PrivacyEvent] | None:
+    """The events with every confidentially amplified penalty step replaced by its plain Gaussian release;
+    None when no event is amplified (nothing to compare)."""
+    if not any(isinstance(e, AmplifiedGaussianEvent) for e in events):
+        return None
+    return [e.plain() if isinstance(e, AmplifiedGaussianEvent) else e for e in events]
 
 
 def report_delta(budget: dict[str, Any], default: float) -> float:
@@ -427,7 +443,14 @@ def plot_spends(pf: PlanFile, spends: dict[int, Spend], out_dir: Path) -> list[P
         if sp.events:
             spent = spend_tradeoff(sp)
             label = f"spent: mu = {sp.gdp_mu:.3g}" if isinstance(spent, GaussianTradeOff) else "spent (PLD)"
+            if sp.plain_eps is not None:
+                label = f"spent, confidential: eps = {sp.eps:.3g} at delta = {sp.delta:.3g}"
             curves[label] = spent
+            plain = plain_events(sp.events)
+            if plain is not None:
+                mu = compose_gdp(math.sqrt(e.count) * (e.gdp_mu() or 0.0) for e in plain)
+                if all(isinstance(e, GaussianEvent) for e in plain):
+                    curves[f"same noise, plain penalty: eps = {sp.plain_eps:.3g}"] = GaussianTradeOff(mu)
         else:
             curves["spent: nothing"] = GaussianTradeOff(0.0)
         limit = budget_tradeoff(sp.budget)

@@ -232,7 +232,10 @@ class PartyDaemon:
             try:  # privacy budget: unbounded analyses, or not even one decision left, are refused at open
                 svt = spec.reveal_mode == abcdp.SVT_MODE
                 what = "the ABCDP run (charged once)" if svt else "a single decision"
-                self.privacy.check(self.privacy.events_for(self.cfg, analysis, spec, 1), what)
+                # numerical profiles and PLD capacities can take seconds: off the event loop, once per session
+                one = await asyncio.to_thread(self.privacy.events_for, self.cfg, analysis, spec, 1)
+                await asyncio.to_thread(self.privacy.warm, one)
+                self.privacy.check(one, what)
             except PrivacyRefusal as exc:
                 raise Abort(exc.code, exc.message) from exc
             priv = e2e.new_private()
@@ -916,8 +919,15 @@ class PartyDaemon:
             batches = int(req.batches)
             if spec.reveal_mode == abcdp.SVT_MODE:  # federated ABCDP: one privacy event per run, not batch
                 batches = 1
-            resp = self.privacy.plan_proto(
-                self.cfg, analysis, spec, batches, int(req.batch_size), refusal, self.decisions_used
+            resp = await asyncio.to_thread(  # PLD compositions can take seconds: off the event loop
+                self.privacy.plan_proto,
+                self.cfg,
+                analysis,
+                spec,
+                batches,
+                int(req.batch_size),
+                refusal,
+                self.decisions_used,
             )
             return resp, {
                 "analysis": spec.model,

@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from hss.randomness import SecureRandom
 from mechanisms.models.base import BUILTIN, Model, SchemaError, load_model
-from mechanisms.samplers.requests import KINDS, DecisionRequest, Penalty
+from mechanisms.samplers.requests import KINDS, DecisionRequest, Penalty, within_cap
 from mechanisms.samplers.terms import party_terms
 from parties.analyses import AnalysisError, Dataset, Terms, Unaccountable, add_resolver, register
 
@@ -159,8 +159,13 @@ class ModelAnalysis:
         coalition in ``view`` sees is a post-processing of log r + N(0, r sigma^2), r the number of parties
         whose noise it does not know (``view.threat.residual_parties``), so each decision is
         mu = c / (sigma sqrt(r)) = 1 / (tau n^alpha sqrt(r))-GDP (``mechanisms.privacy.penalty_gdp_mu``),
-        whatever theta and theta* are. Without the penalty (and for rejection sampling) the per-step loss is
-        unbounded or unknown: :class:`Unaccountable`, so a party with a privacy budget refuses the session.
+        whatever theta and theta* are. With ``penalty.max_sensitivity`` (a public cap on c, enforced on every
+        batch) the step is also charged at its confidential amplification: the profile of what the coalition
+        observes (``view.observed``: the sum, the blinded product or the bit) of log r + N(0, r sigma^2) +
+        Gamma(r/m, 1) at c = the cap (``mechanisms.privacy.penalty_step_profile``), carried with the GDP
+        bound in one ``AmplifiedGaussianEvent`` (GDP budgets use mu, eps-at-delta budgets the profile).
+        Without the penalty (and for rejection sampling) the per-step loss is unbounded or unknown:
+        :class:`Unaccountable`, so a party with a privacy budget refuses the session.
         """
         pen = self.penalty(params)
         if pen is None or params.get("kind", "mh") != "mh":
@@ -170,11 +175,23 @@ class ModelAnalysis:
                 f"loss in reveal mode {mode!r} (exact MH accepts with probability 1 whenever r >= 1); use "
                 "the penalty (model_params.penalty)"
             )
-        from mechanisms.privacy import GaussianEvent, penalty_gdp_mu
+        from mechanisms.privacy import AmplifiedGaussianEvent, GaussianEvent, penalty_gdp_mu
 
-        sigma_per_c = pen.tau * float(pen.n) ** pen.alpha
-        mu = penalty_gdp_mu(1.0, sigma_per_c, view.threat)
-        return [GaussianEvent(mu, count=n, label=f"{self.name} penalty tau={pen.tau:g} {mode}")]
+        mu = penalty_gdp_mu(1.0, pen.sigma_per_c, view.threat)
+        label = f"{self.name} penalty tau={pen.tau:g} {mode}"
+        if pen.max_sensitivity is None:
+            return [GaussianEvent(mu, count=n, label=f"{label} (no sensitivity cap: Gaussian bound only)")]
+        cap = pen.max_sensitivity
+        profile = penalty_step_profile_cached(view.observed, cap, pen.sigma_per_c, view.threat)
+        return [
+            AmplifiedGaussianEvent(
+                mu=mu,
+                profile=profile,
+                plain_mu=1.0 / pen.sigma_per_c,
+                count=n,
+                label=f"{label}, c <= {pen.max_sensitivity:g}: confidential amplification ({view.observed})",
+            )
+        ]
 
     def records(self, model: Model, data: Dataset) -> dict[str, F64]:
         key = id(data)
@@ -214,6 +231,18 @@ class ModelAnalysis:
             )
         except ValueError as exc:
             raise AnalysisError(f"{self.name}: {exc}") from exc
+        if penalty is not None and penalty.max_sensitivity is not None:
+            assert theta is not None
+            c = penalty.sensitivity(model, theta, theta_star)
+            over = ~within_cap(c, penalty.max_sensitivity)
+            if over.any():
+                raise AnalysisError(
+                    f"{self.name}: {int(over.sum())} proposals have per-record sensitivity above the "
+                    f"session's max_sensitivity = {penalty.max_sensitivity:g} "
+                    f"(largest {float(c.max()):.6g}); "
+                    "this party charges every step at that cap, so the coordinator must reject such "
+                    "proposals itself"
+                )
         if penalty is not None and "sigma" in inputs:
             assert theta is not None
             mine = penalty.sigma(model, theta, theta_star)
@@ -225,6 +254,13 @@ class ModelAnalysis:
             model, cols, req, m, rng, mode, log_bound=log_bound, exp_noise=params.get("noise", "exp") == "exp"
         )
         return Terms(values=out.values, public=public, blind=out.blind)
+
+
+def penalty_step_profile_cached(observed: str, cap: float, sigma_per_c: float, threat: Any) -> Any:
+    """``mechanisms.privacy.penalty_step_profile`` at c = cap (cached there: one computation per session)."""
+    from mechanisms.privacy import penalty_step_profile
+
+    return penalty_step_profile(observed, cap, sigma_per_c * cap, threat)
 
 
 def _factory(name: str, ref: str) -> Any:

@@ -198,6 +198,8 @@ class PrivacyBudgetStore:
     ) -> None:
         self.path, self.identity, self.budget, self.ledger = path, identity, budget, ledger
         self.run_charges: list[RunCharge] = list(run_charges)
+        # eps-at-delta budgets: per mechanism, (the rest of the ledger, its count then, capacity then)
+        self._capacity: dict[PrivacyEvent, tuple[tuple[tuple[PrivacyEvent, int], ...], int, int]] = {}
 
     # ---- start-up ----------------------------------------------------------------------------------------
 
@@ -291,9 +293,42 @@ class PrivacyBudgetStore:
             reason = _refusal_message(spec, str(exc))
             raise PrivacyRefusal(grpc.StatusCode.FAILED_PRECONDITION, reason) from exc
 
+    def _fits_by_capacity(self, events: Sequence[PrivacyEvent]) -> bool:
+        """Fast path for eps-at-delta budgets (a PLD composition costs ~0.1-1 s, too slow per batch): when the
+        batch is n occurrences of one mechanism, compare with its capacity (``PrivacyLedger.capacity``),
+        computed once per ledger state of the *other* mechanisms. False means "ask the exact check"."""
+        from mechanisms.privacy import EpsDeltaBudget
+
+        if self.ledger is None or not isinstance(self.budget, EpsDeltaBudget) or not events:
+            return False
+        keys = {e.mechanism_key() for e in events}
+        if len(keys) != 1:
+            return False
+        (key,) = keys
+        n = sum(e.count for e in events)
+        counts: dict[PrivacyEvent, int] = {}
+        for e in self.ledger.events:
+            k = e.mechanism_key()
+            counts[k] = counts.get(k, 0) + e.count
+        mine = counts.pop(key, 0)
+        rest = tuple(sorted(counts.items(), key=lambda kv: repr(kv[0].to_dict())))
+        cached = self._capacity.get(key)
+        if cached is None or cached[0] != rest or mine < cached[1]:
+            cap = self.ledger.capacity(key, max_count=2**40)
+            cached = (rest, mine, cap)
+            self._capacity[key] = cached
+        return mine - cached[1] + n <= cached[2]
+
+    def warm(self, events: Sequence[PrivacyEvent]) -> None:
+        """Compute the capacity the fast path needs (call off the event loop: it may take seconds)."""
+        self._fits_by_capacity(events)
+
     def check(self, events: Sequence[PrivacyEvent], what: str = "this batch") -> SpendReport | None:
-        """Dry run (no state change); raises RESOURCE_EXHAUSTED past the budget."""
+        """Dry run (no state change); raises RESOURCE_EXHAUSTED past the budget. Returns None when the batch
+        fits by the mechanism's cached capacity (no composition computed)."""
         if self.ledger is None or not self.enforced:
+            return None
+        if self._fits_by_capacity(events):
             return None
         from mechanisms.privacy import UnsupportedEventError
 
@@ -317,7 +352,10 @@ class PrivacyBudgetStore:
         from mechanisms.privacy import BudgetExceededError, PrivacyLedger
 
         try:
-            grown = self.ledger.commit(events)
+            if self._fits_by_capacity(events):
+                grown = self.ledger.append_unchecked(events)
+            else:
+                grown = self.ledger.commit(events)
         except BudgetExceededError as exc:
             raise PrivacyRefusal(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)) from exc
         merged = PrivacyLedger(grown.budget, _merge(grown.events))

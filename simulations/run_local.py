@@ -120,12 +120,12 @@ def consortium(exp: Experiment, workdir: Path, data: list[dict[str, F64]]) -> It
     if not (certs / "ca.pem").exists():
         init_consortium(certs, m)
     lc = LocalConsortium(m, workdir, certs)
-    budget: dict[str, Any] = {"gdp_mu": sim.party_gdp_mu} if sim.party_gdp_mu is not None else {}
+    budget: dict[str, Any] = sim.budget()
     if exp.sampler.kind == "abcdp":  # the SVT epsilon is backed against up to (m - 1) // 2 colluders only
-        if not budget:
+        if "gdp_mu" not in budget and "epsilon" not in budget:
             eps_run = float(exp.sampler.abcdp["eps_total"])
-            budget = {"epsilon": 2.0 * eps_run if math.isfinite(eps_run) else 1.0, "delta": 1e-6}
-        budget["colluding"] = max_threshold(m)
+            budget.update(epsilon=2.0 * eps_run if math.isfinite(eps_run) else 1.0, delta=1e-6)
+        budget.setdefault("colluding", max_threshold(m))
     try:
         for pid in range(1, m + 1):
             pdir = workdir / f"party-{pid}"

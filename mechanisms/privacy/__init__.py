@@ -16,6 +16,7 @@ from .conversions import (
     pure_dp_to_gdp,
 )
 from .events import (
+    AmplifiedGaussianEvent,
     EpsDeltaEvent,
     GaussianEvent,
     LaplaceEvent,
@@ -38,6 +39,7 @@ from .penalty import (
     penalty_reveal_mu,
     penalty_sigma,
     penalty_sign_profile,
+    penalty_step_profile,
     penalty_sum_profile,
 )
 from .plotting import plot_tradeoffs
@@ -77,6 +79,7 @@ from .tradeoff import (
 __all__ = [
     "SHAMIR_MODES",
     "AcceptanceModel",
+    "AmplifiedGaussianEvent",
     "BudgetExceededError",
     "Composition",
     "CurveTradeOff",
@@ -129,6 +132,7 @@ __all__ = [
     "penalty_reveal_mu",
     "penalty_sigma",
     "penalty_sign_profile",
+    "penalty_step_profile",
     "penalty_sum_profile",
     "plot_tradeoffs",
     "pure_dp_to_gdp",

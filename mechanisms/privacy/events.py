@@ -10,7 +10,11 @@ its per-occurrence dp_accounting PLD and, when it has one, its GDP μ:
 * ``EpsDeltaEvent(eps, delta)`` — any (ε, δ)-DP mechanism, e.g. one ABCDP sparse-vector run
   (ε = (c + 1)Δ_ρ/b without RESAMPLE, 2cΔ_ρ/b with it, δ = 0);
 * ``ProfileEvent(profile)`` — a numerically analysed mechanism (sum / blinded / sign reveal step)
-  carried as its ``PrivacyProfile``.
+  carried as its ``PrivacyProfile``;
+* ``AmplifiedGaussianEvent(mu, profile, plain_mu)`` — a penalty step that is μ-GDP (for GDP budgets:
+  valid under fully adaptive composition) and also satisfies the tighter ``profile`` of the confidential
+  accept-reject (for ε-at-δ budgets, by PLD); ``plain_mu`` is the figure of the same Gaussian noise
+  released without the confidential accept-reject, kept for side-by-side reports.
 
 New mechanisms (e.g. ABCDP's Gaussian-noise variants) plug in by subclassing ``PrivacyEvent`` and
 decorating with ``register_event_type``. Pure: no I/O; persistence is the party daemon's job.
@@ -33,6 +37,7 @@ from .conversions import pure_dp_to_gdp
 from .profile import PrivacyProfile
 
 __all__ = [
+    "AmplifiedGaussianEvent",
     "EpsDeltaEvent",
     "GaussianEvent",
     "LaplaceEvent",
@@ -216,3 +221,42 @@ class ProfileEvent(PrivacyEvent):
 
     def gdp_mu(self) -> float | None:
         return None if self.profile.pure_eps is None else _pure_to_gdp(self.profile.pure_eps)
+
+
+@register_event_type
+@dataclass(frozen=True)
+class AmplifiedGaussianEvent(PrivacyEvent):
+    """One step of a mechanism with two valid descriptions: it is ``mu``-GDP (the Gaussian penalty noise
+    alone, post-processed: ``penalty.penalty_gdp_mu``) and its δ(ε) is at most ``profile``'s (the same noise
+    plus the confidential accept-reject's Gamma term and reveal mode: ``penalty.penalty_step_profile``,
+    already intersected with the GDP curve). ``gdp_mu`` serves GDP filters; ``pld`` is the profile's.
+    ``plain_mu`` = 1/(τ n^α) is what the same noise gives when each party's noisy term is released
+    (Yıldırım–Ermiş without the confidential accept-reject), kept so reports can show both."""
+
+    kind: ClassVar[str] = "amplified_gaussian"
+    mu: float
+    profile: PrivacyProfile
+    plain_mu: float
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name, v in (("mu", self.mu), ("plain_mu", self.plain_mu)):
+            if not (v > 0 and math.isfinite(v)):
+                raise ValueError(f"{name} must be finite and > 0, got {v}")
+
+    @classmethod
+    def from_params(cls, kwargs: dict[str, Any]) -> AmplifiedGaussianEvent:
+        prof = kwargs["profile"]
+        kwargs = dict(kwargs)
+        kwargs["profile"] = prof if isinstance(prof, PrivacyProfile) else PrivacyProfile.from_dict(prof)
+        return cls(**kwargs)
+
+    def pld(self, discretization: float = 1e-3) -> pld_lib.PrivacyLossDistribution:
+        return self.profile.to_pld(discretization)
+
+    def gdp_mu(self) -> float | None:
+        return self.mu
+
+    def plain(self) -> GaussianEvent:
+        """The same steps charged as plain Gaussian releases (for comparison, never for the ledger)."""
+        return GaussianEvent(self.plain_mu, count=self.count, label=self.label)

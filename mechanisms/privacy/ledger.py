@@ -26,6 +26,7 @@ Budgets:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -183,6 +184,60 @@ class PrivacyLedger:
         report = self.check(events)
         if not report.allowed:
             raise BudgetExceededError(report.message)
+        return PrivacyLedger(self.budget, (*self.events, *events))
+
+    def capacity(self, event: PrivacyEvent, max_count: int, rel_tol: float = 0.01) -> int:
+        """A number k ≤ ``max_count`` of further occurrences of ``event`` (count 1 each) that keeps this
+        ledger within budget; 0 if not even one fits.
+
+        Exact for a GDP budget (closed form). For an ε-at-δ budget it is found by doubling and bisection on
+        the PLD composition, stopping when the bracket is within ``rel_tol`` and returning its *lower* end,
+        so k is never above the true capacity: every k' ≤ k fits too, because the true ε(δ) of a composition
+        does not decrease with more mechanisms and the PLD value at k is an upper bound on it. About
+        2 log2(k) compositions: a daemon computes it once per mechanism and ledger state.
+        """
+        if max_count < 1:
+            return 0
+        one = dataclasses.replace(event, count=1)
+        if isinstance(self.budget, GDPBudget):
+            mu = one.gdp_mu()
+            if mu is None:
+                raise UnsupportedEventError(f"{type(one).__name__} has no GDP guarantee")
+            if mu == 0:
+                return max_count
+
+        def fits(k: int) -> bool:
+            return not self.would_exceed([dataclasses.replace(one, count=k)])
+
+        if isinstance(self.budget, GDPBudget):  # closed form, then settled by the check itself (rounding)
+            assert mu is not None
+            k = max(0, min(max_count, math.floor((self.budget.mu_max**2 - self.spent() ** 2) / (mu * mu))))
+            while k < max_count and fits(k + 1):
+                k += 1
+            while k > 0 and not fits(k):
+                k -= 1
+            return k
+
+        if not fits(1):
+            return 0
+        lo, hi = 1, 2
+        while hi <= max_count and fits(hi):
+            lo, hi = hi, hi * 2
+        if hi > max_count:
+            if fits(max_count):
+                return max_count
+            hi = max_count
+        while hi - lo > max(1, int(rel_tol * lo)):  # fits(lo), not fits(hi)
+            mid = (lo + hi) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def append_unchecked(self, events: Sequence[PrivacyEvent]) -> PrivacyLedger:
+        """The ledger with ``events`` appended, without a check: for callers that established the fit with
+        :meth:`capacity` (every count up to it fits)."""
         return PrivacyLedger(self.budget, (*self.events, *events))
 
     def to_dict(self) -> dict[str, Any]:

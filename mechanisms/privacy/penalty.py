@@ -15,17 +15,24 @@ Guarantees provided (sensitivity Δ ≤ c of a = log r to one record):
   still faces N(0, (m − t)σ²) (and Gamma((m − t)/m) noise, ignored here), and every reveal mode
   (sum, blinded, sign) is a post-processing of a + N(0, (m − t)σ²) + independent noise, so each is
   ``μ = Δ/(σ√(m − t))``-GDP. Valid for every threat model; exact for the revealed Gaussian part.
-* Amplification by the Exp(1) term (outside observer, t = 0, s² = mσ²), computed numerically:
-  ``penalty_sum_profile`` (S = a + N(0, s²) + Exp(1) revealed: exact ex-Gaussian shift profile, see
-  ``additive``), ``penalty_blinded_profile`` (the same curve, by post-processing: a valid bound,
-  not a tight one), ``penalty_sign_profile`` (accept bit with p(a) = P(a + N(0, s²) + Exp(1) ≥ 0),
-  rigorous Bernoulli cover, see ``reveal_sign``). Each is intersected with the GDP bound (and the
-  sign curve with the sum curve, of which it is a post-processing): all are valid upper bounds on
-  δ(ε), so their pointwise minimum is. For t ≥ 1 these functions return the GDP bound and say so.
+* Amplification by the Gamma noise, computed numerically for every threat model: an observer who knows
+  t parties' noise faces N(0, rσ²) + Gamma(r/m, 1), r = m − t (Exp(1) for the outside observer).
+  ``penalty_sum_profile`` (S revealed: the exact ex-Gaussian shift profile of ``additive`` for t = 0,
+  the numerical bound of ``residual`` for t ≥ 1, where the Gamma part is not log-concave),
+  ``penalty_blinded_profile`` (the same curve, by post-processing: a valid bound, not a tight one),
+  ``penalty_sign_profile`` (accept bit with p(a) = P(a + residual noise ≥ 0), rigorous Bernoulli cover,
+  see ``reveal_sign``). Each is intersected with the GDP bound (and the sign curve with the sum curve,
+  of which it is a post-processing): all are valid upper bounds on δ(ε), so their pointwise minimum is.
+  ``penalty_step_profile`` picks one by what the coalition observes (``threat.coalition_view``).
+* The amplification depends on the scale of Δ (the Gamma term does not scale with σ): these functions take
+  Δ = the largest sensitivity a step can have. A smaller Δ with σ/Δ fixed is a post-processing of the
+  larger one (Exp(1)/c₁ = Exp(1)/c₂ + an independent non-negative term for c₁ < c₂), so one profile at
+  Δ_max covers every step whose sensitivity is at most Δ_max.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -35,7 +42,8 @@ from ._numeric import FloatArray
 from .additive import ExGaussianNoise, additive_noise_delta
 from .conversions import gdp_delta
 from .profile import PrivacyProfile
-from .reveal_sign import PenaltyAcceptance, sign_reveal_privacy
+from .residual import ExGammaNoise, ResidualPenaltyAcceptance, residual_shift_delta
+from .reveal_sign import AcceptanceModel, PenaltyAcceptance, sign_reveal_privacy
 from .threat import ThreatModel
 
 __all__ = [
@@ -44,6 +52,7 @@ __all__ = [
     "penalty_reveal_mu",
     "penalty_sigma",
     "penalty_sign_profile",
+    "penalty_step_profile",
     "penalty_sum_profile",
 ]
 
@@ -83,27 +92,49 @@ def _eps_top(fn: Callable[[FloatArray], FloatArray], start: float = 1.0) -> floa
     return min(top, 60.0)
 
 
+def _residual(sigma: float, threat: ThreatModel) -> tuple[float, float]:
+    """(s, k): the residual noise N(0, s²) + Gamma(k, 1) an observer under ``threat`` faces."""
+    return sigma * math.sqrt(threat.residual_parties), threat.residual_shape
+
+
+@functools.lru_cache(maxsize=128)
 def penalty_sum_profile(
     sensitivity: float, sigma: float, threat: ThreatModel, step: float = 0.01
 ) -> PrivacyProfile:
-    """Sum reveal with penalty noise: S = a + N(0, mσ²) + Exp(1) (outside observer; GDP bound otherwise)."""
+    """Sum reveal with penalty noise: S = a + N(0, rσ²) + Gamma(r/m, 1), r = m − t residual parties.
+
+    Outside observer (r = m): the exact ex-Gaussian curve (``additive``). t ≥ 1 colluders: the numerical
+    bound of ``residual`` (their own noise removed; the Gamma part left is not log-concave). Both are
+    intersected with the GDP bound μ = Δ/(σ√r)."""
     mu = penalty_gdp_mu(sensitivity, sigma, threat)
-    if threat.colluding > 0:
-        return _gdp_profile(mu, "penalty + sum reveal", threat)
-    noise = ExGaussianNoise(sigma * math.sqrt(threat.m))
+    s, k = _residual(sigma, threat)
+    noise_delta: Callable[[FloatArray], FloatArray]
+    if k == 1.0:
+        ex = ExGaussianNoise(s)
+        method = "exact"
+
+        def noise_delta(e: FloatArray) -> FloatArray:
+            return additive_noise_delta(e, sensitivity, ex)
+    else:
+        gam = ExGammaNoise(s, k)
+        method = "numerical bound"
+
+        def noise_delta(e: FloatArray) -> FloatArray:
+            return residual_shift_delta(e, sensitivity, gam)
 
     def delta(e: FloatArray) -> FloatArray:
-        return np.minimum(additive_noise_delta(e, sensitivity, noise), np.asarray(gdp_delta(mu, e)))
+        return np.minimum(noise_delta(e), np.asarray(gdp_delta(mu, e)))
 
+    top = _eps_top(lambda e: np.asarray(gdp_delta(mu, e)))  # the GDP curve caps the minimum
     return PrivacyProfile.from_delta_function(
         delta,
-        _eps_top(delta),
+        top,
         step,
         description=(
-            f"penalty + sum reveal: a + N(0, {threat.m}*sigma^2) + Exp(1), sigma={sigma:.4g}, "
-            f"Delta={sensitivity:.4g}, {threat.name}"
+            f"penalty + sum reveal: a + N(0, {threat.residual_parties}*sigma^2) + Gamma({k:.4g}), "
+            f"sigma={sigma:.4g}, Delta={sensitivity:.4g}, {threat.name}"
         ),
-        method="exact",
+        method=method,
     )
 
 
@@ -122,6 +153,7 @@ def penalty_blinded_profile(
     )
 
 
+@functools.lru_cache(maxsize=128)
 def penalty_sign_profile(
     sensitivity: float,
     sigma: float,
@@ -131,12 +163,14 @@ def penalty_sign_profile(
     grid_step: float | None = None,
     eps_step: float = 0.01,
 ) -> PrivacyProfile:
-    """Sign reveal with penalty noise (outside observer: rigorous Bernoulli cover ∧ GDP; else GDP)."""
+    """Sign reveal with penalty noise: the rigorous Bernoulli cover of p(a) = P(a + N(0, rσ²) + Gamma(r/m)
+    ≥ 0) (``reveal_sign``; r = m − t residual parties), intersected with the GDP bound and the sum-reveal
+    curve (the bit is a post-processing of the sum)."""
     mu = penalty_gdp_mu(sensitivity, sigma, threat)
-    if threat.colluding > 0:
-        return _gdp_profile(mu, "penalty + sign reveal", threat)
+    s, k = _residual(sigma, threat)
+    model: AcceptanceModel = PenaltyAcceptance(s) if k == 1.0 else ResidualPenaltyAcceptance(s, k)
     res = sign_reveal_privacy(
-        PenaltyAcceptance(sigma * math.sqrt(threat.m)),
+        model,
         sensitivity,
         a_min,
         a_max,
@@ -145,7 +179,7 @@ def penalty_sign_profile(
         threat=threat.name,
     )
     grid = np.asarray(res.profile.eps)
-    # The bit is a post-processing of the revealed sum, so the sum's exact curve also bounds it.
+    # The bit is a post-processing of the revealed sum, so the sum's curve also bounds it.
     sum_curve = penalty_sum_profile(sensitivity, sigma, threat, eps_step).delta_at(grid)
     deltas = np.minimum.reduce([np.asarray(res.profile.deltas), np.asarray(gdp_delta(mu, grid)), sum_curve])
     return PrivacyProfile(
@@ -155,3 +189,16 @@ def penalty_sign_profile(
         "numerical bound",
         res.pure_eps,
     )
+
+
+def penalty_step_profile(
+    observed: str, sensitivity: float, sigma: float, threat: ThreatModel, step: float = 0.01
+) -> PrivacyProfile:
+    """One penalty decision as seen by ``threat`` when it observes ``observed`` (``coalition_view``)."""
+    if observed == "sum":
+        return penalty_sum_profile(sensitivity, sigma, threat, step)
+    if observed == "blinded":
+        return penalty_blinded_profile(sensitivity, sigma, threat, step)
+    if observed == "sign":
+        return penalty_sign_profile(sensitivity, sigma, threat, eps_step=step)
+    raise ValueError(f"no penalty profile for what a coalition observes in {observed!r}")

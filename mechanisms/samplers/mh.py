@@ -19,8 +19,10 @@ sum / blinded / sign, in memory or over the network) is not its business. ``rng`
 * Penalty MH: any kernel built with ``penalty=`` (and the number of parties ``m``) adds the public
   correction −mσ²/2; each party adds λ_j ~ N(0, σ²) (:mod:`mechanisms.samplers.penalty`).
 
-Proposals outside the model's support (log prior = −inf) are rejected without asking the parties; what is
-asked is decided by public data only, so in-memory and networked runs ask identical batches.
+Proposals outside the model's support (log prior = −inf), and with a penalty's ``max_sensitivity`` the
+proposals whose per-record sensitivity c(θ, θ*) exceeds it, are rejected without asking the parties (both
+are symmetric restrictions of the proposal, so the posterior is unchanged); what is asked is decided by
+public data only, so in-memory and networked runs ask identical batches.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import numpy.typing as npt
 from mechanisms.models.base import Model, as_batch
 from mechanisms.samplers.decision import Decider
 from mechanisms.samplers.penalty import penalty_correction
-from mechanisms.samplers.requests import DecisionRequest, Penalty
+from mechanisms.samplers.requests import DecisionRequest, Penalty, within_cap
 from mechanisms.samplers.seeds import PublicSeeds
 
 F64 = npt.NDArray[np.float64]
@@ -109,9 +111,14 @@ def mh_decide(
     if penalty is not None:
         if m is None:
             raise ValueError("penalty MH needs the number of parties m for the public correction")
-        sigma = np.full(theta_star.shape[0], np.nan)
-        sigma[idx] = penalty.sigma(model, state.theta[idx], theta_star[idx])
-        public = np.where(ok, public + penalty_correction(sigma, m), public)
+        c = np.full(theta_star.shape[0], np.inf)
+        c[idx] = penalty.sensitivity(model, state.theta[idx], theta_star[idx])
+        # a public cap on c: larger steps are rejected without asking (a symmetric restriction of the
+        # proposal, so the chain keeps the same posterior)
+        ok = ok & within_cap(c, penalty.max_sensitivity)
+        idx = np.flatnonzero(ok)
+        sigma = np.where(ok, penalty.sigma_per_c * c, np.nan)
+        public = np.where(ok, public + penalty_correction(sigma, m), -np.inf)
     accept = np.zeros(theta_star.shape[0], dtype=bool)
     if idx.size:
         req = DecisionRequest(

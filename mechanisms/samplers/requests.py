@@ -15,6 +15,7 @@ the current states (MH) and the public term of each decision. Each party turns i
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,13 @@ class Penalty:
     no longer a ratio of one likelihood and the chain targets a (generally unknown) perturbed distribution.
     Parties count the clipped records (``terms.clipped_records``) so this can be audited.
     ``n`` is the (public) total number of records.
+
+    ``max_sensitivity`` (optional, public): the largest c(θ, θ*) a decision may have. Kernels reject
+    proposals with a larger c publicly, without asking the parties (:func:`within_cap`); this restricts the
+    proposal symmetrically, so the chain stays exact for the same posterior. Parties refuse a batch that
+    breaks the cap. With it a step's privacy can be charged at its confidential amplification (the Gamma
+    term of the accept-reject does not scale with σ, so the amplification needs a bound on c); without it
+    only the Gaussian (GDP) bound is charged.
     """
 
     tau: float
@@ -47,6 +55,7 @@ class Penalty:
     n: int
     c: str = "bound"
     b: float | None = None
+    max_sensitivity: float | None = None
 
     def __post_init__(self) -> None:
         if not self.tau > 0:
@@ -57,35 +66,68 @@ class Penalty:
             raise ValueError(f"penalty c must be one of {C_MODES}, got {self.c!r}")
         if self.c == "clip" and not (self.b is not None and self.b > 0):
             raise ValueError("penalty c = 'clip' needs a clip constant b > 0")
+        cap = self.max_sensitivity
+        if cap is not None and not (cap > 0 and math.isfinite(cap)):
+            raise ValueError(f"penalty max_sensitivity must be a finite number > 0, got {cap}")
+        if not math.isfinite(self.tau) or not math.isfinite(self.alpha):
+            raise ValueError(f"penalty tau and alpha must be finite, got {self.tau}, {self.alpha}")
 
     def to_params(self) -> dict[str, Any]:
-        return {"tau": self.tau, "alpha": self.alpha, "n": self.n, "c": self.c, "b": self.b}
+        out: dict[str, Any] = {"tau": self.tau, "alpha": self.alpha, "n": self.n, "c": self.c, "b": self.b}
+        if self.max_sensitivity is not None:
+            out["max_sensitivity"] = self.max_sensitivity
+        return out
 
     @classmethod
     def from_params(cls, p: dict[str, Any]) -> Penalty:
-        extra = set(p) - {"tau", "alpha", "n", "c", "b"}
+        extra = set(p) - {"tau", "alpha", "n", "c", "b", "max_sensitivity"}
         if extra:
             raise ValueError(f"unknown penalty parameters {sorted(extra)}")
-        b = p.get("b")
+        b, cap = p.get("b"), p.get("max_sensitivity")
         return cls(
             tau=float(p["tau"]),
             alpha=float(p.get("alpha", 0.0)),
             n=int(p["n"]),
             c=str(p.get("c", "bound")),
             b=None if b is None else float(b),
+            max_sensitivity=None if cap is None else float(cap),
         )
+
+    @property
+    def sigma_per_c(self) -> float:
+        """σ / c = τ n^α (public; the per-step GDP μ is its inverse)."""
+        return self.tau * float(self.n) ** self.alpha
+
+    def sensitivity(self, model: Model, theta: F64, theta_star: F64) -> F64:
+        """c(θ, θ*): the bound on the change of a party's log-ratio when one record is replaced."""
+        return record_sensitivity(model, theta, theta_star, self.c, self.b)
 
     def sigma(self, model: Model, theta: F64, theta_star: F64) -> F64:
         """Per decision; symmetric in (θ, θ*)."""
-        if self.c == "bound":
-            bound = model.record_ratio_bound(theta, theta_star)
-            if bound is None:
-                raise ValueError(f"model {model.name} has no record_ratio_bound: use penalty c = 'clip'")
-            c = 2.0 * np.asarray(bound, dtype=np.float64)
-        else:
-            assert self.b is not None
-            c = 2.0 * self.b * np.linalg.norm(theta_star - theta, axis=1)
-        return np.asarray(self.tau * float(self.n) ** self.alpha * c, dtype=np.float64)
+        return np.asarray(self.sigma_per_c * self.sensitivity(model, theta, theta_star), dtype=np.float64)
+
+
+def record_sensitivity(
+    model: Model, theta: F64, theta_star: F64, c: str = "bound", b: float | None = None
+) -> F64:
+    """c(θ, θ*) per decision (replace-one, symmetric in θ, θ*): 2 × the model's public per-record bound
+    (``c = "bound"``), or 2b‖θ* − θ‖₂ when each record's log-ratio is clipped to ±b‖θ* − θ‖₂."""
+    if c == "bound":
+        bound = model.record_ratio_bound(theta, theta_star)
+        if bound is None:
+            raise ValueError(f"model {model.name} has no record_ratio_bound: use penalty c = 'clip'")
+        return np.asarray(2.0 * np.asarray(bound, dtype=np.float64), dtype=np.float64)
+    if b is None:
+        raise ValueError("c = 'clip' needs a clip constant b > 0")
+    return np.asarray(2.0 * b * np.linalg.norm(theta_star - theta, axis=1), dtype=np.float64)
+
+
+def within_cap(sensitivity: F64, cap: float | None) -> npt.NDArray[np.bool_]:
+    """Which decisions respect a public sensitivity cap (all of them without one); a relative slack of 1e-12
+    keeps the coordinator's and the parties' float evaluations of the same c in agreement."""
+    if cap is None:
+        return np.ones(sensitivity.shape, dtype=bool)
+    return np.asarray(sensitivity <= cap * (1.0 + 1e-12))
 
 
 @dataclass(frozen=True)

@@ -151,20 +151,6 @@ def test_membership_inference_amplified_sum() -> None:
     assert any(refutes(wrong, p) for p in pts)
 
 
-def test_colluding_parties_get_gdp_bound() -> None:
-    shift, sigma = 1.0, 0.5
-    th = ThreatModel(4, colluding=1)
-    mu = shift / (sigma * math.sqrt(3))
-    for prof in [
-        penalty_sum_profile(shift, sigma, th),
-        penalty_sign_profile(shift, sigma, th),
-        penalty_blinded_profile(shift, sigma, th),
-    ]:
-        assert "GDP bound" in prof.description
-        grid = np.array([0.0, 1.0, 3.0])
-        np.testing.assert_allclose(prof.delta_at(grid), gdp_delta(mu, grid), atol=1e-15)
-
-
 def test_sign_below_sum_below_gdp() -> None:
     shift, sigma, th = 1.0, 0.3, ThreatModel(3)
     grid = np.linspace(0, 4, 41)

@@ -152,3 +152,29 @@ def test_penalty_analyses_report_gdp_events_and_unbounded_ones_refuse(m: int, t:
     rejection = {"model_args": {"p": 4}, "kind": "rejection"}
     with pytest.raises(Unaccountable):
         analysis.privacy_events(rejection, "sign", view, 16)  # type: ignore[attr-defined]
+
+
+def test_penalty_cap_events_and_refusal() -> None:
+    """With max_sensitivity a party charges the amplified event (GDP mu and the profile at the cap) and
+    refuses a batch holding a proposal above the cap."""
+    from hss.randomness import SecureRandom
+    from mechanisms.privacy import AmplifiedGaussianEvent, coalition_view
+    from parties.analyses import AnalysisError, Dataset
+
+    analysis = get_analysis("beta-bernoulli")
+    penalty = {"tau": 1.5, "alpha": 0.0, "n": 100, "c": "bound", "max_sensitivity": 0.3}
+    params = {"kind": "mh", "penalty": penalty}
+    analysis.check_params(params)
+    view = coalition_view("sign", 5, 2, 1)
+    (ev,) = analysis.privacy_events(params, "sign", view, 12)  # type: ignore[attr-defined]
+    assert isinstance(ev, AmplifiedGaussianEvent) and ev.count == 12
+    assert ev.mu == pytest.approx(1 / (1.5 * 2.0)) and ev.plain_mu == pytest.approx(1 / 1.5)
+    assert "c <= 0.3" in ev.label and "Delta=0.3" in ev.profile.description
+    data = Dataset({"y": np.array([0.0, 1.0, 1.0, 0.0])})
+    theta = np.array([[0.3], [0.3]])
+    inputs = {"theta": theta, "theta_star": np.array([[0.31], [0.6]]), "public": np.zeros(2)}
+    with pytest.raises(AnalysisError, match="1 proposals have per-record sensitivity above"):
+        analysis.terms(data, params, inputs, 2, 5, "sign", SecureRandom(b"k" * 32))
+    inputs["theta_star"] = np.array([[0.31], [0.32]])
+    out = analysis.terms(data, params, inputs, 2, 5, "sign", SecureRandom(b"k" * 32))
+    assert out.values.shape == (2,)

@@ -80,3 +80,27 @@ def test_penalty_chain_targets_exact_posterior(c: str) -> None:
     check_draws_match(trace.draws[50:, :, 0], exact_posterior(data), f"penalty MH ({c})")
     if c == "clip":
         assert rule.clipped_records > 0  # counted, so a party can audit it
+
+
+def test_sensitivity_cap_keeps_the_posterior_and_rejects_publicly() -> None:
+    """max_sensitivity: proposals with c(θ, θ*) above the cap are rejected without asking the parties (a
+    symmetric restriction of the proposal), and the chain still targets the exact posterior."""
+    data = beta_bernoulli_data()
+    cap = 0.25  # binds often with proposal sd 0.1 around θ ≈ 0.3 (c = 2 max|log θ*/θ|, |log(1-θ*)/(1-θ)|)
+    pen = Penalty(tau=0.08, alpha=0.5, n=70, max_sensitivity=cap)
+    asked: list[DecisionRequest] = []
+
+    class Recording(LocalParties):
+        def __call__(self, request: DecisionRequest) -> np.ndarray:
+            asked.append(request)
+            return super().__call__(request)
+
+    rule = ConfidentialRule(plaintext_decide, noise_rngs(M, "pencap"), "sign")
+    kernel = RandomWalkMH(MODEL, Recording(MODEL, data, rule), cov=0.1**2, penalty=pen, m=M)
+    _, trace = run_kernel(kernel, kernel.init(np.full((64, 1), 0.3)), 400, PublicSeeds(32))
+    check_draws_match(trace.draws[50:, :, 0], exact_posterior(data), "penalty MH with a sensitivity cap")
+    sent = np.concatenate(
+        [pen.sensitivity(MODEL, r.theta, r.theta_star) for r in asked if r.theta is not None]
+    )
+    assert sent.max() <= cap * (1 + 1e-12)  # nothing above the cap reached the parties
+    assert trace.asked < 0.9 * 64 * 400  # and the cap did bind
