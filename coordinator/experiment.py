@@ -48,6 +48,11 @@ EXPERIMENT.toml::
     # adaptive-mh (Haario et al.; mechanisms.samplers.AdaptiveMH): adapt_start (default iterations // 10),
     #   adapt_every (iterations // 40), adapt_stop (iterations // 2), history_from (iterations // 20);
     #   warmup must be >= adapt_stop (only draws of the frozen kernel are posterior draws).
+    # mh, adaptive-mh: lazy = 0.5 (optional; reveal sign, sign_precompute inline): accept only if the MH
+    #   test passes AND a secret coin with P(1) = lazy comes up, made inside the protocol (gamma = k / 2^L,
+    #   L <= 16); the chain stays exact (lazy MH is reversible), mixing slows by 1/gamma, and each step is
+    #   charged at a bounded accept-bit loss. Needs max_sensitivity (the public cap on c(theta, theta*) =
+    #   2 x the model's per-record bound; larger steps are rejected without asking the parties).
     # penalty (Yildirim-Ermis; each party adds N(0, sigma^2), sigma = tau n^alpha c(theta, theta*)):
     #   tau (required: the noise scale), alpha (default 0), n_records (required: public total n),
     #   c = "bound" (default; the model's public per-record bound) | "clip" (needs b > 0),
@@ -108,7 +113,7 @@ from coordinator.api import PartyEndpoint
 from hss.fixedpoint import max_threshold
 from hss.protocols import SIGN_PRECOMPUTE
 from mechanisms.models.base import Model, load_model
-from mechanisms.samplers.requests import Penalty
+from mechanisms.samplers.requests import Lazy, Penalty
 from parties.tls import TlsError, TlsMaterial
 
 F64 = npt.NDArray[np.float64]
@@ -147,9 +152,10 @@ MH_KEYS = {
     "init",
     "init_scale",
 }
+LAZY_KEYS = {"lazy", "max_sensitivity"}
 SAMPLER_KEYS: dict[str, set[str]] = {
-    "mh": MH_KEYS,
-    "adaptive-mh": MH_KEYS | {"adapt_start", "adapt_every", "adapt_stop", "history_from"},
+    "mh": MH_KEYS | LAZY_KEYS,
+    "adaptive-mh": MH_KEYS | LAZY_KEYS | {"adapt_start", "adapt_every", "adapt_stop", "history_from"},
     "penalty": MH_KEYS | {"tau", "alpha", "n_records", "c", "b", "max_sensitivity"},
     "rejection": {"kind", "n_accept", "max_proposals", "batch_size", "log_bound_margin"},
     "abcdp": {
@@ -375,6 +381,7 @@ class SamplerSettings:
     adapt_stop: int = 0
     history_from: int = 0
     penalty: Penalty | None = None
+    lazy: Lazy | None = None  # lazy acceptance (sign reveal): a secret coin of probability gamma
     # rejection
     n_accept: int = 0
     max_proposals: int = 0
@@ -476,6 +483,8 @@ class Experiment:
         out["kind"] = "rejection" if s.kind == "rejection" else "mh"
         if s.penalty is not None:
             out["penalty"] = s.penalty.to_params()
+        if s.lazy is not None:
+            out["lazy"] = s.lazy.to_params()
         if s.kind == "rejection" and s.log_bound_margin:
             out["log_bound_margin"] = s.log_bound_margin
         return out
@@ -587,7 +596,13 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
     if mode == "svt" and kind != "abcdp":
         raise r.err("reveal.mode", f"'svt' is federated ABCDP's reveal; sampler.kind {kind!r} cannot use it")
 
-    privacy = _privacy(r, r.table(doc, "privacy"), kind)
+    if sampler.lazy is not None and (mode != "sign" or sign_precompute != "inline"):
+        raise r.err(
+            "sampler.lazy",
+            "lazy acceptance ANDs a secret coin with the accept bit inside the sign protocol: it needs "
+            f"reveal mode 'sign' with sign_precompute 'inline', got {mode!r} / {sign_precompute!r}",
+        )
+    privacy = _privacy(r, r.table(doc, "privacy"), kind, sampler.lazy is not None)
 
     out = r.table(doc, "output") or {}
     r.only(out, "output", ("formats",))
@@ -781,6 +796,7 @@ def _sampler(r: Reader, s: dict[str, Any], kind: str, model: Model | None, seed:
                 )
             cap = r.number(s, "sampler", "max_sensitivity", None, gt=0.0)
             penalty = Penalty(tau=tau, alpha=alpha, n=n_records, c=c, b=b, max_sensitivity=cap)
+        lazy = _lazy(r, s, model)
         return SamplerSettings(
             kind=kind,
             chains=chains,
@@ -790,6 +806,7 @@ def _sampler(r: Reader, s: dict[str, Any], kind: str, model: Model | None, seed:
             init=_init(r, s, chains, model),
             init_scale=_init_scale(r, s, model),
             penalty=penalty,
+            lazy=lazy,
             **adapt,
         )
     if kind == "rejection":
@@ -839,17 +856,41 @@ def _sampler(r: Reader, s: dict[str, Any], kind: str, model: Model | None, seed:
     )
 
 
-def _privacy(r: Reader, tbl: dict[str, Any] | None, kind: str) -> PrivacyTarget | None:
+def _lazy(r: Reader, s: dict[str, Any], model: Model) -> Lazy | None:
+    """sampler.lazy (gamma = k / 2^L, L <= 16) with sampler.max_sensitivity (MH: required with lazy)."""
+    if "lazy" not in s:
+        if "max_sensitivity" in s and s.get("kind") != "penalty":
+            raise r.err("sampler.max_sensitivity", "caps the step of lazy MH: only with sampler.lazy")
+        return None
+    gamma = r.number(s, "sampler", "lazy", gt=0.0, lt=1.0)
+    cap = r.number(s, "sampler", "max_sensitivity", None, gt=0.0)
+    if cap is None:
+        raise r.err(
+            "sampler.max_sensitivity",
+            "missing: lazy MH charges every step at a public cap on the per-record sensitivity c(theta, "
+            "theta*) = 2 x the model's per-record bound (larger steps are rejected without asking)",
+        )
+    th = model.sample_prior(np.random.default_rng(0), 2)
+    if model.record_ratio_bound(th[:1], th[1:]) is None:
+        raise r.err("sampler.lazy", f"model {model.name!r} has no public per-record bound for the cap")
+    try:
+        return Lazy(gamma, cap)
+    except ValueError as exc:
+        raise r.err("sampler.lazy", str(exc)) from exc
+
+
+def _privacy(r: Reader, tbl: dict[str, Any] | None, kind: str, lazy: bool = False) -> PrivacyTarget | None:
     if tbl is None:
         return None
     r.only(tbl, "privacy", ("gdp_mu", "epsilon", "delta"))
     if not tbl:
         raise r.err("privacy", "give gdp_mu, or epsilon and delta (or remove the table)")
-    if kind not in ("penalty", "abcdp"):
+    if kind not in ("penalty", "abcdp") and not lazy:
         raise r.err(
             "privacy",
             f"sampler.kind {kind!r} has no privacy bound (exact accept/reject decisions: the per-step loss "
-            "is unbounded), so no target can be met; use kind 'penalty' or 'abcdp', or remove [privacy]",
+            "is unbounded), so no target can be met; use kind 'penalty' or 'abcdp', sampler.lazy, or remove "
+            "[privacy]",
         )
     if "gdp_mu" in tbl:
         if "epsilon" in tbl or "delta" in tbl:

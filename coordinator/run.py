@@ -430,8 +430,9 @@ class MHDriver(Driver):
                 history_from=s.history_from,
                 penalty=s.penalty,
                 m=m,
+                lazy=s.lazy,
             )
-        return RandomWalkMH(self.model, decide, s.proposal_cov, penalty=s.penalty, m=m)
+        return RandomWalkMH(self.model, decide, s.proposal_cov, penalty=s.penalty, m=m, lazy=s.lazy)
 
     def initial(self) -> None:
         s = self.exp.sampler

@@ -66,7 +66,8 @@ MODES = ("sum", "blinded", "sign")
 SIGN_PRECOMPUTE = ("inline", "pooled")
 
 # PRSS / PRF purposes: distinct streams per use within one step.
-_P_BITS, _P_RHI, _P_Z_PRE, _P_Z_OPEN, _P_Z_OUT, _P_Z_ALL = 1, 2, 3, 4, 5, 6
+_P_BITS, _P_RHI, _P_Z_PRE, _P_Z_OPEN, _P_Z_OUT, _P_Z_ALL, _P_COIN = 1, 2, 3, 4, 5, 6, 7
+MAX_COIN_BITS = 16
 
 _INV2 = pow(2, F.P - 2, F.P)
 _INV4 = pow(4, F.P - 2, F.P)
@@ -129,6 +130,44 @@ class SessionParams:
 def check_precompute(precompute: str) -> None:
     if precompute not in SIGN_PRECOMPUTE:
         raise ValueError(f"sign precompute {precompute!r} is not one of {SIGN_PRECOMPUTE}")
+
+
+@dataclass(frozen=True)
+class LazyCoin:
+    """A secret coin with P(1) = gamma = k / 2^bits (public k odd, 1 <= bits <= 16), made inside the sign
+    protocol: ``bits`` PRSS random bits u (like the mask bits) and [u < k] by a carry tree; the receiver
+    learns only [S >= 0] AND coin. No coalition of at most t parties learns anything about the coin."""
+
+    k: int
+    bits: int
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.bits, int) and 1 <= self.bits <= MAX_COIN_BITS):
+            raise ValueError(f"lazy coin bits must be an integer in 1..{MAX_COIN_BITS}, got {self.bits!r}")
+        if not (isinstance(self.k, int) and 0 < self.k < (1 << self.bits) and self.k % 2 == 1):
+            raise ValueError(f"lazy coin k must be odd in 1..2^bits - 1 (gamma = k / 2^bits), got {self.k!r}")
+
+    @property
+    def gamma(self) -> float:
+        return self.k / (1 << self.bits)
+
+    @classmethod
+    def from_gamma(cls, gamma: float) -> LazyCoin:
+        """The exact dyadic coin for gamma = k / 2^L with L <= 16; ValueError otherwise (naming gamma)."""
+        if not (isinstance(gamma, int | float) and not isinstance(gamma, bool) and 0.0 < gamma < 1.0):
+            raise ValueError(f"lazy gamma must be a number strictly between 0 and 1, got {gamma!r}")
+        scaled = gamma * (1 << MAX_COIN_BITS)
+        k = round(scaled)
+        if k != scaled:
+            raise ValueError(
+                f"lazy gamma = {gamma!r} is not k / 2^L with L <= {MAX_COIN_BITS} (the coin is made from "
+                f"L random bits); e.g. {k / (1 << MAX_COIN_BITS)!r}"
+            )
+        bits = MAX_COIN_BITS
+        while k % 2 == 0:
+            k //= 2
+            bits -= 1
+        return cls(k, bits)
 
 
 def key_setup(params: SessionParams, party: int, rng: SecureRandom) -> Machine[PartyKeys]:
@@ -335,6 +374,7 @@ def decide_party(
     blind: npt.ArrayLike | None = None,
     material: SignMaterial | None = None,
     precompute: str = "inline",
+    lazy: LazyCoin | None = None,
 ) -> Machine[PartyReport]:
     """This party's machine for a batch of decisions S = public + sum_j values_j >= 0.
 
@@ -343,6 +383,8 @@ def decide_party(
     nonce), ``rng`` this party's CSPRNG. Blinded mode also needs ``blind``, this party's W_j >= 0. Sign
     mode takes optional ``material`` from :func:`precompute_sign`; then only the online rounds run. Without
     it, ``precompute`` (one of SIGN_PRECOMPUTE, the same at every party) says how the batch makes its own.
+    ``lazy`` (sign mode, inline precompute, the same at every party): the receiver learns
+    [S >= 0] AND a secret coin of probability ``lazy.gamma``, made inside the protocol.
     """
     check_precompute(precompute)
     if mode not in MODES:
@@ -366,6 +408,8 @@ def decide_party(
                 f"+-2^{fmt.term_int_bits}: refuse rather than change the decision"
             )
     report = PartyReport(clamped=clamped)
+    if lazy is not None and mode != "sign":
+        raise ValueError(f"a lazy coin is ANDed with the accept bit in reveal mode 'sign' only, not {mode!r}")
     if mode == "sum":
         gen = _sum_gen(ctx, x, pub, step, report)
     elif mode == "blinded":
@@ -381,7 +425,9 @@ def decide_party(
                 f"sign material is for {material.n} decisions of {material.bits.shape[0]} bits, "
                 f"this batch has {n} of {fmt.compare_bits}"
             )
-        gen = _sign_gen(ctx, x, pub, step, rng, report, material, precompute == "pooled")
+        if lazy is not None and (precompute != "inline" or material is not None):
+            raise ValueError("a lazy decision makes its coin with the inline sign precompute only")
+        gen = _sign_gen(ctx, x, pub, step, rng, report, material, precompute == "pooled", lazy)
     return Machine(ctx.party, gen, f"decide[{mode}]")
 
 
@@ -451,6 +497,8 @@ class SignMaterial:
     bits: F.FieldArray
     pairs: F.FieldArray
     r_top: F.FieldArray
+    coin_bits: F.FieldArray | None = None  # lazy: [u_i], shape (L, n)
+    coin_pairs: F.FieldArray | None = None  # lazy: [u_{2a} u_{2a+1}], shape (L // 2, n)
 
     @property
     def n(self) -> int:
@@ -479,11 +527,17 @@ def _chunks(total: int, m: int) -> list[tuple[int, int]]:
 
 
 def _sign_precompute(
-    ctx: PartyContext, n: int, step: int, rng: SecureRandom, distributed: bool
+    ctx: PartyContext, n: int, step: int, rng: SecureRandom, distributed: bool, coin_bits: int = 0
 ) -> PartyGen[SignMaterial]:
     fmt = ctx.params.fmt
     kbits = fmt.compare_bits
     npairs = kbits // 2
+    if coin_bits and distributed:
+        raise ValueError("a lazy coin is made with the inline sign precompute only (sign_precompute inline)")
+    # random bits: the K mask bits, then (lazy) the coin's L bits; pairs within each group
+    lo_idx = np.r_[np.arange(0, 2 * npairs, 2), kbits + np.arange(0, 2 * (coin_bits // 2), 2)]
+    hi_idx = lo_idx + 1
+    nrows, nprs = kbits + coin_bits, lo_idx.size
     if distributed:
         # offline, an extra round is free: each party deals a random degree-t sharing (t AES blocks and
         # m(t+1) small multiplications per value, against C(m-1,t) PRF streams and full multiplications
@@ -494,12 +548,14 @@ def _sign_precompute(
         s = _sum_contributions(ctx, dealt[ctx.party - 1], got)
     else:
         s = ctx.prss.random(_P_BITS, step, (kbits, n))
-    sq_mine = _masked(ctx, F.mul(s, s), _P_Z_PRE, step).reshape(kbits * n, 2)
-    rows = _grr_deal(ctx, F.mul(s[0 : 2 * npairs : 2], s[1 : 2 * npairs : 2]), rng)  # (m, npairs, n)
-    pair_words = _words((npairs, n))
+        if coin_bits:
+            s = np.concatenate([s, ctx.prss.random(_P_COIN, step, (coin_bits, n))])
+    sq_mine = _masked(ctx, F.mul(s, s), _P_Z_PRE, step).reshape(nrows * n, 2)
+    rows = _grr_deal(ctx, F.mul(s[lo_idx], s[hi_idx]), rng)  # (m, pairs, n)
+    pair_words = _words((nprs, n))
     if not distributed:
         inbox = yield {j: pack(sq_mine, rows[j - 1]) for j in ctx.others}
-        cut = _words((kbits * n,))
+        cut = _words((nrows * n,))
         msgs = expect(inbox, ctx.others, cut + pair_words, "sign/precompute")
         sq = _sum_contributions(ctx, sq_mine, {j: v_[:cut] for j, v_ in msgs.items()})
         v = _inverse_roots(sq)
@@ -528,17 +584,97 @@ def _sign_precompute(
                 raise ProtocolError(f"sign/precompute: party {j} did not send its {want // 2} roots")
             parts.append(inbox2[j].reshape(-1, 2))
         v = np.concatenate(parts)
-    v = v.reshape(kbits, n, 2)
+    v = v.reshape(nrows, n, 2)
     one = F.const(1)
     r = _bits_from_roots(s, v)
     pair_ss = _grr_combine(ctx, rows[ctx.party - 1], {j: v_[cut:] for j, v_ in msgs.items()})
-    sig_prod = F.mul(pair_ss, F.mul(v[0 : 2 * npairs : 2], v[1 : 2 * npairs : 2]))
+    sig_prod = F.mul(pair_ss, F.mul(v[lo_idx], v[hi_idx]))
     # r_a r_b = (1 + sigma_a + sigma_b + sigma_a sigma_b) / 4 with sigma = 2r - 1
-    sig_lo = F.sub(F.mul_scalar(r[0 : 2 * npairs : 2], 2), one)
-    sig_hi = F.sub(F.mul_scalar(r[1 : 2 * npairs : 2], 2), one)
+    sig_lo = F.sub(F.mul_scalar(r[lo_idx], 2), one)
+    sig_hi = F.sub(F.mul_scalar(r[hi_idx], 2), one)
     rr = F.mul_scalar(F.add(F.add(F.add(sig_lo, sig_hi), sig_prod), one), _INV4)
     r_top = ctx.prss.bounded(_P_RHI, step, (n,), fmt.kappa + 1)
-    return SignMaterial(bits=r, pairs=rr, r_top=r_top)
+    if not coin_bits:
+        return SignMaterial(bits=r, pairs=rr, r_top=r_top)
+    return SignMaterial(
+        bits=r[:kbits], pairs=rr[:npairs], r_top=r_top, coin_bits=r[kbits:], coin_pairs=rr[npairs:]
+    )
+
+
+class _CarryTree:
+    """Generate/propagate nodes (G, P) of a comparison over a batch, combined level by level: a node pair
+    (hi, lo) becomes (G_hi + P_hi G_lo, P_hi P_lo) (the lowest node's P is never needed). One GRR round per
+    level; :meth:`products` are this level's degree-2t products, :meth:`advance` takes them back at degree t.
+    Used for the lazy coin [u < k]; the main comparison keeps its own loop (it fuses its root level)."""
+
+    def __init__(self, g: F.FieldArray, p: F.FieldArray) -> None:
+        self.g, self.p = g, p
+
+    @property
+    def nodes(self) -> int:
+        return int(self.g.shape[0])
+
+    @property
+    def done(self) -> bool:
+        return self.nodes == 1
+
+    def products(self) -> F.FieldArray:
+        half = self.nodes // 2
+        g_lo, p_hi = self.g[0 : 2 * half : 2], self.p[1 : 2 * half : 2]
+        p_lo = self.p[0 : 2 * half : 2]
+        return np.concatenate([F.mul(p_hi, g_lo), F.mul(p_hi[1:], p_lo[1:])])
+
+    def advance(self, prods_t: F.FieldArray) -> None:
+        half, odd = self.nodes // 2, self.nodes % 2
+        g_hi = self.g[1 : 2 * half : 2]
+        n = self.g.shape[1]
+        new_g = F.add(g_hi, prods_t[:half])
+        new_p = np.concatenate([np.broadcast_to(F.zeros(()), (1, n, 2)), prods_t[half:]])
+        if odd:
+            new_g = np.concatenate([new_g, self.g[-1:]])
+            new_p = np.concatenate([new_p, self.p[-1:]])
+        self.g, self.p = new_g, new_p
+
+
+def _coin_tree(lazy: LazyCoin, u: F.FieldArray, uu: F.FieldArray) -> _CarryTree:
+    """First level (local) of [u < k] over the coin's L random bits u (LSB first) and their pair products.
+
+    Per bit: lt_i = [u_i < k_i] = k_i (1 - u_i), eq_i = [u_i == k_i] (linear in u_i, k public). A pair (h, l)
+    gives G = lt_h + eq_h lt_l and P = eq_h eq_l, linear in u_h, u_l and [u_h u_l]."""
+    one = F.const(1)
+    kb = [(lazy.k >> i) & 1 for i in range(lazy.bits)]
+
+    def lt(i: int) -> F.FieldArray:
+        return F.sub(np.broadcast_to(one, u[i].shape), u[i]) if kb[i] else F.zeros(u[i].shape[:-1])
+
+    def eq(i: int) -> F.FieldArray:
+        return u[i] if kb[i] else F.sub(np.broadcast_to(one, u[i].shape), u[i])
+
+    gs, ps = [], []
+    for a in range(lazy.bits // 2):
+        h, lo, w = 2 * a + 1, 2 * a, uu[a]
+        uh, ul = u[h], u[lo]
+        ones = np.broadcast_to(one, uh.shape)
+        # eq_h * lt_l and eq_h * eq_l, expanded with w = u_h u_l
+        if not kb[lo]:
+            eh_ltl = F.zeros(uh.shape[:-1])
+        elif kb[h]:
+            eh_ltl = F.sub(uh, w)
+        else:
+            eh_ltl = F.add(F.sub(F.sub(ones, uh), ul), w)
+        eq_pair = {
+            (1, 1): w,
+            (1, 0): F.sub(uh, w),
+            (0, 1): F.sub(ul, w),
+            (0, 0): F.add(F.sub(F.sub(ones, uh), ul), w),
+        }[(kb[h], kb[lo])]
+        gs.append(F.add(lt(h), eh_ltl))
+        ps.append(eq_pair)
+    if lazy.bits % 2:
+        top = lazy.bits - 1
+        gs.append(lt(top))
+        ps.append(eq(top))
+    return _CarryTree(np.stack(gs), np.stack(ps))
 
 
 def _sign_gen(
@@ -550,21 +686,49 @@ def _sign_gen(
     report: PartyReport,
     material: SignMaterial | None,
     pooled: bool = False,
+    lazy: LazyCoin | None = None,
 ) -> PartyGen[PartyReport]:
     fmt = ctx.params.fmt
     n, kbits = x.shape[0], fmt.compare_bits
     npairs = kbits // 2
     if material is None:  # inline: 1 round, every party computes every root; pooled: 3, each root once
-        material = yield from _sign_precompute(ctx, n, step, rng, distributed=pooled)
+        coin_bits = lazy.bits if lazy is not None else 0
+        material = yield from _sign_precompute(ctx, n, step, rng, distributed=pooled, coin_bits=coin_bits)
     r, rr, r_top = material.bits, material.pairs, material.r_top
     r_lo_pair, r_hi_pair = r[0 : 2 * npairs : 2], r[1 : 2 * npairs : 2]
+    coin_tree: _CarryTree | None = None
+    if lazy is not None:
+        if material.coin_bits is None or material.coin_pairs is None:
+            raise ValueError("a lazy decision needs sign material with the coin's random bits")
+        coin_tree = _coin_tree(lazy, material.coin_bits, material.coin_pairs)
 
-    # --- online round 1: fused input and mask opening: c = S + 2^K + r ---
+    def coin_rows() -> F.FieldArray | None:
+        """This round's GRR rows of the coin tree's products, while the coin is not ready."""
+        if coin_tree is None or coin_tree.done:
+            return None
+        return _grr_deal(ctx, coin_tree.products(), rng)
+
+    def coin_advance(rows: F.FieldArray | None, msgs: dict[int, npt.NDArray[np.uint64]]) -> None:
+        if rows is not None and coin_tree is not None:
+            coin_tree.advance(_grr_combine(ctx, rows[ctx.party - 1], msgs))
+
+    Msgs = dict[int, npt.NDArray[np.uint64]]
+
+    def split(msgs: Msgs, first: int) -> tuple[Msgs, Msgs]:
+        return {j: v[:first] for j, v in msgs.items()}, {j: v[first:] for j, v in msgs.items()}
+
+    # --- online round 1: fused input and mask opening: c = S + 2^K + r (and a coin-tree level) ---
     pow2 = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])
     mask = F.lincomb(pow2, np.concatenate([r, r_top[None]], axis=0))
     contrib = F.add(F.from_int64(x), _masked(ctx, mask, _P_Z_OPEN, step))
-    inbox = yield {j: pack(contrib) for j in ctx.others}
-    msgs = expect(inbox, ctx.others, _words((n,)), "sign/open")
+    crow = coin_rows()
+    extra = 0 if crow is None else _words(crow.shape[1:-1])
+    if crow is None:
+        inbox = yield {j: pack(contrib) for j in ctx.others}
+    else:
+        inbox = yield {j: pack(contrib, crow[j - 1]) for j in ctx.others}
+    msgs, cmsgs = split(expect(inbox, ctx.others, _words((n,)) + extra, "sign/open"), _words((n,)))
+    coin_advance(crow, cmsgs)
     c = _sum_contributions(ctx, contrib, msgs)
     c = F.add(F.add(c, F.from_int64(pub)), F.const(1 << kbits))
     c_hi = F.shift_right(c, kbits)
@@ -587,32 +751,59 @@ def _sign_gen(
         big_g = np.concatenate([big_g, _select(~ct, rt, zero)])
         big_p = np.concatenate([big_p, _select(ct, rt, F.sub(np.broadcast_to(one, rt.shape), rt))])
 
+    # lazy: once the coin is ready (degree t) it becomes a virtual top node (G, P) = (0, coin), so the
+    # tree's root is coin * u and the AND costs no round unless the coin is late for the root level
+    inserted = lazy is None
     nodes = big_g.shape[0]
-    while nodes > 1:
-        half = nodes // 2
-        g_lo, g_hi = big_g[0 : 2 * half : 2], big_g[1 : 2 * half : 2]
-        p_lo, p_hi = big_p[0 : 2 * half : 2], big_p[1 : 2 * half : 2]
-        pg = F.mul(p_hi, g_lo)
-        if half + nodes % 2 == 1:  # this level makes the root: fuse it with the output
-            root = F.add(g_hi, pg)[0]
+    while True:
+        if not inserted and coin_tree is not None and coin_tree.done:
+            big_g = np.concatenate([big_g, np.broadcast_to(zero, (1, n, 2))])
+            big_p = np.concatenate([big_p, coin_tree.g[:1]])
+            nodes, inserted = nodes + 1, True
+        if nodes == 1 and inserted:
+            root = big_g[0]
             break
-        pp = F.mul(p_hi[1:], p_lo[1:])  # the lowest node's P is never used
-        prods = np.concatenate([pg, pp])
-        rows = _grr_deal(ctx, prods, rng)
-        inbox = yield {j: pack(rows[j - 1]) for j in ctx.others}
-        msgs = expect(inbox, ctx.others, _words(prods.shape[:-1]), "sign/carry")
-        prods_t = _grr_combine(ctx, rows[ctx.party - 1], msgs)
-        new_g = F.add(g_hi, prods_t[:half])
-        new_p = np.concatenate([np.broadcast_to(zero, (1, n, 2)), prods_t[half:]])
-        if nodes % 2:
-            new_g = np.concatenate([new_g, big_g[-1:]])
-            new_p = np.concatenate([new_p, big_p[-1:]])
-        big_g, big_p, nodes = new_g, new_p, new_g.shape[0]
-    else:
-        root = big_g[0]
+        half = nodes // 2
+        if nodes > 1 and half + nodes % 2 == 1 and inserted:  # this level makes the root: fuse with output
+            root = F.add(big_g[1], F.mul(big_p[1], big_g[0]))
+            break
+        prods = None
+        if nodes > 1:
+            g_lo = big_g[0 : 2 * half : 2]
+            p_lo, p_hi = big_p[0 : 2 * half : 2], big_p[1 : 2 * half : 2]
+            prods = np.concatenate([F.mul(p_hi, g_lo), F.mul(p_hi[1:], p_lo[1:])])  # lowest P never used
+        crow = coin_rows()
+        if prods is None and crow is None:
+            raise ProtocolError("sign: the carry tree cannot advance (internal)")
+        rows = None if prods is None else _grr_deal(ctx, prods, rng)
+        main_words = 0 if prods is None else _words(prods.shape[:-1])
+        coin_words = 0 if crow is None else _words(crow.shape[1:-1])
 
-    # --- output: [S >= 0] = floor(c / 2^K) - r_hi - u, to the receiver only ---
-    bit = F.sub(F.sub(c_hi, r_top), root)
+        def payload(
+            j: int, rows: F.FieldArray | None = rows, crow: F.FieldArray | None = crow
+        ) -> npt.NDArray[np.uint64]:
+            parts = [a[j - 1] for a in (rows, crow) if a is not None]
+            return pack(*parts)
+
+        inbox = yield {j: payload(j) for j in ctx.others}
+        msgs, cmsgs = split(expect(inbox, ctx.others, main_words + coin_words, "sign/carry"), main_words)
+        coin_advance(crow, cmsgs)
+        if rows is not None:
+            prods_t = _grr_combine(ctx, rows[ctx.party - 1], msgs)
+            new_g = F.add(big_g[1 : 2 * half : 2], prods_t[:half])
+            new_p = np.concatenate([np.broadcast_to(zero, (1, n, 2)), prods_t[half:]])
+            if nodes % 2:
+                new_g = np.concatenate([new_g, big_g[-1:]])
+                new_p = np.concatenate([new_p, big_p[-1:]])
+            big_g, big_p, nodes = new_g, new_p, new_g.shape[0]
+
+    # --- output: [S >= 0] = floor(c / 2^K) - r_hi - u (lazy: coin * that, the root being coin * u) ---
+    if lazy is None:
+        bit = F.sub(F.sub(c_hi, r_top), root)
+    else:
+        assert coin_tree is not None
+        coin = coin_tree.g[0]
+        bit = F.sub(F.sub(F.mul(coin, c_hi), F.mul(coin, r_top)), root)
     yield {RECEIVER: pack(_masked(ctx, bit, _P_Z_OUT, step))}
     return report
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from hss.protocols import LazyCoin
 from hss.randomness import SecureRandom
 from mechanisms import noise
 
@@ -157,6 +158,21 @@ def get_analysis(name: str) -> Analysis:
 
 def known_analyses() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def lazy_coin(params: dict[str, Any]) -> LazyCoin | None:
+    """The session's secret lazy coin (``model_params.lazy``, the same at every party), or None."""
+    raw = params.get("lazy")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise AnalysisError(f"lazy must be an object like {{'gamma': 0.5}}, got {raw!r}")
+    from mechanisms.samplers.requests import Lazy
+
+    try:
+        return Lazy.from_params(raw).coin()
+    except ValueError as exc:
+        raise AnalysisError(f"bad lazy {raw!r}: {exc}") from exc
 
 
 def _unbounded_reason(mode: str) -> str:

@@ -37,7 +37,7 @@ from hss.protocols import PartyContext, decide_party, key_setup
 from hss.randomness import SecureRandom, derive_key
 from hss.runtime import ProtocolError
 from parties import abcdp, e2e, models_bridge, serde
-from parties.analyses import Analysis, AnalysisError, Dataset, get_analysis, load_dataset
+from parties.analyses import Analysis, AnalysisError, Dataset, get_analysis, lazy_coin, load_dataset
 from parties.audit import AuditLog
 from parties.config import PartyConfig
 from parties.exchange import Kind, LinkLost, Mailbox, Refused, drive
@@ -658,6 +658,7 @@ class PartyDaemon:
                     sess.proto_rng,
                     blind=terms.blind,
                     precompute=sess.spec.sign_precompute,
+                    lazy=lazy_coin(sess.spec.model_params),
                 )
             except (serde.WireError, AnalysisError, ValueError) as exc:
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step}: {exc}") from exc

@@ -34,15 +34,23 @@ import numpy.typing as npt
 
 from hss.randomness import SecureRandom
 from mechanisms.models.base import BUILTIN, Model, SchemaError, load_model
-from mechanisms.samplers.requests import KINDS, DecisionRequest, Penalty, within_cap
+from mechanisms.samplers.requests import KINDS, DecisionRequest, Lazy, Penalty, record_sensitivity, within_cap
 from mechanisms.samplers.terms import party_terms
-from parties.analyses import AnalysisError, Dataset, Terms, Unaccountable, add_resolver, register
+from parties.analyses import (
+    AnalysisError,
+    Dataset,
+    Terms,
+    Unaccountable,
+    add_resolver,
+    lazy_coin,
+    register,
+)
 
 if TYPE_CHECKING:
     from mechanisms.privacy import RevealView
 
 F64 = npt.NDArray[np.float64]
-PARAMS = {"model_args", "kind", "penalty", "noise", "log_bound_margin"}
+PARAMS = {"model_args", "kind", "penalty", "noise", "log_bound_margin", "lazy"}
 
 
 class DataSchemaError(AnalysisError):
@@ -136,6 +144,9 @@ class ModelAnalysis:
             raise AnalysisError(f"{self.name}: log_bound_margin must be a number >= 0, got {margin!r}")
         self.model(params)
         self.penalty(params)
+        lazy = self.lazy(params)
+        if lazy is not None and self.penalty(params) is not None:
+            raise AnalysisError(f"{self.name}: lazy acceptance and the penalty are not combined; choose one")
 
     def penalty(self, params: dict[str, Any]) -> Penalty | None:
         raw = params.get("penalty")
@@ -149,6 +160,50 @@ class ModelAnalysis:
             return Penalty.from_params(raw)
         except (KeyError, ValueError, TypeError) as exc:
             raise AnalysisError(f"{self.name}: bad penalty {raw!r}: {exc}") from exc
+
+    def lazy(self, params: dict[str, Any]) -> Lazy | None:
+        raw = params.get("lazy")
+        if raw is None:
+            return None
+        lazy_coin(params)  # the coin the protocol will make (validates gamma)
+        try:
+            return Lazy.from_params(raw)
+        except (ValueError, TypeError) as exc:
+            raise AnalysisError(f"{self.name}: bad lazy {raw!r}: {exc}") from exc
+
+    def _lazy_events(
+        self, params: dict[str, Any], mode: str, view: RevealView, n: int, lazy: Lazy
+    ) -> list[Any]:
+        """Lazy MH: each decision is the accept bit of the Metropolis rule AND a secret coin of probability
+        gamma, seen by the coalition with the residual Gamma((m - q)/m) noise; Delta = the session's public
+        cap on c(theta, theta*) (steps above it are rejected publicly). Charged at the rigorous Bernoulli
+        cover of ``mechanisms.privacy.sign_step_profile`` (pure epsilon for the outside observer)."""
+        from mechanisms.privacy import ProfileEvent, sign_step_profile
+
+        if mode != "sign":
+            raise Unaccountable(f"{self.name}: lazy acceptance is revealed only in reveal mode 'sign'")
+        if view.observed != "sign":
+            raise Unaccountable(
+                f"{self.name}: lazy acceptance: {view.note}; a coalition that large also knows the secret "
+                "coin and the sum, so nothing bounds the exact accept-reject"
+            )
+        if params.get("kind", "mh") != "mh":
+            raise Unaccountable(f"{self.name}: lazy rejection sampling is accounted with kind 'rejection'")
+        if lazy.max_sensitivity is None:
+            raise Unaccountable(
+                f"{self.name}: lazy MH needs lazy.max_sensitivity, a public cap on the per-record "
+                "sensitivity c(theta, theta*): the charge of a step grows with c"
+            )
+        res = sign_step_profile(lazy.max_sensitivity, view.threat, lazy.gamma)
+        if not res.bounded:
+            raise Unaccountable(f"{self.name}: {res.message}")
+        label = (
+            f"{self.name} lazy MH gamma={lazy.gamma:g}, c <= {lazy.max_sensitivity:g}, sign "
+            f"(pure eps {res.pure_eps:.4g})"
+            if res.pure_eps is not None
+            else f"{self.name} lazy MH gamma={lazy.gamma:g}, c <= {lazy.max_sensitivity:g}, sign"
+        )
+        return [ProfileEvent(res.profile, count=n, label=label)]
 
     def privacy_events(self, params: dict[str, Any], mode: str, view: RevealView, n: int) -> list[Any]:
         """Per-decision privacy of this analysis, from public parameters only.
@@ -167,6 +222,9 @@ class ModelAnalysis:
         Without the penalty (and for rejection sampling) the per-step loss is unbounded or unknown:
         :class:`Unaccountable`, so a party with a privacy budget refuses the session.
         """
+        lazy = self.lazy(params)
+        if lazy is not None:
+            return self._lazy_events(params, mode, view, n, lazy)
         pen = self.penalty(params)
         if pen is None or params.get("kind", "mh") != "mh":
             kind = params.get("kind", "mh")
@@ -231,14 +289,19 @@ class ModelAnalysis:
             )
         except ValueError as exc:
             raise AnalysisError(f"{self.name}: {exc}") from exc
-        if penalty is not None and penalty.max_sensitivity is not None:
-            assert theta is not None
-            c = penalty.sensitivity(model, theta, theta_star)
-            over = ~within_cap(c, penalty.max_sensitivity)
+        lazy = self.lazy(params)
+        cap = penalty.max_sensitivity if penalty is not None else (lazy.max_sensitivity if lazy else None)
+        if cap is not None and theta is not None:
+            c = (
+                penalty.sensitivity(model, theta, theta_star)
+                if penalty is not None
+                else record_sensitivity(model, theta, theta_star)
+            )
+            over = ~within_cap(c, cap)
             if over.any():
                 raise AnalysisError(
                     f"{self.name}: {int(over.sum())} proposals have per-record sensitivity above the "
-                    f"session's max_sensitivity = {penalty.max_sensitivity:g} "
+                    f"session's max_sensitivity = {cap:g} "
                     f"(largest {float(c.max()):.6g}); "
                     "this party charges every step at that cap, so the coordinator must reject such "
                     "proposals itself"

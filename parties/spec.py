@@ -88,6 +88,13 @@ class SessionSpec:
             self.params().check_mode(self.reveal_mode)
         except ValueError as exc:
             raise SpecError(str(exc)) from exc
+        if isinstance(self.model_params, dict) and self.model_params.get("lazy") is not None:
+            if self.reveal_mode != "sign" or self.sign_precompute != "inline":
+                raise SpecError(
+                    "model_params.lazy (a secret coin ANDed with the accept bit inside the protocol) needs "
+                    f"reveal_mode 'sign' with sign_precompute 'inline', got {self.reveal_mode!r} / "
+                    f"{self.sign_precompute!r}"
+                )
 
     @property
     def m(self) -> int:

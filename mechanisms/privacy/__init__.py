@@ -53,6 +53,7 @@ from .reveal_sign import (
     SignPrivacy,
     bernoulli_delta,
     sign_reveal_privacy,
+    sign_step_profile,
 )
 from .reveal_sum import (
     sum_reveal_delta,
@@ -138,6 +139,7 @@ __all__ = [
     "pure_dp_to_gdp",
     "register_event_type",
     "sign_reveal_privacy",
+    "sign_step_profile",
     "sum_reveal_delta",
     "sum_reveal_directional_curve",
     "sum_reveal_pld",

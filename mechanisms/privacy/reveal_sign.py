@@ -39,6 +39,7 @@ that cannot be backed.
 from __future__ import annotations
 
 import abc
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ __all__ = [
     "SignPrivacy",
     "bernoulli_delta",
     "sign_reveal_privacy",
+    "sign_step_profile",
 ]
 
 
@@ -390,3 +392,17 @@ def sign_reveal_privacy(
             + (f"; range cut at tail_tol={tail_tol:.1e}, added as a delta floor" if floor > 0 else "")
         )
     return SignPrivacy(profile, infinity_mass, max_loss, pure, msg)
+
+
+@functools.lru_cache(maxsize=128)
+def sign_step_profile(
+    sensitivity: float, threat: ThreatModel, gamma: float | None = None, a_max: float = math.inf
+) -> SignPrivacy:
+    """One exact MH or rejection-sampling decision revealed as its accept bit, as ``threat`` sees it
+    (the Metropolis rule with the residual Gamma((m − q)/m, 1) noise: ``MetropolisAcceptance.for_threat``),
+    optionally lazy with a secret coin of probability ``gamma`` (``LazyAcceptance``), for a = log r ≤
+    ``a_max`` (rejection sampling: a ≤ 0, or −c with a bound inflated by e^c) and sensitivity Δ. Read
+    ``bounded`` / ``message`` before using the profile (exact MH with a ≥ 0 possible is unbounded)."""
+    base = MetropolisAcceptance.for_threat(threat)
+    model: AcceptanceModel = base if gamma is None else LazyAcceptance(gamma, base)
+    return sign_reveal_privacy(model, sensitivity, -math.inf, a_max, threat=threat)

@@ -5,6 +5,7 @@ from mechanisms.samplers.decision import (
     ConfidentialRule,
     Decider,
     HssDecide,
+    LazyPlaintextDecide,
     LocalParties,
     plaintext_decide,
 )
@@ -22,7 +23,7 @@ from mechanisms.samplers.mh import (
 )
 from mechanisms.samplers.penalty import penalty_acceptance, penalty_correction
 from mechanisms.samplers.rejection import RejectionResult, RejectionSampler
-from mechanisms.samplers.requests import DecisionRequest, Penalty
+from mechanisms.samplers.requests import DecisionRequest, Lazy, Penalty
 from mechanisms.samplers.seeds import PublicSeeds, public_rng
 from mechanisms.samplers.terms import PartyTerms, log_ratio, party_noise, party_terms
 
@@ -36,6 +37,8 @@ __all__ = [
     "GaussianProposal",
     "HssDecide",
     "IndependenceMH",
+    "Lazy",
+    "LazyPlaintextDecide",
     "LocalParties",
     "MHInfo",
     "MHState",

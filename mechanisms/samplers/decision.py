@@ -30,7 +30,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from hss.protocols import PartyContext, SessionParams, decide_party, decide_receiver, key_setup
+from hss.protocols import LazyCoin, PartyContext, SessionParams, decide_party, decide_receiver, key_setup
 from hss.randomness import SecureRandom
 from hss.runtime import run_in_memory
 from mechanisms.models.base import Data, Model
@@ -54,13 +54,27 @@ def plaintext_decide(terms: Sequence[F64], public: F64, blind: Sequence[F64] | N
 
 
 @dataclass
+class LazyPlaintextDecide:
+    """The sum in the clear AND a coin with P(1) = ``gamma`` from a numpy generator: the reference for lazy
+    acceptance (not private; the confidential coin is made inside the sign protocol)."""
+
+    gamma: float
+    rng: np.random.Generator
+
+    def __call__(self, terms: Sequence[F64], public: F64, blind: Sequence[F64] | None = None) -> Bits:
+        return plaintext_decide(terms, public) & (self.rng.random(public.shape[0]) < self.gamma)
+
+
+@dataclass
 class HssDecide:
-    """The secret-sharing engine run in memory: one protocol run per batch, counting rounds and bytes."""
+    """The secret-sharing engine run in memory: one protocol run per batch, counting rounds and bytes.
+    With ``lazy`` (sign mode) the revealed bit is [S >= 0] AND the protocol's secret coin."""
 
     mode: str
     params: SessionParams
     ctxs: dict[int, PartyContext]
     rngs: dict[int, SecureRandom]  # each party's protocol CSPRNG (share polynomials, blinding terms)
+    lazy: LazyCoin | None = None
     step: int = 0
     rounds: int = 0
     messages: int = 0
@@ -69,13 +83,18 @@ class HssDecide:
 
     @classmethod
     def setup(
-        cls, mode: str, m: int, rngs: dict[int, SecureRandom], session_id: bytes | None = None
+        cls,
+        mode: str,
+        m: int,
+        rngs: dict[int, SecureRandom],
+        session_id: bytes | None = None,
+        lazy: LazyCoin | None = None,
     ) -> HssDecide:
         sid = session_id or hashlib.sha256(b"confar/in-memory-session").digest()[:16]
         params = SessionParams(m=m, t=(m - 1) // 2, session_id=sid)
         params.check_mode(mode)
         keys, _ = run_in_memory({p: key_setup(params, p, rngs[p]) for p in range(1, m + 1)})
-        return cls(mode, params, {p: PartyContext(params, keys[p]) for p in keys}, rngs)
+        return cls(mode, params, {p: PartyContext(params, keys[p]) for p in keys}, rngs, lazy)
 
     def __call__(self, terms: Sequence[F64], public: F64, blind: Sequence[F64] | None = None) -> Bits:
         m = self.params.m
@@ -91,6 +110,7 @@ class HssDecide:
                 self.step,
                 self.rngs[p],
                 blind=None if blind is None else blind[p - 1],
+                lazy=self.lazy,
             )
             for p in range(1, m + 1)
         }

@@ -37,7 +37,7 @@ import numpy.typing as npt
 from mechanisms.models.base import Model, as_batch
 from mechanisms.samplers.decision import Decider
 from mechanisms.samplers.penalty import penalty_correction
-from mechanisms.samplers.requests import DecisionRequest, Penalty, within_cap
+from mechanisms.samplers.requests import DecisionRequest, Lazy, Penalty, record_sensitivity, within_cap
 from mechanisms.samplers.seeds import PublicSeeds
 
 F64 = npt.NDArray[np.float64]
@@ -101,11 +101,17 @@ def mh_decide(
     log_q_ratio: F64,
     penalty: Penalty | None,
     m: int | None,
+    lazy: Lazy | None = None,
 ) -> tuple[MHState, MHInfo]:
     """Shared step: public term, ask only proposals inside the support, move accepted chains."""
     lp_star = model.log_prior(theta_star)
     public = lp_star - state.log_prior + log_q_ratio
     ok = np.isfinite(public)
+    if lazy is not None and lazy.max_sensitivity is not None:  # lazy MH's public sensitivity cap
+        c = np.full(theta_star.shape[0], np.inf)
+        c[ok] = record_sensitivity(model, state.theta[ok], theta_star[ok])
+        ok = ok & within_cap(c, lazy.max_sensitivity)
+        public = np.where(ok, public, -np.inf)
     idx = np.flatnonzero(ok)
     sigma = None
     if penalty is not None:
@@ -142,6 +148,7 @@ class RandomWalkMH:
     cov: npt.ArrayLike
     penalty: Penalty | None = None
     m: int | None = None
+    lazy: Lazy | None = None
 
     def init(self, theta0: npt.ArrayLike) -> MHState:
         th = as_batch(theta0, self.model.d)
@@ -153,7 +160,8 @@ class RandomWalkMH:
     def step(self, rng: np.random.Generator, state: MHState) -> tuple[MHState, MHInfo]:
         chol = _chol(self.cov, self.model.d)
         ts = state.theta + rng.standard_normal(state.theta.shape) @ chol.T
-        return mh_decide(self.model, self.decide, state, ts, np.zeros(ts.shape[0]), self.penalty, self.m)
+        zero = np.zeros(ts.shape[0])
+        return mh_decide(self.model, self.decide, state, ts, zero, self.penalty, self.m, self.lazy)
 
 
 @dataclass
@@ -163,6 +171,7 @@ class IndependenceMH:
     proposal: Proposal
     penalty: Penalty | None = None
     m: int | None = None
+    lazy: Lazy | None = None
 
     def init(self, theta0: npt.ArrayLike) -> MHState:
         return RandomWalkMH.init(self, theta0)  # type: ignore[arg-type]
@@ -170,7 +179,7 @@ class IndependenceMH:
     def step(self, rng: np.random.Generator, state: MHState) -> tuple[MHState, MHInfo]:
         ts = self.proposal.sample(rng, state.theta.shape[0])
         q_ratio = self.proposal.logpdf(state.theta) - self.proposal.logpdf(ts)
-        return mh_decide(self.model, self.decide, state, ts, q_ratio, self.penalty, self.m)
+        return mh_decide(self.model, self.decide, state, ts, q_ratio, self.penalty, self.m, self.lazy)
 
 
 @dataclass(frozen=True)
@@ -196,6 +205,7 @@ class AdaptiveMH:
     eps: float = 1e-8
     penalty: Penalty | None = None
     m: int | None = None
+    lazy: Lazy | None = None
 
     def init(self, theta0: npt.ArrayLike) -> AdaptiveState:
         base = RandomWalkMH.init(self, theta0)  # type: ignore[arg-type]
@@ -233,6 +243,7 @@ class AdaptiveMH:
             np.zeros(ts.shape[0]),
             self.penalty,
             self.m,
+            self.lazy,
         )
         count, mean, m2 = state.count, state.mean, state.m2
         hist_from = self.start // 2 if self.history_from is None else self.history_from

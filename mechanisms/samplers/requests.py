@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from hss.protocols import LazyCoin
 from mechanisms.models.base import Model
 
 F64 = npt.NDArray[np.float64]
@@ -105,6 +106,49 @@ class Penalty:
     def sigma(self, model: Model, theta: F64, theta_star: F64) -> F64:
         """Per decision; symmetric in (θ, θ*)."""
         return np.asarray(self.sigma_per_c * self.sensitivity(model, theta, theta_star), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Lazy:
+    """Lazy acceptance (sign reveal only): accept iff the MH / rejection test passes AND a secret coin with
+    P(1) = ``gamma`` comes up, the coin made inside the sign protocol (``hss.protocols.LazyCoin``) so only
+    the AND is revealed. Lazy MH, γ·P_MH + (1 − γ)·I, is reversible with respect to the posterior (mixing
+    slowed by 1/γ); lazy rejection sampling is rejection sampling with bound M/γ. ``gamma`` must be k/2^L
+    with L <= 16. ``max_sensitivity`` (MH): a public cap on c(θ, θ*) = 2 × the model's per-record bound,
+    larger steps rejected by the kernel without asking the parties (a symmetric restriction: the posterior
+    is unchanged); each decision is then charged at c = the cap.
+    """
+
+    gamma: float
+    max_sensitivity: float | None = None
+
+    def __post_init__(self) -> None:
+        self.coin()  # validates gamma
+        cap = self.max_sensitivity
+        if cap is not None and not (cap > 0 and math.isfinite(cap)):
+            raise ValueError(f"lazy max_sensitivity must be a finite number > 0, got {cap}")
+
+    def coin(self) -> LazyCoin:
+        return LazyCoin.from_gamma(self.gamma)
+
+    def to_params(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"gamma": self.gamma}
+        if self.max_sensitivity is not None:
+            out["max_sensitivity"] = self.max_sensitivity
+        return out
+
+    @classmethod
+    def from_params(cls, p: dict[str, Any]) -> Lazy:
+        extra = set(p) - {"gamma", "max_sensitivity"}
+        if extra:
+            raise ValueError(f"unknown lazy parameters {sorted(extra)}")
+        cap = p.get("max_sensitivity")
+        gamma = p.get("gamma")
+        if not isinstance(gamma, int | float) or isinstance(gamma, bool):
+            raise ValueError(f"lazy gamma must be a number, got {gamma!r}")
+        if cap is not None and (not isinstance(cap, int | float) or isinstance(cap, bool)):
+            raise ValueError(f"lazy max_sensitivity must be a number, got {cap!r}")
+        return cls(float(gamma), None if cap is None else float(cap))
 
 
 def record_sensitivity(

@@ -5,6 +5,7 @@ takes well under a minute, and leaves the documented outputs."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -36,7 +37,15 @@ def shrunk(text: str) -> str:
 
 
 def test_every_example_is_covered() -> None:
-    assert {p.stem for p in EXAMPLES} == {"mh", "adaptive-mh", "penalty", "rejection", "abcdp", "demo"}
+    assert {p.stem for p in EXAMPLES} == {
+        "mh",
+        "adaptive-mh",
+        "penalty",
+        "lazy-mh",
+        "rejection",
+        "abcdp",
+        "demo",
+    }
 
 
 @pytest.mark.slow
@@ -56,9 +65,14 @@ def test_example_runs_simulated(example: Path, tmp_path: Path, capsys: pytest.Ca
     assert m >= 3
     reports = sorted((out / "privacy").glob("party-*.json"))
     assert len(reports) == m
+    budgeted = re.search(r"(?m)^party_(epsilon|gdp_mu)\s*=", example.read_text(encoding="utf-8"))
     for rep in reports:
         doc = json.loads(rep.read_text())
         assert doc["statement"], rep
+        if budgeted:  # a registry with a budget states a finite epsilon at its delta, backed by its ledger
+            eps = doc["recomputed_here"]["eps_at_delta"]
+            assert eps is not None and math.isfinite(eps) and eps > 0, (rep, doc["statement"])
+            assert "epsilon = " in doc["statement"]
     # --overwrite replaces the earlier run's folder; without it the run folder is refused (exit 2)
     assert main(["run", str(cfg), "--simulate", "--no-progress", "--out", str(out), "--check"]) == 0
     assert main(["run", str(cfg), "--simulate", "--no-progress", "--out", str(out)]) == 2

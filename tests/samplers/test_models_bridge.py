@@ -178,3 +178,32 @@ def test_penalty_cap_events_and_refusal() -> None:
     inputs["theta_star"] = np.array([[0.31], [0.32]])
     out = analysis.terms(data, params, inputs, 2, 5, "sign", SecureRandom(b"k" * 32))
     assert out.values.shape == (2,)
+
+
+def test_lazy_events_and_refusals() -> None:
+    """Lazy MH: charged at the lazy accept-bit bound for the coalition's view; refused without a cap, beyond
+    the session threshold (the coalition knows the coin) and outside the sign reveal."""
+    from mechanisms.privacy import ProfileEvent, ThreatModel, coalition_view, sign_step_profile
+    from parties.analyses import Unaccountable
+
+    analysis = get_analysis("beta-bernoulli")
+    params = {"kind": "mh", "lazy": {"gamma": 0.25, "max_sensitivity": 0.5}}
+    analysis.check_params(params)
+    (ev,) = analysis.privacy_events(params, "sign", coalition_view("sign", 5, 2, 0), 9)  # type: ignore[attr-defined]
+    assert isinstance(ev, ProfileEvent) and ev.count == 9
+    assert ev.profile == sign_step_profile(0.5, ThreatModel(5, 0), 0.25).profile
+    assert ev.profile.pure_eps == pytest.approx(0.5)  # max(Delta, log((1 - g e^-D)/(1 - g))) = Delta here
+    (ev2,) = analysis.privacy_events(params, "sign", coalition_view("sign", 5, 2, 2), 9)  # type: ignore[attr-defined]
+    assert ev2.profile == sign_step_profile(0.5, ThreatModel(5, 2), 0.25).profile
+    with pytest.raises(Unaccountable, match="exceed the session threshold t = 2"):
+        analysis.privacy_events(params, "sign", coalition_view("sign", 5, 2, 3), 9)  # type: ignore[attr-defined]
+    with pytest.raises(Unaccountable, match="only in reveal mode 'sign'"):
+        analysis.privacy_events(params, "sum", coalition_view("sum", 5, 2, 0), 9)  # type: ignore[attr-defined]
+    no_cap = {"kind": "mh", "lazy": {"gamma": 0.25}}
+    with pytest.raises(Unaccountable, match="max_sensitivity"):
+        analysis.privacy_events(no_cap, "sign", coalition_view("sign", 5, 2, 0), 9)  # type: ignore[attr-defined]
+    for bad in ({"gamma": 0.3}, {"gamma": 0.5, "extra": 1}, "half"):
+        with pytest.raises(AnalysisError):
+            analysis.check_params({"kind": "mh", "lazy": bad})
+    with pytest.raises(AnalysisError, match="not combined"):
+        analysis.check_params({**params, "penalty": {"tau": 1.0, "n": 10}})
