@@ -16,12 +16,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from parties.files import PRIVATE_MODE, make_private
+
 
 class AuditLog:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_MODE)
+        make_private(path)  # the mode above applies only when the file is created
         self._lock = threading.Lock()
 
     def record(

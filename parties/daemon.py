@@ -41,6 +41,7 @@ from parties.analyses import Analysis, AnalysisError, Dataset, get_analysis, loa
 from parties.audit import AuditLog
 from parties.config import PartyConfig
 from parties.exchange import Kind, LinkLost, Mailbox, Refused, drive
+from parties.files import make_private, write_private
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, RelayLink
 from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal, RunCharge, assumed_colluding
 from parties.replay import ReplayFileError, ReplayStore, RunRecord, RunStepRef, agreed_record, step_digest
@@ -98,7 +99,7 @@ class PartyDaemon:
             if cfg.data_model is None or cfg.data_path is None
             else models_bridge.load_checked(cfg.data_path, cfg.data_model, cfg.data_model_args)
         )
-        cfg.state_dir.mkdir(parents=True, exist_ok=True)
+        cfg.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # its files are 0600 (parties.files)
         self.audit = AuditLog(cfg.state_dir / "audit.log")
         self.ledger_path = cfg.state_dir / "ledger.json"
         self.decisions_used = self._load_ledger()
@@ -115,6 +116,7 @@ class PartyDaemon:
     def _load_ledger(self) -> int:
         if not self.ledger_path.exists():
             return 0
+        make_private(self.ledger_path)  # older versions wrote it 0644
         try:
             return int(json.loads(self.ledger_path.read_text())["decisions_used"])
         except (ValueError, KeyError, TypeError) as exc:
@@ -123,9 +125,8 @@ class PartyDaemon:
             ) from exc
 
     def _save_ledger(self) -> None:
-        tmp = self.ledger_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"party": self.cfg.identity, "decisions_used": self.decisions_used}))
-        os.replace(tmp, self.ledger_path)
+        doc = {"party": self.cfg.identity, "decisions_used": self.decisions_used}
+        write_private(self.ledger_path, json.dumps(doc).encode())  # 0600, fsync, atomic rename
 
     # ---- helpers -----------------------------------------------------------------------------------------
 

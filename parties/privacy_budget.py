@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,6 +44,7 @@ import grpc
 
 from parties.analyses import Analysis, PrivacyAccounted
 from parties.config import PartyConfig
+from parties.files import write_private
 from parties.spec import SessionSpec
 from proto import party_pb2
 
@@ -316,19 +316,7 @@ class PrivacyBudgetStore:
         doc: dict[str, object] = {"version": 1, "party": self.identity, "ledger": ledger.to_dict()}
         if charges:
             doc["run_charges"] = [c.to_dict() for c in charges]
-        text = json.dumps(doc, indent=1)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        dfd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_private(self.path, json.dumps(doc, indent=1).encode("utf-8"))  # 0600, fsync, atomic rename
 
     # ---- dry run and report ------------------------------------------------------------------------------
 
