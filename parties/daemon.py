@@ -9,6 +9,11 @@ refused (RESOURCE_EXHAUSTED). Every request, and every refused peer frame, is a 
 audit log. A session of a run (``run_id``) is resumable (``parties.replay``): a run step every party already
 completed is answered from the stored messages without a new charge ("replayed run step s" in the audit).
 
+Work a request asks for is bounded by this party's own limits, checked before any of it is done (e.g. the
+fixed-point format: at most 64 parties, ``parties.serde.FMT_LIMITS``). SIGTERM / SIGINT stop the daemon
+within STOP_DEADLINE_S = 10 s, also with requests in flight: in-flight calls get 5 s, then a watchdog ends
+the process (exit code 3, ``parties.cli``).
+
 Status codes: INVALID_ARGUMENT (malformed message or parameters), PERMISSION_DENIED (wrong caller or not
 allowed by this party's policy), FAILED_PRECONDITION (unknown / closed / failed session, step out of order
 or replayed, session busy, a completed run step asked with other inputs, a corrupt run record),
@@ -20,9 +25,11 @@ the peer and the step; the session is then failed and must be closed).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -50,6 +57,9 @@ from parties.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_cre
 from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2
 
 OFFLOAD_MIN_BATCH = 64  # machine steps on batches at least this big run in a worker thread
+STOP_GRACE_S = 5.0  # SIGTERM / SIGINT: in-flight calls get this long, then they are cancelled
+STOP_DEADLINE_S = 10.0  # ... and the process is gone this long after the signal, whatever is in flight
+EXIT_STOP_DEADLINE = 3  # exit code when the watchdog had to end the process (parties.cli)
 
 
 class Abort(Exception):
@@ -1089,15 +1099,49 @@ class PartyDaemon:
         self.audit.close()
 
     async def serve_forever(self, on_ready: Callable[[str], None] | None = None) -> None:
+        """Serve until SIGTERM / SIGINT, then stop gracefully (in-flight calls get STOP_GRACE_S).
+
+        The first signal also arms a watchdog thread: if the process has not exited STOP_DEADLINE_S after it
+        (a handler stuck in Python code, a worker thread that does not return), the watchdog writes an
+        audit line and ends the process with EXIT_STOP_DEADLINE. The signal reaches the daemon twice: through
+        the event loop (woken from any thread) and through a Python-level handler, which runs in the main
+        thread between bytecodes even while a handler keeps the event loop busy. Only a single C call that
+        holds the GIL for longer than the deadline could delay it; request validation keeps such work bounded
+        by this party's configured limits."""
         port = await self.start()
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
+        armed = threading.Event()
+
+        def arm() -> None:
+            if not armed.is_set():
+                armed.set()
+                threading.Thread(target=self._stop_watchdog, name="stop-watchdog", daemon=True).start()
+
+        def from_loop() -> None:
+            arm()
+            stop.set()
+
+        def from_python(signum: int, frame: Any) -> None:
+            arm()
+            loop.call_soon_threadsafe(stop.set)
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, from_loop)  # sets the wakeup fd: wakes the loop from any thread
+            signal.signal(sig, from_python)  # the Python-level handler (add_signal_handler's is a no-op)
         if on_ready is not None:
             on_ready(f"{self.cfg.listen.rsplit(':', 1)[0]}:{port}")
         await stop.wait()
-        await self.stop()
+        await self.stop(STOP_GRACE_S)
+
+    def _stop_watchdog(self) -> None:
+        time.sleep(STOP_DEADLINE_S)
+        msg = f"graceful stop did not finish within {STOP_DEADLINE_S:g} s of the signal; exiting without it"
+        with contextlib.suppress(Exception):
+            self.audit.record(who=self.cfg.identity, what="Stop", outcome="DEADLINE", detail=msg)
+        with contextlib.suppress(Exception):
+            os.write(2, f"confar-party: {msg}\n".encode())
+        os._exit(EXIT_STOP_DEADLINE)
 
 
 def _ident_of(sess: Session, src: int) -> str | None:

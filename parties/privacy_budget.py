@@ -381,21 +381,25 @@ class PrivacyBudgetStore:
         per_batch = self.batch_events(cfg, analysis, spec, batch_size)
         if per_batch is not None:
             resp.events_json = events_to_json(per_batch)
+        # the accounting's work is bounded by this party's decision budget, not by the request's batch count:
+        # batches past it never run here, so the projection covers at most the batches it leaves room for
+        counted = min(batches, max(1, left // batch_size))
         if self.enforced and self.ledger is not None:
             if per_batch is None:
                 reasons.append(_unbounded_message(spec))
                 allowed = 0
             else:
                 try:
-                    report = self.ledger.check(scaled(per_batch, batches))
+                    report = self.ledger.check(scaled(per_batch, counted))
                     resp.projected = report.spent_after
                     if not report.allowed:
-                        fit = self._batches_that_fit(per_batch, batches)
+                        fit = self._batches_that_fit(per_batch, counted)
                         allowed = min(allowed, fit)
+                        over = f" over the {counted} batches the decision budget allows" * (counted < batches)
                         reasons.append(
                             f"would exceed the privacy budget ({_budget_text(self.ledger.budget)}) after "
                             f"{fit} of {batches} batches: {report.unit} {report.spent_before:.6g} -> "
-                            f"{report.spent_after:.6g}"
+                            f"{report.spent_after:.6g}{over}"
                         )
                 except UnsupportedEventError as exc:
                     reasons.append(str(exc))

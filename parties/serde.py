@@ -115,7 +115,26 @@ def fmt_to_proto(fmt: FixedPoint) -> common_pb2.FixedPointFormat:
     return common_pb2.FixedPointFormat(**{f: getattr(fmt, f) for f in _FMT_FIELDS})
 
 
+#: A party's own limits on a session's fixed-point format, checked before the format is built (so no work
+#: depends on the request's numbers): at most MAX_PARTIES parties (party ids are 1..64, parties.config), at
+#: most MAX_PARTIES + 1 terms (each party's and the public one), bit counts within the 127-bit field.
+MAX_PARTIES = 64
+FMT_LIMITS = {
+    "max_parties": MAX_PARTIES,
+    "max_terms": MAX_PARTIES + 1,
+    "frac_bits": 126,
+    "term_int_bits": 126,
+    "kappa": 126,
+    "blind_frac_bits": 126,
+    "blind_e_bits": 126,
+}
+
+
 def fmt_from_proto(msg: common_pb2.FixedPointFormat) -> FixedPoint:
+    for f, hi in FMT_LIMITS.items():
+        v = int(getattr(msg, f))
+        if v > hi:
+            raise WireError(f"fixed-point format refused: fmt.{f} = {v} exceeds this party's limit of {hi}")
     try:
         return FixedPoint(**{f: int(getattr(msg, f)) for f in _FMT_FIELDS})
     except (ValueError, TypeError) as exc:
@@ -149,8 +168,8 @@ def spec_from_proto(msg: common_pb2.SessionSpec) -> SessionSpec:
         raise WireError(f"model_params_json is not JSON: {exc}") from exc
     if not isinstance(params, dict):
         raise WireError("model_params_json must be a JSON object")
-    if len(msg.parties) > 64:
-        raise WireError(f"{len(msg.parties)} parties; at most 64 supported")
+    if len(msg.parties) > MAX_PARTIES:
+        raise WireError(f"{len(msg.parties)} parties; at most {MAX_PARTIES} supported")
     try:
         return SessionSpec(
             session_id=bytes(msg.session_id),

@@ -1,0 +1,206 @@
+"""Issue 12 (hardening the registry daemon) against real confar-party processes on loopback with mTLS: no
+request freezes a daemon, and SIGTERM stops it within its stated deadline with a request in flight.
+
+The only timing in these tests is a generous deadline for hang checks (a daemon that does not answer or
+stop within it is frozen); speed is never asserted."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+
+from coordinator.api import Coordinator, PartyEndpoint
+from hss.fixedpoint import FixedPoint
+from parties import serde
+from parties.daemon import EXIT_STOP_DEADLINE, STOP_DEADLINE_S
+from parties.spec import PartyEntry, SessionSpec
+from parties.tls import TlsMaterial, secure_channel
+from proto import common_pb2, health_pb2, health_pb2_grpc, party_pb2, party_pb2_grpc
+from simulations.launcher import LocalConsortium, party_config_text, write_csv
+from tests.network.helpers import party_data
+
+pytestmark = pytest.mark.slow
+
+HANG_S = 10.0  # a daemon that does not answer within this is frozen
+STOP_WITHIN_S = STOP_DEADLINE_S + 5.0  # the stated SIGTERM deadline, plus process exit and scheduling slack
+
+
+@pytest.fixture(scope="module")
+def consortium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalConsortium]:
+    root = tmp_path_factory.mktemp("hardening")
+    with LocalConsortium.start(3, party_data(3, 20, seed=3), workdir=root, round_timeout_s=60.0) as lc:
+        yield lc
+
+
+def _spec(eps: list[PartyEndpoint], **kw: Any) -> SessionSpec:
+    base: dict[str, Any] = {
+        "session_id": np.random.default_rng().bytes(16),
+        "parties": tuple(PartyEntry(e.id, e.identity, e.address) for e in eps),
+        "t": 1,
+        "reveal_mode": "sum",
+        "model": "gaussian-mean",
+        "model_params": {"noise": "none"},
+    }
+    return SessionSpec(**{**base, **kw})
+
+
+def _big_fmt(max_parties: int) -> common_pb2.FixedPointFormat:
+    """A format whose only fault is its size: small bit counts, so every cheaper check passes."""
+    return common_pb2.FixedPointFormat(
+        frac_bits=1,
+        term_int_bits=1,
+        max_terms=max_parties + 1,
+        kappa=40,
+        max_parties=max_parties,
+        blind_frac_bits=71,
+        blind_e_bits=60,
+    )
+
+
+async def _call(tls: TlsMaterial, ep: PartyEndpoint, method: str, req: Any) -> tuple[grpc.StatusCode, str]:
+    async with secure_channel(ep.address, tls, ep.identity) as ch:
+        try:
+            await getattr(party_pb2_grpc.PartyStub(ch), method)(req, timeout=HANG_S)
+        except grpc.aio.AioRpcError as exc:
+            return exc.code(), exc.details() or ""
+    return grpc.StatusCode.OK, ""
+
+
+async def _health(tls: TlsMaterial, ep: PartyEndpoint) -> int:
+    async with secure_channel(ep.address, tls, ep.identity) as ch:
+        resp = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=HANG_S)
+        return int(resp.status)
+
+
+@pytest.mark.parametrize("max_parties", [100_000, 2**32 - 2])
+def test_huge_format_is_refused_at_once_and_the_daemon_keeps_serving(
+    consortium: LocalConsortium, max_parties: int
+) -> None:
+    tls = consortium.coordinator_tls()
+    assert tls is not None
+    eps = consortium.endpoints()
+    spec_msg = serde.spec_to_proto(_spec(eps))
+    spec_msg.fmt.CopyFrom(_big_fmt(max_parties))
+
+    async def main() -> None:
+        open_req = party_pb2.OpenSessionRequest(spec=spec_msg)
+        plan_req = party_pb2.PlanPrivacyRequest(spec=spec_msg, batches=10, batch_size=10)
+        for method, req in (("OpenSession", open_req), ("PlanPrivacy", plan_req)):
+            code, details = await _call(tls, eps[0], method, req)
+            assert code == grpc.StatusCode.INVALID_ARGUMENT, (method, code, details)
+            assert "fmt.max_parties" in details and str(max_parties) in details
+        assert await _health(tls, eps[0]) == health_pb2.HealthCheckResponse.SERVING
+
+    asyncio.run(main())
+
+
+def test_the_format_check_is_the_partys_own_limit() -> None:
+    ok = serde.fmt_to_proto(FixedPoint(max_parties=15))
+    assert serde.fmt_from_proto(ok) == FixedPoint(max_parties=15)
+    for field, value in (("max_parties", 65), ("max_terms", 66), ("frac_bits", 127), ("kappa", 2**32 - 1)):
+        msg = serde.fmt_to_proto(FixedPoint())
+        setattr(msg, field, value)
+        with pytest.raises(serde.WireError, match=f"fmt.{field} = {value} exceeds this party's limit"):
+            serde.fmt_from_proto(msg)
+    with pytest.raises(ValueError, match="max_parties = 4294967294 exceeds 128"):
+        FixedPoint(frac_bits=1, term_int_bits=1, kappa=40, max_parties=2**32 - 2, max_terms=2**32 - 1)
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], within: float) -> int | None:
+    try:
+        return proc.wait(within)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def test_sigterm_stops_a_daemon_with_a_request_in_flight(tmp_path: Path) -> None:
+    """Party 1 is asked for step 1 of a sign session alone: it charges, sends its first-round shares and
+    waits (round timeout 60 s) for peers that never evaluate. SIGTERM then ends it, cleanly, within the stated
+    deadline."""
+    with LocalConsortium.start(3, party_data(3, 20, seed=5), workdir=tmp_path, round_timeout_s=60.0) as lc:
+        tls = lc.coordinator_tls()
+        assert tls is not None
+        eps = lc.endpoints()
+
+        async def main() -> None:
+            async with Coordinator(eps, tls, rpc_timeout_s=30.0) as coord:
+                sess = await coord.open_session(
+                    reveal_mode="sign", model="gaussian-mean", model_params={"noise": "none"}
+                )
+                inputs = serde.inputs_to_proto({"theta": np.zeros(4), "theta_star": np.ones(4)})
+                req = party_pb2.EvaluateRequest(session_id=sess.session_id, step=1, batch=4, inputs=inputs)
+                async with secure_channel(eps[0].address, tls, eps[0].identity) as ch:
+                    call = party_pb2_grpc.PartyStub(ch).Evaluate(req, timeout=120.0)
+                    await asyncio.sleep(1.0)  # the step is under way at party 1, waiting for its peers
+                    assert not call.done()
+                    lc.procs[1].proc.send_signal(signal.SIGTERM)
+                    code = await asyncio.get_running_loop().run_in_executor(
+                        None, _wait_exit, lc.procs[1].proc, STOP_WITHIN_S
+                    )
+                    assert code == 0, f"party 1 did not stop within {STOP_WITHIN_S:g} s of SIGTERM ({code})"
+                    with pytest.raises(grpc.aio.AioRpcError):
+                        await call
+
+        asyncio.run(main())
+        lines = (tmp_path / "party-1" / "state" / "audit.log").read_text().splitlines()
+        audit = [json.loads(x) for x in lines]
+        assert audit[-1]["what"] == "Stop" and audit[-1]["outcome"] == "ok"
+
+
+HOG = """
+import asyncio, sys
+from parties.config import load_config
+from parties.daemon import PartyDaemon
+
+daemon = PartyDaemon(load_config(sys.argv[1], insecure=True), insecure=True)
+
+
+def hog() -> None:  # a handler stuck in Python code: the event loop never gets control back
+    print("hogging", flush=True)
+    while True:
+        pass
+
+
+async def main() -> None:
+    asyncio.get_running_loop().call_later(0.2, hog)
+    await daemon.serve_forever()
+
+
+asyncio.run(main())
+"""
+
+
+def test_sigterm_ends_a_daemon_whose_event_loop_is_stuck(tmp_path: Path) -> None:
+    """The stop watchdog: a daemon whose loop never returns still ends within the deadline (exit code 3,
+    an audit line saying so)."""
+    pdir = tmp_path / "party-1"
+    pdir.mkdir()
+    write_csv(pdir / "data.csv", {"x": np.zeros(3)})
+    cfg = pdir / "party.toml"
+    cfg.write_text(party_config_text(1, 3, tmp_path, None, pdir / "data.csv"))
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOG, str(cfg)], cwd=root, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"hogging"
+        proc.send_signal(signal.SIGTERM)
+        code = _wait_exit(proc, STOP_WITHIN_S)
+        assert code == EXIT_STOP_DEADLINE, f"not stopped within {STOP_WITHIN_S:g} s of SIGTERM ({code})"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    last = json.loads((pdir / "state" / "audit.log").read_text().splitlines()[-1])
+    assert (last["what"], last["outcome"]) == ("Stop", "DEADLINE")
