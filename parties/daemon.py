@@ -52,7 +52,7 @@ from parties.files import make_private, write_private
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, RelayLink
 from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal, RunCharge, assumed_colluding
 from parties.replay import ReplayFileError, ReplayStore, RunRecord, RunStepRef, agreed_record, step_digest
-from parties.spec import SessionSpec
+from parties.spec import SessionSpec, shown
 from parties.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_credentials
 from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2
 
@@ -60,6 +60,7 @@ OFFLOAD_MIN_BATCH = 64  # machine steps on batches at least this big run in a wo
 STOP_GRACE_S = 5.0  # SIGTERM / SIGINT: in-flight calls get this long, then they are cancelled
 STOP_DEADLINE_S = 10.0  # ... and the process is gone this long after the signal, whatever is in flight
 EXIT_STOP_DEADLINE = 3  # exit code when the watchdog had to end the process (parties.cli)
+MAX_ERROR_CHARS = 2000  # an error message sent back is cut to this (inputs echoed in it: parties.spec.shown)
 
 
 class Abort(Exception):
@@ -148,7 +149,7 @@ class PartyDaemon:
         if who != self.cfg.coordinator_identity:
             raise Abort(
                 grpc.StatusCode.PERMISSION_DENIED,
-                f"caller {who!r} is not this party's coordinator ({self.cfg.coordinator_identity!r})",
+                f"caller {shown(who)} is not this party's coordinator ({self.cfg.coordinator_identity!r})",
             )
         return who
 
@@ -176,8 +177,14 @@ class PartyDaemon:
         session: bytes | None = None,
         step: int | None = None,
     ) -> Any:
-        """Run a unary handler: map Abort/unexpected errors to status codes; one audit line either way."""
+        """Run a unary handler: map Abort/unexpected errors to status codes; one audit line either way.
+
+        The caller is checked first: a caller that is not this party's coordinator is refused before anything
+        of its request is looked at, with one audit line of bounded size (every Party RPC is the
+        coordinator's). Error messages sent back are cut to MAX_ERROR_CHARS."""
         who = self.who(context)
+        if who != self.cfg.coordinator_identity:
+            await self.refuse_caller(context, what, who, session)
         sess = self.sessions.get(bytes(session)) if session else None
         base: dict[str, Any] = {
             "who": who,
@@ -191,7 +198,7 @@ class PartyDaemon:
             resp, audit_extra = await fn()
         except Abort as exc:
             self.audit.record(**base, outcome=exc.code.name, detail=exc.message)
-            await context.abort(exc.code, exc.message)
+            await context.abort(exc.code, _cut(exc.message))
             raise AssertionError("unreachable") from exc
         except asyncio.CancelledError:
             self.audit.record(**base, outcome="CANCELLED")
@@ -199,10 +206,20 @@ class PartyDaemon:
         except Exception as exc:  # never crash the daemon on one request
             msg = f"internal error in {what}: {type(exc).__name__}: {exc}"
             self.audit.record(**base, outcome="INTERNAL", detail=msg)
-            await context.abort(grpc.StatusCode.INTERNAL, msg)
+            await context.abort(grpc.StatusCode.INTERNAL, _cut(msg))
             raise AssertionError("unreachable") from exc
         self.audit.record(**{**base, **audit_extra})
         return resp
+
+    async def refuse_caller(
+        self, context: grpc.aio.ServicerContext, what: str, who: str | None, session: bytes | None = None
+    ) -> NoReturn:
+        """PERMISSION_DENIED for a Party RPC from anyone but the coordinator; its audit line is bounded (the
+        audit log cuts the session id and every string)."""
+        msg = f"caller {shown(who)} is not this party's coordinator ({self.cfg.coordinator_identity!r})"
+        self.audit.record(who=who, what=what, outcome="PERMISSION_DENIED", session=session, detail=msg)
+        await context.abort(grpc.StatusCode.PERMISSION_DENIED, msg)
+        raise AssertionError("unreachable")
 
     # ---- Party service -----------------------------------------------------------------------------------
 
@@ -340,37 +357,38 @@ class PartyDaemon:
         if mine.identity != cfg.identity:
             raise Abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"the session calls party {cfg.id} {mine.identity!r}, but this daemon is {cfg.identity!r}",
+                f"the session calls party {cfg.id} {shown(mine.identity)}, "
+                f"but this daemon is {cfg.identity!r}",
             )
         known = {p.id: p.identity for p in cfg.peers}
         for p in spec.parties:
             if p.id != cfg.id and known.get(p.id) != p.identity:
                 raise Abort(
                     grpc.StatusCode.PERMISSION_DENIED,
-                    f"party {p.id} ({p.identity!r}) is not a consortium member in this party's config",
+                    f"party {p.id} ({shown(p.identity)}) is not a consortium member in this party's config",
                 )
         if spec.coordinator_identity != cfg.coordinator_identity:
             raise Abort(
                 grpc.StatusCode.PERMISSION_DENIED,
-                f"coordinator {spec.coordinator_identity!r} is not this party's "
+                f"coordinator {shown(spec.coordinator_identity)} is not this party's "
                 f"({cfg.coordinator_identity!r})",
             )
         if spec.model not in cfg.allow_models:
             raise Abort(
                 grpc.StatusCode.PERMISSION_DENIED,
-                f"model {spec.model!r} is not allowed by this party "
+                f"model {shown(spec.model)} is not allowed by this party "
                 f"(allow.models = {list(cfg.allow_models)})",
             )
         if spec.reveal_mode not in cfg.allow_modes:
             raise Abort(
                 grpc.StatusCode.PERMISSION_DENIED,
-                f"reveal mode {spec.reveal_mode!r} is not allowed "
+                f"reveal mode {shown(spec.reveal_mode)} is not allowed "
                 f"(allow.reveal_modes = {list(cfg.allow_modes)})",
             )
         if spec.topology not in cfg.allow_topologies:
             raise Abort(
                 grpc.StatusCode.PERMISSION_DENIED,
-                f"topology {spec.topology!r} is not allowed "
+                f"topology {shown(spec.topology)} is not allowed "
                 f"(allow.topologies = {list(cfg.allow_topologies)})",
             )
         for key, (lo, hi) in cfg.bounds.get(spec.model, {}).items():
@@ -378,7 +396,7 @@ class PartyDaemon:
             if v is None or not isinstance(v, int | float) or not lo <= v <= hi:
                 raise Abort(
                     grpc.StatusCode.PERMISSION_DENIED,
-                    f"model parameter {key} = {v!r} is outside this party's bounds [{lo}, {hi}]",
+                    f"model parameter {key} = {shown(v)} is outside this party's bounds [{lo}, {hi}]",
                 )
         if self.decisions_used >= cfg.max_decisions:
             raise Abort(
@@ -988,8 +1006,12 @@ class PartyDaemon:
         async def refuse(code: grpc.StatusCode, msg: str, sid: bytes | None = None) -> NoReturn:
             self.refused_frames += 1
             self.audit.record(who=who, what="PeerExchange", outcome=code.name, session=sid, detail=msg)
-            await context.abort(code, msg)
+            await context.abort(code, _cut(msg))
             raise AssertionError("unreachable")
+
+        if who not in {p.identity for p in self.cfg.peers}:  # the caller first, before any frame is read
+            msg = f"caller {shown(who)} is not a consortium member of this party"
+            await refuse(grpc.StatusCode.PERMISSION_DENIED, msg)
 
         try:
             first = await asyncio.wait_for(request_iterator.__anext__(), self.cfg.round_timeout_s)
@@ -1006,12 +1028,12 @@ class PartyDaemon:
         q = sess.spec.id_of(who) if who else None
         if q is None or q == self.cfg.id:
             await refuse(
-                grpc.StatusCode.PERMISSION_DENIED, f"caller {who!r} is not a party of this session", sid
+                grpc.StatusCode.PERMISSION_DENIED, f"caller {shown(who)} is not a party of this session", sid
             )
         if int(first.src) != q:
             await refuse(
                 grpc.StatusCode.PERMISSION_DENIED,
-                f"caller is {who!r} (party {q}) but claims to be party {first.src}",
+                f"caller is {shown(who)} (party {q}) but claims to be party {first.src}",
                 sid,
             )
         if q > self.cfg.id or sess.spec.topology != "mesh":
@@ -1151,6 +1173,11 @@ def _ident_of(sess: Session, src: int) -> str | None:
     return None
 
 
+def _cut(message: str) -> str:
+    """An error message as sent back: at most MAX_ERROR_CHARS (well inside a client's 8 KiB header limit)."""
+    return message if len(message) <= MAX_ERROR_CHARS else message[: MAX_ERROR_CHARS - 12] + "… (cut)"
+
+
 async def _to_thread(fn: Callable[[], Any]) -> Any:
     return await asyncio.get_running_loop().run_in_executor(None, fn)
 
@@ -1183,12 +1210,15 @@ def _strict_party_handlers(d: PartyDaemon) -> grpc.GenericRpcHandler:
         req_type, resp_type = _PARTY_METHODS[name]
 
         async def handler(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+            who = d.who(context)
+            if who != d.cfg.coordinator_identity:  # before the bytes are even parsed
+                await d.refuse_caller(context, name, who)
             try:
                 req = req_type.FromString(raw)
             except DecodeError as exc:
                 msg = f"{name}: request is not a valid {req_type.DESCRIPTOR.full_name}: {exc}"
-                d.audit.record(who=d.who(context), what=name, outcome="INVALID_ARGUMENT", detail=msg)
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, msg)
+                d.audit.record(who=who, what=name, outcome="INVALID_ARGUMENT", detail=msg)
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _cut(msg))
             return await impl[name](req, context)
 
         return grpc.unary_unary_rpc_method_handler(
@@ -1234,7 +1264,7 @@ class _HealthServicer(health_pb2_grpc.HealthServicer):
 
     async def Check(self, request: Any, context: Any) -> Any:
         if request.service not in ("", "confar.v1.Party", "confar.v1.Peer"):
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {shown(request.service)}")
         status = (
             health_pb2.HealthCheckResponse.SERVING
             if self.d.serving

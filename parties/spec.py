@@ -25,6 +25,20 @@ _IDENTITY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+=-]{0,127}$")
 
 
+#: how much of a received string an error message (or an audit line) echoes back
+SHOWN_CHARS = 80
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` for an error message, cut to ``limit`` characters with the full length noted, so a
+    long input is never echoed back whole (a 100 KB echo overflows the caller's header limit)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, str | bytes) else len(text)
+    return f"{text[:limit]}… ({size} chars)"
+
+
 class SpecError(ValueError):
     """A session description that cannot be run (says which field and why)."""
 
@@ -56,7 +70,7 @@ class SessionSpec:
         if self.run_id:
             check_run_id(self.run_id)
         if not isinstance(self.first_run_step, int) or self.first_run_step < 1:
-            raise SpecError(f"first_run_step must be an integer >= 1, got {self.first_run_step!r}")
+            raise SpecError(f"first_run_step must be an integer >= 1, got {shown(self.first_run_step)}")
         if not self.run_id and self.first_run_step != 1:
             raise SpecError(f"first_run_step = {self.first_run_step} needs a run_id")
         if not 16 <= len(self.session_id) <= 64:
@@ -69,13 +83,13 @@ class SessionSpec:
             raise SpecError(f"party identities must be distinct and differ from the coordinator's: {names}")
         for n in [*names, self.coordinator_identity]:
             if not _IDENTITY.match(n):
-                raise SpecError(f"identity {n!r} is not a valid certificate name")
+                raise SpecError(f"identity {shown(n)} is not a valid certificate name")
         if self.reveal_mode not in REVEAL_MODES:
-            raise SpecError(f"reveal_mode {self.reveal_mode!r} is not one of {REVEAL_MODES}")
+            raise SpecError(f"reveal_mode {shown(self.reveal_mode)} is not one of {REVEAL_MODES}")
         if self.sign_precompute not in SIGN_PRECOMPUTE:
-            raise SpecError(f"sign_precompute {self.sign_precompute!r} is not one of {SIGN_PRECOMPUTE}")
+            raise SpecError(f"sign_precompute {shown(self.sign_precompute)} is not one of {SIGN_PRECOMPUTE}")
         if self.topology not in TOPOLOGIES:
-            raise SpecError(f"topology {self.topology!r} is not one of {TOPOLOGIES}")
+            raise SpecError(f"topology {shown(self.topology)} is not one of {TOPOLOGIES}")
         if self.topology == "relay" and not self.relay_address:
             raise SpecError("topology 'relay' needs relay_address (the coordinator's relay endpoint)")
         if not self.model:

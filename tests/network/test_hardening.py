@@ -7,6 +7,7 @@ stop within it is frozen); speed is never asserted."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import subprocess
@@ -25,9 +26,9 @@ from parties import serde
 from parties.daemon import EXIT_STOP_DEADLINE, STOP_DEADLINE_S
 from parties.spec import PartyEntry, SessionSpec
 from parties.tls import TlsMaterial, secure_channel
-from proto import common_pb2, health_pb2, health_pb2_grpc, party_pb2, party_pb2_grpc
+from proto import common_pb2, health_pb2, health_pb2_grpc, party_pb2, party_pb2_grpc, peer_pb2, peer_pb2_grpc
 from simulations.launcher import LocalConsortium, party_config_text, write_csv
-from tests.network.helpers import party_data
+from tests.network.helpers import party_data, tls_for
 
 pytestmark = pytest.mark.slow
 
@@ -204,3 +205,79 @@ def test_sigterm_ends_a_daemon_whose_event_loop_is_stuck(tmp_path: Path) -> None
             proc.wait(5)
     last = json.loads((pdir / "state" / "audit.log").read_text().splitlines()[-1])
     assert (last["what"], last["outcome"]) == ("Stop", "DEADLINE")
+
+
+# ---- item 3: the caller first, bounded audit lines, no long echoes --------------------------------------
+
+MIB = 1 << 20
+
+
+def _audit_lines(lc: LocalConsortium, pid: int) -> list[str]:
+    return (lc.workdir / f"party-{pid}" / "state" / "audit.log").read_text().splitlines()
+
+
+def test_a_wrong_certificate_cannot_fill_the_audit_log(consortium: LocalConsortium) -> None:
+    assert consortium.certs is not None
+    other = tls_for(consortium.certs, "party-2")  # a consortium member, but not the coordinator
+    coord = consortium.coordinator_tls()
+    assert coord is not None
+    ep = consortium.endpoints()[0]
+    big = b"\x07" * MIB
+    before = len(_audit_lines(consortium, 1))
+
+    async def main() -> None:
+        requests: list[tuple[str, Any]] = [
+            ("OpenSession", party_pb2.OpenSessionRequest(spec=common_pb2.SessionSpec(session_id=big))),
+            ("Evaluate", party_pb2.EvaluateRequest(session_id=big, step=1, batch=1)),
+            ("CloseSession", party_pb2.CloseSessionRequest(session_id=big, reason="x" * MIB)),
+            ("PlanPrivacy", party_pb2.PlanPrivacyRequest(spec=common_pb2.SessionSpec(session_id=big))),
+        ]
+        for _ in range(10):
+            for method, req in requests:
+                code, details = await _call(other, ep, method, req)
+                assert code == grpc.StatusCode.PERMISSION_DENIED, (method, code)
+                assert "not this party's coordinator" in details and len(details) < 500
+        async with secure_channel(ep.address, other, ep.identity) as ch:  # undecodable, from the wrong caller
+            call = ch.unary_unary("/confar.v1.Party/Evaluate")
+            with pytest.raises(grpc.aio.AioRpcError) as ei:
+                await call(b"\xff" * MIB, timeout=HANG_S)
+            assert ei.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        async with secure_channel(ep.address, coord, ep.identity) as ch:  # a peer stream from a non-member
+            stream = peer_pb2_grpc.PeerStub(ch).Exchange()
+            with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):  # refused before read
+                await stream.write(peer_pb2.PeerFrame(session_id=big, kind=peer_pb2.HELLO, src=2, dst=1))
+            assert await stream.code() == grpc.StatusCode.PERMISSION_DENIED
+
+    asyncio.run(main())
+    new = _audit_lines(consortium, 1)[before:]
+    assert len(new) == 42  # every refusal is recorded ...
+    assert max(len(line) for line in new) < 2048  # ... in a bounded line (a 1 MiB id was 2 MiB of hex)
+    refused = [json.loads(line) for line in new]
+    assert {r["outcome"] for r in refused} == {"PERMISSION_DENIED"}
+    assert {r["who"] for r in refused} == {"party-2", "coordinator"}
+
+
+def test_long_inputs_are_not_echoed_back(consortium: LocalConsortium) -> None:
+    tls = consortium.coordinator_tls()
+    assert tls is not None
+    eps = consortium.endpoints()
+    long = "q" * 100_000
+
+    async def main() -> None:
+        for name, value, want in (
+            ("model", long, grpc.StatusCode.PERMISSION_DENIED),
+            ("reveal_mode", long, grpc.StatusCode.INVALID_ARGUMENT),
+            ("coordinator_identity", long, grpc.StatusCode.INVALID_ARGUMENT),
+        ):
+            spec_msg = serde.spec_to_proto(_spec(eps))
+            setattr(spec_msg, name, value)
+            req = party_pb2.OpenSessionRequest(spec=spec_msg)
+            code, details = await _call(tls, eps[0], "OpenSession", req)
+            assert code == want, (name, code, details[:200])  # not RESOURCE_EXHAUSTED from an oversized echo
+            assert "(100000 chars)" in details and len(details) < 1000, (name, details[:200])
+        async with secure_channel(eps[0].address, tls, eps[0].identity) as ch:
+            with pytest.raises(grpc.aio.AioRpcError) as ei:
+                await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=long))
+            assert ei.value.code() == grpc.StatusCode.NOT_FOUND and len(ei.value.details() or "") < 1000
+
+    asyncio.run(main())

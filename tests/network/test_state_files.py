@@ -1,9 +1,11 @@
-"""The party's state files (issue 12, item 6): every file in state_dir is 0600, and every save is durable
-(the bytes and the rename are fsynced), through the one helper parties.files.write_private."""
+"""The party's state files (issue 12, items 3 and 6): every file in state_dir is 0600, every save is durable
+(the bytes and the rename are fsynced) through the one helper parties.files.write_private, and every audit
+line is bounded."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 from pathlib import Path
@@ -12,6 +14,7 @@ import numpy as np
 import pytest
 
 from parties import files
+from parties.audit import MAX_LINE_BYTES, AuditLog
 from tests.network.helpers import coordinator_for, inproc_consortium
 
 BUDGET = {"gdp_mu": 5.0}
@@ -102,3 +105,19 @@ def test_an_old_world_readable_ledger_is_tightened_at_start(tmp_path: Path) -> N
             assert stat.S_IMODE(ledger.stat().st_mode) == 0o600
 
     asyncio.run(main())
+
+
+def test_audit_lines_are_bounded_whatever_they_are_given(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "audit.log")
+    big = "z" * (1 << 20)
+    log.record(who=big, what="Evaluate", session=b"\x01" * (1 << 20), detail=big, reason=big)
+    log.record(who="coordinator", what="Status", listed=["x"] * 100_000)
+    log.record(who="coordinator", what="Status", **{f"k{i}": "v" * 400 for i in range(200)})
+    log.close()
+    lines = (tmp_path / "audit.log").read_text().splitlines()
+    assert len(lines) == 3 and max(len(x.encode()) for x in lines) <= MAX_LINE_BYTES
+    first, second, third = (json.loads(x) for x in lines)
+    assert first["session"].startswith("01" * 64) and first["session"].endswith("(1048576 bytes)")
+    assert first["detail"].endswith("(1048576 chars)") and first["who"].endswith("(1048576 chars)")
+    assert len(second["listed"]) == 65 and second["listed"][-1] == "… (100000 items)"
+    assert third["cut"] is True and "k0" not in third and third["what"] == "Status"
