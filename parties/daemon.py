@@ -52,7 +52,7 @@ from parties.files import make_private, write_private
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, RelayLink
 from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal, RunCharge, assumed_colluding
 from parties.replay import ReplayFileError, ReplayStore, RunRecord, RunStepRef, agreed_record, step_digest
-from parties.spec import SessionSpec, shown
+from parties.spec import MAX_RUN_STEP, SessionSpec, shown
 from parties.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_credentials
 from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2
 
@@ -651,6 +651,11 @@ class PartyDaemon:
                     f"batch {n} must be in 1..{self.cfg.max_batch} (limits.max_batch)",
                 )
             run_step = sess.spec.run_step(step)  # 0: no run_id
+            if run_step > MAX_RUN_STEP:  # refused before anything runs: run steps live in JSON files
+                raise Abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"step {step} would be run step {run_step} of run {sess.spec.run_id!r}, past 2^53",
+                )
             digest, run_audit, replayed = self.run_step_check(sess, req, step, run_step, n)
             if replayed is not None:  # run resume: stored messages, nothing computed or charged
                 await sess.mailbox.finish(step)  # no frames were exchanged for it; the next step is step + 1

@@ -262,7 +262,7 @@ def test_long_inputs_are_not_echoed_back(consortium: LocalConsortium) -> None:
 
     async def main() -> None:
         for name, value, want in (
-            ("model", long, grpc.StatusCode.PERMISSION_DENIED),
+            ("model", long, grpc.StatusCode.INVALID_ARGUMENT),
             ("reveal_mode", long, grpc.StatusCode.INVALID_ARGUMENT),
             ("coordinator_identity", long, grpc.StatusCode.INVALID_ARGUMENT),
         ):
@@ -278,3 +278,66 @@ def test_long_inputs_are_not_echoed_back(consortium: LocalConsortium) -> None:
             assert ei.value.code() == grpc.StatusCode.NOT_FOUND and len(ei.value.details() or "") < 1000
 
     asyncio.run(main())
+
+
+# ---- items 4 and 5: bad input at session open is INVALID_ARGUMENT naming the field ----------------------
+
+
+def _params(json_text: str) -> dict[str, Any]:
+    return {"model_params_json": json_text}
+
+
+NESTED = '{"sigma": ' + "[" * 30_000 + "]" * 30_000 + "}"  # json.loads: RecursionError
+DEEP = '{"sigma": 1.0, "a": ' + "[" * 20 + "]" * 20 + "}"  # parsed, but past MAX_PARAMS_DEPTH
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (_params(NESTED), "model_params_json nests deeper"),
+        (_params(DEEP), "model_params.a" + "[0]" * 15 + " nests deeper"),
+        (_params('{"sigma": 1' + "0" * 5000 + "}"), "model_params_json is not valid JSON"),  # digit limit
+        (_params('{"sigma": 1' + "0" * 100 + "}"), "model_params.sigma"),
+        (_params('{"sigma": Infinity}'), "model_params.sigma = inf"),
+        (_params('{"sigma": NaN}'), "model_params.sigma = nan"),
+        (_params('{"sigma": 1e999}'), "model_params.sigma = inf"),
+        (_params('{"sigma": 1e308}'), "model_params.sigma = 1e+308"),
+        (_params('{"clip": [-1e300, 1.0], "sigma": 1.0}'), "model_params.clip[0]"),
+        (_params('{"sigma": 1.0, "x": "' + "y" * 70_000 + '"}'), "model_params_json has 70023 characters"),
+        ({"first_run_step": 2**64 - 1}, "first_run_step"),
+        ({"first_run_step": 2**53 + 1}, "first_run_step"),
+        ({"address": "a" * 100_000}, "party 2 address"),
+        ({"address": "::::"}, "party 2 address"),
+        ({"address": "[::::]:443"}, "party 2 address"),
+        ({"relay_address": "\x00" * 16}, "relay_address"),
+        ({"relay_address": "127.0.0.1:99999"}, "relay_address"),
+    ],
+    ids=lambda v: str(v)[:40] if isinstance(v, str) else None,
+)
+def test_bad_session_input_is_invalid_argument_naming_the_field(
+    consortium: LocalConsortium, change: dict[str, Any], field: str
+) -> None:
+    tls = consortium.coordinator_tls()
+    assert tls is not None
+    eps = consortium.endpoints()
+    req = serde.open_request_to_proto(_spec(eps, model_params={"sigma": 1.0}))
+    for key, value in change.items():
+        if key == "first_run_step":
+            req.run_id, req.first_run_step = "hardening-run", value
+        elif key == "address":
+            req.spec.parties[1].address = value
+        elif key == "relay_address":
+            req.spec.topology, req.spec.relay_address = common_pb2.RELAY, value
+        else:
+            setattr(req.spec, key, value)
+    before = len(_audit_lines(consortium, 1))
+
+    async def main() -> None:
+        code, details = await _call(tls, eps[0], "OpenSession", req)
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, (code, details[:300])
+        assert field in details and len(details) < 1000, details[:300]
+        assert await _health(tls, eps[0]) == health_pb2.HealthCheckResponse.SERVING
+
+    asyncio.run(main())
+    (line,) = [json.loads(x) for x in _audit_lines(consortium, 1)[before:]]
+    assert (line["what"], line["outcome"]) == ("OpenSession", "INVALID_ARGUMENT")
