@@ -35,6 +35,10 @@ import numpy.typing as npt
 FIELD_BITS = 127  # p = 2^127 - 1
 SIGNED_LIMIT_BITS = 126  # |x| < 2^126 < p / 2 decodes unambiguously
 W_CLAMP = 64.0  # each party's blinding share W_j ~ Gamma(1/m, 1) is clamped to [0, 64); P(W_j >= 64) < e^-63
+#: A round cap above what can fit: with the smallest k and kappa = 40, the PRSS mask's log2 C(m, (m-1)/2)
+#: bits exceed the budget from m = 79 on. Checked first, so that building a format costs the same whatever
+#: numbers it is given (a request's max_parties = 2^32 - 2 must not mean 2^32 big binomials).
+MAX_FORMAT_PARTIES = 128
 
 
 def max_threshold(m: int) -> int:
@@ -62,6 +66,11 @@ class FixedPoint:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"FixedPoint.{name} must be a positive integer, got {v!r}")
+        if self.max_parties > MAX_FORMAT_PARTIES:
+            raise ValueError(
+                f"FixedPoint.max_parties = {self.max_parties} exceeds {MAX_FORMAT_PARTIES}: no format for "
+                "that many parties fits the field's bit budget (the PRSS mask alone needs log2 C(m, t) bits)"
+            )
         if self.max_terms < self.max_parties + 1:
             raise ValueError(
                 f"max_terms ({self.max_terms}) must be at least max_parties + 1 ({self.max_parties + 1}): "
@@ -75,7 +84,8 @@ class FixedPoint:
             raise ValueError(
                 f"value bits k = {k} exceed 64: the comparison reads c mod 2^(k-1) from one word"
             )
-        worst_sets = max(prss_sets(m, max_threshold(m)) for m in range(2, self.max_parties + 1))
+        # C(m, max_threshold(m)) never decreases with m, so the worst supported m is max_parties itself
+        worst_sets = prss_sets(self.max_parties, max_threshold(self.max_parties))
         prss_bits = math.ceil(math.log2(worst_sets)) if worst_sets > 1 else 0
         need = k + self.kappa + 1 + prss_bits
         if need > SIGNED_LIMIT_BITS:

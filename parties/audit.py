@@ -5,6 +5,10 @@ session and step, the analysis (model) and reveal mode, the number of decisions,
 or the gRPC status code and the reason). The file is opened with O_APPEND and each line is written with a
 single ``write`` and flushed, so concurrent writers cannot interleave within a line and earlier lines are
 never rewritten.
+
+Every line is bounded whatever a request carried, so no caller can fill the party's disk through it: the
+session id is cut to its first 64 bytes (a valid one has at most 64), strings to 500 characters, lists to 64
+items, and a line still longer than MAX_LINE_BYTES keeps only its fixed fields (``"cut": true``).
 """
 
 from __future__ import annotations
@@ -16,12 +20,34 @@ import time
 from pathlib import Path
 from typing import Any
 
+from parties.files import PRIVATE_MODE, make_private
+
+MAX_SESSION_BYTES = 64
+MAX_TEXT = 500
+MAX_ITEMS = 64
+MAX_LINE_BYTES = 16 * 1024
+_FIXED = ("time", "who", "what", "session", "step", "analysis", "reveal_mode", "decisions", "outcome")
+
+
+def _bounded(v: Any) -> Any:
+    if isinstance(v, str):
+        return v if len(v) <= MAX_TEXT else f"{v[:MAX_TEXT]}… ({len(v)} chars)"
+    if isinstance(v, bytes):
+        return _bounded(v.hex())
+    if isinstance(v, list | tuple):
+        items = [_bounded(x) for x in v[:MAX_ITEMS]]
+        return [*items, f"… ({len(v)} items)"] if len(v) > MAX_ITEMS else items
+    if isinstance(v, dict):
+        return {str(k)[:MAX_TEXT]: _bounded(x) for k, x in list(v.items())[:MAX_ITEMS]}
+    return v
+
 
 class AuditLog:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_MODE)
+        make_private(path)  # the mode above applies only when the file is created
         self._lock = threading.Lock()
 
     def record(
@@ -43,7 +69,7 @@ class AuditLog:
             + f".{int(time.time() * 1000) % 1000:03d}Z",
             "who": who,
             "what": what,
-            "session": session.hex() if session else None,
+            "session": _session_text(session),
             "step": step,
             "analysis": analysis,
             "reveal_mode": reveal_mode,
@@ -51,9 +77,13 @@ class AuditLog:
             "outcome": outcome,
         }
         if detail:
-            entry["detail"] = detail[:500]
+            entry["detail"] = detail
         entry.update(extra)
+        entry = {k: _bounded(v) for k, v in entry.items()}
         line = (json.dumps(entry, sort_keys=False) + "\n").encode()
+        if len(line) > MAX_LINE_BYTES:
+            entry = {k: entry[k] for k in _FIXED} | {"cut": True}
+            line = (json.dumps(entry, sort_keys=False) + "\n").encode()
         with self._lock:
             os.write(self._fd, line)
 
@@ -62,3 +92,11 @@ class AuditLog:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+
+
+def _session_text(session: bytes | None) -> str | None:
+    """A session id as hex, at most its first MAX_SESSION_BYTES bytes (longer ones are no valid session)."""
+    if not session:
+        return None
+    head = bytes(session[:MAX_SESSION_BYTES]).hex()
+    return head if len(session) <= MAX_SESSION_BYTES else f"{head}… ({len(session)} bytes)"

@@ -3,9 +3,12 @@
     confar-party serve --config party.toml [--insecure]
     confar-party check-config --config party.toml [--insecure]
 
-Exit codes: 0 stopped cleanly (SIGTERM / SIGINT: in-flight calls get a grace period, sessions are closed,
-the audit log is closed); 1 runtime failure; 2 bad command line or configuration (the message names the
-key). Once serving, ``serve`` prints ``confar-party <identity> listening on <host:port>`` on stdout.
+Exit codes: 0 stopped cleanly (SIGTERM / SIGINT: in-flight calls get a grace period of 5 s, sessions are
+closed, the audit log is closed); 1 runtime failure; 2 bad command line or configuration (the message names
+the key); 3 the graceful stop did not finish within 10 s of the signal and the daemon ended itself (an audit
+line says so; every state file is written atomically, so none is torn). SIGTERM always ends the daemon
+within those 10 s, also with requests in flight. Once serving, ``serve`` prints ``confar-party <identity>
+listening on <host:port>`` on stdout.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from parties.analyses import AnalysisError
 from parties.config import ConfigError, load_config
 from parties.tls import TlsError, warn_insecure
 
-EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
+EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2  # and 3: parties.daemon.EXIT_STOP_DEADLINE
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -68,9 +68,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from parties.spec import REVEAL_MODES, TOPOLOGIES
+from parties.spec import REVEAL_MODES, TOPOLOGIES, address_problem
 
-_ADDR = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$")
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
@@ -380,8 +379,7 @@ def _privacy_budget(
 
 
 def _check_addr(r: _Reader, key: str, value: str) -> None:
-    mt = _ADDR.match(value)
-    if not mt or not 0 <= int(mt.group(2)) <= 65535:
+    if address_problem(value, allow_port_0=True) is not None:
         raise r.err(key, f"expected host:port, got {value!r}")
 
 

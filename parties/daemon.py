@@ -9,6 +9,11 @@ refused (RESOURCE_EXHAUSTED). Every request, and every refused peer frame, is a 
 audit log. A session of a run (``run_id``) is resumable (``parties.replay``): a run step every party already
 completed is answered from the stored messages without a new charge ("replayed run step s" in the audit).
 
+Work a request asks for is bounded by this party's own limits, checked before any of it is done (e.g. the
+fixed-point format: at most 64 parties, ``parties.serde.FMT_LIMITS``). SIGTERM / SIGINT stop the daemon
+within STOP_DEADLINE_S = 10 s, also with requests in flight: in-flight calls get 5 s, then a watchdog ends
+the process (exit code 3, ``parties.cli``).
+
 Status codes: INVALID_ARGUMENT (malformed message or parameters), PERMISSION_DENIED (wrong caller or not
 allowed by this party's policy), FAILED_PRECONDITION (unknown / closed / failed session, step out of order
 or replayed, session busy, a completed run step asked with other inputs, a corrupt run record),
@@ -20,9 +25,11 @@ the peer and the step; the session is then failed and must be closed).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -41,14 +48,19 @@ from parties.analyses import Analysis, AnalysisError, Dataset, get_analysis, laz
 from parties.audit import AuditLog
 from parties.config import PartyConfig
 from parties.exchange import Kind, LinkLost, Mailbox, Refused, drive
+from parties.files import make_private, write_private
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, RelayLink
 from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal, RunCharge
 from parties.replay import ReplayFileError, ReplayStore, RunRecord, RunStepRef, agreed_record, step_digest
-from parties.spec import SessionSpec
+from parties.spec import MAX_RUN_STEP, SessionSpec, shown
 from parties.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_credentials
 from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2
 
 OFFLOAD_MIN_BATCH = 64  # machine steps on batches at least this big run in a worker thread
+STOP_GRACE_S = 5.0  # SIGTERM / SIGINT: in-flight calls get this long, then they are cancelled
+STOP_DEADLINE_S = 10.0  # ... and the process is gone this long after the signal, whatever is in flight
+EXIT_STOP_DEADLINE = 3  # exit code when the watchdog had to end the process (parties.cli)
+MAX_ERROR_CHARS = 2000  # an error message sent back is cut to this (inputs echoed in it: parties.spec.shown)
 
 
 class Abort(Exception):
@@ -98,7 +110,7 @@ class PartyDaemon:
             if cfg.data_model is None or cfg.data_path is None
             else models_bridge.load_checked(cfg.data_path, cfg.data_model, cfg.data_model_args)
         )
-        cfg.state_dir.mkdir(parents=True, exist_ok=True)
+        cfg.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # its files are 0600 (parties.files)
         self.audit = AuditLog(cfg.state_dir / "audit.log")
         self.ledger_path = cfg.state_dir / "ledger.json"
         self.decisions_used = self._load_ledger()
@@ -115,6 +127,7 @@ class PartyDaemon:
     def _load_ledger(self) -> int:
         if not self.ledger_path.exists():
             return 0
+        make_private(self.ledger_path)  # older versions wrote it 0644
         try:
             return int(json.loads(self.ledger_path.read_text())["decisions_used"])
         except (ValueError, KeyError, TypeError) as exc:
@@ -123,9 +136,8 @@ class PartyDaemon:
             ) from exc
 
     def _save_ledger(self) -> None:
-        tmp = self.ledger_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"party": self.cfg.identity, "decisions_used": self.decisions_used}))
-        os.replace(tmp, self.ledger_path)
+        doc = {"party": self.cfg.identity, "decisions_used": self.decisions_used}
+        write_private(self.ledger_path, json.dumps(doc).encode())  # 0600, fsync, atomic rename
 
     # ---- helpers -----------------------------------------------------------------------------------------
 
@@ -137,7 +149,7 @@ class PartyDaemon:
         if who != self.cfg.coordinator_identity:
             raise Abort(
                 grpc.StatusCode.PERMISSION_DENIED,
-                f"caller {who!r} is not this party's coordinator ({self.cfg.coordinator_identity!r})",
+                f"caller {shown(who)} is not this party's coordinator ({self.cfg.coordinator_identity!r})",
             )
         return who
 
@@ -165,8 +177,14 @@ class PartyDaemon:
         session: bytes | None = None,
         step: int | None = None,
     ) -> Any:
-        """Run a unary handler: map Abort/unexpected errors to status codes; one audit line either way."""
+        """Run a unary handler: map Abort/unexpected errors to status codes; one audit line either way.
+
+        The caller is checked first: a caller that is not this party's coordinator is refused before anything
+        of its request is looked at, with one audit line of bounded size (every Party RPC is the
+        coordinator's). Error messages sent back are cut to MAX_ERROR_CHARS."""
         who = self.who(context)
+        if who != self.cfg.coordinator_identity:
+            await self.refuse_caller(context, what, who, session)
         sess = self.sessions.get(bytes(session)) if session else None
         base: dict[str, Any] = {
             "who": who,
@@ -180,7 +198,7 @@ class PartyDaemon:
             resp, audit_extra = await fn()
         except Abort as exc:
             self.audit.record(**base, outcome=exc.code.name, detail=exc.message)
-            await context.abort(exc.code, exc.message)
+            await context.abort(exc.code, _cut(exc.message))
             raise AssertionError("unreachable") from exc
         except asyncio.CancelledError:
             self.audit.record(**base, outcome="CANCELLED")
@@ -188,10 +206,20 @@ class PartyDaemon:
         except Exception as exc:  # never crash the daemon on one request
             msg = f"internal error in {what}: {type(exc).__name__}: {exc}"
             self.audit.record(**base, outcome="INTERNAL", detail=msg)
-            await context.abort(grpc.StatusCode.INTERNAL, msg)
+            await context.abort(grpc.StatusCode.INTERNAL, _cut(msg))
             raise AssertionError("unreachable") from exc
         self.audit.record(**{**base, **audit_extra})
         return resp
+
+    async def refuse_caller(
+        self, context: grpc.aio.ServicerContext, what: str, who: str | None, session: bytes | None = None
+    ) -> NoReturn:
+        """PERMISSION_DENIED for a Party RPC from anyone but the coordinator; its audit line is bounded (the
+        audit log cuts the session id and every string)."""
+        msg = f"caller {shown(who)} is not this party's coordinator ({self.cfg.coordinator_identity!r})"
+        self.audit.record(who=who, what=what, outcome="PERMISSION_DENIED", session=session, detail=msg)
+        await context.abort(grpc.StatusCode.PERMISSION_DENIED, msg)
+        raise AssertionError("unreachable")
 
     # ---- Party service -----------------------------------------------------------------------------------
 
@@ -326,37 +354,38 @@ class PartyDaemon:
         if mine.identity != cfg.identity:
             raise Abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"the session calls party {cfg.id} {mine.identity!r}, but this daemon is {cfg.identity!r}",
+                f"the session calls party {cfg.id} {shown(mine.identity)}, "
+                f"but this daemon is {cfg.identity!r}",
             )
         known = {p.id: p.identity for p in cfg.peers}
         for p in spec.parties:
             if p.id != cfg.id and known.get(p.id) != p.identity:
                 raise Abort(
                     grpc.StatusCode.PERMISSION_DENIED,
-                    f"party {p.id} ({p.identity!r}) is not a consortium member in this party's config",
+                    f"party {p.id} ({shown(p.identity)}) is not a consortium member in this party's config",
                 )
         if spec.coordinator_identity != cfg.coordinator_identity:
             raise Abort(
                 grpc.StatusCode.PERMISSION_DENIED,
-                f"coordinator {spec.coordinator_identity!r} is not this party's "
+                f"coordinator {shown(spec.coordinator_identity)} is not this party's "
                 f"({cfg.coordinator_identity!r})",
             )
         if spec.model not in cfg.allow_models:
             raise Abort(
                 grpc.StatusCode.PERMISSION_DENIED,
-                f"model {spec.model!r} is not allowed by this party "
+                f"model {shown(spec.model)} is not allowed by this party "
                 f"(allow.models = {list(cfg.allow_models)})",
             )
         if spec.reveal_mode not in cfg.allow_modes:
             raise Abort(
                 grpc.StatusCode.PERMISSION_DENIED,
-                f"reveal mode {spec.reveal_mode!r} is not allowed "
+                f"reveal mode {shown(spec.reveal_mode)} is not allowed "
                 f"(allow.reveal_modes = {list(cfg.allow_modes)})",
             )
         if spec.topology not in cfg.allow_topologies:
             raise Abort(
                 grpc.StatusCode.PERMISSION_DENIED,
-                f"topology {spec.topology!r} is not allowed "
+                f"topology {shown(spec.topology)} is not allowed "
                 f"(allow.topologies = {list(cfg.allow_topologies)})",
             )
         for key, (lo, hi) in cfg.bounds.get(spec.model, {}).items():
@@ -364,7 +393,7 @@ class PartyDaemon:
             if v is None or not isinstance(v, int | float) or not lo <= v <= hi:
                 raise Abort(
                     grpc.StatusCode.PERMISSION_DENIED,
-                    f"model parameter {key} = {v!r} is outside this party's bounds [{lo}, {hi}]",
+                    f"model parameter {key} = {shown(v)} is outside this party's bounds [{lo}, {hi}]",
                 )
         if self.decisions_used >= cfg.max_decisions:
             raise Abort(
@@ -619,6 +648,11 @@ class PartyDaemon:
                     f"batch {n} must be in 1..{self.cfg.max_batch} (limits.max_batch)",
                 )
             run_step = sess.spec.run_step(step)  # 0: no run_id
+            if run_step > MAX_RUN_STEP:  # refused before anything runs: run steps live in JSON files
+                raise Abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"step {step} would be run step {run_step} of run {sess.spec.run_id!r}, past 2^53",
+                )
             digest, run_audit, replayed = self.run_step_check(sess, req, step, run_step, n)
             if replayed is not None:  # run resume: stored messages, nothing computed or charged
                 await sess.mailbox.finish(step)  # no frames were exchanged for it; the next step is step + 1
@@ -982,8 +1016,12 @@ class PartyDaemon:
         async def refuse(code: grpc.StatusCode, msg: str, sid: bytes | None = None) -> NoReturn:
             self.refused_frames += 1
             self.audit.record(who=who, what="PeerExchange", outcome=code.name, session=sid, detail=msg)
-            await context.abort(code, msg)
+            await context.abort(code, _cut(msg))
             raise AssertionError("unreachable")
+
+        if who not in {p.identity for p in self.cfg.peers}:  # the caller first, before any frame is read
+            msg = f"caller {shown(who)} is not a consortium member of this party"
+            await refuse(grpc.StatusCode.PERMISSION_DENIED, msg)
 
         try:
             first = await asyncio.wait_for(request_iterator.__anext__(), self.cfg.round_timeout_s)
@@ -1000,12 +1038,12 @@ class PartyDaemon:
         q = sess.spec.id_of(who) if who else None
         if q is None or q == self.cfg.id:
             await refuse(
-                grpc.StatusCode.PERMISSION_DENIED, f"caller {who!r} is not a party of this session", sid
+                grpc.StatusCode.PERMISSION_DENIED, f"caller {shown(who)} is not a party of this session", sid
             )
         if int(first.src) != q:
             await refuse(
                 grpc.StatusCode.PERMISSION_DENIED,
-                f"caller is {who!r} (party {q}) but claims to be party {first.src}",
+                f"caller is {shown(who)} (party {q}) but claims to be party {first.src}",
                 sid,
             )
         if q > self.cfg.id or sess.spec.topology != "mesh":
@@ -1093,15 +1131,49 @@ class PartyDaemon:
         self.audit.close()
 
     async def serve_forever(self, on_ready: Callable[[str], None] | None = None) -> None:
+        """Serve until SIGTERM / SIGINT, then stop gracefully (in-flight calls get STOP_GRACE_S).
+
+        The first signal also arms a watchdog thread: if the process has not exited STOP_DEADLINE_S after it
+        (a handler stuck in Python code, a worker thread that does not return), the watchdog writes an
+        audit line and ends the process with EXIT_STOP_DEADLINE. The signal reaches the daemon twice: through
+        the event loop (woken from any thread) and through a Python-level handler, which runs in the main
+        thread between bytecodes even while a handler keeps the event loop busy. Only a single C call that
+        holds the GIL for longer than the deadline could delay it; request validation keeps such work bounded
+        by this party's configured limits."""
         port = await self.start()
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
+        armed = threading.Event()
+
+        def arm() -> None:
+            if not armed.is_set():
+                armed.set()
+                threading.Thread(target=self._stop_watchdog, name="stop-watchdog", daemon=True).start()
+
+        def from_loop() -> None:
+            arm()
+            stop.set()
+
+        def from_python(signum: int, frame: Any) -> None:
+            arm()
+            loop.call_soon_threadsafe(stop.set)
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, from_loop)  # sets the wakeup fd: wakes the loop from any thread
+            signal.signal(sig, from_python)  # the Python-level handler (add_signal_handler's is a no-op)
         if on_ready is not None:
             on_ready(f"{self.cfg.listen.rsplit(':', 1)[0]}:{port}")
         await stop.wait()
-        await self.stop()
+        await self.stop(STOP_GRACE_S)
+
+    def _stop_watchdog(self) -> None:
+        time.sleep(STOP_DEADLINE_S)
+        msg = f"graceful stop did not finish within {STOP_DEADLINE_S:g} s of the signal; exiting without it"
+        with contextlib.suppress(Exception):
+            self.audit.record(who=self.cfg.identity, what="Stop", outcome="DEADLINE", detail=msg)
+        with contextlib.suppress(Exception):
+            os.write(2, f"confar-party: {msg}\n".encode())
+        os._exit(EXIT_STOP_DEADLINE)
 
 
 def _ident_of(sess: Session, src: int) -> str | None:
@@ -1109,6 +1181,11 @@ def _ident_of(sess: Session, src: int) -> str | None:
         if p.id == src:
             return p.identity
     return None
+
+
+def _cut(message: str) -> str:
+    """An error message as sent back: at most MAX_ERROR_CHARS (well inside a client's 8 KiB header limit)."""
+    return message if len(message) <= MAX_ERROR_CHARS else message[: MAX_ERROR_CHARS - 12] + "… (cut)"
 
 
 async def _to_thread(fn: Callable[[], Any]) -> Any:
@@ -1143,12 +1220,15 @@ def _strict_party_handlers(d: PartyDaemon) -> grpc.GenericRpcHandler:
         req_type, resp_type = _PARTY_METHODS[name]
 
         async def handler(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+            who = d.who(context)
+            if who != d.cfg.coordinator_identity:  # before the bytes are even parsed
+                await d.refuse_caller(context, name, who)
             try:
                 req = req_type.FromString(raw)
             except DecodeError as exc:
                 msg = f"{name}: request is not a valid {req_type.DESCRIPTOR.full_name}: {exc}"
-                d.audit.record(who=d.who(context), what=name, outcome="INVALID_ARGUMENT", detail=msg)
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, msg)
+                d.audit.record(who=who, what=name, outcome="INVALID_ARGUMENT", detail=msg)
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _cut(msg))
             return await impl[name](req, context)
 
         return grpc.unary_unary_rpc_method_handler(
@@ -1194,7 +1274,7 @@ class _HealthServicer(health_pb2_grpc.HealthServicer):
 
     async def Check(self, request: Any, context: Any) -> Any:
         if request.service not in ("", "confar.v1.Party", "confar.v1.Peer"):
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {shown(request.service)}")
         status = (
             health_pb2.HealthCheckResponse.SERVING
             if self.d.serving

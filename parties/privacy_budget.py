@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,6 +47,7 @@ import grpc
 
 from parties.analyses import Analysis, PrivacyAccounted, Unaccountable
 from parties.config import PartyConfig
+from parties.files import write_private
 from parties.spec import SessionSpec
 from proto import party_pb2
 
@@ -367,19 +367,7 @@ class PrivacyBudgetStore:
         doc: dict[str, object] = {"version": 1, "party": self.identity, "ledger": ledger.to_dict()}
         if charges:
             doc["run_charges"] = [c.to_dict() for c in charges]
-        text = json.dumps(doc, indent=1)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        dfd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_private(self.path, json.dumps(doc, indent=1).encode("utf-8"))  # 0600, fsync, atomic rename
 
     # ---- dry run and report ------------------------------------------------------------------------------
 
@@ -447,21 +435,25 @@ class PrivacyBudgetStore:
             resp.events_json = events_to_json(per_batch)
         except Unaccountable as exc:
             per_batch, unaccountable = None, str(exc)
+        # the accounting's work is bounded by this party's decision budget, not by the request's batch count:
+        # batches past it never run here, so the projection covers at most the batches it leaves room for
+        counted = min(batches, max(1, left // batch_size))
         if self.enforced and self.ledger is not None:
             if per_batch is None:
                 reasons.append(_refusal_message(spec, unaccountable))
                 allowed = 0
             else:
                 try:
-                    report = self.ledger.check(scaled(per_batch, batches))
+                    report = self.ledger.check(scaled(per_batch, counted))
                     resp.projected = report.spent_after
                     if not report.allowed:
-                        fit = self._batches_that_fit(per_batch, batches)
+                        fit = self._batches_that_fit(per_batch, counted)
                         allowed = min(allowed, fit)
+                        over = f" over the {counted} batches the decision budget allows" * (counted < batches)
                         reasons.append(
                             f"would exceed the privacy budget ({_budget_text(self.ledger.budget)}) after "
                             f"{fit} of {batches} batches: {report.unit} {report.spent_before:.6g} -> "
-                            f"{report.spent_after:.6g}"
+                            f"{report.spent_after:.6g}{over}"
                         )
                 except UnsupportedEventError as exc:
                     reasons.append(str(exc))

@@ -15,11 +15,11 @@ is evaluated afresh and charged again: conservative, never under-charged.
 
 Storage: ``<state_dir>/runs/<sha256(run_id)[:32]>.json``, one file per run, bounded (only the last completed
 run step is kept; earlier run steps asked again are evaluated and charged afresh, since the party cannot
-verify them). Writes are durable (temporary file, fsync, atomic rename, fsync of the directory) and happen
-after the step's charge and before its messages leave the party. Each file carries a SHA-256 checksum of
-its content; an unreadable, corrupt, foreign or mismatched file is refused with :class:`ReplayFileError`
-naming the file (never deleted silently: the operator moves it away, after which the run step is
-evaluated and charged afresh).
+verify them). Writes are durable and 0600 (:mod:`parties.files`: temporary file, fsync, atomic rename, fsync
+of the directory) and happen after the step's charge and before its messages leave the party. Each file
+carries a SHA-256 checksum of its content; an unreadable, corrupt, foreign or mismatched file is refused with
+:class:`ReplayFileError` naming the file (never deleted silently: the operator moves it away, after which the
+run step is evaluated and charged afresh).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import base64
 import dataclasses
 import hashlib
 import json
-import os
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from parties.files import write_private
 from parties.spec import SessionSpec, check_run_id
 
 RUNS_DIR = "runs"
@@ -191,19 +191,7 @@ class ReplayStore:
         self.root.mkdir(parents=True, exist_ok=True)
         body = _body(rec, self.identity)
         text = json.dumps({**body, "checksum": _checksum(body)})
-        path = self.path_for(rec.ref.run_id)
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        dfd = os.open(self.root, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_private(self.path_for(rec.ref.run_id), text.encode("utf-8"))
 
 
 _ADVICE = "; refusing to use it. Move it away to have this run's last step evaluated (and charged) afresh"

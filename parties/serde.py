@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import Any, cast
 
 import numpy as np
@@ -19,7 +20,7 @@ import numpy.typing as npt
 from hss.fixedpoint import FixedPoint
 from parties.exchange import Frame, Kind
 from parties.replay import RunStepRef
-from parties.spec import PartyEntry, SessionSpec, SpecError
+from parties.spec import PartyEntry, SessionSpec, SpecError, shown
 from proto import common_pb2, party_pb2, peer_pb2
 
 ALLOWED_DTYPES = ("<f8", "<u8", "<i8", "|b1", "<f4", "<i4")
@@ -115,11 +116,74 @@ def fmt_to_proto(fmt: FixedPoint) -> common_pb2.FixedPointFormat:
     return common_pb2.FixedPointFormat(**{f: getattr(fmt, f) for f in _FMT_FIELDS})
 
 
+#: A party's own limits on a session's fixed-point format, checked before the format is built (so no work
+#: depends on the request's numbers): at most MAX_PARTIES parties (party ids are 1..64, parties.config), at
+#: most MAX_PARTIES + 1 terms (each party's and the public one), bit counts within the 127-bit field.
+MAX_PARTIES = 64
+FMT_LIMITS = {
+    "max_parties": MAX_PARTIES,
+    "max_terms": MAX_PARTIES + 1,
+    "frac_bits": 126,
+    "term_int_bits": 126,
+    "kappa": 126,
+    "blind_frac_bits": 126,
+    "blind_e_bits": 126,
+}
+
+
 def fmt_from_proto(msg: common_pb2.FixedPointFormat) -> FixedPoint:
+    for f, hi in FMT_LIMITS.items():
+        v = int(getattr(msg, f))
+        if v > hi:
+            raise WireError(f"fixed-point format refused: fmt.{f} = {v} exceeds this party's limit of {hi}")
     try:
         return FixedPoint(**{f: int(getattr(msg, f)) for f in _FMT_FIELDS})
     except (ValueError, TypeError) as exc:
         raise WireError(f"fixed-point format refused: {exc}") from exc
+
+
+#: Limits on a session's model parameters (public JSON), whatever the analysis, checked at the wire: the
+#: text's length, its nesting, and every number (finite; floats of magnitude at most 1e12, integers below
+#: 2^63: seeds fit, nothing a model needs is larger). An analysis checks its own parameters further.
+MAX_PARAMS_JSON_CHARS = 64 * 1024
+MAX_PARAMS_DEPTH = 16
+MAX_PARAM_FLOAT = 1e12
+MAX_PARAM_INT = 2**63 - 1
+
+
+def params_from_json(text: str) -> dict[str, Any]:
+    """``model_params_json`` as a dict, or WireError naming what is wrong (and where, for a value)."""
+    if len(text) > MAX_PARAMS_JSON_CHARS:
+        raise WireError(f"model_params_json has {len(text)} characters; at most {MAX_PARAMS_JSON_CHARS}")
+    try:
+        params = json.loads(text) if text else {}
+    except RecursionError as exc:
+        raise WireError(f"model_params_json nests deeper than {MAX_PARAMS_DEPTH} levels") from exc
+    except ValueError as exc:  # JSONDecodeError, and integers past Python's digit limit
+        raise WireError(f"model_params_json is not valid JSON: {shown(str(exc), 200)}") from exc
+    if not isinstance(params, dict):
+        raise WireError("model_params_json must be a JSON object")
+    stack: list[tuple[str, Any, int]] = [("model_params", params, 1)]
+    while stack:  # iterative: no recursion on the request's nesting
+        where, v, depth = stack.pop()
+        if isinstance(v, dict | list):
+            if depth > MAX_PARAMS_DEPTH:
+                raise WireError(f"{where} nests deeper than {MAX_PARAMS_DEPTH} levels (model_params_json)")
+            items = v.items() if isinstance(v, dict) else enumerate(v)
+            for k, x in items:
+                sub = f"{where}.{shown(k, 40)[1:-1]}" if isinstance(v, dict) else f"{where}[{k}]"
+                stack.append((sub, x, depth + 1))
+        elif isinstance(v, bool) or v is None or isinstance(v, str):
+            continue
+        elif isinstance(v, int):
+            if abs(v) > MAX_PARAM_INT:
+                raise WireError(f"{where} = {shown(v, 40)}: integers must lie within +-(2^63 - 1)")
+        elif isinstance(v, float):
+            if not math.isfinite(v):
+                raise WireError(f"{where} = {v}: numbers must be finite")
+            if abs(v) > MAX_PARAM_FLOAT:
+                raise WireError(f"{where} = {v:g}: numbers must lie within +-{MAX_PARAM_FLOAT:g}")
+    return params
 
 
 def spec_to_proto(spec: SessionSpec) -> common_pb2.SessionSpec:
@@ -143,14 +207,9 @@ def spec_from_proto(msg: common_pb2.SessionSpec) -> SessionSpec:
         raise WireError(f"unknown topology {msg.topology}")
     if not msg.HasField("fmt"):
         raise WireError("session spec has no fixed-point format")
-    try:
-        params = json.loads(msg.model_params_json) if msg.model_params_json else {}
-    except json.JSONDecodeError as exc:
-        raise WireError(f"model_params_json is not JSON: {exc}") from exc
-    if not isinstance(params, dict):
-        raise WireError("model_params_json must be a JSON object")
-    if len(msg.parties) > 64:
-        raise WireError(f"{len(msg.parties)} parties; at most 64 supported")
+    if len(msg.parties) > MAX_PARTIES:
+        raise WireError(f"{len(msg.parties)} parties; at most {MAX_PARTIES} supported")
+    params = params_from_json(msg.model_params_json)
     try:
         return SessionSpec(
             session_id=bytes(msg.session_id),

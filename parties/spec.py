@@ -9,6 +9,7 @@ of that run, which is what parties key their replay records and privacy charges 
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from dataclasses import dataclass, field
@@ -23,6 +24,44 @@ TOPOLOGIES = ("mesh", "relay")
 REVEAL_MODES: tuple[str, ...] = (*MODES, "svt")
 _IDENTITY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+=-]{0,127}$")
+
+
+#: how much of a received string an error message (or an audit line) echoes back
+SHOWN_CHARS = 80
+MAX_ADDRESS_CHARS = 255  # a DNS name's limit
+MAX_MODEL_CHARS = 256
+#: run steps are kept in JSON files (ledgers, replay records) that any reader must read exactly: at most 2^53
+MAX_RUN_STEP = 2**53
+_ADDRESS = re.compile(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):([0-9]{1,5})")
+
+
+def address_problem(value: str, allow_port_0: bool = False) -> str | None:
+    """Why ``value`` is not a ``host:port`` address (a DNS name, an IPv4 address or a bracketed IPv6
+    address, and a port 1..65535, or 0 with ``allow_port_0``), or None if it is one."""
+    if len(value) > MAX_ADDRESS_CHARS:
+        return f"is {len(value)} characters long; an address has at most {MAX_ADDRESS_CHARS}"
+    mt = _ADDRESS.fullmatch(value)
+    if mt is None:
+        return "is not host:port (a DNS name, an IPv4 address or a bracketed IPv6 address, then a port)"
+    host, port = mt.group(1), int(mt.group(2))
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return f"has no valid IPv6 address in brackets ({host})"
+    if not (0 if allow_port_0 else 1) <= port <= 65535:
+        return f"has port {port}, outside {0 if allow_port_0 else 1}..65535"
+    return None
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` for an error message, cut to ``limit`` characters with the full length noted, so a
+    long input is never echoed back whole (a 100 KB echo overflows the caller's header limit)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, str | bytes) else len(text)
+    return f"{text[:limit]}… ({size} chars)"
 
 
 class SpecError(ValueError):
@@ -55,8 +94,9 @@ class SessionSpec:
     def __post_init__(self) -> None:
         if self.run_id:
             check_run_id(self.run_id)
-        if not isinstance(self.first_run_step, int) or self.first_run_step < 1:
-            raise SpecError(f"first_run_step must be an integer >= 1, got {self.first_run_step!r}")
+        if not isinstance(self.first_run_step, int) or not 1 <= self.first_run_step <= MAX_RUN_STEP:
+            got = shown(self.first_run_step)
+            raise SpecError(f"first_run_step must be an integer >= 1 and <= 2^53, got {got}")
         if not self.run_id and self.first_run_step != 1:
             raise SpecError(f"first_run_step = {self.first_run_step} needs a run_id")
         if not 16 <= len(self.session_id) <= 64:
@@ -69,17 +109,27 @@ class SessionSpec:
             raise SpecError(f"party identities must be distinct and differ from the coordinator's: {names}")
         for n in [*names, self.coordinator_identity]:
             if not _IDENTITY.match(n):
-                raise SpecError(f"identity {n!r} is not a valid certificate name")
+                raise SpecError(f"identity {shown(n)} is not a valid certificate name")
         if self.reveal_mode not in REVEAL_MODES:
-            raise SpecError(f"reveal_mode {self.reveal_mode!r} is not one of {REVEAL_MODES}")
+            raise SpecError(f"reveal_mode {shown(self.reveal_mode)} is not one of {REVEAL_MODES}")
         if self.sign_precompute not in SIGN_PRECOMPUTE:
-            raise SpecError(f"sign_precompute {self.sign_precompute!r} is not one of {SIGN_PRECOMPUTE}")
+            raise SpecError(f"sign_precompute {shown(self.sign_precompute)} is not one of {SIGN_PRECOMPUTE}")
         if self.topology not in TOPOLOGIES:
-            raise SpecError(f"topology {self.topology!r} is not one of {TOPOLOGIES}")
+            raise SpecError(f"topology {shown(self.topology)} is not one of {TOPOLOGIES}")
         if self.topology == "relay" and not self.relay_address:
             raise SpecError("topology 'relay' needs relay_address (the coordinator's relay endpoint)")
+        for where, addr in [("relay_address", self.relay_address)] + [
+            (f"party {p.id} address", p.address) for p in self.parties
+        ]:
+            why = address_problem(addr) if addr else None
+            if why is not None:
+                raise SpecError(f"{where} {shown(addr)} {why}")
         if not self.model:
             raise SpecError("model must be named")
+        if len(self.model) > MAX_MODEL_CHARS or not self.model.isprintable():
+            raise SpecError(
+                f"model {shown(self.model)} must be at most {MAX_MODEL_CHARS} printable characters"
+            )
         try:
             json.dumps(self.model_params)
         except TypeError as exc:

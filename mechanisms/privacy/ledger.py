@@ -22,6 +22,13 @@ Budgets:
   advance; with privacy parameters chosen adaptively from outputs it is not a proven filter
   (Whitehouse, Ramdas, Rogers, Wu, 2023, give filters for that case). Use it with fixed per-step
   worst-case events (the same profile every step), or use the GDP filter.
+
+The limit rule: a batch is admitted when the spend after it is ``≤ limit · (1 + LIMIT_RTOL)``, with
+``LIMIT_RTOL = 1e-9``. Spends are floating-point sums (and square roots) of per-batch numbers, so a plan
+whose last batch lands exactly on the limit (say 100 batches of μ = 0.1 under μ_max = 1) computes to
+1.0000000000000002 and would be refused by a bare ``≤``. The tolerance admits it; it can never admit a
+spend more than a relative 1e-9 above the limit, far below the precision of the accounting itself (PLD
+discretisation 1e-3, conversions).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from .composition import compose_events
 from .events import PrivacyEvent, event_from_dict
 
 __all__ = [
+    "LIMIT_RTOL",
     "Budget",
     "BudgetExceededError",
     "EpsDeltaBudget",
@@ -43,7 +51,17 @@ __all__ = [
     "PrivacyLedger",
     "SpendReport",
     "UnsupportedEventError",
+    "within_limit",
 ]
+
+
+#: relative tolerance of the limit (see the module docstring): admitted iff spend <= limit * (1 + LIMIT_RTOL)
+LIMIT_RTOL = 1e-9
+
+
+def within_limit(spend: float, limit: float) -> bool:
+    """The limit rule: ``spend <= limit * (1 + LIMIT_RTOL)`` (NaN is never within)."""
+    return spend <= limit * (1.0 + LIMIT_RTOL)
 
 
 class BudgetExceededError(RuntimeError):
@@ -173,7 +191,8 @@ class PrivacyLedger:
         """Dry run: what committing ``events`` would spend. Raises ``UnsupportedEventError``."""
         before = self.spent()
         after = self.budget.spend((*self.events, *events))
-        return SpendReport(after <= self.budget.limit, before, after, self.budget.limit, self.budget.unit)
+        allowed = within_limit(after, self.budget.limit)
+        return SpendReport(allowed, before, after, self.budget.limit, self.budget.unit)
 
     def would_exceed(self, events: Sequence[PrivacyEvent]) -> bool:
         """True if committing ``events`` would exceed the budget (no state changes)."""
