@@ -60,7 +60,13 @@ EXPERIMENT.toml::
     #   asking the parties, which keeps the posterior, and the registries then charge each step at its
     #   confidential amplification, not only the Gaussian bound).
     # rejection (proposals from the prior; each party's bound stays private):
-    #   n_accept, max_proposals, batch_size (proposals per Evaluate step), log_bound_margin (default 0).
+    #   n_accept, max_proposals, batch_size (proposals per Evaluate step), log_bound_margin (default 0:
+    #   each party inflates its bound by e^margin, so a <= -m margin; the acceptance rate falls by
+    #   e^(m margin)), bound = "data" (each party's maximum likelihood) | "public" (the model's bound for
+    #   any data of that size: leaks nothing, accepts far less), max_sensitivity (a public cap on a
+    #   proposal's per-record log-likelihood range; proposals beyond it are rejected publicly, so the draws
+    #   are exact for the prior restricted to that set; needed by a registry with a budget), lazy (gamma:
+    #   lazy rejection sampling = rejection sampling with bound M / gamma, sign reveal).
     # abcdp (federated ABCDP with the sparse vector technique; reveal.mode must be "svt"):
     #   simulator ("toy": ABCDP section 6.1 mixture), eps_abc, eps_total (inf: no noise), c (accepts),
     #   resample (bool), n_features (even), bandwidth, n_records (public total N; also the simulated
@@ -157,7 +163,16 @@ SAMPLER_KEYS: dict[str, set[str]] = {
     "mh": MH_KEYS | LAZY_KEYS,
     "adaptive-mh": MH_KEYS | LAZY_KEYS | {"adapt_start", "adapt_every", "adapt_stop", "history_from"},
     "penalty": MH_KEYS | {"tau", "alpha", "n_records", "c", "b", "max_sensitivity"},
-    "rejection": {"kind", "n_accept", "max_proposals", "batch_size", "log_bound_margin"},
+    "rejection": {
+        "kind",
+        "n_accept",
+        "max_proposals",
+        "batch_size",
+        "log_bound_margin",
+        "bound",
+        "max_sensitivity",
+        "lazy",
+    },
     "abcdp": {
         "kind",
         "simulator",
@@ -387,6 +402,8 @@ class SamplerSettings:
     max_proposals: int = 0
     batch_size: int = 0
     log_bound_margin: float = 0.0
+    rejection_bound: str = "data"  # "data" (each party's maximum likelihood) | "public" (the model's)
+    max_sensitivity: float | None = None  # rejection: public cap on a proposal's per-record range
     # abcdp: the public run parameters (FederatedSvtPlan keys; see coordinator/abcdp.py)
     abcdp: dict[str, Any] = field(default_factory=dict)
     simulator: str = ""
@@ -487,6 +504,10 @@ class Experiment:
             out["lazy"] = s.lazy.to_params()
         if s.kind == "rejection" and s.log_bound_margin:
             out["log_bound_margin"] = s.log_bound_margin
+        if s.kind == "rejection" and s.rejection_bound != "data":
+            out["bound"] = s.rejection_bound
+        if s.kind == "rejection" and s.max_sensitivity is not None:
+            out["max_sensitivity"] = s.max_sensitivity
         return out
 
     def with_parties(self, parties: list[PartyEndpoint]) -> Experiment:
@@ -816,12 +837,27 @@ def _sampler(r: Reader, s: dict[str, Any], kind: str, model: Model | None, seed:
             raise r.err("sampler.max_proposals", f"must be >= n_accept = {n_accept}, got {max_proposals}")
         batch_size = r.integer(s, "sampler", "batch_size", min(1000, max_proposals), lo=1, hi=MAX_BATCH)
         margin = r.number(s, "sampler", "log_bound_margin", 0.0, ge=0.0)
+        bound = r.choice(s, "sampler", "bound", ("data", "public"), "data")
+        cap = r.number(s, "sampler", "max_sensitivity", None, gt=0.0)
+        assert model is not None
+        probe = model.sample_prior(np.random.default_rng(0), 1)
+        if cap is not None and model.record_loglik_range(probe) is None:
+            raise r.err("sampler.max_sensitivity", f"model {model.name!r} declares no record_loglik_range")
+        lazy = None
+        if "lazy" in s:
+            try:
+                lazy = Lazy(r.number(s, "sampler", "lazy", gt=0.0, lt=1.0))
+            except ValueError as exc:
+                raise r.err("sampler.lazy", str(exc)) from exc
         return SamplerSettings(
             kind=kind,
             n_accept=n_accept,
             max_proposals=max_proposals,
             batch_size=batch_size,
             log_bound_margin=margin,
+            rejection_bound=bound,
+            max_sensitivity=cap,
+            lazy=lazy,
         )
     # abcdp: the public run parameters become a FederatedSvtPlan (its own checks name the key)
     from mechanisms.abcdp.federated import FederatedSvtPlan
@@ -885,7 +921,7 @@ def _privacy(r: Reader, tbl: dict[str, Any] | None, kind: str, lazy: bool = Fals
     r.only(tbl, "privacy", ("gdp_mu", "epsilon", "delta"))
     if not tbl:
         raise r.err("privacy", "give gdp_mu, or epsilon and delta (or remove the table)")
-    if kind not in ("penalty", "abcdp") and not lazy:
+    if kind not in ("penalty", "abcdp", "rejection") and not lazy:
         raise r.err(
             "privacy",
             f"sampler.kind {kind!r} has no privacy bound (exact accept/reject decisions: the per-step loss "

@@ -522,9 +522,12 @@ class RejectionDriver(Driver):
 
     def step(self, decide: NetworkDecider) -> F64:
         s = self.exp.sampler
-        sampler = RejectionSampler(self.model, decide, batch_size=s.batch_size)
+        sampler = RejectionSampler(
+            self.model, decide, batch_size=s.batch_size, max_sensitivity=s.max_sensitivity
+        )
         n = min(s.batch_size, s.max_proposals - self.proposed)
         ts, public = sampler.propose(self.seeds.rng(self.batch), n)
+        public = sampler.capped(ts, public)  # outside A = {range <= max_sensitivity}: rejected publicly
         acc = np.zeros(n, dtype=bool)
         ok = np.flatnonzero(np.isfinite(public))
         if ok.size:

@@ -25,6 +25,7 @@ daemon start-up when the config names the model under ``[data] model`` (:func:`l
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,8 @@ if TYPE_CHECKING:
     from mechanisms.privacy import RevealView
 
 F64 = npt.NDArray[np.float64]
-PARAMS = {"model_args", "kind", "penalty", "noise", "log_bound_margin", "lazy"}
+PARAMS = {"model_args", "kind", "penalty", "noise", "log_bound_margin", "lazy", "bound", "max_sensitivity"}
+BOUNDS = ("data", "public")
 
 
 class DataSchemaError(AnalysisError):
@@ -140,8 +142,20 @@ class ModelAnalysis:
         if params.get("noise", "exp") not in ("exp", "none"):
             raise AnalysisError(f"{self.name}: noise must be 'exp' or 'none', got {params.get('noise')!r}")
         margin = params.get("log_bound_margin", 0.0)
-        if not isinstance(margin, int | float) or isinstance(margin, bool) or margin < 0:
-            raise AnalysisError(f"{self.name}: log_bound_margin must be a number >= 0, got {margin!r}")
+        if not isinstance(margin, int | float) or isinstance(margin, bool) or not 0 <= margin < math.inf:
+            raise AnalysisError(f"{self.name}: log_bound_margin must be a finite number >= 0, got {margin!r}")
+        if kind != "rejection" and ("bound" in params or "max_sensitivity" in params):
+            raise AnalysisError(
+                f"{self.name}: bound and max_sensitivity are rejection-sampling parameters (MH caps its "
+                "steps in penalty.max_sensitivity or lazy.max_sensitivity)"
+            )
+        if params.get("bound", "data") not in BOUNDS:
+            raise AnalysisError(f"{self.name}: bound must be one of {BOUNDS}, got {params.get('bound')!r}")
+        cap = params.get("max_sensitivity")
+        if cap is not None and (
+            not isinstance(cap, int | float) or isinstance(cap, bool) or not 0 < cap < math.inf
+        ):
+            raise AnalysisError(f"{self.name}: max_sensitivity must be a finite number > 0, got {cap!r}")
         self.model(params)
         self.penalty(params)
         lazy = self.lazy(params)
@@ -171,6 +185,106 @@ class ModelAnalysis:
         except (ValueError, TypeError) as exc:
             raise AnalysisError(f"{self.name}: bad lazy {raw!r}: {exc}") from exc
 
+    def rejection_bound(self, model: Model, cols: dict[str, F64], params: dict[str, Any]) -> float:
+        """This party's log M_j (computed once, never sent anywhere): ``bound = "data"`` the maximum of its
+        log-likelihood (over A = {range(θ) <= max_sensitivity} when capped, so that it moves by at most the
+        cap when one record changes), ``"public"`` the model's bound for any dataset of its size; plus the
+        margin."""
+        if self._log_bound is None:
+            cap = params.get("max_sensitivity")
+            margin = float(params.get("log_bound_margin", 0.0))
+            n_j = model.n_records(cols)
+            value: float | None
+            if params.get("bound", "data") == "public":
+                value = model.public_log_bound(n_j)
+                what = "public_log_bound"
+            elif cap is not None:
+                value = model.max_log_likelihood_within(cols, float(cap))
+                what = "max_log_likelihood_within"
+            else:
+                value, what = model.max_log_likelihood(cols), "max_log_likelihood"
+            if value is None or not math.isfinite(value):
+                raise AnalysisError(f"{self.name}: model {model.name!r} has no {what} (rejection bound)")
+            self._log_bound = value + margin
+        return self._log_bound
+
+    def check_rejection_batch(
+        self, model: Model, theta_star: F64, public: F64, params: dict[str, Any]
+    ) -> None:
+        """Refuse proposals the accounting does not cover: a public term above 0 (a <= -m margin relies on it)
+        or, with a cap, a proposal outside A (the coordinator must reject those itself)."""
+        if (public > 1e-9).any():
+            raise AnalysisError(
+                f"{self.name}: rejection decisions need public terms <= 0 (log pi - log q - log M_q); got "
+                f"up to {float(public.max()):.6g}"
+            )
+        cap = params.get("max_sensitivity")
+        if cap is None:
+            return
+        rng_ = model.record_loglik_range(theta_star)
+        if rng_ is None:
+            raise AnalysisError(f"{self.name}: model {model.name!r} has no record_loglik_range for the cap")
+        over = ~within_cap(np.asarray(rng_), float(cap))
+        if over.any():
+            raise AnalysisError(
+                f"{self.name}: {int(over.sum())} proposals lie outside the session's max_sensitivity = "
+                f"{float(cap):g} (largest per-record log-likelihood range {float(np.max(rng_)):.6g}); the "
+                "coordinator must reject those itself"
+            )
+
+    def _rejection_events(
+        self, params: dict[str, Any], mode: str, view: RevealView, n: int, lazy: Lazy | None
+    ) -> list[Any]:
+        """Rejection sampling: a = log r <= -m margin, and one replaced record moves it by at most
+        Delta = max_sensitivity (its own term l_j(theta*), on A) plus, with the data bound, max_sensitivity
+        again (log M_j = sup over A moves by at most sup over A of the record range). Charged per decision:
+        ``sign`` the Bernoulli cover of P(a + Gamma((m - q)/m) >= 0) (lazy: times gamma) for a <= -m margin;
+        ``sum`` and ``blinded`` the exact sum-reveal curve delta(eps) = F_k(Delta) for every eps (blinded is
+        a post-processing of the sum; its v2 curve is a numerical estimate without a certificate, so it is
+        not charged)."""
+        from mechanisms.privacy import ProfileEvent, sign_step_profile, sum_reveal_profile
+
+        model = self.model(params)
+        cap = params.get("max_sensitivity")
+        if cap is None:
+            raise Unaccountable(
+                f"{self.name}: rejection sampling needs max_sensitivity, a public cap on the per-record "
+                "log-likelihood range of a proposal (proposals beyond it are rejected publicly): the charge "
+                "of a decision grows with it"
+            )
+        probe = np.atleast_2d(model.sample_prior(np.random.default_rng(0), 1))
+        if model.record_loglik_range(probe) is None:
+            raise Unaccountable(f"{self.name}: model {model.name!r} declares no record_loglik_range")
+        bound = params.get("bound", "data")
+        if bound == "public":
+            if model.public_log_bound(1) is None:
+                raise Unaccountable(f"{self.name}: model {model.name!r} declares no public_log_bound")
+            delta = float(cap)
+        else:
+            if type(model).max_log_likelihood_within is Model.max_log_likelihood_within:
+                raise Unaccountable(
+                    f"{self.name}: model {model.name!r} declares no max_log_likelihood_within, so its "
+                    "data-dependent bound has no bounded sensitivity; use bound = 'public'"
+                )
+            delta = 2.0 * float(cap)
+        m = view.threat.m
+        a_max = -m * float(params.get("log_bound_margin", 0.0))
+        what = f"{self.name} rejection ({bound} bound, range <= {float(cap):g}, Delta = {delta:g})"
+        if lazy is not None and (mode != "sign" or view.observed != "sign"):
+            raise Unaccountable(f"{self.name}: lazy rejection sampling: {view.note}; the coin is not secret")
+        if view.observed == "sign":
+            res = sign_step_profile(delta, view.threat, lazy.gamma if lazy else None, a_max)
+            if not res.bounded:
+                raise Unaccountable(
+                    f"{self.name}: {res.message} (rejection sampling: set log_bound_margin > 0 so a < 0, "
+                    "or use lazy acceptance)"
+                )
+            label = f"{what}, sign, a <= {a_max:g}" + (f", lazy gamma={lazy.gamma:g}" if lazy else "")
+            return [ProfileEvent(res.profile, count=n, label=label)]
+        if view.observed in ("sum", "blinded"):
+            return [ProfileEvent(sum_reveal_profile(delta, view.threat), count=n, label=f"{what}, {mode}")]
+        raise Unaccountable(f"{self.name}: {view.note}")
+
     def _lazy_events(
         self, params: dict[str, Any], mode: str, view: RevealView, n: int, lazy: Lazy
     ) -> list[Any]:
@@ -187,8 +301,6 @@ class ModelAnalysis:
                 f"{self.name}: lazy acceptance: {view.note}; a coalition that large also knows the secret "
                 "coin and the sum, so nothing bounds the exact accept-reject"
             )
-        if params.get("kind", "mh") != "mh":
-            raise Unaccountable(f"{self.name}: lazy rejection sampling is accounted with kind 'rejection'")
         if lazy.max_sensitivity is None:
             raise Unaccountable(
                 f"{self.name}: lazy MH needs lazy.max_sensitivity, a public cap on the per-record "
@@ -223,6 +335,8 @@ class ModelAnalysis:
         :class:`Unaccountable`, so a party with a privacy budget refuses the session.
         """
         lazy = self.lazy(params)
+        if params.get("kind", "mh") == "rejection":
+            return self._rejection_events(params, mode, view, n, lazy)
         if lazy is not None:
             return self._lazy_events(params, mode, view, n, lazy)
         pen = self.penalty(params)
@@ -280,9 +394,8 @@ class ModelAnalysis:
         penalty = self.penalty(params)
         log_bound = None
         if kind == "rejection":
-            if self._log_bound is None:
-                self._log_bound = model.max_log_likelihood(cols) + float(params.get("log_bound_margin", 0.0))
-            log_bound = self._log_bound
+            log_bound = self.rejection_bound(model, cols, params)
+            self.check_rejection_batch(model, theta_star, public, params)
         try:
             req = DecisionRequest(
                 kind=kind, theta_star=theta_star, public=public, theta=theta, penalty=penalty

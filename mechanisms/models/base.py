@@ -15,6 +15,18 @@ A model is public code with public hyperparameters. It owns:
 * ``max_log_likelihood(data)``: sup_θ log p(X | θ) for a party's own records (the party's private
   rejection-sampling bound log M_j; it never leaves the party).
 
+Optional, for rejection sampling under a privacy budget (each returns ``None`` when the model has none, and
+a registry with a budget then refuses the analysis, naming the method):
+
+* ``record_loglik_range(theta)``: per proposal, sup over records x, x' the schema allows of
+  |log p(x | θ) − log p(x' | θ)| — how much one replaced record moves ℓ_j(θ*);
+* ``public_log_bound(n)``: an upper bound on sup_θ log p(X | θ) valid for *every* dataset of n records the
+  schema allows (a rejection bound that depends on nothing private; 0 for discrete outcomes);
+* ``max_log_likelihood_within(data, max_range)``: sup of log p(X | θ) over the θ in the bounds with
+  ``record_loglik_range(θ) <= max_range`` (the set a capped rejection sampler proposes from). As a bound it
+  moves by at most ``max_range`` when one record is replaced (|sup F − sup F'| ≤ sup |F − F'|), which is
+  what lets a registry keep a data-dependent rejection bound and still account for it.
+
 A user adds a model in one file: subclass :class:`Model` (a frozen dataclass whose fields are the model's
 public arguments) and name it as ``"package.module:ClassName"`` wherever a model is named (a party's
 ``allow.models``, a session's model, :func:`load_model`). Pure: no I/O, randomness passed in.
@@ -189,6 +201,18 @@ class Model(ABC):
     @abstractmethod
     def max_log_likelihood(self, data: Data) -> float:
         """sup_θ log p(X | θ) over θ in the bounds (a party's private rejection bound log M_j)."""
+
+    def record_loglik_range(self, theta: F64) -> F64 | None:
+        """Per proposal: sup over schema-allowed records x, x' of |log p(x | θ) − log p(x' | θ)|."""
+        return None
+
+    def public_log_bound(self, n_records: int) -> float | None:
+        """A bound on sup_θ log p(X | θ) for every dataset of ``n_records`` records the schema allows."""
+        return None
+
+    def max_log_likelihood_within(self, data: Data, max_range: float) -> float | None:
+        """sup of log p(X | θ) over θ in the bounds with ``record_loglik_range(θ) <= max_range``."""
+        return None
 
     def n_records(self, data: Data) -> int:
         return len(data[self.schema[0].name])

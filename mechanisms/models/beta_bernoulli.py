@@ -71,6 +71,25 @@ class BetaBernoulli(Model):
         th, ts = as_batch(theta, 1)[:, 0], as_batch(theta_star, 1)[:, 0]
         return np.maximum(np.abs(np.log(ts) - np.log(th)), np.abs(np.log1p(-ts) - np.log1p(-th)))
 
+    def record_loglik_range(self, theta: F64) -> F64 | None:
+        """|log θ − log(1 − θ)|: the two records y = 1 and y = 0."""
+        th = as_batch(theta, 1)[:, 0]
+        return np.asarray(np.abs(np.log(th) - np.log1p(-th)), dtype=np.float64)
+
+    def public_log_bound(self, n_records: int) -> float | None:
+        """0: every record's likelihood is at most 1."""
+        return 0.0
+
+    def max_log_likelihood_within(self, data: Data, max_range: float) -> float | None:
+        """|logit θ| <= max_range is the interval [σ(−r), σ(r)]; the log-likelihood is concave in θ, so the
+        maximum is at the MLE k/n clipped to it."""
+        k, n = self._stats(data)
+        if n == 0:
+            return 0.0
+        lo, hi = special.expit(-max_range), special.expit(max_range)
+        p = float(np.clip(k / n, lo, hi))
+        return float(special.xlogy(k, p) + special.xlog1py(n - k, -p))
+
     def max_log_likelihood(self, data: Data) -> float:
         k, n = self._stats(data)
         if n == 0:

@@ -73,6 +73,18 @@ class BayesLogistic(Model):
         b = np.r_[1.0, np.full(self.p, self.x_bound)]
         return np.abs(as_batch(theta_star, self.d) - as_batch(theta, self.d)) @ b
 
+    def record_loglik_range(self, theta: F64) -> F64 | None:
+        """H = |β_0| + x_bound Σ_k |β_k| bounds |η| over the schema, and log p(y | x, β) = −log(1 + e^{∓η})
+        lies in [−log(1 + e^H), −log(1 + e^{−H})], a range of exactly H."""
+        th = as_batch(theta, self.d)
+        b = np.r_[1.0, np.full(self.p, self.x_bound)]
+        return np.asarray(np.abs(th) @ b, dtype=np.float64)
+
+    def public_log_bound(self, n_records: int) -> float | None:
+        """0: every record's likelihood is at most 1 (the parameter space is unbounded, so the data-dependent
+        bound has no finite sensitivity: ``max_log_likelihood_sensitivity`` is None)."""
+        return 0.0
+
     def max_log_likelihood(self, data: Data) -> float:
         """Newton's method on the log-likelihood (tiny ridge for separable data); sup ≤ 0 always."""
         x, y = self.design(data), data[self.outcome]

@@ -136,6 +136,7 @@ class LocalParties:
     rule: DecisionRule
     _log_bounds: list[float] | None = field(default=None, repr=False)
     calls: int = 0
+    max_range: float | None = None  # rejection: each party's bound over {θ : range(θ) <= max_range} only
 
     @property
     def m(self) -> int:
@@ -144,7 +145,13 @@ class LocalParties:
     def log_bounds(self) -> list[float]:
         """Each party's private rejection bound log M_j (computed by that party from its own records)."""
         if self._log_bounds is None:
-            self._log_bounds = [self.model.max_log_likelihood(d) for d in self.datasets]
+            if self.max_range is None:
+                self._log_bounds = [self.model.max_log_likelihood(d) for d in self.datasets]
+            else:
+                within = [self.model.max_log_likelihood_within(d, self.max_range) for d in self.datasets]
+                if any(b is None for b in within):
+                    raise ValueError(f"model {self.model.name} has no max_log_likelihood_within")
+                self._log_bounds = [float(b) for b in within if b is not None]
         return self._log_bounds
 
     def log_bound(self, j: int, request: DecisionRequest) -> float | None:

@@ -11,6 +11,12 @@ exact, independent posterior draws. The overall acceptance rate is Z / (M_q Π_j
 
 Runs batches of ``batch_size`` proposals until ``n_accept`` draws are accepted (keeping the first
 ``n_accept`` in proposal order) or ``max_proposals`` proposals have been made.
+
+``max_sensitivity`` (optional, public): proposals whose per-record log-likelihood range
+``model.record_loglik_range(θ*)`` exceeds it are rejected without asking the parties. The accepted draws are
+then exact draws from the posterior under the prior restricted to A = {θ : range(θ) ≤ max_sensitivity}
+(a public truncation of the prior, which the registries' privacy accounting needs: see
+``parties/models_bridge.py``); choose it so A holds essentially all the posterior mass.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import numpy.typing as npt
 from mechanisms.models.base import Model
 from mechanisms.samplers.decision import Decider
 from mechanisms.samplers.mh import Proposal
-from mechanisms.samplers.requests import DecisionRequest
+from mechanisms.samplers.requests import DecisionRequest, within_cap
 from mechanisms.samplers.seeds import PublicSeeds
 
 F64 = npt.NDArray[np.float64]
@@ -49,6 +55,16 @@ class RejectionSampler:
     batch_size: int = 1000
     proposal: Proposal | None = None
     log_bound_q: float = 0.0
+    max_sensitivity: float | None = None
+
+    def capped(self, ts: F64, public: F64) -> F64:
+        """The public terms with proposals outside A = {range(θ) <= max_sensitivity} set to −inf."""
+        if self.max_sensitivity is None:
+            return public
+        rng_ = self.model.record_loglik_range(ts)
+        if rng_ is None:
+            raise ValueError(f"model {self.model.name} has no record_loglik_range for max_sensitivity")
+        return np.where(within_cap(np.asarray(rng_), self.max_sensitivity), public, -np.inf)
 
     def propose(self, rng: np.random.Generator, n: int) -> tuple[F64, F64]:
         """(θ*, public term) for a batch."""
@@ -71,6 +87,7 @@ class RejectionSampler:
         while n_kept < n_accept and proposed < max_proposals:
             n = min(self.batch_size, max_proposals - proposed)
             ts, public = self.propose(seeds.rng(batches), n)
+            public = self.capped(ts, public)
             acc = np.zeros(n, dtype=bool)
             ok = np.flatnonzero(np.isfinite(public))
             if ok.size:

@@ -43,6 +43,7 @@ def test_every_example_is_covered() -> None:
         "penalty",
         "lazy-mh",
         "rejection",
+        "private-rejection",
         "abcdp",
         "demo",
     }

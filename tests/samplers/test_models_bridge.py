@@ -40,6 +40,8 @@ def test_daemon_terms_equal_simulation_terms(kind: str, mode: str) -> None:
     n = 9
     th, ts = rng.normal(0, 0.5, (n, 3)), rng.normal(0, 0.5, (n, 3))
     pub = rng.normal(size=n)
+    if kind == "rejection":  # log pi - log q - log M_q <= 0 by construction (a party refuses more)
+        pub = -np.abs(pub)
     params: dict = {"model_args": {"p": 2}, "kind": "rejection" if kind == "rejection" else "mh"}
     pen = None
     if kind == "penalty":
