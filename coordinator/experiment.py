@@ -47,7 +47,10 @@ EXPERIMENT.toml::
     init_scale = 0.1                # with init = "prior": start at init_scale x the prior draw (default 1)
     # adaptive-mh (Haario et al.; mechanisms.samplers.AdaptiveMH): adapt_start (default iterations // 10),
     #   adapt_every (iterations // 40), adapt_stop (iterations // 2), history_from (iterations // 20);
-    #   warmup must be >= adapt_stop (only draws of the frozen kernel are posterior draws).
+    #   warmup must be >= adapt_stop (only draws of the frozen kernel are posterior draws); final =
+    #   "random-walk" (default) | "independence" (from adapt_stop on, proposals N(mean, k^2 cov) fitted to
+    #   the history, k = independence_scale, default 1: nearly independent draws per decision). The penalty
+    #   kind takes these keys too (then it is adaptive).
     # mh, adaptive-mh: lazy = 0.5 (optional; reveal sign, sign_precompute inline): accept only if the MH
     #   test passes AND a secret coin with P(1) = lazy comes up, made inside the protocol (gamma = k / 2^L,
     #   L <= 16); the chain stays exact (lazy MH is reversible), mixing slows by 1/gamma, and each step is
@@ -159,10 +162,11 @@ MH_KEYS = {
     "init_scale",
 }
 LAZY_KEYS = {"lazy", "max_sensitivity"}
+ADAPT_KEYS = {"adapt_start", "adapt_every", "adapt_stop", "history_from", "final", "independence_scale"}
 SAMPLER_KEYS: dict[str, set[str]] = {
     "mh": MH_KEYS | LAZY_KEYS,
-    "adaptive-mh": MH_KEYS | LAZY_KEYS | {"adapt_start", "adapt_every", "adapt_stop", "history_from"},
-    "penalty": MH_KEYS | {"tau", "alpha", "n_records", "c", "b", "max_sensitivity"},
+    "adaptive-mh": MH_KEYS | LAZY_KEYS | ADAPT_KEYS,
+    "penalty": MH_KEYS | ADAPT_KEYS | {"tau", "alpha", "n_records", "c", "b", "max_sensitivity"},
     "rejection": {
         "kind",
         "n_accept",
@@ -394,6 +398,8 @@ class SamplerSettings:
     adapt_start: int = 0
     adapt_every: int = 1
     adapt_stop: int = 0
+    final: str = "random-walk"  # adaptive: the fixed kernel after adapt_stop (random-walk | independence)
+    independence_scale: float = 1.0
     history_from: int = 0
     penalty: Penalty | None = None
     lazy: Lazy | None = None  # lazy acceptance (sign reveal): a secret coin of probability gamma
@@ -407,6 +413,11 @@ class SamplerSettings:
     # abcdp: the public run parameters (FederatedSvtPlan keys; see coordinator/abcdp.py)
     abcdp: dict[str, Any] = field(default_factory=dict)
     simulator: str = ""
+
+    @property
+    def adaptive(self) -> bool:
+        """Adaptive MH (kind adaptive-mh, or penalty with the adapt_* keys)."""
+        return self.adapt_stop > 0
 
     @property
     def batches(self) -> int:
@@ -772,7 +783,7 @@ def _sampler(r: Reader, s: dict[str, Any], kind: str, model: Model | None, seed:
             raise r.err("sampler.burn_in", "give warmup or burn_in (the same thing), not both")
         wkey = "burn_in" if "burn_in" in s else "warmup"
         adapt: dict[str, Any] = {}
-        if kind == "adaptive-mh":
+        if kind == "adaptive-mh" or (kind == "penalty" and ADAPT_KEYS & set(s)):
             adapt = {
                 "adapt_start": r.integer(s, "sampler", "adapt_start", max(iterations // 10, 1), lo=1),
                 "adapt_every": r.integer(s, "sampler", "adapt_every", max(iterations // 40, 1), lo=1),
@@ -789,6 +800,10 @@ def _sampler(r: Reader, s: dict[str, Any], kind: str, model: Model | None, seed:
                 raise r.err(
                     "sampler.history_from", "must be <= adapt_start (the history feeds the first adaptation)"
                 )
+            adapt["final"] = r.choice(s, "sampler", "final", ("random-walk", "independence"), "random-walk")
+            adapt["independence_scale"] = r.number(s, "sampler", "independence_scale", 1.0, gt=0.0)
+            if "independence_scale" in s and adapt["final"] != "independence":
+                raise r.err("sampler.independence_scale", "applies to final = 'independence' only")
         default_warmup = adapt["adapt_stop"] if adapt else iterations // 2
         warmup = r.integer(s, "sampler", wkey, default_warmup, lo=0, hi=iterations - 1)
         if adapt and warmup < adapt["adapt_stop"]:

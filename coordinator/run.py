@@ -419,7 +419,7 @@ class MHDriver(Driver):
     def kernel(self, decide: Any) -> RandomWalkMH | AdaptiveMH:
         s, m = self.exp.sampler, self.exp.m
         assert s.proposal_cov is not None
-        if s.kind == "adaptive-mh":
+        if s.adaptive:
             return AdaptiveMH(
                 self.model,
                 decide,
@@ -431,6 +431,8 @@ class MHDriver(Driver):
                 penalty=s.penalty,
                 m=m,
                 lazy=s.lazy,
+                final=s.final,
+                independence_scale=s.independence_scale,
             )
         return RandomWalkMH(self.model, decide, s.proposal_cov, penalty=s.penalty, m=m, lazy=s.lazy)
 
@@ -453,7 +455,7 @@ class MHDriver(Driver):
 
     def restore(self, st: dict[str, Any]) -> None:
         theta, lp = _arr(st["theta"]).reshape(self.chains, self.d), _arr(st["log_prior"])
-        if self.exp.sampler.kind == "adaptive-mh":
+        if self.exp.sampler.adaptive:
             self.mh = AdaptiveState(
                 theta,
                 lp,

@@ -92,9 +92,17 @@ def reference_draws(exp: Experiment, data: list[dict[str, F64]]) -> F64 | None:
     decide = LocalParties(model, [pooled], BernoulliRule(seeds.rng(0, party=99)))
     assert s.proposal_cov is not None
     kernel: RandomWalkMH | AdaptiveMH
-    if s.kind == "adaptive-mh":
+    if s.adaptive:  # the same kernel without the privacy machinery (no penalty noise, no lazy coin)
         kernel = AdaptiveMH(
-            model, decide, s.proposal_cov, s.adapt_start, s.adapt_every, s.adapt_stop, s.history_from
+            model,
+            decide,
+            s.proposal_cov,
+            s.adapt_start,
+            s.adapt_every,
+            s.adapt_stop,
+            s.history_from,
+            final=s.final,
+            independence_scale=s.independence_scale,
         )
     else:
         kernel = RandomWalkMH(model, decide, s.proposal_cov)

@@ -15,7 +15,12 @@ sum / blinded / sign, in memory or over the network) is not its business. ``rng`
   and covariance); at iterations t = start,
   start + every, ... < ``stop`` the proposal covariance is reset to (2.38²/d)(Ĉ + eps I); from ``stop`` on
   it is frozen. Draws after ``stop`` come from a fixed MH kernel with the exact posterior as its invariant
-  law, so use only those (finite adaptation: no diminishing-adaptation argument needed).
+  law, so use only those (finite adaptation: no diminishing-adaptation argument needed). With
+  ``final = "independence"`` the fixed kernel from ``stop`` on is an independence sampler instead, with
+  proposal N(μ̄, κ² Ĉ): μ̄ the mean of the chains' history means, Ĉ the pooled within-chain covariance,
+  κ = ``independence_scale`` (both frozen at ``stop``, from public chain states only). Near-Gaussian
+  posteriors then give nearly independent draws per decision — what a privacy budget charged per
+  decision wants.
 * Penalty MH: any kernel built with ``penalty=`` (and the number of parties ``m``) adds the public
   correction −mσ²/2; each party adds λ_j ~ N(0, σ²) (:mod:`mechanisms.samplers.penalty`).
 
@@ -206,6 +211,23 @@ class AdaptiveMH:
     penalty: Penalty | None = None
     m: int | None = None
     lazy: Lazy | None = None
+    final: str = "random-walk"  # the kernel from ``stop`` on: "random-walk" | "independence"
+    independence_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.final not in ("random-walk", "independence"):
+            raise ValueError(f"final must be 'random-walk' or 'independence', got {self.final!r}")
+        if not self.independence_scale > 0:
+            raise ValueError(f"independence_scale must be > 0, got {self.independence_scale}")
+
+    def independence_proposal(self, state: AdaptiveState) -> GaussianProposal:
+        """N(μ̄, κ² Ĉ) from the (frozen) history: μ̄ the mean of the chain means, Ĉ pooled within-chain."""
+        d = self.model.d
+        dof = state.mean.shape[0] * (state.count - 1)
+        if state.count < 2 or dof <= d:
+            raise ValueError("the independence proposal needs a history of at least 2 iterations per chain")
+        emp = state.m2 / dof + self.eps * np.eye(d)
+        return GaussianProposal(state.mean.mean(axis=0), self.independence_scale**2 * emp)
 
     def init(self, theta0: npt.ArrayLike) -> AdaptiveState:
         base = RandomWalkMH.init(self, theta0)  # type: ignore[arg-type]
@@ -233,14 +255,20 @@ class AdaptiveMH:
         cov = state.cov
         if self.start <= t < self.stop and (t - self.start) % self.every == 0:
             cov = self.adapted_cov(state)
-        chol = np.linalg.cholesky(cov)
-        ts = state.theta + rng.standard_normal(state.theta.shape) @ chol.T
+        if self.final == "independence" and t >= self.stop:
+            prop = self.independence_proposal(state)
+            ts = prop.sample(rng, state.theta.shape[0])
+            q_ratio = prop.logpdf(state.theta) - prop.logpdf(ts)
+        else:
+            chol = np.linalg.cholesky(cov)
+            ts = state.theta + rng.standard_normal(state.theta.shape) @ chol.T
+            q_ratio = np.zeros(ts.shape[0])
         inner, info = mh_decide(
             self.model,
             self.decide,
             MHState(state.theta, state.log_prior),
             ts,
-            np.zeros(ts.shape[0]),
+            q_ratio,
             self.penalty,
             self.m,
             self.lazy,

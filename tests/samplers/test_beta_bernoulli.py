@@ -76,6 +76,25 @@ def test_independence_and_adaptive_mh_recover_posterior() -> None:
     assert 0.5 < state.cov[0, 0] / (2.38**2 * post.var()) < 2.0
     check_draws_match(tr.draws[120:, :, 0], post, "adaptive MH (after adaptation stops)")
 
+    # final = "independence": from stop on, proposals N(mean of chain means, k^2 pooled covariance)
+    rule = ConfidentialRule(plaintext_decide, noise_rngs(M, "aimh"), "sign")
+    aimh = AdaptiveMH(
+        MODEL,
+        LocalParties(MODEL, data, rule),
+        init_cov=0.5**2,
+        start=40,
+        every=20,
+        stop=120,
+        final="independence",
+        independence_scale=1.2,
+    )
+    state, tr = run_kernel(aimh, aimh.init(MODEL.sample_prior(seeds.init_rng(), 32)), 300, PublicSeeds(9))
+    prop = aimh.independence_proposal(state)
+    assert abs(prop.mean[0] - post.mean()) < 0.2 * post.std()
+    assert 0.5 < prop.cov[0, 0] / (1.2**2 * post.var()) < 2.0
+    assert tr.accept[120:].mean() > 0.6  # nearly independent draws: most proposals accepted
+    check_draws_match(tr.draws[120:, :, 0], post, "adaptive MH, independence after adaptation")
+
 
 @pytest.mark.parametrize("mode", MODES)
 def test_rejection_sampling_exact_and_acceptance_rate(mode: str) -> None:
