@@ -51,11 +51,13 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import numpy as np
 
 from coordinator.api import PartyEndpoint
 from hss.fixedpoint import FixedPoint, max_threshold
 from mechanisms.privacy import (
     AmplifiedGaussianEvent,
+    Composition,
     EnvelopeTradeOff,
     EpsDeltaTradeOff,
     GaussianEvent,
@@ -277,6 +279,7 @@ class Spend:
     # eps at delta had the penalty steps been plain Gaussian releases (each party's noisy term, no
     # confidential accept-reject): set when some event carries a confidential amplification
     plain_eps: float | None = None
+    composition: Composition | None = field(default=None, repr=False, compare=False)  # of ``events``
 
     @property
     def decisions(self) -> int:
@@ -294,11 +297,12 @@ def recompose(events: list[PrivacyEvent], delta: float, budget_json: str = "") -
         if any(mu is None for mu in mus)
         else math.sqrt(sum(e.count * mu * mu for e, mu in zip(events, mus, strict=True) if mu is not None))
     )
-    eps = compose_events(events).eps_at(delta) if events else 0.0
+    comp = compose_events(events) if events else None
+    eps = comp.eps_at(delta) if comp is not None else 0.0
     budget = json.loads(budget_json) if budget_json else {}
     plain = plain_events(events)
     plain_eps = compose_events(plain).eps_at(delta) if plain is not None else None
-    return Spend(events, gdp, delta, eps, budget, plain_eps)
+    return Spend(events, gdp, delta, eps, budget, plain_eps, comp)
 
 
 def plain_events(events: list[PrivacyEvent]) -> list[PrivacyEvent] | None:
@@ -416,11 +420,11 @@ def spend_tradeoff(sp: Spend) -> TradeOff:
     """The spent privacy as a trade-off curve: G_mu for GDP ledgers, else the envelope of delta(eps)."""
     if sp.gdp_mu is not None and all(e.kind == "gaussian" for e in sp.events):
         return GaussianTradeOff(sp.gdp_mu)
-    comp = compose_events(sp.events)
-    grid = [0.05 * i for i in range(0, 601)]
-    return EnvelopeTradeOff(
-        tuple(grid), tuple(min(1.0, max(0.0, comp.delta_at(e))) for e in grid), name="spent"
-    )
+    comp = sp.composition if sp.composition is not None else compose_events(sp.events)
+    # reach past the spent epsilon, up to where e^eps still fits a double
+    top = min(700.0, max(30.0, 1.5 * sp.eps)) if math.isfinite(sp.eps) else 30.0
+    grid = np.linspace(0.0, top, 241)
+    return EnvelopeTradeOff(tuple(grid), tuple(np.clip(comp.delta_at_many(grid), 0.0, 1.0)), name="spent")
 
 
 def budget_tradeoff(budget: dict[str, Any]) -> TradeOff | None:

@@ -116,3 +116,21 @@ def test_profile_validation() -> None:
         PrivacyProfile((0.0, 1.0), (0.1, 0.05), method="guess")
     p = PrivacyProfile((0.0, 1.0), (0.2, 0.05), "x", "numerical bound", None)
     assert PrivacyProfile.from_dict(p.to_dict()) == p
+
+
+def test_vectorised_deltas_equal_dp_accounting() -> None:
+    """pld_deltas (the fast path of reports and plots) equals dp_accounting's own get_delta_for_epsilon."""
+    from mechanisms.privacy import LaplaceEvent, ProfileEvent, sign_step_profile
+    from mechanisms.privacy.composition import pld_deltas
+    from mechanisms.privacy.threat import ThreatModel
+
+    grid = np.linspace(0.0, 40.0, 161)
+    for events in (
+        [LaplaceEvent(0.3, count=50), EpsDeltaEvent(0.2, 1e-6, count=3)],
+        [ProfileEvent(sign_step_profile(0.5, ThreatModel(5, 1), 0.5).profile, count=400)],
+    ):
+        comp = compose_events(events)
+        assert comp.pld is not None
+        want = np.asarray(comp.pld.get_delta_for_epsilon(list(grid)))
+        np.testing.assert_allclose(pld_deltas(comp.pld, grid), want, rtol=1e-9, atol=1e-15)
+        np.testing.assert_allclose(comp.delta_at_many(grid), want, rtol=1e-9, atol=1e-15)
