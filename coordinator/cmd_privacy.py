@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-HELP = "privacy budgets: plan (dry run of a session at every party) and report (what each party spent)"
+HELP = (
+    "privacy budgets: plan (dry run of a session at every party), report (what each party spent) and audit "
+    "(membership inference against a stated guarantee)"
+)
 SUBCOMMANDS: list[tuple[str, str]] = [
     ("plan", "coordinator.cmd_privacy_plan"),
     ("report", "coordinator.cmd_privacy_report"),
+    ("audit", "coordinator.cmd_privacy_audit"),
 ]
