@@ -119,6 +119,7 @@ class AuditConfig:
     params: dict[str, Any]
     colluding: int
     noise_scale: float = 1.0  # TESTING ONLY: each registry's noise multiplied by this (a broken mechanism)
+    protocol_runs: int = 0  # abcdp: runs through the SVT protocol in memory (the bulk uses its specification)
 
     @property
     def m(self) -> int:
@@ -163,13 +164,21 @@ def load_audit(path: str | Path) -> AuditConfig:
             raise err(f"{where}.{key}", f"wrong type: got {type(v).__name__}")
         return v
 
+    def colluding_raw(t: dict[str, Any]) -> bool:
+        return bool(t.get("colluding", 0))
+
     def only(t: dict[str, Any], where: str, keys: set[str]) -> None:
         extra = sorted(set(t) - keys)
         if extra:
             raise err(f"{where}.{extra[0]}", f"unknown key (allowed: {', '.join(sorted(keys))})")
 
     a, mo, da, me, th = table("audit"), table("model"), table("data"), table("mechanism"), table("threat")
-    only(a, "audit", {"name", "runs", "daemon_runs", "steps", "confidence", "delta", "seed", "noise_scale"})
+    only(
+        a,
+        "audit",
+        {"name", "runs", "daemon_runs", "protocol_runs", "steps", "confidence", "delta", "seed"}
+        | {"noise_scale"},
+    )
     only(mo, "model", {"name", "params"})
     only(da, "data", {"parties", "records", "data_seed"})
     only(me, "mechanism", {"kind", "reveal", "threshold", "theta", "theta_star", "params"})
@@ -192,7 +201,12 @@ def load_audit(path: str | Path) -> AuditConfig:
     noise_scale = get(a, "audit", "noise_scale", float, 1.0)
     if not 0 < noise_scale <= 10:
         raise err("audit.noise_scale", f"must lie in (0, 10], got {noise_scale}")
-    model_name = get(mo, "model", "name", str)
+    kind = get(me, "mechanism", "kind", str, "mh")
+    if kind not in ("mh", "rejection", "abcdp"):
+        raise err("mechanism.kind", f"must be 'mh', 'rejection' or 'abcdp', got {kind!r}")
+    if kind == "abcdp" and mo:
+        raise err("model", "kind 'abcdp' audits federated ABCDP on 1-d records: remove [model]")
+    model_name = get(mo, "model", "name", str, "beta-bernoulli" if kind == "abcdp" else ...)
     if model_name not in MODELS:
         raise err("model.name", f"the audit builds synthetic registries for {MODELS}, got {model_name!r}")
     model_args = dict(get(mo, "model", "params", dict, {}))
@@ -202,13 +216,16 @@ def load_audit(path: str | Path) -> AuditConfig:
     records = get(da, "data", "records", int, 40)
     if not 2 <= records <= 100_000:
         raise err("data.records", f"must be in 2..100000, got {records}")
-    kind = get(me, "mechanism", "kind", str, "mh")
-    if kind not in ("mh", "rejection"):
-        raise err("mechanism.kind", f"must be 'mh' or 'rejection', got {kind!r}")
-    reveal = get(me, "mechanism", "reveal", str, "sign")
-    if reveal not in ("sum", "blinded", "sign"):
-        raise err("mechanism.reveal", f"must be sum, blinded or sign, got {reveal!r}")
+    reveal = get(me, "mechanism", "reveal", str, "svt" if kind == "abcdp" else "sign")
+    if reveal not in (("svt",) if kind == "abcdp" else ("sum", "blinded", "sign")):
+        want = "svt" if kind == "abcdp" else "sum, blinded or sign"
+        raise err("mechanism.reveal", f"must be {want}, got {reveal!r}")
+    protocol_runs = get(a, "audit", "protocol_runs", int, 0)
+    if not 0 <= protocol_runs <= 1_000_000 or (protocol_runs and kind != "abcdp"):
+        raise err("audit.protocol_runs", "abcdp only: runs through the SVT protocol in memory, 0..1000000")
     threshold = get(me, "mechanism", "threshold", int, (parties - 1) // 2)
+    if kind == "abcdp" and colluding_raw(th):
+        raise err("threat.colluding", "the ABCDP audit observes the SVT bits of the coordinator only")
     if reveal != "sum" and not 1 <= threshold <= (parties - 1) // 2:
         raise err("mechanism.threshold", f"{reveal!r} needs 1 <= t < m/2, got {threshold}")
     colluding = get(th, "threat", "colluding", int, 0)
@@ -251,6 +268,7 @@ def load_audit(path: str | Path) -> AuditConfig:
         params=params,
         colluding=colluding,
         noise_scale=noise_scale,
+        protocol_runs=protocol_runs,
     )
 
 
@@ -584,10 +602,132 @@ def claim_of(setup: Setup) -> tuple[TradeOff | None, float | None, str, list[Pri
     return curve, eps, "the ledger's events (PLD)", events
 
 
+# ---- federated ABCDP: the sparse-vector test of a whole run ------------------------------------------------
+
+
+def run_svt_audit(cfg: AuditConfig, out_dir: Path) -> dict[str, Any]:
+    """One c = 1 federated ABCDP run per sample: K public candidates whose distances sit at the threshold
+    under D and move by the largest shift one record allows under D' (registry 1's record replaced by the
+    1-d canary farthest from it in the feature map); the observation is the index of the first accept.
+    The bulk runs use the SVT's specification with the parties' own noise shares
+    (``federated.reference_decisions``: the protocol's decisions equal it, tested in
+    ``tests/network/test_federated_abcdp.py``); ``protocol_runs`` go through the SVT protocol itself."""
+    from mechanisms.abcdp.federated import FederatedSvtPlan, party_feature_sum
+    from mechanisms.abcdp.federated_run import run_federated_abcdp
+    from mechanisms.privacy import EpsDeltaTradeOff
+
+    t0 = time.perf_counter()
+    p = cfg.params
+    m, per = cfg.m, cfg.records
+    n_cand = int(p.get("candidates", 10))
+    plan = FederatedSvtPlan(
+        eps_abc=float(p.get("eps_abc", 0.1)),
+        eps_total=float(p["eps_total"]),
+        c=1,
+        resample=False,
+        n_records=m * per,
+        n_features=int(p.get("n_features", 8)),
+        bandwidth=float(p.get("bandwidth", 1.0)),
+        dim=1,
+        map_seed=cfg.seed,
+        noise_shares=str(p.get("noise_shares", "robust")),
+    )
+    rng = np.random.default_rng(cfg.data_seed)
+    shards = [rng.normal(0.0, 1.0, (per, 1)) for _ in range(m)]
+    grid = np.linspace(-8.0, 8.0, 1601)[:, None]
+    feats = plan.rff().features(grid)
+    phi0 = np.asarray(plan.rff().features(shards[0][:1]), dtype=np.float64)[0]
+    canary = float(grid[int(np.argmax(np.linalg.norm(feats - phi0, axis=1))), 0])
+    shards1 = [s.copy() for s in shards]
+    shards1[0][0, 0] = canary
+    mu0: F64 = np.sum([party_feature_sum(plan, s) for s in shards], axis=0) / plan.n_records
+    mu1: F64 = np.sum([party_feature_sum(plan, s) for s in shards1], axis=0) / plan.n_records
+    u = (mu1 - mu0) / np.linalg.norm(mu1 - mu0)
+    phibar = np.repeat((mu0 - plan.eps_abc * u)[None, :], n_cand, axis=0)  # rho(D) = eps_abc; D' larger
+
+    def propose(k: int) -> tuple[F64, F64]:
+        return np.zeros((k, 1)), phibar[:k]
+
+    # TESTING ONLY (noise_scale != 1): the registries' Laplace scale multiplied, the claim unchanged
+    import dataclasses
+
+    run_plan = dataclasses.replace(plan, eps_total=plan.eps_total / cfg.noise_scale)
+
+    def first_accepts(data: list[F64], runs: int, backend: str) -> F64:
+        out = np.empty(runs)
+        for i in range(runs):
+            rngs = {j: SecureRandom.from_os() for j in range(1, m + 1)}
+            res = run_federated_abcdp(
+                run_plan,
+                data,
+                propose,
+                m,
+                n_cand,
+                np.random.default_rng(i),
+                rngs,
+                max_candidates=n_cand,
+                backend=backend,  # type: ignore[arg-type]
+                adaptive_batch=False,
+            )
+            hits = np.flatnonzero(res.decisions)
+            out[i] = -(hits[0] if hits.size else n_cand)  # large = an early accept = D
+        return out
+
+    eps = plan.eps_total
+    claim = EpsDeltaTradeOff(eps, 0.0)
+    s0, s1 = first_accepts(shards, cfg.runs, "plaintext"), first_accepts(shards1, cfg.runs, "plaintext")
+    # a late first accept suggests D' (its distances are larger): the statistic "large = D'" is the index
+    name = "index of the first accept"
+    res = audit(statistic_points(-s0, -s1, name=name), claim, eps, cfg.delta, cfg.confidence)
+    results = [("specification", res)]
+    doc: dict[str, Any] = {
+        "audit": cfg.name,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "config": str(cfg.source),
+        "mechanism": {
+            "kind": "abcdp",
+            "reveal": "svt",
+            "plan": plan.to_params(),
+            "m": m,
+            "candidates": n_cand,
+        },
+        "threat": "outside observer (the coordinator): it sees the SVT output bits",
+        "neighbours": {
+            "registry": 1,
+            "record_in_D": float(shards[0][0, 0]),
+            "record_in_D_prime": canary,
+            "distance_shift": float(np.linalg.norm(mu1 - mu0)),
+            "sensitivity_bound": plan.sensitivity,
+        },
+        "audit_sampling": {"seed": cfg.seed, "data_seed": cfg.data_seed, "noise": "OS CSPRNG (SecureRandom)"},
+        "claim": {
+            "text": f"eps_total = {eps:g} for the whole run (pure DP)",
+            "eps_at_delta": eps,
+            "delta": cfg.delta,
+        },
+        "in_memory": _result_doc(res, cfg.runs),
+    }
+    if cfg.protocol_runs:
+        p0 = first_accepts(shards, cfg.protocol_runs, "mpc")
+        p1 = first_accepts(shards1, cfg.protocol_runs, "mpc")
+        pres = audit(statistic_points(-p0, -p1, name=name), claim, eps, cfg.delta, cfg.confidence)
+        doc["protocol"] = _result_doc(pres, cfg.protocol_runs)
+        results.append(("SVT protocol", pres))
+    doc["verdict"] = "; ".join(f"{where}: {r.verdict}" for where, r in results)
+    doc["violated"] = any(r.violated is not None for _, r in results)
+    doc["seconds"] = round(time.perf_counter() - t0, 1)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{cfg.name}.json").write_text(json.dumps(doc, indent=1, default=float) + "\n")
+    plot(results, claim, out_dir / f"{cfg.name}.png", cfg)
+    return doc
+
+
 # ---- the whole audit ---------------------------------------------------------------------------------------
 
 
 def run_audit(cfg: AuditConfig, out_dir: Path, daemons: bool = True) -> dict[str, Any]:
+    if cfg.kind == "abcdp":
+        return run_svt_audit(cfg, out_dir)
     t0 = time.perf_counter()
     setup = build(cfg)
     b0, b1 = setup.log_bounds

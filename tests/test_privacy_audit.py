@@ -106,3 +106,15 @@ def test_bad_file_is_refused_naming_the_key(tmp_path: Path, capsys: pytest.Captu
     cfg.write_text((EXAMPLES / "penalty-sign.toml").read_text().replace("runs = 50000", "runs = 5"))
     assert main(["privacy", "audit", str(cfg), "--out", str(tmp_path / "o")]) == 2
     assert "audit.runs: must be in 100..10000000" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_abcdp_svt_audit(tmp_path: Path, capsys: Capsys) -> None:
+    """Federated ABCDP per run: consistent with eps_total; with the Laplace noise scaled by 1/8 (the claim
+    unchanged) the audit says VIOLATED."""
+    rc, doc = _audit(tmp_path, "abcdp-svt", capsys, runs=4000, protocol_runs=60)
+    assert rc == 0 and "specification: consistent" in doc["verdict"]
+    assert "SVT protocol: consistent" in doc["verdict"]
+    assert doc["neighbours"]["distance_shift"] <= doc["neighbours"]["sensitivity_bound"] + 1e-12
+    rc, doc = _audit(tmp_path, "abcdp-svt", capsys, runs=4000, protocol_runs=0, noise_scale=0.125)
+    assert rc == 1 and "VIOLATED" in doc["verdict"]
