@@ -237,6 +237,8 @@ BUILTIN: dict[str, str] = {
     "beta-bernoulli": "mechanisms.models.beta_bernoulli:BetaBernoulli",
     "bayes-logistic": "mechanisms.models.logistic:BayesLogistic",
     "linear-regression": "mechanisms.models.linear:LinearRegression",
+    "weibull-regression": "mechanisms.models.weibull:WeibullRegression",
+    "logistic-random-intercept": "mechanisms.models.random_effects:LogisticRandomIntercept",
 }
 
 
