@@ -452,6 +452,14 @@ def summarize(result: RunResult, idata: az.InferenceData | None = None) -> pd.Da
 
 def _acceptance_lines(result: RunResult) -> list[str]:
     acc = result.sample_stats.get("accepted")
+    counts = result.provenance.get("counts") if isinstance(result.provenance, Mapping) else None
+    if acc is None and isinstance(counts, Mapping) and counts.get("proposed"):
+        prop, took = int(counts["proposed"]), int(counts.get("accepted", 0))
+        asked = int(counts.get("decisions_asked", prop))
+        return [
+            f"acceptance: {took} of {prop} proposals accepted (rate {took / prop:.4g}); {asked} decisions "
+            "asked (the rest rejected publicly)"
+        ]
     if acc is None:
         return ["acceptance: not recorded (no 'accepted' sample statistic)"]
     per_chain = acc.reshape(result.chains, result.n_draws, -1).mean(axis=(1, 2))

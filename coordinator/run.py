@@ -356,6 +356,7 @@ class Outcome:
     written: dict[str, Path] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     finished: bool = True
+    counts: dict[str, int] = field(default_factory=dict)  # decisions asked, accepted, proposals made
 
 
 class Driver:
@@ -685,6 +686,8 @@ def run_experiment(
         session_ids=session_ids,
         privacy_reports=reports,
         warnings=warnings,
+        counts={"decisions_asked": driver.asked, "accepted": driver.accepted}
+        | ({"proposed": driver.proposed} if isinstance(driver, RejectionDriver) else {}),
     )
     if isinstance(driver, RejectionDriver) and driver.kept < exp.sampler.n_accept:
         w = f"rejection sampling stopped at max_proposals = {exp.sampler.max_proposals}: {driver.kept} draws"
@@ -749,6 +752,7 @@ def provenance(exp: Experiment, outcome: Outcome, endpoints: list[PartyEndpoint]
         "parties": [{"id": p.id, "identity": p.identity, "address": p.address} for p in endpoints],
         "coordinator_identity": exp.coordinator.identity,
         "privacy_target": None if exp.privacy is None else exp.privacy.text(),
+        "counts": outcome.counts,
         "warnings": outcome.warnings,
         "python": platform.python_version(),
         "finished": _now(),

@@ -64,9 +64,10 @@ class AuditLog:
         detail: str | None = None,
         **extra: Any,
     ) -> None:
+        now = time.time()  # one clock reading: microseconds, so lines written close together keep their order
         entry: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
-            + f".{int(time.time() * 1000) % 1000:03d}Z",
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+            + f".{int(now * 1e6) % 1_000_000:06d}Z",
             "who": who,
             "what": what,
             "session": _session_text(session),

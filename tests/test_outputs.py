@@ -555,3 +555,19 @@ def test_party_without_budget_gets_no_privacy_number(tmp_path: Path) -> None:
     d2 = json.loads(files["privacy/party-2.json"].read_text())
     assert f"GDP mu = {math.sqrt(800) * 0.01:.4g}" in d2["statement"]
     assert "0.28 of 2 (mu)" in d2["statement"]
+
+
+def test_rejection_runs_report_their_acceptance() -> None:
+    """A rejection run has no per-draw 'accepted' statistic; its counts give the acceptance line (it said
+    'acceptance: not recorded')."""
+    draws = np.random.default_rng(0).normal(size=(1, 50, 1))
+    res = RunResult(
+        draws=draws,
+        param_names=["theta"],
+        provenance={"counts": {"decisions_asked": 900, "accepted": 50, "proposed": 1000}},
+    )
+    text = format_summary(res)
+    assert "acceptance: 50 of 1000 proposals accepted (rate 0.05); 900 decisions asked" in text
+    assert "not recorded" not in text
+    bare = RunResult(draws=draws, param_names=["theta"])
+    assert "acceptance: not recorded" in format_summary(bare)

@@ -71,13 +71,15 @@ def _rows(mask: npt.NDArray[np.bool_]) -> str:
     return f"row{'s' if idx.size > 1 else ''} {shown}{more}"
 
 
-def _to_float(name: str, raw: Any, problems: list[str]) -> F64 | None:
+def _to_float(name: str, raw: Any, problems: list[str]) -> tuple[F64, npt.NDArray[np.bool_]] | None:
+    """The column as floats and the mask of its non-numeric rows (reported here; the caller still checks the
+    numeric rows, so one bad value does not hide the column's other problems)."""
     arr = np.asarray(raw)
     if arr.ndim != 1:
         problems.append(f"column {name!r}: expected one value per row, got shape {arr.shape}")
         return None
     if arr.dtype.kind in "fiub":
-        return arr.astype(np.float64)
+        return arr.astype(np.float64), np.zeros(arr.shape[0], dtype=bool)
     out = np.empty(arr.shape[0], dtype=np.float64)
     bad = np.zeros(arr.shape[0], dtype=bool)
     for i, v in enumerate(arr.tolist()):
@@ -85,11 +87,11 @@ def _to_float(name: str, raw: Any, problems: list[str]) -> F64 | None:
             out[i] = float(v)
         except (TypeError, ValueError):
             bad[i] = True
+            out[i] = 0.0
     if bad.any():
         example = str(arr[np.flatnonzero(bad)[0]])
         problems.append(f"column {name!r}: non-numeric values in {_rows(bad)} (e.g. {example!r})")
-        return None
-    return out
+    return out, bad
 
 
 def validate_columns(raw: Mapping[str, Any], schema: Sequence[Column], where: str = "data") -> dict[str, F64]:
@@ -111,24 +113,26 @@ def validate_columns(raw: Mapping[str, Any], schema: Sequence[Column], where: st
     for col in schema:
         if col.name not in raw:
             continue
-        x = _to_float(col.name, raw[col.name], problems)
-        if x is None:
+        got = _to_float(col.name, raw[col.name], problems)
+        if got is None:
             continue
-        nonfinite = ~np.isfinite(x)
+        x, non_numeric = got
+        nonfinite = ~np.isfinite(x) & ~non_numeric
         if nonfinite.any():
             problems.append(f"column {col.name!r}: NaN or infinite values in {_rows(nonfinite)}")
-        fin = np.where(nonfinite, 0.0, x)
+        ok = ~nonfinite & ~non_numeric  # the rows the remaining checks apply to
+        fin = np.where(ok, x, 0.0)
         if col.integer:
-            frac = ~nonfinite & (fin != np.round(fin))
+            frac = ok & (fin != np.round(fin))
             if frac.any():
                 problems.append(f"column {col.name!r}: non-integer values in {_rows(frac)}")
         if col.values is not None:
-            bad = ~nonfinite & ~np.isin(fin, np.asarray(col.values, dtype=np.float64))
+            bad = ok & ~np.isin(fin, np.asarray(col.values, dtype=np.float64))
             if bad.any():
                 problems.append(
                     f"column {col.name!r}: values outside the allowed set {list(col.values)} in {_rows(bad)}"
                 )
-        out_of = ~nonfinite & ((fin < col.lower) | (fin > col.upper))
+        out_of = ok & ((fin < col.lower) | (fin > col.upper))
         if out_of.any():
             problems.append(
                 f"column {col.name!r}: values outside the declared public bounds "
@@ -255,6 +259,14 @@ def resolve_model_class(ref: str) -> type[Model]:
     except ImportError as exc:
         raise ValueError(f"model {ref!r}: cannot import module {mod_name!r}: {exc}") from exc
     cls = getattr(mod, cls_name, None)
+    if cls is None:
+        known = sorted(
+            n for n, v in vars(mod).items() if isinstance(v, type) and issubclass(v, Model) and v is not Model
+        )
+        raise ValueError(
+            f"model {ref!r}: module {mod_name} has no class {cls_name!r}"
+            + (f" (its Model subclasses: {', '.join(known)})" if known else " (it defines no Model subclass)")
+        )
     if not isinstance(cls, type) or not issubclass(cls, Model):
         raise ValueError(
             f"model {ref!r}: {cls_name!r} in {mod_name} is not a mechanisms.models.Model subclass"

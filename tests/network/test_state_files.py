@@ -121,3 +121,14 @@ def test_audit_lines_are_bounded_whatever_they_are_given(tmp_path: Path) -> None
     assert first["detail"].endswith("(1048576 chars)") and first["who"].endswith("(1048576 chars)")
     assert len(second["listed"]) == 65 and second["listed"][-1] == "… (100000 items)"
     assert third["cut"] is True and "k0" not in third and third["what"] == "Status"
+
+
+def test_audit_lines_have_microseconds_from_one_clock_reading(tmp_path: Path) -> None:
+    """Lines written within the same second kept their order only to the millisecond, and the fraction came
+    from a second clock reading (so 12:00:00.999 could be followed by 12:00:00.001)."""
+    log = AuditLog(tmp_path / "audit.log")
+    for i in range(50):
+        log.record(who="coordinator", what="Test", step=i)
+    times = [json.loads(line)["time"] for line in (tmp_path / "audit.log").read_text().splitlines()]
+    assert all(len(t) == len("2026-01-01T00:00:00.000000Z") for t in times)
+    assert times == sorted(times)

@@ -82,3 +82,22 @@ def test_synthetic_registries_differ_in_size_and_case_mix() -> None:
     assert max(prevalence) - min(prevalence) > 0.05
     for r in regs:
         model.check_data(r)  # within the public bounds
+
+
+def test_a_non_numeric_value_does_not_hide_the_column_s_other_problems() -> None:
+    """One non-numeric value used to stop the column's checks: row 3's bound violation went unreported."""
+    schema = (Column("x", -1.0, 1.0), Column("y", 0.0, 1.0, integer=True, values=(0.0, 1.0)))
+    raw = {"x": np.array(["0.5", "abc", "7.0"], dtype=object), "y": np.array(["1", "0", "1"], dtype=object)}
+    with pytest.raises(SchemaError) as ei:
+        validate_columns(raw, schema)
+    msg = str(ei.value)
+    assert "column 'x': non-numeric values in row 2" in msg
+    assert "column 'x': values outside the declared public bounds [-1, 1] in row 3" in msg
+
+
+def test_a_misspelled_class_says_no_such_class() -> None:
+    want = r"has no class 'BetaBernouli' \(its Model subclasses: BetaBernoulli\)"
+    with pytest.raises(ValueError, match=want):
+        load_model("mechanisms.models.beta_bernoulli:BetaBernouli")
+    with pytest.raises(ValueError, match=r"is not a mechanisms\.models\.Model subclass"):
+        load_model("mechanisms.models.base:Column")
