@@ -604,11 +604,22 @@ def _party_identity(pid: int, rep: dict[str, Any] | str, result: RunResult) -> s
     return f"party-{pid}"
 
 
-def privacy_statement(reported: Mapping[str, Any], recomputed: Mapping[str, Any]) -> str:
-    """One line in plain words: what this party's data has spent, or why no number is stated."""
+def _decisions_text(reported: Mapping[str, Any], this_run: int | None) -> str:
+    """How many decisions used the registry's data: in this run (the coordinator's count: every decision of a
+    run involves every registry) and in all (the registry's own count, every run and session)."""
     used = reported.get("decisions_used")
+    if this_run is None:
+        return f"{used} decisions made with its data in all"
+    return f"{this_run} decisions of this run; {used} made with its data in all"
+
+
+def privacy_statement(
+    reported: Mapping[str, Any], recomputed: Mapping[str, Any], this_run: int | None = None
+) -> str:
+    """One line in plain words: what this party's data has spent, or why no number is stated."""
+    used = _decisions_text(reported, this_run)
     if "not_accounted" in recomputed:
-        return f"no privacy budget configured: no epsilon is stated ({used} decisions made with its data)"
+        return f"no privacy budget configured: no epsilon is stated ({used})"
     if "error" in recomputed:
         return f"reported events could not be recomposed: {recomputed['error']}"
     parts = []
@@ -637,7 +648,14 @@ def privacy_statement(reported: Mapping[str, Any], recomputed: Mapping[str, Any]
             if "holds against" in str(e.get("label", ""))
         }
     )
-    return f"{spent} ({used} decisions made with its data)" + "".join(f"; {x}" for x in scopes)
+    return f"{spent} ({used})" + "".join(f"; {x}" for x in scopes)
+
+
+def _run_decisions(result: RunResult) -> int | None:
+    counts = result.provenance.get("counts") if isinstance(result.provenance, Mapping) else None
+    if isinstance(counts, Mapping) and "decisions_asked" in counts:
+        return int(counts["decisions_asked"])
+    return None
 
 
 def privacy_document(
@@ -720,7 +738,7 @@ def privacy_document(
     doc = {
         "party": pid,
         "identity": ident,
-        "statement": privacy_statement(reported, recomputed),
+        "statement": privacy_statement(reported, recomputed, _run_decisions(result)),
         "threat_model": rep.get("threat_model", THREAT_MODEL_NOTE),
         "reported_by_party": reported,
         "recomputed_here": recomputed,

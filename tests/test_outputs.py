@@ -571,3 +571,14 @@ def test_rejection_runs_report_their_acceptance() -> None:
     assert "not recorded" not in text
     bare = RunResult(draws=draws, param_names=["theta"])
     assert "acceptance: not recorded" in format_summary(bare)
+
+
+def test_statement_counts_this_run_apart_from_all_runs() -> None:
+    """The per-registry line counted every run's decisions as if they were this run's."""
+    res = make_result(reports={1: gdp_report(1, 0.1, 900, 3.0)})
+    res.provenance["counts"] = {"decisions_asked": 400, "accepted": 120}
+    doc, _ = outputs.privacy_document(1, res.privacy_reports[1], res)
+    assert "(400 decisions of this run; 900 made with its data in all)" in doc["statement"]
+    res.provenance.pop("counts")
+    doc, _ = outputs.privacy_document(1, res.privacy_reports[1], res)
+    assert "(900 decisions made with its data in all)" in doc["statement"]
