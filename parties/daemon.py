@@ -1192,8 +1192,8 @@ class PartyDaemon:
 
     async def start(self) -> int:
         server = grpc.aio.server(options=SERVER_OPTIONS)
-        server.add_generic_rpc_handlers((_strict_party_handlers(self), _strict_peer_handler(self)))
-        health_pb2_grpc.add_HealthServicer_to_server(_HealthServicer(self), server)
+        health = _strict_health_handler(_HealthServicer(self))
+        server.add_generic_rpc_handlers((_strict_party_handlers(self), _strict_peer_handler(self), health))
         if self.tls is None:
             port = server.add_insecure_port(self.cfg.listen)
         else:
@@ -1369,6 +1369,31 @@ def _strict_peer_handler(d: PartyDaemon) -> grpc.GenericRpcHandler:
         {
             "Exchange": grpc.stream_stream_rpc_method_handler(
                 handler, request_deserializer=None, response_serializer=peer_pb2.PeerFrame.SerializeToString
+            )
+        },
+    )
+
+
+def _strict_health_handler(servicer: _HealthServicer) -> grpc.GenericRpcHandler:
+    """grpc.health.v1.Health with the request parsed in the handler: undecodable bytes get INVALID_ARGUMENT
+    instead of grpc's UNKNOWN (the health check needs no certificate role: any consortium TLS client)."""
+
+    async def check(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            req = health_pb2.HealthCheckRequest.FromString(raw)
+        except DecodeError as exc:
+            msg = f"request is not a valid grpc.health.v1.HealthCheckRequest: {exc}"
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, msg)
+            raise AssertionError("unreachable") from exc
+        return await servicer.Check(req, context)
+
+    return grpc.method_handlers_generic_handler(
+        "grpc.health.v1.Health",
+        {
+            "Check": grpc.unary_unary_rpc_method_handler(
+                check,
+                request_deserializer=None,
+                response_serializer=health_pb2.HealthCheckResponse.SerializeToString,
             )
         },
     )
