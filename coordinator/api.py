@@ -23,8 +23,10 @@ step s + k - 1 of run R. ``session.resume`` then maps each party to its last com
 none), so a coordinator restarting from its checkpoint c can check the parties are at c or c + 1. If every
 party holds run step s from one session with the same inputs, step 1 is replayed: the parties return their
 stored messages (no recomputation, no new privacy charge; ``StepTranscript.replayed``) and the decisions are
-those of the first time. If only some hold it, it is evaluated afresh and charged again at every party:
-``session.warnings`` says so before the step runs.
+those of the first time. If only some hold it, it is evaluated afresh (``session.warnings`` says so before
+the step runs); each party that charged it before with the same inputs draws the same noise from its run
+key and does not charge it again, so the step is charged once (a lazy-coin session is charged again: its
+coin is fresh in every session).
 
 The coordinator is honest-but-curious: it sees only its own RECEIVER messages (masked output shares) and,
 in the relay topology, sealed frames. It never holds a party's data or keys.
@@ -284,13 +286,15 @@ class CoordinatorSession:
         if holders:
             self.warnings.append(
                 f"run {spec.run_id!r}: run step {first} was completed by parties {holders} but not by every "
-                "party in one session; it is evaluated afresh and charged again at every party"
+                "party in one session; it is evaluated afresh (a party that charged it already reproduces "
+                "its noise and does not charge it again, unless the session has a lazy coin)"
             )
         ahead = {pid: ref.run_step for pid, ref in self.resume_refs.items() if ref.run_step > first}
         if ahead:
             self.warnings.append(
                 f"run {spec.run_id!r}: parties already completed run steps after {first} (party: step "
-                f"{ahead}); those are evaluated afresh and charged again"
+                f"{ahead}); those are evaluated afresh, and charged again where a party cannot match them "
+                "to its earlier charge"
             )
 
     @property

@@ -14,9 +14,11 @@
 
 ``confar run --resume DIR`` re-reads the experiment saved in DIR and opens a new session of the same run at
 the checkpoint's run step + 1. Parties that already completed that run step (the coordinator crashed after
-they answered, before its checkpoint) return their stored messages without a new charge (parties/replay.py),
-so every run step is charged once; proposals come from the public seed per batch, so the resumed run makes
-the same requests and, with the same party noise, the same draws as a run never interrupted.
+they answered, before its checkpoint) return their stored messages without a new charge (parties/replay.py);
+a run step a registry's crash interrupted is evaluated again, and each party that charged it already draws
+the same noise from its run key and does not charge it again; so every run step is charged once. Proposals
+come from the public seed per batch, so the resumed run makes the same requests and, with the same party
+noise, the same draws as a run never interrupted.
 
 Output folder: ``run.json`` (run id, sessions), ``experiment.toml`` (the config as run), ``checkpoint/``
 (``state.json`` and the append-only ``draws.bin``), then the outputs.

@@ -375,6 +375,7 @@ def decide_party(
     material: SignMaterial | None = None,
     precompute: str = "inline",
     lazy: LazyCoin | None = None,
+    reveal_rng: SecureRandom | None = None,
 ) -> Machine[PartyReport]:
     """This party's machine for a batch of decisions S = public + sum_j values_j >= 0.
 
@@ -385,6 +386,11 @@ def decide_party(
     it, ``precompute`` (one of SIGN_PRECOMPUTE, the same at every party) says how the batch makes its own.
     ``lazy`` (sign mode, inline precompute, the same at every party): the receiver learns
     [S >= 0] AND a secret coin of probability ``lazy.gamma``, made inside the protocol.
+    ``reveal_rng`` (default ``rng``) draws this party's randomness that changes the revealed value: blinded
+    mode's E_j. With ``values``, ``blind`` and ``reveal_rng`` the same at every party, the revealed value of
+    sum and blinded mode, and the accept bit of sign mode without ``lazy``, are the same in any session
+    (share polynomials and masks, from ``rng`` and the session keys, do not change them); the lazy coin comes
+    from the session's PRSS keys and is fresh in every session.
     """
     check_precompute(precompute)
     if mode not in MODES:
@@ -418,7 +424,7 @@ def decide_party(
         w, _ = fmt.encode_blind(blind)
         if w.shape[:-1] != x.shape:
             raise ValueError(f"blinding shares have shape {w.shape[:-1]}, values {x.shape}")
-        gen = _blinded_gen(ctx, x, pub, w, step, rng, report)
+        gen = _blinded_gen(ctx, x, pub, w, step, rng, report, rng if reveal_rng is None else reveal_rng)
     else:
         if material is not None and (material.n != n or material.bits.shape[0] != fmt.compare_bits):
             raise ValueError(
@@ -467,13 +473,13 @@ def _blinded_gen(
     step: int,
     rng: SecureRandom,
     report: PartyReport,
+    reveal_rng: SecureRandom,
 ) -> PartyGen[PartyReport]:
     params, fmt = ctx.params, ctx.params.fmt
     n = x.shape[0]
     e_bits_each = fmt.blind_e_bits - math.ceil(math.log2(params.m))
-    own = np.stack(
-        [F.from_int64(x + pub) if ctx.party == 1 else F.from_int64(x), w, rng.bounded((n,), e_bits_each)]
-    )
+    e_own = reveal_rng.bounded((n,), e_bits_each)  # E_j: part of the revealed value S W + E
+    own = np.stack([F.from_int64(x + pub) if ctx.party == 1 else F.from_int64(x), w, e_own])
     shares = split(own, params.t, params.m, rng)  # (m, 3, n, 2)
     inbox = yield {j: pack(shares[j - 1]) for j in ctx.others}
     msgs = expect(inbox, ctx.others, _words((3, n)), "blinded/input")

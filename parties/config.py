@@ -57,6 +57,8 @@ Example (all keys; optional ones marked)::
 
     [testing]                      # optional, never in production
     fixed_rng_key = "<64 hex>"     # repeatable noise for contract tests; the daemon warns loudly
+    freeze_at = ["after-charge@3"] # fault injection: the daemon stops itself (SIGSTOP) at that point of
+                                   # run step 3 (of any run), for a test to SIGKILL it there (FREEZE_PHASES)
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ from typing import Any
 from parties.spec import REVEAL_MODES, TOPOLOGIES, address_problem
 
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+#: testing.freeze_at phases of a run step, in order: the Evaluate request checked but nothing charged; the
+#: step charged and persisted but no share sent; this party's first exchange round sent to every peer
+FREEZE_PHASES = ("before-charge", "after-charge", "mid-exchange")
 
 
 class ConfigError(ValueError):
@@ -114,6 +119,7 @@ class PartyConfig:
     max_sessions: int = 4
     max_message_bytes: int = 64 * 1024 * 1024
     fixed_rng_key: bytes | None = None
+    freeze_at: frozenset[tuple[str, int]] = frozenset()  # testing: (phase, run step), see FREEZE_PHASES
 
     @property
     def has_tls(self) -> bool:
@@ -298,7 +304,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
             raise r.err(f"limits.{key}", f"must be >= {lo}, got {v}")
 
     testing = r.table("testing", required=False)
-    _check_unknown(r, testing, "testing", {"fixed_rng_key"})
+    _check_unknown(r, testing, "testing", {"fixed_rng_key", "freeze_at"})
     fixed = None
     if "fixed_rng_key" in testing:
         hx = r.get(testing, "testing", "fixed_rng_key", str)
@@ -308,6 +314,14 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
             raise r.err("testing.fixed_rng_key", "must be 64 hex digits") from exc
         if len(fixed) != 32:
             raise r.err("testing.fixed_rng_key", f"must be 32 bytes (64 hex digits), got {len(fixed)} bytes")
+    freeze_at: set[tuple[str, int]] = set()
+    for raw in r.get(testing, "testing", "freeze_at", list) if "freeze_at" in testing else []:
+        phase, _, step = raw.partition("@") if isinstance(raw, str) else ("", "", "")
+        if phase not in FREEZE_PHASES or not step.isdigit() or not 1 <= int(step) <= 2**53:
+            raise r.err(
+                "testing.freeze_at", f"must be a list of '<phase>@<run step>' with a phase in {FREEZE_PHASES}"
+            )
+        freeze_at.add((phase, int(step)))
 
     return PartyConfig(
         source=path,
@@ -338,6 +352,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         max_sessions=max_sessions,
         max_message_bytes=max_msg,
         fixed_rng_key=fixed,
+        freeze_at=frozenset(freeze_at),
     )
 
 

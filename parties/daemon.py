@@ -7,7 +7,9 @@ coordinator identity may drive sessions, only allowlisted models / reveal modes 
 bounds run, and batches past the decision budget or the privacy budget (``parties.privacy_budget``) are
 refused (RESOURCE_EXHAUSTED). Every request, and every refused peer frame, is a line in the append-only
 audit log. A session of a run (``run_id``) is resumable (``parties.replay``): a run step every party already
-completed is answered from the stored messages without a new charge ("replayed run step s" in the audit).
+completed is answered from the stored messages without a new charge ("replayed run step s" in the audit);
+a run step this party charged before, asked again with the same inputs, is evaluated afresh with the same
+noise (the run's noise key in the state dir) and not charged again ("charged_in" in the audit).
 
 Work a request asks for is bounded by this party's own limits, checked before any of it is done (e.g. the
 fixed-point format: at most 64 parties, ``parties.serde.FMT_LIMITS``). SIGTERM / SIGINT stop the daemon
@@ -51,7 +53,16 @@ from parties.exchange import Kind, LinkLost, Mailbox, Refused, drive
 from parties.files import make_private, write_private
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, RelayLink
 from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal, RunCharge
-from parties.replay import ReplayFileError, ReplayStore, RunRecord, RunStepRef, agreed_record, step_digest
+from parties.replay import (
+    ReplayFileError,
+    ReplayStore,
+    RunRecord,
+    RunStepRef,
+    agreed_record,
+    key_id,
+    run_step_keys,
+    step_digest,
+)
 from parties.spec import MAX_RUN_STEP, SessionSpec, shown
 from parties.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_credentials
 from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2
@@ -86,7 +97,8 @@ class Session:
     accept_waiters: dict[int, asyncio.Future[MeshAcceptLink]] = field(default_factory=dict)
     relay: RelayLink | None = None
     ctx: PartyContext | None = None
-    noise_key: bytes = b""
+    noise_key: bytes = b""  # a run's: this party's run noise key (parties.replay); else the session's
+    run_key_id: str = ""  # parties.replay.key_id of the run noise key ("" without a run)
     proto_rng: SecureRandom | None = None
     held: RunRecord | None = None  # run resume: this party's last completed run step of spec.run_id at open
     replay: RunRecord | None = None  # ... and it again if every party holds it from one session (at connect)
@@ -275,11 +287,20 @@ class PartyDaemon:
                 analysis=analysis,
             )
             base_key = self.cfg.fixed_rng_key or os.urandom(32)
-            # A session of a run keys its noise by the run (noise_rng: per run step), so with fixed keys
-            # (testing) a resumed run draws the same noise as one never interrupted; with the default
-            # fresh base key every session's noise is fresh either way.
-            noise_scope = b"run/" + spec.run_id.encode() if spec.run_id else spec.session_id
-            sess.noise_key = derive_key(base_key, noise_scope, b"noise")
+            run_key_audit: dict[str, Any] = {}
+            if spec.run_id:
+                # A session of a run draws its noise from the run's secret key, kept in the state dir from
+                # the run's first session on (parties.replay), keyed per run step and step digest
+                # (noise_rng): a run step evaluated again with the same inputs, in any session, reproduces
+                # the same noise, so the release it makes is the one already charged.
+                try:
+                    sess.noise_key, created = self.replays.run_key(spec.run_id, self.cfg.fixed_rng_key)
+                except ReplayFileError as exc:
+                    raise Abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
+                sess.run_key_id = key_id(sess.noise_key)
+                run_key_audit = {"run_key": "created" if created else "read"}
+            else:
+                sess.noise_key = derive_key(base_key, spec.session_id, b"noise")
             sess.proto_rng = SecureRandom(derive_key(base_key, spec.session_id, b"protocol"))
             sess.held = held
             for old in superseded:  # the run's earlier session: its coordinator is gone
@@ -304,6 +325,7 @@ class PartyDaemon:
                     "first_run_step": spec.first_run_step,
                     "held_run_step": ref.run_step,
                     "superseded": [k.hex()[:16] for k in superseded],
+                    **run_key_audit,
                 }
             return resp, {
                 "analysis": spec.model,
@@ -569,21 +591,36 @@ class PartyDaemon:
 
     def sender(self, sess: Session) -> Callable[[Any], Awaitable[None]]:
         sid = sess.spec.session_id
+        send: Callable[[Any], Awaitable[None]]
         if sess.relay is not None:
             relay = sess.relay
 
             async def send_relay(f: Any) -> None:
                 await relay.send(relay.seal(f))
 
-            return send_relay
+            send = send_relay
+        else:
 
-        async def send_mesh(f: Any) -> None:
-            link = sess.links.get(f.dst)
-            if link is None:
-                raise LinkLost(f"no link to party {f.dst}")
-            await link.send(serde.frame_to_proto(sid, f))
+            async def send_mesh(f: Any) -> None:
+                link = sess.links.get(f.dst)
+                if link is None:
+                    raise LinkLost(f"no link to party {f.dst}")
+                await link.send(serde.frame_to_proto(sid, f))
 
-        return send_mesh
+            send = send_mesh
+        if not any(phase == "mid-exchange" for phase, _ in self.cfg.freeze_at):
+            return send
+        last_peer = max(sess.peers)
+
+        async def send_then_freeze(f: Any) -> None:  # testing: freeze once round 1 went to every peer
+            await send(f)
+            if f.step >= 1 and f.round == 1 and f.dst == last_peer:
+                # best effort: let the links' writers hand the frames to the network before the process
+                # stops (a test's assertions must hold either way: the peers then fail or finish the step)
+                await asyncio.sleep(0.2)
+                self.freeze_point("mid-exchange", sess.spec.run_step(f.step))
+
+        return send_then_freeze
 
     async def on_frame(self, sess: Session, src: int, msg: peer_pb2.PeerFrame) -> None:
         """File a frame from peer ``src``: authenticated by TLS (mesh) or by its AEAD key (relay)."""
@@ -592,7 +629,9 @@ class PartyDaemon:
                 raise Refused("frame for another session on this session's link")
             if int(msg.src) != src:
                 raise Refused(f"frame claims src {msg.src} but the link belongs to party {src}")
-            if sess.state not in ("connecting", "ready"):
+            # "open": a peer that got its ConnectSession first may send its key-setup frames before this
+            # party got its own; the mailbox keeps them (step 0, bounded) for the key setup to collect
+            if sess.state not in ("open", "connecting", "ready"):
                 raise Refused(f"session is {sess.state}")
             plain = None
             if sess.relay is not None:
@@ -657,7 +696,9 @@ class PartyDaemon:
             if replayed is not None:  # run resume: stored messages, nothing computed or charged
                 await sess.mailbox.finish(step)  # no frames were exchanged for it; the next step is step + 1
                 return replayed, run_audit
-            if self.decisions_used + n > self.cfg.max_decisions:
+            paid = self.paid_run_step(sess, run_step, digest)  # charged before: same inputs, same noise
+            recharge_reason = self.recharge_reason(sess, run_step) if paid is None else ""
+            if paid is None and self.decisions_used + n > self.cfg.max_decisions:
                 raise Abort(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
                     f"batch of {n} would exceed this party's decision budget "
@@ -665,11 +706,13 @@ class PartyDaemon:
                 )
             if sess.spec.reveal_mode == abcdp.SVT_MODE:  # federated ABCDP: its own charging and protocol
                 return await self.evaluate_svt(sess, req, step, n, context, t_begin, cpu_begin)
-            try:  # privacy budget: this party's own events for the batch, dry-run before touching data
-                privacy_events = self.privacy.events_for(self.cfg, sess.analysis, sess.spec, n)
-                self.privacy.check(privacy_events, f"step {step} (batch of {n})")
-            except PrivacyRefusal as exc:
-                raise Abort(exc.code, exc.message) from exc
+            privacy_events: list[Any] = []
+            if paid is None:
+                try:  # privacy budget: this party's own events for the batch, dry-run before touching data
+                    privacy_events = self.privacy.events_for(self.cfg, sess.analysis, sess.spec, n)
+                    self.privacy.check(privacy_events, f"step {step} (batch of {n})")
+                except PrivacyRefusal as exc:
+                    raise Abort(exc.code, exc.message) from exc
             t_terms = time.perf_counter()
             try:
                 inputs = serde.inputs_from_proto(req.inputs, self.cfg.max_message_bytes)
@@ -680,7 +723,7 @@ class PartyDaemon:
                     n,
                     sess.spec.m,
                     sess.spec.reveal_mode,
-                    self.noise_rng(sess, step),
+                    self.noise_rng(sess, step, digest),
                 )
                 assert sess.ctx is not None and sess.proto_rng is not None
                 machine = decide_party(
@@ -693,19 +736,37 @@ class PartyDaemon:
                     blind=terms.blind,
                     precompute=sess.spec.sign_precompute,
                     lazy=lazy_coin(sess.spec.model_params),
+                    reveal_rng=self.reveal_rng(sess, step, digest),
                 )
             except (serde.WireError, AnalysisError, ValueError) as exc:
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step}: {exc}") from exc
             prepare_s = time.perf_counter() - t_terms
-            # the budget is charged before any share leaves this party: a failed run still counts
-            try:  # persisted (fsync, atomic rename) before any share leaves this party
-                sid16 = sess.spec.session_id.hex()[:16]
-                charge = RunCharge(sess.spec.run_id, sid16, run_step, run_step, n) if run_step else None
-                self.privacy.commit(privacy_events, charge)
-            except PrivacyRefusal as exc:
-                raise Abort(exc.code, exc.message) from exc
-            self.decisions_used += n
-            self._save_ledger()
+            self.freeze_point("before-charge", run_step)
+            if paid is None:
+                # the budget is charged before any share leaves this party: a failed run still counts
+                try:  # persisted (fsync, atomic rename) before any share leaves this party, with the run step
+                    sid16 = sess.spec.session_id.hex()[:16]
+                    charge = None
+                    if run_step:
+                        charge = RunCharge(
+                            sess.spec.run_id, sid16, run_step, run_step, n, digest.hex(), sess.run_key_id
+                        )
+                    self.privacy.commit(privacy_events, charge)
+                except PrivacyRefusal as exc:
+                    raise Abort(exc.code, exc.message) from exc
+                self.decisions_used += n
+                self._save_ledger()
+                self.freeze_point("after-charge", run_step)
+                if recharge_reason:
+                    why = f"run step {run_step} charged again: {recharge_reason}"
+                    run_audit.update(recharged=True, detail=why)
+            else:
+                run_audit.update(
+                    decisions_charged=0,
+                    charged_in=paid.session,
+                    detail=f"run step {run_step} evaluated afresh with the noise of its charge in session "
+                    f"{paid.session} (same inputs, same run key): not charged again",
+                )
             out = await self.drive_step(sess, machine, step, n, context)
             if run_step and sess.state == "ready":  # kept durably before the messages leave (not superseded)
                 ref = RunStepRef(sess.spec.run_id, run_step, digest, sess.spec.session_id)
@@ -827,7 +888,7 @@ class PartyDaemon:
         Returns the step's digest, audit fields and, when every party holds this run step from one session
         with the same digest, the stored answer (replay: no computation, no charge). A different digest for
         the run step this party holds is refused; the same digest without every party holding it is
-        evaluated afresh and charged again (the audit line says so)."""
+        evaluated afresh (charged again only when :meth:`paid_run_step` cannot vouch for it)."""
         if not run_step:
             return b"", {}, None
         spec = sess.spec
@@ -848,10 +909,7 @@ class PartyDaemon:
                 f"now {n}); refusing to evaluate a completed run step with different inputs",
             )
         if sess.replay is None or sess.replay.ref != held.ref:
-            audit["recharged"] = True
-            audit["detail"] = (
-                f"run step {run_step} evaluated afresh and charged again: not every party holds it"
-            )
+            audit["detail"] = f"run step {run_step} evaluated afresh: not every party holds it"
             return digest, audit, None
         sess.last_step = step
         resp = party_pb2.EvaluateResponse(
@@ -895,13 +953,52 @@ class PartyDaemon:
         finally:
             sess.busy = False
 
-    def noise_rng(self, sess: Session, step: int) -> SecureRandom:
-        """This party's secret noise for session step ``step`` (for a run: for its run step)."""
+    def noise_rng(self, sess: Session, step: int, digest: bytes) -> SecureRandom:
+        """This party's secret noise for session step ``step``: for a run, from the run noise key, keyed by
+        the run step and the step's digest (the same inputs give the same noise in any session, other
+        inputs independent noise); otherwise from the session's key."""
         spec = sess.spec
         if spec.run_id:
-            run_step = spec.first_run_step + step - 1
-            return SecureRandom(derive_key(sess.noise_key, spec.run_id.encode(), b"run-step/%d" % run_step))
+            return SecureRandom(run_step_keys(sess.noise_key, spec.run_step(step), digest)[0])
         return SecureRandom(derive_key(sess.noise_key, spec.session_id, b"step/%d" % step))
+
+    def reveal_rng(self, sess: Session, step: int, digest: bytes) -> SecureRandom | None:
+        """For a run: the stream of this party's randomness that changes the revealed value (blinded mode's
+        E term), keyed like :meth:`noise_rng`; without a run None (the protocol's own CSPRNG)."""
+        if not sess.spec.run_id:
+            return None
+        return SecureRandom(run_step_keys(sess.noise_key, sess.spec.run_step(step), digest)[1])
+
+    def paid_run_step(self, sess: Session, run_step: int, digest: bytes) -> RunCharge | None:
+        """This party's earlier charge of run step ``run_step`` when evaluating it again reveals exactly what
+        that charge paid for, else None (charge it). That needs: the ledger records the charge with the same
+        step digest under the same run noise key (so the noise terms are the same), and a reveal mode whose
+        revealed result depends only on the inputs and those terms (:func:`reproducible`)."""
+        if not run_step or not reproducible(sess.spec):
+            return None
+        return self.privacy.charged_run_step(sess.spec.run_id, run_step, digest, sess.run_key_id)
+
+    def recharge_reason(self, sess: Session, run_step: int) -> str:
+        """Why a run step this party charged before is charged again ("" if it was never charged here)."""
+        rid = sess.spec.run_id
+        if not run_step or not any(
+            c.run_id == rid and c.from_step <= run_step <= c.to_step for c in self.privacy.run_charges
+        ):
+            return ""
+        if not reproducible(sess.spec):
+            return "the session's lazy coin is drawn afresh in every session, so this is a new release"
+        return (
+            "no charge of it with the same inputs under this run's noise key is on record (other inputs, a "
+            "new run key, or a step inside an earlier charged range), so this is a new release"
+        )
+
+    def freeze_point(self, phase: str, run_step: int) -> None:
+        """Fault injection for tests (``[testing] freeze_at``): stop this process (SIGSTOP) at ``phase`` of
+        ``run_step``, after an audit line, for the test to SIGKILL it there. A no-op otherwise."""
+        if (phase, run_step) not in self.cfg.freeze_at:
+            return
+        self.audit.record(who=self.cfg.identity, what="TestFreeze", detail=f"{phase} of run step {run_step}")
+        os.kill(os.getpid(), signal.SIGSTOP)
 
     async def close_session(
         self, req: party_pb2.CloseSessionRequest, context: grpc.aio.ServicerContext
@@ -1095,8 +1192,8 @@ class PartyDaemon:
 
     async def start(self) -> int:
         server = grpc.aio.server(options=SERVER_OPTIONS)
-        server.add_generic_rpc_handlers((_strict_party_handlers(self), _strict_peer_handler(self)))
-        health_pb2_grpc.add_HealthServicer_to_server(_HealthServicer(self), server)
+        health = _strict_health_handler(_HealthServicer(self))
+        server.add_generic_rpc_handlers((_strict_party_handlers(self), _strict_peer_handler(self), health))
         if self.tls is None:
             port = server.add_insecure_port(self.cfg.listen)
         else:
@@ -1174,6 +1271,15 @@ class PartyDaemon:
         with contextlib.suppress(Exception):
             os.write(2, f"confar-party: {msg}\n".encode())
         os._exit(EXIT_STOP_DEADLINE)
+
+
+def reproducible(spec: SessionSpec) -> bool:
+    """Whether evaluating a run step again with the same inputs and noise terms reveals exactly the same:
+    sum and blinded (their E term is drawn from the run noise key too), and sign without a lazy coin (the
+    accept bit is [S >= 0]); not sign with a lazy coin, made from the session's PRSS keys."""
+    if spec.reveal_mode in ("sum", "blinded"):
+        return True
+    return spec.reveal_mode == "sign" and spec.model_params.get("lazy") is None
 
 
 def _ident_of(sess: Session, src: int) -> str | None:
@@ -1263,6 +1369,31 @@ def _strict_peer_handler(d: PartyDaemon) -> grpc.GenericRpcHandler:
         {
             "Exchange": grpc.stream_stream_rpc_method_handler(
                 handler, request_deserializer=None, response_serializer=peer_pb2.PeerFrame.SerializeToString
+            )
+        },
+    )
+
+
+def _strict_health_handler(servicer: _HealthServicer) -> grpc.GenericRpcHandler:
+    """grpc.health.v1.Health with the request parsed in the handler: undecodable bytes get INVALID_ARGUMENT
+    instead of grpc's UNKNOWN (the health check needs no certificate role: any consortium TLS client)."""
+
+    async def check(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            req = health_pb2.HealthCheckRequest.FromString(raw)
+        except DecodeError as exc:
+            msg = f"request is not a valid grpc.health.v1.HealthCheckRequest: {exc}"
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, msg)
+            raise AssertionError("unreachable") from exc
+        return await servicer.Check(req, context)
+
+    return grpc.method_handlers_generic_handler(
+        "grpc.health.v1.Health",
+        {
+            "Check": grpc.unary_unary_rpc_method_handler(
+                check,
+                request_deserializer=None,
+                response_serializer=health_pb2.HealthCheckResponse.SerializeToString,
             )
         },
     )

@@ -28,9 +28,14 @@ budget) lives in ``mechanisms.privacy``; this module owns what is specific to th
   and reported).
 * **Run steps** (run resume, :mod:`parties.replay`): a charge for a session with a ``run_id`` also records
   the run step in the file's ``run_charges`` list as ranges ``{"run_id", "session", "from_step", "to_step",
-  "decisions"}`` (consecutive run steps of one session merge into one range). Each run step appears once
-  per time it was charged: once normally; twice only when a completed step was evaluated afresh because not
-  every party still held it. A replayed run step is not charged and not recorded.
+  "decisions", "digest", "noise_key"}`` (consecutive run steps of one session merge into one range;
+  ``digest`` is the step digest of ``to_step``, ``noise_key`` the id of the run noise key; both absent in
+  ledgers written by earlier versions, which still load). The record is in the same atomic write as the
+  events it pays for. A run step evaluated again with the same digest under the same key (a resumed run
+  step a registry charged before it, or another registry, died) reproduces the charged release and is not
+  charged again (:meth:`PrivacyBudgetStore.charged_run_step`); so each run step appears once, unless the
+  party could not recognise it (a lazy-coin session, a lost run key, a step not at the end of a range). A
+  replayed run step is not charged and not recorded.
 * **Dry run and report** for ``confar privacy plan`` / ``confar privacy report`` (``PlanPrivacy`` and
   ``PrivacyReport`` RPCs): the protobuf answers are built here; neither touches data or the ledger.
 """
@@ -133,43 +138,68 @@ def _merge(events: Sequence[PrivacyEvent]) -> tuple[PrivacyEvent, ...]:
     return tuple(out)
 
 
+_RUN_CHARGE_KEYS = {"run_id", "session", "from_step", "to_step", "decisions"}
+_RUN_CHARGE_PROOF = {"digest", "noise_key"}  # since run charges are idempotent; absent in older ledgers
+
+
 @dataclasses.dataclass(frozen=True)
 class RunCharge:
-    """Run steps ``from_step..to_step`` of run ``run_id`` charged (once each) in session ``session``."""
+    """Run steps ``from_step..to_step`` of run ``run_id`` charged (once each) in session ``session``.
+
+    ``digest`` (hex) is the step digest (``parties.replay.step_digest``) of ``to_step`` as charged and
+    ``noise_key`` the ``parties.replay.key_id`` of the run noise key that drew its noise: together they let a
+    later session recognise a re-evaluation of ``to_step`` that reproduces the charged release exactly
+    (:meth:`PrivacyBudgetStore.charged_run_step`). Both are empty in ledgers written before that existed
+    (such a charge is never matched, so its step is charged again: conservative)."""
 
     run_id: str
     session: str  # the session id's first 16 hex digits, as in the events' labels
     from_step: int
     to_step: int
     decisions: int
+    digest: str = ""
+    noise_key: str = ""
 
     def to_dict(self) -> dict[str, str | int]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        return {k: v for k, v in d.items() if k not in _RUN_CHARGE_PROOF or v}
 
     @classmethod
     def from_dict(cls, d: object) -> RunCharge:
-        if not isinstance(d, dict) or set(d) != {f.name for f in dataclasses.fields(cls)}:
-            raise ValueError("a run charge needs exactly run_id, session, from_step, to_step, decisions")
+        if not isinstance(d, dict) or not _RUN_CHARGE_KEYS <= set(d) <= _RUN_CHARGE_KEYS | _RUN_CHARGE_PROOF:
+            raise ValueError(
+                "a run charge needs exactly run_id, session, from_step, to_step, decisions (and optionally "
+                "digest, noise_key)"
+            )
         c = cls(**d)
         ints = (c.from_step, c.to_step, c.decisions)
-        strs = isinstance(c.run_id, str) and isinstance(c.session, str)
+        strs = all(isinstance(v, str) for v in (c.run_id, c.session, c.digest, c.noise_key))
         if not (strs and all(type(v) is int for v in ints)):
             raise ValueError(f"run charge {d!r} has wrong types")
         if not 1 <= c.from_step <= c.to_step or c.decisions < 1:
             raise ValueError(f"run charge {d!r} has an empty step range or no decisions")
+        if not (_is_hex(c.digest, 64) and _is_hex(c.noise_key, 32)):
+            raise ValueError(f"run charge {d!r}: digest must be 64 and noise_key 32 hex digits (or absent)")
         return c
 
 
+def _is_hex(text: str, length: int) -> bool:
+    return text == "" or (len(text) == length and all(ch in "0123456789abcdef" for ch in text))
+
+
 def merge_run_charge(charges: Sequence[RunCharge], new: RunCharge) -> list[RunCharge]:
-    """``charges`` plus ``new``, merged into the last range when it continues it (same run and session)."""
+    """``charges`` plus ``new``, merged into the last range when it continues it (same run, session and noise
+    key); the merged range keeps the digest of its new last step."""
     out = list(charges)
     last = out[-1] if out else None
     if (
         last is not None
-        and (last.run_id, last.session) == (new.run_id, new.session)
+        and (last.run_id, last.session, last.noise_key) == (new.run_id, new.session, new.noise_key)
         and new.from_step == last.to_step + 1
     ):
-        out[-1] = dataclasses.replace(last, to_step=new.to_step, decisions=last.decisions + new.decisions)
+        out[-1] = dataclasses.replace(
+            last, to_step=new.to_step, decisions=last.decisions + new.decisions, digest=new.digest
+        )
     else:
         out.append(new)
     return out
@@ -261,6 +291,18 @@ class PrivacyBudgetStore:
     @property
     def enforced(self) -> bool:
         return self.budget is not None
+
+    def charged_run_step(
+        self, run_id: str, run_step: int, digest: bytes, noise_key: str
+    ) -> RunCharge | None:
+        """The charge of run step ``run_step`` of ``run_id`` made with this ``digest`` under the run noise key
+        ``noise_key`` (a charge whose range ends at that step), or None. Only a charge that records both can
+        match."""
+        want = (run_id, run_step, digest.hex(), noise_key)
+        for c in reversed(self.run_charges):
+            if noise_key and (c.run_id, c.to_step, c.digest, c.noise_key) == want:
+                return c
+        return None
 
     # ---- per batch ---------------------------------------------------------------------------------------
 

@@ -11,15 +11,32 @@ return the stored messages: no recomputation, no new charge, the coordinator rec
 decisions. Returning the stored messages again reveals nothing new: the coordinator may have kept them
 the first time. A different digest for the held run step is refused (FAILED_PRECONDITION naming the step);
 if not every party holds it from one session (shares only combine within the session that made them), it
-is evaluated afresh and charged again: conservative, never under-charged.
+is evaluated afresh in the new session. Evaluated afresh, it is **not charged again** by a party whose
+privacy ledger shows it charged with the same digest under the same run noise key (below), when the reveal
+mode makes the revealed result a function of the inputs and the parties' noise only (sum, blinded, sign
+without a lazy coin; ``parties.daemon.reproducible``): the re-evaluation then releases exactly what the
+first evaluation released (or would have), so the release is counted once. Otherwise it is charged again:
+conservative, never under-charged.
 
 Storage: ``<state_dir>/runs/<sha256(run_id)[:32]>.json``, one file per run, bounded (only the last completed
-run step is kept; earlier run steps asked again are evaluated and charged afresh, since the party cannot
-verify them). Writes are durable and 0600 (:mod:`parties.files`: temporary file, fsync, atomic rename, fsync
-of the directory) and happen after the step's charge and before its messages leave the party. Each file
-carries a SHA-256 checksum of its content; an unreadable, corrupt, foreign or mismatched file is refused with
-:class:`ReplayFileError` naming the file (never deleted silently: the operator moves it away, after which the
-run step is evaluated and charged afresh).
+run step is kept; earlier run steps asked again are evaluated afresh, since the party cannot verify them,
+and charged unless the ledger's charge record covers them). Writes are durable and 0600
+(:mod:`parties.files`: temporary file, fsync, atomic rename, fsync of the directory) and happen after the
+step's charge and before its messages leave the party. Each file carries a SHA-256 checksum of its content;
+an unreadable, corrupt, foreign or mismatched file is refused with :class:`ReplayFileError` naming the file
+(never deleted silently: the operator moves it away, after which the run step is evaluated afresh).
+
+**Run noise key** (:meth:`ReplayStore.run_key`): ``<state_dir>/runs/<sha256(run_id)[:32]>.key``, this party's
+secret key of the run, 32 bytes from ``os.urandom``, created durably (0600, fsync) when the run's first
+session opens here and read by every later one; it never leaves the party and is never derived from anything
+the coordinator sends (only with the testing-only ``fixed_rng_key`` is it derived from that key and the run
+id, so that two test consortia can draw the same noise). The noise of run step s is keyed by it and by the
+step's digest (:func:`run_step_keys`), so a re-evaluation of run step s with the same inputs, in any later
+session, reproduces exactly the same noise terms and therefore the same revealed result: charging it again
+would count one release twice. Different inputs for run step s get independent noise (a different digest),
+so noise is never reused across different queries. The key's :func:`key_id` (a hash, not the key) is
+recorded with each charge (:class:`parties.privacy_budget.RunCharge`): a key that was lost and re-created
+no longer matches, and its run steps are charged again.
 """
 
 from __future__ import annotations
@@ -28,6 +45,7 @@ import base64
 import dataclasses
 import hashlib
 import json
+import os
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,12 +55,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from parties.files import write_private
+from hss.randomness import derive_key
+from parties.files import make_private, write_private
 from parties.spec import SessionSpec, check_run_id
 
 RUNS_DIR = "runs"
 FORMAT_VERSION = 1
+KEY_FORMAT_VERSION = 1
 _DIGEST_DOMAIN = b"confar/run-step/v1"
+_KEY_ID_DOMAIN = b"confar/run-noise-key-id/v1"
 
 
 class ReplayFileError(RuntimeError):
@@ -107,6 +128,22 @@ def step_digest(
         put(json.dumps(list(a.shape)).encode())
         put(a.tobytes())
     return h.digest()
+
+
+def key_id(key: bytes) -> str:
+    """A public name of a run noise key (32 hex digits of a domain-separated SHA-256; not the key)."""
+    return hashlib.sha256(_KEY_ID_DOMAIN + key).hexdigest()[:32]
+
+
+def run_step_keys(run_key: bytes, run_step: int, digest: bytes) -> tuple[bytes, bytes]:
+    """The keys of run step ``run_step`` asked with ``digest``: (its noise terms, its reveal-side randomness,
+    e.g. blinded mode's E term). Same run key, step and digest: same keys, in any session."""
+    if len(digest) != 32:
+        raise ValueError("a run step's noise is keyed by its 32-byte step digest")
+    return (
+        derive_key(run_key, digest, b"run-step/%d/noise" % run_step),
+        derive_key(run_key, digest, b"run-step/%d/reveal" % run_step),
+    )
 
 
 def _body(rec: RunRecord, identity: str) -> dict[str, Any]:
@@ -193,8 +230,62 @@ class ReplayStore:
         text = json.dumps({**body, "checksum": _checksum(body)})
         write_private(self.path_for(rec.ref.run_id), text.encode("utf-8"))
 
+    def key_path_for(self, run_id: str) -> Path:
+        return self.root / f"{hashlib.sha256(run_id.encode()).hexdigest()[:32]}.key"
 
-_ADVICE = "; refusing to use it. Move it away to have this run's last step evaluated (and charged) afresh"
+    def run_key(self, run_id: str, fixed: bytes | None = None) -> tuple[bytes, bool]:
+        """This party's secret noise key of ``run_id`` and whether it was created now.
+
+        Read from ``<hash>.key`` if it exists, else created from ``os.urandom(32)`` (with the testing-only
+        ``fixed``: derived from it and the run id) and written durably (0600, fsync, atomic rename) before it
+        is used. Raises :class:`ReplayFileError` naming the file if it cannot be read or trusted (never
+        replaced silently: a new key would make the run's completed steps unreproducible)."""
+        check_run_id(run_id)
+        path = self.key_path_for(run_id)
+        if path.exists():
+            return self._read_key(path, run_id), False
+        key = derive_key(fixed, b"run/" + run_id.encode(), b"noise") if fixed is not None else os.urandom(32)
+        self.root.mkdir(parents=True, exist_ok=True)
+        body = {
+            "version": KEY_FORMAT_VERSION,
+            "party": self.identity,
+            "run_id": run_id,
+            "key": key.hex(),
+        }
+        write_private(path, json.dumps({**body, "checksum": _checksum(body)}).encode("utf-8"))
+        return key, True
+
+    def _read_key(self, path: Path, run_id: str) -> bytes:
+        make_private(path)
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ReplayFileError(f"run noise key {path} cannot be read ({exc.strerror})") from exc
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ReplayFileError(f"run noise key {path} is corrupt (not JSON: {exc}){_KEY_ADVICE}") from exc
+        try:
+            if not isinstance(doc, dict) or doc.get("version") != KEY_FORMAT_VERSION:
+                raise ValueError(f"expected a version {KEY_FORMAT_VERSION} run key object")
+            body = {k: v for k, v in doc.items() if k != "checksum"}
+            if doc.get("checksum") != _checksum(body):
+                raise ValueError("checksum mismatch: the file was altered or damaged")
+            if doc["party"] != self.identity:
+                raise ValueError(f"it belongs to party {doc['party']!r}, not to {self.identity!r}")
+            if doc["run_id"] != run_id:
+                raise ValueError(f"it is the key of run {doc['run_id']!r}, not of {run_id!r}")
+            key = bytes.fromhex(doc["key"])
+            if len(key) != 32:
+                raise ValueError(f"the key is {len(key)} bytes, not 32")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ReplayFileError(f"run noise key {path} is corrupt ({exc}){_KEY_ADVICE}") from exc
+        return key
+
+
+_ADVICE = "; refusing to use it. Move it away to have this run's last step evaluated afresh"
+_KEY_ADVICE = (
+    "; refusing to open the run's sessions. Restore it from a backup; moving it away makes a new key, and "
+    "the run steps charged under the old one are then charged again if asked"
+)
 
 
 def agreed_record(own: RunRecord | None, reported: Sequence[RunStepRef]) -> RunRecord | None:

@@ -64,6 +64,7 @@ def party_config_text(
     data_model: str | None = None,
     data_model_args: dict[str, Any] | None = None,
     privacy_budget: Mapping[str, Any] | None = None,
+    freeze_at: Sequence[str] = (),
 ) -> str:
     pdir = workdir / f"party-{pid}"
     lines = [
@@ -111,8 +112,13 @@ def party_config_text(
         f"round_timeout_s = {round_timeout_s}",
         "",
     ]
+    testing = []
     if fixed_rng_key is not None:
-        lines += ["[testing]", f'fixed_rng_key = "{fixed_rng_key.hex()}"', ""]
+        testing.append(f'fixed_rng_key = "{fixed_rng_key.hex()}"')
+    if freeze_at:  # fault injection: ["<phase>@<run step>", ...] (parties.config.FREEZE_PHASES)
+        testing.append(f"freeze_at = {_toml_value(list(freeze_at))}")
+    if testing:
+        lines += ["[testing]", *testing, ""]
     return "\n".join(lines)
 
 
@@ -251,6 +257,40 @@ class LocalConsortium:
             pp.proc.send_signal(signal.SIGKILL)
             pp.proc.wait(5)
 
+    def restart(self, pid: int, timeout_s: float = 30.0, insecure: bool = False) -> PartyProcess:
+        """Start party ``pid`` again on its config and state (after :meth:`kill`); it listens on a new port,
+        so take :meth:`endpoints` afresh."""
+        pp = self.procs[pid]
+        if pp.proc.poll() is None:
+            raise RuntimeError(f"party {pid} (PID {pp.proc.pid}) is still running; kill it first")
+        new = self.spawn(pid, pp.config, insecure)
+        deadline = time.monotonic() + timeout_s
+        addr_file = new.config.parent / "address"
+        while not addr_file.exists():
+            if new.proc.poll() is not None:
+                code = new.proc.returncode
+                raise LaunchError(f"party {pid} exited with code {code}:\n{self.log_tail(pid)}")
+            if time.monotonic() > deadline:
+                tail = self.log_tail(pid)
+                raise LaunchError(f"party {pid} did not restart within {timeout_s:g} s:\n{tail}")
+            time.sleep(0.02)
+        new.address = addr_file.read_text().strip()
+        return new
+
+    def wait_stopped(self, pid: int, timeout_s: float = 60.0) -> None:
+        """Wait until party ``pid`` stopped itself (SIGSTOP, ``[testing] freeze_at``); raise if it exited or
+        did not stop within ``timeout_s``."""
+        pp = self.procs[pid]
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if pp.proc.poll() is not None:
+                raise LaunchError(f"party {pid} exited (code {pp.proc.returncode}) instead of stopping")
+            if _proc_state(pp.proc.pid) == "T":
+                return
+            if time.monotonic() > deadline:
+                raise LaunchError(f"party {pid} did not reach its freeze point within {timeout_s:g} s")
+            time.sleep(0.02)
+
     def stop(self, grace_s: float = 5.0) -> dict[int, int | None]:
         """SIGTERM every process we started (by PID), wait, SIGKILL stragglers; returns exit codes."""
         for pp in self.procs.values():
@@ -267,6 +307,15 @@ class LocalConsortium:
                     os.kill(pp.proc.pid, signal.SIGKILL)
                 codes[pid] = pp.proc.wait(5)
         return codes
+
+
+def _proc_state(pid: int) -> str:
+    """The state letter of process ``pid`` from /proc (Linux): R, S, T (stopped), Z, ..."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[0]
 
 
 # ---- confar simulate -------------------------------------------------------------------------------------

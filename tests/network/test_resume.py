@@ -1,9 +1,10 @@
 """Run resume on the party side (parties/replay.py): a coordinator that crashes after the parties completed
 a run step, and resumes with a new session of the same run, gets the same decisions without a second
 privacy charge; a different input for a completed step is refused; a step not held by every party is
-evaluated afresh and charged again (with a warning); a fresh run behaves exactly like a session without a
-run. Unit tests for the record file, the step digest, the spec binding and the ledger's run charges, then
-real daemons (m = 3, sign mode, fixed_rng_keys) over gRPC with mutual TLS."""
+evaluated afresh (with a warning) with the same noise, from each party's run noise key, and not charged
+again; a fresh run behaves exactly like a session without a run. Unit tests for the record file, the run
+key file, the step digest, the spec binding and the ledger's run charges, then real daemons (m = 3) over
+gRPC with mutual TLS, with fixed_rng_keys and with keys from the OS CSPRNG."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from mechanisms.privacy import GaussianEvent
 from parties import serde
 from parties.analyses import GaussianMean
 from parties.config import load_config
-from parties.daemon import PartyDaemon
+from parties.daemon import PartyDaemon, reproducible
 from parties.privacy_budget import (
     LEDGER_FILE,
     LedgerFileError,
@@ -45,7 +46,16 @@ from parties.privacy_budget import (
     merge_run_charge,
     run_step_counts,
 )
-from parties.replay import ReplayFileError, ReplayStore, RunRecord, RunStepRef, agreed_record, step_digest
+from parties.replay import (
+    ReplayFileError,
+    ReplayStore,
+    RunRecord,
+    RunStepRef,
+    agreed_record,
+    key_id,
+    run_step_keys,
+    step_digest,
+)
 from parties.spec import PartyEntry, SessionSpec, SpecError
 from proto import party_pb2
 from simulations.launcher import LocalConsortium, party_config_text, write_csv
@@ -225,13 +235,102 @@ def test_run_charges_merge_count_and_persist(tmp_path: Path) -> None:
         PrivacyBudgetStore.load(cfg)
 
 
+def test_run_key_is_created_once_private_and_refused_when_damaged(tmp_path: Path) -> None:
+    store = ReplayStore(tmp_path, "party-1")
+    key, created = store.run_key("run-1")
+    path = store.key_path_for("run-1")
+    assert created and len(key) == 32 and path.stat().st_mode & 0o777 == 0o600
+    assert store.run_key("run-1") == (key, False)  # read back, never replaced
+    assert ReplayStore(tmp_path, "party-1").run_key("run-2")[0] != key  # one key per run, from os.urandom
+    assert ReplayStore(tmp_path / "other", "party-1").run_key("run-1")[0] != key
+    fixed = bytes([1]) * 32  # testing only: derived from the fixed key and the run id, in any state dir
+    a = ReplayStore(tmp_path / "a", "party-1").run_key("run-1", fixed)[0]
+    assert a == ReplayStore(tmp_path / "b", "party-1").run_key("run-1", fixed)[0] and a != key
+    assert key_id(key) != key_id(a) and len(key_id(key)) == 32 and key.hex() not in key_id(key)
+    noise, reveal = run_step_keys(key, 3, b"d" * 32)
+    assert noise != reveal and (noise, reveal) == run_step_keys(key, 3, b"d" * 32)
+    assert run_step_keys(key, 3, b"e" * 32)[0] != noise and run_step_keys(key, 4, b"d" * 32)[0] != noise
+    assert store.path_for("run-1") != path and not store.path_for("run-1").exists()  # apart from the record
+
+    before = path.read_bytes()
+    for change, message in [
+        (lambda t: t.replace(key.hex(), "00" * 32), "checksum mismatch"),
+        (lambda t: "{garbage", "not JSON"),
+        (lambda t: t.replace('"party-1"', '"party-2"'), "checksum mismatch"),
+    ]:
+        path.write_text(change(before.decode()))
+        with pytest.raises(ReplayFileError, match=re.escape(str(path)) + ".*" + re.escape(message)):
+            store.run_key("run-1")
+        assert path.read_text() == change(before.decode())  # never replaced
+    theirs = ReplayStore(tmp_path / "p2", "party-2")
+    theirs.run_key("run-1")
+    shutil.copy(theirs.key_path_for("run-1"), path)  # another party's key file
+    with pytest.raises(ReplayFileError, match="belongs to party 'party-2'"):
+        store.run_key("run-1")
+    shutil.copy(store.key_path_for("run-2"), path)
+    with pytest.raises(ReplayFileError, match="key of run 'run-2', not of 'run-1'"):
+        store.run_key("run-1")
+
+
+def test_run_charge_records_digest_and_key_and_old_ledgers_still_load(tmp_path: Path) -> None:
+    d1, d2, k = "a" * 64, "b" * 64, "c" * 32
+    cs = merge_run_charge([], RunCharge("r", "aa", 1, 1, N, d1, k))
+    cs = merge_run_charge(cs, RunCharge("r", "aa", 2, 2, N, d2, k))
+    assert cs == [RunCharge("r", "aa", 1, 2, 2 * N, d2, k)]  # the range keeps its last step's digest
+    cs = merge_run_charge(cs, RunCharge("r", "aa", 3, 3, N, d1, "e" * 32))  # another key: a new range
+    assert len(cs) == 2
+    assert RunCharge.from_dict(cs[0].to_dict()) == cs[0]
+    old = {"run_id": "r", "session": "aa", "from_step": 1, "to_step": 2, "decisions": 2 * N}
+    assert RunCharge.from_dict(old) == RunCharge("r", "aa", 1, 2, 2 * N)
+    assert RunCharge.from_dict(old).to_dict() == old
+    bads = [{"digest": "xyz"}, {"noise_key": "c" * 31}, {"digest": 5}, {"digest": "A" * 64}, {"x": 1}]
+    for bad in ({**old, **b} for b in bads):
+        with pytest.raises(ValueError):
+            RunCharge.from_dict(bad)
+
+    # a ledger written before charges recorded their digest still loads; its charges match nothing
+    path = tmp_path / "party-1.toml"
+    path.write_text(party_config_text(1, M, tmp_path, None, None, privacy_budget=BUDGET))
+    cfg = load_config(path, insecure=True)
+    store = PrivacyBudgetStore.load(cfg)
+    spec = _spec("run-1")
+    ev = store.events_for(cfg, GaussianMean(), spec, N)
+    store.commit(ev, RunCharge("run-1", "s16", 1, 1, N, d1, k))
+    doc = json.loads((cfg.state_dir / LEDGER_FILE).read_text())
+    assert doc["version"] == 1 and doc["run_charges"] == [RunCharge("run-1", "s16", 1, 1, N, d1, k).to_dict()]
+    assert doc["run_charges"][0]["digest"] == d1 and doc["run_charges"][0]["noise_key"] == k
+    again = PrivacyBudgetStore.load(cfg)
+    paid = again.charged_run_step("run-1", 1, bytes.fromhex(d1), k)
+    assert paid == RunCharge("run-1", "s16", 1, 1, N, d1, k)
+    assert again.charged_run_step("run-1", 1, bytes.fromhex(d2), k) is None  # other inputs
+    assert again.charged_run_step("run-1", 1, bytes.fromhex(d1), "e" * 32) is None  # another run key
+    assert again.charged_run_step("run-1", 2, bytes.fromhex(d1), k) is None
+    assert again.charged_run_step("run-2", 1, bytes.fromhex(d1), k) is None
+    for c in doc["run_charges"]:
+        del c["digest"], c["noise_key"]
+    (cfg.state_dir / LEDGER_FILE).write_text(json.dumps(doc))
+    legacy = PrivacyBudgetStore.load(cfg)
+    assert legacy.run_charges == [RunCharge("run-1", "s16", 1, 1, N)]
+    assert legacy.charged_run_step("run-1", 1, bytes.fromhex(d1), k) is None  # charged again: conservative
+    assert legacy.charged_run_step("run-1", 1, bytes.fromhex(d1), "") is None
+
+
+def test_reproducible_reveal_modes() -> None:
+    assert reproducible(_spec("r", reveal_mode="sum")) and reproducible(_spec("r", reveal_mode="blinded"))
+    assert reproducible(_spec("r"))
+    assert not reproducible(_spec("r", model_params={**PARAMS, "lazy": {"gamma": 0.5}}))
+
+
 # ---- real daemons ------------------------------------------------------------------------------------------
 
 
 class Consortium:
-    """m in-process PartyDaemons (real gRPC servers, mutual TLS) that can be restarted on their state."""
+    """m in-process PartyDaemons (real gRPC servers, mutual TLS) that can be restarted on their state.
+    ``fixed``: the testing-only fixed_rng_keys (KEYS); False: every key from the OS CSPRNG."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(
+        self, root: Path, fixed: bool = True, modes: tuple[str, ...] = ("sum", "blinded", "sign")
+    ) -> None:
         self.root = root
         self.certs = make_certs(root, M)
         self.daemons: list[PartyDaemon] = []
@@ -249,7 +348,8 @@ class Consortium:
                     root,
                     self.certs,
                     pdir / "data.csv",
-                    fixed_rng_key=KEYS[pid],
+                    modes=modes,
+                    fixed_rng_key=KEYS[pid] if fixed else None,
                     privacy_budget=BUDGET,
                     round_timeout_s=10.0,
                 )
@@ -378,7 +478,7 @@ def _decode(sess: CoordinatorSession, tr: StepTranscript) -> npt.NDArray[np.bool
     return decide_receiver(sess.spec.reveal_mode, sess.spec.params(), inbox, N).accept
 
 
-def test_step_not_held_by_every_party_is_evaluated_afresh_and_charged_again(tmp_path: Path) -> None:
+def test_step_not_held_by_every_party_is_evaluated_afresh_and_charged_once(tmp_path: Path) -> None:
     run = "chain-B"
 
     async def main() -> None:
@@ -390,7 +490,7 @@ def test_step_not_held_by_every_party_is_evaluated_afresh_and_charged_again(tmp_
                 await _steps(s1, range(1, 2))
                 path2 = lc.daemons[1].replays.path_for(run)
                 older = path2.read_bytes()  # party 2's record of run step 1
-                await _steps(s1, range(2, 3))
+                (first_2,) = await _steps(s1, range(2, 3))
             path2.write_bytes(older)  # party 2 "crashed" after its charge, before it kept run step 2
             async with lc.coordinator() as c2:
                 s2 = await _open(c2, run, 2)
@@ -400,16 +500,20 @@ def test_step_not_held_by_every_party_is_evaluated_afresh_and_charged_again(tmp_
                     assert old.state == "closed" and old.failure.startswith("superseded by session")
                 assert len(s2.warnings) == 1
                 assert "run step 2 was completed by parties [1, 3] but not by every party" in s2.warnings[0]
-                assert "charged again" in s2.warnings[0]
-                await s2.evaluate(_inputs(2), N)
+                assert "evaluated afresh" in s2.warnings[0]
+                again = (await s2.evaluate(_inputs(2), N)).accept
                 assert s2.last_transcript is not None and not s2.last_transcript.replayed
+                assert np.array_equal(again, first_2)  # the same noise, hence the same decisions
                 await s2.close()
             for pid in range(1, M + 1):
-                assert lc.charges(pid, run) == {1: 1, 2: 2}  # conservative: never under-charged
-                assert lc.charged_decisions(pid) == 3 * N
-            recharged = [x for x in lc.audit(1) if x.get("recharged")]
-            assert len(recharged) == 1 and "evaluated afresh and charged again" in recharged[0]["detail"]
-            assert not any(x.get("recharged") for x in lc.audit(2))  # it did not hold step 2: plain step
+                assert lc.charges(pid, run) == {1: 1, 2: 1}  # each run step once: the same release
+                assert lc.charged_decisions(pid) == 2 * N
+                assert lc.daemons[pid - 1].decisions_used == 2 * N
+                afresh = [x for x in lc.audit(pid) if x.get("charged_in")]
+                assert len(afresh) == 1 and afresh[0]["run_step"] == 2 and afresh[0]["decisions_charged"] == 0
+                assert afresh[0]["charged_in"] == s1.session_id.hex()[:16]
+                assert "not charged again" in afresh[0]["detail"]
+                assert not any(x.get("recharged") for x in lc.audit(pid))
             # now every party holds run step 2 of the same session again: a further resume replays it
             async with lc.coordinator() as c3:
                 s3 = await _open(c3, run, 2)
@@ -417,7 +521,7 @@ def test_step_not_held_by_every_party_is_evaluated_afresh_and_charged_again(tmp_
                 await s3.evaluate(_inputs(2), N)
                 assert s3.last_transcript is not None and s3.last_transcript.replayed
                 await s3.close()
-            assert all(lc.charged_decisions(pid) == 3 * N for pid in range(1, M + 1))
+            assert all(lc.charged_decisions(pid) == 2 * N for pid in range(1, M + 1))
 
             # a corrupt record refuses the run's sessions with a clear error naming the file
             lc.daemons[2].replays.path_for(run).write_text("{garbage")
@@ -427,6 +531,60 @@ def test_step_not_held_by_every_party_is_evaluated_afresh_and_charged_again(tmp_
                 assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION and ei.value.party == 3
                 msg = str(ei.value)
                 assert str(lc.daemons[2].replays.path_for(run)) in msg and "corrupt" in msg
+        finally:
+            await lc.stop()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("mode", ["sum", "blinded", "sign"])
+def test_reevaluated_step_reveals_the_same_with_os_keys_across_restarts(tmp_path: Path, mode: str) -> None:
+    """Keys from the OS CSPRNG (no fixed_rng_key): every party keeps its run noise key in its state dir, so a
+    run step evaluated afresh in a new session, after the daemons restarted, reveals bit for bit what it
+    revealed the first time (sum: S; blinded: S W + E, whose E term comes from the run key too; sign: the
+    bits) and no party charges it again."""
+    run = f"chain-os-{mode}"
+
+    async def open_(c: Coordinator, first: int) -> CoordinatorSession:
+        return await c.open_session(
+            reveal_mode=mode, model="gaussian-mean", model_params=PARAMS, run_id=run, first_run_step=first
+        )
+
+    async def main() -> None:
+        lc = Consortium(tmp_path, fixed=False)
+        await lc.start()
+        try:
+            async with lc.coordinator() as c1:
+                s1 = await open_(c1, 1)
+                await s1.evaluate(_inputs(1), N)
+                path2 = lc.daemons[1].replays.path_for(run)
+                older = path2.read_bytes()
+                first = await s1.evaluate(_inputs(2), N)
+            keys = {d.cfg.id: d.replays.key_path_for(run).read_bytes() for d in lc.daemons}
+            await lc.stop()
+            path2.write_bytes(older)  # party 2 lost run step 2's record: the step cannot be replayed
+            await lc.start()  # new processes' memory: the run keys come from the state dirs
+            async with lc.coordinator() as c2:
+                s2 = await open_(c2, 2)
+                assert s2.replay_step == 0 and s2.resume == {1: 2, 2: 1, 3: 2}
+                again = await s2.evaluate(_inputs(2), N)
+                assert s2.last_transcript is not None and not s2.last_transcript.replayed
+                assert np.array_equal(again.accept, first.accept)
+                if mode != "sign":
+                    assert first.revealed is not None and again.revealed is not None
+                    assert np.array_equal(again.revealed, first.revealed)  # exactly the same release
+                await s2.evaluate(_inputs(3), N)
+                await s2.close()
+            for pid in range(1, M + 1):
+                assert lc.charges(pid, run) == {1: 1, 2: 1, 3: 1}
+                assert lc.daemons[pid - 1].decisions_used == 3 * N
+                key_file = lc.daemons[pid - 1].replays.key_path_for(run)
+                assert key_file.read_bytes() == keys[pid] and key_file.stat().st_mode & 0o777 == 0o600
+                key_hex = json.loads(keys[pid])["key"]
+                assert key_hex not in (lc.state(pid) / "audit.log").read_text()  # the key never leaves
+                opened = [x for x in lc.audit(pid) if x["what"] == "OpenSession" and x.get("run_id") == run]
+                assert [x["run_key"] for x in opened] == ["created", "read"]
+            assert len({json.loads(k)["key"] for k in keys.values()}) == M  # each party its own key
         finally:
             await lc.stop()
 
