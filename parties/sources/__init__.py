@@ -11,6 +11,12 @@ source      where                                          module
 ``sparql``  a SELECT on a SPARQL endpoint (``endpoint``)    ``parties.sources.sparql``
 =========== ============================================== ===========================================
 
+Each module's docstring documents its keys (``sql``: ``url``, ``query`` / ``query_file``,
+``password_file`` / ``password_env``, ``timeout_s``; ``sparql``: ``endpoint``, ``query`` / ``query_file``,
+``default_graph``, ``named_graph``, ``page_size``, ``timeout_s``, ``tls_cert`` / ``tls_key`` / ``tls_ca``,
+``username`` with ``password_file`` / ``password_env``). No key ever holds a secret: a URL with a password is
+refused.
+
 Common keys: ``model`` and ``model_args`` (the schema the records are checked against, at start-up and by
 ``confar-party check-config``), ``max_records`` (default 10,000,000: a larger result is refused, nothing
 is loaded). The daemon reads its source **once, when it starts** (:func:`parties.sources.base.take_snapshot`),

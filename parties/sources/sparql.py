@@ -206,6 +206,18 @@ class SparqlSource:
                 ) from exc
         return ctx
 
+    def _tls_error(self, reason: ssl.SSLError, where: str) -> SourceError:
+        """Our check of the endpoint's certificate failed (``data.tls_ca``), or the endpoint refused the
+        handshake, which after that check means it did not take our client certificate (``data.tls_cert``)."""
+        if getattr(reason, "reason", "") == "CERTIFICATE_VERIFY_FAILED":
+            return SourceError("data.tls_ca", f"TLS with {where} failed: {reason}")
+        hint = (
+            ""
+            if self.tls_cert
+            else " (does it require a client certificate? set data.tls_cert, data.tls_key)"
+        )
+        return SourceError("data.tls_cert", f"TLS with {where} failed: {reason}{hint}")
+
     def _request(self, query: str, ctx: ssl.SSLContext | None, auth: str | None) -> dict[str, Any]:
         form = [("query", query)]
         form += [("default-graph-uri", g) for g in self.default_graphs]
@@ -236,9 +248,10 @@ class SparqlSource:
         except urllib.error.URLError as exc:
             reason = exc.reason
             if isinstance(reason, ssl.SSLError):
-                key = "data.tls_cert" if self.tls_cert else "data.tls_ca"
-                raise SourceError(key, f"TLS with {where} failed: {reason}") from exc
+                raise self._tls_error(reason, where) from exc
             raise SourceError("data.endpoint", f"cannot reach {where}: {reason}") from exc
+        except ssl.SSLError as exc:
+            raise self._tls_error(exc, where) from exc
         except (TimeoutError, OSError) as exc:
             raise SourceError("data.endpoint", f"cannot reach {where}: {exc}") from exc
         try:

@@ -159,3 +159,30 @@ def test_daemon_audits_its_snapshot(tmp_path: Path) -> None:
     assert snap[0]["records"] == 30 and snap[0]["sha256"] == d.snapshot.sha256 and snap[0]["source"] == "csv"
     assert snap[0]["bytes"] == 30 * 3 * 8 and snap[0]["columns"] == ["x1", "x2", "y"]
     assert d.data_audit() == {"records": 30, "data_sha256": d.snapshot.sha256}
+
+
+def test_check_config_reads_and_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from parties.cli import main
+
+    cfg = write_party(tmp_path, ['path = "data.csv"', 'model = "bayes-logistic"', "model_args = { p = 2 }"])
+    assert main(["check-config", "--config", str(cfg), "--insecure"]) == 0
+    out = capsys.readouterr().out
+    snap = snapshot(csv_config(tmp_path / "party-1" / "data.csv"))
+    assert "data: 30 records, columns x1, x2, y (720 bytes)" in out
+    assert f"data: snapshot sha256 {snap.sha256}" in out
+    # problems: exit 2, the key, the first problem rows, no values
+    rows = ["x1,x2,y"] + [f"0.{i},0.5,1" for i in range(20)]
+    rows[3] = "0.3,,1"
+    rows[5] = "7.25,0.5,1"
+    rows[15] = "0.1,0.2,private"
+    (tmp_path / "party-1" / "data.csv").write_text("\n".join(rows) + "\n")
+    assert main(["check-config", "--config", str(cfg), "--insecure"]) == 2
+    err = capsys.readouterr().err
+    assert "data.path: refused (20 records, the first 3 problem rows):" in err
+    assert "  row 3: column 'x2': missing values (empty, NULL or unbound)" in err
+    assert "  row 5: column 'x1': values outside the declared public bounds [-3, 3]" in err
+    assert "  row 15: column 'y': non-numeric values" in err
+    assert "7.25" not in err and "private" not in err
+    # the daemon refuses to start on the same data (exit 2, the key named), nothing served
+    assert main(["serve", "--config", str(cfg), "--insecure"]) == 2
+    assert "data error: " in capsys.readouterr().err
