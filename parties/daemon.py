@@ -348,9 +348,18 @@ class PartyDaemon:
                     )
                 superseded.append(k)
         try:
-            return self.replays.load(spec.run_id), superseded
+            held = self.replays.load(spec.run_id)
         except ReplayFileError as exc:
             raise Abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
+        now = self.snapshot.sha256 if self.snapshot is not None else ""
+        if held is not None and held.data_sha256 and held.data_sha256 != now:
+            raise Abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"this party's records changed since run step {held.run_step} of run {spec.run_id!r} "
+                f"(snapshot sha256 {held.data_sha256[:16]}… then, {now[:16] or 'none'}… now): the run cannot "
+                "continue exactly on other data; start a new run (or restore the records)",
+            )
+        return held, superseded
 
     def check_policy(self, spec: SessionSpec) -> None:
         cfg = self.cfg
@@ -718,7 +727,8 @@ class PartyDaemon:
             out = await self.drive_step(sess, machine, step, n, context)
             if run_step and sess.state == "ready":  # kept durably before the messages leave (not superseded)
                 ref = RunStepRef(sess.spec.run_id, run_step, digest, sess.spec.session_id)
-                sess.held = RunRecord(ref, n, out.rounds, tuple(out.to_receiver))
+                data = self.snapshot.sha256 if self.snapshot is not None else ""
+                sess.held = RunRecord(ref, n, out.rounds, tuple(out.to_receiver), data_sha256=data)
                 self.replays.save(sess.held)
             sess.last_step = step
             clamped = int(np.count_nonzero(out.result.clamped)) if hasattr(out.result, "clamped") else 0

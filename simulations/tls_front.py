@@ -1,12 +1,14 @@
 """A TLS front for a local HTTP server, as its own process: ``python -m simulations.tls_front --listen PORT
 --upstream http://127.0.0.1:PORT --cert C --key K --ca CA``. It requires a client certificate signed by
-``--ca`` (mutual TLS) and forwards each request to the upstream unchanged. It stands in, in the tests, for an
+``--ca`` (mutual TLS), and with ``--basic-auth-file`` HTTP basic authentication, and forwards each request to
+the upstream unchanged. It stands in, in the tests, for an
 endpoint that a registry protects with client certificates (the Oxigraph server itself speaks plain HTTP).
 Listens on 127.0.0.1 only; stops on SIGTERM."""
 
 from __future__ import annotations
 
 import argparse
+import base64
 import http.server
 import ssl
 import urllib.error
@@ -20,11 +22,22 @@ def main() -> None:
     ap.add_argument("--cert", required=True)
     ap.add_argument("--key", required=True)
     ap.add_argument("--ca", required=True)
+    ap.add_argument("--basic-auth-file", help="a file 'user:password': require HTTP basic authentication")
     args = ap.parse_args()
     upstream = args.upstream.rstrip("/")
+    expected = None
+    if args.basic_auth_file:
+        with open(args.basic_auth_file, encoding="utf-8") as fh:
+            expected = "Basic " + base64.b64encode(fh.read().strip().encode()).decode()
 
     class Forward(http.server.BaseHTTPRequestHandler):
         def _forward(self) -> None:
+            if expected is not None and self.headers.get("Authorization") != expected:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="registry"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             size = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(size) if size else None
             headers = {k: v for k, v in self.headers.items() if k.lower() in ("accept", "content-type")}

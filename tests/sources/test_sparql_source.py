@@ -28,6 +28,7 @@ pytestmark = pytest.mark.skipif(
     oxigraph_binary() is None, reason="oxigraph (pip install oxigraph) not installed"
 )
 ARGS = {"p": 2}
+BASIC_PASSWORD = "endpoint-pw-42"
 PREFIX = f"PREFIX fv: <{FV}>\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
 TYPED = f"""@prefix fv: <{FV}> .
 @prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
@@ -240,6 +241,7 @@ def tls_front(server: SparqlServer, tmp_path_factory: pytest.TempPathFactory) ->
     other_key, other_cert = make_ca("some other CA")
     _write_pem(d / "stranger", *make_leaf("party-2", other_key, other_cert))
     assert isinstance(ca_cert, x509.Certificate)
+    (d / "basic").write_text("confar:" + BASIC_PASSWORD)
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -256,6 +258,8 @@ def tls_front(server: SparqlServer, tmp_path_factory: pytest.TempPathFactory) ->
             str(d / "localhost.key"),
             "--ca",
             str(d / "ca.pem"),
+            "--basic-auth-file",
+            str(d / "basic"),
         ],
         stdout=subprocess.PIPE,
         cwd=Path(__file__).resolve().parents[2],
@@ -272,18 +276,24 @@ def tls_front(server: SparqlServer, tmp_path_factory: pytest.TempPathFactory) ->
             proc.wait(5)
 
 
-def test_tls_client_certificate(tls_front: tuple[str, Path]) -> None:
+def test_tls_client_certificate_and_basic_auth(
+    tls_front: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     endpoint, d = tls_front
     g = (registry_graph(2),)
-    good = SparqlSource(
-        endpoint,
-        QUERY,
-        default_graphs=g,
-        tls_cert=d / "party-2.pem",
-        tls_key=d / "party-2.key",
-        tls_ca=d / "ca.pem",
-    )
+    monkeypatch.setenv("SPARQL_PW", BASIC_PASSWORD)
+    tls = {"tls_cert": d / "party-2.pem", "tls_key": d / "party-2.key", "tls_ca": d / "ca.pem"}
+    good = SparqlSource(endpoint, QUERY, default_graphs=g, username="confar", password_env="SPARQL_PW", **tls)
     assert snap(good).sha256 == content_hash(REG[2])  # type: ignore[attr-defined]
+    # wrong or no credentials: refused by the endpoint, the key named, the password in no message
+    monkeypatch.setenv("SPARQL_PW", "wrong-pw")
+    with pytest.raises(SourceError) as ei:
+        snap(good)
+    assert ei.value.key == "data.password_env" and "refused the credentials (HTTP 401)" in str(ei.value)
+    assert "wrong-pw" not in str(ei.value)
+    with pytest.raises(SourceError, match=r"data\.endpoint: .*refused the credentials \(HTTP 401\)"):
+        snap(SparqlSource(endpoint, QUERY, default_graphs=g, **tls))
+    monkeypatch.setenv("SPARQL_PW", BASIC_PASSWORD)
     # no client certificate, or one from another CA: the endpoint refuses the handshake
     for src in (
         SparqlSource(endpoint, QUERY, default_graphs=g, tls_ca=d / "ca.pem"),
