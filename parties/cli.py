@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def check_config(path: str, cfg: PartyConfig) -> int:
     """Read the records as ``serve`` would and report (module docstring); exit code 0 or 2."""
-    print(f"{path}: ok (party {cfg.id}, {cfg.identity})")
+    print(f"{path}: configuration ok (party {cfg.id}, {cfg.identity})")
     if cfg.data is None:
         print("data: none configured ([data]): this party holds no records")
         return EXIT_OK

@@ -26,7 +26,8 @@ Example (all keys; optional ones marked)::
     address = "127.0.0.1:50051"
 
     [data]                         # optional: where this registry's records live (parties/sources)
-    source = "csv"                 # csv | parquet (default: from the path's suffix); see parties/sources
+    source = "csv"                 # csv | parquet (default: from the path's suffix) | sql | sparql: the
+                                   # keys of each are in parties/sources/ (database URL, query, endpoint...)
     path = "registry.csv"          # CSV (header row) or Parquet (needs pyarrow)
     model = "bayes-logistic"       # optional: check the records against this model's schema at start-up
     max_records = 10000000         # optional: a larger result is refused (nothing is loaded)

@@ -123,17 +123,26 @@ def new_password() -> str:
 
 
 def data_table(kind: str, **kw: Any) -> dict[str, Any]:
-    """The ``[data]`` entries (without model) for one registry kind; see ``simulations.run_local``."""
+    """The ``[data]`` entries (without model) for one registry kind; see ``simulations.run_local``. A query
+    is written next to the config (``query_dir``: ``cohort.sql`` / ``cohort.rq``) and named by ``query_file``,
+    as a registry would keep it."""
     if kind in ("csv", "parquet"):
         return {"source": kind, "path": str(kw["path"])}
+
+    def query_file(name: str, text: str) -> str:
+        path = Path(kw["query_dir"]) / name
+        path.write_text(text + "\n", encoding="utf-8")
+        return str(path)
+
     if kind == "sqlite":
-        return {"source": "sql", "url": f"sqlite:///{kw['path']}", "query": sql_query(kw["names"])}
+        q = query_file("cohort.sql", sql_query(kw["names"]))
+        return {"source": "sql", "url": f"sqlite:///{kw['path']}", "query_file": q}
     if kind == "postgresql":
         return {
             "source": "sql",
             "url": kw["url"],
             "password_file": str(kw["password_file"]),
-            "query": sql_query(kw["names"]),
+            "query_file": query_file("cohort.sql", sql_query(kw["names"])),
         }
     if kind == "sparql":
         return {
@@ -141,6 +150,6 @@ def data_table(kind: str, **kw: Any) -> dict[str, Any]:
             "endpoint": kw["endpoint"],
             "default_graph": [registry_graph(kw["pid"])],
             "page_size": int(kw.get("page_size", 1000)),
-            "query": sparql_query(kw["names"], kw.get("outcome")),
+            "query_file": query_file("cohort.rq", sparql_query(kw["names"], kw.get("outcome"))),
         }
     raise ValueError(f"unknown registry kind {kind!r}; known: {list(SOURCE_KINDS)}")

@@ -202,7 +202,9 @@ def registry_tables(
         elif kind == "sqlite":
             (pdir / "registry.db").unlink(missing_ok=True)
             registries.write_sqlite(pdir / "registry.db", cols)
-            tables.append(registries.data_table("sqlite", path=pdir / "registry.db", names=names))
+            tables.append(
+                registries.data_table("sqlite", path=pdir / "registry.db", names=names, query_dir=pdir)
+            )
         elif kind == "postgresql":
             assert server is not None
             password = registries.new_password()
@@ -212,11 +214,13 @@ def registry_tables(
             pw.touch(mode=0o600)
             pw.write_text(password + "\n")
             url = server.url(f"registry{pid}", f"reader{pid}")
-            tables.append(registries.data_table("postgresql", url=url, password_file=pw, names=names))
+            tables.append(
+                registries.data_table("postgresql", url=url, password_file=pw, names=names, query_dir=pdir)
+            )
         elif kind == "sparql":
             registries.write_trig(pdir / "registry.trig", pid, cols, outcome, seed=pid)
             trig.append(pdir / "registry.trig")
-            tables.append({"pid": pid, "names": names, "outcome": outcome})  # completed below
+            tables.append({"pid": pid, "names": names, "outcome": outcome, "query_dir": pdir})  # see below
         else:
             raise ValueError(f"unknown [simulate] source {kind!r}")
     if trig:

@@ -62,6 +62,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_RECORDS = 10_000_000
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 SOURCES = ("csv", "parquet", "sql", "sparql")
 COMMON_KEYS = {"source", "model", "model_args", "max_records"}
 QUERY_KEYS = {"query", "query_file"}
@@ -207,6 +208,12 @@ def read_sparql(t: Table) -> SparqlSource:
     if cert is not None and not endpoint.lower().startswith("https:"):
         raise t.err("data.tls_cert", "a TLS client certificate needs an https:// endpoint")
     username = t.get("username", str, None)
+    host = (urlsplit(endpoint).hostname or "").lower()
+    if username is not None and endpoint.lower().startswith("http:") and host not in LOOPBACK:
+        raise t.err(
+            "data.username",
+            "basic authentication over plain http would send the password in clear; use https",
+        )
     pw_file, pw_env = read_password_keys(t)
     if username is None and (pw_file or pw_env):
         raise t.err("data.password_file" if pw_file else "data.password_env", "given without data.username")

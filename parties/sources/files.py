@@ -21,7 +21,7 @@ class CsvSource:
         return "data.path"
 
     def describe(self) -> str:
-        return str(self.path)
+        return f"csv {self.path}"
 
     def fetch(self, max_records: int) -> RawTable:
         try:
@@ -61,7 +61,7 @@ class ParquetSource:
         return "data.path"
 
     def describe(self) -> str:
-        return str(self.path)
+        return f"parquet {self.path}"
 
     def fetch(self, max_records: int) -> RawTable:
         try:

@@ -232,7 +232,8 @@ class SqlSource:
                     trans = conn.begin()
                 except sa.exc.SQLAlchemyError as exc:
                     raise SourceError(
-                        "data.url", f"cannot start a read-only transaction ({where}): {exc}"
+                        "data.url",
+                        f"cannot start a read-only transaction ({where}): {_first_line(exc, password)}",
                     ) from exc
                 try:
                     # the driver's own cursor: the query goes to the database as written (SQLAlchemy would

@@ -209,6 +209,10 @@ def test_config_keys(tmp_path: Path, server: SparqlServer) -> None:
         ([ep, 'query_file = "q.rq"', 'tls_cert = "q.rq"'], "data.tls_cert: give both"),
         ([ep, 'query_file = "q.rq"', 'tls_cert = "q.rq"', 'tls_key = "q.rq"'], "needs an https:// endpoint"),
         ([ep, 'query_file = "q.rq"', 'password_env = "X"'], "data.password_env: given without data.username"),
+        (
+            ['endpoint = "http://registry.example/q"', 'query_file = "q.rq"', 'username = "u"'],
+            "data.username: basic authentication over plain http would send the password in clear",
+        ),
     ):
         with pytest.raises(ConfigError, match=match.replace("(", r"\(").replace(")", r"\)")):
             load_config(cfg(*lines), insecure=True)
