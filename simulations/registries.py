@@ -1,4 +1,5 @@
-"""Synthetic registries in the shapes real ones keep their data in: a PostgreSQL table, an SQLite file, a
+"""Synthetic registries in the shapes real ones keep their data in (a NaN in the given columns is written
+as a missing value: NULL, a Parquet null, no triple): a PostgreSQL table, an SQLite file, a
 Parquet file, or RDF in a FAIRVASC-like shape served by a SPARQL endpoint; and the ``[data]`` table with
 the query that reads each one back. Used by ``confar run --simulate`` (``[simulate] sources``) and the tests.
 
@@ -47,7 +48,7 @@ def write_trig(
     g = registry_graph(pid)
     base = f"urn:confar:registry:party-{pid}/"
     lines = [f"@prefix fv: <{FV}> .", f"@prefix xsd: <{XSD}> .", "", f"<{g}> {{"]
-    binary = {k for k, v in cols.items() if np.isin(v, (0.0, 1.0)).all()}
+    binary = {k for k, v in cols.items() if np.isin(v[~np.isnan(v)], (0.0, 1.0)).all()}
     for i in range(n):
         p, d, o = f"<{base}patient/{i + 1}>", f"<{base}diagnosis/{i + 1}>", f"<{base}outcome/{i + 1}>"
         year = int(rng.integers(1930, 2000))
@@ -56,13 +57,15 @@ def write_trig(
             f'  {p} a fv:Patient ; fv:recordNumber {i + 1} ; fv:birthYear "{year}"^^xsd:gYear ; '
             f"fv:hasDiagnosis {d} ; fv:hasOutcome {o} ."
         )
-        cov = " ; ".join(f"fv:{k} {_double(v[i])}" for k, v in cols.items() if k != outcome)
+        cov = " ; ".join(  # a NaN is no triple: the variable stays unbound
+            f"fv:{k} {_double(v[i])}" for k, v in cols.items() if k != outcome and not np.isnan(v[i])
+        )
         lines.append(
             f'  {d} a fv:Diagnosis ; fv:code <{GPA}> ; fv:diagnosisDate "{day.isoformat()}"^^xsd:date'
             + (f" ; {cov}" if cov else "")
             + " ."
         )
-        if outcome is not None:
+        if outcome is not None and not np.isnan(cols[outcome][i]):
             v = cols[outcome][i]
             lit = ("true" if v == 1.0 else "false") if outcome in binary else _double(v)
             lines.append(f"  {o} a fv:Outcome ; fv:{outcome} {lit} .")
@@ -105,9 +108,10 @@ def write_sqlite(path: Path, columns: Mapping[str, npt.ArrayLike]) -> None:
         cols = ", ".join(f'"{k}" REAL' for k in names)
         db.execute(f"CREATE TABLE {TABLE} ({ID_COLUMN} INTEGER PRIMARY KEY, {cols})")
         marks = ", ".join("?" * (len(names) + 1))
-        db.executemany(
-            f"INSERT INTO {TABLE} VALUES ({marks})", [(i + 1, *r) for i, r in enumerate(data.tolist())]
-        )
+        rows = [
+            (i + 1, *(None if v != v else v for v in r)) for i, r in enumerate(data.tolist())
+        ]  # NaN: NULL
+        db.executemany(f"INSERT INTO {TABLE} VALUES ({marks})", rows)
     db.close()
 
 
@@ -115,7 +119,8 @@ def write_parquet(path: Path, columns: Mapping[str, npt.ArrayLike]) -> None:
     import pyarrow as pa  # type: ignore[import-not-found]
     import pyarrow.parquet as pq  # type: ignore[import-not-found]
 
-    pq.write_table(pa.table({k: np.asarray(v, dtype=np.float64) for k, v in columns.items()}), path)
+    cols = {k: np.asarray(v, dtype=np.float64) for k, v in columns.items()}
+    pq.write_table(pa.table({k: pa.array(v, mask=np.isnan(v)) for k, v in cols.items()}), path)  # NaN: null
 
 
 def new_password() -> str:

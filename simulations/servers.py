@@ -233,7 +233,7 @@ class PostgresServer:
         id_column: str = "record_id",
     ) -> None:
         """A database with ``table`` (``id_column`` 1..n, then one double precision column per entry, values
-        exactly as given) and a login role ``reader`` that can only SELECT it."""
+        exactly as given, NaN as NULL) and a login role ``reader`` that can only SELECT it."""
         from psycopg import sql
 
         names = list(columns)
@@ -257,7 +257,7 @@ class PostgresServer:
                 )
                 with cur.copy(copy) as cp:
                     for i, row in enumerate(data.tolist(), start=1):
-                        cp.write_row([i, *row])
+                        cp.write_row([i, *(None if v != v else v for v in row)])  # NaN -> NULL
             db.execute(sql.SQL("REVOKE ALL ON SCHEMA public FROM PUBLIC"))
             db.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(reader)))
             db.execute(
