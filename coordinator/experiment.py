@@ -100,6 +100,10 @@ EXPERIMENT.toml::
     # party_epsilon = 50.0          # its eps-at-delta budget (with party_delta); else none
     # party_delta = 1e-5
     # party_colluding = 3           # optional: [budget] colluding of every party (default "all": m - 1)
+    sources = ["csv", "postgresql", "sparql"]   # optional: where each registry keeps its records (one per
+                                    # party, or one for all; default "csv"): csv, parquet, sqlite,
+                                    # postgresql (a throwaway local cluster), sparql (a local Oxigraph
+                                    # server, FAIRVASC-like RDF); read by each daemon through [data]
 
 With ``[simulate]`` present, ``[coordinator]`` and ``[[parties]]`` may be left out (a simulated consortium
 brings its own certificates and addresses).
@@ -139,6 +143,7 @@ MAX_CHAINS = 4096
 MAX_BATCH = 2**20
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
+SIMULATE_SOURCES = ("csv", "parquet", "sqlite", "postgresql", "sparql")  # simulations/registries.py
 TABLES = (
     "experiment",
     "coordinator",
@@ -453,6 +458,10 @@ class SimulateSettings:
     party_epsilon: float | None = None
     party_delta: float | None = None
     party_colluding: int | None = None  # None: the daemon's default ("all": m - 1)
+    sources: tuple[str, ...] = ()  # per party (SIMULATE_SOURCES); empty: every party reads a CSV file
+
+    def source(self, pid: int) -> str:
+        return self.sources[pid - 1] if self.sources else "csv"
 
     def budget(self) -> dict[str, Any]:
         """Each simulated party's ``[budget]`` table entries (empty: no budget)."""
@@ -680,6 +689,7 @@ def _simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int) ->
             "party_epsilon",
             "party_delta",
             "party_colluding",
+            "sources",
         ),
     )
     raw_parties = doc.get("parties")
@@ -706,6 +716,14 @@ def _simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int) ->
             f"simulate.{missing}", "missing: an eps-at-delta budget needs party_epsilon and party_delta"
         )
     colluding = r.integer(tbl, "simulate", "party_colluding", None, lo=0, hi=m - 1)
+    raw_src = r.get(tbl, "simulate", "sources", (str, list), "csv")
+    srcs = [raw_src] * m if isinstance(raw_src, str) else raw_src
+    if len(srcs) != m:
+        raise r.err("simulate.sources", f"needs one source per party ({m}), got {len(srcs)}")
+    for i, src in enumerate(srcs):
+        if src not in SIMULATE_SOURCES:
+            where = f"simulate.sources[{i}]" if isinstance(raw_src, list) else "simulate.sources"
+            raise r.err(where, f"{src!r} is not one of {list(SIMULATE_SOURCES)}")
     return SimulateSettings(
         parties=m,
         records=tuple(int(n) for n in records),
@@ -715,6 +733,7 @@ def _simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int) ->
         party_epsilon=eps,
         party_delta=delta,
         party_colluding=colluding,
+        sources=tuple(srcs),
     )
 
 

@@ -18,11 +18,9 @@ here by registration; this module only fixes the seam.
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -56,30 +54,6 @@ class Dataset:
         if name not in self.columns:
             raise AnalysisError(f"data has no column {name!r}; columns: {sorted(self.columns)}")
         return self.columns[name]
-
-
-def load_dataset(path: Path | None) -> Dataset:
-    if path is None:
-        return Dataset({})
-    if path.suffix.lower() in (".parquet", ".pq"):
-        try:
-            import pyarrow.parquet as pq  # type: ignore[import-not-found]
-        except ImportError as exc:
-            raise AnalysisError(f"{path}: reading Parquet needs pyarrow, which is not installed") from exc
-        table = pq.read_table(path)
-        return Dataset({n: np.asarray(table[n], dtype=np.float64) for n in table.column_names})
-    with open(path, newline="") as fh:
-        rows = list(csv.reader(fh))
-    if not rows:
-        raise AnalysisError(f"{path}: empty CSV (a header row is required)")
-    header, body = rows[0], rows[1:]
-    try:
-        arr = np.array([[float(v) for v in row] for row in body], dtype=np.float64).reshape(
-            len(body), len(header)
-        )
-    except ValueError as exc:
-        raise AnalysisError(f"{path}: every value must be numeric with one per header column: {exc}") from exc
-    return Dataset({name: arr[:, i].copy() for i, name in enumerate(header)})
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,13 @@
     confar-party serve --config party.toml [--insecure]
     confar-party check-config --config party.toml [--insecure]
 
+``check-config`` validates the file, then reads the registry's records exactly as ``serve`` would
+(``parties.sources``: connects to the database or endpoint, runs the query, converts and checks every
+record against ``[data] model``'s schema) and prints where from, the record count, the columns and the
+snapshot's SHA-256; on a problem it prints the key to fix, the problems by column and the first problem
+rows (row numbers and what is wrong, never a record's value) and exits 2. It writes nothing (no state dir,
+no audit line).
+
 Exit codes: 0 stopped cleanly (SIGTERM / SIGINT: in-flight calls get a grace period of 5 s, sessions are
 closed, the audit log is closed); 1 runtime failure; 2 bad command line or configuration (the message names
 the key); 3 the graceful stop did not finish within 10 s of the signal and the daemon ended itself (an audit
@@ -18,7 +25,8 @@ import asyncio
 import sys
 
 from parties.analyses import AnalysisError
-from parties.config import ConfigError, load_config
+from parties.config import ConfigError, PartyConfig, load_config
+from parties.sources import DataProblems, SourceError, snapshot
 from parties.tls import TlsError, warn_insecure
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2  # and 3: parties.daemon.EXIT_STOP_DEADLINE
@@ -52,13 +60,15 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     if args.command == "check-config":
-        print(f"{args.config}: ok (party {cfg.id}, {cfg.identity})")
-        return EXIT_OK
+        return check_config(args.config, cfg)
 
     from parties.daemon import PartyDaemon  # grpc import only when serving
 
     try:
         daemon = PartyDaemon(cfg, insecure=args.insecure)
+    except SourceError as exc:
+        print(f"confar-party: data error: {args.config}: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     except (TlsError, AnalysisError) as exc:
         print(f"confar-party: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -74,6 +84,36 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:
         print(f"confar-party: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+    return EXIT_OK
+
+
+def check_config(path: str, cfg: PartyConfig) -> int:
+    """Read the records as ``serve`` would and report (module docstring); exit code 0 or 2."""
+    print(f"{path}: configuration ok (party {cfg.id}, {cfg.identity})")
+    if cfg.data is None:
+        print("data: none configured ([data]): this party holds no records")
+        return EXIT_OK
+    schema = f"model {cfg.data.model}" if cfg.data.model else "no [data] model: every column must be a number"
+    print(f"data: {cfg.data.source.describe()} ({schema})", flush=True)
+    try:
+        snap = snapshot(cfg.data)
+    except DataProblems as exc:
+        shown = f"the first {len(exc.rows)} problem rows" if exc.rows else "no row-level problems"
+        print(f"confar-party: {path}: {exc.key}: refused ({exc.records} records, {shown}):", file=sys.stderr)
+        for row, whats in exc.rows:
+            print(f"  row {row}: " + "; ".join(whats), file=sys.stderr)
+        print(f"  all problems: {exc.message}", file=sys.stderr)
+        return EXIT_CONFIG
+    except SourceError as exc:
+        print(f"confar-party: {path}: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except AnalysisError as exc:
+        print(f"confar-party: {path}: data: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(f"data: {snap.records} records, columns {', '.join(snap.columns)} ({snap.nbytes} bytes)")
+    if snap.ignored:
+        print(f"data: result columns not in the schema, ignored: {', '.join(snap.ignored)}")
+    print(f"data: snapshot sha256 {snap.sha256}")
     return EXIT_OK
 
 

@@ -25,9 +25,12 @@ Example (all keys; optional ones marked)::
     identity = "party-1"
     address = "127.0.0.1:50051"
 
-    [data]
+    [data]                         # optional: where this registry's records live (parties/sources)
+    source = "csv"                 # csv | parquet (default: from the path's suffix) | sql | sparql: the
+                                   # keys of each are in parties/sources/ (database URL, query, endpoint...)
     path = "registry.csv"          # CSV (header row) or Parquet (needs pyarrow)
     model = "bayes-logistic"       # optional: check the records against this model's schema at start-up
+    max_records = 10000000         # optional: a larger result is refused (nothing is loaded)
     [data.model_args]              # optional: the model's public arguments (its schema depends on them)
     p = 4
 
@@ -70,6 +73,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from parties.sources import DataConfig, read_data_config
 from parties.spec import REVEAL_MODES, TOPOLOGIES, address_problem
 
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -102,9 +106,7 @@ class PartyConfig:
     tls_ca: Path | None
     coordinator_identity: str
     peers: tuple[PeerConfig, ...]
-    data_path: Path | None
-    data_model: str | None
-    data_model_args: dict[str, Any]
+    data: DataConfig | None  # where the records live (parties.sources); None: no records
     allow_models: tuple[str, ...]
     allow_modes: tuple[str, ...]
     allow_topologies: tuple[str, ...]
@@ -244,20 +246,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
     if len(set(names)) != len(names):
         raise r.err("peers", "identities of the party, its peers and the coordinator must all differ")
 
-    data = r.table("data", required=False)
-    _check_unknown(r, data, "data", {"path", "model", "model_args"})
-    data_path = r.path_of(r.get(data, "data", "path", str)) if "path" in data else None
-    data_model = r.get(data, "data", "model", str, None)
-    data_model_args = r.get(data, "data", "model_args", dict, {})
-    if (data_model is not None or data_model_args) and data_path is None:
-        raise r.err("data.model", "a schema check needs data.path")
-    if data_path is not None:
-        if not data_path.is_file():
-            raise r.err("data.path", f"file {data_path} does not exist")
-        if data_path.suffix.lower() not in (".csv", ".parquet", ".pq"):
-            raise r.err(
-                "data.path", f"unsupported data file type {data_path.suffix!r} (use .csv or .parquet)"
-            )
+    data = read_data_config(r.table("data", required=False), path, r.err)  # parties.sources
 
     allow = r.table("allow")
     _check_unknown(r, allow, "allow", {"models", "reveal_modes", "topologies", "bounds"})
@@ -335,9 +324,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         tls_ca=tls_paths[2],
         coordinator_identity=coordinator_identity,
         peers=tuple(peers),
-        data_path=data_path,
-        data_model=data_model,
-        data_model_args=dict(data_model_args),
+        data=data,
         allow_models=tuple(models),
         allow_modes=tuple(modes),
         allow_topologies=tuple(topos),

@@ -45,8 +45,8 @@ from google.protobuf.message import DecodeError
 from hss.protocols import PartyContext, decide_party, key_setup
 from hss.randomness import SecureRandom, derive_key
 from hss.runtime import ProtocolError
-from parties import abcdp, e2e, models_bridge, serde
-from parties.analyses import Analysis, AnalysisError, Dataset, get_analysis, lazy_coin, load_dataset
+from parties import abcdp, e2e, serde, sources
+from parties.analyses import Analysis, AnalysisError, Dataset, get_analysis, lazy_coin
 from parties.audit import AuditLog
 from parties.config import PartyConfig
 from parties.exchange import Kind, LinkLost, Mailbox, Refused, drive
@@ -63,6 +63,7 @@ from parties.replay import (
     run_step_keys,
     step_digest,
 )
+from parties.sources import Snapshot
 from parties.spec import MAX_RUN_STEP, SessionSpec, shown
 from parties.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_credentials
 from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2
@@ -117,13 +118,14 @@ class PartyDaemon:
         if not insecure:
             assert cfg.tls_cert and cfg.tls_key and cfg.tls_ca
             self.tls = TlsMaterial.load(cfg.tls_cert, cfg.tls_key, cfg.tls_ca, expect_identity=cfg.identity)
-        self.data: Dataset = (
-            load_dataset(cfg.data_path)
-            if cfg.data_model is None or cfg.data_path is None
-            else models_bridge.load_checked(cfg.data_path, cfg.data_model, cfg.data_model_args)
-        )
+        # the records, read once and fixed for the daemon's life: every session uses this snapshot
+        # (parties.sources; SourceError names the [data] key, nothing is loaded on any problem)
+        self.snapshot: Snapshot | None = sources.snapshot(cfg.data) if cfg.data is not None else None
+        self.data: Dataset = self.snapshot.dataset if self.snapshot is not None else Dataset({})
         cfg.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # its files are 0600 (parties.files)
         self.audit = AuditLog(cfg.state_dir / "audit.log")
+        if self.snapshot is not None:
+            self.audit.record(who=cfg.identity, what="DataSnapshot", **self.snapshot.audit())
         self.ledger_path = cfg.state_dir / "ledger.json"
         self.decisions_used = self._load_ledger()
         self.privacy = PrivacyBudgetStore.load(cfg)  # LedgerFileError (names the file) stops start-up
@@ -332,12 +334,19 @@ class PartyDaemon:
                 "reveal_mode": spec.reveal_mode,
                 "topology": spec.topology,
                 "m": spec.m,
+                **self.data_audit(),
                 **run_audit,
             }
 
         return await self.handle(
             context, "OpenSession", run, session=bytes(req.spec.session_id) if req.HasField("spec") else None
         )
+
+    def data_audit(self) -> dict[str, Any]:
+        """The snapshot a session runs on (its records and content hash), for the session's audit line."""
+        if self.snapshot is None:
+            return {}
+        return {"records": self.snapshot.records, "data_sha256": self.snapshot.sha256}
 
     def run_resume_at_open(self, spec: SessionSpec) -> tuple[RunRecord | None, list[bytes]]:
         """For a session of a run: this party's last completed run step (parties.replay), and the run's
@@ -361,9 +370,18 @@ class PartyDaemon:
                     )
                 superseded.append(k)
         try:
-            return self.replays.load(spec.run_id), superseded
+            held = self.replays.load(spec.run_id)
         except ReplayFileError as exc:
             raise Abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
+        now = self.snapshot.sha256 if self.snapshot is not None else ""
+        if held is not None and held.data_sha256 and held.data_sha256 != now:
+            raise Abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"this party's records changed since run step {held.run_step} of run {spec.run_id!r} "
+                f"(snapshot sha256 {held.data_sha256[:16]}… then, {now[:16] or 'none'}… now): the run cannot "
+                "continue exactly on other data; start a new run (or restore the records)",
+            )
+        return held, superseded
 
     def check_policy(self, spec: SessionSpec) -> None:
         cfg = self.cfg
@@ -770,7 +788,8 @@ class PartyDaemon:
             out = await self.drive_step(sess, machine, step, n, context)
             if run_step and sess.state == "ready":  # kept durably before the messages leave (not superseded)
                 ref = RunStepRef(sess.spec.run_id, run_step, digest, sess.spec.session_id)
-                sess.held = RunRecord(ref, n, out.rounds, tuple(out.to_receiver))
+                data = self.snapshot.sha256 if self.snapshot is not None else ""
+                sess.held = RunRecord(ref, n, out.rounds, tuple(out.to_receiver), data_sha256=data)
                 self.replays.save(sess.held)
             sess.last_step = step
             clamped = int(np.count_nonzero(out.result.clamped)) if hasattr(out.result, "clamped") else 0

@@ -19,15 +19,14 @@ Session ``model_params`` (public, JSON):
 The terms are computed by :func:`mechanisms.samplers.terms.party_terms`, the same function the in-memory
 simulations use. Records are checked against the model's schema (missing columns, NaN/inf, values outside the
 declared public bounds -> refused, naming the column and rows) when the session first uses them, and at
-daemon start-up when the config names the model under ``[data] model`` (:func:`load_checked`).
+daemon start-up when the config names the model under ``[data] model`` (``parties.sources``, which reads
+the records from a file, a database or a SPARQL endpoint).
 """
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -57,45 +56,6 @@ BOUNDS = ("data", "public")
 
 class DataSchemaError(AnalysisError):
     """A party's records do not match the model's schema (names the columns and the rows)."""
-
-
-def read_table(path: Path) -> dict[str, npt.NDArray[Any]]:
-    """Raw columns of a CSV (header row; values kept as strings for the schema check) or Parquet file."""
-    if path.suffix.lower() in (".parquet", ".pq"):
-        try:
-            import pyarrow.parquet as pq  # type: ignore[import-not-found]
-        except ImportError as exc:
-            raise AnalysisError(
-                f"{path}: reading Parquet needs pyarrow, which is not installed "
-                "(pip install pyarrow, or convert the file to CSV)"
-            ) from exc
-        table = pq.read_table(path)
-        return {n: np.asarray(table[n].to_numpy(zero_copy_only=False)) for n in table.column_names}
-    with open(path, newline="") as fh:
-        rows = list(csv.reader(fh))
-    if not rows:
-        raise AnalysisError(f"{path}: empty CSV (a header row is required)")
-    header, body = [h.strip() for h in rows[0]], rows[1:]
-    bad = [i + 1 for i, r in enumerate(body) if len(r) != len(header)]
-    if bad:
-        raise DataSchemaError(
-            f"{path}: refused: rows {bad[:10]} do not have {len(header)} values (one per header column)"
-        )
-    return {name: np.array([r[k].strip() for r in body], dtype=object) for k, name in enumerate(header)}
-
-
-def load_checked(path: Path, model_ref: str, model_args: dict[str, Any] | None = None) -> Dataset:
-    """Read a party's records and check them against the model's schema; raise DataSchemaError if not."""
-    try:
-        model = load_model(model_ref, model_args)
-    except ValueError as exc:
-        raise AnalysisError(f"[data] model: {exc}") from exc
-    raw = read_table(path)
-    try:
-        cols = model.check_data(raw, where=str(path))
-    except SchemaError as exc:
-        raise DataSchemaError(str(exc)) from exc
-    return Dataset(cols)
 
 
 def _input(inputs: dict[str, npt.NDArray[Any]], name: str, shape: tuple[int, ...]) -> F64:

@@ -18,6 +18,10 @@ without a lazy coin; ``parties.daemon.reproducible``): the re-evaluation then re
 first evaluation released (or would have), so the release is counted once. Otherwise it is charged again:
 conservative, never under-charged.
 
+The record also holds the SHA-256 of the records snapshot the step ran on (``parties.sources``): a daemon
+restarted on changed records refuses to continue the run (FAILED_PRECONDITION naming both hashes), since a
+chain whose later steps see other data is no longer exact.
+
 Storage: ``<state_dir>/runs/<sha256(run_id)[:32]>.json``, one file per run, bounded (only the last completed
 run step is kept; earlier run steps asked again are evaluated afresh, since the party cannot verify them,
 and charged unless the ledger's charge record covers them). Writes are durable and 0600
@@ -88,6 +92,7 @@ class RunRecord:
     batch: int
     rounds: int  # protocol rounds the step took (reported again on replay)
     messages: tuple[tuple[int, npt.NDArray[np.uint64]], ...]  # this party's (round, payload) to the receiver
+    data_sha256: str = ""  # the snapshot of this party's records the step ran on ("": none, or older file)
 
     @property
     def run_step(self) -> int:
@@ -160,6 +165,7 @@ def _body(rec: RunRecord, identity: str) -> dict[str, Any]:
             {"round": r, "payload": base64.b64encode(np.ascontiguousarray(p, dtype="<u8").tobytes()).decode()}
             for r, p in rec.messages
         ],
+        **({"data_sha256": rec.data_sha256} if rec.data_sha256 else {}),
     }
 
 
@@ -220,7 +226,11 @@ class ReplayStore:
             messages.append((int(msg["round"]), np.frombuffer(raw, dtype="<u8").astype(np.uint64)))
         if not messages:
             raise ValueError("no stored messages")
-        return RunRecord(RunStepRef(run_id, step, digest, execution), batch, rounds, tuple(messages))
+        data = doc.get("data_sha256", "")
+        if not isinstance(data, str) or (data and len(bytes.fromhex(data)) != 32):
+            raise ValueError("data_sha256 must be a SHA-256 in hex")
+        ref = RunStepRef(run_id, step, digest, execution)
+        return RunRecord(ref, batch, rounds, tuple(messages), data_sha256=data)
 
     def save(self, rec: RunRecord) -> None:
         """Replace the run's record durably (fsync + atomic rename + directory fsync)."""

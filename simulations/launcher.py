@@ -13,6 +13,7 @@ bound address to a file the launcher waits for. Logs (stdout/stderr) and audit l
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -42,7 +43,7 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, int | float):
         return repr(v)
     if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return json.dumps(v, ensure_ascii=False)  # a TOML basic string: JSON's escapes are TOML's
     if isinstance(v, list | tuple):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     raise TypeError(f"cannot write {v!r} to TOML")
@@ -65,7 +66,10 @@ def party_config_text(
     data_model_args: dict[str, Any] | None = None,
     privacy_budget: Mapping[str, Any] | None = None,
     freeze_at: Sequence[str] = (),
+    data_table: Mapping[str, Any] | None = None,
 ) -> str:
+    """A party's config. Its records: ``data_path`` (a CSV or Parquet file), or ``data_table``, the entries
+    of a ``[data]`` table (``simulations.registries.data_table``: a database or an endpoint)."""
     pdir = workdir / f"party-{pid}"
     lines = [
         "[party]",
@@ -91,8 +95,9 @@ def party_config_text(
             if peer_addresses and q in peer_addresses:
                 lines.append(f'address = "{peer_addresses[q]}"')
             lines.append("")
-    if data_path is not None:
-        lines += ["[data]", f"path = {_toml_value(str(data_path))}"]
+    if data_path is not None or data_table is not None:
+        entries = dict(data_table) if data_table is not None else {"path": str(data_path)}
+        lines += ["[data]", *[f"{k} = {_toml_value(v)}" for k, v in entries.items()]]
         if data_model is not None:
             lines.append(f"model = {_toml_value(data_model)}")
         lines.append("")

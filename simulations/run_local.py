@@ -11,6 +11,13 @@ and case mixes (:func:`mechanisms.models.logistic.synthetic_registries`); ``beta
 records; ``linear-regression`` — y = 1 + Σ_k 0.5 (−1)^k x_k + N(0, σ²), x ~ N(0, 1), clipped to the
 schema's bounds; ``abcdp`` — the toy mixture at θ* = (0.25, 0.05, 0.2, 0.15, 0.35) split across parties.
 
+Where each registry keeps its records is ``[simulate] sources`` (one per party, default ``csv``): a CSV or
+Parquet file, an SQLite file, a database of one throwaway PostgreSQL cluster, or a named graph of one Oxigraph
+SPARQL server (FAIRVASC-like RDF, read in pages), each written from the same synthetic columns and read back
+by the daemon through its ``[data]`` table (``simulations.registries``); the servers are started before the
+daemons and stopped by PID after them (``simulations.servers``). The records are bit-for-bit the same
+whatever the source, so is the run (``tests/sources/test_consortium_sources.py``).
+
 For MH samplers a reference posterior is computed too: the same kernel and public seed in plain numpy on the
 pooled records (the Bernoulli rule: what a centralised analysis would get), shown beside the run's.
 
@@ -40,7 +47,9 @@ from hss.fixedpoint import max_threshold
 from mechanisms.models.base import Model
 from mechanisms.models.logistic import BayesLogistic, synthetic_registries
 from mechanisms.samplers import AdaptiveMH, BernoulliRule, LocalParties, PublicSeeds, RandomWalkMH, run_kernel
+from simulations import registries
 from simulations.launcher import LocalConsortium, party_config_text, write_csv
+from simulations.servers import PostgresServer, SparqlServer
 
 F64 = npt.NDArray[np.float64]
 TOY_THETA = (0.25, 0.05, 0.2, 0.15, 0.35)
@@ -134,33 +143,95 @@ def consortium(exp: Experiment, workdir: Path, data: list[dict[str, F64]]) -> It
             eps_run = float(exp.sampler.abcdp["eps_total"])
             budget.update(epsilon=2.0 * eps_run if math.isfinite(eps_run) else 1.0, delta=1e-6)
         budget.setdefault("colluding", max_threshold(m))
-    try:
-        for pid in range(1, m + 1):
-            pdir = workdir / f"party-{pid}"
-            pdir.mkdir(parents=True, exist_ok=True)
-            dpath = pdir / "data.csv"
-            write_csv(dpath, dict(data[pid - 1]))  # type: ignore[arg-type]
-            cfg = pdir / "party.toml"
-            cfg.write_text(
-                party_config_text(
-                    pid,
-                    m,
-                    workdir,
-                    certs,
-                    dpath,
-                    models=(exp.analysis(),),
-                    modes=(exp.reveal_mode,),
-                    data_model=None if exp.sampler.kind == "abcdp" else exp.model_name,
-                    data_model_args=None if exp.sampler.kind == "abcdp" else exp.model_params,
-                    fixed_rng_key=noise_key(pid) if sim.fixed_noise_keys else None,
-                    privacy_budget=budget or None,
+    kinds = [sim.source(pid) for pid in range(1, m + 1)]
+    with contextlib.ExitStack() as servers:  # stopped after the daemons (lc.stop() runs first)
+        tables = registry_tables(exp, workdir, data, kinds, servers)
+        try:
+            for pid in range(1, m + 1):
+                pdir = workdir / f"party-{pid}"
+                cfg = pdir / "party.toml"
+                cfg.write_text(
+                    party_config_text(
+                        pid,
+                        m,
+                        workdir,
+                        certs,
+                        None,
+                        data_table=tables[pid - 1],
+                        models=(exp.analysis(),),
+                        modes=(exp.reveal_mode,),
+                        data_model=None if exp.sampler.kind == "abcdp" else exp.model_name,
+                        data_model_args=None if exp.sampler.kind == "abcdp" else exp.model_params,
+                        fixed_rng_key=noise_key(pid) if sim.fixed_noise_keys else None,
+                        privacy_budget=budget or None,
+                    )
                 )
+                lc.spawn(pid, cfg, insecure=False)
+            lc.wait_ready(60.0)
+            yield lc
+        finally:
+            lc.stop()
+
+
+def registry_tables(
+    exp: Experiment,
+    workdir: Path,
+    data: list[dict[str, F64]],
+    kinds: list[str],
+    servers: contextlib.ExitStack,
+) -> list[dict[str, Any]]:
+    """Each party's records where ``[simulate] sources`` puts them, and its ``[data]`` entries: files in its
+    folder, a database in one throwaway PostgreSQL cluster (a table and a SELECT-only role per registry,
+    the role's password in a 0600 file), or a named graph of one Oxigraph SPARQL server (FAIRVASC-like)."""
+    names = list(data[0])
+    outcome = None if exp.sampler.kind == "abcdp" else names[-1]  # the schemas list the outcome last
+    pg = PostgresServer.running() if "postgresql" in kinds else None
+    server = servers.enter_context(pg) if pg is not None else None
+    tables: list[dict[str, Any]] = []
+    trig: list[Path] = []
+    for pid, kind in enumerate(kinds, start=1):
+        pdir = workdir / f"party-{pid}"
+        pdir.mkdir(parents=True, exist_ok=True)
+        cols = dict(data[pid - 1])
+        if kind == "csv":
+            write_csv(pdir / "data.csv", cols)  # type: ignore[arg-type]
+            tables.append(registries.data_table("csv", path=pdir / "data.csv"))
+        elif kind == "parquet":
+            registries.write_parquet(pdir / "data.parquet", cols)
+            tables.append(registries.data_table("parquet", path=pdir / "data.parquet"))
+        elif kind == "sqlite":
+            (pdir / "registry.db").unlink(missing_ok=True)
+            registries.write_sqlite(pdir / "registry.db", cols)
+            tables.append(
+                registries.data_table("sqlite", path=pdir / "registry.db", names=names, query_dir=pdir)
             )
-            lc.spawn(pid, cfg, insecure=False)
-        lc.wait_ready(60.0)
-        yield lc
-    finally:
-        lc.stop()
+        elif kind == "postgresql":
+            assert server is not None
+            password = registries.new_password()
+            server.add_registry(f"registry{pid}", registries.TABLE, cols, f"reader{pid}", password)
+            pw = pdir / "db-password"
+            pw.unlink(missing_ok=True)
+            pw.touch(mode=0o600)
+            pw.write_text(password + "\n")
+            url = server.url(f"registry{pid}", f"reader{pid}")
+            tables.append(
+                registries.data_table("postgresql", url=url, password_file=pw, names=names, query_dir=pdir)
+            )
+        elif kind == "sparql":
+            registries.write_trig(pdir / "registry.trig", pid, cols, outcome, seed=pid)
+            trig.append(pdir / "registry.trig")
+            tables.append({"pid": pid, "names": names, "outcome": outcome, "query_dir": pdir})  # see below
+        else:
+            raise ValueError(f"unknown [simulate] source {kind!r}")
+    if trig:
+        sparql = servers.enter_context(SparqlServer.running(trig))
+        for i, kind in enumerate(kinds):
+            if kind == "sparql":
+                page = max(100, exp.simulate.records[i] // 3 + 1) if exp.simulate else 1000
+                tables[i] = registries.data_table(
+                    "sparql", endpoint=sparql.endpoint, page_size=page, **tables[i]
+                )
+    return tables
 
 
 def simulate_experiment(

@@ -208,6 +208,15 @@ def test_simulate_table_replaces_parties(tmp_path: Path) -> None:
         load(tmp_path, text + "[simulate]\nparties = 3\nrecords = [1, 2]\n")
     with pytest.raises(ExperimentError, match=r"parties: needs at least one \[\[parties\]\] table"):
         load(tmp_path, text + "[coordinator]\ninsecure = true\n")
+    # where each simulated registry keeps its records
+    exp = load(tmp_path, text + '[simulate]\nparties = 3\nsources = ["csv", "postgresql", "sparql"]\n')
+    assert exp.simulate.sources == ("csv", "postgresql", "sparql")  # type: ignore[attr-defined]
+    assert exp.simulate.source(3) == "sparql"  # type: ignore[attr-defined]
+    assert load(tmp_path, text + "[simulate]\nparties = 3\n").simulate.source(2) == "csv"  # type: ignore[attr-defined]
+    with pytest.raises(ExperimentError, match=r"simulate\.sources: needs one source per party \(3\), got 2"):
+        load(tmp_path, text + '[simulate]\nparties = 3\nsources = ["csv", "sparql"]\n')
+    with pytest.raises(ExperimentError, match=r"simulate\.sources\[1\]: 'oracle' is not one of"):
+        load(tmp_path, text + '[simulate]\nparties = 3\nsources = ["csv", "oracle", "csv"]\n')
 
 
 def test_cli_exit_code_2_names_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -71,12 +71,29 @@ def _rows(mask: npt.NDArray[np.bool_]) -> str:
     return f"row{'s' if idx.size > 1 else ''} {shown}{more}"
 
 
-def _to_float(name: str, raw: Any, problems: list[str]) -> tuple[F64, npt.NDArray[np.bool_]] | None:
+@dataclass(frozen=True)
+class Problem:
+    """One problem of a party's records: ``what`` is wrong in ``column`` (None: the table as a whole), in the
+    rows of ``rows`` (a boolean mask over the records; None: not row-specific). It never holds a value of a
+    record except in ``example`` (set only by :func:`validate_columns` for text that is not a number)."""
+
+    column: str | None
+    what: str
+    rows: npt.NDArray[np.bool_] | None = None
+    example: str | None = None
+
+    def text(self) -> str:
+        where = f" in {_rows(self.rows)}" if self.rows is not None else ""
+        eg = f" (e.g. {self.example!r})" if self.example is not None else ""
+        return f"column {self.column!r}: {self.what}{where}{eg}" if self.column is not None else self.what
+
+
+def _to_float(name: str, raw: Any, problems: list[Problem]) -> tuple[F64, npt.NDArray[np.bool_]] | None:
     """The column as floats and the mask of its non-numeric rows (reported here; the caller still checks the
     numeric rows, so one bad value does not hide the column's other problems)."""
     arr = np.asarray(raw)
     if arr.ndim != 1:
-        problems.append(f"column {name!r}: expected one value per row, got shape {arr.shape}")
+        problems.append(Problem(name, f"expected one value per row, got shape {arr.shape}"))
         return None
     if arr.dtype.kind in "fiub":
         return arr.astype(np.float64), np.zeros(arr.shape[0], dtype=bool)
@@ -90,26 +107,28 @@ def _to_float(name: str, raw: Any, problems: list[str]) -> tuple[F64, npt.NDArra
             out[i] = 0.0
     if bad.any():
         example = str(arr[np.flatnonzero(bad)[0]])
-        problems.append(f"column {name!r}: non-numeric values in {_rows(bad)} (e.g. {example!r})")
+        problems.append(Problem(name, "non-numeric values", bad, example))
     return out, bad
 
 
-def validate_columns(raw: Mapping[str, Any], schema: Sequence[Column], where: str = "data") -> dict[str, F64]:
-    """Check raw columns (numbers or strings) against a schema; return float64 columns or raise SchemaError.
-
-    Rows are numbered from 1 (the first record; a CSV header is not counted). Every problem is listed:
-    missing columns, non-numeric values, NaN / infinity, non-integers in integer columns, values outside
-    the declared bounds or the allowed value set. Extra columns are ignored.
-    """
-    problems: list[str] = []
+def schema_problems(
+    raw: Mapping[str, Any], schema: Sequence[Column]
+) -> tuple[dict[str, F64], list[Problem]]:
+    """The float64 columns of ``raw`` that the schema names, and every problem of ``raw`` against the schema
+    (see :func:`validate_columns`); the columns are usable only when the list is empty."""
+    problems: list[Problem] = []
     out: dict[str, F64] = {}
     lengths = {name: len(np.asarray(col)) for name, col in raw.items()}
     missing = [c.name for c in schema if c.name not in raw]
     if missing:
-        problems.append(f"missing column{'s' if len(missing) > 1 else ''} {missing}; found {sorted(raw)}")
+        problems.append(
+            Problem(None, f"missing column{'s' if len(missing) > 1 else ''} {missing}; found {sorted(raw)}")
+        )
     needed = {c.name for c in schema if c.name in raw}
     if len({lengths[n] for n in needed}) > 1:
-        problems.append(f"columns have different lengths: { {n: lengths[n] for n in sorted(needed)} }")
+        problems.append(
+            Problem(None, f"columns have different lengths: { {n: lengths[n] for n in sorted(needed)} }")
+        )
     for col in schema:
         if col.name not in raw:
             continue
@@ -119,28 +138,35 @@ def validate_columns(raw: Mapping[str, Any], schema: Sequence[Column], where: st
         x, non_numeric = got
         nonfinite = ~np.isfinite(x) & ~non_numeric
         if nonfinite.any():
-            problems.append(f"column {col.name!r}: NaN or infinite values in {_rows(nonfinite)}")
+            problems.append(Problem(col.name, "NaN or infinite values", nonfinite))
         ok = ~nonfinite & ~non_numeric  # the rows the remaining checks apply to
         fin = np.where(ok, x, 0.0)
         if col.integer:
             frac = ok & (fin != np.round(fin))
             if frac.any():
-                problems.append(f"column {col.name!r}: non-integer values in {_rows(frac)}")
+                problems.append(Problem(col.name, "non-integer values", frac))
         if col.values is not None:
             bad = ok & ~np.isin(fin, np.asarray(col.values, dtype=np.float64))
             if bad.any():
-                problems.append(
-                    f"column {col.name!r}: values outside the allowed set {list(col.values)} in {_rows(bad)}"
-                )
+                problems.append(Problem(col.name, f"values outside the allowed set {list(col.values)}", bad))
         out_of = ok & ((fin < col.lower) | (fin > col.upper))
         if out_of.any():
-            problems.append(
-                f"column {col.name!r}: values outside the declared public bounds "
-                f"[{col.lower:g}, {col.upper:g}] in {_rows(out_of)}"
-            )
+            what = f"values outside the declared public bounds [{col.lower:g}, {col.upper:g}]"
+            problems.append(Problem(col.name, what, out_of))
         out[col.name] = x
+    return out, problems
+
+
+def validate_columns(raw: Mapping[str, Any], schema: Sequence[Column], where: str = "data") -> dict[str, F64]:
+    """Check raw columns (numbers or strings) against a schema; return float64 columns or raise SchemaError.
+
+    Rows are numbered from 1 (the first record; a CSV header is not counted). Every problem is listed:
+    missing columns, non-numeric values, NaN / infinity, non-integers in integer columns, values outside
+    the declared bounds or the allowed value set. Extra columns are ignored.
+    """
+    out, problems = schema_problems(raw, schema)
     if problems:
-        raise SchemaError(f"{where}: refused: " + "; ".join(problems))
+        raise SchemaError(f"{where}: refused: " + "; ".join(p.text() for p in problems))
     return out
 
 

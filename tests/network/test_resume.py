@@ -660,3 +660,52 @@ def test_multiprocess_resume_reports_each_run_step_charged_once(tmp_path: Path) 
     for pid in range(1, M + 1):
         audit = (work / f"party-{pid}" / "state" / "audit.log").read_text()
         assert audit.count(f'"detail": "replayed run step {k}"') == 1
+
+
+def test_changed_records_refuse_to_continue_a_run(tmp_path: Path) -> None:
+    """A daemon restarted on other records (its snapshot hash differs from the one its run step ran on)
+    refuses to continue the run, naming both hashes; on the same records the run continues."""
+    run = "chain-data"
+
+    async def main() -> None:
+        lc = Consortium(tmp_path)
+        await lc.start()
+        try:
+            async with lc.coordinator() as c1:
+                s1 = await _open(c1, run)
+                await _steps(s1, range(1, 3))
+                await s1.close()
+            before = lc.daemons[1].snapshot
+            assert before is not None
+            held = ReplayStore(lc.state(2), "party-2").load(run)
+            assert held is not None and held.data_sha256 == before.sha256
+            await lc.stop()
+            # same records after a restart: the run goes on
+            await lc.start()
+            async with lc.coordinator() as c2:
+                s2 = await _open(c2, run, 3)
+                await _steps(s2, range(3, 4))
+                await s2.close()
+            await lc.stop()
+            # registry 2's records change (one value): the run is refused there
+            csv = tmp_path / "party-2" / "data.csv"
+            lines = csv.read_text().splitlines()
+            lines[5] = "0.5"
+            csv.write_text("\n".join(lines) + "\n")
+            await lc.start()
+            after = lc.daemons[1].snapshot
+            assert after is not None and after.sha256 != before.sha256
+            async with lc.coordinator() as c3:
+                with pytest.raises(SessionError) as ei:
+                    await _open(c3, run, 4)
+                assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION and ei.value.party == 2
+                msg = str(ei.value)
+                assert f"records changed since run step 3 of run '{run}'" in msg
+                assert f"{before.sha256[:16]}… then, {after.sha256[:16]}… now" in msg
+                s4 = await _open(c3, "a-new-run")  # a new run on the new records is fine
+                await _steps(s4, range(1, 2))
+                await s4.close()
+        finally:
+            await lc.stop()
+
+    asyncio.run(main())

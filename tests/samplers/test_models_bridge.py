@@ -13,7 +13,9 @@ from mechanisms.samplers import DecisionRequest, Penalty, party_terms
 from parties.analyses import AnalysisError, Dataset, get_analysis, known_analyses
 from parties.config import ConfigError, load_config
 from parties.daemon import PartyDaemon
-from parties.models_bridge import DataSchemaError, load_checked
+from parties.models_bridge import DataSchemaError
+from parties.sources import DataConfig, Snapshot, snapshot
+from parties.sources.files import CsvSource, ParquetSource
 from simulations.launcher import party_config_text, write_csv
 from tests.samplers.helpers import fixed_rng
 
@@ -75,6 +77,11 @@ def test_terms_refuse_bad_data_and_inputs() -> None:
         a.terms(good, params, {"theta": np.zeros((1, 3))}, 1, 3, "sign", fixed_rng("x"))
 
 
+def load_checked(path: Path, model: str, args: dict[str, int]) -> Snapshot:
+    source = ParquetSource(path) if path.suffix == ".parquet" else CsvSource(path)
+    return snapshot(DataConfig(source, model, args))
+
+
 def refusal(path: Path) -> str:
     with pytest.raises(DataSchemaError) as ei:
         load_checked(path, "bayes-logistic", {"p": 2})
@@ -122,7 +129,8 @@ def test_daemon_refuses_bad_data_at_startup(tmp_path: Path) -> None:
         )
     )
     conf = load_config(cfg, insecure=True)
-    assert conf.data_model == "bayes-logistic" and conf.data_model_args == {"p": 2}
+    assert conf.data is not None
+    assert conf.data.model == "bayes-logistic" and conf.data.model_args == {"p": 2}
     with pytest.raises(DataSchemaError, match=r"column 'x1'.*row 2"):
         PartyDaemon(conf, insecure=True)
     cfg.write_text(cfg.read_text().replace('path = "', 'nopath = "'))
