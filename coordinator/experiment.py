@@ -28,10 +28,14 @@ EXPERIMENT.toml::
     address = "127.0.0.1:50051"
 
     [model]                         # not used by kind = "abcdp" (its model is sampler.simulator)
-    name = "bayes-logistic"         # built-in (beta-bernoulli, bayes-logistic, linear-regression)
-                                    # or "package.module:ClassName"
-    [model.params]                  # the model's public arguments, checked by the model class
-    p = 4
+    name = "bayes-logistic"         # built-in (beta-bernoulli, bayes-logistic, linear-regression,
+                                    # weibull-regression, logistic-random-intercept)
+                                    # or a plug-in "package.module:ClassName" (docs/MODELS.md)
+    path = "models"                 # optional: folder(s) of plug-in modules, put on the import path
+                                    # (relative to this file; --simulate gives the daemons the same)
+    [model.params]                  # THE place of the model's public arguments (checked by the model
+    p = 4                           # class); a registry whose [data] names the same model with other
+                                    # [data.model_args] refuses the session, naming both
 
     [sampler]
     kind = "mh"                     # mh | adaptive-mh | penalty | rejection | abcdp
@@ -104,6 +108,9 @@ EXPERIMENT.toml::
                                     # party, or one for all; default "csv"): csv, parquet, sqlite,
                                     # postgresql (a throwaway local cluster), sparql (a local Oxigraph
                                     # server, FAIRVASC-like RDF); read by each daemon through [data]
+    data = ["r1.csv", "r2.csv", "r3.csv"]  # optional: each registry's records from these files (CSV with a
+                                    # header, or Parquet; one per party, not with records); default: the
+                                    # model's synthetic_data(rng, sizes), which a plug-in may define
 
 With ``[simulate]`` present, ``[coordinator]`` and ``[[parties]]`` may be left out (a simulated consortium
 brings its own certificates and addresses).
@@ -125,7 +132,7 @@ import numpy.typing as npt
 from coordinator.api import PartyEndpoint
 from hss.fixedpoint import max_threshold
 from hss.protocols import SIGN_PRECOMPUTE
-from mechanisms.models.base import Model, load_model
+from mechanisms.models.base import Model, add_import_path, load_model
 from mechanisms.samplers.requests import Lazy, Penalty
 from parties.tls import TlsError, TlsMaterial
 
@@ -459,6 +466,7 @@ class SimulateSettings:
     party_delta: float | None = None
     party_colluding: int | None = None  # None: the daemon's default ("all": m - 1)
     sources: tuple[str, ...] = ()  # per party (SIMULATE_SOURCES); empty: every party reads a CSV file
+    data: tuple[Path, ...] = ()  # per party: its records (CSV or Parquet), not the model's synthetic data
 
     def source(self, pid: int) -> str:
         return self.sources[pid - 1] if self.sources else "csv"
@@ -495,6 +503,7 @@ class Experiment:
     formats: tuple[str, ...]
     simulate: SimulateSettings | None
     sign_precompute: str = "inline"  # reveal.sign_precompute (hss.protocols.SIGN_PRECOMPUTE)
+    model_path: tuple[Path, ...] = ()  # model.path: folders of model plug-ins (on the import path)
 
     @property
     def m(self) -> int:
@@ -535,6 +544,35 @@ class Experiment:
         from dataclasses import replace
 
         return replace(self, parties=sorted(parties, key=lambda p: p.id))
+
+
+def check_model(exp: Experiment) -> list[str]:
+    """``confar run --check`` on the model's public side: its prior at the ``[model.params]`` given draws
+    the right shape, inside the model's bounds, with a finite log prior. Problems, each naming its key."""
+    if exp.sampler.kind == "abcdp":
+        return []
+    model = exp.model()
+    key = "model.params" if exp.model_params else "model.name"
+    k = 8
+    try:
+        th = np.asarray(model.sample_prior(np.random.default_rng(0), k), dtype=np.float64)
+    except Exception as exc:  # a plug-in's own error, reported with its type
+        return [f"{key}: sample_prior raised {type(exc).__name__}: {exc}"]
+    if th.shape != (k, model.d):
+        return [f"{key}: sample_prior(rng, {k}) returned shape {th.shape}, expected {(k, model.d)}"]
+    problems = []
+    if not np.isfinite(th).all():
+        problems.append(f"{key}: sample_prior returned NaN or infinite values")
+    elif not model.in_bounds(th).all():
+        problems.append(f"{key}: prior draws outside the model's bounds (lower/upper)")
+    else:
+        try:
+            lp = np.asarray(model.log_prior(th), dtype=np.float64)
+        except Exception as exc:  # a plug-in's own error
+            return [f"{key}: log_prior raised {type(exc).__name__}: {exc}"]
+        if lp.shape != (k,) or not np.isfinite(lp).all():
+            problems.append(f"{key}: log_prior at prior draws is not a finite array of shape ({k},)")
+    return problems
 
 
 def load_experiment(path: str | Path, base_dir: Path | None = None, text: str | None = None) -> Experiment:
@@ -595,6 +633,7 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
     model_tbl = r.table(doc, "model")
     model: Model | None = None
     model_name, model_params = "", {}
+    model_path: tuple[Path, ...] = ()
     if kind == "abcdp":
         if model_tbl is not None:
             raise r.err(
@@ -603,9 +642,11 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
     else:
         if model_tbl is None:
             raise r.err("model", "missing table (required)")
-        r.only(model_tbl, "model", ("name", "params"))
+        r.only(model_tbl, "model", ("name", "params", "path"))
         model_name = r.get(model_tbl, "model", "name", str)
         model_params = dict(r.get(model_tbl, "model", "params", dict, {}))
+        model_path = _folders(r, model_tbl, "model", "path")
+        add_import_path(model_path)
         try:
             model = load_model(model_name, model_params)
         except ValueError as exc:
@@ -665,6 +706,7 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         parties=parties,
         model_name=model_name,
         model_params=model_params,
+        model_path=model_path,
         sampler=sampler,
         reveal_mode=mode,
         topology=topology,
@@ -674,6 +716,22 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         simulate=simulate,
         sign_precompute=sign_precompute,
     )
+
+
+def _folders(r: Reader, tbl: dict[str, Any], where: str, key: str) -> tuple[Path, ...]:
+    """An optional folder or list of folders (relative to the experiment file), each of which must exist."""
+    raw = r.get(tbl, where, key, (str, list), [])
+    items = [raw] if isinstance(raw, str) else raw
+    out: list[Path] = []
+    for i, item in enumerate(items):
+        at = f"{where}.{key}" if isinstance(raw, str) else f"{where}.{key}[{i}]"
+        if not isinstance(item, str) or not item:
+            raise r.err(at, f"must be a folder path, got {item!r}")
+        folder = r.path(item)
+        if not folder.is_dir():
+            raise r.err(at, f"no such folder: {folder}")
+        out.append(folder)
+    return tuple(out)
 
 
 def _simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int) -> SimulateSettings:
@@ -690,6 +748,7 @@ def _simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int) ->
             "party_delta",
             "party_colluding",
             "sources",
+            "data",
         ),
     )
     raw_parties = doc.get("parties")
@@ -724,6 +783,22 @@ def _simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int) ->
         if src not in SIMULATE_SOURCES:
             where = f"simulate.sources[{i}]" if isinstance(raw_src, list) else "simulate.sources"
             raise r.err(where, f"{src!r} is not one of {list(SIMULATE_SOURCES)}")
+    files: tuple[Path, ...] = ()
+    if "data" in tbl:
+        raw_files = r.get(tbl, "simulate", "data", list)
+        if len(raw_files) != m:
+            raise r.err("simulate.data", f"needs one file per party ({m}), got {len(raw_files)}")
+        for i, f in enumerate(raw_files):
+            if not isinstance(f, str) or not f:
+                raise r.err(f"simulate.data[{i}]", f"must be a file path, got {f!r}")
+            path = r.path(f)
+            if not path.is_file():
+                raise r.err(f"simulate.data[{i}]", f"no such file: {path}")
+            if path.suffix.lower() not in (".csv", ".parquet"):
+                raise r.err(f"simulate.data[{i}]", f"must be a .csv or .parquet file, got {path.name!r}")
+            files += (path,)
+        if "records" in tbl:
+            raise r.err("simulate.records", "not with simulate.data (the files hold the records)")
     return SimulateSettings(
         parties=m,
         records=tuple(int(n) for n in records),
@@ -734,6 +809,7 @@ def _simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int) ->
         party_delta=delta,
         party_colluding=colluding,
         sources=tuple(srcs),
+        data=files,
     )
 
 

@@ -51,7 +51,7 @@ import numpy.typing as npt
 from coordinator import privacy as cprivacy
 from coordinator.api import BlockingCoordinator, BlockingSession, PartyEndpoint
 from coordinator.decider import NetworkDecider
-from coordinator.experiment import MH_KINDS, Experiment, ExperimentError, load_experiment
+from coordinator.experiment import MH_KINDS, Experiment, ExperimentError, check_model, load_experiment
 from mechanisms.samplers import AdaptiveMH, AdaptiveState, MHState, PublicSeeds, RandomWalkMH
 from mechanisms.samplers.rejection import RejectionSampler
 from mechanisms.samplers.requests import DecisionRequest
@@ -918,6 +918,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def check(exp: Experiment, simulate: bool) -> int:
+    """``confar run --check``: the file, the model's public side and, with --simulate, each simulated
+    registry's data against the model (schema and log-likelihood); no party is contacted. Exit 0 or 2."""
+    from mechanisms.models.base import likelihood_problem
+
+    problems = check_model(exp)
+    if simulate and not problems and exp.simulate is not None:
+        mod = importlib.import_module(SIMULATE_MODULE)
+        try:
+            data = mod.synthetic_data(exp)
+        except ValueError as exc:
+            problems.append(f"simulate: {exc}")
+        else:
+            if exp.sampler.kind != "abcdp":
+                model = exp.model()
+                for pid, cols in enumerate(data, start=1):
+                    what = likelihood_problem(model, cols)
+                    if what is not None:
+                        problems.append(f"simulate: registry {pid}'s records: {what}")
+    for p in problems:
+        print(f"confar run: {exp.source}: {p}", file=sys.stderr)
+    if problems:
+        return 2
+    print(f"{exp.source}: valid ({exp.sampler.kind}, {exp.m} parties, reveal {exp.reveal_mode})")
+    if exp.sampler.kind != "abcdp":
+        print(f"model: {exp.model_name}: prior draws in bounds with a finite log prior")
+        if simulate:
+            print(f"simulate: {exp.m} registries' records fit the model, log-likelihood finite")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if (args.config is None) == (args.resume is None):
         print("confar run: give an experiment file, or --resume DIR (not both)", file=sys.stderr)
@@ -949,8 +980,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"confar run: {exc}", file=sys.stderr)
         return 2
     if args.check:
-        print(f"{exp.source}: valid ({exp.sampler.kind}, {exp.m} parties, reveal {exp.reveal_mode})")
-        return 0
+        return check(exp, simulate)
     bar: Callable[[ProgressInfo], None] | None = ProgressBar(tty=False if args.no_progress else None)
     out_dir = args.resume if args.resume is not None else exp.output_dir
     try:

@@ -3,11 +3,14 @@
     confar-party serve --config party.toml [--insecure]
     confar-party check-config --config party.toml [--insecure]
 
-``check-config`` validates the file, then reads the registry's records exactly as ``serve`` would
+``check-config`` validates the file, imports every allowed analysis (a model plug-in's class, from
+``[allow] model_path`` when given), then reads the registry's records exactly as ``serve`` would
 (``parties.sources``: connects to the database or endpoint, runs the query, converts and checks every
 record against ``[data] model``'s schema) and prints where from, the record count, the columns and the
-snapshot's SHA-256; on a problem it prints the key to fix, the problems by column and the first problem
-rows (row numbers and what is wrong, never a record's value) and exits 2. It writes nothing (no state dir,
+snapshot's SHA-256, and evaluates the ``[data] model``'s log-likelihood on the first records at a few
+prior draws (it must be a finite (draws, records) array); on a problem it prints the key to fix, the
+problems by column and the first problem rows (row numbers and what is wrong, never a record's value) and
+exits 2. It writes nothing (no state dir,
 no audit line).
 
 Exit codes: 0 stopped cleanly (SIGTERM / SIGINT: in-flight calls get a grace period of 5 s, sessions are
@@ -24,7 +27,14 @@ import argparse
 import asyncio
 import sys
 
-from parties.analyses import AnalysisError
+from mechanisms.models.base import (
+    LOGLIK_DRAWS,
+    LOGLIK_RECORDS,
+    add_import_path,
+    likelihood_problem,
+    load_model,
+)
+from parties.analyses import AnalysisError, get_analysis
 from parties.config import ConfigError, PartyConfig, load_config
 from parties.sources import DataProblems, SourceError, snapshot
 from parties.tls import TlsError, warn_insecure
@@ -59,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
+    add_import_path(cfg.model_path)  # [allow] model_path: where this registry's model plug-ins live
     if args.command == "check-config":
         return check_config(args.config, cfg)
 
@@ -87,12 +98,34 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_OK
 
 
+def check_allowed(cfg: PartyConfig) -> list[str]:
+    """Every ``[allow] models`` entry resolves to an analysis, a model plug-in's class imports; problems."""
+    from parties.models_bridge import ModelAnalysis
+
+    problems = []
+    for i, name in enumerate(cfg.allow_models):
+        try:
+            analysis = get_analysis(name)
+            if isinstance(analysis, ModelAnalysis):
+                from mechanisms.models.base import resolve_model_class
+
+                resolve_model_class(analysis.model_ref)
+        except (AnalysisError, ValueError) as exc:
+            problems.append(f"allow.models[{i}]: {exc}")
+    return problems
+
+
 def check_config(path: str, cfg: PartyConfig) -> int:
     """Read the records as ``serve`` would and report (module docstring); exit code 0 or 2."""
     print(f"{path}: configuration ok (party {cfg.id}, {cfg.identity})")
+    problems = check_allowed(cfg)
+    for p in problems:
+        print(f"confar-party: {path}: {p}", file=sys.stderr)
+    if not problems:
+        print(f"allow: analyses {', '.join(cfg.allow_models)} found")
     if cfg.data is None:
         print("data: none configured ([data]): this party holds no records")
-        return EXIT_OK
+        return EXIT_CONFIG if problems else EXIT_OK
     schema = f"model {cfg.data.model}" if cfg.data.model else "no [data] model: every column must be a number"
     print(f"data: {cfg.data.source.describe()} ({schema})", flush=True)
     try:
@@ -114,7 +147,15 @@ def check_config(path: str, cfg: PartyConfig) -> int:
     if snap.ignored:
         print(f"data: result columns not in the schema, ignored: {', '.join(snap.ignored)}")
     print(f"data: snapshot sha256 {snap.sha256}")
-    return EXIT_OK
+    if cfg.data.model is not None:
+        model = load_model(cfg.data.model, cfg.data.model_args)  # loaded by snapshot() already
+        what = likelihood_problem(model, snap.dataset.columns)
+        if what is not None:
+            print(f"confar-party: {path}: data.model: {what}", file=sys.stderr)
+            return EXIT_CONFIG
+        n = min(LOGLIK_RECORDS, snap.records)
+        print(f"model: {cfg.data.model}: log-likelihood finite on {n} records at {LOGLIK_DRAWS} prior draws")
+    return EXIT_CONFIG if problems else EXIT_OK
 
 
 if __name__ == "__main__":

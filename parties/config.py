@@ -31,11 +31,14 @@ Example (all keys; optional ones marked)::
     path = "registry.csv"          # CSV (header row) or Parquet (needs pyarrow)
     model = "bayes-logistic"       # optional: check the records against this model's schema at start-up
     max_records = 10000000         # optional: a larger result is refused (nothing is loaded)
-    [data.model_args]              # optional: the model's public arguments (its schema depends on them)
-    p = 4
+    [data.model_args]              # optional: the model's public arguments (its schema depends on them);
+    p = 4                          # the experiment's [model.params] is where they are set: a session of
+                                   # this model whose model_args build another model is refused, naming both
 
     [allow]
-    models = ["gaussian-mean"]
+    models = ["gaussian-mean"]     # analyses: built-in names or model plug-ins "module:ClassName"
+    model_path = ["models"]        # optional: folders the plug-ins are imported from (relative to this
+                                   # file); only code the registry has vetted belongs there
     reveal_modes = ["sign", "blinded"]  # of sum, blinded, sign, svt (federated ABCDP, parties/abcdp.py)
     topologies = ["mesh", "relay"] # optional, default both
     [allow.bounds.gaussian-mean]   # optional: numeric model parameter -> [low, high]
@@ -110,6 +113,7 @@ class PartyConfig:
     allow_models: tuple[str, ...]
     allow_modes: tuple[str, ...]
     allow_topologies: tuple[str, ...]
+    model_path: tuple[Path, ...] = ()  # [allow] model_path: folders of model plug-ins (import path)
     bounds: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
     max_decisions: int = 1_000_000
     epsilon: float | None = None
@@ -249,8 +253,16 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
     data = read_data_config(r.table("data", required=False), path, r.err)  # parties.sources
 
     allow = r.table("allow")
-    _check_unknown(r, allow, "allow", {"models", "reveal_modes", "topologies", "bounds"})
+    _check_unknown(r, allow, "allow", {"models", "reveal_modes", "topologies", "bounds", "model_path"})
     models = _str_list(r, allow, "allow.models", None)
+    model_path: list[Path] = []
+    if "model_path" in allow:
+        for i, item in enumerate(_str_list(r, allow, "allow.model_path", None)):
+            folder = Path(item).expanduser()
+            folder = folder if folder.is_absolute() else path.parent / folder
+            if not folder.is_dir():
+                raise r.err(f"allow.model_path[{i}]", f"no such folder: {folder}")
+            model_path.append(folder.resolve())
     modes = _str_list(r, allow, "allow.reveal_modes", REVEAL_MODES)
     topos = _str_list(r, allow, "allow.topologies", TOPOLOGIES) if "topologies" in allow else TOPOLOGIES
     bounds: dict[str, dict[str, tuple[float, float]]] = {}
@@ -326,6 +338,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         peers=tuple(peers),
         data=data,
         allow_models=tuple(models),
+        model_path=tuple(model_path),
         allow_modes=tuple(modes),
         allow_topologies=tuple(topos),
         bounds=bounds,

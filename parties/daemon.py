@@ -267,6 +267,7 @@ class PartyDaemon:
             analysis = get_analysis(spec.model)
             try:
                 analysis.check_params(spec.model_params)
+                self.check_data_model(spec, analysis)
                 if spec.reveal_mode == abcdp.SVT_MODE or spec.model == abcdp.ANALYSIS:
                     abcdp.check_session(spec, self.data)  # column names only: no record is read
             except AnalysisError as exc:
@@ -347,6 +348,28 @@ class PartyDaemon:
         if self.snapshot is None:
             return {}
         return {"records": self.snapshot.records, "data_sha256": self.snapshot.sha256}
+
+    def check_data_model(self, spec: SessionSpec, analysis: Analysis) -> None:
+        """A model's public arguments have one place, the experiment's ``[model.params]`` (the session's
+        ``model_args``); when the session's model is this registry's ``[data] model``, they must build the
+        same model as its ``[data.model_args]`` (the schema its records were checked against at start-up),
+        else the session is refused naming both."""
+        from mechanisms.models.base import BUILTIN, load_model
+        from parties.models_bridge import ModelAnalysis
+
+        d = self.cfg.data
+        if d is None or d.model is None or not isinstance(analysis, ModelAnalysis):
+            return
+        if BUILTIN.get(d.model, d.model) != BUILTIN.get(analysis.model_ref, analysis.model_ref):
+            return
+        if analysis.model(spec.model_params) != load_model(d.model, d.model_args):
+            theirs = shown(spec.model_params.get("model_args", {}))
+            raise AnalysisError(
+                f"{spec.model}: the session's model_args {theirs} differ from this registry's "
+                f"[data.model_args] {shown(d.model_args)}, the schema its records "
+                "were checked against: the experiment's [model.params] must equal every registry's "
+                "[data.model_args]"
+            )
 
     def run_resume_at_open(self, spec: SessionSpec) -> tuple[RunRecord | None, list[bytes]]:
         """For a session of a run: this party's last completed run step (parties.replay), and the run's
@@ -1063,6 +1086,7 @@ class PartyDaemon:
                 self.check_policy(spec)
                 analysis = get_analysis(spec.model)
                 analysis.check_params(spec.model_params)
+                self.check_data_model(spec, analysis)
             except Abort as exc:
                 refusal = f"{exc.code.name}: {exc.message}"
             except AnalysisError as exc:

@@ -67,6 +67,7 @@ def party_config_text(
     privacy_budget: Mapping[str, Any] | None = None,
     freeze_at: Sequence[str] = (),
     data_table: Mapping[str, Any] | None = None,
+    model_path: Sequence[Path] = (),
 ) -> str:
     """A party's config. Its records: ``data_path`` (a CSV or Parquet file), or ``data_table``, the entries
     of a ``[data]`` table (``simulations.registries.data_table``: a database or an endpoint)."""
@@ -108,6 +109,7 @@ def party_config_text(
         "[allow]",
         f"models = {_toml_value(list(models))}",
         f"reveal_modes = {_toml_value(list(modes))}",
+        *([f"model_path = {_toml_value([str(f) for f in model_path])}"] if model_path else []),
         "",
         "[budget]",
         f"max_decisions = {max_decisions}",

@@ -6,10 +6,12 @@ same code path as a run against remote registries). The consortium's folder is `
 and is kept: the parties' ledgers and run records (``state_dir``) survive a crash, so ``confar run --resume``
 restarts the daemons on the same state and continues the run without charging a run step twice.
 
-Synthetic data (public seed ``[simulate] data_seed``): ``bayes-logistic`` — registries of different sizes
-and case mixes (:func:`mechanisms.models.logistic.synthetic_registries`); ``beta-bernoulli`` — Bernoulli(0.3)
-records; ``linear-regression`` — y = 1 + Σ_k 0.5 (−1)^k x_k + N(0, σ²), x ~ N(0, 1), clipped to the
-schema's bounds; ``abcdp`` — the toy mixture at θ* = (0.25, 0.05, 0.2, 0.15, 0.35) split across parties.
+Registry data: the files of ``[simulate] data`` (one CSV or Parquet file per party), else the model's own
+``synthetic_data(rng, sizes)`` from the public seed ``[simulate] data_seed`` (built-in models: registries of
+different sizes and case mixes for ``bayes-logistic``, Bernoulli(0.3) records for ``beta-bernoulli``, ...;
+a plug-in may define it, docs/MODELS.md); for ``abcdp`` the toy mixture at θ* = (0.25, 0.05, 0.2, 0.15,
+0.35) split across parties. Either way the records are checked against the model's schema first. A plug-in
+model's folders (``[model] path``) go into every simulated registry's ``[allow] model_path``.
 
 Where each registry keeps its records is ``[simulate] sources`` (one per party, default ``csv``): a CSV or
 Parquet file, an SQLite file, a database of one throwaway PostgreSQL cluster, or a named graph of one Oxigraph
@@ -44,9 +46,9 @@ from coordinator.certs import COORDINATOR_IDENTITY, init_consortium
 from coordinator.experiment import MH_KINDS, Experiment
 from coordinator.run import Outcome, ProgressInfo, run_experiment
 from hss.fixedpoint import max_threshold
-from mechanisms.models.base import Model
-from mechanisms.models.logistic import BayesLogistic, synthetic_registries
+from mechanisms.models.base import Model, SchemaError
 from mechanisms.samplers import AdaptiveMH, BernoulliRule, LocalParties, PublicSeeds, RandomWalkMH, run_kernel
+from parties.sources import DEFAULT_MAX_RECORDS, CsvSource, ParquetSource, SourceError, take_snapshot
 from simulations import registries
 from simulations.launcher import LocalConsortium, party_config_text, write_csv
 from simulations.servers import PostgresServer, SparqlServer
@@ -56,7 +58,8 @@ TOY_THETA = (0.25, 0.05, 0.2, 0.15, 0.35)
 
 
 def synthetic_data(exp: Experiment) -> list[dict[str, F64]]:
-    """One dict of columns per party, from the public data seed."""
+    """One dict of schema columns per party: ``[simulate] data`` files when given, else the model's own
+    ``synthetic_data`` (public data seed); either way checked against the model's schema."""
     sim = exp.simulate
     assert sim is not None
     rng = np.random.default_rng(sim.data_seed)
@@ -68,26 +71,37 @@ def synthetic_data(exp: Experiment) -> list[dict[str, F64]]:
         parts = np.array_split(y, sim.parties)
         return [{"x": p} for p in parts]
     model = exp.model()
-    if isinstance(model, BayesLogistic):
-        return synthetic_registries(rng, model, sizes=sim.records)
-    name = type(model).name
-    out: list[dict[str, F64]] = []
-    for n in sim.records:
-        if name == "beta-bernoulli":
-            col = str(getattr(model, "column", "y"))
-            out.append({col: (rng.random(n) < 0.3).astype(np.float64)})
-        elif name == "linear-regression":
-            p = int(getattr(model, "p", 0))
-            xb, yb, sd = (float(getattr(model, k)) for k in ("x_bound", "y_bound", "sigma"))
-            x = np.clip(rng.normal(0.0, 1.0, (n, p)), -xb, xb)
-            beta = np.array([0.5 * (-1) ** k for k in range(p)])
-            y = np.clip(1.0 + x @ beta + rng.normal(0.0, sd, n), -yb, yb)
-            cols = {f"x{k + 1}": x[:, k].copy() for k in range(p)}
-            cols[str(getattr(model, "outcome", "y"))] = y
-            out.append(cols)
-        else:
-            raise ValueError(f"--simulate has no synthetic data for model {exp.model_name!r}")
-    return out
+    if sim.data:
+        return [registry_file(model, exp.model_name, path, i) for i, path in enumerate(sim.data, start=1)]
+    out = model.synthetic_data(rng, sim.records)
+    if out is None:
+        raise ValueError(
+            f"--simulate has no data for model {exp.model_name!r}: it defines no synthetic_data(rng, sizes); "
+            "give [simulate] data = [one CSV or Parquet file per registry], or define the method "
+            "(docs/MODELS.md)"
+        )
+    if len(out) != sim.parties:
+        raise ValueError(
+            f"model {exp.model_name!r}: synthetic_data returned {len(out)} registries for {sim.parties} sizes"
+        )
+    checked = []
+    for i, cols in enumerate(out, start=1):
+        try:
+            where = f"synthetic_data of model {exp.model_name!r}, registry {i}"
+            checked.append(model.check_data(cols, where=where))
+        except SchemaError as exc:
+            raise ValueError(str(exc)) from exc
+    return checked
+
+
+def registry_file(model: Model, name: str, path: Path, pid: int) -> dict[str, F64]:
+    """A ``[simulate] data`` file read as its daemon would read it (parties.sources), schema-checked."""
+    source = ParquetSource(path) if path.suffix.lower() == ".parquet" else CsvSource(path)
+    try:
+        snap = take_snapshot(source, DEFAULT_MAX_RECORDS, model.schema, name)
+    except SourceError as exc:
+        raise ValueError(f"simulate.data[{pid - 1}] ({path}): {exc}") from exc
+    return {c.name: snap.dataset.columns[c.name] for c in model.schema}
 
 
 def reference_draws(exp: Experiment, data: list[dict[str, F64]]) -> F64 | None:
@@ -159,6 +173,7 @@ def consortium(exp: Experiment, workdir: Path, data: list[dict[str, F64]]) -> It
                         None,
                         data_table=tables[pid - 1],
                         models=(exp.analysis(),),
+                        model_path=exp.model_path,
                         modes=(exp.reveal_mode,),
                         data_model=None if exp.sampler.kind == "abcdp" else exp.model_name,
                         data_model_args=None if exp.sampler.kind == "abcdp" else exp.model_params,

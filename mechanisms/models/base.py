@@ -35,9 +35,11 @@ public arguments) and name it as ``"package.module:ClassName"`` wherever a model
 from __future__ import annotations
 
 import importlib
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -247,8 +249,42 @@ class Model(ABC):
     def n_records(self, data: Data) -> int:
         return len(data[self.schema[0].name])
 
+    # ---- synthetic registries (optional) -------------------------------------------------------------
+
+    def synthetic_data(self, rng: np.random.Generator, sizes: tuple[int, ...]) -> list[dict[str, F64]] | None:
+        """Public synthetic registries, one dict of schema columns per entry of ``sizes``, drawn from ``rng``
+        (the experiment's public data seed) for ``confar run --simulate`` and tests. None (the default):
+        the model has none, and ``--simulate`` needs ``[simulate] data`` (one CSV file per registry)."""
+        return None
+
     def check_data(self, raw: Mapping[str, Any], where: str = "data") -> dict[str, F64]:
         return validate_columns(raw, self.schema, where)
+
+
+LOGLIK_RECORDS = 5  # likelihood_problem evaluates the model on this many records ...
+LOGLIK_DRAWS = 3  # ... at this many parameter values drawn from its prior (public seed 0)
+
+
+def likelihood_problem(model: Model, columns: Mapping[str, F64]) -> str | None:
+    """The model's per-record log-likelihood on the first records at a few prior draws (``confar-party
+    check-config``, ``confar run --check``): None if it is a finite (draws, records) array, else what is
+    wrong (row numbers, never a record's value)."""
+    k = min(LOGLIK_RECORDS, model.n_records(dict(columns))) if columns else 0
+    if k == 0:
+        return None
+    head = {name: np.asarray(col)[:k] for name, col in columns.items()}
+    try:
+        theta = np.asarray(model.sample_prior(np.random.default_rng(0), LOGLIK_DRAWS), dtype=np.float64)
+        ll = np.asarray(model.record_log_likelihood(head, theta), dtype=np.float64)
+    except Exception as exc:  # a plug-in's own error, reported with its type
+        return f"the log-likelihood at prior draws raised {type(exc).__name__}: {exc}"
+    want = (LOGLIK_DRAWS, k)
+    if ll.shape != want:
+        return f"record_log_likelihood returned shape {ll.shape}, expected (proposals, records) = {want}"
+    bad: npt.NDArray[np.bool_] = np.asarray(~np.isfinite(ll).all(axis=0), dtype=bool)
+    if bad.any():
+        return f"record_log_likelihood is not finite at prior draws in {_rows(bad)}"
+    return None
 
 
 def as_batch(theta: npt.ArrayLike, d: int) -> F64:
@@ -272,6 +308,16 @@ BUILTIN: dict[str, str] = {
 }
 
 
+def add_import_path(folders: Sequence[str | Path]) -> None:
+    """Put model plug-in folders at the front of this process's import path (``[model] path`` of an
+    experiment, ``[allow] model_path`` of a registry), so ``"module:ClassName"`` imports from them."""
+    for folder in reversed([str(Path(f).resolve()) for f in folders]):
+        if folder in sys.path:
+            sys.path.remove(folder)
+        sys.path.insert(0, folder)
+    importlib.invalidate_caches()
+
+
 def resolve_model_class(ref: str) -> type[Model]:
     """A built-in name (``BUILTIN``) or ``"package.module:ClassName"`` -> the Model subclass."""
     target = BUILTIN.get(ref, ref)
@@ -283,7 +329,10 @@ def resolve_model_class(ref: str) -> type[Model]:
     try:
         mod = importlib.import_module(mod_name)
     except ImportError as exc:
-        raise ValueError(f"model {ref!r}: cannot import module {mod_name!r}: {exc}") from exc
+        raise ValueError(
+            f"model {ref!r}: cannot import module {mod_name!r}: {exc} (a plug-in's folder goes in the "
+            "experiment's [model] path and in each registry's [allow] model_path, or install it as a package)"
+        ) from exc
     cls = getattr(mod, cls_name, None)
     if cls is None:
         known = sorted(

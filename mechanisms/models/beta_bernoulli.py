@@ -24,6 +24,10 @@ class BetaBernoulli(Model):
 
     name = "beta-bernoulli"
 
+    def synthetic_data(self, rng: np.random.Generator, sizes: tuple[int, ...]) -> list[dict[str, F64]]:
+        """Bernoulli(0.3) records."""
+        return [{self.column: (rng.random(n) < 0.3).astype(np.float64)} for n in sizes]
+
     def __post_init__(self) -> None:
         if not (self.a > 0 and self.b > 0):
             raise ValueError(f"Beta prior needs a > 0 and b > 0, got a = {self.a}, b = {self.b}")

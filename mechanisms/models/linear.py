@@ -26,6 +26,18 @@ class LinearRegression(Model):
 
     name = "linear-regression"
 
+    def synthetic_data(self, rng: np.random.Generator, sizes: tuple[int, ...]) -> list[dict[str, F64]]:
+        """x ~ N(0, 1) clipped to the bound, y = 1 + x (0.5, -0.5, ...) + N(0, sigma^2) clipped."""
+        out: list[dict[str, F64]] = []
+        beta = np.array([0.5 * (-1) ** k for k in range(self.p)])
+        for n in sizes:
+            x = np.clip(rng.normal(0.0, 1.0, (n, self.p)), -self.x_bound, self.x_bound)
+            y = np.clip(1.0 + x @ beta + rng.normal(0.0, self.sigma, n), -self.y_bound, self.y_bound)
+            cols = {f"x{k + 1}": x[:, k].copy() for k in range(self.p)}
+            cols[self.outcome] = y
+            out.append(cols)
+        return out
+
     def __post_init__(self) -> None:
         if not (isinstance(self.p, int) and self.p >= 0):
             raise ValueError(f"number of covariates p must be a non-negative integer, got {self.p!r}")

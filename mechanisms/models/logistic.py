@@ -29,6 +29,10 @@ class BayesLogistic(Model):
 
     name = "bayes-logistic"
 
+    def synthetic_data(self, rng: np.random.Generator, sizes: tuple[int, ...]) -> list[dict[str, F64]]:
+        """Registries of different case mixes (:func:`synthetic_registries`)."""
+        return synthetic_registries(rng, self, sizes=sizes)
+
     def __post_init__(self) -> None:
         if not (isinstance(self.p, int) and self.p >= 0):
             raise ValueError(f"number of covariates p must be a non-negative integer, got {self.p!r}")

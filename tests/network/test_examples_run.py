@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,7 @@ def test_every_example_is_covered() -> None:
         "abcdp",
         "demo",
         "registries",
+        "plugin",
     }
 
 
@@ -58,6 +60,8 @@ def test_example_runs_simulated(example: Path, tmp_path: Path, capsys: pytest.Ca
         pytest.skip("PostgreSQL server binaries (initdb, postgres) not installed")
     if "sparql" in example.read_text() and oxigraph_binary() is None:
         pytest.skip("oxigraph (pip install oxigraph) not installed")
+    if (ROOT / "examples" / "plugins").is_dir():  # [model] path = "plugins" is relative to the file
+        shutil.copytree(ROOT / "examples" / "plugins", tmp_path / "plugins")
     cfg = tmp_path / example.name
     cfg.write_text(shrunk(example.read_text(encoding="utf-8")), encoding="utf-8")
     out = tmp_path / "out"
