@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 
 from coordinator.certs import load_ca, sign_request
+from proto.files import write_durable
 
 HELP = "check a certificate signing request and issue its certificate with the consortium CA"
 
@@ -27,9 +27,7 @@ def run(args: argparse.Namespace) -> int:
             raise FileExistsError(f"{args.out} exists; pass --force to overwrite it")
         ca_key, ca_cert = load_ca(args.ca)
         identity, cert = sign_request(args.csr.read_bytes(), ca_key, ca_cert)
-        tmp = args.out.with_name(args.out.name + ".tmp")
-        tmp.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        os.replace(tmp, args.out)
+        write_durable(args.out, cert.public_bytes(serialization.Encoding.PEM), private=False)
     except (ValueError, FileExistsError, OSError) as exc:
         print(f"confar certs sign: {exc}", file=sys.stderr)
         return 2
