@@ -45,12 +45,13 @@ from hss.protocols import PartyContext, decide_party, key_setup
 from hss.randomness import SecureRandom, derive_key
 from hss.runtime import ProtocolError
 from parties import abcdp, e2e, serde, sources
-from parties.analyses import Analysis, AnalysisError, Dataset, get_analysis, lazy_coin
+from parties.analyses import Analysis, AnalysisError, Dataset, lazy_coin
 from parties.audit import AuditLog
 from parties.config import PartyConfig
 from parties.exchange import Kind, LinkLost, Mailbox, Refused, drive
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, RelayLink
 from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal, RunCharge
+from parties.registry import get_analysis
 from parties.replay import (
     ReplayFileError,
     ReplayStore,
