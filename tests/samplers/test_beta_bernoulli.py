@@ -4,6 +4,7 @@ rejection sampler's acceptance rate matches Z / (M_q Π_j M_j) in a binomial tes
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +41,7 @@ MODES = ["bernoulli", "plaintext-shares", "sum", "blinded", "sign"]
 
 def rule_for(mode: str, label: str) -> DecisionRule:
     if mode == "bernoulli":
-        return BernoulliRule(np.random.default_rng(abs(hash(label)) % 2**32))
+        return BernoulliRule(np.random.default_rng(zlib.crc32(label.encode())))  # hash() varies per process
     if mode == "plaintext-shares":
         return ConfidentialRule(plaintext_decide, noise_rngs(M, label), "sign")
     return ConfidentialRule(hss_decide(mode, M, label), noise_rngs(M, label), mode)
