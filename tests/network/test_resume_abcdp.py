@@ -1,0 +1,331 @@
+"""Resumable federated ABCDP runs (reveal mode ``svt``; issue 12), party side, over real ``confar-party``
+processes (m = 3, mutual TLS on loopback, ``simulations.launcher.LocalConsortium``) driven by hand through the
+coordinator API, with the testing-only fixed noise keys so that runs can be compared.
+
+* a session of a run resumed at the run step every party completed last replays it (same bits, nothing
+  charged) and continues; the same step asked with other candidates is refused naming the step; a session
+  starting past a party's last completed step + 1 is refused naming both steps;
+* a step not every party completed is evaluated again from the SVT state before it (the run noise key gives
+  the same threshold and query noise) and reveals the same bits; the run's epsilon stays charged once;
+* records changed after a restart, and a damaged run record, are refused naming the hashes, resp. the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from coordinator.abcdp import session_params
+from coordinator.api import BlockingCoordinator, BlockingSession, SessionError
+from mechanisms.abcdp.federated import (
+    CandidateQueue,
+    FederatedSvtPlan,
+    candidate_embeddings,
+    distances_from_sum,
+    party_feature_sum,
+)
+from mechanisms.simulators.toy import ToyMixtureModel
+from parties.abcdp import tolerated_colluders
+from parties.privacy_budget import LEDGER_FILE, RunCharge, merge_run_charge, run_step_counts
+from parties.replay import ReplayFileError, ReplayStore, RunRecord, RunStepRef, SvtStep, _checksum
+from simulations.launcher import LocalConsortium
+
+M, PER_PARTY, N_SIM, D, BATCH = 3, 200, 100, 16, 8
+N = M * PER_PARTY
+THETA_TRUE = np.array([0.25, 0.04, 0.33, 0.04, 0.34])
+MODEL = ToyMixtureModel()
+KEYS = {pid: bytes([0x60 + pid]) * 32 for pid in range(1, M + 1)}
+EPS_RUN = 2.0
+F64 = npt.NDArray[np.float64]
+
+
+def observed() -> list[F64]:
+    y = MODEL.simulate(THETA_TRUE, N, np.random.default_rng(11))[0]
+    return list(np.array_split(y, M))
+
+
+def make_plan(c: int = 6, resample: bool = True, seed: int = 3, quantile: float = 0.15) -> FederatedSvtPlan:
+    """A plan whose eps_abc is a quantile of the first candidates' distances (a public choice)."""
+    base = FederatedSvtPlan(
+        eps_abc=0.0,
+        eps_total=EPS_RUN,
+        c=c,
+        resample=resample,
+        n_records=N,
+        n_features=D,
+        bandwidth=0.6,
+        dim=1,
+        map_seed=5,
+    )
+    total = sum(party_feature_sum(base, y[:, None]) for y in observed())
+    rng = np.random.default_rng(seed)
+    th = MODEL.sample_prior(rng, 64)
+    rho = distances_from_sum(base, total, candidate_embeddings(base, MODEL.simulate(th, N_SIM, rng)))
+    return dataclasses.replace(base, eps_abc=float(np.quantile(rho, quantile)))
+
+
+def consortium(root: Path, plan: FederatedSvtPlan, **kw: Any) -> Any:
+    budget = {"epsilon": 10.0, "delta": 1e-6, "colluding": tolerated_colluders(plan, M, (M - 1) // 2)}
+    return LocalConsortium.start(
+        M,
+        [{"y": y} for y in observed()],
+        workdir=root,
+        models=("abcdp-rff",),
+        modes=("svt",),
+        privacy_budget=budget,
+        fixed_rng_keys=KEYS,
+        startup_timeout_s=120.0,
+        round_timeout_s=20.0,
+        **kw,
+    )
+
+
+@dataclasses.dataclass
+class Driver:
+    """The coordinator's public state of a run driven by hand: candidate queue and public generator."""
+
+    plan: FederatedSvtPlan
+    queue: CandidateQueue
+    rng: np.random.Generator
+
+    @classmethod
+    def new(cls, plan: FederatedSvtPlan, seed: int = 9) -> Driver:
+        return cls(plan, CandidateQueue(plan), np.random.default_rng(seed))
+
+    def copy(self) -> Driver:
+        rng = np.random.default_rng()
+        rng.bit_generator.state = self.rng.bit_generator.state
+        return Driver(self.plan, CandidateQueue.restore(self.plan, self.queue.export()), rng)
+
+    def batch(self) -> F64:
+        if self.queue.pending < BATCH:
+            th = MODEL.sample_prior(self.rng, BATCH)
+            self.queue.push(th, candidate_embeddings(self.plan, MODEL.simulate(th, N_SIM, self.rng)))
+        return self.queue.next_batch(BATCH)[1]
+
+    def step(self, sess: BlockingSession) -> npt.NDArray[np.bool_]:
+        ph = self.batch()
+        bits = sess.evaluate({"phibar": ph}, ph.shape[0]).accept
+        self.queue.settle(bits)
+        return bits
+
+
+def open_run(coord: BlockingCoordinator, plan: FederatedSvtPlan, run: str, first: int = 1) -> BlockingSession:
+    return coord.open_session(
+        reveal_mode="svt",
+        model="abcdp-rff",
+        model_params=session_params(plan, ["y"]),
+        run_id=run,
+        first_run_step=first,
+    )
+
+
+def ledger(lc: LocalConsortium, pid: int) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((lc.workdir / f"party-{pid}" / "state" / LEDGER_FILE).read_text())
+    return doc
+
+
+def run_charges(lc: LocalConsortium, pid: int, run: str) -> dict[int, int]:
+    return run_step_counts([RunCharge.from_dict(c) for c in ledger(lc, pid).get("run_charges", [])], run)
+
+
+def run_events(lc: LocalConsortium, pid: int, run: str) -> list[dict[str, Any]]:
+    return [e for e in ledger(lc, pid)["ledger"]["events"] if f"run {run}" in e["label"]]
+
+
+def audit(lc: LocalConsortium, pid: int) -> list[dict[str, Any]]:
+    text = (lc.workdir / f"party-{pid}" / "state" / "audit.log").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def store(lc: LocalConsortium, pid: int) -> ReplayStore:
+    return ReplayStore(lc.workdir / f"party-{pid}" / "state", f"party-{pid}")
+
+
+# ---- in process: the record's SVT part and the whole-run charge -------------------------------------------
+
+
+def test_run_record_keeps_the_svt_part_and_refuses_a_damaged_one(tmp_path: Path) -> None:
+    bits = np.array([False, True] + [False] * 9)
+    before: dict[str, int | bool] = {"count": 2, "epoch": 2, "n_decided": 17, "done": False}
+    rec = RunRecord(
+        RunStepRef("r-1", 4, b"d" * 32, b"e" * 16),
+        bits.shape[0],
+        7,
+        ((7, np.arange(22, dtype=np.uint64)),),
+        data_sha256="ab" * 32,
+        svt=SvtStep(b"p" * 32, before, bits),
+    )
+    st = ReplayStore(tmp_path, "party-1")
+    st.save(rec)
+    got = st.load("r-1")
+    assert got is not None and got.svt is not None and got.ref == rec.ref
+    assert got.svt.plan_digest == b"p" * 32 and got.svt.before == before
+    np.testing.assert_array_equal(got.svt.revealed, bits)
+    assert st.path_for("r-1").stat().st_mode & 0o777 == 0o600
+    doc = json.loads(st.path_for("r-1").read_text())
+    for change, what in [
+        (lambda d: d["svt"].pop("revealed"), "exactly plan_digest, before, revealed"),
+        (lambda d: d["svt"]["before"].update(count=-1), "integers >= 0"),
+        (lambda d: d["svt"]["before"].update(done=1), "done a bool"),
+        (lambda d: d["svt"].update(revealed="AAAA"), "not the 2 of 11 bits"),
+        (lambda d: d["svt"].update(revealed="AAg="), "bits past the batch"),
+        (lambda d: d["svt"].update(plan_digest="ab"), "32 bytes"),
+    ]:
+        bad = json.loads(json.dumps(doc))
+        change(bad)
+        bad["checksum"] = _checksum({k: v for k, v in bad.items() if k != "checksum"})  # well-formed file
+        st.path_for("r-1").write_text(json.dumps(bad))
+        with pytest.raises(ReplayFileError, match=re.escape(str(st.path_for("r-1"))) + ".*" + what):
+            st.load("r-1")
+
+
+def test_whole_run_charge_is_run_step_zero_and_never_merged() -> None:
+    whole = RunCharge("r", "aa", 0, 0, 0, "a" * 64, "b" * 32)
+    assert whole.is_whole_run and RunCharge.from_dict(whole.to_dict()) == whole
+    cs = merge_run_charge([whole], RunCharge("r", "aa", 1, 1, 4, "c" * 64, "b" * 32))
+    assert len(cs) == 2 and run_step_counts(cs, "r") == {0: 1, 1: 1}
+    assert merge_run_charge([RunCharge("r", "aa", 1, 1, 4)], RunCharge("r", "aa", 0, 0, 0))[-1].is_whole_run
+    for bad in ({"to_step": 1}, {"decisions": 3}):
+        with pytest.raises(ValueError, match="whole-run charge"):
+            RunCharge.from_dict({**whole.to_dict(), **bad})
+
+
+# ---- real daemons ------------------------------------------------------------------------------------------
+
+
+def test_resumed_abcdp_run_replays_reevaluates_and_refuses_other_candidates(tmp_path: Path) -> None:
+    plan = make_plan()
+    run = "abcdp-resume-1"
+    with consortium(tmp_path, plan) as lc, BlockingCoordinator(
+        lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0
+    ) as coord:
+        drv = Driver.new(plan)
+        s1 = open_run(coord, plan, run)
+        assert s1.resume == {1: 0, 2: 0, 3: 0}
+        bits = [drv.step(s1) for _ in range(2)]
+        at2 = drv.copy()  # the coordinator's checkpoint after run step 2
+        bits.append(drv.step(s1))  # run step 3: completed by every party, never checkpointed
+        rec3 = store(lc, 2).path_for(run).read_bytes()
+        s1.abort("coordinator crashed")
+
+        # resumed at run step 3, which every party completed in one session: other candidates are refused
+        s2 = open_run(coord, plan, run, 3)
+        assert s2.resume == {1: 3, 2: 3, 3: 3} and s2.session.replay_step == 3 and s2.warnings == []
+        other = Driver.new(plan, seed=99)
+        with pytest.raises(SessionError) as ei:
+            s2.evaluate({"phibar": other.batch()}, BATCH)
+        assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION
+        assert f"run step 3 of run '{run}' was completed here with other inputs" in str(ei.value)
+        s2.abort("refused")
+        # ... the same candidates are replayed (same bits, nothing computed), then the run goes on
+        s3 = open_run(coord, plan, run, 3)
+        drv = at2.copy()
+        np.testing.assert_array_equal(drv.step(s3), bits[2])
+        tr = s3.session.last_transcript
+        assert tr is not None and tr.replayed and tr.run_step == 3
+        at3 = drv.copy()
+        bits.append(drv.step(s3))  # run step 4, from the state after the replayed run step 3
+        s3.abort("coordinator crashed again")
+
+        # party 2 lost its record of run step 4 (it died after the others kept theirs): run step 4 is
+        # evaluated again, from the SVT state before it (parties 1 and 3) and after run step 3 (party 2),
+        # with the same noise from each party's run key: the same bits, nothing charged again
+        store(lc, 2).path_for(run).write_bytes(rec3)
+        s4 = open_run(coord, plan, run, 4)
+        assert s4.resume == {1: 4, 2: 3, 3: 4} and s4.session.replay_step == 0
+        assert "run step 4 was completed by parties [1, 3] but not by every party" in s4.warnings[0]
+        drv = at3.copy()
+        np.testing.assert_array_equal(drv.step(s4), bits[3])
+        tr = s4.session.last_transcript
+        assert tr is not None and not tr.replayed and tr.run_step == 4
+        bits.append(drv.step(s4))  # run step 5
+        s4.close()
+
+        # a session must start at a party's last completed run step or the next one
+        with pytest.raises(SessionError) as ei:
+            open_run(coord, plan, run, 7)
+        assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION
+        msg = str(ei.value)
+        assert f"run step of ABCDP run '{run}' is 5, but the session starts at run step 7" in msg
+        # ... and with the run's plan
+        with pytest.raises(SessionError) as ei:
+            open_run(coord, dataclasses.replace(plan, eps_abc=plan.eps_abc + 0.01), run, 6)
+        assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION
+        assert f"ABCDP run '{run}' ran here with other session parameters (plan digest" in str(ei.value)
+
+    assert sum(int(b.sum()) for b in bits) == drv.queue.count
+    for pid in range(1, M + 1):
+        assert run_charges(lc, pid, run) == {0: 1}  # the whole run's epsilon, once
+        (event,) = run_events(lc, pid, run)
+        assert event["count"] == 1 and event["eps"] == pytest.approx(EPS_RUN)
+        lines = [x for x in audit(lc, pid) if x.get("what") == "Evaluate" and x.get("run_id") == run]
+        assert sum("charged" in x for x in lines) == 1
+        assert sum("charged_in" in x for x in lines) == 2  # the first computed step of s3 and s4
+        assert [x["run_step"] for x in lines if x.get("replayed")] == [3]
+        decisions = json.loads((lc.workdir / f"party-{pid}" / "state" / "ledger.json").read_text())
+        # a step computed again is counted again by a party whose record of it was lost (conservative)
+        assert decisions["decisions_used"] == 5 * BATCH + (BATCH if pid == 2 else 0)
+
+
+def test_changed_records_and_damaged_records_refuse_the_run(tmp_path: Path) -> None:
+    plan = make_plan()
+    run = "abcdp-resume-2"
+    with consortium(tmp_path, plan) as lc:
+        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
+            drv = Driver.new(plan)
+            s1 = open_run(coord, plan, run)
+            for _ in range(2):
+                drv.step(s1)
+            s1.close()
+            path = store(lc, 3).path_for(run)
+            good = path.read_bytes()
+            doc = json.loads(good)
+            assert doc["svt"]["before"]["n_decided"] >= 0 and doc["svt"]["plan_digest"]
+            # a damaged run record (its SVT part altered, or garbage): refused naming the file
+            doc["svt"]["before"]["n_decided"] += 1
+            for bad, what in ((json.dumps(doc), "checksum mismatch"), ("{garbage", "not JSON")):
+                path.write_text(bad)
+                with pytest.raises(SessionError) as ei:
+                    open_run(coord, plan, run, 3)
+                assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION and ei.value.party == 3
+                assert str(path) in str(ei.value) and "corrupt" in str(ei.value) and what in str(ei.value)
+            # moved away: the party has no SVT state of the run and refuses to continue it
+            path.unlink()
+            with pytest.raises(SessionError) as ei:
+                open_run(coord, plan, run, 3)
+            assert ei.value.party == 3
+            assert "holds no completed run step of ABCDP run" in str(ei.value)
+            assert "starts at run step 3" in str(ei.value)
+            path.write_bytes(good)
+        held = store(lc, 2).load(run)
+        assert held is not None and held.svt is not None and held.data_sha256
+        # registry 2 restarts on changed records: refused naming both snapshot hashes
+        lc.kill(2)
+        csv = lc.workdir / "party-2" / "data.csv"
+        lines = csv.read_text().splitlines()
+        lines[3] = "0.5"
+        csv.write_text("\n".join(lines) + "\n")
+        lc.restart(2)
+        now = [x for x in audit(lc, 2) if x.get("what") == "DataSnapshot"][-1]["sha256"]
+        assert now != held.data_sha256
+        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
+            with pytest.raises(SessionError) as ei:
+                open_run(coord, plan, run, 3)
+            assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION and ei.value.party == 2
+            msg = str(ei.value)
+            assert f"records changed since run step 2 of run '{run}'" in msg
+            assert f"{held.data_sha256[:16]}… then, {now[:16]}… now" in msg
+            s2 = open_run(coord, plan, run + "-new")  # a new run on the new records is fine
+            Driver.new(plan).step(s2)
+            s2.close()
+    for pid in range(1, M + 1):
+        assert run_charges(lc, pid, run) == {0: 1} and run_charges(lc, pid, run + "-new") == {0: 1}
