@@ -199,6 +199,38 @@ def test_whole_run_charge_is_run_step_zero_and_never_merged() -> None:
             RunCharge.from_dict({**whole.to_dict(), **bad})
 
 
+def test_coordinator_state_round_trips_bit_for_bit() -> None:
+    from coordinator.abcdp import AbcdpState
+
+    plan = make_plan()
+    drv = Driver.new(plan)
+    for bits in ([False] * BATCH, [False, True] + [False] * (BATCH - 2)):
+        drv.batch()
+        drv.queue.settle(np.array(bits))
+    st = AbcdpState(drv.queue, dict(drv.rng.bit_generator.state), 2, 2 * BATCH)
+    doc = json.loads(json.dumps(st.to_json()))
+    again = AbcdpState.from_json(plan, doc)
+    assert (again.steps, again.sent, again.rng_state) == (2, 2 * BATCH, st.rng_state)
+    for k, v in again.queue.export().items():
+        w = drv.queue.export()[k]
+        if isinstance(v, np.ndarray):
+            assert (v.tobytes(), v.dtype, v.shape) == (w.tobytes(), w.dtype, w.shape), k
+        else:
+            assert v == w, k
+    a, b = Driver(plan, again.queue, np.random.default_rng()), drv.copy()
+    a.rng.bit_generator.state = again.rng_state
+    np.testing.assert_array_equal(a.batch(), b.batch())  # the same next candidates
+    for bad, what in [
+        ({**doc, "rng_state": {"bit_generator": "MT19937"}}, "not a PCG64 generator state"),
+        ({**doc, "steps": -1}, "steps -1"),
+        ({k: v for k, v in doc.items() if k != "queue"}, "missing or malformed"),
+        ({**doc, "queue": {**doc["queue"], "count": 3}}, "inconsistent"),
+        ({**doc, "queue": {**doc["queue"], "ids": {"dtype": "<f4", "shape": [0], "data": ""}}}, "dtype"),
+    ]:
+        with pytest.raises(ValueError, match=what):
+            AbcdpState.from_json(plan, bad)
+
+
 # ---- real daemons ------------------------------------------------------------------------------------------
 
 
@@ -329,3 +361,93 @@ def test_changed_records_and_damaged_records_refuse_the_run(tmp_path: Path) -> N
             s2.close()
     for pid in range(1, M + 1):
         assert run_charges(lc, pid, run) == {0: 1} and run_charges(lc, pid, run + "-new") == {0: 1}
+
+
+# ---- confar run --resume -----------------------------------------------------------------------------------
+
+RUN_TOML = """
+[experiment]
+name = "abcdp-resume"
+output_dir = "out"
+seed = 2031
+
+[sampler]
+kind = "abcdp"
+simulator = "toy"
+eps_abc = 0.2
+eps_total = 2.0
+c = 4
+resample = true
+n_features = 16
+bandwidth = 0.6
+n_records = 300
+batch_size = 16
+max_proposals = 4000
+
+[reveal]
+mode = "svt"
+
+[output]
+formats = []
+
+[simulate]
+parties = 3
+records = 100
+fixed_noise_keys = true
+"""
+
+
+def _checkpoint(out: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((out / "checkpoint" / "state.json").read_text())
+    return doc
+
+
+def _accepted(out: Path) -> tuple[F64, npt.NDArray[np.bool_]]:
+    from coordinator.abcdp import AbcdpState
+    from coordinator.experiment import load_experiment
+    from mechanisms.abcdp.federated import FederatedSvtPlan
+
+    plan = FederatedSvtPlan.from_params(load_experiment(out / "experiment.toml").sampler.abcdp)
+    st = AbcdpState.from_json(plan, _checkpoint(out)["abcdp"])
+    return st.queue.accepted_thetas, st.queue.decisions
+
+
+@pytest.mark.slow
+def test_confar_run_abcdp_stopped_and_resumed_equals_uninterrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`confar run --simulate` of an ABCDP run (real daemon processes), stopped as if the coordinator
+    crashed after 2 steps (before their checkpoint), resumed with `confar run --resume` (the daemons restart
+    on their state): the run finishes, every registry's ledger holds the run's epsilon once, and with
+    [simulate] fixed_noise_keys and the same run id it accepts exactly the thetas of the run never
+    interrupted, bit for bit."""
+    import coordinator.run
+    from coordinator.cli import main
+
+    monkeypatch.setattr(coordinator.run.secrets, "token_hex", lambda n: "cd" * n)  # the same run id twice
+    cfg = tmp_path / "abcdp.toml"
+    cfg.write_text(RUN_TOML)
+    full, out = tmp_path / "full", tmp_path / "out"
+    assert main(["run", str(cfg), "--simulate", "--no-progress", "--out", str(full)]) == 0
+    stop = ["--stop-after-batches", "2"]
+    assert main(["run", str(cfg), "--simulate", "--no-progress", "--out", str(out), *stop]) == 130
+    assert _checkpoint(out)["run_step"] == 1 and not _checkpoint(out)["done"]
+    assert main(["run", "--resume", str(out), "--no-progress"]) == 0
+    st = _checkpoint(out)
+    assert st["done"] and st["run_step"] == _checkpoint(full)["run_step"] >= 4
+    thetas, decisions = _accepted(out)
+    ref_thetas, ref_decisions = _accepted(full)
+    assert thetas.shape[0] == 4 and thetas.tobytes() == ref_thetas.tobytes()
+    np.testing.assert_array_equal(decisions, ref_decisions)
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["run_id"] == json.loads((full / "run.json").read_text())["run_id"]
+    assert [x["first_run_step"] for x in meta["sessions"]] == [1, 2]
+    sim = out / "simulation"
+    for pid in range(1, M + 1):
+        doc = json.loads((sim / f"party-{pid}" / "state" / LEDGER_FILE).read_text())
+        charges = [RunCharge.from_dict(c) for c in doc["run_charges"]]
+        assert run_step_counts(charges, meta["run_id"]) == {0: 1}
+        events = [e for e in doc["ledger"]["events"] if f"run {meta['run_id']}" in e["label"]]
+        assert len(events) == 1 and events[0]["count"] == 1 and events[0]["eps"] == pytest.approx(2.0)
+        log = (sim / f"party-{pid}" / "state" / "audit.log").read_text()
+        assert "replayed run step 2" in log
