@@ -13,6 +13,7 @@ coordinator API, with the testing-only fixed noise keys so that runs can be comp
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from pathlib import Path
@@ -72,15 +73,19 @@ def make_plan(c: int = 6, resample: bool = True, seed: int = 3, quantile: float 
     return dataclasses.replace(base, eps_abc=float(np.quantile(rho, quantile)))
 
 
+def budget(plan: FederatedSvtPlan) -> dict[str, Any]:
+    """Room for 15 runs of EPS_RUN; the colluders the plan's epsilon is backed against (parties.abcdp)."""
+    return {"epsilon": 15 * EPS_RUN, "delta": 1e-6, "colluding": tolerated_colluders(plan, M, (M - 1) // 2)}
+
+
 def consortium(root: Path, plan: FederatedSvtPlan, **kw: Any) -> Any:
-    budget = {"epsilon": 10.0, "delta": 1e-6, "colluding": tolerated_colluders(plan, M, (M - 1) // 2)}
     return LocalConsortium.start(
         M,
         [{"y": y} for y in observed()],
         workdir=root,
         models=("abcdp-rff",),
         modes=("svt",),
-        privacy_budget=budget,
+        privacy_budget=budget(plan),
         fixed_rng_keys=KEYS,
         startup_timeout_s=120.0,
         round_timeout_s=20.0,
@@ -451,3 +456,122 @@ def test_confar_run_abcdp_stopped_and_resumed_equals_uninterrupted(
         assert len(events) == 1 and events[0]["count"] == 1 and events[0]["eps"] == pytest.approx(2.0)
         log = (sim / f"party-{pid}" / "state" / "audit.log").read_text()
         assert "replayed run step 2" in log
+
+
+# ---- a registry killed at each phase of a step -------------------------------------------------------------
+
+KILLS: list[tuple[str, int]] = [  # (phase, run step): testing.freeze_at points of the victim
+    ("before-charge", 1),  # the first step asked, nothing charged (its peers charge and wait for it)
+    ("after-charge", 1),  # the run's epsilon charged and persisted, no share sent, no record of the step
+    ("mid-exchange", 2),  # its first round of run step 2 sent to every peer
+    ("before-answer", 2),  # run step 2 settled and recorded, the answer not sent
+]
+SCENARIOS = [(victim, phase, step) for victim in range(1, M + 1) for phase, step in KILLS]
+
+
+def _scenario_run(j: int) -> str:
+    victim, phase, step = SCENARIOS[j]
+    return f"abcdp-kill-{j}-{victim}-{phase}-{step}"
+
+
+def _write_config(lc: LocalConsortium, plan: FederatedSvtPlan, pid: int, freeze: list[str]) -> None:
+    from simulations.launcher import party_config_text
+
+    pdir = lc.workdir / f"party-{pid}"
+    text = party_config_text(
+        pid,
+        M,
+        lc.workdir,
+        lc.certs,
+        pdir / "data.csv",
+        models=("abcdp-rff",),
+        modes=("svt",),
+        privacy_budget=budget(plan),
+        fixed_rng_key=KEYS[pid],
+        round_timeout_s=20.0,
+        freeze_at=freeze,
+    )
+    (pdir / "party.toml").write_text(text)
+    lc.kill(pid)
+    lc.restart(pid, timeout_s=60.0)
+
+
+def _drive(
+    lc: LocalConsortium, plan: FederatedSvtPlan, run: str, start: Any = None, on_step: Any = None
+) -> Any:
+    from coordinator.abcdp import run_federated_abcdp
+
+    def prior(g: np.random.Generator, k: int) -> F64:
+        return MODEL.sample_prior(g, k)
+
+    def sim(th: F64, g: np.random.Generator) -> F64:
+        return MODEL.simulate(th, N_SIM, g)
+
+    with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
+        return run_federated_abcdp(
+            coord, plan, prior, sim, BATCH, 17, columns=["y"], run_id=run, start=start, on_step=on_step
+        )
+
+
+def _keep(saved: list[dict[str, Any]], st: Any) -> None:
+    saved.append(st.to_json())  # the coordinator's checkpoint after each settled step
+
+
+@pytest.mark.slow
+def test_registry_killed_at_each_phase_resumes_charged_once_as_uninterrupted(tmp_path: Path) -> None:
+    """Each registry in turn stops itself (SIGSTOP, [testing] freeze_at) at each phase of a step of an ABCDP
+    run and is SIGKILLed there by PID; the coordinator's step fails naming a party; the registry restarts on
+    its state and the run is resumed from the coordinator's last checkpoint (the state after the last step
+    it settled) in a new session. Every run finishes with the accepted thetas of the same run never
+    interrupted (a second consortium, same data and fixed noise keys), and every registry's ledger holds the
+    run's epsilon once."""
+    import concurrent.futures
+
+    from coordinator.abcdp import AbcdpState
+
+    plan = make_plan(c=3)
+    reference = {}
+    with consortium(tmp_path / "reference", plan) as ref:
+        for j in range(len(SCENARIOS)):
+            reference[j] = _drive(ref, plan, _scenario_run(j))
+            assert reference[j].done and reference[j].steps >= 3  # RESAMPLE: at most one accept per step
+
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    with consortium(tmp_path / "killed", plan) as lc:
+        for j, (victim, phase, step) in enumerate(SCENARIOS):
+            run = _scenario_run(j)
+            _write_config(lc, plan, victim, [f"{phase}@{step}"])
+            saved: list[dict[str, Any]] = []
+            fut = pool.submit(_drive, lc, plan, run, None, functools.partial(_keep, saved))
+            lc.wait_stopped(victim)  # it stopped itself exactly at the phase
+            lc.kill(victim)  # SIGKILL by PID
+            with pytest.raises(SessionError) as ei:
+                fut.result(timeout=120)
+            assert ei.value.party is not None, str(ei.value)
+            assert len(saved) == step - 1, (victim, phase, step)  # the checkpoint: the last settled step
+            _write_config(lc, plan, victim, [])  # restarted on its state, without the freeze point
+            lines = [x for x in audit(lc, victim) if x.get("what") == "TestFreeze"]
+            assert lines[-1]["detail"] == f"{phase} of run step {step}"
+            start = AbcdpState.from_json(plan, saved[-1]) if saved else None
+            res = _drive(lc, plan, run, start)
+            want = reference[j]
+            assert res.done and res.steps == want.steps, (victim, phase, step)
+            assert res.thetas.tobytes() == want.thetas.tobytes(), (victim, phase, step)
+            np.testing.assert_array_equal(res.decisions, want.decisions)
+            for pid in range(1, M + 1):
+                assert run_charges(lc, pid, run) == {0: 1}, (victim, phase, step, pid)
+                (event,) = run_events(lc, pid, run)
+                assert event["count"] == 1 and event["eps"] == pytest.approx(EPS_RUN)
+            mine = [x for x in audit(lc, victim) if x.get("what") == "Evaluate" and x.get("run_id") == run]
+            ok = [x for x in mine if x.get("outcome", "ok") == "ok"]
+            if phase == "after-charge":  # charged before it died: the resumed session recognises the charge
+                assert "charged_in" in ok[0] and "charged" not in ok[0]
+            if phase == "before-answer":  # it kept run step 2: replayed, or evaluated again from before it
+                again = [x for x in ok if x["run_step"] == step]
+                assert again[-1].get("replayed") or "evaluated again" in again[-1].get("detail", "")
+    pool.shutdown()
+    for pid in range(1, M + 1):
+        state = lc.workdir / f"party-{pid}" / "state"
+        assert not list(state.rglob("*.tmp"))
+        doc = json.loads((state / LEDGER_FILE).read_text())
+        assert len(doc["ledger"]["events"]) == len(SCENARIOS)  # one event per run, none twice
