@@ -283,6 +283,15 @@ class PartyDaemon:
                     svt_resume = abcdp.resume_at_open(spec, held)
                 except abcdp.SvtResumeError as exc:
                     raise Abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
+                key_path = self.replays.key_path_for(spec.run_id)
+                if held is not None and not key_path.exists():  # a new key would draw other noise
+                    raise Abort(
+                        grpc.StatusCode.FAILED_PRECONDITION,
+                        f"the run noise key {key_path} of ABCDP run {spec.run_id!r} is missing although run "
+                        f"step {held.run_step} is recorded here: the run's sparse-vector state cannot be "
+                        "rebuilt without it (another key draws other threshold noise); restore the key from "
+                        "a backup, or start a new run",
+                    )
             try:  # privacy budget: unbounded analyses, or not even one decision left, are refused at open
                 what = "the ABCDP run (charged once)" if svt else "a single decision"
                 # numerical profiles and PLD capacities can take seconds: off the event loop, once per session

@@ -343,6 +343,18 @@ def test_changed_records_and_damaged_records_refuse_the_run(tmp_path: Path) -> N
             assert "holds no completed run step of ABCDP run" in str(ei.value)
             assert "starts at run step 3" in str(ei.value)
             path.write_bytes(good)
+            # its run noise key moved away: refused naming it (a new key would draw other threshold noise)
+            key = store(lc, 3).key_path_for(run)
+            key.rename(key.with_suffix(".moved"))
+            with pytest.raises(SessionError) as ei:
+                open_run(coord, plan, run, 3)
+            assert ei.value.party == 3
+            assert f"run noise key {key} of ABCDP run '{run}' is missing" in str(ei.value)
+            assert not key.exists()  # nothing created by the refused session
+            key.with_suffix(".moved").rename(key)
+            s2 = open_run(coord, plan, run, 3)  # restored: the run goes on
+            drv.step(s2)
+            s2.close()
         held = store(lc, 2).load(run)
         assert held is not None and held.svt is not None and held.data_sha256
         # registry 2 restarts on changed records: refused naming both snapshot hashes
@@ -356,10 +368,10 @@ def test_changed_records_and_damaged_records_refuse_the_run(tmp_path: Path) -> N
         assert now != held.data_sha256
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
             with pytest.raises(SessionError) as ei:
-                open_run(coord, plan, run, 3)
+                open_run(coord, plan, run, 4)
             assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION and ei.value.party == 2
             msg = str(ei.value)
-            assert f"records changed since run step 2 of run '{run}'" in msg
+            assert f"records changed since run step 3 of run '{run}'" in msg
             assert f"{held.data_sha256[:16]}… then, {now[:16]}… now" in msg
             s2 = open_run(coord, plan, run + "-new")  # a new run on the new records is fine
             Driver.new(plan).step(s2)
