@@ -26,7 +26,6 @@ come from three steps instead of ``init``:
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from proto.files import write_durable
 
 COORDINATOR_IDENTITY = "coordinator"
 _IDENTITY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")  # as parties/config.py accepts
@@ -56,9 +57,7 @@ def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
     pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(pem)
+    write_durable(path, pem)  # 0600 even when it replaces a looser file
 
 
 def _name(cn: str) -> x509.Name:
@@ -142,7 +141,7 @@ def write_leaf(
 ) -> Issued:
     key, cert = make_leaf(identity, ca_key, ca_cert)
     cert_path, key_path = out / f"{identity}.pem", out / f"{identity}.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    write_durable(cert_path, cert.public_bytes(serialization.Encoding.PEM), private=False)
     _write_key(key_path, key)
     return Issued(identity, cert_path, key_path)
 
@@ -153,7 +152,7 @@ def init_ca(out: Path, overwrite: bool = False) -> tuple[ec.EllipticCurvePrivate
     if (out / "ca.pem").exists() and not overwrite:
         raise FileExistsError(f"{out / 'ca.pem'} exists; choose another --out or pass --force to overwrite")
     ca_key, ca_cert = make_ca()
-    (out / "ca.pem").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    write_durable(out / "ca.pem", ca_cert.public_bytes(serialization.Encoding.PEM), private=False)
     _write_key(out / "ca.key", ca_key)
     return ca_key, ca_cert
 
@@ -202,7 +201,7 @@ def write_request(out: Path, identity: str, overwrite: bool = False) -> tuple[Pa
         .sign(key, hashes.SHA256())
     )
     _write_key(key_path, key)
-    csr_path.write_bytes(csr.public_bytes(serialization.Encoding.PEM))
+    write_durable(csr_path, csr.public_bytes(serialization.Encoding.PEM), private=False)
     return key_path, csr_path
 
 

@@ -1,16 +1,8 @@
-"""``confar``: the coordinator's command line, built from a registry of subcommands.
+"""``confar``: the coordinator's command line, built from the table of :mod:`coordinator.commands`.
 
-Each entry of :data:`SUBCOMMANDS` is ``(name, "module.path")``; the module provides ``HELP: str``,
-``add_arguments(parser)`` and ``run(args) -> int``. A module may instead provide ``SUBCOMMANDS`` (same
-shape) to make a command group (``confar certs init``, ``confar bench network``). Modules are imported by
-name when the parser is built (an unimportable one is listed as unavailable), so a command in
-``simulations/`` (the composition layer, which may import everything) adds no import arrow from
-``coordinator`` to ``simulations``.
-
-To add a command, append an entry here (or to a group's list) and write the module.
-
-Exit codes: 0 success; 1 the run failed (message on stderr); 2 bad command line or configuration;
-130 interrupted (Ctrl-C), after every process the command started has been stopped.
+Exit codes (every command; see :mod:`coordinator.commands`): 0 success; 1 the run failed (message on
+stderr); 2 bad command line or configuration; 130 interrupted (Ctrl-C), after every process the command
+started has been stopped.
 """
 
 from __future__ import annotations
@@ -18,41 +10,20 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from types import ModuleType
 from typing import Any
 
-SUBCOMMANDS: list[tuple[str, str]] = [
-    ("certs", "coordinator.cmd_certs"),
-    ("simulate", "simulations.launcher"),
-    ("bench", "coordinator.cmd_bench"),
-    ("demo", "coordinator.demo"),
-    ("privacy", "coordinator.cmd_privacy"),
-    ("run", "coordinator.run"),
-    # the lead adds: ("run", ...), ("demo", ...); ("hss", ...) goes in coordinator.cmd_bench.SUBCOMMANDS
-]
-
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+from coordinator.commands import COMMANDS, EXIT_FAILURE, EXIT_INTERRUPTED, Command, Target
 
 
-class _Lazy:
-    """A registry entry: help text is read from the module, which is imported on first use."""
-
-    def __init__(self, name: str, module: str) -> None:
-        self.name, self.module_name = name, module
-        self._module: ModuleType | None = None
-
-    @property
-    def module(self) -> ModuleType:
-        if self._module is None:
-            self._module = importlib.import_module(self.module_name)
-        return self._module
-
-
-def _add(sub: Any, entries: list[tuple[str, str]], depth: int) -> None:
-    for name, module in entries:
-        entry = _Lazy(name, module)
+def _add(sub: Any, entries: list[tuple[str, Target]], depth: int) -> None:
+    for name, target in entries:
+        if isinstance(target, Command):
+            p = sub.add_parser(name, help=target.help, description=target.help)
+            target.add_arguments(p)
+            p.set_defaults(_run=target.run)
+            continue
         try:
-            mod = entry.module
+            mod = importlib.import_module(target)
         except ImportError as exc:  # a command whose module is missing must not break the others
             p = sub.add_parser(name, help=f"(unavailable: {exc})")
             p.set_defaults(_run=lambda _a, exc=exc: _unavailable(exc))
@@ -74,7 +45,7 @@ def _unavailable(exc: Exception) -> int:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="confar", description="confidential accept-reject across registries")
     sub = ap.add_subparsers(dest="command", required=True)
-    _add(sub, SUBCOMMANDS, 0)
+    _add(sub, COMMANDS, 0)
     return ap
 
 

@@ -37,14 +37,13 @@ import importlib.metadata
 import io
 import json
 import math
-import os
 import platform
 import re
 import shutil
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +60,7 @@ import pandas as pd
 from coordinator.api import PartyEndpoint
 from coordinator.privacy import PlanFile, Spend, parse_events, plot_spends, recompose, report_delta
 from proto import party_pb2
+from proto.files import fsync_dir, staged, write_durable
 
 F64 = npt.NDArray[np.float64]
 
@@ -860,41 +860,8 @@ def build_provenance(result: RunResult, files: Mapping[str, str]) -> dict[str, A
 # ---- writing ---------------------------------------------------------------------------------------------
 
 
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-@contextlib.contextmanager
-def _staged(final: Path) -> Iterator[Path]:
-    """A temporary path next to ``final``; renamed onto ``final`` only if the block completes."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual permissions
-    try:
-        yield tmp
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, final)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-
-
 def _write_bytes(final: Path, data: bytes) -> None:
-    with _staged(final) as tmp:
-        tmp.write_bytes(data)
+    write_durable(final, data, private=False)
 
 
 def _sha256(path: Path) -> str:
@@ -948,7 +915,7 @@ def write_outputs(out_dir: str | Path, result: RunResult, overwrite: bool = Fals
         written[name] = path
 
     idata = to_inference_data(result)
-    with _staged(out / "posterior.nc") as tmp:
+    with staged(out / "posterior.nc") as tmp:
         idata.to_netcdf(str(tmp), engine="h5netcdf")
     written["posterior.nc"] = out / "posterior.nc"
     put("draws.csv", draws_csv(result))
@@ -978,8 +945,8 @@ def write_outputs(out_dir: str | Path, result: RunResult, overwrite: bool = Fals
 
     hashes = {name: _sha256(path) for name, path in sorted(written.items())}
     put("provenance.json", _json_bytes(build_provenance(result, hashes)))
-    _fsync_dir(out)
-    _fsync_dir(out / "privacy")
+    fsync_dir(out)
+    fsync_dir(out / "privacy")
     return written
 
 

@@ -60,6 +60,7 @@ from mechanisms.samplers.rejection import RejectionSampler
 from mechanisms.samplers.requests import DecisionRequest
 from parties.privacy_budget import scaled
 from parties.tls import TlsMaterial
+from proto.files import write_durable
 
 F64 = npt.NDArray[np.float64]
 
@@ -81,18 +82,8 @@ class StopRequested(Exception):
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path``: temp file in the same folder, fsync, rename, fsync the folder."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """The run folder's files (checkpoint, run.json, the experiment copy): durable, usual permissions."""
+    write_durable(path, data, private=False)
 
 
 def _json_bytes(obj: Any) -> bytes:

@@ -60,7 +60,7 @@ from hss.protocols import PartyContext
 from hss.randomness import SecureRandom, derive_key
 from hss.runtime import Machine
 from hss.svt import SvtFormat, SvtPartyResult, svt_decide_party
-from parties.analyses import AnalysisError, Dataset, Terms, Unaccountable, register
+from parties.analyses import AnalysisError, Dataset, Terms, Unaccountable
 
 if TYPE_CHECKING:  # imported when first used: mechanisms.abcdp pulls in dp_accounting and scipy.stats,
     # which every daemon would otherwise load at start-up whatever its allowlist
@@ -463,5 +463,3 @@ class SvtRun:
             "abcdp_done": self.done,
         }
 
-
-register(ANALYSIS, AbcdpRff)

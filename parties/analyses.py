@@ -19,7 +19,6 @@ here by registration; this module only fixes the seam.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -105,33 +104,6 @@ class PrivacyAccounted(Protocol):
     ) -> list[PrivacyEvent]: ...
 
 
-_REGISTRY: dict[str, Callable[[], Analysis]] = {}
-
-
-def register(name: str, factory: Callable[[], Analysis]) -> None:
-    _REGISTRY[name] = factory
-
-
-_RESOLVERS: list[Callable[[str], Analysis | None]] = []
-
-
-def add_resolver(resolve: Callable[[str], Analysis | None]) -> None:
-    """A fallback for names not registered (e.g. ``"package.module:ClassName"`` model plug-ins)."""
-    _RESOLVERS.append(resolve)
-
-
-def get_analysis(name: str) -> Analysis:
-    if name not in _REGISTRY:
-        for resolve in _RESOLVERS:
-            found = resolve(name)
-            if found is not None:
-                return found
-        raise AnalysisError(f"unknown analysis {name!r}; known: {sorted(_REGISTRY)}")
-    return _REGISTRY[name]()
-
-
-def known_analyses() -> list[str]:
-    return sorted(_REGISTRY)
 
 
 def lazy_coin(params: dict[str, Any]) -> LazyCoin | None:
@@ -280,11 +252,3 @@ class GaussianMean:
             ell = ell + noise.normal(rng, s, n) - 0.5 * s**2  # this party's share of -m s^2 / 2
         blind = gamma_shares(rng, m, n) if mode == "blinded" else None
         return Terms(values=ell, public=public, blind=blind)
-
-
-register("gaussian-mean", GaussianMean)
-
-from parties import (  # noqa: E402  (importing these modules registers their analyses)
-    abcdp,  # noqa: F401  (abcdp-rff: federated ABCDP, reveal mode svt)
-    models_bridge,  # noqa: F401  (the model plug-ins)
-)

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from parties.files import PRIVATE_MODE, make_private
+from proto.files import PRIVATE_MODE, make_private
 
 MAX_SESSION_BYTES = 64
 MAX_TEXT = 500

@@ -34,8 +34,9 @@ from mechanisms.models.base import (
     likelihood_problem,
     load_model,
 )
-from parties.analyses import AnalysisError, get_analysis
+from parties.analyses import AnalysisError
 from parties.config import ConfigError, PartyConfig, load_config
+from parties.registry import get_analysis
 from parties.sources import DataProblems, SourceError, snapshot
 from parties.tls import TlsError, warn_insecure
 

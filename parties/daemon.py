@@ -37,7 +37,6 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NoReturn
 
 import grpc
@@ -48,13 +47,13 @@ from hss.protocols import PartyContext, decide_party, key_setup
 from hss.randomness import SecureRandom, derive_key
 from hss.runtime import ProtocolError
 from parties import abcdp, e2e, serde, sources
-from parties.analyses import Analysis, AnalysisError, Dataset, get_analysis, lazy_coin
+from parties.analyses import Analysis, AnalysisError, Dataset, lazy_coin
 from parties.audit import AuditLog
 from parties.config import PartyConfig
 from parties.exchange import Kind, LinkLost, Mailbox, Refused, drive
-from parties.files import make_private, write_private
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, RelayLink
 from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal, RunCharge
+from parties.registry import get_analysis
 from parties.replay import (
     ReplayFileError,
     ReplayStore,
@@ -70,6 +69,7 @@ from parties.sources import Snapshot
 from parties.spec import MAX_RUN_STEP, SessionSpec, shown
 from parties.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_credentials
 from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2
+from proto.files import make_private, write_durable
 
 OFFLOAD_MIN_BATCH = 64  # machine steps on batches at least this big run in a worker thread
 STOP_GRACE_S = 5.0  # SIGTERM / SIGINT: in-flight calls get this long, then they are cancelled
@@ -126,7 +126,7 @@ class PartyDaemon:
         # (parties.sources; SourceError names the [data] key, nothing is loaded on any problem)
         self.snapshot: Snapshot | None = sources.snapshot(cfg.data) if cfg.data is not None else None
         self.data: Dataset = self.snapshot.dataset if self.snapshot is not None else Dataset({})
-        cfg.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # its files are 0600 (parties.files)
+        cfg.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # its files are 0600 (proto.files)
         self.audit = AuditLog(cfg.state_dir / "audit.log")
         if self.snapshot is not None:
             self.audit.record(who=cfg.identity, what="DataSnapshot", **self.snapshot.audit())
@@ -155,7 +155,7 @@ class PartyDaemon:
 
     def _save_ledger(self) -> None:
         doc = {"party": self.cfg.identity, "decisions_used": self.decisions_used}
-        write_private(self.ledger_path, json.dumps(doc).encode())  # 0600, fsync, atomic rename
+        write_durable(self.ledger_path, json.dumps(doc).encode())  # 0600, fsync, atomic rename
 
     # ---- helpers -----------------------------------------------------------------------------------------
 
@@ -1354,9 +1354,7 @@ class PartyDaemon:
         host = self.cfg.listen.rsplit(":", 1)[0]
         address = f"{host}:{port}"
         if self.cfg.address_file is not None:
-            tmp = Path(str(self.cfg.address_file) + ".tmp")
-            tmp.write_text(address + "\n")
-            os.replace(tmp, self.cfg.address_file)
+            write_durable(self.cfg.address_file, (address + "\n").encode(), private=False)
         self.audit.record(
             who=self.cfg.identity,
             what="Start",

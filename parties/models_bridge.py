@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hss.randomness import SecureRandom
-from mechanisms.models.base import BUILTIN, Model, SchemaError, load_model
+from mechanisms.models.base import Model, SchemaError, load_model
 from mechanisms.samplers.requests import KINDS, DecisionRequest, Lazy, Penalty, record_sensitivity, within_cap
 from mechanisms.samplers.terms import party_terms
 from parties.analyses import (
@@ -41,9 +41,7 @@ from parties.analyses import (
     Dataset,
     Terms,
     Unaccountable,
-    add_resolver,
     lazy_coin,
-    register,
 )
 
 if TYPE_CHECKING:
@@ -397,21 +395,3 @@ def penalty_step_profile_cached(observed: str, cap: float, sigma_per_c: float, t
     from mechanisms.privacy import penalty_step_profile
 
     return penalty_step_profile(observed, cap, sigma_per_c * cap, threat)
-
-
-def _factory(name: str, ref: str) -> Any:
-    return lambda: ModelAnalysis(name, ref)
-
-
-for _name, _ref in BUILTIN.items():
-    register(_name, _factory(_name, _ref))
-
-
-def _resolve(name: str) -> ModelAnalysis | None:
-    """``"package.module:ClassName"`` names (only reached for names the party allowlisted)."""
-    if ":" not in name:
-        return None
-    return ModelAnalysis(name, name)
-
-
-add_resolver(_resolve)

@@ -55,9 +55,9 @@ import grpc
 
 from parties.analyses import Analysis, PrivacyAccounted, Unaccountable
 from parties.config import PartyConfig
-from parties.files import write_private
 from parties.spec import SessionSpec
 from proto import party_pb2
+from proto.files import write_durable
 
 if TYPE_CHECKING:  # mechanisms.privacy (dp_accounting, scipy) is imported only by daemons that account
     from mechanisms.privacy import (
@@ -447,7 +447,7 @@ class PrivacyBudgetStore:
         doc: dict[str, object] = {"version": 1, "party": self.identity, "ledger": ledger.to_dict()}
         if charges:
             doc["run_charges"] = [c.to_dict() for c in charges]
-        write_private(self.path, json.dumps(doc, indent=1).encode("utf-8"))  # 0600, fsync, atomic rename
+        write_durable(self.path, json.dumps(doc, indent=1).encode("utf-8"))  # 0600, fsync, atomic rename
 
     # ---- dry run and report ------------------------------------------------------------------------------
 

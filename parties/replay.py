@@ -30,7 +30,7 @@ chain whose later steps see other data is no longer exact.
 Storage: ``<state_dir>/runs/<sha256(run_id)[:32]>.json``, one file per run, bounded (only the last completed
 run step is kept; earlier run steps asked again are evaluated afresh, since the party cannot verify them,
 and charged unless the ledger's charge record covers them). Writes are durable and 0600
-(:mod:`parties.files`: temporary file, fsync, atomic rename, fsync of the directory) and happen after the
+(:mod:`proto.files`: temporary file, fsync, atomic rename, fsync of the directory) and happen after the
 step's charge and before its messages leave the party. Each file carries a SHA-256 checksum of its content;
 an unreadable, corrupt, foreign or mismatched file is refused with :class:`ReplayFileError` naming the file
 (never deleted silently: the operator moves it away, after which the run step is evaluated afresh).
@@ -65,8 +65,8 @@ import numpy as np
 import numpy.typing as npt
 
 from hss.randomness import derive_key
-from parties.files import make_private, write_private
 from parties.spec import SessionSpec, check_run_id
+from proto.files import make_private, write_durable
 
 RUNS_DIR = "runs"
 FORMAT_VERSION = 1
@@ -294,7 +294,7 @@ class ReplayStore:
         self.root.mkdir(parents=True, exist_ok=True)
         body = _body(rec, self.identity)
         text = json.dumps({**body, "checksum": _checksum(body)})
-        write_private(self.path_for(rec.ref.run_id), text.encode("utf-8"))
+        write_durable(self.path_for(rec.ref.run_id), text.encode("utf-8"))
 
     def key_path_for(self, run_id: str) -> Path:
         return self.root / f"{hashlib.sha256(run_id.encode()).hexdigest()[:32]}.key"
@@ -318,7 +318,7 @@ class ReplayStore:
             "run_id": run_id,
             "key": key.hex(),
         }
-        write_private(path, json.dumps({**body, "checksum": _checksum(body)}).encode("utf-8"))
+        write_durable(path, json.dumps({**body, "checksum": _checksum(body)}).encode("utf-8"))
         return key, True
 
     def _read_key(self, path: Path, run_id: str) -> bytes:

@@ -1,6 +1,6 @@
 """``confar bench all``: every benchmark suite in sequence into one JSON file, a summary table and plots.
 
-Sections, in order: ``hss`` (:mod:`coordinator.bench_hss`), ``network`` (:mod:`simulations.bench_network`),
+Sections, in order: ``hss`` (:mod:`simulations.bench_hss`), ``network`` (:mod:`simulations.bench_network`),
 ``mcmc`` (:mod:`simulations.bench_mcmc`), ``mpyc`` (:mod:`simulations.bench_mpyc`, compared with this run's
 network and hss records) and ``wan`` (:mod:`simulations.bench_wan`), each run by its own code with its own
 options, plus ``machine`` (CPU model, cores, RAM, Python, date, git commit). A suite that cannot run here
@@ -200,8 +200,7 @@ def _wan_section(argv: list[str]) -> dict[str, Any]:
 
 
 def run_suites(names: list[str], quick: bool, rtt_ms: float) -> dict[str, Any]:
-    from coordinator import bench_hss
-    from simulations import bench_mcmc, bench_network
+    from simulations import bench_hss, bench_mcmc, bench_network
 
     settings = suite_settings(quick, rtt_ms)
     sections: dict[str, Any] = {"machine": machine_facts()}

@@ -345,7 +345,7 @@ def ours_records(
 ) -> list[Any]:
     """Our sign protocol for the same (m, batch): daemons on loopback (mesh, as bench network) and hss."""
     from coordinator.api import Coordinator
-    from coordinator.bench_hss import bench_one
+    from simulations.bench_hss import bench_one
     from simulations.bench_network import RECORDS_PER_PARTY, bench_protocol, protocol_shape
     from simulations.launcher import LocalConsortium
 

@@ -346,7 +346,8 @@ def build(cfg: AuditConfig) -> Setup:
     model = load_model(cfg.model_name, cfg.model_args)
     data = _synthetic(cfg, model)
     params = {"model_args": cfg.model_args, "kind": cfg.kind, **cfg.params}
-    from parties.analyses import AnalysisError, get_analysis
+    from parties.analyses import AnalysisError
+    from parties.registry import get_analysis
 
     try:
         get_analysis(cfg.model_name).check_params(params)
@@ -582,7 +583,8 @@ def test_points(setup: Setup, o0: Observed, o1: Observed, a0: float, a1: float) 
 
 def claim_of(setup: Setup) -> tuple[TradeOff | None, float | None, str, list[PrivacyEvent]]:
     """What registry 1 would charge for K decisions of this session, as a trade-off curve and ε(δ)."""
-    from parties.analyses import Unaccountable, get_analysis
+    from parties.analyses import Unaccountable
+    from parties.registry import get_analysis
 
     cfg = setup.cfg
     view = coalition_view(cfg.reveal, cfg.m, cfg.threshold, cfg.colluding)

@@ -12,6 +12,7 @@ FORBIDDEN = {
     "mechanisms": {"parties", "coordinator", "simulations", "proto", "grpc"},
     "parties": {"coordinator", "simulations"},
     "coordinator": {"simulations"},
+    "proto": {"hss", "mechanisms", "parties", "coordinator", "simulations"},
 }
 
 
@@ -40,3 +41,65 @@ def test_pure_layers_do_no_network_io() -> None:
     for pkg in ("hss", "mechanisms"):
         for path in (ROOT / pkg).rglob("*.py"):
             assert not imported_tops(path) & {"socket", "urllib", "http", "requests"}, path
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _load_time_imports(path: Path, known: set[str]) -> set[str]:
+    """Modules of ours imported when ``path`` is loaded: top-level statements only (not inside functions,
+    not under ``if TYPE_CHECKING``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out: set[str] = set()
+
+    def visit(stmts: list[ast.stmt]) -> None:
+        for node in stmts:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, ast.Import):
+                out.update(a.name for a in node.names if a.name in known)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                out.update(
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
+                    for a in node.names
+                )
+            elif isinstance(node, ast.If | ast.Try | ast.With):
+                visit(node.body)
+                for extra in getattr(node, "orelse", []), getattr(node, "finalbody", []):
+                    visit(extra)
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+
+    visit(tree.body)
+    return {m for m in out if m in known}
+
+
+def test_no_import_cycles() -> None:
+    """No module of ours imports (at load time) a module that imports it back, directly or not: e.g. the
+    analyses register through one explicit table (parties/registry.py), not by import side effects."""
+    paths = {
+        _module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py") if "_pb2" not in p.name
+    }
+    known = set(paths)
+    graph = {m: _load_time_imports(p, known) - {m} for m, p in paths.items()}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+
+    def dfs(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                cycles.append([*stack[stack.index(n) :], n])
+            elif n not in state:
+                dfs(n, stack)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            dfs(m, [])
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)

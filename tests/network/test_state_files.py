@@ -1,5 +1,5 @@
 """The party's state files (issue 12, items 3 and 6): every file in state_dir is 0600, every save is durable
-(the bytes and the rename are fsynced) through the one helper parties.files.write_private, and every audit
+(the bytes and the rename are fsynced) through the one helper proto.files.write_durable, and every audit
 line is bounded."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from parties import files
 from parties.audit import MAX_LINE_BYTES, AuditLog
+from proto import files
 from tests.network.helpers import coordinator_for, inproc_consortium
 
 BUDGET = {"gdp_mu": 5.0}
@@ -80,14 +80,14 @@ def test_decision_ledger_save_is_durable(tmp_path: Path, monkeypatch: pytest.Mon
     assert seen == ["<state>/ledger.json.tmp", "<state>"]  # the bytes, then the rename
 
 
-def test_write_private_replaces_a_stale_world_readable_temp_file(tmp_path: Path) -> None:
+def test_write_durable_replaces_a_stale_world_readable_temp_file(tmp_path: Path) -> None:
     target = tmp_path / "ledger.json"
     stale = files.tmp_path_of(target)
     stale.write_text("left over by a crash")
     os.chmod(stale, 0o644)
     target.write_text("old")
     os.chmod(target, 0o644)
-    files.write_private(target, b'{"new": 1}')
+    files.write_durable(target, b'{"new": 1}')
     assert target.read_bytes() == b'{"new": 1}'
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
     assert not stale.exists()

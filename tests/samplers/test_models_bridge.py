@@ -10,10 +10,11 @@ import pytest
 
 from mechanisms.models.logistic import BayesLogistic, synthetic_registries
 from mechanisms.samplers import DecisionRequest, Penalty, party_terms
-from parties.analyses import AnalysisError, Dataset, get_analysis, known_analyses
+from parties.analyses import AnalysisError, Dataset
 from parties.config import ConfigError, load_config
 from parties.daemon import PartyDaemon
 from parties.models_bridge import DataSchemaError
+from parties.registry import get_analysis, known_analyses
 from parties.sources import DataConfig, Snapshot, snapshot
 from parties.sources.files import CsvSource, ParquetSource
 from simulations.launcher import party_config_text, write_csv

@@ -15,7 +15,8 @@ from mechanisms.models.beta_bernoulli import BetaBernoulli
 from mechanisms.models.logistic import BayesLogistic
 from mechanisms.privacy import ProfileEvent, ThreatModel, coalition_view, sum_reveal_delta
 from mechanisms.samplers import ConfidentialRule, HssDecide, LocalParties, PublicSeeds, RejectionSampler
-from parties.analyses import AnalysisError, Dataset, Unaccountable, get_analysis
+from parties.analyses import AnalysisError, Dataset, Unaccountable
+from parties.registry import get_analysis
 from tests.samplers.helpers import KS_ALPHA, MODEL, beta_bernoulli_data, fixed_rng, noise_rngs
 
 M = 3

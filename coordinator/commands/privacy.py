@@ -1,0 +1,142 @@
+"""``confar privacy ...``: the registries' privacy budgets.
+
+* ``confar privacy plan PLAN.toml``: a dry run: every party computes, from its own config, the privacy
+  events the planned session (analysis, parameters, reveal mode, batches x batch size) would add to its
+  ledger and answers with its projected spend, remaining budget and whether it would refuse. No session is
+  opened, no data is read, no ledger changes. Exit 1 when a party would refuse.
+* ``confar privacy report PLAN.toml [--plot DIR] [--delta D]``: every party's ledger (the events its data
+  took part in, its budget and its own spend in the budget's unit), recomposed here with
+  ``mechanisms.privacy`` (GDP mu when every event has a GDP bound; eps at delta), and with ``--plot`` one
+  trade-off plot per party. PLAN.toml's ``[session]`` is not needed. Exit 1 when a party could not be asked.
+* ``confar privacy audit AUDIT.toml --out DIR``: a membership-inference audit of a registry's stated
+  guarantee on the real protocol; the engine is :mod:`simulations.privacy_audit`, loaded by name (the
+  coordinator never imports simulations). Exit 0 consistent (or no finite claim, reported), 1 VIOLATED.
+
+PLAN.toml's schema is in :mod:`coordinator.privacy`. Exit 2: a bad file or argument.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+from coordinator.commands import Command, Target
+
+HELP = (
+    "privacy budgets: plan (dry run of a session at every party), report (what each party spent) and audit "
+    "(membership inference against a stated guarantee)"
+)
+AUDIT_ENGINE = "simulations.privacy_audit"
+
+
+def _plan_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "plan", type=Path, help="PLAN.toml: parties, coordinator TLS, [session] (see coordinator.privacy)"
+    )
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from coordinator.privacy import (
+        PlanFileError,
+        format_plan,
+        load_plan,
+        plan,
+    )  # mechanisms.privacy is slow to import
+
+    try:
+        pf = load_plan(args.plan, need_session=True)
+        answers = plan(pf)
+    except PlanFileError as exc:
+        print(f"confar privacy plan: {exc}", file=sys.stderr)
+        return 2
+    text, bad = format_plan(pf, answers)
+    print(text)
+    if bad:
+        print(
+            f"confar privacy plan: {bad} of {len(answers)} parties would refuse this session", file=sys.stderr
+        )
+        return 1
+    return 0
+
+
+def _report_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "plan", type=Path, help="PLAN.toml with [coordinator] and [[parties]] (see coordinator.privacy)"
+    )
+    p.add_argument("--plot", type=Path, metavar="DIR", help="write <identity>-tradeoff.png per party to DIR")
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=1e-5,
+        help="delta for eps at delta when a party's budget is a GDP filter (default 1e-5)",
+    )
+
+
+def _report(args: argparse.Namespace) -> int:
+    from coordinator.privacy import (
+        PlanFileError,
+        format_report,
+        load_plan,
+        plot_spends,
+        report,
+    )  # mechanisms.privacy is slow to import
+
+    if not 0 < args.delta < 1:
+        print("confar privacy report: --delta must lie in (0, 1)", file=sys.stderr)
+        return 2
+    try:
+        pf = load_plan(args.plan, need_session=False)
+        answers = report(pf)
+    except PlanFileError as exc:
+        print(f"confar privacy report: {exc}", file=sys.stderr)
+        return 2
+    text, spends, bad = format_report(pf, answers, args.delta)
+    print(text)
+    if args.plot is not None:
+        for path in plot_spends(pf, spends, args.plot):
+            print(f"wrote {path}")
+    if bad:
+        print(f"confar privacy report: {bad} of {len(answers)} parties could not be asked", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _audit_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("audit", type=Path, help="AUDIT.toml (schema in simulations/privacy_audit.py)")
+    p.add_argument("--out", type=Path, required=True, help="folder for the JSON and the plot")
+    p.add_argument("--no-daemons", action="store_true", help="skip the confirmation run over real daemons")
+
+
+def _audit(args: argparse.Namespace) -> int:
+    engine = importlib.import_module(AUDIT_ENGINE)
+    return int(engine.run(args))
+
+
+SUBCOMMANDS: list[tuple[str, Target]] = [
+    (
+        "plan",
+        Command(
+            "dry run: each party's projected privacy spend for the session in PLAN.toml (touches no data)",
+            _plan_arguments,
+            _plan,
+        ),
+    ),
+    (
+        "report",
+        Command(
+            "print (and plot) each party's privacy ledger: events, GDP mu, eps at delta, remaining budget",
+            _report_arguments,
+            _report,
+        ),
+    ),
+    (
+        "audit",
+        Command(
+            "membership-inference audit of a stated privacy guarantee on the real protocol (AUDIT.toml)",
+            _audit_arguments,
+            _audit,
+        ),
+    ),
+]
