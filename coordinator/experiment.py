@@ -77,7 +77,8 @@ EXPERIMENT.toml::
     # abcdp (federated ABCDP with the sparse vector technique; reveal.mode must be "svt"):
     #   simulator ("toy": ABCDP section 6.1 mixture), eps_abc, eps_total (inf: no noise), c (accepts),
     #   resample (bool), n_features (even), bandwidth, n_records (public total N; also the simulated
-    #   data size), batch_size, max_proposals. Not resumable (the SVT state lives in the session).
+    #   data size), batch_size, max_proposals. Resumable like the samplers (checkpoint after every step;
+    #   each registry charges the run's eps once per run and keeps its SVT state per run step).
 
     [reveal]
     mode = "sign"                   # sum | blinded | sign | svt  (blinded, sign and svt need m >= 3)

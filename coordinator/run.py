@@ -18,7 +18,10 @@ they answered, before its checkpoint) return their stored messages without a new
 a run step a registry's crash interrupted is evaluated again, and each party that charged it already draws
 the same noise from its run key and does not charge it again; so every run step is charged once. Proposals
 come from the public seed per batch, so the resumed run makes the same requests and, with the same party
-noise, the same draws as a run never interrupted.
+noise, the same draws as a run never interrupted. Federated ABCDP (``sampler.kind = "abcdp"``) checkpoints
+its candidate queue and the public generator's state after every step instead (``coordinator/abcdp.py``)
+and resumes the same way; each registry charges the run's whole-run epsilon once per run and rebuilds its
+sparse-vector state from its record of the run's last completed step (``parties/abcdp.py``).
 
 Output folder: ``run.json`` (run id, sessions), ``experiment.toml`` (the config as run), ``checkpoint/``
 (``state.json`` and the append-only ``draws.bin``), then the outputs.
@@ -205,12 +208,24 @@ class PrivacyPlan:
         return f"privacy spent <= mu {max(mus):.3g} (GDP, planned per-batch events)" if mus else ""
 
 
-def check_privacy(exp: Experiment, pf: Any, remaining: int) -> PrivacyPlan:
-    """Every party's PlanPrivacy; raise RunError with each refusing party's reason or a missed target."""
+def check_privacy(
+    exp: Experiment, pf: Any, remaining: int, already_charged: set[int] | frozenset[int] = frozenset()
+) -> PrivacyPlan:
+    """Every party's PlanPrivacy; raise RunError with each refusing party's reason or a missed target.
+
+    ``already_charged``: parties that charged this (resumed ABCDP) run's whole-run epsilon already; their
+    refusal does not stop the run (they charge nothing more, and refuse at open if they cannot go on)."""
     answers = cprivacy.plan(pf)
-    text, bad = cprivacy.format_plan(pf, answers)
-    if bad:
-        raise RunError(f"the privacy dry run failed ({bad} party/parties refused):\n{text}")
+    text, _ = cprivacy.format_plan(pf, answers)
+    refusing = {pid for pid, r in answers.items() if isinstance(r, str) or r.would_refuse}
+    moot = {pid for pid in refusing if pid in already_charged and not isinstance(answers[pid], str)}
+    if refusing - moot:
+        raise RunError(f"the privacy dry run failed ({len(refusing - moot)} party/parties refused):\n{text}")
+    if moot:
+        text += (
+            f"\nparties {sorted(moot)} already charged this run's epsilon (once per run): their dry-run "
+            "refusal does not apply to it"
+        )
     per_batch = {pid: cprivacy.parse_events(r.events_json) for pid, r in answers.items()}
     plan = PrivacyPlan(per_batch, text)
     target = exp.privacy
@@ -566,7 +581,16 @@ def run_experiment(
     """
     say = log or (lambda msg: print(f"confar run: {msg}", file=sys.stderr))
     if exp.sampler.kind == "abcdp":
-        return _run_abcdp(exp, endpoints, tls, out_dir, progress, resume=resume, say=say)
+        return _run_abcdp(
+            exp,
+            endpoints,
+            tls,
+            out_dir,
+            progress,
+            resume=resume,
+            stop_after_batches=stop_after_batches,
+            say=say,
+        )
     out_dir = Path(out_dir)
     rf = RunFolder(out_dir)
     if resume:
@@ -792,15 +816,13 @@ def _run_abcdp(
     progress: Callable[[ProgressInfo], None] | None,
     *,
     resume: bool,
+    stop_after_batches: int | None,
     say: Callable[[str], None],
 ) -> Outcome:
-    """Federated ABCDP (coordinator/abcdp.py): one session to c accepts; no checkpoint and no resume."""
-    if resume:
-        raise RunError(
-            "a federated ABCDP run cannot be resumed: each party's sparse-vector state (its threshold noise "
-            "and accept count) lives only in its session, and the whole-run epsilon is charged per session; "
-            "start a new run (new output_dir), which the parties charge again"
-        )
+    """Federated ABCDP (coordinator/abcdp.py): sessions of the run ``run_id`` to c accepts, a checkpoint
+    after every step (``state.json``: the candidate queue bit for bit, the public generator's state, steps
+    and candidates sent; durable), resumable from it like the samplers. Each party charges the run's epsilon
+    once per run and keeps its sparse-vector state per completed run step (``parties.abcdp``)."""
     from coordinator import abcdp as cabcdp
     from mechanisms.abcdp.federated import FederatedSvtPlan
     from mechanisms.simulators.toy import ToyMixtureModel
@@ -808,11 +830,35 @@ def _run_abcdp(
     s = exp.sampler
     plan = FederatedSvtPlan.from_params(s.abcdp)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     rf = RunFolder(out_dir)
-    meta = rf.create(exp)
-    pp = check_privacy(exp, plan_file(exp, endpoints, tls, s.batches), s.batches)
-    say(f"privacy dry run: every party would accept the run\n{pp.text}")
+    if resume:
+        meta = rf.load_meta()
+        ckpt = rf.load_state()
+    else:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        meta = rf.create(exp)
+        ckpt = None
+    run_id: str = meta["run_id"]
+    start = None
+    if ckpt is not None:
+        if ckpt.get("run_id") != run_id:
+            raise RunError(f"{rf.state_path}: checkpoint of run {ckpt.get('run_id')!r}, not {run_id!r}")
+        try:
+            start = cabcdp.AbcdpState.from_json(plan, ckpt["abcdp"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RunError(f"{rf.state_path}: not a usable checkpoint of this ABCDP run: {exc}") from exc
+    steps0 = start.steps if start is not None else 0
+    finished = start is not None and start.finished(s.max_proposals)
+    pp = None
+    if finished:
+        say(f"run {run_id} already finished its sampling; writing the outputs again")
+    else:
+        pf = plan_file(exp, endpoints, tls, s.batches)
+        paid = _parties_charged_for_run(pf, run_id) if resume else set()
+        pp = check_privacy(exp, pf, s.batches, already_charged=paid)
+        say(f"privacy dry run: every party would accept the run\n{pp.text}")
+        if resume:
+            say(f"resuming ABCDP run {run_id} at run step {steps0 + 1}")
     toy = ToyMixtureModel()
     n_sim = plan.n_records  # each candidate's simulated data set has the size of the observed one
 
@@ -823,8 +869,35 @@ def _run_abcdp(
         return toy.simulate(th, n_sim, rng)
 
     t0 = time.perf_counter()
+    done_here = 0
 
-    def on_step(p: Any) -> None:
+    def on_open(sess: Any) -> None:
+        meta.setdefault("sessions", []).append(
+            {"session_id": sess.session_id.hex(), "first_run_step": steps0 + 1, "opened": _now()}
+        )
+        rf.save_meta(meta)
+        for w in sess.warnings:
+            say(f"WARNING: {w}")
+
+    def on_step(st: Any) -> None:
+        nonlocal done_here
+        done_here += 1
+        if stop_after_batches is not None and done_here >= stop_after_batches:
+            raise StopRequested(f"stopped after {done_here} batches (before checkpoint {st.steps})")
+        rf.save_state(
+            {
+                "version": STATE_VERSION,
+                "kind": "abcdp",
+                "run_id": run_id,
+                "run_step": st.steps,  # the last run step whose decisions this checkpoint includes
+                "public_seed": exp.seed,
+                "abcdp": st.to_json(),
+                "done": st.finished(s.max_proposals),
+                "written": _now(),
+            }
+        )
+
+    def on_progress(p: Any) -> None:
         if progress is not None:
             progress(
                 ProgressInfo(
@@ -851,22 +924,26 @@ def _run_abcdp(
             exp.seed,
             topology=exp.topology,
             max_proposals=s.max_proposals,
-            progress=on_step,
+            progress=on_progress,
+            run_id=run_id,
+            start=start,
+            on_open=on_open,
+            on_step=on_step,
         )
         reports = _privacy_reports(exp, endpoints, tls)
-    meta["sessions"] = [{"session_id": res.session_id.hex(), "first_run_step": 1, "opened": _now()}]
-    rf.save_meta(meta)
     thetas = np.asarray(res.thetas, dtype=np.float64).reshape(res.n_accepted, -1)
     outcome = Outcome(
-        run_id=meta["run_id"],
+        run_id=run_id,
         out_dir=out_dir,
         draws=thetas[None],
         param_names=tuple(f"w{k}" for k in range(1, thetas.shape[1] + 1)),
         sample_stats={"proposal_index": np.asarray(res.accepted_ids, dtype=np.int64)[None]},
         warmup=0,
         run_steps=res.steps,
-        session_ids=[res.session_id.hex()],
+        session_ids=[str(x["session_id"]) for x in meta.get("sessions", [])],
         privacy_reports=reports,
+        counts={"decisions_revealed": res.n_evaluated, "accepted": res.n_accepted, "proposed": res.n_proposed}
+        | {"sent": res.n_sent},
     )
     if not res.done:
         w = f"ABCDP stopped at max_proposals = {s.max_proposals} with {res.n_accepted} of {plan.c} accepts"
@@ -875,6 +952,25 @@ def _run_abcdp(
     if outcome.draws.shape[1] > 0:
         outcome.written = write_run_outputs(exp, outcome, endpoints, None, pp)
     return outcome
+
+
+def _parties_charged_for_run(pf: Any, run_id: str) -> set[int]:
+    """The parties whose ledger already holds the whole-run charge of ``run_id`` (PrivacyReport): their
+    dry-run refusal (e.g. a budget that fits the run only once) is moot, they charge nothing again and refuse
+    at open themselves if they cannot continue."""
+    from parties.privacy_budget import RunCharge
+
+    out = set()
+    for pid, r in cprivacy.report(pf).items():
+        if isinstance(r, str):
+            continue
+        try:
+            charges = [RunCharge.from_dict(c) for c in json.loads(r.run_charges_json or "[]")]
+        except (ValueError, TypeError):
+            continue
+        if any(c.run_id == run_id and c.is_whole_run for c in charges):
+            out.add(pid)
+    return out
 
 
 # ---- the command -----------------------------------------------------------------------------------------

@@ -12,6 +12,20 @@ its shares of the threshold noise Lap(b) and the query noise Lap(2b) (``PartySvt
 party's CSPRNG). Only the SVT output bits are revealed — to the coordinator and to every party, which needs
 them to advance its own state (count, RESAMPLE epochs, the halt after c accepts).
 
+Runs (a session with a ``run_id``, as ``confar run`` opens them) are resumable after the coordinator or any
+registry died. The noise comes from the run noise key (``parties.replay``, secret, never leaves the party),
+not from the session: the threshold share of epoch e from a key derived from the run key, the run's plan
+digest (:func:`plan_digest`) and e (:func:`threshold_source`), the query shares of run step s from the key of
+s and its step digest (``parties.replay.run_step_keys``). Each completed run step is recorded durably with
+the SVT counters before it and its revealed bits (``parties.replay.SvtStep``: public; plus the records'
+snapshot hash) before the answer leaves; a later session of the run starting at run step f continues from
+the state after the recorded step s when f = s + 1, or starts from the state before it when f = s
+(:func:`resume_at_open`): the step is then replayed (every party holds it from one session) or evaluated
+again, with the same inputs only (another step digest is refused), so with the same noise from the same
+state it reveals exactly the same bits (checked), nothing new. Anything else is refused, as is a run whose
+records changed or whose record is damaged. Without a ``run_id`` the noise is keyed by the session, as a
+library caller running one session expects.
+
 Session ``model_params`` (public, JSON): ``FederatedSvtPlan.to_params()`` (ε_abc, ε_total, c, RESAMPLE, N,
 the RFF map), plus optionally ``columns``: the data columns that hold this party's records of Y* (in that
 order; default: every column of the data file, in file order). The plan is validated with
@@ -19,19 +33,23 @@ order; default: every column of the data file, in file order). The plan is valid
 
 Privacy (replace-one neighbours on the pooled Y*, N public): the run is one sparse-vector mechanism whose ε is
 fixed in advance by the plan, ``plan.privacy_event()`` (ε_total = (c+1)Δ/b, 2cΔ/b with RESAMPLE, Δ = 2/N),
-however many candidates are evaluated. The daemon charges it ONCE per session, checked at open and committed
-durably at the first Evaluate before the records are read. Threat model of that number (honest-but-curious
-parties, coordinator not colluding): it holds against the coordinator and any outside observer of the bits;
-the MPC (``hss.svt``, t < m/2) shows a coalition of parties nothing but the same bits, yet the coalition knows
-its own noise shares, so only the other parties' shares protect a record. The plan splits the noise so that
-any ``plan.share_parties(m)`` parties' shares already sum to the full Laplace noise; the number is therefore
-backed against up to :func:`tolerated_colluders` colluding parties, and a party whose ``[budget] colluding``
-assumes more refuses the session (:func:`threat_refusal`).
+however many candidates are evaluated. The daemon charges it ONCE per run (per session without a ``run_id``),
+checked at open and committed durably at the first Evaluate before the records are read; for a run the ledger
+records the charge as run step 0 of the run with the plan digest and the run key's id
+(``parties.privacy_budget.RunCharge``), and every later session of the run recognises it and charges nothing
+(a crash between the charge and the first step's record therefore charges once). Threat model of that number
+(honest-but-curious parties, coordinator not colluding): it holds against the coordinator and any outside
+observer of the bits; the MPC (``hss.svt``, t < m/2) shows a coalition of parties nothing but the same bits,
+yet the coalition knows its own noise shares, so only the other parties' shares protect a record. The plan
+splits the noise so that any ``plan.share_parties(m)`` parties' shares already sum to the full Laplace noise;
+the number is therefore backed against up to :func:`tolerated_colluders` colluding parties, and a party whose
+``[budget] colluding`` assumes more refuses the session (:func:`threat_refusal`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +57,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hss.protocols import PartyContext
-from hss.randomness import SecureRandom
+from hss.randomness import SecureRandom, derive_key
 from hss.runtime import Machine
 from hss.svt import SvtFormat, SvtPartyResult, svt_decide_party
 from parties.analyses import AnalysisError, Dataset, Terms, Unaccountable
@@ -48,6 +66,7 @@ if TYPE_CHECKING:  # imported when first used: mechanisms.abcdp pulls in dp_acco
     # which every daemon would otherwise load at start-up whatever its allowlist
     from mechanisms.abcdp.federated import FederatedSvtPlan, PartySvtState
     from mechanisms.privacy import PrivacyEvent, RevealView
+    from parties.replay import RunRecord
     from parties.spec import SessionSpec
 
 F64 = npt.NDArray[np.float64]
@@ -98,7 +117,7 @@ class AbcdpRff:
     def privacy_events(
         self, params: dict[str, Any], mode: str, view: RevealView, n: int
     ) -> list[PrivacyEvent]:
-        """The whole run's event (count 1, whatever ``n``): the daemon charges it once per session.
+        """The whole run's event (count 1, whatever ``n``): the daemon charges it once per run.
 
         ``view`` says what the coalition this party's accounting assumes (``[budget] colluding``, default
         m - 1) observes given the session threshold t. :class:`Unaccountable` (refused under a budget) when
@@ -248,6 +267,87 @@ class SvtRunError(RuntimeError):
     """This session's ABCDP run cannot continue (its noise state is mid-batch or inconsistent): fail it."""
 
 
+class SvtResumeError(RuntimeError):
+    """A session of an ABCDP run cannot start where it asks to (the message names the run and both steps)."""
+
+
+def plan_digest(spec: SessionSpec) -> bytes:
+    """The digest of a run's plan: :func:`parties.replay.step_digest` of run step 0 without inputs (the run id
+    and the session's model, model_params, reveal mode, threshold, format and parties; no session id)."""
+    from parties.replay import step_digest
+
+    return step_digest(spec, 0, 0, {})
+
+
+def threshold_source(run_key: bytes, plan: bytes) -> Callable[[int], SecureRandom]:
+    """This party's threshold-noise stream of each epoch of a run: keyed by the run noise key, the run's plan
+    digest and the epoch only, so every session of the run draws the same threshold share for an epoch."""
+
+    def rng(epoch: int) -> SecureRandom:
+        return SecureRandom(derive_key(run_key, plan, b"abcdp-svt/threshold/epoch/%d" % epoch))
+
+    return rng
+
+
+@dataclass(frozen=True)
+class SvtResume:
+    """Where a session of an ABCDP run starts at this party: the SVT counters before its first step and, when
+    that step is the run step this party completed last (re-evaluated or replayed), that step's record."""
+
+    counters: dict[str, int | bool]
+    redo: RunRecord | None = None
+    after_redo: dict[str, int | bool] | None = None  # the counters after ``redo`` (when it is replayed)
+
+
+def resume_at_open(spec: SessionSpec, held: RunRecord | None) -> SvtResume:
+    """The start of a session of ABCDP run ``spec.run_id`` at its ``first_run_step`` f, given this party's
+    last completed run step ``held`` of the run (parties.replay). f = held + 1 continues from the state after
+    it; f = held starts from the state before it (the step is then replayed or evaluated again, with the same
+    inputs only: parties.daemon refuses other inputs by the step digest); anything else is refused
+    (:class:`SvtResumeError`), as is a record of another plan or of a session in another reveal mode."""
+    from mechanisms.abcdp.federated import SvtCounters
+
+    run, f = spec.run_id, spec.first_run_step
+    if held is None:
+        if f != 1:
+            raise SvtResumeError(
+                f"this party holds no completed run step of ABCDP run {run!r} (its sparse-vector state of "
+                "the run was never made here, or its run record was moved away), but the session starts at "
+                f"run step {f}: it can only start at run step 1; start a new run"
+            )
+        return SvtResume(SvtCounters().to_dict())
+    if held.svt is None:
+        raise SvtResumeError(
+            f"run {run!r} is not an ABCDP run at this party: its run step {held.run_step} was a session in "
+            "another reveal mode; a run keeps its reveal mode"
+        )
+    want = plan_digest(spec)
+    if held.svt.plan_digest != want:
+        raise SvtResumeError(
+            f"ABCDP run {run!r} ran here with other session parameters (plan digest "
+            f"{held.svt.plan_digest.hex()[:16]}…, now {want.hex()[:16]}…): a run continues only with the "
+            "plan, threshold and parties it started with"
+        )
+    plan = plan_of(spec.model_params)
+    try:
+        before = SvtCounters.from_dict(held.svt.before)
+        before.check(plan)
+        after = before.after(plan, held.svt.revealed)
+    except (ValueError, RuntimeError) as exc:
+        raise SvtResumeError(
+            f"the record of run step {held.run_step} of ABCDP run {run!r} does not fit the run's plan: {exc}"
+        ) from exc
+    if f == held.run_step + 1:
+        return SvtResume(after.to_dict())
+    if f == held.run_step:
+        return SvtResume(before.to_dict(), redo=held, after_redo=after.to_dict())
+    raise SvtResumeError(
+        f"this party's last completed run step of ABCDP run {run!r} is {held.run_step}, but the session "
+        f"starts at run step {f}: a session of the run must start at run step {held.run_step} (evaluated "
+        f"again with the same candidates, or replayed) or {held.run_step + 1}"
+    )
+
+
 @dataclass
 class SvtRun:
     """One session's secret ABCDP state at this party: plan, feature sum S_j and the SVT noise state.
@@ -265,9 +365,22 @@ class SvtRun:
     accepts: int = 0
 
     @classmethod
-    def start(cls, params: dict[str, Any], data: Dataset, m: int, rng: SecureRandom) -> SvtRun:
-        """Read the records and compute S_j once (the privacy charge must be committed before this)."""
-        from mechanisms.abcdp.federated import PartySvtState, party_feature_sum
+    def start(
+        cls,
+        params: dict[str, Any],
+        data: Dataset,
+        m: int,
+        rng: SecureRandom | None,
+        *,
+        threshold_rng: Callable[[int], SecureRandom] | None = None,
+        counters: dict[str, int | bool] | None = None,
+    ) -> SvtRun:
+        """Read the records and compute S_j once (the privacy charge must be committed before this).
+
+        The noise state draws from ``rng`` (a session's stream; no run), or, for a session of a run, is keyed
+        (``threshold_rng`` per epoch, query noise per step passed to :meth:`machine`) and starts at
+        ``counters`` (:func:`resume_at_open`)."""
+        from mechanisms.abcdp.federated import PartySvtState, SvtCounters, party_feature_sum
 
         plan = plan_of(params)
         records = records_of(data, params)
@@ -277,11 +390,16 @@ class SvtRun:
                 f"together) is {plan.n_records}"
             )
         fsum = np.asarray(party_feature_sum(plan, records), dtype=np.float64)
+        if threshold_rng is not None:
+            start = SvtCounters.from_dict(counters) if counters is not None else None
+            state = PartySvtState.keyed(plan, m, threshold_rng, start)
+        else:
+            state = PartySvtState(plan, m, rng)
         return cls(
             plan=plan,
             fmt=plan.svt_format(m),
             feature_sum=fsum,
-            state=PartySvtState(plan, m, rng),
+            state=state,
             n_records=int(records.shape[0]),
         )
 
@@ -290,16 +408,22 @@ class SvtRun:
         return bool(self.state.done)
 
     def machine(
-        self, ctx: PartyContext, phibar: F64, step: int, rng: SecureRandom
+        self,
+        ctx: PartyContext,
+        phibar: F64,
+        step: int,
+        rng: SecureRandom,
+        query_rng: SecureRandom | None = None,
     ) -> Machine[SvtPartyResult]:
-        """This step's secure SVT machine: fresh noise from the state, remaining accepts from the state.
+        """This step's secure SVT machine: noise from the state (a keyed state's query noise from
+        ``query_rng``), remaining accepts from the state; ``rng`` is the protocol's own (masks).
 
         Bad inputs raise ValueError before any noise is drawn (the step may be retried); a failure after
         that raises :class:`SvtRunError` (the state has a batch pending: the session cannot continue)."""
         n = int(phibar.shape[0])
         self.fmt.encode_phibar(phibar)  # (phibar_input checked it) refuse before any noise is drawn
         try:
-            tau = np.asarray(self.state.noise_for_batch(n), dtype=np.float64)
+            tau = np.asarray(self.state.noise_for_batch(n, query_rng), dtype=np.float64)
             return svt_decide_party(
                 ctx,
                 self.fmt,
@@ -330,7 +454,8 @@ class SvtRun:
         return k
 
     def audit(self) -> dict[str, Any]:
-        """Public counters for the audit log (never noise or feature sums)."""
+        """Public counters for the audit log (never noise or feature sums); ``abcdp_accepts``: this session's,
+        ``abcdp_count``: the run's."""
         return {
             "abcdp_accepts": self.accepts,
             "abcdp_count": int(self.state.count),

@@ -81,8 +81,9 @@ from parties.spec import REVEAL_MODES, TOPOLOGIES, address_problem
 
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 #: testing.freeze_at phases of a run step, in order: the Evaluate request checked but nothing charged; the
-#: step charged and persisted but no share sent; this party's first exchange round sent to every peer
-FREEZE_PHASES = ("before-charge", "after-charge", "mid-exchange")
+#: step charged and persisted but no share sent; this party's first exchange round sent to every peer; the
+#: step done and its run record kept but the answer not sent
+FREEZE_PHASES = ("before-charge", "after-charge", "mid-exchange", "before-answer")
 
 
 class ConfigError(ValueError):

@@ -9,7 +9,9 @@ refused (RESOURCE_EXHAUSTED). Every request, and every refused peer frame, is a 
 audit log. A session of a run (``run_id``) is resumable (``parties.replay``): a run step every party already
 completed is answered from the stored messages without a new charge ("replayed run step s" in the audit);
 a run step this party charged before, asked again with the same inputs, is evaluated afresh with the same
-noise (the run's noise key in the state dir) and not charged again ("charged_in" in the audit).
+noise (the run's noise key in the state dir) and not charged again ("charged_in" in the audit). A federated
+ABCDP run (reveal mode svt) is charged once per run and resumes its sparse-vector state from the run record
+(``parties.abcdp``).
 
 Work a request asks for is bounded by this party's own limits, checked before any of it is done (e.g. the
 fixed-point format: at most 64 parties, ``parties.serde.FMT_LIMITS``). SIGTERM / SIGINT stop the daemon
@@ -57,6 +59,7 @@ from parties.replay import (
     ReplayStore,
     RunRecord,
     RunStepRef,
+    SvtStep,
     agreed_record,
     key_id,
     run_step_keys,
@@ -104,6 +107,7 @@ class Session:
     held: RunRecord | None = None  # run resume: this party's last completed run step of spec.run_id at open
     replay: RunRecord | None = None  # ... and it again if every party holds it from one session (at connect)
     svt: abcdp.SvtRun | None = None  # reveal mode svt: the ABCDP run's secret state (first Evaluate on)
+    svt_resume: abcdp.SvtResume | None = None  # svt with a run_id: where the run's SVT state starts
 
     @property
     def peers(self) -> list[int]:
@@ -272,13 +276,29 @@ class PartyDaemon:
                     abcdp.check_session(spec, self.data)  # column names only: no record is read
             except AnalysisError as exc:
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+            svt = spec.reveal_mode == abcdp.SVT_MODE
+            svt_resume = None
+            if svt and spec.run_id:  # where the ABCDP run's SVT state starts (its last completed step here)
+                try:
+                    svt_resume = abcdp.resume_at_open(spec, held)
+                except abcdp.SvtResumeError as exc:
+                    raise Abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
+                key_path = self.replays.key_path_for(spec.run_id)
+                if held is not None and not key_path.exists():  # a new key would draw other noise
+                    raise Abort(
+                        grpc.StatusCode.FAILED_PRECONDITION,
+                        f"the run noise key {key_path} of ABCDP run {spec.run_id!r} is missing although run "
+                        f"step {held.run_step} is recorded here: the run's sparse-vector state cannot be "
+                        "rebuilt without it (another key draws other threshold noise); restore the key from "
+                        "a backup, or start a new run",
+                    )
             try:  # privacy budget: unbounded analyses, or not even one decision left, are refused at open
-                svt = spec.reveal_mode == abcdp.SVT_MODE
                 what = "the ABCDP run (charged once)" if svt else "a single decision"
                 # numerical profiles and PLD capacities can take seconds: off the event loop, once per session
                 one = await asyncio.to_thread(self.privacy.events_for, self.cfg, analysis, spec, 1)
                 await asyncio.to_thread(self.privacy.warm, one)
-                self.privacy.check(one, what)
+                if not (svt and spec.run_id and self.svt_run_paid(spec) is not None):  # paid: nothing to fit
+                    self.privacy.check(one, what)
             except PrivacyRefusal as exc:
                 raise Abort(exc.code, exc.message) from exc
             priv = e2e.new_private()
@@ -306,6 +326,7 @@ class PartyDaemon:
                 sess.noise_key = derive_key(base_key, spec.session_id, b"noise")
             sess.proto_rng = SecureRandom(derive_key(base_key, spec.session_id, b"protocol"))
             sess.held = held
+            sess.svt_resume = svt_resume
             for old in superseded:  # the run's earlier session: its coordinator is gone
                 await self.teardown(self.sessions[old], "closed")
                 self.sessions[old].failure = f"superseded by session {spec.session_id.hex()[:16]}…"
@@ -329,6 +350,7 @@ class PartyDaemon:
                     "held_run_step": ref.run_step,
                     "superseded": [k.hex()[:16] for k in superseded],
                     **run_key_audit,
+                    **({"abcdp_start": svt_resume.counters} if svt_resume is not None else {}),
                 }
             return resp, {
                 "analysis": spec.model,
@@ -376,12 +398,6 @@ class PartyDaemon:
         earlier live sessions that the new one supersedes (refused while one is mid-step)."""
         if not spec.run_id:
             return None, []
-        if spec.reveal_mode == abcdp.SVT_MODE:
-            raise Abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                "run resume (run_id) is not supported in reveal mode svt: an ABCDP run is charged once "
-                "and keeps its noise state in its session",
-            )
         superseded = []
         for k, s in self.sessions.items():
             if s.spec.run_id == spec.run_id and s.state in ("open", "connecting", "ready"):
@@ -404,7 +420,25 @@ class PartyDaemon:
                 f"(snapshot sha256 {held.data_sha256[:16]}… then, {now[:16] or 'none'}… now): the run cannot "
                 "continue exactly on other data; start a new run (or restore the records)",
             )
+        if held is not None and held.svt is not None and spec.reveal_mode != abcdp.SVT_MODE:
+            raise Abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"run {spec.run_id!r} is an ABCDP run (reveal mode svt) at this party, not a "
+                f"{spec.reveal_mode!r} one: a run keeps its reveal mode",
+            )
         return held, superseded
+
+    def svt_run_paid(self, spec: SessionSpec) -> RunCharge | None:
+        """The charge of ABCDP run ``spec.run_id`` in this party's ledger (its whole-run event, recorded as
+        run step 0 with the run's plan digest and run noise key id), or None. Reads the run key only if it
+        exists (a run never charged here has none, and nothing is created by asking)."""
+        if not self.replays.key_path_for(spec.run_id).exists():
+            return None
+        try:
+            key, _ = self.replays.run_key(spec.run_id, self.cfg.fixed_rng_key)
+        except ReplayFileError as exc:
+            raise Abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
+        return self.privacy.charged_run_step(spec.run_id, 0, abcdp.plan_digest(spec), key_id(key))
 
     def check_policy(self, spec: SessionSpec) -> None:
         cfg = self.cfg
@@ -736,6 +770,10 @@ class PartyDaemon:
             digest, run_audit, replayed = self.run_step_check(sess, req, step, run_step, n)
             if replayed is not None:  # run resume: stored messages, nothing computed or charged
                 await sess.mailbox.finish(step)  # no frames were exchanged for it; the next step is step + 1
+                resumed = sess.svt_resume
+                if resumed is not None and resumed.after_redo is not None:  # ABCDP: the state after the step
+                    sess.svt_resume = abcdp.SvtResume(resumed.after_redo)
+                    run_audit["abcdp_count"] = resumed.after_redo["count"]
                 return replayed, run_audit
             paid = self.paid_run_step(sess, run_step, digest)  # charged before: same inputs, same noise
             recharge_reason = self.recharge_reason(sess, run_step) if paid is None else ""
@@ -746,7 +784,9 @@ class PartyDaemon:
                     f"({self.decisions_used} of {self.cfg.max_decisions} used)",
                 )
             if sess.spec.reveal_mode == abcdp.SVT_MODE:  # federated ABCDP: its own charging and protocol
-                return await self.evaluate_svt(sess, req, step, n, context, t_begin, cpu_begin)
+                return await self.evaluate_svt(
+                    sess, req, step, run_step, digest, n, context, t_begin, cpu_begin, run_audit
+                )
             privacy_events: list[Any] = []
             if paid is None:
                 try:  # privacy budget: this party's own events for the batch, dry-run before touching data
@@ -814,6 +854,7 @@ class PartyDaemon:
                 data = self.snapshot.sha256 if self.snapshot is not None else ""
                 sess.held = RunRecord(ref, n, out.rounds, tuple(out.to_receiver), data_sha256=data)
                 self.replays.save(sess.held)
+                self.freeze_point("before-answer", run_step)
             sess.last_step = step
             clamped = int(np.count_nonzero(out.result.clamped)) if hasattr(out.result, "clamped") else 0
             resp = party_pb2.EvaluateResponse(
@@ -844,71 +885,136 @@ class PartyDaemon:
         sess: Session,
         req: party_pb2.EvaluateRequest,
         step: int,
+        run_step: int,
+        digest: bytes,
         n: int,
         context: grpc.aio.ServicerContext,
         t_begin: float,
         cpu_begin: float,
+        run_audit: dict[str, Any],
     ) -> tuple[Any, dict[str, Any]]:
         """One batch of federated ABCDP candidates (reveal mode svt, ``parties.abcdp``).
 
-        The run's whole-run epsilon is charged once, at the first step, checked and persisted before any
-        record is read; the feature sum and the SVT noise state live in the session. Once c accepts have
-        been revealed the session refuses further steps."""
-        extra: dict[str, Any] = {}
+        The run's whole-run epsilon is charged once, at the session's first step, checked and persisted
+        before any record is read; the feature sum and the SVT noise state live in the session. Once c
+        accepts have been revealed the session refuses further steps.
+
+        A session of a run (``run_id``) is resumable: the run's epsilon is charged once per run (recorded as
+        run step 0 of the run and recognised by every later session under the same run noise key); the
+        threshold share of each epoch and the query noise of each run step come from the run noise key (the
+        latter keyed by the step digest); the SVT state starts where :func:`parties.abcdp.resume_at_open`
+        put it; and each completed step is kept (its record with the SVT counters before it and its bits,
+        ``parties.replay``) before its answer leaves. A re-evaluated run step (same inputs, from the state
+        before it) reveals the bits it revealed the first time, which is checked."""
+        spec = sess.spec
+        extra: dict[str, Any] = dict(run_audit)
         t_terms = time.perf_counter()
-        if sess.svt is not None and sess.svt.done:
+        start = sess.svt_resume
+        now = sess.svt.state.counters.to_dict() if sess.svt is not None else start.counters if start else {}
+        if now.get("done"):
+            count = now["count"]
             raise Abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
-                f"step {step}: the ABCDP run is finished: c accepts reached ({sess.svt.accepts} of "
-                f"c = {sess.svt.plan.c}); no further candidate is decided in this session (close it)",
+                f"step {step}: the ABCDP run is finished: c accepts reached ({count} of "
+                f"c = {abcdp.plan_of(spec.model_params).c}); no further candidate is decided in this session "
+                "(close it)",
             )
         try:  # the public inputs first: a malformed request is refused before anything is charged
             inputs = serde.inputs_from_proto(req.inputs, self.cfg.max_message_bytes)
-            phibar = abcdp.phibar_input(sess.spec, inputs, n)
+            phibar = abcdp.phibar_input(spec, inputs, n)
         except (serde.WireError, AnalysisError, ValueError) as exc:
             raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step}: {exc}") from exc
+        self.freeze_point("before-charge", run_step)
         if sess.svt is None:
-            try:  # the run's privacy event, once per session, before any record is touched
-                events = self.privacy.events_for(self.cfg, sess.analysis, sess.spec, 1)
-                self.privacy.check(events, "the ABCDP run (charged once)")
-                self.privacy.commit(events)
+            try:  # the run's privacy event, before any record is touched: once per run (per session without)
+                events = self.privacy.events_for(self.cfg, sess.analysis, spec, 1)
+                plan = abcdp.plan_digest(spec) if spec.run_id else b""
+                paid = None
+                if spec.run_id:
+                    paid = self.privacy.charged_run_step(spec.run_id, 0, plan, sess.run_key_id)
+                if paid is None:
+                    self.privacy.check(events, "the ABCDP run (charged once)")
+                    charge = None
+                    if spec.run_id:
+                        sid16 = spec.session_id.hex()[:16]
+                        charge = RunCharge(spec.run_id, sid16, 0, 0, 0, plan.hex(), sess.run_key_id)
+                    self.privacy.commit(events, charge)
+                    extra["charged"] = [e.to_dict() for e in events]
+                else:
+                    extra.update(
+                        charged_in=paid.session,
+                        detail=f"the ABCDP run's epsilon was charged in session {paid.session} (same plan, "
+                        "same run key): not charged again",
+                    )
             except PrivacyRefusal as exc:
                 raise Abort(exc.code, exc.message) from exc
-            extra["charged"] = [e.to_dict() for e in events]
-            key = derive_key(sess.noise_key, sess.spec.session_id, b"svt-state")
             try:
-                sess.svt = abcdp.SvtRun.start(
-                    sess.spec.model_params, self.data, sess.spec.m, SecureRandom(key)
-                )
+                if spec.run_id:
+                    assert start is not None
+                    sess.svt = abcdp.SvtRun.start(
+                        spec.model_params,
+                        self.data,
+                        spec.m,
+                        None,
+                        threshold_rng=abcdp.threshold_source(sess.noise_key, plan),
+                        counters=start.counters,
+                    )
+                else:
+                    key = derive_key(sess.noise_key, spec.session_id, b"svt-state")
+                    sess.svt = abcdp.SvtRun.start(spec.model_params, self.data, spec.m, SecureRandom(key))
             except (AnalysisError, ValueError) as exc:
                 sess.state, sess.failure = "failed", f"step {step}: {exc}"  # charged: never charge it again
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step}: {exc}") from exc
         run = sess.svt
+        before = run.state.counters.to_dict()
+        redo = start.redo if start is not None and start.redo is not None else None
+        if redo is not None and redo.run_step != run_step:
+            redo = None  # only the session's first step re-evaluates the step completed here last
         try:
             assert sess.ctx is not None and sess.proto_rng is not None
-            machine = run.machine(sess.ctx, phibar, step, sess.proto_rng)
+            query = self.noise_rng(sess, step, digest) if spec.run_id else None
+            machine = run.machine(sess.ctx, phibar, step, sess.proto_rng, query)
         except abcdp.SvtRunError as exc:
             sess.state, sess.failure = "failed", f"step {step}: {exc}"
             raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"step {step}: {exc}") from exc
         except (serde.WireError, AnalysisError, ValueError) as exc:
             raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step}: {exc}") from exc
         prepare_s = time.perf_counter() - t_terms
-        self.decisions_used += n
-        self._save_ledger()
+        if redo is None:  # a step completed here before was counted then
+            self.decisions_used += n
+            self._save_ledger()
+        else:
+            extra.update(decisions_charged=0, detail=f"run step {run_step} evaluated again (same inputs)")
+        self.freeze_point("after-charge", run_step)
         out = await self.drive_step(sess, machine, step, n, context)
         sess.last_step = step
         try:
             accepts = run.settle(out.result.revealed)
+            first = redo.svt.revealed if redo is not None and redo.svt is not None else None
+            if first is not None and not np.array_equal(out.result.revealed, first):
+                raise abcdp.SvtRunError(
+                    f"run step {run_step} of run {spec.run_id!r}, evaluated again with the same inputs from "
+                    "the same state, revealed other bits than the first time; not answering"
+                )
         except abcdp.SvtRunError as exc:  # more accepts revealed than allowed: a deviation or corruption
             sess.state, sess.failure = "failed", f"step {step}: {exc}"
             raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"step {step}: {exc}") from exc
+        if run_step and sess.state == "ready":  # kept durably before the answer leaves (not superseded)
+            ref = RunStepRef(spec.run_id, run_step, digest, spec.session_id)
+            data = self.snapshot.sha256 if self.snapshot is not None else ""
+            bits = np.asarray(out.result.revealed, dtype=bool)
+            svt_step = SvtStep(abcdp.plan_digest(spec), before, bits)
+            sess.held = RunRecord(ref, n, out.rounds, tuple(out.to_receiver), data_sha256=data, svt=svt_step)
+            self.replays.save(sess.held)
+            self.freeze_point("before-answer", run_step)
         clamped = int(np.count_nonzero(out.result.clamped))
         resp = party_pb2.EvaluateResponse(
-            session_id=sess.spec.session_id,
+            session_id=spec.session_id,
             step=step,
             to_receiver=serde.receiver_messages_to_proto(out.to_receiver),
             rounds=out.rounds,
             clamped=clamped,
+            run_step=run_step,
         )
         return resp, {
             **extra,

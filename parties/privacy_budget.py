@@ -35,7 +35,10 @@ budget) lives in ``mechanisms.privacy``; this module owns what is specific to th
   step a registry charged before it, or another registry, died) reproduces the charged release and is not
   charged again (:meth:`PrivacyBudgetStore.charged_run_step`); so each run step appears once, unless the
   party could not recognise it (a lazy-coin session, a lost run key, a step not at the end of a range). A
-  replayed run step is not charged and not recorded.
+  replayed run step is not charged and not recorded. A run whose privacy event covers the whole run
+  (federated ABCDP, ``parties.abcdp``) is recorded once as run step 0 (``from_step = to_step = 0``,
+  ``decisions = 0``, ``digest`` = the step digest of run step 0: the run's plan) and recognised by every
+  later session of the run under the same run noise key, which then charges nothing.
 * **Dry run and report** for ``confar privacy plan`` / ``confar privacy report`` (``PlanPrivacy`` and
   ``PrivacyReport`` RPCs): the protobuf answers are built here; neither touches data or the ledger.
 """
@@ -160,6 +163,13 @@ class RunCharge:
     digest: str = ""
     noise_key: str = ""
 
+    @property
+    def is_whole_run(self) -> bool:
+        """The charge of a run whose privacy event covers the whole run whatever its steps (federated
+        ABCDP): recorded as run step 0 (``from_step = to_step = 0``, ``decisions = 0``), its ``digest`` the
+        step digest of run step 0 with no inputs (the session's parameters: the run's plan)."""
+        return self.from_step == 0
+
     def to_dict(self) -> dict[str, str | int]:
         d = dataclasses.asdict(self)
         return {k: v for k, v in d.items() if k not in _RUN_CHARGE_PROOF or v}
@@ -176,7 +186,10 @@ class RunCharge:
         strs = all(isinstance(v, str) for v in (c.run_id, c.session, c.digest, c.noise_key))
         if not (strs and all(type(v) is int for v in ints)):
             raise ValueError(f"run charge {d!r} has wrong types")
-        if not 1 <= c.from_step <= c.to_step or c.decisions < 1:
+        if c.is_whole_run:
+            if c.to_step != 0 or c.decisions != 0:
+                raise ValueError(f"whole-run charge {d!r} (from_step 0) needs to_step 0 and decisions 0")
+        elif not 1 <= c.from_step <= c.to_step or c.decisions < 1:
             raise ValueError(f"run charge {d!r} has an empty step range or no decisions")
         if not (_is_hex(c.digest, 64) and _is_hex(c.noise_key, 32)):
             raise ValueError(f"run charge {d!r}: digest must be 64 and noise_key 32 hex digits (or absent)")
@@ -194,6 +207,8 @@ def merge_run_charge(charges: Sequence[RunCharge], new: RunCharge) -> list[RunCh
     last = out[-1] if out else None
     if (
         last is not None
+        and not last.is_whole_run
+        and not new.is_whole_run
         and (last.run_id, last.session, last.noise_key) == (new.run_id, new.session, new.noise_key)
         and new.from_step == last.to_step + 1
     ):
@@ -206,7 +221,8 @@ def merge_run_charge(charges: Sequence[RunCharge], new: RunCharge) -> list[RunCh
 
 
 def run_step_counts(charges: Sequence[RunCharge], run_id: str) -> dict[int, int]:
-    """How many times each run step of ``run_id`` was charged."""
+    """How many times each run step of ``run_id`` was charged (0: the whole-run charge, see
+    :attr:`RunCharge.is_whole_run`)."""
     counts: dict[int, int] = {}
     for c in charges:
         if c.run_id == run_id:

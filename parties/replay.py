@@ -18,6 +18,11 @@ without a lazy coin; ``parties.daemon.reproducible``): the re-evaluation then re
 first evaluation released (or would have), so the release is counted once. Otherwise it is charged again:
 conservative, never under-charged.
 
+A run step of a federated ABCDP run (reveal mode ``svt``) also records the public part of the party's sparse-
+vector state (:class:`SvtStep`: the run's plan digest, the SVT counters before the step, the step's revealed
+bits), from which ``parties.abcdp`` rebuilds the state before or after the step in a later session (the
+threshold share from the run noise key, the feature sum from the records), in the same atomic write.
+
 The record also holds the SHA-256 of the records snapshot the step ran on (``parties.sources``): a daemon
 restarted on changed records refuses to continue the run (FAILED_PRECONDITION naming both hashes), since a
 chain whose later steps see other data is no longer exact.
@@ -84,6 +89,23 @@ class RunStepRef:
     execution: bytes = b""  # the id of the session that computed it
 
 
+SVT_COUNTERS = ("count", "epoch", "n_decided", "done")
+
+
+@dataclass(frozen=True)
+class SvtStep:
+    """What a completed run step of a federated ABCDP run (reveal mode svt) leaves of this party's sparse-
+    vector state, all of it public: the run's plan digest (:func:`step_digest` of run step 0 without inputs),
+    the SVT counters before the step (``mechanisms.abcdp.federated.SvtCounters.to_dict()``) and the step's
+    revealed bits. The secret parts are not kept: the threshold share of an epoch is drawn again from the run
+    noise key, the feature sum S_j is computed again from the records (whose snapshot hash the record holds),
+    so the state before and after the step can be rebuilt (``parties.abcdp``)."""
+
+    plan_digest: bytes
+    before: dict[str, int | bool]
+    revealed: npt.NDArray[np.bool_]
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """One party's last completed run step of a run, with its final messages to the receiver."""
@@ -93,6 +115,7 @@ class RunRecord:
     rounds: int  # protocol rounds the step took (reported again on replay)
     messages: tuple[tuple[int, npt.NDArray[np.uint64]], ...]  # this party's (round, payload) to the receiver
     data_sha256: str = ""  # the snapshot of this party's records the step ran on ("": none, or older file)
+    svt: SvtStep | None = None  # reveal mode svt: the SVT state the step started from and its bits
 
     @property
     def run_step(self) -> int:
@@ -166,7 +189,39 @@ def _body(rec: RunRecord, identity: str) -> dict[str, Any]:
             for r, p in rec.messages
         ],
         **({"data_sha256": rec.data_sha256} if rec.data_sha256 else {}),
+        **({"svt": _svt_body(rec.svt)} if rec.svt is not None else {}),
     }
+
+
+def _svt_body(svt: SvtStep) -> dict[str, Any]:
+    bits = np.packbits(np.asarray(svt.revealed, dtype=bool), bitorder="little")
+    return {
+        "plan_digest": svt.plan_digest.hex(),
+        "before": dict(svt.before),
+        "revealed": base64.b64encode(bits.tobytes()).decode(),
+    }
+
+
+def _svt_parse(doc: Any, batch: int) -> SvtStep:
+    if not isinstance(doc, dict) or set(doc) != {"plan_digest", "before", "revealed"}:
+        raise ValueError("svt must hold exactly plan_digest, before, revealed")
+    plan_digest = bytes.fromhex(doc["plan_digest"])
+    if len(plan_digest) != 32:
+        raise ValueError("svt.plan_digest must be 32 bytes")
+    before = doc["before"]
+    if not isinstance(before, dict) or sorted(before) != sorted(SVT_COUNTERS):
+        raise ValueError(f"svt.before must hold exactly {list(SVT_COUNTERS)}")
+    if not all(type(before[k]) is int and before[k] >= 0 for k in SVT_COUNTERS[:3]) or not isinstance(
+        before["done"], bool
+    ):
+        raise ValueError("svt.before: count, epoch, n_decided must be integers >= 0 and done a bool")
+    raw = base64.b64decode(doc["revealed"], validate=True)
+    if len(raw) != (batch + 7) // 8:
+        raise ValueError(f"svt.revealed holds {len(raw)} bytes, not the {(batch + 7) // 8} of {batch} bits")
+    bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8), bitorder="little")
+    if bits[batch:].any():
+        raise ValueError("svt.revealed has bits past the batch")
+    return SvtStep(plan_digest, dict(before), bits[:batch].astype(bool))
 
 
 def _checksum(body: Mapping[str, Any]) -> str:
@@ -230,7 +285,8 @@ class ReplayStore:
         if not isinstance(data, str) or (data and len(bytes.fromhex(data)) != 32):
             raise ValueError("data_sha256 must be a SHA-256 in hex")
         ref = RunStepRef(run_id, step, digest, execution)
-        return RunRecord(ref, batch, rounds, tuple(messages), data_sha256=data)
+        svt = _svt_parse(doc["svt"], batch) if "svt" in doc else None
+        return RunRecord(ref, batch, rounds, tuple(messages), data_sha256=data, svt=svt)
 
     def save(self, rec: RunRecord) -> None:
         """Replace the run's record durably (fsync + atomic rename + directory fsync)."""

@@ -27,10 +27,12 @@ fresh per evaluated candidate. h depends on the plan's ``noise_shares``:
 This module owns (pure, no I/O, secret randomness passed in):
 
 * :class:`FederatedSvtPlan`: the public run parameters (serialisable with ``to_params``/``from_params``).
-* :class:`PartySvtState`: one party's secret SVT state (threshold share, counters).
+* :class:`PartySvtState`: one party's secret SVT state (threshold share, counters); its noise comes from one
+  CSPRNG stream, or keyed (threshold share per epoch, query shares per batch) so that the state can be
+  rebuilt from its public :class:`SvtCounters` and the keys after a crash (a run's resume).
 * :func:`party_feature_sum`, :func:`candidate_embeddings`: S_j and φ̄ under the public map.
 * :class:`CandidateQueue`: the coordinator's queue of public candidates, with suppressed candidates
-  pushed back for re-evaluation.
+  pushed back for re-evaluation (exported and restored bit for bit for the coordinator's checkpoint).
 * :func:`reference_decisions`: the float reference of the revealed bits (the semantics of
   ``hss.svt.svt_plaintext``).
 
@@ -71,8 +73,10 @@ plan's N must be the true total number of records: the sensitivity 2/N is only a
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -341,6 +345,90 @@ class FederatedSvtPlan:
 # -- one party's secret state -------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class SvtCounters:
+    """The public counters of a party's SVT state: functions of the revealed bits only, so every party and
+    the coordinator agree on them, and they can be written down (a run's resume record) without any secret.
+
+    ``count``: accepts revealed so far; ``epoch``: threshold epoch (0 without RESAMPLE; with RESAMPLE the
+    number of accepts, except that the c-th accept starts no new epoch); ``n_decided``: candidates whose
+    decision was revealed; ``done``: c accepts reached.
+    """
+
+    count: int = 0
+    epoch: int = 0
+    n_decided: int = 0
+    done: bool = False
+
+    def check(self, plan: FederatedSvtPlan) -> None:
+        """ValueError unless these counters are reachable under ``plan`` (a state written by another run,
+        or damaged, is refused before any noise is drawn from it)."""
+        ints = (self.count, self.epoch, self.n_decided)
+        if not all(_is_int(v) and v >= 0 for v in ints) or not isinstance(self.done, bool):
+            raise ValueError(f"SVT counters {self} must be integers >= 0 and a bool")
+        if self.count > plan.c or self.done != (self.count >= plan.c) or self.n_decided < self.count:
+            raise ValueError(f"SVT counters {self} are inconsistent with c = {plan.c}")
+        epoch = (self.count - int(self.done)) if plan.resample else 0
+        if self.epoch != epoch:
+            raise ValueError(
+                f"SVT counters {self}: epoch must be {epoch} after {self.count} accepts "
+                f"(resample = {plan.resample})"
+            )
+
+    def remaining(self, plan: FederatedSvtPlan) -> int:
+        """How many accepts the next batch may reveal: 1 with RESAMPLE, c − count without; 0 when done."""
+        if self.done:
+            return 0
+        return 1 if plan.resample else plan.c - self.count
+
+    def after(self, plan: FederatedSvtPlan, revealed: npt.ArrayLike) -> SvtCounters:
+        """The counters after a batch whose opened bits are ``revealed``. SvtStateError if the bits reveal
+        more than :meth:`remaining` accepts (or the run is done), ValueError if they are not bits."""
+        bits = _as_bits(revealed)
+        if self.done:
+            raise SvtStateError(f"the run is done after {self.count} accepts (c = {plan.c})")
+        k = int(bits.sum())
+        rem = self.remaining(plan)
+        if k > rem:
+            raise SvtStateError(
+                f"{k} accepts revealed but at most {rem} may be (count {self.count}, c = {plan.c}, "
+                f"resample = {plan.resample})"
+            )
+        # decisions actually revealed: up to the last accept if the batch was gated, else all
+        decided = int(np.flatnonzero(bits)[-1]) + 1 if (k and k == rem) else int(bits.shape[0])
+        count = self.count + k
+        done = count >= plan.c
+        epoch = self.epoch + 1 if (k and plan.resample and not done) else self.epoch
+        return SvtCounters(count, epoch, self.n_decided + decided, done)
+
+    def to_dict(self) -> dict[str, int | bool]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Any) -> SvtCounters:
+        keys = {"count", "epoch", "n_decided", "done"}
+        if not isinstance(d, dict) or set(d) != keys:
+            raise ValueError(f"SVT counters need exactly the keys {sorted(keys)}")
+        if not all(type(d[k]) is int for k in ("count", "epoch", "n_decided")) or type(d["done"]) is not bool:
+            raise ValueError(f"SVT counters {d!r} have wrong types")
+        return cls(d["count"], d["epoch"], d["n_decided"], d["done"])
+
+
+def _as_bits(revealed: npt.ArrayLike) -> BoolArray:
+    bits = np.asarray(revealed)
+    if bits.dtype != np.bool_:
+        if not np.issubdtype(bits.dtype, np.integer) or not np.isin(bits, (0, 1)).all():
+            raise ValueError("revealed must be booleans (or 0/1 integers)")
+        bits = bits.astype(bool)
+    if bits.ndim != 1:
+        raise ValueError(f"revealed must be one-dimensional, got shape {bits.shape}")
+    return bits
+
+
+#: ``threshold_rng(epoch)``: the CSPRNG this party draws its threshold share of that epoch from.
+ThresholdSource = Callable[[int], "SecureRandom"]
+
+
 class PartySvtState:
     """One party's secret SVT state for one run: its threshold share and the public counters.
 
@@ -348,25 +436,58 @@ class PartySvtState:
     candidates), run the decision protocol, then ``state.update(revealed)`` with the opened bits. Calls
     must alternate; a run whose protocol failed between the two must be abandoned (the state refuses to
     continue), never retried with the same state. The threshold share is secret: it is not in the repr.
+
+    Two sources of noise:
+
+    * one stream, ``PartySvtState(plan, m, rng)``: every threshold and query share is drawn from ``rng`` in
+      turn (a session's CSPRNG; the state cannot be rebuilt once lost);
+    * keyed, :meth:`keyed`: the threshold share of epoch e is drawn from ``threshold_rng(e)`` and each
+      batch's query shares from the CSPRNG passed to :meth:`noise_for_batch` (e.g. keyed by the run step
+      and its inputs). The state is then a function of the public :class:`SvtCounters` and the keys, so it
+      can be rebuilt at any counters (``keyed(..., counters=c)``): asked the same batch with the same
+      query stream from the same counters it draws exactly the same τ_j.
     """
 
-    def __init__(self, plan: FederatedSvtPlan, m: int, rng: SecureRandom) -> None:
+    def __init__(
+        self,
+        plan: FederatedSvtPlan,
+        m: int,
+        rng: SecureRandom | None,
+        *,
+        threshold_rng: ThresholdSource | None = None,
+        counters: SvtCounters | None = None,
+    ) -> None:
         if not _is_int(m) or m < 1:
             raise ValueError(f"number of parties m must be a positive integer, got {m!r}")
-        if not callable(getattr(rng, "uniform", None)):
+        if (rng is None) == (threshold_rng is None):
+            raise ValueError("give exactly one noise source: rng (one stream) or threshold_rng (keyed)")
+        if rng is not None and not callable(getattr(rng, "uniform", None)):
             raise ValueError("rng must be a CSPRNG with uniform(shape) (hss.randomness.SecureRandom)")
+        if rng is not None and counters is not None:
+            raise ValueError("a one-stream state starts at the beginning of the run (no counters)")
+        start = counters if counters is not None else SvtCounters()
+        start.check(plan)
         self.plan = plan
         self.m = int(m)
         self.h = plan.share_parties(self.m)
         self._rng = rng
+        self._threshold_rng = threshold_rng
         self._b = plan.laplace_scale
-        self.count = 0
-        self.epoch = 0
-        self.n_decided = 0
-        self.done = False
+        self._set(start)
         self.aborted = False
         self._pending: int | None = None
-        self._threshold = self._draw_threshold()
+        self._threshold = math.nan if self.done else self._draw_threshold()
+
+    @classmethod
+    def keyed(
+        cls,
+        plan: FederatedSvtPlan,
+        m: int,
+        threshold_rng: ThresholdSource,
+        counters: SvtCounters | None = None,
+    ) -> PartySvtState:
+        """A keyed state (see the class docstring) at ``counters`` (default: the start of the run)."""
+        return cls(plan, m, None, threshold_rng=threshold_rng, counters=counters)
 
     def __repr__(self) -> str:
         return (
@@ -374,15 +495,19 @@ class PartySvtState:
             f"n_decided={self.n_decided}, done={self.done})"
         )
 
+    @property
+    def counters(self) -> SvtCounters:
+        """The public counters (what a resume record keeps; never the threshold share)."""
+        return SvtCounters(self.count, self.epoch, self.n_decided, self.done)
+
     def _draw_threshold(self) -> float:
-        return float(laplace_share(self._rng, self.h, self._b, 1)[0])
+        rng = self._rng if self._rng is not None else self._threshold_rng(self.epoch)  # type: ignore[misc]
+        return float(laplace_share(rng, self.h, self._b, 1)[0])
 
     @property
     def remaining(self) -> int:
         """How many accepts the next batch may reveal: 1 with RESAMPLE, c − count without; 0 when done."""
-        if self.done:
-            return 0
-        return 1 if self.plan.resample else self.plan.c - self.count
+        return self.counters.remaining(self.plan)
 
     def _check_live(self, what: str) -> None:
         if self.aborted:
@@ -390,8 +515,10 @@ class PartySvtState:
         if self.done:
             raise SvtStateError(f"{what}: the run is done after {self.count} accepts (c = {self.plan.c})")
 
-    def noise_for_batch(self, n: int) -> FloatArray:
-        """τ_j for n candidates: this epoch's threshold share minus fresh Lap(2b) query-noise shares."""
+    def noise_for_batch(self, n: int, rng: SecureRandom | None = None) -> FloatArray:
+        """τ_j for n candidates: this epoch's threshold share minus fresh Lap(2b) query-noise shares.
+
+        ``rng``: the batch's query-noise stream; required by a keyed state, refused by a one-stream one."""
         self._check_live("noise_for_batch")
         if self._pending is not None:
             raise SvtStateError(
@@ -399,7 +526,12 @@ class PartySvtState:
             )
         if not _is_int(n) or n < 1:
             raise ValueError(f"batch size n must be a positive integer, got {n!r}")
-        nu = laplace_share(self._rng, self.h, 2.0 * self._b, int(n))
+        if (rng is None) != (self._rng is not None):
+            raise ValueError(
+                "noise_for_batch: a keyed state needs the batch's query-noise rng; a one-stream state "
+                "draws from its own"
+            )
+        nu = laplace_share(rng if rng is not None else self._rng, self.h, 2.0 * self._b, int(n))  # type: ignore[arg-type]
         self._pending = int(n)
         return self._threshold - nu
 
@@ -413,36 +545,38 @@ class PartySvtState:
         self._check_live("update")
         if self._pending is None:
             raise SvtStateError("update: no batch pending (call noise_for_batch first)")
-        bits = np.asarray(revealed)
-        if bits.dtype != np.bool_:
-            if not np.issubdtype(bits.dtype, np.integer) or not np.isin(bits, (0, 1)).all():
-                raise ValueError("revealed must be booleans (or 0/1 integers)")
-            bits = bits.astype(bool)
+        bits = _as_bits(revealed)
         if bits.shape != (self._pending,):
             raise ValueError(f"revealed has shape {bits.shape}; the pending batch has {self._pending}")
-        k = int(bits.sum())
-        if k > self.remaining:
-            self.aborted = True
-            raise SvtStateError(
-                f"update: {k} accepts revealed but at most {self.remaining} may be (count {self.count}, "
-                f"c = {self.plan.c}, resample = {self.plan.resample}); run aborted"
-            )
-        self._pending = None
-        self.n_decided += self._decided(bits, k)
-        self.count += k
-        if self.count >= self.plan.c:
-            self.done = True
-            self._threshold = math.nan
-        elif k and self.plan.resample:
-            self._threshold = self._draw_threshold()
-            self.epoch += 1
-        return k
+        return self._apply(bits)
 
-    def _decided(self, bits: BoolArray, k: int) -> int:
-        """Decisions actually revealed: up to the last accept if the batch was gated, else all."""
-        if k and k == self.remaining:
-            return int(np.flatnonzero(bits)[-1]) + 1
-        return int(bits.shape[0])
+    def advance(self, revealed: npt.ArrayLike) -> int:
+        """Apply the bits of a batch this state did not draw noise for: a run step whose result is already
+        known (a replayed run step). Keyed states only (the next epoch's threshold comes from its key)."""
+        self._check_live("advance")
+        if self._rng is not None:
+            raise SvtStateError("advance: only a keyed state can skip a batch (its noise is keyed)")
+        if self._pending is not None:
+            raise SvtStateError(f"advance: a batch of {self._pending} is pending")
+        return self._apply(_as_bits(revealed))
+
+    def _set(self, c: SvtCounters) -> None:
+        self.count, self.epoch, self.n_decided, self.done = c.count, c.epoch, c.n_decided, c.done
+
+    def _apply(self, bits: BoolArray) -> int:
+        before = self.counters
+        try:
+            after = before.after(self.plan, bits)
+        except SvtStateError as exc:
+            self.aborted = True
+            raise SvtStateError(f"update: {exc}; run aborted") from exc
+        self._pending = None
+        self._set(after)
+        if self.done:
+            self._threshold = math.nan
+        elif after.epoch != before.epoch:
+            self._threshold = self._draw_threshold()
+        return after.count - before.count
 
 
 # -- features -----------------------------------------------------------------------------------
@@ -639,3 +773,73 @@ class CandidateQueue:
         if self.count >= self.plan.c:
             self.done = True
         return k
+
+    # checkpoints (public state only: the coordinator writes it after every settled batch)
+
+    def export(self) -> dict[str, Any]:
+        """The queue between batches as plain values and numpy arrays (bit-exact; no batch in flight):
+        counters, the pending candidates (θ, φ̄, proposal ids), and the decisions, decided ids and accepted
+        θ's so far. :meth:`restore` is its inverse."""
+        if self._in_flight is not None:
+            raise SvtStateError("export: a batch is in flight (settle it first)")
+        p = self._thetas.shape[1] if self._thetas is not None else None
+        return {
+            "count": self.count,
+            "n_proposed": self.n_proposed,
+            "n_suppressed": self.n_suppressed,
+            "done": self.done,
+            "theta_dim": p,
+            "thetas": self._thetas.copy() if self._thetas is not None else np.zeros((0, 0)),
+            "phibars": np.zeros((0, self.plan.n_features)) if self._phibars is None else self._phibars.copy(),
+            "ids": self._ids.copy(),
+            "decisions": self.decisions.copy(),
+            "decided_ids": self.decided_ids.copy(),
+            "accepted": self.accepted_thetas.copy(),
+        }
+
+    @classmethod
+    def restore(cls, plan: FederatedSvtPlan, d: dict[str, Any]) -> CandidateQueue:
+        """The queue :meth:`export` wrote; ValueError naming what is inconsistent (another plan's queue, a
+        damaged checkpoint)."""
+        try:
+            count, n_proposed, n_suppressed = (int(d[k]) for k in ("count", "n_proposed", "n_suppressed"))
+            done, p = bool(d["done"]), d["theta_dim"]
+            thetas = np.asarray(d["thetas"], dtype=np.float64)
+            phibars = np.asarray(d["phibars"], dtype=np.float64)
+            ids = np.asarray(d["ids"], dtype=np.int64)
+            decisions = np.asarray(d["decisions"], dtype=bool)
+            decided_ids = np.asarray(d["decided_ids"], dtype=np.int64)
+            accepted = np.asarray(d["accepted"], dtype=np.float64)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"candidate queue checkpoint: {type(exc).__name__}: {exc}") from exc
+        k = ids.shape[0]
+        problems = []
+        if p is not None and (not _is_int(p) or p < 1):
+            problems.append(f"theta_dim {p!r}")
+        if p is not None and (thetas.shape != (k, p) or phibars.shape != (k, plan.n_features)):
+            problems.append(f"pending thetas {thetas.shape} / phibars {phibars.shape} for {k} ids")
+        if p is None and (k or n_proposed):
+            problems.append("candidates without a theta dimension")
+        if decisions.ndim != 1 or decided_ids.shape != decisions.shape:
+            problems.append(f"decisions {decisions.shape} vs decided ids {decided_ids.shape}")
+        hits = int(decisions.sum())
+        if count != hits or accepted.shape[0] != count or count > plan.c:
+            problems.append(f"count {count}, {hits} accepts decided, {accepted.shape[0]} kept")
+        elif count and (accepted.ndim != 2 or accepted.shape[1] != p):
+            problems.append(f"accepted thetas {accepted.shape} for theta_dim {p}")
+        decided = decided_ids.shape[0]
+        if done != (count >= plan.c) or not 0 <= n_suppressed or n_proposed != k + decided:
+            problems.append(f"done {done}, {n_proposed} proposed, {k} pending, {decided} decided")
+        if not (np.isfinite(thetas).all() and np.isfinite(phibars).all() and np.isfinite(accepted).all()):
+            problems.append("non-finite candidates")
+        if problems:
+            raise ValueError("candidate queue checkpoint is inconsistent: " + "; ".join(problems))
+        q = cls(plan, count=count, n_proposed=n_proposed, n_suppressed=n_suppressed, done=done)
+        if p is not None:
+            q._thetas, q._phibars = thetas.copy(), phibars.copy()
+        q._ids = ids.copy()
+        if decisions.shape[0]:
+            q._decisions, q._decided_ids = [decisions.copy()], [decided_ids.copy()]
+        if accepted.shape[0]:
+            q._accepted = [accepted.reshape(count, -1).copy()]
+        return q

@@ -18,6 +18,7 @@ from mechanisms.abcdp.federated import (
     CandidateQueue,
     FederatedSvtPlan,
     PartySvtState,
+    SvtCounters,
     SvtStateError,
     candidate_embeddings,
     gate,
@@ -153,6 +154,75 @@ def test_state_call_order_and_input_checks() -> None:
     assert "threshold" not in repr(st)
 
 
+def _keyed(plan: FederatedSvtPlan, label: str, counters: SvtCounters | None = None) -> PartySvtState:
+    return PartySvtState.keyed(plan, 3, lambda e: srng(f"{label}/epoch/{e}"), counters)
+
+
+@pytest.mark.parametrize("resample", [False, True])
+def test_keyed_state_rebuilt_at_its_counters_draws_the_same_noise(resample: bool) -> None:
+    """A keyed state (threshold share per epoch from its key, query shares from the batch's stream) rebuilt
+    from its public counters alone draws exactly the noise the uninterrupted state draws: the basis of
+    resuming a party's SVT state after a crash from a record that holds no secret."""
+    plan = make_plan(c=3, resample=resample)
+    bits = [np.array([False, True, False]), np.array([False, False]), np.array([True, False, False])]
+    full = _keyed(plan, "k")
+    taus, before = [], []
+    for s, b in enumerate(bits, start=1):
+        before.append(full.counters)
+        taus.append(full.noise_for_batch(b.shape[0], srng(f"k/step/{s}")))
+        full.update(b)
+    assert full.counters == SvtCounters(count=2, epoch=2 if resample else 0, n_decided=5 if resample else 8)
+    for s, b in enumerate(bits, start=1):  # rebuilt before each step: the same tau, bit for bit
+        again = _keyed(plan, "k", before[s - 1])
+        np.testing.assert_array_equal(again.noise_for_batch(b.shape[0], srng(f"k/step/{s}")), taus[s - 1])
+        again.update(b)
+        assert again.counters == (before[s] if s < len(bits) else full.counters)
+    # advance: a step whose bits are known (replayed) moves the counters and the epoch's threshold
+    skip = _keyed(plan, "k", before[0])
+    assert skip.advance(bits[0]) == 1 and skip.counters == before[1]
+    np.testing.assert_array_equal(skip.noise_for_batch(2, srng("k/step/2")), taus[1])
+    # another key, or another query stream: other noise
+    assert not np.array_equal(_keyed(plan, "other").noise_for_batch(3, srng("k/step/1")), taus[0])
+    assert not np.array_equal(_keyed(plan, "k").noise_for_batch(3, srng("k/step/9")), taus[0])
+    for c in before:
+        assert SvtCounters.from_dict(c.to_dict()) == c
+
+
+def test_keyed_state_checks() -> None:
+    plan = make_plan(c=2, resample=True)
+    one = PartySvtState(plan, 3, srng("o"))
+    keyed = _keyed(plan, "k")
+    with pytest.raises(ValueError, match="query-noise rng"):
+        keyed.noise_for_batch(2)
+    with pytest.raises(ValueError, match="query-noise rng"):
+        one.noise_for_batch(2, srng("x"))
+    with pytest.raises(SvtStateError, match="only a keyed state"):
+        one.advance(np.array([False]))
+    with pytest.raises(ValueError, match="exactly one noise source"):
+        PartySvtState(plan, 3, srng("o"), threshold_rng=lambda e: srng("t"))
+    with pytest.raises(ValueError, match="exactly one noise source"):
+        PartySvtState(plan, 3, None)
+    with pytest.raises(ValueError, match="no counters"):
+        PartySvtState(plan, 3, srng("o"), counters=SvtCounters())
+    for bad, msg in [
+        (SvtCounters(count=3, epoch=2, n_decided=3, done=True), "inconsistent with c = 2"),
+        (SvtCounters(count=1, epoch=0, n_decided=1), "epoch must be 1"),
+        (SvtCounters(count=2, epoch=1, n_decided=1, done=True), "inconsistent"),
+        (SvtCounters(count=1, epoch=1, n_decided=2, done=True), "inconsistent"),
+    ]:
+        with pytest.raises(ValueError, match=msg):
+            _keyed(plan, "k", bad)
+    done = _keyed(plan, "k", SvtCounters(count=2, epoch=1, n_decided=5, done=True))
+    with pytest.raises(SvtStateError, match="done"):
+        done.noise_for_batch(1, srng("x"))
+    with pytest.raises(SvtStateError, match="at most 1"):
+        _keyed(plan, "k").advance(np.array([True, True]))
+    with pytest.raises(ValueError, match="keys"):
+        SvtCounters.from_dict({"count": 0})
+    with pytest.raises(ValueError, match="types"):
+        SvtCounters.from_dict({"count": 0, "epoch": 0, "n_decided": 0, "done": 0})
+
+
 def test_non_private_plan_has_no_noise() -> None:
     st = PartySvtState(make_plan(eps_total=math.inf), 3, srng("np"))
     assert np.all(st.noise_for_batch(5) == 0.0)
@@ -280,6 +350,43 @@ def test_candidate_queue_pushes_back_suppressed_with_resample() -> None:
     np.testing.assert_array_equal(q.decisions, [0, 1, 0, 0, 1])
     with pytest.raises(SvtStateError, match="done"):
         q.next_batch(1)
+
+
+def test_candidate_queue_export_restore_is_bit_exact() -> None:
+    plan = make_plan(c=3, resample=True, n_features=4)
+    rng = np.random.default_rng(3)
+    q = CandidateQueue(plan)
+    assert CandidateQueue.restore(plan, q.export()).export()["theta_dim"] is None
+    q.push(rng.random((6, 2)), rng.random((6, 4)) / 4)
+    q.next_batch(4)
+    q.settle(np.array([False, True, False, False]))  # two suppressed candidates stay at the front
+    snap = q.export()
+    r = CandidateQueue.restore(plan, snap)
+    for k, v in r.export().items():
+        np.testing.assert_array_equal(v, snap[k])
+        if isinstance(v, np.ndarray):
+            assert v.dtype == np.asarray(snap[k]).dtype, k
+    for queue in (q, r):  # the same next batch and the same continuation
+        queue.next_batch(4)
+        queue.settle(np.array([False, False, True, False]))
+    np.testing.assert_array_equal(q.accepted_thetas, r.accepted_thetas)
+    for name in ("count", "n_proposed", "n_suppressed", "pending", "n_evaluated"):
+        assert getattr(q, name) == getattr(r, name), name
+    q.next_batch(1)
+    with pytest.raises(SvtStateError, match="in flight"):
+        q.export()
+    for change, msg in [
+        ({"count": 2}, "count 2"),
+        ({"n_proposed": 7}, "proposed"),
+        ({"done": True}, "done True"),
+        ({"thetas": snap["thetas"][:1]}, "pending thetas"),
+        ({"accepted": np.zeros((1, 3))}, "accepted thetas"),
+        ({"phibars": np.full((2, 4), np.nan)}, "non-finite"),
+    ]:
+        with pytest.raises(ValueError, match=msg):
+            CandidateQueue.restore(plan, {**snap, **change})
+    with pytest.raises(ValueError, match="KeyError"):
+        CandidateQueue.restore(plan, {k: v for k, v in snap.items() if k != "ids"})
 
 
 def test_candidate_queue_refusals() -> None:
