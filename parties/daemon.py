@@ -785,6 +785,7 @@ class PartyDaemon:
                     detail=f"run step {run_step} evaluated afresh with the noise of its charge in session "
                     f"{paid.session} (same inputs, same run key): not charged again",
                 )
+            t_drive = time.perf_counter()
             out = await self.drive_step(sess, machine, step, n, context)
             if run_step and sess.state == "ready":  # kept durably before the messages leave (not superseded)
                 ref = RunStepRef(sess.spec.run_id, run_step, digest, sess.spec.session_id)
@@ -802,14 +803,19 @@ class PartyDaemon:
                 run_step=run_step,
             )
             # timings (this party's own clocks, read by `confar bench network`): compute = inputs, terms,
-            # machine set-up and steps (wall); the rest of handler_ms is waiting for peers and I/O; cpu_ms
-            # is the CPU time of the whole daemon process (all threads: compute, gRPC, TLS) meanwhile
+            # machine set-up and steps (wall); charge = the budget check and the ledger's durable write before
+            # any share leaves; send = handing frames to the links; wait = until each round's frames were all
+            # in; handler_ms is the whole handler; cpu_ms is the CPU time of the whole daemon process (all
+            # threads: compute, gRPC, TLS) meanwhile
             return resp, {
                 **run_audit,
                 "decisions": n,
                 "rounds": out.rounds,
                 "clamped": clamped,
                 "compute_ms": round((prepare_s + out.stepped_s) * 1e3, 3),
+                "charge_ms": round((t_drive - t_terms - prepare_s) * 1e3, 3),
+                "send_ms": round(out.sent_s * 1e3, 3),
+                "wait_ms": round(out.waited_s * 1e3, 3),
                 "handler_ms": round((time.perf_counter() - t_begin) * 1e3, 3),
                 "cpu_ms": round((time.process_time() - cpu_begin) * 1e3, 3),
             }

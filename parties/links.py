@@ -35,13 +35,52 @@ class LinkError(RuntimeError):
 
 
 class _DialledStream:
-    """A client stream this party opened (to a peer or to the relay): shared state and shutdown."""
+    """A client stream this party opened (to a peer or to the relay): shared state, the writer and shutdown.
+
+    :meth:`send` only queues: one writer task per stream hands the frames to gRPC in order, so a party's
+    frames of one round go out to all its peers at once instead of one gRPC write completion after the
+    other (each completion is a hop through gRPC's completion-queue thread back to the event loop)."""
 
     channel: grpc.aio.Channel | None
     call: Any
     reader: asyncio.Task[None] | None
+    writer: asyncio.Task[None] | None = None
+    outq: asyncio.Queue[Any] | None = None
+
+    def start_writer(self, on_lost: OnLost, lost_peers: list[int]) -> None:
+        self.outq = asyncio.Queue()
+        self.writer = asyncio.create_task(self._write_loop(self.outq, on_lost, lost_peers))
+
+    async def _write_loop(self, outq: asyncio.Queue[Any], on_lost: OnLost, lost_peers: list[int]) -> None:
+        try:
+            while True:
+                msg = await outq.get()
+                if msg is None:
+                    return
+                await self.call.write(msg)
+        except asyncio.CancelledError:
+            return
+        except grpc.aio.AioRpcError as exc:  # the stream broke
+            await self._lost(on_lost, lost_peers, f"{exc.code().name}: {exc.details()}")
+        except Exception as exc:  # e.g. written after the stream was closed under us
+            await self._lost(on_lost, lost_peers, repr(exc))
+
+    @staticmethod
+    async def _lost(on_lost: OnLost, lost_peers: list[int], why: str) -> None:
+        for q in lost_peers:
+            await on_lost(q, f"write failed: {why}")
+
+    async def send(self, msg: peer_pb2.PeerFrame) -> None:
+        if self.outq is None:
+            raise LinkError("the link is not open")
+        self.outq.put_nowait(msg)
 
     async def close(self) -> None:
+        if self.writer is not None and self.outq is not None:
+            self.outq.put_nowait(None)  # frames already queued are written first
+            _, pending = await asyncio.wait({self.writer}, timeout=1.0)
+            for task in pending:
+                task.cancel()
         if self.call is not None:
             try:
                 await self.call.done_writing()
@@ -100,9 +139,7 @@ class MeshDialLink(_DialledStream):
             await on_lost(self.peer, why)
 
         self.reader = asyncio.create_task(read())
-
-    async def send(self, msg: peer_pb2.PeerFrame) -> None:
-        await self.call.write(msg)
+        self.start_writer(on_lost, [self.peer])
 
 
 class MeshAcceptLink:
@@ -127,7 +164,6 @@ class RelayLink(_DialledStream):
         self.channel: grpc.aio.Channel | None = None
         self.call: Any = None
         self.reader: asyncio.Task[None] | None = None
-        self._wlock = asyncio.Lock()
 
     async def open(
         self,
@@ -172,6 +208,7 @@ class RelayLink(_DialledStream):
                 await on_lost(q, why)
 
         self.reader = asyncio.create_task(read())
+        self.start_writer(on_lost, peers)
 
     def seal(self, f: Frame) -> peer_pb2.PeerFrame:
         plain = serde.payload_to_bytes(f.payload) if f.payload is not None else b""
@@ -190,6 +227,3 @@ class RelayLink(_DialledStream):
         )
         return self.ciphers[src].open(bytes(msg.nonce), bytes(msg.payload), ad)
 
-    async def send(self, msg: peer_pb2.PeerFrame) -> None:
-        async with self._wlock:
-            await self.call.write(msg)

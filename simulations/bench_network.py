@@ -131,9 +131,13 @@ def protocol_shape(mode: str, m: int, batch: int, precompute: str = "inline") ->
 # ---- the protocol over daemons ---------------------------------------------------------------------------
 
 
+_PARTS = ("compute_ms", "charge_ms", "send_ms", "wait_ms")
+
+
 def _audit_timings(workdir: Path, m: int, session_id: bytes, first_step: int) -> dict[str, float]:
-    """Median over timed steps of the parties' own timings (max over parties, and compute summed)."""
-    per_step: dict[int, list[tuple[float, float, float]]] = {}
+    """Median over timed steps of the parties' own timings: the slowest party's compute and handler, the
+    daemons' CPU summed, and the mean over parties of each part of the handler (``party_*_ms_mean``)."""
+    per_step: dict[int, list[dict[str, float]]] = {}
     sid = session_id.hex()
     for pid in range(1, m + 1):
         path = workdir / f"party-{pid}" / "state" / "audit.log"
@@ -148,16 +152,23 @@ def _audit_timings(workdir: Path, m: int, session_id: bytes, first_step: int) ->
                 continue
             if a.get("what") == "Evaluate" and a.get("session") == sid and "compute_ms" in a:
                 if int(a["step"]) >= first_step:
-                    t = (a["compute_ms"], a["handler_ms"], a.get("cpu_ms", 0.0))
-                    per_step.setdefault(int(a["step"]), []).append(t)
+                    per_step.setdefault(int(a["step"]), []).append(a)
     full = [v for v in per_step.values() if len(v) == m]
     if not full:
         return {}
-    return {
-        "party_compute_ms": round(statistics.median(max(c for c, _, _ in v) for v in full), 3),
-        "party_handler_ms": round(statistics.median(max(h for _, h, _ in v) for v in full), 3),
-        "party_cpu_ms_sum": round(statistics.median(sum(u for _, _, u in v) for v in full), 3),
+
+    def med(f: Any) -> float:
+        return round(statistics.median(f(v) for v in full), 3)
+
+    out = {
+        "party_compute_ms": med(lambda v: max(a["compute_ms"] for a in v)),
+        "party_handler_ms": med(lambda v: max(a["handler_ms"] for a in v)),
+        "party_cpu_ms_sum": med(lambda v: sum(a.get("cpu_ms", 0.0) for a in v)),
     }
+    for part in ("handler_ms", *_PARTS):
+        if all(part in a for v in full for a in v):
+            out[f"party_{part[:-3]}_ms_mean"] = med(lambda v, p=part: statistics.fmean(a[p] for a in v))
+    return out
 
 
 async def bench_protocol(
@@ -216,6 +227,8 @@ async def bench_protocol(
         "coordinator_cpu_ms": round(statistics.median(cpu) * 1e3, 3),
     }
     rec.update(_audit_timings(lc.workdir, lc.m, sess.session_id, warmup + 1))
+    if "party_handler_ms" in rec:  # the coordinator's side: fan-out, both gRPC hops, encode and decode
+        rec["outside_parties_ms"] = round(st.median_ms - rec["party_handler_ms"], 3)
     if "party_cpu_ms_sum" in rec:
         # CPU of every process of the run (parties + coordinator) spread over all cores: a lower bound on
         # the latency of this machine, however good the transport; near latency_ms_median = CPU-bound
@@ -328,6 +341,13 @@ def _fmt(r: dict[str, Any]) -> str:
         extra += (
             f"  slowest party: compute {r['party_compute_ms']:.1f} ms,"
             f" handler {r['party_handler_ms']:.1f} ms; cpu/cores {r['cpu_bound_ms']:.1f} ms"
+        )
+    if "party_send_ms_mean" in r:
+        extra += (
+            f"\n    mean party: handler {r['party_handler_ms_mean']:.1f} = compute {r['party_compute_ms_mean']:.1f}"
+            f" + charge {r['party_charge_ms_mean']:.1f} + send {r['party_send_ms_mean']:.1f}"
+            f" + wait {r['party_wait_ms_mean']:.1f} + rest; outside the parties' handlers"
+            f" {r['outside_parties_ms']:.1f} ms"
         )
     if "floor_ratio" in r:
         extra += f"  floor {r['floor_ms']:.2f} ms (x{r['floor_ratio']:.2f})"
