@@ -8,7 +8,9 @@ session's :class:`~parties.exchange.Mailbox`).
   to the higher id over mTLS (the dialler pins the peer's certificate identity; the peer checks the
   dialler's). The first frame each way is a HELLO naming the session.
 * Relay: one ``Relay.Connect`` stream per party to the coordinator. Payloads are sealed end to end with the
-  pairwise AES-GCM keys of :mod:`parties.e2e`; the relay sees only headers, sizes and ciphertext.
+  pairwise AES-GCM keys of :mod:`parties.e2e`; the relay sees only headers, sizes and ciphertext. Frames
+  queued together (a round's frames to every peer) go up in one ``PeerBundle``; the relay sends each party
+  its frames of a round in one bundle too (:mod:`coordinator.relay`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import grpc
 from parties import e2e, serde
 from parties.exchange import Frame, Kind
 from parties.tls import TlsMaterial, call_metadata, secure_channel
-from proto import peer_pb2, peer_pb2_grpc, relay_pb2_grpc
+from proto import peer_pb2, peer_pb2_grpc, relay_pb2, relay_pb2_grpc
 
 _EOF: Any = grpc.aio.EOF  # type: ignore[attr-defined]  # end-of-stream sentinel, missing from the stubs
 
@@ -51,13 +53,22 @@ class _DialledStream:
         self.outq = asyncio.Queue()
         self.writer = asyncio.create_task(self._write_loop(self.outq, on_lost, lost_peers))
 
+    def wire(self, frames: list[peer_pb2.PeerFrame]) -> list[Any]:
+        """The stream messages that carry ``frames`` (queued together, in order): here one per frame."""
+        return list(frames)
+
     async def _write_loop(self, outq: asyncio.Queue[Any], on_lost: OnLost, lost_peers: list[int]) -> None:
         try:
-            while True:
-                msg = await outq.get()
-                if msg is None:
-                    return
-                await self.call.write(msg)
+            stop = False
+            while not stop:
+                batch = [await outq.get()]
+                while not outq.empty():  # everything queued meanwhile: a round's frames are queued together
+                    batch.append(outq.get_nowait())
+                if None in batch:
+                    stop = True
+                    batch = batch[: batch.index(None)]
+                for msg in self.wire(batch) if batch else []:
+                    await self.call.write(msg)
         except asyncio.CancelledError:
             return
         except grpc.aio.AioRpcError as exc:  # the stream broke
@@ -180,7 +191,7 @@ class RelayLink(_DialledStream):
         self.call = relay_pb2_grpc.RelayStub(self.channel).Connect(metadata=call_metadata(tls, my_identity))
         hello = serde.frame_header_to_proto(self.session_id, 0, 0, self.me, 0, Kind.HELLO)
         try:
-            await asyncio.wait_for(self.call.write(hello), timeout_s)
+            await asyncio.wait_for(self.call.write(relay_pb2.PeerBundle(frames=[hello])), timeout_s)
             resp = await asyncio.wait_for(self.call.read(), timeout_s)  # the relay answers once all m joined
         except (TimeoutError, grpc.aio.AioRpcError) as exc:
             detail = (
@@ -189,17 +200,23 @@ class RelayLink(_DialledStream):
                 else "timed out waiting for all parties"
             )
             raise LinkError(f"cannot join the relay at {address}: {detail}") from exc
-        if resp is _EOF or resp.kind != Kind.HELLO or resp.session_id != self.session_id:
+        if (
+            resp is _EOF
+            or len(resp.frames) != 1
+            or resp.frames[0].kind != Kind.HELLO
+            or resp.frames[0].session_id != self.session_id
+        ):
             raise LinkError(f"the relay at {address} did not accept the session")
 
         async def read() -> None:
             why = "relay stream closed"
             try:
                 while True:
-                    msg = await self.call.read()
-                    if msg is _EOF:
+                    bundle = await self.call.read()
+                    if bundle is _EOF:
                         break
-                    await on_frame(int(msg.src), msg)
+                    for msg in bundle.frames:
+                        await on_frame(int(msg.src), msg)
             except grpc.aio.AioRpcError as exc:
                 why = f"relay: {exc.code().name}: {exc.details()}"
             except asyncio.CancelledError:
@@ -209,6 +226,10 @@ class RelayLink(_DialledStream):
 
         self.reader = asyncio.create_task(read())
         self.start_writer(on_lost, peers)
+
+    def wire(self, frames: list[peer_pb2.PeerFrame]) -> list[Any]:
+        """One bundle for everything queued together: a round's frames to all peers in one message."""
+        return [relay_pb2.PeerBundle(frames=frames)]
 
     def seal(self, f: Frame) -> peer_pb2.PeerFrame:
         plain = serde.payload_to_bytes(f.payload) if f.payload is not None else b""

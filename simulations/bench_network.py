@@ -344,8 +344,9 @@ def _fmt(r: dict[str, Any]) -> str:
         )
     if "party_send_ms_mean" in r:
         extra += (
-            f"\n    mean party: handler {r['party_handler_ms_mean']:.1f} = compute {r['party_compute_ms_mean']:.1f}"
-            f" + charge {r['party_charge_ms_mean']:.1f} + send {r['party_send_ms_mean']:.1f}"
+            f"\n    mean party: handler {r['party_handler_ms_mean']:.1f}"
+            f" = compute {r['party_compute_ms_mean']:.1f} + charge {r['party_charge_ms_mean']:.1f}"
+            f" + send {r['party_send_ms_mean']:.1f}"
             f" + wait {r['party_wait_ms_mean']:.1f} + rest; outside the parties' handlers"
             f" {r['outside_parties_ms']:.1f} ms"
         )
