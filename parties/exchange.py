@@ -30,9 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from hss.runtime import RECEIVER, Inbox, Machine, Payload, ProtocolError
+from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, Payload, ProtocolError, expect
 
 MAX_ROUNDS = 256
+PROBE_MAX_ROUNDS = 128  # a link probe's rounds (parties.daemon ProbeLinks)
 ROUND_WINDOW = 2  # a peer can be at most one round ahead; allow one more for slack
 
 
@@ -304,6 +305,29 @@ async def drive(
             "(run it with symmetric=False)"
         )
     return RunOutcome(machine.result, to_receiver, machine.rounds, stepped, sent, waited)
+
+
+def probe_machine(
+    me: int, peers: list[int], rounds: int, words: int, clock: Callable[[], float] = time.monotonic
+) -> Machine[list[float]]:
+    """A transport probe: ``rounds`` all-to-all rounds of ``words`` zero words to every peer, nothing to the
+    receiver. The result is ``clock()`` when each round's frames were all in (the machine steps right after
+    :meth:`Mailbox.collect` returns). Its messages are constants: they carry nothing of the party."""
+    if not 1 <= rounds <= PROBE_MAX_ROUNDS:
+        raise ValueError(f"a link probe runs 1..{PROBE_MAX_ROUNDS} rounds, not {rounds}")
+    if words < 0:
+        raise ValueError(f"a link probe sends >= 0 words per peer per round, not {words}")
+
+    def gen() -> PartyGen[list[float]]:
+        zeros = np.zeros(words, dtype=np.uint64)
+        done: list[float] = []
+        for _ in range(rounds):
+            inbox = yield {q: zeros for q in peers}
+            done.append(clock())
+            expect(inbox, peers, words, "probe")
+        return done
+
+    return Machine(me, gen(), "probe_links")
 
 
 async def run_local(

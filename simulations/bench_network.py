@@ -21,6 +21,11 @@ in the coordinator process (``relay``); ``relay-packed`` records (a diagnostic: 
 round each way through the hub) show what a packed relay protocol could reach. Each network record gets
 ``floor_ms`` = fan-out + exchange_rounds x exchange round (``exchange_rounds``: rounds in which parties
 message each other; the output round is the fan-out's reply) and ``floor_ratio`` = latency / floor_ms.
+
+The exchange round over the daemons' own links: after each configuration's timed batches, the session runs
+a link probe (``ProbeLinks``, ``--probe-rounds`` all-to-all rounds of the configuration's mean peer payload,
+all zeros) through the same links, Mailbox and exchange loop as the decisions; ``link_round_ms_median``
+is its median round and ``link_floor_ms`` = fan-out floor + exchange_rounds x that round.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from hss.protocols import MODES, SIGN_PRECOMPUTE, PartyContext, SessionParams, d
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, run_in_memory
 from parties import serde
-from parties.exchange import Frame, Kind
+from parties.exchange import PROBE_MAX_ROUNDS, Frame, Kind
 from proto import party_pb2
 from simulations.bench_floor import FloorCluster, stats_ms
 from simulations.launcher import LaunchError, LocalConsortium
@@ -77,6 +82,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         help="timed fan-outs / exchange rounds per floor (default 100; --quick: 20)",
     )
+    p.add_argument(
+        "--probe-rounds",
+        type=int,
+        help="exchange rounds timed over the daemons' own links after each configuration (ProbeLinks; "
+        "default 50; --quick: 10; 0: none)",
+    )
     p.add_argument("--quick", action="store_true", help="small run: m=3, batches 1,100, few repeats")
 
 
@@ -92,6 +103,7 @@ class Shape:
     peer_message_bytes: int  # mean serialized PeerFrame size of a party-to-party message
     request_bytes: int  # EvaluateRequest (same to every party)
     reply_bytes: int  # one party's EvaluateResponse
+    peer_payload_words: int = 0  # mean payload of a party-to-party message, in uint64 words
 
 
 def protocol_shape(mode: str, m: int, batch: int, precompute: str = "inline") -> Shape:
@@ -125,7 +137,8 @@ def protocol_shape(mode: str, m: int, batch: int, precompute: str = "inline") ->
     rep = party_pb2.EvaluateResponse(
         session_id=SID, step=1, to_receiver=serde.receiver_messages_to_proto(out), rounds=tr.rounds, clamped=0
     ).ByteSize()
-    return Shape(tr.rounds, len({rnd for rnd, _ in peer}), tr.messages, tr.bytes, mean_peer, req, rep)
+    words = round(statistics.fmean(p.size for _, p in peer)) if peer else 0
+    return Shape(tr.rounds, len({rnd for rnd, _ in peer}), tr.messages, tr.bytes, mean_peer, req, rep, words)
 
 
 # ---- the protocol over daemons ---------------------------------------------------------------------------
@@ -181,6 +194,7 @@ async def bench_protocol(
     warmup: int,
     repeats: int,
     precompute: str = "inline",
+    probe_rounds: int = 0,
 ) -> dict[str, Any]:
     sess = await coord.open_session(
         reveal_mode=mode,
@@ -193,6 +207,7 @@ async def bench_protocol(
     lat: list[float] = []
     cpu: list[float] = []
     rounds = 0
+    link = None
     try:
         for k in range(warmup + repeats):
             theta = g.normal(1.0, 0.5, batch)
@@ -205,6 +220,8 @@ async def bench_protocol(
                 cpu.append(dc)
         assert sess.last_transcript is not None
         rounds = sess.last_transcript.rounds
+        if probe_rounds and shape.exchange_rounds:  # the exchange-round floor over the daemons' own links
+            link = stats_ms(await sess.probe_links(probe_rounds + 1, shape.peer_payload_words))
     finally:
         await sess.close()
     st = stats_ms(lat)
@@ -226,6 +243,8 @@ async def bench_protocol(
         "batches_timed": len(lat),
         "coordinator_cpu_ms": round(statistics.median(cpu) * 1e3, 3),
     }
+    if link is not None:
+        rec["link_round_ms_median"], rec["link_round_ms_p90"] = link.median_ms, link.p90_ms
     rec.update(_audit_timings(lc.workdir, lc.m, sess.session_id, warmup + 1))
     if "party_handler_ms" in rec:  # the coordinator's side: fan-out, both gRPC hops, encode and decode
         rec["outside_parties_ms"] = round(st.median_ms - rec["party_handler_ms"], 3)
@@ -315,6 +334,10 @@ def attach_floors(records: list[dict[str, Any]]) -> None:
         floor = f["latency_ms_median"] + (r["exchange_rounds"] * e["latency_ms_median"] if e else 0.0)
         r["floor_ms"] = round(floor, 3)
         r["floor_ratio"] = round(r["latency_ms_median"] / floor, 3) if floor > 0 else None
+        if "link_round_ms_median" in r:  # the same with the exchange round over the daemons' own links
+            link = f["latency_ms_median"] + r["exchange_rounds"] * r["link_round_ms_median"]
+            r["link_floor_ms"] = round(link, 3)
+            r["link_floor_ratio"] = round(r["latency_ms_median"] / link, 3) if link > 0 else None
 
 
 # ---- driver ---------------------------------------------------------------------------------------------
@@ -352,6 +375,10 @@ def _fmt(r: dict[str, Any]) -> str:
         )
     if "floor_ratio" in r:
         extra += f"  floor {r['floor_ms']:.2f} ms (x{r['floor_ratio']:.2f})"
+    if "link_round_ms_median" in r:
+        extra += f"\n    exchange round over the daemons' links: median {r['link_round_ms_median']:.2f} ms"
+        if "link_floor_ratio" in r:
+            extra += f"; fan-out + rounds x that: {r['link_floor_ms']:.2f} ms (x{r['link_floor_ratio']:.2f})"
     return (
         f"{r['mode']:7s} {r['topology']:6s} m={r['m']} batch={r['batch']:5d} "
         f"{r['decisions_per_s']:>10.1f} dec/s  median {r['latency_ms_median']:8.2f} ms  "
@@ -381,6 +408,7 @@ async def _run_m(
     warmup: int,
     repeats: int,
     precompute: str = "inline",
+    probe_rounds: int = 0,
 ) -> list[dict[str, Any]]:
     out = []
     async with Coordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=300.0) as coord:
@@ -388,7 +416,16 @@ async def _run_m(
             for mode in modes:
                 for batch in batches:
                     rec = await bench_protocol(
-                        coord, lc, mode, topology, batch, shapes[(mode, batch)], warmup, repeats, precompute
+                        coord,
+                        lc,
+                        mode,
+                        topology,
+                        batch,
+                        shapes[(mode, batch)],
+                        warmup,
+                        repeats,
+                        precompute,
+                        probe_rounds,
                     )
                     print(_fmt(rec), flush=True)
                     out.append(rec)
@@ -411,6 +448,7 @@ def run(args: argparse.Namespace) -> int:
     repeats = args.repeats if args.repeats is not None else (5 if q else 20)
     warmup = args.warmup if args.warmup is not None else (1 if q else 3)
     floor_repeats = args.floor_repeats if args.floor_repeats is not None else (20 if q else 100)
+    probe_rounds = args.probe_rounds if args.probe_rounds is not None else (10 if q else 50)
     bad = [x for x in modes if x not in MODES] + [x for x in topologies if x not in TOPOLOGIES]
     if bad or not modes or not topologies:
         print(
@@ -418,9 +456,12 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if any(not 3 <= m <= 15 for m in parties) or any(b < 1 for b in batches) or repeats < 1 or warmup < 0:
+    bad_probe = not 0 <= probe_rounds < PROBE_MAX_ROUNDS
+    bad_size = any(not 3 <= m <= 15 for m in parties) or any(b < 1 for b in batches)
+    if bad_size or repeats < 1 or warmup < 0 or bad_probe:
         print(
-            "confar bench network: need m in 3..15, batches >= 1, --repeats >= 1, --warmup >= 0",
+            "confar bench network: need m in 3..15, batches >= 1, --repeats >= 1, --warmup >= 0, "
+            f"--probe-rounds in 0..{PROBE_MAX_ROUNDS - 1}",
             file=sys.stderr,
         )
         return 2
@@ -436,7 +477,17 @@ def run(args: argparse.Namespace) -> int:
             with LocalConsortium.start(m, data, round_timeout_s=300.0) as lc:
                 print(f"m={m}: {m} daemons up in {time.perf_counter() - t0:.1f} s", flush=True)
                 records += asyncio.run(
-                    _run_m(lc, modes, topologies, batches, shapes, warmup, repeats, args.sign_precompute)
+                    _run_m(
+                        lc,
+                        modes,
+                        topologies,
+                        batches,
+                        shapes,
+                        warmup,
+                        repeats,
+                        args.sign_precompute,
+                        probe_rounds,
+                    )
                 )
                 assert lc.certs is not None
                 with FloorCluster.processes(m, lc.certs) as fc:
