@@ -18,9 +18,12 @@ same certificates and TLS: ``floor: "fanout"`` is one parallel unary call to all
 configuration's EvaluateRequest / EvaluateResponse; ``floor: "exchange"`` is one lock-step all-to-all round
 of the configuration's mean peer-message size over persistent streams, direct (``mesh``) or through a hub
 in the coordinator process (``relay``); ``relay-packed`` records (a diagnostic: one bundle per party per
-round each way through the hub) show what a packed relay protocol could reach. Each network record gets
+round each way through the hub) are the relay's floor, and ``mesh-tls`` records (``--tls-floor``, a
+diagnostic: the mesh over plain asyncio TLS streams, no gRPC) show what a peer transport without gRPC's
+per-message cost could reach. Each network record gets
 ``floor_ms`` = fan-out + exchange_rounds x exchange round (``exchange_rounds``: rounds in which parties
-message each other; the output round is the fan-out's reply) and ``floor_ratio`` = latency / floor_ms.
+message each other; the output round is the fan-out's reply; for the relay, which bundles each party's
+frames of a round each way, the ``relay-packed`` round) and ``floor_ratio`` = latency / floor_ms.
 
 The exchange round over the daemons' own links: after each configuration's timed batches, the session runs
 a link probe (``ProbeLinks``, ``--probe-rounds`` all-to-all rounds of the configuration's mean peer payload,
@@ -87,6 +90,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         help="exchange rounds timed over the daemons' own links after each configuration (ProbeLinks; "
         "default 50; --quick: 10; 0: none)",
+    )
+    p.add_argument(
+        "--tls-floor",
+        action="store_true",
+        help="also measure the exchange round of the mesh over plain asyncio TLS streams (no gRPC), a "
+        "diagnostic of what a peer transport without gRPC's per-message cost would reach",
     )
     p.add_argument("--quick", action="store_true", help="small run: m=3, batches 1,100, few repeats")
 
@@ -292,6 +301,7 @@ async def bench_floor(
     shapes: dict[tuple[str, int], Shape],
     topologies: list[str],
     repeats: int,
+    tls_floor: bool = False,
 ) -> list[dict[str, Any]]:
     """Fan-out and exchange-round floors at each configuration's sizes (identical sizes measured once)."""
     await fc.connect()
@@ -305,7 +315,8 @@ async def bench_floor(
                 fan_cache[key] = await fc.fanout(sh.request_bytes, sh.reply_bytes, repeats)
             size = {"request_bytes": sh.request_bytes, "reply_bytes": sh.reply_bytes}
             records.append(_floor_record("fanout", mode, "direct", m, batch, size, fan_cache[key]))
-        extra = ["relay-packed"] if "relay" in topologies else []  # diagnostic only, see bench_floor
+        extra = ["relay-packed"] if "relay" in topologies else []  # see bench_floor
+        extra += ["mesh-tls"] if "mesh" in topologies and tls_floor else []  # diagnostic only
         for topology in topologies + extra:
             for (mode, batch), sh in shapes.items():
                 if sh.exchange_rounds == 0:
@@ -328,7 +339,10 @@ def attach_floors(records: list[dict[str, Any]]) -> None:
         if r["suite"] != "network":
             continue
         f = fan.get((r["m"], r["batch"], r["mode"]))
-        e = ex.get((r["m"], r["batch"], r["mode"], r["topology"]))
+        # the relay bundles a party's frames of a round each way (coordinator.relay): its floor is the
+        # packed relay round
+        topology = "relay-packed" if r["topology"] == "relay" else r["topology"]
+        e = ex.get((r["m"], r["batch"], r["mode"], topology))
         if f is None or (r["exchange_rounds"] and e is None):
             continue
         floor = f["latency_ms_median"] + (r["exchange_rounds"] * e["latency_ms_median"] if e else 0.0)
@@ -491,7 +505,9 @@ def run(args: argparse.Namespace) -> int:
                 )
                 assert lc.certs is not None
                 with FloorCluster.processes(m, lc.certs) as fc:
-                    floor = asyncio.run(bench_floor(fc, m, shapes, topologies, floor_repeats))
+                    floor = asyncio.run(
+                        bench_floor(fc, m, shapes, topologies, floor_repeats, args.tls_floor)
+                    )
                 for r in floor:
                     print(_fmt(r), flush=True)
                 records += floor
