@@ -35,6 +35,7 @@ in the relay topology, sealed frames. It never holds a party's data or keys.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import threading
 from collections.abc import Callable, Coroutine
@@ -352,6 +353,30 @@ class CoordinatorSession:
             bits = svt_decide_receiver(self.spec.params(), inbox, n)
             return Decisions(accept=np.asarray(bits, dtype=bool), revealed=None)
         return decide_receiver(self.spec.reveal_mode, self.spec.params(), inbox, n)
+
+    async def probe_links(self, rounds: int, words: int, timeout_s: float | None = None) -> list[float]:
+        """A transport probe at the next step: ``rounds`` all-to-all rounds of ``words`` zero words per peer
+        over the session's own links (the parties' ProbeLinks). Returns the duration in seconds of rounds
+        2..rounds: round r lasts from the moment the last party had round r - 1 complete to the moment the
+        last party had round r complete (time.monotonic(), one clock for processes on one Linux host: the
+        durations mean something only when all parties run on the same host as each other)."""
+        if self.state != "ready":
+            raise SessionError(f"session is {self.state}; open a new session", step=self.step + 1)
+        step = self.step + 1
+        req = party_pb2.ProbeLinksRequest(session_id=self.session_id, step=step, rounds=rounds, words=words)
+        try:
+            resps = await self.coord.call_all(
+                "probe links", lambda _: req, "ProbeLinks", step=step, timeout_s=timeout_s
+            )
+        except SessionError:
+            self.state = "failed"
+            raise
+        self.step = step
+        done = [list(r.round_done) for r in resps.values()]
+        if any(len(d) != rounds for d in done):
+            raise SessionError(f"a party reported other than {rounds} probe rounds", step=step)
+        ends = [max(d[r] for d in done) for r in range(rounds)]
+        return [b - a for a, b in itertools.pairwise(ends)]
 
     async def close(self, reason: str = "done") -> None:
         try:

@@ -50,7 +50,7 @@ from parties import abcdp, e2e, serde, sources
 from parties.analyses import Analysis, AnalysisError, Dataset, lazy_coin
 from parties.audit import AuditLog
 from parties.config import PartyConfig
-from parties.exchange import Kind, LinkLost, Mailbox, Refused, drive
+from parties.exchange import PROBE_MAX_ROUNDS, Kind, LinkLost, Mailbox, Refused, drive, probe_machine
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, RelayLink
 from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal, RunCharge
 from parties.registry import get_analysis
@@ -740,21 +740,7 @@ class PartyDaemon:
             t_begin, cpu_begin = time.perf_counter(), time.process_time()
             self.require_coordinator(context)
             sess = self.session(req.session_id)
-            if sess.busy:
-                raise Abort(
-                    grpc.StatusCode.FAILED_PRECONDITION, f"session busy with step {sess.last_step + 1}"
-                )
-            if step <= sess.last_step:
-                raise Abort(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"step {step} replayed: step {sess.last_step} is done; "
-                    f"the next step is {sess.last_step + 1}",
-                )
-            if step != sess.last_step + 1:
-                raise Abort(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"step {step} out of order: the next step is {sess.last_step + 1}",
-                )
+            self.check_next_step(sess, step)
             n = int(req.batch)
             if not 1 <= n <= self.cfg.max_batch:
                 raise Abort(
@@ -848,6 +834,7 @@ class PartyDaemon:
                     detail=f"run step {run_step} evaluated afresh with the noise of its charge in session "
                     f"{paid.session} (same inputs, same run key): not charged again",
                 )
+            t_drive = time.perf_counter()
             out = await self.drive_step(sess, machine, step, n, context)
             if run_step and sess.state == "ready":  # kept durably before the messages leave (not superseded)
                 ref = RunStepRef(sess.spec.run_id, run_step, digest, sess.spec.session_id)
@@ -866,19 +853,76 @@ class PartyDaemon:
                 run_step=run_step,
             )
             # timings (this party's own clocks, read by `confar bench network`): compute = inputs, terms,
-            # machine set-up and steps (wall); the rest of handler_ms is waiting for peers and I/O; cpu_ms
-            # is the CPU time of the whole daemon process (all threads: compute, gRPC, TLS) meanwhile
+            # machine set-up and steps (wall); charge = the budget check and the ledger's durable write before
+            # any share leaves; send = handing frames to the links; wait = until each round's frames were all
+            # in; handler_ms is the whole handler; cpu_ms is the CPU time of the whole daemon process (all
+            # threads: compute, gRPC, TLS) meanwhile
             return resp, {
                 **run_audit,
                 "decisions": n,
                 "rounds": out.rounds,
                 "clamped": clamped,
                 "compute_ms": round((prepare_s + out.stepped_s) * 1e3, 3),
+                "charge_ms": round((t_drive - t_terms - prepare_s) * 1e3, 3),
+                "send_ms": round(out.sent_s * 1e3, 3),
+                "wait_ms": round(out.waited_s * 1e3, 3),
                 "handler_ms": round((time.perf_counter() - t_begin) * 1e3, 3),
                 "cpu_ms": round((time.process_time() - cpu_begin) * 1e3, 3),
             }
 
         return await self.handle(context, "Evaluate", run, session=bytes(req.session_id), step=step)
+
+    def check_next_step(self, sess: Session, step: int) -> None:
+        if sess.busy:
+            raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"session busy with step {sess.last_step + 1}")
+        if step <= sess.last_step:
+            raise Abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"step {step} replayed: step {sess.last_step} is done; the next step is {sess.last_step + 1}",
+            )
+        if step != sess.last_step + 1:
+            raise Abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"step {step} out of order: the next step is {sess.last_step + 1}",
+            )
+
+    async def probe_links(self, req: party_pb2.ProbeLinksRequest, context: grpc.aio.ServicerContext) -> Any:
+        """A transport probe at the next step: the exchange-round floor of this deployment, measured with the
+        links and exchange code decisions use; all-zero payloads, no data, noise, randomness or charge."""
+        step = int(req.step)
+
+        async def run() -> tuple[Any, dict[str, Any]]:
+            self.require_coordinator(context)
+            sess = self.session(req.session_id)
+            self.check_next_step(sess, step)
+            if sess.spec.run_id:
+                raise Abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"a link probe uses up a session step, which would shift the run steps of run "
+                    f"{sess.spec.run_id!r}: probe in a session without run_id",
+                )
+            rounds, words = int(req.rounds), int(req.words)
+            if not 1 <= rounds <= PROBE_MAX_ROUNDS or not 0 <= 8 * words <= self.cfg.max_message_bytes:
+                raise Abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"a link probe needs rounds in 1..{PROBE_MAX_ROUNDS} and words in "
+                    f"0..{self.cfg.max_message_bytes // 8} (limits.max_message_bytes), "
+                    f"got {rounds} and {words}",
+                )
+            machine = probe_machine(self.cfg.id, sess.peers, rounds, words)
+            out = await self.drive_step(sess, machine, step, 1, context)
+            sess.last_step = step
+            resp = party_pb2.ProbeLinksResponse(
+                session_id=sess.spec.session_id, step=step, round_done=out.result
+            )
+            return resp, {
+                "rounds": rounds,
+                "words": words,
+                "send_ms": round(out.sent_s * 1e3, 3),
+                "wait_ms": round(out.waited_s * 1e3, 3),
+            }
+
+        return await self.handle(context, "ProbeLinks", run, session=bytes(req.session_id), step=step)
 
     async def evaluate_svt(
         self,
@@ -1453,6 +1497,7 @@ _PARTY_METHODS: dict[str, tuple[Any, Any]] = {
     "Status": (party_pb2.StatusRequest, party_pb2.StatusResponse),
     "PlanPrivacy": (party_pb2.PlanPrivacyRequest, party_pb2.PlanPrivacyResponse),
     "PrivacyReport": (party_pb2.PrivacyReportRequest, party_pb2.PrivacyReportResponse),
+    "ProbeLinks": (party_pb2.ProbeLinksRequest, party_pb2.ProbeLinksResponse),
 }
 
 
@@ -1467,6 +1512,7 @@ def _strict_party_handlers(d: PartyDaemon) -> grpc.GenericRpcHandler:
         "Status": d.status,
         "PlanPrivacy": d.plan_privacy,
         "PrivacyReport": d.privacy_report,
+        "ProbeLinks": d.probe_links,
     }
 
     def make(name: str) -> Any:

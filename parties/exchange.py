@@ -30,9 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from hss.runtime import RECEIVER, Inbox, Machine, Payload, ProtocolError
+from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, Payload, ProtocolError, expect
 
 MAX_ROUNDS = 256
+PROBE_MAX_ROUNDS = 128  # a link probe's rounds (parties.daemon ProbeLinks)
 ROUND_WINDOW = 2  # a peer can be at most one round ahead; allow one more for slack
 
 
@@ -74,7 +75,11 @@ class _StepState:
 
 
 class Mailbox:
-    """Per-session inbound frames of one party, keyed by (step, round, src)."""
+    """Per-session inbound frames of one party, keyed by (step, round, src).
+
+    Filing a frame costs a few dict operations and wakes no one until the round being collected is complete
+    (or a link it waits on is lost): one wake-up per round, not one per frame. All methods run in the event
+    loop's thread; none of them awaits, so each is atomic with respect to the others."""
 
     def __init__(
         self, me: int, m: int, max_payload_bytes: int = 64 * 1024 * 1024, first_step: int = 0
@@ -83,8 +88,8 @@ class Mailbox:
         self.max_payload_bytes = max_payload_bytes
         self.completed_step = first_step - 1  # steps <= this are finished; key setup is step 0
         self._cur: _StepState | None = None
-        self._cond = asyncio.Condition()
         self._lost: dict[int, str] = {}
+        self._waiter: tuple[int, int, frozenset[int], asyncio.Future[None]] | None = None
         self.refused = 0
 
     def _state_for(self, step: int) -> _StepState:
@@ -125,61 +130,76 @@ class Mailbox:
             if f.payload.nbytes > self.max_payload_bytes:
                 raise Refused(f"payload of {f.payload.nbytes} bytes exceeds {self.max_payload_bytes}")
 
+    def _ready(self, st: _StepState, rnd: int, senders: frozenset[int] | set[int]) -> bool:
+        return all((rnd, s) in st.frames for s in senders) or any(
+            s in self._lost and (rnd, s) not in st.frames for s in senders
+        )
+
+    def _wake(self) -> None:
+        """Wake the collector if the round it waits for is now complete (or one of its links is lost)."""
+        w = self._waiter
+        if w is None or w[3].done():
+            return
+        step, rnd, senders, fut = w
+        st = self._cur
+        if st is not None and st.step == step and self._ready(st, rnd, senders):
+            fut.set_result(None)
+
     async def deliver(self, f: Frame) -> None:
         """Accept a frame or raise :class:`Refused`."""
-        async with self._cond:
-            self.check(f)
-            self._state_for(f.step).frames[(f.round, f.src)] = f
-            self._cond.notify_all()
+        self.check(f)
+        self._state_for(f.step).frames[(f.round, f.src)] = f
+        w = self._waiter
+        if w is not None and w[0] == f.step and w[1] == f.round:
+            self._wake()
 
     async def lose(self, peer: int, why: str) -> None:
-        async with self._cond:
-            self._lost.setdefault(peer, why)
-            self._cond.notify_all()
+        self._lost.setdefault(peer, why)
+        self._wake()
 
     async def collect(self, step: int, rnd: int, senders: set[int], deadline: float) -> dict[int, Frame]:
         """Wait for one frame of (step, rnd) from every party in ``senders``; deadline is time.monotonic()."""
-        async with self._cond:
+        if self._waiter is not None:
+            raise RuntimeError("Mailbox.collect: another collect is already waiting on this mailbox")
+        st = self._state_for(step)
+        st.round = rnd
+        for key in [k for k in st.frames if k[0] < rnd]:  # cannot happen with honest peers; drop
+            del st.frames[key]
+        if not self._ready(st, rnd, senders):
+            loop = asyncio.get_running_loop()
+            fut: asyncio.Future[None] = loop.create_future()
+            self._waiter = (step, rnd, frozenset(senders), fut)
+            timer = loop.call_at(
+                loop.time() + max(0.0, deadline - time.monotonic()),
+                lambda: None if fut.done() else fut.set_result(None),
+            )
+            try:
+                await fut
+            finally:
+                timer.cancel()
+                self._waiter = None
             st = self._state_for(step)
-            st.round = rnd
-            for key in [k for k in st.frames if k[0] < rnd]:  # cannot happen with honest peers; drop
-                del st.frames[key]
-
-            def ready() -> bool:
-                return all((rnd, s) in st.frames for s in senders) or any(
-                    s in self._lost and (rnd, s) not in st.frames for s in senders
-                )
-
-            while not ready():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    missing = sorted(s for s in senders if (rnd, s) not in st.frames)
-                    raise LinkLost(
-                        f"step {step} round {rnd}: no message from part{'ies' if len(missing) > 1 else 'y'} "
-                        f"{', '.join(map(str, missing))} before the deadline"
-                    )
-                try:
-                    await asyncio.wait_for(self._cond.wait(), timeout=left)
-                except TimeoutError:
-                    pass
-            lost = sorted(s for s in senders if s in self._lost and (rnd, s) not in st.frames)
-            if lost:
+            if not self._ready(st, rnd, senders):
+                missing = sorted(s for s in senders if (rnd, s) not in st.frames)
                 raise LinkLost(
-                    f"step {step} round {rnd}: link to party {lost[0]} lost ({self._lost[lost[0]]})"
+                    f"step {step} round {rnd}: no message from part{'ies' if len(missing) > 1 else 'y'} "
+                    f"{', '.join(map(str, missing))} before the deadline"
                 )
-            got = {s: st.frames.pop((rnd, s)) for s in senders}
-            st.seen.update((rnd, s) for s in senders)
-            return got
+        lost = sorted(s for s in senders if s in self._lost and (rnd, s) not in st.frames)
+        if lost:
+            raise LinkLost(f"step {step} round {rnd}: link to party {lost[0]} lost ({self._lost[lost[0]]})")
+        got = {s: st.frames.pop((rnd, s)) for s in senders}
+        st.seen.update((rnd, s) for s in senders)
+        return got
 
     async def finish(self, step: int) -> list[Frame]:
         """Mark ``step`` complete; return frames left over for it (stray messages)."""
-        async with self._cond:
-            self.completed_step = max(self.completed_step, step)
-            left = []
-            if self._cur is not None and self._cur.step == step:
-                left = [f for f in self._cur.frames.values() if f.kind != Kind.DONE]
-                self._cur = None
-            return left
+        self.completed_step = max(self.completed_step, step)
+        left = []
+        if self._cur is not None and self._cur.step == step:
+            left = [f for f in self._cur.frames.values() if f.kind != Kind.DONE]
+            self._cur = None
+        return left
 
 
 SendFn = Callable[[Frame], Awaitable[None]]
@@ -187,10 +207,17 @@ SendFn = Callable[[Frame], Awaitable[None]]
 
 @dataclass
 class RunOutcome:
+    """A finished run and this party's own timings of it (wall seconds, ``time.perf_counter``): ``stepped_s``
+    in the machine's steps (compute), ``sent_s`` in handing frames to the links (serialization, sealing,
+    the links' writes), ``waited_s`` in the mailbox until a round's frames were all in (peers' compute,
+    the network, and this process's event loop serving other work meanwhile)."""
+
     result: Any
     to_receiver: list[tuple[int, Payload]]  # (round, payload) in order
     rounds: int
     stepped_s: float = 0.0
+    sent_s: float = 0.0
+    waited_s: float = 0.0
 
 
 async def drive(
@@ -212,7 +239,7 @@ async def drive(
     deadline = time.monotonic() + timeout_s
     active = set(peers)
     to_receiver: list[tuple[int, Payload]] = []
-    stepped = 0.0
+    stepped = sent = waited = 0.0
 
     async def advance(fn: Callable[[], Any]) -> Any:
         nonlocal stepped
@@ -239,6 +266,7 @@ async def drive(
                     raise ProtocolError(f"party {me} addressed party {dst}, which {why} (round {rnd})")
             if RECEIVER in outbox:
                 to_receiver.append((rnd, outbox[RECEIVER]))
+            t0 = time.perf_counter()
             if symmetric:
                 expected = {d for d in outbox if d != RECEIVER}
                 for q in sorted(expected):
@@ -250,7 +278,10 @@ async def drive(
                         await send(Frame(step, rnd, me, q, Kind.DATA, outbox[q]))
                     else:
                         await send(Frame(step, rnd, me, q, Kind.EMPTY))
+            t1 = time.perf_counter()
             frames = await mailbox.collect(step, rnd, expected, deadline) if expected else {}
+            t2 = time.perf_counter()
+            sent, waited = sent + t1 - t0, waited + t2 - t1
             inbox: Inbox = {}
             for q, f in frames.items():
                 if f.kind == Kind.DONE:
@@ -273,7 +304,30 @@ async def drive(
             f"stray frame from party {f.src} at step {step} round {f.round}: the protocol is not symmetric "
             "(run it with symmetric=False)"
         )
-    return RunOutcome(machine.result, to_receiver, machine.rounds, stepped)
+    return RunOutcome(machine.result, to_receiver, machine.rounds, stepped, sent, waited)
+
+
+def probe_machine(
+    me: int, peers: list[int], rounds: int, words: int, clock: Callable[[], float] = time.monotonic
+) -> Machine[list[float]]:
+    """A transport probe: ``rounds`` all-to-all rounds of ``words`` zero words to every peer, nothing to the
+    receiver. The result is ``clock()`` when each round's frames were all in (the machine steps right after
+    :meth:`Mailbox.collect` returns). Its messages are constants: they carry nothing of the party."""
+    if not 1 <= rounds <= PROBE_MAX_ROUNDS:
+        raise ValueError(f"a link probe runs 1..{PROBE_MAX_ROUNDS} rounds, not {rounds}")
+    if words < 0:
+        raise ValueError(f"a link probe sends >= 0 words per peer per round, not {words}")
+
+    def gen() -> PartyGen[list[float]]:
+        zeros = np.zeros(words, dtype=np.uint64)
+        done: list[float] = []
+        for _ in range(rounds):
+            inbox = yield {q: zeros for q in peers}
+            done.append(clock())
+            expect(inbox, peers, words, "probe")
+        return done
+
+    return Machine(me, gen(), "probe_links")
 
 
 async def run_local(

@@ -8,7 +8,9 @@ session's :class:`~parties.exchange.Mailbox`).
   to the higher id over mTLS (the dialler pins the peer's certificate identity; the peer checks the
   dialler's). The first frame each way is a HELLO naming the session.
 * Relay: one ``Relay.Connect`` stream per party to the coordinator. Payloads are sealed end to end with the
-  pairwise AES-GCM keys of :mod:`parties.e2e`; the relay sees only headers, sizes and ciphertext.
+  pairwise AES-GCM keys of :mod:`parties.e2e`; the relay sees only headers, sizes and ciphertext. Frames
+  queued together (a round's frames to every peer) go up in one ``PeerBundle``; the relay sends each party
+  its frames of a round in one bundle too (:mod:`coordinator.relay`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import grpc
 from parties import e2e, serde
 from parties.exchange import Frame, Kind
 from parties.tls import TlsMaterial, call_metadata, secure_channel
-from proto import peer_pb2, peer_pb2_grpc, relay_pb2_grpc
+from proto import peer_pb2, peer_pb2_grpc, relay_pb2, relay_pb2_grpc
 
 _EOF: Any = grpc.aio.EOF  # type: ignore[attr-defined]  # end-of-stream sentinel, missing from the stubs
 
@@ -35,13 +37,61 @@ class LinkError(RuntimeError):
 
 
 class _DialledStream:
-    """A client stream this party opened (to a peer or to the relay): shared state and shutdown."""
+    """A client stream this party opened (to a peer or to the relay): shared state, the writer and shutdown.
+
+    :meth:`send` only queues: one writer task per stream hands the frames to gRPC in order, so a party's
+    frames of one round go out to all its peers at once instead of one gRPC write completion after the
+    other (each completion is a hop through gRPC's completion-queue thread back to the event loop)."""
 
     channel: grpc.aio.Channel | None
     call: Any
     reader: asyncio.Task[None] | None
+    writer: asyncio.Task[None] | None = None
+    outq: asyncio.Queue[Any] | None = None
+
+    def start_writer(self, on_lost: OnLost, lost_peers: list[int]) -> None:
+        self.outq = asyncio.Queue()
+        self.writer = asyncio.create_task(self._write_loop(self.outq, on_lost, lost_peers))
+
+    def wire(self, frames: list[peer_pb2.PeerFrame]) -> list[Any]:
+        """The stream messages that carry ``frames`` (queued together, in order): here one per frame."""
+        return list(frames)
+
+    async def _write_loop(self, outq: asyncio.Queue[Any], on_lost: OnLost, lost_peers: list[int]) -> None:
+        try:
+            stop = False
+            while not stop:
+                batch = [await outq.get()]
+                while not outq.empty():  # everything queued meanwhile: a round's frames are queued together
+                    batch.append(outq.get_nowait())
+                if None in batch:
+                    stop = True
+                    batch = batch[: batch.index(None)]
+                for msg in self.wire(batch) if batch else []:
+                    await self.call.write(msg)
+        except asyncio.CancelledError:
+            return
+        except grpc.aio.AioRpcError as exc:  # the stream broke
+            await self._lost(on_lost, lost_peers, f"{exc.code().name}: {exc.details()}")
+        except Exception as exc:  # e.g. written after the stream was closed under us
+            await self._lost(on_lost, lost_peers, repr(exc))
+
+    @staticmethod
+    async def _lost(on_lost: OnLost, lost_peers: list[int], why: str) -> None:
+        for q in lost_peers:
+            await on_lost(q, f"write failed: {why}")
+
+    async def send(self, msg: peer_pb2.PeerFrame) -> None:
+        if self.outq is None:
+            raise LinkError("the link is not open")
+        self.outq.put_nowait(msg)
 
     async def close(self) -> None:
+        if self.writer is not None and self.outq is not None:
+            self.outq.put_nowait(None)  # frames already queued are written first
+            _, pending = await asyncio.wait({self.writer}, timeout=1.0)
+            for task in pending:
+                task.cancel()
         if self.call is not None:
             try:
                 await self.call.done_writing()
@@ -100,9 +150,7 @@ class MeshDialLink(_DialledStream):
             await on_lost(self.peer, why)
 
         self.reader = asyncio.create_task(read())
-
-    async def send(self, msg: peer_pb2.PeerFrame) -> None:
-        await self.call.write(msg)
+        self.start_writer(on_lost, [self.peer])
 
 
 class MeshAcceptLink:
@@ -127,7 +175,6 @@ class RelayLink(_DialledStream):
         self.channel: grpc.aio.Channel | None = None
         self.call: Any = None
         self.reader: asyncio.Task[None] | None = None
-        self._wlock = asyncio.Lock()
 
     async def open(
         self,
@@ -144,7 +191,7 @@ class RelayLink(_DialledStream):
         self.call = relay_pb2_grpc.RelayStub(self.channel).Connect(metadata=call_metadata(tls, my_identity))
         hello = serde.frame_header_to_proto(self.session_id, 0, 0, self.me, 0, Kind.HELLO)
         try:
-            await asyncio.wait_for(self.call.write(hello), timeout_s)
+            await asyncio.wait_for(self.call.write(relay_pb2.PeerBundle(frames=[hello])), timeout_s)
             resp = await asyncio.wait_for(self.call.read(), timeout_s)  # the relay answers once all m joined
         except (TimeoutError, grpc.aio.AioRpcError) as exc:
             detail = (
@@ -153,17 +200,23 @@ class RelayLink(_DialledStream):
                 else "timed out waiting for all parties"
             )
             raise LinkError(f"cannot join the relay at {address}: {detail}") from exc
-        if resp is _EOF or resp.kind != Kind.HELLO or resp.session_id != self.session_id:
+        if (
+            resp is _EOF
+            or len(resp.frames) != 1
+            or resp.frames[0].kind != Kind.HELLO
+            or resp.frames[0].session_id != self.session_id
+        ):
             raise LinkError(f"the relay at {address} did not accept the session")
 
         async def read() -> None:
             why = "relay stream closed"
             try:
                 while True:
-                    msg = await self.call.read()
-                    if msg is _EOF:
+                    bundle = await self.call.read()
+                    if bundle is _EOF:
                         break
-                    await on_frame(int(msg.src), msg)
+                    for msg in bundle.frames:
+                        await on_frame(int(msg.src), msg)
             except grpc.aio.AioRpcError as exc:
                 why = f"relay: {exc.code().name}: {exc.details()}"
             except asyncio.CancelledError:
@@ -172,6 +225,11 @@ class RelayLink(_DialledStream):
                 await on_lost(q, why)
 
         self.reader = asyncio.create_task(read())
+        self.start_writer(on_lost, peers)
+
+    def wire(self, frames: list[peer_pb2.PeerFrame]) -> list[Any]:
+        """One bundle for everything queued together: a round's frames to all peers in one message."""
+        return [relay_pb2.PeerBundle(frames=frames)]
 
     def seal(self, f: Frame) -> peer_pb2.PeerFrame:
         plain = serde.payload_to_bytes(f.payload) if f.payload is not None else b""
@@ -190,6 +248,3 @@ class RelayLink(_DialledStream):
         )
         return self.ciphers[src].open(bytes(msg.nonce), bytes(msg.payload), ad)
 
-    async def send(self, msg: peer_pb2.PeerFrame) -> None:
-        async with self._wlock:
-            await self.call.write(msg)

@@ -114,6 +114,28 @@ class EvaluateResponse(_message.Message):
     replayed: bool
     def __init__(self, session_id: _Optional[bytes] = ..., step: _Optional[int] = ..., to_receiver: _Optional[_Iterable[_Union[ReceiverMessage, _Mapping]]] = ..., rounds: _Optional[int] = ..., clamped: _Optional[int] = ..., run_step: _Optional[int] = ..., replayed: _Optional[bool] = ...) -> None: ...
 
+class ProbeLinksRequest(_message.Message):
+    __slots__ = ("session_id", "step", "rounds", "words")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    WORDS_FIELD_NUMBER: _ClassVar[int]
+    session_id: bytes
+    step: int
+    rounds: int
+    words: int
+    def __init__(self, session_id: _Optional[bytes] = ..., step: _Optional[int] = ..., rounds: _Optional[int] = ..., words: _Optional[int] = ...) -> None: ...
+
+class ProbeLinksResponse(_message.Message):
+    __slots__ = ("session_id", "step", "round_done")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    ROUND_DONE_FIELD_NUMBER: _ClassVar[int]
+    session_id: bytes
+    step: int
+    round_done: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, session_id: _Optional[bytes] = ..., step: _Optional[int] = ..., round_done: _Optional[_Iterable[float]] = ...) -> None: ...
+
 class CloseSessionRequest(_message.Message):
     __slots__ = ("session_id", "reason")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]

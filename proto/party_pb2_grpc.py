@@ -69,6 +69,11 @@ class PartyStub:
                 request_serializer=proto_dot_party__pb2.PrivacyReportRequest.SerializeToString,
                 response_deserializer=proto_dot_party__pb2.PrivacyReportResponse.FromString,
                 _registered_method=True)
+        self.ProbeLinks = channel.unary_unary(
+                '/confar.v1.Party/ProbeLinks',
+                request_serializer=proto_dot_party__pb2.ProbeLinksRequest.SerializeToString,
+                response_deserializer=proto_dot_party__pb2.ProbeLinksResponse.FromString,
+                _registered_method=True)
 
 
 class PartyServicer:
@@ -125,6 +130,15 @@ class PartyServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ProbeLinks(self, request, context):
+        """Transport probe at the next step: `rounds` all-to-all rounds of all-zero payloads over the session's own
+        peer links (mesh or relay), through the same code as Evaluate, with no data, noise or charge; returns
+        when each round was complete at this party. Measures the exchange-round floor of the deployment.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PartyServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -162,6 +176,11 @@ def add_PartyServicer_to_server(servicer, server):
                     servicer.PrivacyReport,
                     request_deserializer=proto_dot_party__pb2.PrivacyReportRequest.FromString,
                     response_serializer=proto_dot_party__pb2.PrivacyReportResponse.SerializeToString,
+            ),
+            'ProbeLinks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ProbeLinks,
+                    request_deserializer=proto_dot_party__pb2.ProbeLinksRequest.FromString,
+                    response_serializer=proto_dot_party__pb2.ProbeLinksResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -353,6 +372,33 @@ class Party:
             '/confar.v1.Party/PrivacyReport',
             proto_dot_party__pb2.PrivacyReportRequest.SerializeToString,
             proto_dot_party__pb2.PrivacyReportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProbeLinks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/confar.v1.Party/ProbeLinks',
+            proto_dot_party__pb2.ProbeLinksRequest.SerializeToString,
+            proto_dot_party__pb2.ProbeLinksResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -25,13 +25,15 @@ _sym_db = _symbol_database.Default()
 from proto import peer_pb2 as proto_dot_peer__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11proto/relay.proto\x12\tconfar.v1\x1a\x10proto/peer.proto2B\n\x05Relay\x12\x39\n\x07\x43onnect\x12\x14.confar.v1.PeerFrame\x1a\x14.confar.v1.PeerFrame(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11proto/relay.proto\x12\tconfar.v1\x1a\x10proto/peer.proto\"2\n\nPeerBundle\x12$\n\x06\x66rames\x18\x01 \x03(\x0b\x32\x14.confar.v1.PeerFrame2D\n\x05Relay\x12;\n\x07\x43onnect\x12\x15.confar.v1.PeerBundle\x1a\x15.confar.v1.PeerBundle(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'proto.relay_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RELAY']._serialized_start=50
-  _globals['_RELAY']._serialized_end=116
+  _globals['_PEERBUNDLE']._serialized_start=50
+  _globals['_PEERBUNDLE']._serialized_end=100
+  _globals['_RELAY']._serialized_start=102
+  _globals['_RELAY']._serialized_end=170
 # @@protoc_insertion_point(module_scope)

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from proto import peer_pb2 as proto_dot_peer__pb2
+from proto import relay_pb2 as proto_dot_relay__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -36,8 +36,8 @@ class RelayStub:
         """
         self.Connect = channel.stream_stream(
                 '/confar.v1.Relay/Connect',
-                request_serializer=proto_dot_peer__pb2.PeerFrame.SerializeToString,
-                response_deserializer=proto_dot_peer__pb2.PeerFrame.FromString,
+                request_serializer=proto_dot_relay__pb2.PeerBundle.SerializeToString,
+                response_deserializer=proto_dot_relay__pb2.PeerBundle.FromString,
                 _registered_method=True)
 
 
@@ -45,8 +45,12 @@ class RelayServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Connect(self, request_iterator, context):
-        """A party dials once per session; its first frame is a HELLO naming the session. The relay rewrites src
-        from the caller's certificate and forwards each frame to the stream of dst.
+        """A party dials once per session; its first bundle holds one HELLO frame naming the session. Each frame
+        must carry the caller's own party id as src (the caller is its certificate); the relay forwards it to
+        dst. Upstream, a party sends every frame of a round in one bundle; downstream, the relay sends a party
+        the frames of a round in one bundle once every party that party addressed in that round has sent it
+        its frame (the exchange is symmetric: see parties/exchange.py), so each party sends and receives one
+        message per round instead of one per peer.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -57,8 +61,8 @@ def add_RelayServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Connect': grpc.stream_stream_rpc_method_handler(
                     servicer.Connect,
-                    request_deserializer=proto_dot_peer__pb2.PeerFrame.FromString,
-                    response_serializer=proto_dot_peer__pb2.PeerFrame.SerializeToString,
+                    request_deserializer=proto_dot_relay__pb2.PeerBundle.FromString,
+                    response_serializer=proto_dot_relay__pb2.PeerBundle.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,8 +90,8 @@ class Relay:
             request_iterator,
             target,
             '/confar.v1.Relay/Connect',
-            proto_dot_peer__pb2.PeerFrame.SerializeToString,
-            proto_dot_peer__pb2.PeerFrame.FromString,
+            proto_dot_relay__pb2.PeerBundle.SerializeToString,
+            proto_dot_relay__pb2.PeerBundle.FromString,
             options,
             channel_credentials,
             insecure,

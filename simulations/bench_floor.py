@@ -12,7 +12,9 @@ party i's certificate, on 127.0.0.1 ephemeral ports, and measures from the calli
   (one stream per worker to a hub in the calling process that forwards by destination, as
   ``coordinator.relay.RelayHub``; no end-to-end sealing), or ``relay-packed``, a diagnostic of what a relay
   protocol with one bundle per party per round each way (2m messages a round instead of 2m(m-1)) would
-  cost: the hub waits for all m bundles and sends each worker its pieces in one message. Each worker
+  cost: the hub waits for all m bundles and sends each worker its pieces in one message; or ``mesh-tls``,
+  a diagnostic of a peer transport without gRPC: the same mesh over plain asyncio TLS streams (mutual TLS
+  with the same certificates, TLS 1.3, each frame prefixed by its 4-byte length). Each worker
   stamps the completion of every round
   with ``time.monotonic()`` (one clock for all processes on Linux); the duration of round r is
   ``max_i done_i[r] - max_i done_i[r-1]``.
@@ -32,6 +34,7 @@ import contextlib
 import json
 import os
 import signal
+import ssl
 import statistics
 import struct
 import subprocess
@@ -54,6 +57,7 @@ SERVICE = "confar.bench.v1.Floor"
 HUB_SERVICE = "confar.bench.v1.FloorHub"
 HEADER = struct.Struct("<IIBB")
 PACKED = 255  # dst of a worker's per-round bundle to the hub (relay-packed); src 0 marks the hub's bundles
+LENGTH = struct.Struct("<I")  # mesh-tls: each frame is prefixed by its length
 CALL_TIMEOUT_S = 60.0
 
 
@@ -67,8 +71,9 @@ def _hello(src: int, dst: int) -> bytes:
 class FloorWorker:
     """One worker: Echo (fan-out target), Link (accepting side of mesh streams), Setup, Rounds."""
 
-    def __init__(self, me: int, tls: TlsMaterial) -> None:
-        self.me, self.tls = me, tls
+    def __init__(self, me: int, tls: TlsMaterial, certs: Path | None = None) -> None:
+        self.me, self.tls, self.certs = me, tls, certs
+        self.streams: list[asyncio.StreamWriter] = []
         self.peers: list[int] = []
         self.senders: dict[int, Any] = {}  # dst -> async fn(bytes)
         self.accept_queues: dict[int, asyncio.Queue[bytes | None]] = {}
@@ -139,7 +144,46 @@ class FloorWorker:
         finally:
             reader.cancel()
 
+    # -- mesh-tls: plain asyncio TLS streams --
+
+    def ssl_context(self, server: bool) -> ssl.SSLContext:
+        assert self.certs is not None
+        ident = party_identity(self.me)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        ctx.load_cert_chain(self.certs / f"{ident}.pem", self.certs / f"{ident}.key")
+        ctx.load_verify_locations(self.certs / "ca.pem")
+        ctx.verify_mode = ssl.CERT_REQUIRED  # mutual TLS; the client also checks the server's name
+        return ctx
+
+    def tls_stream(self, peer: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.streams.append(writer)
+
+        async def send(b: bytes) -> None:
+            writer.write(LENGTH.pack(len(b)) + b)
+
+        self.senders[peer] = send
+
+        async def read() -> None:
+            with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+                while True:
+                    (n,) = LENGTH.unpack(await reader.readexactly(LENGTH.size))
+                    self.on_frame(await reader.readexactly(n))
+
+        self.readers.append(asyncio.create_task(read()))
+
+    async def tls_accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        (n,) = LENGTH.unpack(await reader.readexactly(LENGTH.size))
+        _, _, src, _ = HEADER.unpack_from(await reader.readexactly(n))
+        self.tls_stream(src, reader, writer)
+        fut = self.accept_waiters.setdefault(src, asyncio.get_running_loop().create_future())
+        if not fut.done():
+            fut.set_result(None)
+
     async def teardown(self) -> None:
+        for w in self.streams:
+            w.close()
+        self.streams = []
         for call in self.calls:
             with contextlib.suppress(Exception):
                 await call.done_writing()
@@ -187,7 +231,23 @@ class FloorWorker:
             return call
 
         self.packed = cfg["topology"] == "relay-packed"
-        if cfg["topology"] in ("relay", "relay-packed"):
+        if cfg["topology"] == "mesh-tls":
+            tls_peers = {int(k): v for k, v in cfg["tls_peers"].items() if int(k) != self.me}
+            for q in self.peers:
+                if q < self.me:
+                    self.accept_waiters.setdefault(q, loop.create_future())
+            for q in self.peers:
+                if q > self.me:
+                    host, port = tls_peers[q].rsplit(":", 1)
+                    reader, writer = await asyncio.open_connection(
+                        host, int(port), ssl=self.ssl_context(False), server_hostname=party_identity(q)
+                    )
+                    hello = _hello(self.me, q)
+                    writer.write(LENGTH.pack(len(hello)) + hello)
+                    self.tls_stream(q, reader, writer)
+            for fut in list(self.accept_waiters.values()):
+                await asyncio.wait_for(fut, CALL_TIMEOUT_S)
+        elif cfg["topology"] in ("relay", "relay-packed"):
             call = await dial(cfg["hub"], COORDINATOR_IDENTITY, f"/{HUB_SERVICE}/Connect", 0)
             lock = asyncio.Lock()
 
@@ -239,7 +299,7 @@ def _unary(fn: Any) -> grpc.RpcMethodHandler:
 async def _worker_main(me: int, certs: Path, address_file: Path) -> None:
     ident = party_identity(me)
     tls = TlsMaterial.load(certs / f"{ident}.pem", certs / f"{ident}.key", certs / "ca.pem", ident)
-    w = FloorWorker(me, tls)
+    w = FloorWorker(me, tls, certs)
     server = grpc.aio.server(options=SERVER_OPTIONS)
     server.add_generic_rpc_handlers(
         (
@@ -259,8 +319,10 @@ async def _worker_main(me: int, certs: Path, address_file: Path) -> None:
     )
     port = server.add_secure_port("127.0.0.1:0", server_credentials(tls))
     await server.start()
+    tls_server = await asyncio.start_server(w.tls_accept, "127.0.0.1", 0, ssl=w.ssl_context(True))
+    tls_port = tls_server.sockets[0].getsockname()[1]
     tmp = Path(str(address_file) + ".tmp")
-    tmp.write_text(f"127.0.0.1:{port}\n")
+    tmp.write_text(f"127.0.0.1:{port}\n127.0.0.1:{tls_port}\n")
     os.replace(tmp, address_file)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -268,6 +330,7 @@ async def _worker_main(me: int, certs: Path, address_file: Path) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await w.teardown()
+    tls_server.close()
     await server.stop(0.5)
 
 
@@ -369,6 +432,7 @@ class FloorCluster:
     workdir: Path
     procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     addresses: dict[int, str] = field(default_factory=dict)
+    tls_addresses: dict[int, str] = field(default_factory=dict)  # mesh-tls: each worker's TLS stream server
     channels: dict[int, grpc.aio.Channel] = field(default_factory=dict)
     hub: FloorHub = field(default_factory=FloorHub)
     hub_server: grpc.aio.Server | None = None
@@ -405,7 +469,8 @@ class FloorCluster:
                     log = (self.workdir / f"worker-{i}.log").read_text(errors="replace")[-2000:]
                     raise RuntimeError(f"floor worker {i} did not start:\n{log}")
                 time.sleep(0.02)
-            self.addresses[i] = f.read_text().strip()
+            grpc_address, tls_address = f.read_text().split()
+            self.addresses[i], self.tls_addresses[i] = grpc_address, tls_address
 
     def _stop(self) -> None:
         for p in self.procs.values():
@@ -480,7 +545,14 @@ class FloorCluster:
             return
         if topology in ("relay", "relay-packed"):
             self.hub.reset(self.m, packed=topology == "relay-packed")
-        cfg = json.dumps({"topology": topology, "peers": self.addresses, "hub": self.hub_address}).encode()
+        cfg = json.dumps(
+            {
+                "topology": topology,
+                "peers": self.addresses,
+                "tls_peers": self.tls_addresses,
+                "hub": self.hub_address,
+            }
+        ).encode()
         await self._call_all("Reset", lambda _: b"")
         await self._call_all("Setup", lambda _: cfg)
         self.topology = topology

@@ -343,7 +343,8 @@ def mpyc_records(
 def ours_records(
     parties: list[int], batches: list[int], repeats: int, warmup: int, seconds: float
 ) -> list[Any]:
-    """Our sign protocol for the same (m, batch): daemons on loopback (mesh, as bench network) and hss."""
+    """Our sign protocol for the same (m, batch): daemons on loopback (mesh and relay, as bench network) and
+    hss."""
     from coordinator.api import Coordinator
     from simulations.bench_hss import bench_one
     from simulations.bench_network import RECORDS_PER_PARTY, bench_protocol, protocol_shape
@@ -361,10 +362,11 @@ def ours_records(
         async def go(lc: LocalConsortium, shapes: dict[int, Any]) -> list[dict[str, Any]]:
             recs = []
             async with Coordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=300.0) as coord:
-                for b in batches:
-                    recs.append(
-                        await bench_protocol(coord, lc, "sign", "mesh", b, shapes[b], warmup, repeats)
-                    )
+                for topology in ("mesh", "relay"):
+                    for b in batches:
+                        recs.append(
+                            await bench_protocol(coord, lc, "sign", topology, b, shapes[b], warmup, repeats)
+                        )
             return recs
 
         with LocalConsortium.start(m, data, round_timeout_s=300.0) as lc:
@@ -388,6 +390,7 @@ def compare(mpyc: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[dict
         row: dict[str, Any] = {"m": m, "batch": b, "mpyc_decisions_per_s": ref}
         for key, val in (
             ("ours_network_mesh", pick("network", m, b, topology="mesh")),
+            ("ours_network_relay", pick("network", m, b, topology="relay")),
             ("ours_hss_inline", pick("hss", m, b, precompute="inline")),
             ("ours_hss_pooled", pick("hss", m, b, precompute="pooled")),
         ):
@@ -400,10 +403,13 @@ def compare(mpyc: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[dict
 def print_comparison(rows: list[dict[str, Any]]) -> None:
     if not rows:
         return
-    print("\nsign, decisions/s: MPyC (m processes, TCP) vs ours (daemons mesh mTLS; hss in one process)")
     print(
-        f"{'m':>3} {'batch':>6} {'MPyC':>10} {'ours net':>10} {'ratio':>6} {'hss inl':>10} {'ratio':>6}"
-        f" {'hss pool':>10} {'ratio':>6}"
+        "\nsign, decisions/s: MPyC (m processes, TCP) vs ours (daemons with mTLS, mesh and relay; hss in one "
+        "process)"
+    )
+    print(
+        f"{'m':>3} {'batch':>6} {'MPyC':>10} {'ours mesh':>10} {'ratio':>6} {'ours relay':>10} {'ratio':>6}"
+        f" {'hss inl':>10} {'ratio':>6} {'hss pool':>10} {'ratio':>6}"
     )
 
     def f(v: Any, w: int, d: int = 1) -> str:
@@ -413,6 +419,8 @@ def print_comparison(rows: list[dict[str, Any]]) -> None:
         print(
             f"{r['m']:>3} {r['batch']:>6} {f(r['mpyc_decisions_per_s'], 10)} "
             f"{f(r['ours_network_mesh_decisions_per_s'], 10)} {f(r['ours_network_mesh_over_mpyc'], 6, 2)} "
+            f"{f(r.get('ours_network_relay_decisions_per_s'), 10)} "
+            f"{f(r.get('ours_network_relay_over_mpyc'), 6, 2)} "
             f"{f(r['ours_hss_inline_decisions_per_s'], 10)} {f(r['ours_hss_inline_over_mpyc'], 6, 2)} "
             f"{f(r['ours_hss_pooled_decisions_per_s'], 10)} {f(r['ours_hss_pooled_over_mpyc'], 6, 2)}"
         )

@@ -18,9 +18,17 @@ same certificates and TLS: ``floor: "fanout"`` is one parallel unary call to all
 configuration's EvaluateRequest / EvaluateResponse; ``floor: "exchange"`` is one lock-step all-to-all round
 of the configuration's mean peer-message size over persistent streams, direct (``mesh``) or through a hub
 in the coordinator process (``relay``); ``relay-packed`` records (a diagnostic: one bundle per party per
-round each way through the hub) show what a packed relay protocol could reach. Each network record gets
+round each way through the hub) are the relay's floor, and ``mesh-tls`` records (``--tls-floor``, a
+diagnostic: the mesh over plain asyncio TLS streams, no gRPC) show what a peer transport without gRPC's
+per-message cost could reach. Each network record gets
 ``floor_ms`` = fan-out + exchange_rounds x exchange round (``exchange_rounds``: rounds in which parties
-message each other; the output round is the fan-out's reply) and ``floor_ratio`` = latency / floor_ms.
+message each other; the output round is the fan-out's reply; for the relay, which bundles each party's
+frames of a round each way, the ``relay-packed`` round) and ``floor_ratio`` = latency / floor_ms.
+
+The exchange round over the daemons' own links: after each configuration's timed batches, the session runs
+a link probe (``ProbeLinks``, ``--probe-rounds`` all-to-all rounds of the configuration's mean peer payload,
+all zeros) through the same links, Mailbox and exchange loop as the decisions; ``link_round_ms_median``
+is its median round and ``link_floor_ms`` = fan-out floor + exchange_rounds x that round.
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ from hss.protocols import MODES, SIGN_PRECOMPUTE, PartyContext, SessionParams, d
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, run_in_memory
 from parties import serde
-from parties.exchange import Frame, Kind
+from parties.exchange import PROBE_MAX_ROUNDS, Frame, Kind
 from proto import party_pb2
 from simulations.bench_floor import FloorCluster, stats_ms
 from simulations.launcher import LaunchError, LocalConsortium
@@ -77,6 +85,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         help="timed fan-outs / exchange rounds per floor (default 100; --quick: 20)",
     )
+    p.add_argument(
+        "--probe-rounds",
+        type=int,
+        help="exchange rounds timed over the daemons' own links after each configuration (ProbeLinks; "
+        "default 50; --quick: 10; 0: none)",
+    )
+    p.add_argument(
+        "--tls-floor",
+        action="store_true",
+        help="also measure the exchange round of the mesh over plain asyncio TLS streams (no gRPC), a "
+        "diagnostic of what a peer transport without gRPC's per-message cost would reach",
+    )
     p.add_argument("--quick", action="store_true", help="small run: m=3, batches 1,100, few repeats")
 
 
@@ -92,6 +112,7 @@ class Shape:
     peer_message_bytes: int  # mean serialized PeerFrame size of a party-to-party message
     request_bytes: int  # EvaluateRequest (same to every party)
     reply_bytes: int  # one party's EvaluateResponse
+    peer_payload_words: int = 0  # mean payload of a party-to-party message, in uint64 words
 
 
 def protocol_shape(mode: str, m: int, batch: int, precompute: str = "inline") -> Shape:
@@ -125,15 +146,20 @@ def protocol_shape(mode: str, m: int, batch: int, precompute: str = "inline") ->
     rep = party_pb2.EvaluateResponse(
         session_id=SID, step=1, to_receiver=serde.receiver_messages_to_proto(out), rounds=tr.rounds, clamped=0
     ).ByteSize()
-    return Shape(tr.rounds, len({rnd for rnd, _ in peer}), tr.messages, tr.bytes, mean_peer, req, rep)
+    words = round(statistics.fmean(p.size for _, p in peer)) if peer else 0
+    return Shape(tr.rounds, len({rnd for rnd, _ in peer}), tr.messages, tr.bytes, mean_peer, req, rep, words)
 
 
 # ---- the protocol over daemons ---------------------------------------------------------------------------
 
 
+_PARTS = ("compute_ms", "charge_ms", "send_ms", "wait_ms")
+
+
 def _audit_timings(workdir: Path, m: int, session_id: bytes, first_step: int) -> dict[str, float]:
-    """Median over timed steps of the parties' own timings (max over parties, and compute summed)."""
-    per_step: dict[int, list[tuple[float, float, float]]] = {}
+    """Median over timed steps of the parties' own timings: the slowest party's compute and handler, the
+    daemons' CPU summed, and the mean over parties of each part of the handler (``party_*_ms_mean``)."""
+    per_step: dict[int, list[dict[str, float]]] = {}
     sid = session_id.hex()
     for pid in range(1, m + 1):
         path = workdir / f"party-{pid}" / "state" / "audit.log"
@@ -148,16 +174,23 @@ def _audit_timings(workdir: Path, m: int, session_id: bytes, first_step: int) ->
                 continue
             if a.get("what") == "Evaluate" and a.get("session") == sid and "compute_ms" in a:
                 if int(a["step"]) >= first_step:
-                    t = (a["compute_ms"], a["handler_ms"], a.get("cpu_ms", 0.0))
-                    per_step.setdefault(int(a["step"]), []).append(t)
+                    per_step.setdefault(int(a["step"]), []).append(a)
     full = [v for v in per_step.values() if len(v) == m]
     if not full:
         return {}
-    return {
-        "party_compute_ms": round(statistics.median(max(c for c, _, _ in v) for v in full), 3),
-        "party_handler_ms": round(statistics.median(max(h for _, h, _ in v) for v in full), 3),
-        "party_cpu_ms_sum": round(statistics.median(sum(u for _, _, u in v) for v in full), 3),
+
+    def med(f: Any) -> float:
+        return round(statistics.median(f(v) for v in full), 3)
+
+    out = {
+        "party_compute_ms": med(lambda v: max(a["compute_ms"] for a in v)),
+        "party_handler_ms": med(lambda v: max(a["handler_ms"] for a in v)),
+        "party_cpu_ms_sum": med(lambda v: sum(a.get("cpu_ms", 0.0) for a in v)),
     }
+    for part in ("handler_ms", *_PARTS):
+        if all(part in a for v in full for a in v):
+            out[f"party_{part[:-3]}_ms_mean"] = med(lambda v, p=part: statistics.fmean(a[p] for a in v))
+    return out
 
 
 async def bench_protocol(
@@ -170,6 +203,7 @@ async def bench_protocol(
     warmup: int,
     repeats: int,
     precompute: str = "inline",
+    probe_rounds: int = 0,
 ) -> dict[str, Any]:
     sess = await coord.open_session(
         reveal_mode=mode,
@@ -182,6 +216,7 @@ async def bench_protocol(
     lat: list[float] = []
     cpu: list[float] = []
     rounds = 0
+    link = None
     try:
         for k in range(warmup + repeats):
             theta = g.normal(1.0, 0.5, batch)
@@ -194,6 +229,8 @@ async def bench_protocol(
                 cpu.append(dc)
         assert sess.last_transcript is not None
         rounds = sess.last_transcript.rounds
+        if probe_rounds and shape.exchange_rounds:  # the exchange-round floor over the daemons' own links
+            link = stats_ms(await sess.probe_links(probe_rounds + 1, shape.peer_payload_words))
     finally:
         await sess.close()
     st = stats_ms(lat)
@@ -215,7 +252,11 @@ async def bench_protocol(
         "batches_timed": len(lat),
         "coordinator_cpu_ms": round(statistics.median(cpu) * 1e3, 3),
     }
+    if link is not None:
+        rec["link_round_ms_median"], rec["link_round_ms_p90"] = link.median_ms, link.p90_ms
     rec.update(_audit_timings(lc.workdir, lc.m, sess.session_id, warmup + 1))
+    if "party_handler_ms" in rec:  # the coordinator's side: fan-out, both gRPC hops, encode and decode
+        rec["outside_parties_ms"] = round(st.median_ms - rec["party_handler_ms"], 3)
     if "party_cpu_ms_sum" in rec:
         # CPU of every process of the run (parties + coordinator) spread over all cores: a lower bound on
         # the latency of this machine, however good the transport; near latency_ms_median = CPU-bound
@@ -260,6 +301,7 @@ async def bench_floor(
     shapes: dict[tuple[str, int], Shape],
     topologies: list[str],
     repeats: int,
+    tls_floor: bool = False,
 ) -> list[dict[str, Any]]:
     """Fan-out and exchange-round floors at each configuration's sizes (identical sizes measured once)."""
     await fc.connect()
@@ -273,7 +315,8 @@ async def bench_floor(
                 fan_cache[key] = await fc.fanout(sh.request_bytes, sh.reply_bytes, repeats)
             size = {"request_bytes": sh.request_bytes, "reply_bytes": sh.reply_bytes}
             records.append(_floor_record("fanout", mode, "direct", m, batch, size, fan_cache[key]))
-        extra = ["relay-packed"] if "relay" in topologies else []  # diagnostic only, see bench_floor
+        extra = ["relay-packed"] if "relay" in topologies else []  # see bench_floor
+        extra += ["mesh-tls"] if "mesh" in topologies and tls_floor else []  # diagnostic only
         for topology in topologies + extra:
             for (mode, batch), sh in shapes.items():
                 if sh.exchange_rounds == 0:
@@ -296,12 +339,19 @@ def attach_floors(records: list[dict[str, Any]]) -> None:
         if r["suite"] != "network":
             continue
         f = fan.get((r["m"], r["batch"], r["mode"]))
-        e = ex.get((r["m"], r["batch"], r["mode"], r["topology"]))
+        # the relay bundles a party's frames of a round each way (coordinator.relay): its floor is the
+        # packed relay round
+        topology = "relay-packed" if r["topology"] == "relay" else r["topology"]
+        e = ex.get((r["m"], r["batch"], r["mode"], topology))
         if f is None or (r["exchange_rounds"] and e is None):
             continue
         floor = f["latency_ms_median"] + (r["exchange_rounds"] * e["latency_ms_median"] if e else 0.0)
         r["floor_ms"] = round(floor, 3)
         r["floor_ratio"] = round(r["latency_ms_median"] / floor, 3) if floor > 0 else None
+        if "link_round_ms_median" in r:  # the same with the exchange round over the daemons' own links
+            link = f["latency_ms_median"] + r["exchange_rounds"] * r["link_round_ms_median"]
+            r["link_floor_ms"] = round(link, 3)
+            r["link_floor_ratio"] = round(r["latency_ms_median"] / link, 3) if link > 0 else None
 
 
 # ---- driver ---------------------------------------------------------------------------------------------
@@ -329,8 +379,20 @@ def _fmt(r: dict[str, Any]) -> str:
             f"  slowest party: compute {r['party_compute_ms']:.1f} ms,"
             f" handler {r['party_handler_ms']:.1f} ms; cpu/cores {r['cpu_bound_ms']:.1f} ms"
         )
+    if "party_send_ms_mean" in r:
+        extra += (
+            f"\n    mean party: handler {r['party_handler_ms_mean']:.1f}"
+            f" = compute {r['party_compute_ms_mean']:.1f} + charge {r['party_charge_ms_mean']:.1f}"
+            f" + send {r['party_send_ms_mean']:.1f}"
+            f" + wait {r['party_wait_ms_mean']:.1f} + rest; outside the parties' handlers"
+            f" {r['outside_parties_ms']:.1f} ms"
+        )
     if "floor_ratio" in r:
         extra += f"  floor {r['floor_ms']:.2f} ms (x{r['floor_ratio']:.2f})"
+    if "link_round_ms_median" in r:
+        extra += f"\n    exchange round over the daemons' links: median {r['link_round_ms_median']:.2f} ms"
+        if "link_floor_ratio" in r:
+            extra += f"; fan-out + rounds x that: {r['link_floor_ms']:.2f} ms (x{r['link_floor_ratio']:.2f})"
     return (
         f"{r['mode']:7s} {r['topology']:6s} m={r['m']} batch={r['batch']:5d} "
         f"{r['decisions_per_s']:>10.1f} dec/s  median {r['latency_ms_median']:8.2f} ms  "
@@ -360,6 +422,7 @@ async def _run_m(
     warmup: int,
     repeats: int,
     precompute: str = "inline",
+    probe_rounds: int = 0,
 ) -> list[dict[str, Any]]:
     out = []
     async with Coordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=300.0) as coord:
@@ -367,7 +430,16 @@ async def _run_m(
             for mode in modes:
                 for batch in batches:
                     rec = await bench_protocol(
-                        coord, lc, mode, topology, batch, shapes[(mode, batch)], warmup, repeats, precompute
+                        coord,
+                        lc,
+                        mode,
+                        topology,
+                        batch,
+                        shapes[(mode, batch)],
+                        warmup,
+                        repeats,
+                        precompute,
+                        probe_rounds,
                     )
                     print(_fmt(rec), flush=True)
                     out.append(rec)
@@ -390,6 +462,7 @@ def run(args: argparse.Namespace) -> int:
     repeats = args.repeats if args.repeats is not None else (5 if q else 20)
     warmup = args.warmup if args.warmup is not None else (1 if q else 3)
     floor_repeats = args.floor_repeats if args.floor_repeats is not None else (20 if q else 100)
+    probe_rounds = args.probe_rounds if args.probe_rounds is not None else (10 if q else 50)
     bad = [x for x in modes if x not in MODES] + [x for x in topologies if x not in TOPOLOGIES]
     if bad or not modes or not topologies:
         print(
@@ -397,9 +470,12 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if any(not 3 <= m <= 15 for m in parties) or any(b < 1 for b in batches) or repeats < 1 or warmup < 0:
+    bad_probe = not 0 <= probe_rounds < PROBE_MAX_ROUNDS
+    bad_size = any(not 3 <= m <= 15 for m in parties) or any(b < 1 for b in batches)
+    if bad_size or repeats < 1 or warmup < 0 or bad_probe:
         print(
-            "confar bench network: need m in 3..15, batches >= 1, --repeats >= 1, --warmup >= 0",
+            "confar bench network: need m in 3..15, batches >= 1, --repeats >= 1, --warmup >= 0, "
+            f"--probe-rounds in 0..{PROBE_MAX_ROUNDS - 1}",
             file=sys.stderr,
         )
         return 2
@@ -415,11 +491,23 @@ def run(args: argparse.Namespace) -> int:
             with LocalConsortium.start(m, data, round_timeout_s=300.0) as lc:
                 print(f"m={m}: {m} daemons up in {time.perf_counter() - t0:.1f} s", flush=True)
                 records += asyncio.run(
-                    _run_m(lc, modes, topologies, batches, shapes, warmup, repeats, args.sign_precompute)
+                    _run_m(
+                        lc,
+                        modes,
+                        topologies,
+                        batches,
+                        shapes,
+                        warmup,
+                        repeats,
+                        args.sign_precompute,
+                        probe_rounds,
+                    )
                 )
                 assert lc.certs is not None
                 with FloorCluster.processes(m, lc.certs) as fc:
-                    floor = asyncio.run(bench_floor(fc, m, shapes, topologies, floor_repeats))
+                    floor = asyncio.run(
+                        bench_floor(fc, m, shapes, topologies, floor_repeats, args.tls_floor)
+                    )
                 for r in floor:
                     print(_fmt(r), flush=True)
                 records += floor
