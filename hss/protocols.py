@@ -53,13 +53,36 @@ import numpy.typing as npt
 
 from hss import field as F
 from hss.fixedpoint import FixedPoint
+from hss.primitives import (
+    P_BITS,
+    P_COIN,
+    P_RHI,
+    P_Z_OPEN,
+    P_Z_OUT,
+    P_Z_PRE,
+    CarryTree,
+    bits_from_roots,
+    carry_advance,
+    carry_products,
+    field_words,
+    grr_combine,
+    grr_deal,
+    inverse_roots,
+    masked_contribution,
+    multiply,
+    open_to_all,
+    open_to_receiver,
+    random_bits,
+    receive_opened,
+    sum_contributions,
+)
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, ProtocolError, expect, pack
 from hss.session import MODES, SIGN_PRECOMPUTE, PartyContext, SessionParams, check_precompute, key_setup
-from hss.sharing import split, vandermonde
+from hss.sharing import split
 
-#: The decision protocols' public names, with the session setup (hss.session) that callers take from
-#: here together with them.
+#: The decision protocols' public names, with the session setup (hss.session) and the one-round
+#: protocols (hss.primitives) that callers take from here together with them.
 __all__ = [
     "MAX_COIN_BITS",
     "MODES",
@@ -83,11 +106,8 @@ __all__ = [
     "receive_opened",
 ]
 
-# PRSS / PRF purposes: distinct streams per use within one step.
-_P_BITS, _P_RHI, _P_Z_PRE, _P_Z_OPEN, _P_Z_OUT, _P_Z_ALL, _P_COIN = 1, 2, 3, 4, 5, 6, 7
 MAX_COIN_BITS = 16
 
-_INV2 = pow(2, F.P - 2, F.P)
 _INV4 = pow(4, F.P - 2, F.P)
 
 
@@ -130,118 +150,9 @@ class LazyCoin:
 
 
 
-# ---------------------------------------------------------------------------------------------------------
-# building blocks (one party's local computation around a round)
-
-
-def _masked(ctx: PartyContext, share: F.FieldArray, purpose: int, step: int) -> F.FieldArray:
-    """lambda_i * share + z_i: this party's additive contribution to opening the shared value."""
-    z = ctx.prss.zero_additive(purpose, step, share.shape[:-1])
-    return F.add(F.mul_scalar(share, ctx.lam_me), z)
-
-
-def _sum_contributions(
-    ctx: PartyContext, own: F.FieldArray, msgs: dict[int, npt.NDArray[np.uint64]]
-) -> F.FieldArray:
-    stack = np.stack([own if j == ctx.party else msgs[j].reshape(own.shape) for j in ctx.all])
-    return F.lincomb(F.from_ints([1] * ctx.params.m), stack)
-
-
-def _grr_deal(ctx: PartyContext, vals: F.FieldArray, rng: SecureRandom) -> F.FieldArray:
-    """Degree-t sharings of this party's degree-2t product shares: row j-1 goes to party j."""
-    t = ctx.params.t
-    coeffs = np.concatenate([vals[None], rng.field((t, *vals.shape[:-1]))], axis=0)
-    return F.matmul(vandermonde(ctx.params.m, t), coeffs)
-
-
-def _grr_combine(
-    ctx: PartyContext, own_row: F.FieldArray, msgs: dict[int, npt.NDArray[np.uint64]]
-) -> F.FieldArray:
-    stack = np.stack([own_row if j == ctx.party else msgs[j].reshape(own_row.shape) for j in ctx.all])
-    return F.lincomb(ctx.lam, stack)
-
-
-def _words(shape: tuple[int, ...]) -> int:
-    return 2 * int(np.prod(shape))
-
-
 def _select(cond: npt.NDArray[np.bool_], a: F.FieldArray, b: F.FieldArray) -> F.FieldArray:
     a2, b2 = np.broadcast_arrays(a, b)
     return np.where(cond[..., None], a2, b2)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# standalone protocols
-
-
-def open_to_all(ctx: PartyContext, share: F.FieldArray, step: int) -> Machine[F.FieldArray]:
-    """Open a shared value (any degree < m) to every party: one round, masked contributions."""
-
-    def gen() -> PartyGen[F.FieldArray]:
-        mine = _masked(ctx, share, _P_Z_ALL, step)
-        inbox = yield {j: pack(mine) for j in ctx.others}
-        msgs = expect(inbox, ctx.others, _words(share.shape[:-1]), "open_to_all")
-        return _sum_contributions(ctx, mine, msgs)
-
-    return Machine(ctx.party, gen(), "open_to_all")
-
-
-def open_to_receiver(ctx: PartyContext, share: F.FieldArray, step: int) -> Machine[None]:
-    """Open a shared value (any degree < m) to the receiver only: one round."""
-
-    def gen() -> PartyGen[None]:
-        yield {RECEIVER: pack(_masked(ctx, share, _P_Z_OUT, step))}
-        return None
-
-    return Machine(ctx.party, gen(), "open_to_receiver")
-
-
-def receive_opened(params: SessionParams, inbox: Inbox, shape: tuple[int, ...]) -> F.FieldArray:
-    """The receiver's side of an opening: the sum of all m masked contributions."""
-    msgs = expect(inbox, list(range(1, params.m + 1)), _words(shape), "receiver")
-    stack = np.stack([msgs[j].reshape(*shape, 2) for j in range(1, params.m + 1)])
-    return F.lincomb(F.from_ints([1] * params.m), stack)
-
-
-def multiply(ctx: PartyContext, x: F.FieldArray, y: F.FieldArray, rng: SecureRandom) -> Machine[F.FieldArray]:
-    """[x y] of degree t from degree-t [x], [y]: local product then GRR resharing, one round."""
-    ctx.params.check_mode("sign")
-
-    def gen() -> PartyGen[F.FieldArray]:
-        rows = _grr_deal(ctx, F.mul(x, y), rng)
-        inbox = yield {j: pack(rows[j - 1]) for j in ctx.others}
-        msgs = expect(inbox, ctx.others, _words(x.shape[:-1]), "multiply")
-        return _grr_combine(ctx, rows[ctx.party - 1], msgs)
-
-    return Machine(ctx.party, gen(), "multiply")
-
-
-def random_bits(ctx: PartyContext, n: int, step: int) -> Machine[F.FieldArray]:
-    """Degree-t shares of n uniform secret bits: PRSS [s], open s^2 (masked), r = (1 + s/sqrt(s^2))/2."""
-    ctx.params.check_mode("sign")
-
-    def gen() -> PartyGen[F.FieldArray]:
-        s = ctx.prss.random(_P_BITS, step, (n,))
-        mine = _masked(ctx, F.mul(s, s), _P_Z_PRE, step)
-        inbox = yield {j: pack(mine) for j in ctx.others}
-        msgs = expect(inbox, ctx.others, _words((n,)), "random_bits")
-        sq = _sum_contributions(ctx, mine, msgs)
-        return _bits_from_roots(s, _inverse_roots(sq))
-
-    return Machine(ctx.party, gen(), "random_bits")
-
-
-def _inverse_roots(sq: F.FieldArray) -> F.FieldArray:
-    """1 / sqrt(s^2) for opened squares of random values (the public part of a random bit)."""
-    try:
-        return F.inv(F.sqrt(sq))
-    except ZeroDivisionError as exc:  # s = 0 has probability about C(m,t) / 2^127
-        raise ProtocolError("a random value was zero; rerun the batch with a new step") from exc
-
-
-def _bits_from_roots(s: F.FieldArray, v: F.FieldArray) -> F.FieldArray:
-    """[r] = (1 + [s] v) / 2 with v = 1 / sqrt(s^2): a uniform secret bit."""
-    return F.mul_scalar(F.add(F.mul(s, v), F.const(1)), _INV2)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -359,7 +270,7 @@ def _sum_gen(
     ctx: PartyContext, x: npt.NDArray[np.int64], pub: npt.NDArray[np.int64], step: int, report: PartyReport
 ) -> PartyGen[PartyReport]:
     val = F.from_int64(x + pub) if ctx.party == 1 else F.from_int64(x)
-    z = ctx.prss.zero_additive(_P_Z_OUT, step, x.shape)
+    z = ctx.prss.zero_additive(P_Z_OUT, step, x.shape)
     yield {RECEIVER: pack(F.add(val, z))}
     return report
 
@@ -381,12 +292,12 @@ def _blinded_gen(
     own = np.stack([F.from_int64(x + pub) if ctx.party == 1 else F.from_int64(x), w, e_own])
     shares = split(own, params.t, params.m, rng)  # (m, 3, n, 2)
     inbox = yield {j: pack(shares[j - 1]) for j in ctx.others}
-    msgs = expect(inbox, ctx.others, _words((3, n)), "blinded/input")
-    total = _sum_contributions(ctx, shares[ctx.party - 1], msgs)  # [S], [W], [E]
+    msgs = expect(inbox, ctx.others, field_words((3, n)), "blinded/input")
+    total = sum_contributions(ctx, shares[ctx.party - 1], msgs)  # [S], [W], [E]
     s2 = F.add(F.mul_scalar(total[0], 2), F.const(1))
     w_shift = F.add(total[1], F.const(1 << fmt.blind_e_bits))
     z = F.add(F.mul(s2, w_shift), total[2])
-    yield {RECEIVER: pack(_masked(ctx, z, _P_Z_OUT, step))}
+    yield {RECEIVER: pack(masked_contribution(ctx, z, P_Z_OUT, step))}
     return report
 
 
@@ -449,21 +360,21 @@ def _sign_precompute(
         # for PRSS); the sum of the m dealt values is uniform to any coalition of t parties.
         dealt = split(rng.field((kbits, n)), ctx.params.t, ctx.params.m, rng)  # (m, K, n)
         inbox = yield {j: pack(dealt[j - 1]) for j in ctx.others}
-        got = expect(inbox, ctx.others, _words((kbits, n)), "sign/precompute-deal")
-        s = _sum_contributions(ctx, dealt[ctx.party - 1], got)
+        got = expect(inbox, ctx.others, field_words((kbits, n)), "sign/precompute-deal")
+        s = sum_contributions(ctx, dealt[ctx.party - 1], got)
     else:
-        s = ctx.prss.random(_P_BITS, step, (kbits, n))
+        s = ctx.prss.random(P_BITS, step, (kbits, n))
         if coin_bits:
-            s = np.concatenate([s, ctx.prss.random(_P_COIN, step, (coin_bits, n))])
-    sq_mine = _masked(ctx, F.mul(s, s), _P_Z_PRE, step).reshape(nrows * n, 2)
-    rows = _grr_deal(ctx, F.mul(s[lo_idx], s[hi_idx]), rng)  # (m, pairs, n)
-    pair_words = _words((nprs, n))
+            s = np.concatenate([s, ctx.prss.random(P_COIN, step, (coin_bits, n))])
+    sq_mine = masked_contribution(ctx, F.mul(s, s), P_Z_PRE, step).reshape(nrows * n, 2)
+    rows = grr_deal(ctx, F.mul(s[lo_idx], s[hi_idx]), rng)  # (m, pairs, n)
+    pair_words = field_words((nprs, n))
     if not distributed:
         inbox = yield {j: pack(sq_mine, rows[j - 1]) for j in ctx.others}
-        cut = _words((nrows * n,))
+        cut = field_words((nrows * n,))
         msgs = expect(inbox, ctx.others, cut + pair_words, "sign/precompute")
-        sq = _sum_contributions(ctx, sq_mine, {j: v_[:cut] for j, v_ in msgs.items()})
-        v = _inverse_roots(sq)
+        sq = sum_contributions(ctx, sq_mine, {j: v_[:cut] for j, v_ in msgs.items()})
+        v = inverse_roots(sq)
     else:
         chunks = _chunks(kbits * n, ctx.params.m)
         lo, hi = chunks[ctx.party - 1]
@@ -476,8 +387,8 @@ def _sign_precompute(
         if set(inbox) != set(ctx.others):
             raise ProtocolError(f"sign/precompute: unexpected senders {sorted(set(inbox) - set(ctx.others))}")
         cut = 2 * (hi - lo)
-        sq_chunk = _sum_contributions(ctx, sq_mine[lo:hi], {j: v_[:cut] for j, v_ in msgs.items()})
-        v_chunk = _inverse_roots(sq_chunk)
+        sq_chunk = sum_contributions(ctx, sq_mine[lo:hi], {j: v_[:cut] for j, v_ in msgs.items()})
+        v_chunk = inverse_roots(sq_chunk)
         inbox2 = yield {j: pack(v_chunk) for j in ctx.others}
         parts = []
         for j in ctx.all:
@@ -491,14 +402,14 @@ def _sign_precompute(
         v = np.concatenate(parts)
     v = v.reshape(nrows, n, 2)
     one = F.const(1)
-    r = _bits_from_roots(s, v)
-    pair_ss = _grr_combine(ctx, rows[ctx.party - 1], {j: v_[cut:] for j, v_ in msgs.items()})
+    r = bits_from_roots(s, v)
+    pair_ss = grr_combine(ctx, rows[ctx.party - 1], {j: v_[cut:] for j, v_ in msgs.items()})
     sig_prod = F.mul(pair_ss, F.mul(v[lo_idx], v[hi_idx]))
     # r_a r_b = (1 + sigma_a + sigma_b + sigma_a sigma_b) / 4 with sigma = 2r - 1
     sig_lo = F.sub(F.mul_scalar(r[lo_idx], 2), one)
     sig_hi = F.sub(F.mul_scalar(r[hi_idx], 2), one)
     rr = F.mul_scalar(F.add(F.add(F.add(sig_lo, sig_hi), sig_prod), one), _INV4)
-    r_top = ctx.prss.bounded(_P_RHI, step, (n,), fmt.kappa + 1)
+    r_top = ctx.prss.bounded(P_RHI, step, (n,), fmt.kappa + 1)
     if not coin_bits:
         return SignMaterial(bits=r, pairs=rr, r_top=r_top)
     return SignMaterial(
@@ -506,42 +417,7 @@ def _sign_precompute(
     )
 
 
-class _CarryTree:
-    """Generate/propagate nodes (G, P) of a comparison over a batch, combined level by level: a node pair
-    (hi, lo) becomes (G_hi + P_hi G_lo, P_hi P_lo) (the lowest node's P is never needed). One GRR round per
-    level; :meth:`products` are this level's degree-2t products, :meth:`advance` takes them back at degree t.
-    Used for the lazy coin [u < k]; the main comparison keeps its own loop (it fuses its root level)."""
-
-    def __init__(self, g: F.FieldArray, p: F.FieldArray) -> None:
-        self.g, self.p = g, p
-
-    @property
-    def nodes(self) -> int:
-        return int(self.g.shape[0])
-
-    @property
-    def done(self) -> bool:
-        return self.nodes == 1
-
-    def products(self) -> F.FieldArray:
-        half = self.nodes // 2
-        g_lo, p_hi = self.g[0 : 2 * half : 2], self.p[1 : 2 * half : 2]
-        p_lo = self.p[0 : 2 * half : 2]
-        return np.concatenate([F.mul(p_hi, g_lo), F.mul(p_hi[1:], p_lo[1:])])
-
-    def advance(self, prods_t: F.FieldArray) -> None:
-        half, odd = self.nodes // 2, self.nodes % 2
-        g_hi = self.g[1 : 2 * half : 2]
-        n = self.g.shape[1]
-        new_g = F.add(g_hi, prods_t[:half])
-        new_p = np.concatenate([np.broadcast_to(F.zeros(()), (1, n, 2)), prods_t[half:]])
-        if odd:
-            new_g = np.concatenate([new_g, self.g[-1:]])
-            new_p = np.concatenate([new_p, self.p[-1:]])
-        self.g, self.p = new_g, new_p
-
-
-def _coin_tree(lazy: LazyCoin, u: F.FieldArray, uu: F.FieldArray) -> _CarryTree:
+def _coin_tree(lazy: LazyCoin, u: F.FieldArray, uu: F.FieldArray) -> CarryTree:
     """First level (local) of [u < k] over the coin's L random bits u (LSB first) and their pair products.
 
     Per bit: lt_i = [u_i < k_i] = k_i (1 - u_i), eq_i = [u_i == k_i] (linear in u_i, k public). A pair (h, l)
@@ -579,7 +455,7 @@ def _coin_tree(lazy: LazyCoin, u: F.FieldArray, uu: F.FieldArray) -> _CarryTree:
         top = lazy.bits - 1
         gs.append(lt(top))
         ps.append(eq(top))
-    return _CarryTree(np.stack(gs), np.stack(ps))
+    return CarryTree(np.stack(gs), np.stack(ps))
 
 
 def _sign_gen(
@@ -601,7 +477,7 @@ def _sign_gen(
         material = yield from _sign_precompute(ctx, n, step, rng, distributed=pooled, coin_bits=coin_bits)
     r, rr, r_top = material.bits, material.pairs, material.r_top
     r_lo_pair, r_hi_pair = r[0 : 2 * npairs : 2], r[1 : 2 * npairs : 2]
-    coin_tree: _CarryTree | None = None
+    coin_tree: CarryTree | None = None
     if lazy is not None:
         if material.coin_bits is None or material.coin_pairs is None:
             raise ValueError("a lazy decision needs sign material with the coin's random bits")
@@ -611,11 +487,11 @@ def _sign_gen(
         """This round's GRR rows of the coin tree's products, while the coin is not ready."""
         if coin_tree is None or coin_tree.done:
             return None
-        return _grr_deal(ctx, coin_tree.products(), rng)
+        return grr_deal(ctx, coin_tree.products(), rng)
 
     def coin_advance(rows: F.FieldArray | None, msgs: dict[int, npt.NDArray[np.uint64]]) -> None:
         if rows is not None and coin_tree is not None:
-            coin_tree.advance(_grr_combine(ctx, rows[ctx.party - 1], msgs))
+            coin_tree.advance(grr_combine(ctx, rows[ctx.party - 1], msgs))
 
     Msgs = dict[int, npt.NDArray[np.uint64]]
 
@@ -625,16 +501,16 @@ def _sign_gen(
     # --- online round 1: fused input and mask opening: c = S + 2^K + r (and a coin-tree level) ---
     pow2 = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])
     mask = F.lincomb(pow2, np.concatenate([r, r_top[None]], axis=0))
-    contrib = F.add(F.from_int64(x), _masked(ctx, mask, _P_Z_OPEN, step))
+    contrib = F.add(F.from_int64(x), masked_contribution(ctx, mask, P_Z_OPEN, step))
     crow = coin_rows()
-    extra = 0 if crow is None else _words(crow.shape[1:-1])
+    extra = 0 if crow is None else field_words(crow.shape[1:-1])
     if crow is None:
         inbox = yield {j: pack(contrib) for j in ctx.others}
     else:
         inbox = yield {j: pack(contrib, crow[j - 1]) for j in ctx.others}
-    msgs, cmsgs = split(expect(inbox, ctx.others, _words((n,)) + extra, "sign/open"), _words((n,)))
+    msgs, cmsgs = split(expect(inbox, ctx.others, field_words((n,)) + extra, "sign/open"), field_words((n,)))
     coin_advance(crow, cmsgs)
-    c = _sum_contributions(ctx, contrib, msgs)
+    c = sum_contributions(ctx, contrib, msgs)
     c = F.add(F.add(c, F.from_int64(pub)), F.const(1 << kbits))
     c_hi = F.shift_right(c, kbits)
     c_lo = F.low_word(c)
@@ -672,17 +548,13 @@ def _sign_gen(
         if nodes > 1 and half + nodes % 2 == 1 and inserted:  # this level makes the root: fuse with output
             root = F.add(big_g[1], F.mul(big_p[1], big_g[0]))
             break
-        prods = None
-        if nodes > 1:
-            g_lo = big_g[0 : 2 * half : 2]
-            p_lo, p_hi = big_p[0 : 2 * half : 2], big_p[1 : 2 * half : 2]
-            prods = np.concatenate([F.mul(p_hi, g_lo), F.mul(p_hi[1:], p_lo[1:])])  # lowest P never used
+        prods = carry_products(big_g, big_p) if nodes > 1 else None
         crow = coin_rows()
         if prods is None and crow is None:
             raise ProtocolError("sign: the carry tree cannot advance (internal)")
-        rows = None if prods is None else _grr_deal(ctx, prods, rng)
-        main_words = 0 if prods is None else _words(prods.shape[:-1])
-        coin_words = 0 if crow is None else _words(crow.shape[1:-1])
+        rows = None if prods is None else grr_deal(ctx, prods, rng)
+        main_words = 0 if prods is None else field_words(prods.shape[:-1])
+        coin_words = 0 if crow is None else field_words(crow.shape[1:-1])
 
         def payload(
             j: int, rows: F.FieldArray | None = rows, crow: F.FieldArray | None = crow
@@ -694,13 +566,8 @@ def _sign_gen(
         msgs, cmsgs = split(expect(inbox, ctx.others, main_words + coin_words, "sign/carry"), main_words)
         coin_advance(crow, cmsgs)
         if rows is not None:
-            prods_t = _grr_combine(ctx, rows[ctx.party - 1], msgs)
-            new_g = F.add(big_g[1 : 2 * half : 2], prods_t[:half])
-            new_p = np.concatenate([np.broadcast_to(zero, (1, n, 2)), prods_t[half:]])
-            if nodes % 2:
-                new_g = np.concatenate([new_g, big_g[-1:]])
-                new_p = np.concatenate([new_p, big_p[-1:]])
-            big_g, big_p, nodes = new_g, new_p, new_g.shape[0]
+            big_g, big_p = carry_advance(big_g, big_p, grr_combine(ctx, rows[ctx.party - 1], msgs))
+            nodes = big_g.shape[0]
 
     # --- output: [S >= 0] = floor(c / 2^K) - r_hi - u (lazy: coin * that, the root being coin * u) ---
     if lazy is None:
@@ -709,7 +576,7 @@ def _sign_gen(
         assert coin_tree is not None
         coin = coin_tree.g[0]
         bit = F.sub(F.sub(F.mul(coin, c_hi), F.mul(coin, r_top)), root)
-    yield {RECEIVER: pack(_masked(ctx, bit, _P_Z_OUT, step))}
+    yield {RECEIVER: pack(masked_contribution(ctx, bit, P_Z_OUT, step))}
     return report
 
 

@@ -28,7 +28,7 @@ Protocol (honest majority t < m/2, m >= 3; all openings additively masked with a
 
   round 1   each party Shamir-shares (degree t) s_j and tau_j; input-independent LTZ precompute in the
             same messages: PRSS [s_k] for every mask bit, opened s_k^2 (bits r_k = (1 + s_k/sqrt(s_k^2))/2,
-            as in hss.protocols), and GRR products s_a s_b of every pair inside each group of 4 mask bits.
+            as in hss.primitives), and GRR products s_a s_b of every pair inside each group of 4 mask bits.
   local     [T] = e + sum [tau_j]; ||S||^2 (D local products) and T^2 are degree 2t < m; <S, phi_i> linear.
   round 2   masked openings c = x + 2^K + r of both comparisons (x = T, degree t; x = b, degree 2t), plus
             the GRR of the triple and quadruple products inside each group of 4 mask bits.
@@ -75,19 +75,18 @@ import numpy.typing as npt
 
 from hss import field as F
 from hss.fixedpoint import SIGNED_LIMIT_BITS, max_threshold, prss_sets
-from hss.protocols import (
-    PartyContext,
-    SessionParams,
-    _bits_from_roots,
-    _grr_combine,
-    _grr_deal,
-    _inverse_roots,
-    _masked,
+from hss.primitives import (
+    bits_from_roots,
+    carry_advance,
+    carry_products,
+    exchange,
+    inverse_roots,
+    masked_contribution,
     receive_opened,
 )
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, ProtocolError, expect, pack
-from hss.sharing import split
+from hss.session import PartyContext, SessionParams
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -97,7 +96,7 @@ DEFAULT_FRAC_BITS = 16
 DEFAULT_T_INT_BITS = 6
 MAX_FRAC_BITS = 24
 GROUP = 4  # mask bits per first-level carry node (radix 4)
-# PRSS / zero-sharing purposes of this protocol (hss.protocols uses 1..6)
+# PRSS / zero-sharing purposes of this protocol (hss.primitives and hss.protocols use 1..7)
 _P_S, _P_RHI, _P_Z_SQ, _P_Z_OPEN, _P_Z_GATE, _P_Z_OUT = 101, 102, 103, 104, 105, 106
 _NORM_SLACK = 1e-6  # relative tolerance on ||S_j|| <= N and ||phibar_i|| <= 1 (float rounding)
 
@@ -378,65 +377,6 @@ def _to_bits(val: F.FieldArray) -> BoolArray | None:
     return (val[..., 0] == 1) if ok else None
 
 
-# -- one round of messages ------------------------------------------------------------------------------
-
-
-def _flatten(arrs: Sequence[F.FieldArray]) -> tuple[F.FieldArray, list[tuple[int, ...]]]:
-    shapes = [a.shape[:-1] for a in arrs]
-    if not arrs:
-        return F.zeros((0,)), shapes
-    return np.concatenate([np.ascontiguousarray(a).reshape(-1, 2) for a in arrs]), shapes
-
-
-def _unflatten(flat: F.FieldArray, shapes: list[tuple[int, ...]]) -> list[F.FieldArray]:
-    out, pos = [], 0
-    for shp in shapes:
-        size = math.prod(shp)
-        out.append(np.ascontiguousarray(flat[pos : pos + size]).reshape(*shp, 2))
-        pos += size
-    return out
-
-
-def _exchange(
-    ctx: PartyContext,
-    rng: SecureRandom,
-    step: int,
-    what: str,
-    opens: Sequence[F.FieldArray] = (),
-    purpose: int = 0,
-    deals: Sequence[F.FieldArray] = (),
-    grrs: Sequence[F.FieldArray] = (),
-) -> PartyGen[tuple[list[F.FieldArray], list[F.FieldArray], list[F.FieldArray]]]:
-    """One all-to-all round carrying three kinds of payload, returned in the order given.
-
-    ``opens``: shares (degree < m) opened to every party (masked contributions, zero-sharing ``purpose``);
-    ``deals``: this party's private values, Shamir-shared; the result is the degree-t sharing of the sum
-    over all parties; ``grrs``: degree-2t shares reshared to degree t (Gennaro-Rabin-Rabin).
-    """
-    m, t = ctx.params.m, ctx.params.t
-    o_flat, o_shapes = _flatten(opens)
-    d_flat, d_shapes = _flatten(deals)
-    g_flat, g_shapes = _flatten(grrs)
-    no, nd, ng = o_flat.shape[0], d_flat.shape[0], g_flat.shape[0]
-    mine = _masked(ctx, o_flat, purpose, step) if no else o_flat
-    d_rows = split(d_flat, t, m, rng) if nd else np.zeros((m, 0, 2), dtype=np.uint64)
-    g_rows = _grr_deal(ctx, g_flat, rng) if ng else np.zeros((m, 0, 2), dtype=np.uint64)
-    inbox = yield {j: pack(mine, d_rows[j - 1], g_rows[j - 1]) for j in ctx.others}
-    msgs = expect(inbox, ctx.others, 2 * (no + nd + ng), what)
-    got = {j: msgs[j].reshape(-1, 2) for j in ctx.others}
-    me = ctx.party
-    ones = F.from_ints([1] * m)
-    opened = deal_sum = reshared = F.zeros((0,))
-    if no:
-        opened = F.lincomb(ones, np.stack([mine if j == me else got[j][:no] for j in ctx.all]))
-    if nd:
-        rows = [d_rows[me - 1] if j == me else got[j][no : no + nd] for j in ctx.all]
-        deal_sum = F.lincomb(ones, np.stack(rows))
-    if ng:
-        reshared = _grr_combine(ctx, g_rows[me - 1], {j: got[j][no + nd :] for j in ctx.others})
-    return _unflatten(opened, o_shapes), _unflatten(deal_sum, d_shapes), _unflatten(reshared, g_shapes)
-
-
 # -- carry trees and the fused AND ----------------------------------------------------------------------
 
 
@@ -490,9 +430,7 @@ class _Tree:
         nodes = g.shape[0]
         if nodes == 2:  # the root, k - (G1 + P1 G0): reshared, it becomes the bit
             return [F.sub(F.sub(k, g[1]), F.mul(p[1], g[0]))]
-        half = nodes // 2
-        pg = F.mul(p[1 : 2 * half : 2], g[0 : 2 * half : 2])
-        return [pg, F.mul(p[3 : 2 * half : 2], p[2 : 2 * half : 2])]  # the lowest node's P is never used
+        return [carry_products(g, p)]
 
     def level_apply(self, res: list[F.FieldArray]) -> None:
         _, g, p = self.parts()
@@ -500,13 +438,7 @@ class _Tree:
         if nodes == 2:
             self.bit = res[0]
             return
-        half = nodes // 2
-        new_g = F.add(g[1 : 2 * half : 2], res[0])
-        new_p = np.concatenate([np.zeros((1, *g.shape[1:]), dtype=np.uint64), res[1]])  # lowest P unused
-        if nodes % 2:
-            new_g = np.concatenate([new_g, g[-1:]])
-            new_p = np.concatenate([new_p, p[-1:]])
-        self.g, self.p = new_g, new_p
+        self.g, self.p = carry_advance(g, p, res[0])
 
 
 def _and_gen(
@@ -523,24 +455,24 @@ def _and_gen(
         if x.bit is not None and y.size <= 3:
             k, g, p = y.parts()
             if y.size == 2:  # x (k - G1 - P1 G0) = x (k - G1) - (x P1) G0
-                _, _, (a, b) = yield from _exchange(
+                _, _, (a, b) = yield from exchange(
                     ctx, rng, step, what, grrs=[F.mul(x.bit, F.sub(k, g[1])), F.mul(x.bit, p[1])]
                 )
                 return F.sub(a, F.mul(b, g[0]))
             # x (k - G2 - P2 G1 - P2 P1 G0) = x (k - G2) - (x P2)(G1 + P1 G0)
-            _, _, (a, b, c) = yield from _exchange(
+            _, _, (a, b, c) = yield from exchange(
                 ctx, rng, step, what,
                 grrs=[F.mul(x.bit, F.sub(k, g[2])), F.mul(x.bit, p[2]), F.add(g[1], F.mul(p[1], g[0]))],
             )
             return F.sub(a, F.mul(b, c))
         if x.size == 2 and y.size == 2:  # both roots are quadratic: reshare both, multiply
-            _, _, (qx, qy) = yield from _exchange(
+            _, _, (qx, qy) = yield from exchange(
                 ctx, rng, step, what, grrs=x.level_products() + y.level_products()
             )
             return F.mul(qx, qy)
         px = x.level_products() if x.bit is None else []
         py = y.level_products() if y.bit is None else []
-        _, _, res = yield from _exchange(ctx, rng, step, what, grrs=px + py)
+        _, _, res = yield from exchange(ctx, rng, step, what, grrs=px + py)
         if px:
             x.level_apply(res[: len(px)])
         if py:
@@ -664,12 +596,12 @@ def _svt_gen(
     ]
 
     # --- round 1: inputs, opened squares, pair products ---
-    (sq,), (s_sh, tau_sh), pairs_t = yield from _exchange(
+    (sq,), (s_sh, tau_sh), pairs_t = yield from exchange(
         ctx, rng, step, "svt/input", opens=[F.mul(s, s)], purpose=_P_Z_SQ,
         deals=[F.from_int64(s_int), F.from_int64(tau_int)], grrs=pair_prods,
     )
-    v = _inverse_roots(sq)
-    r = _bits_from_roots(s, v)
+    v = inverse_roots(sq)
+    r = bits_from_roots(s, v)
     pair_of: dict[int, dict[tuple[int, int], F.FieldArray]] = {}
     it = iter(pairs_t)
     for b in blocks:
@@ -696,7 +628,7 @@ def _svt_gen(
         return F.lincomb(pow2, np.concatenate([r[bases[ci] : bases[ci] + kb], r_hi[ci][None]], axis=0))
 
     # --- round 2: masked openings of T and b, triple and quadruple products ---
-    (o_t, o_b), _, highs_t = yield from _exchange(
+    (o_t, o_b), _, highs_t = yield from exchange(
         ctx, rng, step, "svt/open", opens=[F.add(t_sh, mask(0)), F.add(b_sh, mask(1))], purpose=_P_Z_OPEN,
         grrs=high_prods,
     )
@@ -736,7 +668,7 @@ def _svt_gen(
             shift *= 2
         before = F.sub(incl, out)  # P_i = sum_{l < i} acc_l
         val = F.sub(np.broadcast_to(F.const(remaining - 1), before.shape), before)
-        (o_g,), _, (acc,) = yield from _exchange(
+        (o_g,), _, (acc,) = yield from exchange(
             ctx, rng, step, "svt/gate", opens=[F.add(val, mask(2))], purpose=_P_Z_GATE, grrs=[out]
         )
         c_g = F.add(o_g, F.const(1 << kbits[2]))
@@ -744,7 +676,7 @@ def _svt_gen(
         out = yield from _and_gen(ctx, rng, step, _Tree(None, None, None, acc), tree_g, "svt/gate-and")
 
     # --- output: open the bits to every party and to the receiver ---
-    mine = _masked(ctx, out, _P_Z_OUT, step)
+    mine = masked_contribution(ctx, out, _P_Z_OUT, step)
     inbox = yield {**{j: pack(mine) for j in ctx.others}, RECEIVER: pack(mine)}
     msgs = expect(inbox, ctx.others, 2 * n, "svt/output")
     total = F.lincomb(F.from_ints([1] * ctx.params.m),
