@@ -458,65 +458,36 @@ def _coin_tree(lazy: LazyCoin, u: F.FieldArray, uu: F.FieldArray) -> CarryTree:
     return CarryTree(np.stack(gs), np.stack(ps))
 
 
-def _sign_gen(
-    ctx: PartyContext,
-    x: npt.NDArray[np.int64],
-    pub: npt.NDArray[np.int64],
-    step: int,
-    rng: SecureRandom,
-    report: PartyReport,
-    material: SignMaterial | None,
-    pooled: bool = False,
-    lazy: LazyCoin | None = None,
-) -> PartyGen[PartyReport]:
-    fmt = ctx.params.fmt
-    n, kbits = x.shape[0], fmt.compare_bits
+Msgs = dict[int, npt.NDArray[np.uint64]]
+
+
+def _split_msgs(msgs: Msgs, first: int) -> tuple[Msgs, Msgs]:
+    """Each message cut in two: its first ``first`` words and the rest."""
+    return {j: v[:first] for j, v in msgs.items()}, {j: v[first:] for j, v in msgs.items()}
+
+
+def _coin_rows(ctx: PartyContext, coin_tree: CarryTree | None, rng: SecureRandom) -> F.FieldArray | None:
+    """This round's GRR rows of the coin tree's products, while the coin is not ready."""
+    if coin_tree is None or coin_tree.done:
+        return None
+    return grr_deal(ctx, coin_tree.products(), rng)
+
+
+def _coin_advance(
+    ctx: PartyContext, coin_tree: CarryTree | None, rows: F.FieldArray | None, msgs: Msgs
+) -> None:
+    """Take the coin tree one level up from the rows received for it (when it has sent any)."""
+    if rows is not None and coin_tree is not None:
+        coin_tree.advance(grr_combine(ctx, rows[ctx.party - 1], msgs))
+
+
+def _compare_nodes(
+    cb: npt.NDArray[np.bool_], r: F.FieldArray, rr: F.FieldArray, kbits: int
+) -> tuple[F.FieldArray, F.FieldArray]:
+    """First level (local) of the carry tree for u = [c mod 2^K < r mod 2^K] from c's bits ``cb`` (K, n),
+    the mask bits [r] and their pair products [rr]: node (G, P) = (r > c on its span, r == c on it)."""
     npairs = kbits // 2
-    if material is None:  # inline: 1 round, every party computes every root; pooled: 3, each root once
-        coin_bits = lazy.bits if lazy is not None else 0
-        material = yield from _sign_precompute(ctx, n, step, rng, distributed=pooled, coin_bits=coin_bits)
-    r, rr, r_top = material.bits, material.pairs, material.r_top
     r_lo_pair, r_hi_pair = r[0 : 2 * npairs : 2], r[1 : 2 * npairs : 2]
-    coin_tree: CarryTree | None = None
-    if lazy is not None:
-        if material.coin_bits is None or material.coin_pairs is None:
-            raise ValueError("a lazy decision needs sign material with the coin's random bits")
-        coin_tree = _coin_tree(lazy, material.coin_bits, material.coin_pairs)
-
-    def coin_rows() -> F.FieldArray | None:
-        """This round's GRR rows of the coin tree's products, while the coin is not ready."""
-        if coin_tree is None or coin_tree.done:
-            return None
-        return grr_deal(ctx, coin_tree.products(), rng)
-
-    def coin_advance(rows: F.FieldArray | None, msgs: dict[int, npt.NDArray[np.uint64]]) -> None:
-        if rows is not None and coin_tree is not None:
-            coin_tree.advance(grr_combine(ctx, rows[ctx.party - 1], msgs))
-
-    Msgs = dict[int, npt.NDArray[np.uint64]]
-
-    def split(msgs: Msgs, first: int) -> tuple[Msgs, Msgs]:
-        return {j: v[:first] for j, v in msgs.items()}, {j: v[first:] for j, v in msgs.items()}
-
-    # --- online round 1: fused input and mask opening: c = S + 2^K + r (and a coin-tree level) ---
-    pow2 = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])
-    mask = F.lincomb(pow2, np.concatenate([r, r_top[None]], axis=0))
-    contrib = F.add(F.from_int64(x), masked_contribution(ctx, mask, P_Z_OPEN, step))
-    crow = coin_rows()
-    extra = 0 if crow is None else field_words(crow.shape[1:-1])
-    if crow is None:
-        inbox = yield {j: pack(contrib) for j in ctx.others}
-    else:
-        inbox = yield {j: pack(contrib, crow[j - 1]) for j in ctx.others}
-    msgs, cmsgs = split(expect(inbox, ctx.others, field_words((n,)) + extra, "sign/open"), field_words((n,)))
-    coin_advance(crow, cmsgs)
-    c = sum_contributions(ctx, contrib, msgs)
-    c = F.add(F.add(c, F.from_int64(pub)), F.const(1 << kbits))
-    c_hi = F.shift_right(c, kbits)
-    c_lo = F.low_word(c)
-    cb = ((c_lo[None, :] >> np.arange(kbits, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)  # (K, n)
-
-    # --- carry tree for u = [c mod 2^K < r mod 2^K]: node (G, P) = (r > c on its span, r == c on it) ---
     one = F.const(1)
     zero = F.zeros(())
     c_l, c_h = cb[0 : 2 * npairs : 2], cb[1 : 2 * npairs : 2]
@@ -531,10 +502,24 @@ def _sign_gen(
         rt, ct = r[kbits - 1 : kbits], cb[kbits - 1 : kbits]
         big_g = np.concatenate([big_g, _select(~ct, rt, zero)])
         big_p = np.concatenate([big_p, _select(ct, rt, F.sub(np.broadcast_to(one, rt.shape), rt))])
+    return big_g, big_p
 
+
+def _carry_rounds(
+    ctx: PartyContext,
+    rng: SecureRandom,
+    big_g: F.FieldArray,
+    big_p: F.FieldArray,
+    coin_tree: CarryTree | None,
+    inserted: bool,
+) -> PartyGen[F.FieldArray]:
+    """The carry tree's GRR rounds from the first level (G, P) to the root's degree-2t share, which the
+    caller fuses with the output; a lazy coin's tree advances in the same rounds. ``inserted``: no coin is
+    waiting to be placed on top (always true without a lazy coin)."""
+    n = big_g.shape[1]
+    zero = F.zeros(())
     # lazy: once the coin is ready (degree t) it becomes a virtual top node (G, P) = (0, coin), so the
     # tree's root is coin * u and the AND costs no round unless the coin is late for the root level
-    inserted = lazy is None
     nodes = big_g.shape[0]
     while True:
         if not inserted and coin_tree is not None and coin_tree.done:
@@ -542,14 +527,12 @@ def _sign_gen(
             big_p = np.concatenate([big_p, coin_tree.g[:1]])
             nodes, inserted = nodes + 1, True
         if nodes == 1 and inserted:
-            root = big_g[0]
-            break
+            return big_g[0]
         half = nodes // 2
         if nodes > 1 and half + nodes % 2 == 1 and inserted:  # this level makes the root: fuse with output
-            root = F.add(big_g[1], F.mul(big_p[1], big_g[0]))
-            break
+            return F.add(big_g[1], F.mul(big_p[1], big_g[0]))
         prods = carry_products(big_g, big_p) if nodes > 1 else None
-        crow = coin_rows()
+        crow = _coin_rows(ctx, coin_tree, rng)
         if prods is None and crow is None:
             raise ProtocolError("sign: the carry tree cannot advance (internal)")
         rows = None if prods is None else grr_deal(ctx, prods, rng)
@@ -563,11 +546,59 @@ def _sign_gen(
             return pack(*parts)
 
         inbox = yield {j: payload(j) for j in ctx.others}
-        msgs, cmsgs = split(expect(inbox, ctx.others, main_words + coin_words, "sign/carry"), main_words)
-        coin_advance(crow, cmsgs)
+        got = expect(inbox, ctx.others, main_words + coin_words, "sign/carry")
+        msgs, cmsgs = _split_msgs(got, main_words)
+        _coin_advance(ctx, coin_tree, crow, cmsgs)
         if rows is not None:
             big_g, big_p = carry_advance(big_g, big_p, grr_combine(ctx, rows[ctx.party - 1], msgs))
             nodes = big_g.shape[0]
+
+
+def _sign_gen(
+    ctx: PartyContext,
+    x: npt.NDArray[np.int64],
+    pub: npt.NDArray[np.int64],
+    step: int,
+    rng: SecureRandom,
+    report: PartyReport,
+    material: SignMaterial | None,
+    pooled: bool = False,
+    lazy: LazyCoin | None = None,
+) -> PartyGen[PartyReport]:
+    fmt = ctx.params.fmt
+    n, kbits = x.shape[0], fmt.compare_bits
+    if material is None:  # inline: 1 round, every party computes every root; pooled: 3, each root once
+        coin_bits = lazy.bits if lazy is not None else 0
+        material = yield from _sign_precompute(ctx, n, step, rng, distributed=pooled, coin_bits=coin_bits)
+    r, rr, r_top = material.bits, material.pairs, material.r_top
+    coin_tree: CarryTree | None = None
+    if lazy is not None:
+        if material.coin_bits is None or material.coin_pairs is None:
+            raise ValueError("a lazy decision needs sign material with the coin's random bits")
+        coin_tree = _coin_tree(lazy, material.coin_bits, material.coin_pairs)
+
+    # --- online round 1: fused input and mask opening: c = S + 2^K + r (and a coin-tree level) ---
+    pow2 = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])
+    mask = F.lincomb(pow2, np.concatenate([r, r_top[None]], axis=0))
+    contrib = F.add(F.from_int64(x), masked_contribution(ctx, mask, P_Z_OPEN, step))
+    crow = _coin_rows(ctx, coin_tree, rng)
+    extra = 0 if crow is None else field_words(crow.shape[1:-1])
+    if crow is None:
+        inbox = yield {j: pack(contrib) for j in ctx.others}
+    else:
+        inbox = yield {j: pack(contrib, crow[j - 1]) for j in ctx.others}
+    words = field_words((n,))
+    msgs, cmsgs = _split_msgs(expect(inbox, ctx.others, words + extra, "sign/open"), words)
+    _coin_advance(ctx, coin_tree, crow, cmsgs)
+    c = sum_contributions(ctx, contrib, msgs)
+    c = F.add(F.add(c, F.from_int64(pub)), F.const(1 << kbits))
+    c_hi = F.shift_right(c, kbits)
+    c_lo = F.low_word(c)
+    cb = ((c_lo[None, :] >> np.arange(kbits, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)  # (K, n)
+
+    # --- carry tree for u = [c mod 2^K < r mod 2^K]: node (G, P) = (r > c on its span, r == c on it) ---
+    big_g, big_p = _compare_nodes(cb, r, rr, kbits)
+    root = yield from _carry_rounds(ctx, rng, big_g, big_p, coin_tree, inserted=lazy is None)
 
     # --- output: [S >= 0] = floor(c / 2^K) - r_hi - u (lazy: coin * that, the root being coin * u) ---
     if lazy is None:
