@@ -53,6 +53,7 @@ import numpy.typing as npt
 
 from hss import field as F
 from hss.fixedpoint import FixedPoint
+from hss.lazy_coin import MAX_COIN_BITS, LazyCoin, coin_advance, coin_carry_tree, coin_rows
 from hss.primitives import (
     P_BITS,
     P_COIN,
@@ -106,48 +107,7 @@ __all__ = [
     "receive_opened",
 ]
 
-MAX_COIN_BITS = 16
-
 _INV4 = pow(4, F.P - 2, F.P)
-
-
-@dataclass(frozen=True)
-class LazyCoin:
-    """A secret coin with P(1) = gamma = k / 2^bits (public k odd, 1 <= bits <= 16), made inside the sign
-    protocol: ``bits`` PRSS random bits u (like the mask bits) and [u < k] by a carry tree; the receiver
-    learns only [S >= 0] AND coin. No coalition of at most t parties learns anything about the coin."""
-
-    k: int
-    bits: int
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.bits, int) and 1 <= self.bits <= MAX_COIN_BITS):
-            raise ValueError(f"lazy coin bits must be an integer in 1..{MAX_COIN_BITS}, got {self.bits!r}")
-        if not (isinstance(self.k, int) and 0 < self.k < (1 << self.bits) and self.k % 2 == 1):
-            raise ValueError(f"lazy coin k must be odd in 1..2^bits - 1 (gamma = k / 2^bits), got {self.k!r}")
-
-    @property
-    def gamma(self) -> float:
-        return self.k / (1 << self.bits)
-
-    @classmethod
-    def from_gamma(cls, gamma: float) -> LazyCoin:
-        """The exact dyadic coin for gamma = k / 2^L with L <= 16; ValueError otherwise (naming gamma)."""
-        if not (isinstance(gamma, int | float) and not isinstance(gamma, bool) and 0.0 < gamma < 1.0):
-            raise ValueError(f"lazy gamma must be a number strictly between 0 and 1, got {gamma!r}")
-        scaled = gamma * (1 << MAX_COIN_BITS)
-        k = round(scaled)
-        if k != scaled:
-            raise ValueError(
-                f"lazy gamma = {gamma!r} is not k / 2^L with L <= {MAX_COIN_BITS} (the coin is made from "
-                f"L random bits); e.g. {k / (1 << MAX_COIN_BITS)!r}"
-            )
-        bits = MAX_COIN_BITS
-        while k % 2 == 0:
-            k //= 2
-            bits -= 1
-        return cls(k, bits)
-
 
 
 def _select(cond: npt.NDArray[np.bool_], a: F.FieldArray, b: F.FieldArray) -> F.FieldArray:
@@ -417,68 +377,12 @@ def _sign_precompute(
     )
 
 
-def _coin_tree(lazy: LazyCoin, u: F.FieldArray, uu: F.FieldArray) -> CarryTree:
-    """First level (local) of [u < k] over the coin's L random bits u (LSB first) and their pair products.
-
-    Per bit: lt_i = [u_i < k_i] = k_i (1 - u_i), eq_i = [u_i == k_i] (linear in u_i, k public). A pair (h, l)
-    gives G = lt_h + eq_h lt_l and P = eq_h eq_l, linear in u_h, u_l and [u_h u_l]."""
-    one = F.const(1)
-    kb = [(lazy.k >> i) & 1 for i in range(lazy.bits)]
-
-    def lt(i: int) -> F.FieldArray:
-        return F.sub(np.broadcast_to(one, u[i].shape), u[i]) if kb[i] else F.zeros(u[i].shape[:-1])
-
-    def eq(i: int) -> F.FieldArray:
-        return u[i] if kb[i] else F.sub(np.broadcast_to(one, u[i].shape), u[i])
-
-    gs, ps = [], []
-    for a in range(lazy.bits // 2):
-        h, lo, w = 2 * a + 1, 2 * a, uu[a]
-        uh, ul = u[h], u[lo]
-        ones = np.broadcast_to(one, uh.shape)
-        # eq_h * lt_l and eq_h * eq_l, expanded with w = u_h u_l
-        if not kb[lo]:
-            eh_ltl = F.zeros(uh.shape[:-1])
-        elif kb[h]:
-            eh_ltl = F.sub(uh, w)
-        else:
-            eh_ltl = F.add(F.sub(F.sub(ones, uh), ul), w)
-        eq_pair = {
-            (1, 1): w,
-            (1, 0): F.sub(uh, w),
-            (0, 1): F.sub(ul, w),
-            (0, 0): F.add(F.sub(F.sub(ones, uh), ul), w),
-        }[(kb[h], kb[lo])]
-        gs.append(F.add(lt(h), eh_ltl))
-        ps.append(eq_pair)
-    if lazy.bits % 2:
-        top = lazy.bits - 1
-        gs.append(lt(top))
-        ps.append(eq(top))
-    return CarryTree(np.stack(gs), np.stack(ps))
-
-
 Msgs = dict[int, npt.NDArray[np.uint64]]
 
 
 def _split_msgs(msgs: Msgs, first: int) -> tuple[Msgs, Msgs]:
     """Each message cut in two: its first ``first`` words and the rest."""
     return {j: v[:first] for j, v in msgs.items()}, {j: v[first:] for j, v in msgs.items()}
-
-
-def _coin_rows(ctx: PartyContext, coin_tree: CarryTree | None, rng: SecureRandom) -> F.FieldArray | None:
-    """This round's GRR rows of the coin tree's products, while the coin is not ready."""
-    if coin_tree is None or coin_tree.done:
-        return None
-    return grr_deal(ctx, coin_tree.products(), rng)
-
-
-def _coin_advance(
-    ctx: PartyContext, coin_tree: CarryTree | None, rows: F.FieldArray | None, msgs: Msgs
-) -> None:
-    """Take the coin tree one level up from the rows received for it (when it has sent any)."""
-    if rows is not None and coin_tree is not None:
-        coin_tree.advance(grr_combine(ctx, rows[ctx.party - 1], msgs))
 
 
 def _compare_nodes(
@@ -532,7 +436,7 @@ def _carry_rounds(
         if nodes > 1 and half + nodes % 2 == 1 and inserted:  # this level makes the root: fuse with output
             return F.add(big_g[1], F.mul(big_p[1], big_g[0]))
         prods = carry_products(big_g, big_p) if nodes > 1 else None
-        crow = _coin_rows(ctx, coin_tree, rng)
+        crow = coin_rows(ctx, coin_tree, rng)
         if prods is None and crow is None:
             raise ProtocolError("sign: the carry tree cannot advance (internal)")
         rows = None if prods is None else grr_deal(ctx, prods, rng)
@@ -548,7 +452,7 @@ def _carry_rounds(
         inbox = yield {j: payload(j) for j in ctx.others}
         got = expect(inbox, ctx.others, main_words + coin_words, "sign/carry")
         msgs, cmsgs = _split_msgs(got, main_words)
-        _coin_advance(ctx, coin_tree, crow, cmsgs)
+        coin_advance(ctx, coin_tree, crow, cmsgs)
         if rows is not None:
             big_g, big_p = carry_advance(big_g, big_p, grr_combine(ctx, rows[ctx.party - 1], msgs))
             nodes = big_g.shape[0]
@@ -575,13 +479,13 @@ def _sign_gen(
     if lazy is not None:
         if material.coin_bits is None or material.coin_pairs is None:
             raise ValueError("a lazy decision needs sign material with the coin's random bits")
-        coin_tree = _coin_tree(lazy, material.coin_bits, material.coin_pairs)
+        coin_tree = coin_carry_tree(lazy, material.coin_bits, material.coin_pairs)
 
     # --- online round 1: fused input and mask opening: c = S + 2^K + r (and a coin-tree level) ---
     pow2 = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])
     mask = F.lincomb(pow2, np.concatenate([r, r_top[None]], axis=0))
     contrib = F.add(F.from_int64(x), masked_contribution(ctx, mask, P_Z_OPEN, step))
-    crow = _coin_rows(ctx, coin_tree, rng)
+    crow = coin_rows(ctx, coin_tree, rng)
     extra = 0 if crow is None else field_words(crow.shape[1:-1])
     if crow is None:
         inbox = yield {j: pack(contrib) for j in ctx.others}
@@ -589,7 +493,7 @@ def _sign_gen(
         inbox = yield {j: pack(contrib, crow[j - 1]) for j in ctx.others}
     words = field_words((n,))
     msgs, cmsgs = _split_msgs(expect(inbox, ctx.others, words + extra, "sign/open"), words)
-    _coin_advance(ctx, coin_tree, crow, cmsgs)
+    coin_advance(ctx, coin_tree, crow, cmsgs)
     c = sum_contributions(ctx, contrib, msgs)
     c = F.add(F.add(c, F.from_int64(pub)), F.const(1 << kbits))
     c_hi = F.shift_right(c, kbits)
