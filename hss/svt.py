@@ -563,7 +563,109 @@ def _first_level(
     return _Tree(k, np.concatenate(gs), np.concatenate(ps))
 
 
+_PairProducts = dict[int, dict[tuple[int, int], F.FieldArray]]  # block id -> (a, b) -> [s_a s_b]
+
+
+def _pair_map(blocks: list[_Block], pairs_t: list[F.FieldArray]) -> _PairProducts:
+    """The reshared pair products s_a s_b of each block of g >= 2 bits, by block and pair (a, b)."""
+    pair_of: _PairProducts = {}
+    it = iter(pairs_t)
+    for b in blocks:
+        if b.g >= 2:
+            arr = next(it)
+            pair_of[id(b)] = {pq: arr[i] for i, pq in enumerate(_pairs(b.g))}
+    return pair_of
+
+
+def _high_products(
+    blocks: list[_Block], sb: dict[int, F.FieldArray], pair_of: _PairProducts
+) -> list[F.FieldArray]:
+    """Degree-2t triple and quadruple products of each block of g >= 3 bits, from the reshared pairs."""
+    high_prods = []
+    for b in blocks:
+        if b.g >= 3:
+            pr, sv = pair_of[id(b)], sb[id(b)]
+            high = [F.mul(pr[(a[0], a[1])], sv[a[2]]) if len(a) == 3 else F.mul(pr[(0, 1)], pr[(2, 3)])
+                    for a in _highs(b.g)]
+            high_prods.append(np.stack(high))
+    return high_prods
+
+
+def _sigma_monomials(
+    blocks: list[_Block],
+    sb: dict[int, F.FieldArray],
+    v: F.FieldArray,
+    pair_of: _PairProducts,
+    highs_t: list[F.FieldArray],
+) -> dict[int, F.FieldArray]:
+    """Per block, the 2^g monomials sigma^mask = s^mask * prod_{k in mask} v_k (sigma_k = 2 r_k - 1)."""
+    sigma: dict[int, F.FieldArray] = {}
+    it = iter(highs_t)
+    for b in blocks:
+        sv, vv = sb[id(b)], _block_view(v, b)
+        mono: dict[int, F.FieldArray] = {0: np.broadcast_to(F.const(1), sv.shape[1:])}
+        for i in range(b.g):
+            mono[1 << i] = sv[i]
+        for (i, j), arr in pair_of.get(id(b), {}).items():
+            mono[(1 << i) | (1 << j)] = arr
+        if b.g >= 3:
+            arr = next(it)
+            for idx, a in enumerate(_highs(b.g)):
+                mono[sum(1 << i for i in a)] = arr[idx]
+        vprod: dict[int, F.FieldArray] = {0: np.broadcast_to(F.const(1), sv.shape[1:])}
+        for msk in range(1, 1 << b.g):
+            low = msk & -msk
+            vprod[msk] = vv[low.bit_length() - 1] if msk == low else F.mul(vprod[msk ^ low], vprod[low])
+        sigma[id(b)] = np.stack([F.mul(mono[msk], vprod[msk]) for msk in range(1 << b.g)])
+    return sigma
+
+
 # -- the party's generator ------------------------------------------------------------------------------
+
+
+def _gate_gen(
+    ctx: PartyContext,
+    rng: SecureRandom,
+    step: int,
+    out: F.FieldArray,
+    remaining: int,
+    gate_mask: F.FieldArray,
+    kbits: int,
+    r_hi: F.FieldArray,
+    blocks: list[_Block],
+    sigma: dict[int, F.FieldArray],
+) -> PartyGen[F.FieldArray]:
+    """The c-accept gate on the accept bits ``out`` (degree 2t): P_i = sum_{l<i} acc_l (local); one round
+    opens remaining - 1 - P_i masked (``gate_mask``) and reshares acc; then acc_i [P_i <= remaining - 1] by
+    the fused AND."""
+    n = out.shape[0]
+    incl = out.copy()
+    shift = 1
+    while shift < n:
+        incl[shift:] = F.add(incl[shift:], incl[:-shift].copy())
+        shift *= 2
+    before = F.sub(incl, out)  # P_i = sum_{l < i} acc_l
+    val = F.sub(np.broadcast_to(F.const(remaining - 1), before.shape), before)
+    (o_g,), _, (acc,) = yield from exchange(
+        ctx, rng, step, "svt/gate", opens=[F.add(val, gate_mask)], purpose=_P_Z_GATE, grrs=[out]
+    )
+    c_g = F.add(o_g, F.const(1 << kbits))
+    tree_g = _first_level(c_g, kbits, r_hi, blocks, sigma)
+    return (yield from _and_gen(ctx, rng, step, _Tree(None, None, None, acc), tree_g, "svt/gate-and"))
+
+
+def _output_gen(ctx: PartyContext, out: F.FieldArray, step: int) -> PartyGen[BoolArray]:
+    """Output: the bits ``out`` (degree 2t) opened to every party and to the receiver in one round."""
+    n = out.shape[0]
+    mine = masked_contribution(ctx, out, _P_Z_OUT, step)
+    inbox = yield {**{j: pack(mine) for j in ctx.others}, RECEIVER: pack(mine)}
+    msgs = expect(inbox, ctx.others, 2 * n, "svt/output")
+    total = F.lincomb(F.from_ints([1] * ctx.params.m),
+                      np.stack([mine if j == ctx.party else msgs[j].reshape(n, 2) for j in ctx.all]))
+    bits = _to_bits(total)
+    if bits is None:
+        raise ProtocolError("svt output is not a bit: a party deviated or messages were corrupted")
+    return bits
 
 
 def _svt_gen(
@@ -602,19 +704,8 @@ def _svt_gen(
     )
     v = inverse_roots(sq)
     r = bits_from_roots(s, v)
-    pair_of: dict[int, dict[tuple[int, int], F.FieldArray]] = {}
-    it = iter(pairs_t)
-    for b in blocks:
-        if b.g >= 2:
-            arr = next(it)
-            pair_of[id(b)] = {pq: arr[i] for i, pq in enumerate(_pairs(b.g))}
-    high_prods = []
-    for b in blocks:
-        if b.g >= 3:
-            pr, sv = pair_of[id(b)], sb[id(b)]
-            high = [F.mul(pr[(a[0], a[1])], sv[a[2]]) if len(a) == 3 else F.mul(pr[(0, 1)], pr[(2, 3)])
-                    for a in _highs(b.g)]
-            high_prods.append(np.stack(high))
+    pair_of = _pair_map(blocks, pairs_t)
+    high_prods = _high_products(blocks, sb, pair_of)
 
     t_sh = F.add(tau_sh, F.const(e_int))
     d = s_sh.shape[0]
@@ -632,25 +723,7 @@ def _svt_gen(
         ctx, rng, step, "svt/open", opens=[F.add(t_sh, mask(0)), F.add(b_sh, mask(1))], purpose=_P_Z_OPEN,
         grrs=high_prods,
     )
-    # sigma monomials: sigma^mask = s^mask * prod_{k in mask} v_k
-    sigma: dict[int, F.FieldArray] = {}
-    it = iter(highs_t)
-    for b in blocks:
-        sv, vv = sb[id(b)], _block_view(v, b)
-        mono: dict[int, F.FieldArray] = {0: np.broadcast_to(F.const(1), sv.shape[1:])}
-        for i in range(b.g):
-            mono[1 << i] = sv[i]
-        for (i, j), arr in pair_of.get(id(b), {}).items():
-            mono[(1 << i) | (1 << j)] = arr
-        if b.g >= 3:
-            arr = next(it)
-            for idx, a in enumerate(_highs(b.g)):
-                mono[sum(1 << i for i in a)] = arr[idx]
-        vprod: dict[int, F.FieldArray] = {0: np.broadcast_to(F.const(1), sv.shape[1:])}
-        for msk in range(1, 1 << b.g):
-            low = msk & -msk
-            vprod[msk] = vv[low.bit_length() - 1] if msk == low else F.mul(vprod[msk ^ low], vprod[low])
-        sigma[id(b)] = np.stack([F.mul(mono[msk], vprod[msk]) for msk in range(1 << b.g)])
+    sigma = _sigma_monomials(blocks, sb, v, pair_of, highs_t)
 
     phi_f = F.from_int64(phi)
     phi2 = F.lincomb(F.from_ints([1] * d), np.ascontiguousarray(np.moveaxis(F.mul(phi_f, phi_f), 1, 0)))
@@ -661,27 +734,10 @@ def _svt_gen(
     out = yield from _and_gen(ctx, rng, step, tree_t, tree_b, "svt/and")  # degree 2t
 
     if gate:
-        incl = out.copy()
-        shift = 1
-        while shift < n:
-            incl[shift:] = F.add(incl[shift:], incl[:-shift].copy())
-            shift *= 2
-        before = F.sub(incl, out)  # P_i = sum_{l < i} acc_l
-        val = F.sub(np.broadcast_to(F.const(remaining - 1), before.shape), before)
-        (o_g,), _, (acc,) = yield from exchange(
-            ctx, rng, step, "svt/gate", opens=[F.add(val, mask(2))], purpose=_P_Z_GATE, grrs=[out]
+        gate_blocks = [b for b in blocks if b.cmp == 2]
+        out = yield from _gate_gen(
+            ctx, rng, step, out, remaining, mask(2), kbits[2], r_hi[2], gate_blocks, sigma
         )
-        c_g = F.add(o_g, F.const(1 << kbits[2]))
-        tree_g = _first_level(c_g, kbits[2], r_hi[2], [b for b in blocks if b.cmp == 2], sigma)
-        out = yield from _and_gen(ctx, rng, step, _Tree(None, None, None, acc), tree_g, "svt/gate-and")
 
-    # --- output: open the bits to every party and to the receiver ---
-    mine = masked_contribution(ctx, out, _P_Z_OUT, step)
-    inbox = yield {**{j: pack(mine) for j in ctx.others}, RECEIVER: pack(mine)}
-    msgs = expect(inbox, ctx.others, 2 * n, "svt/output")
-    total = F.lincomb(F.from_ints([1] * ctx.params.m),
-                      np.stack([mine if j == ctx.party else msgs[j].reshape(n, 2) for j in ctx.all]))
-    bits = _to_bits(total)
-    if bits is None:
-        raise ProtocolError("svt output is not a bit: a party deviated or messages were corrupted")
+    bits = yield from _output_gen(ctx, out, step)
     return SvtPartyResult(revealed=bits, clamped=clamped)
