@@ -46,303 +46,73 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from hss import field as F
-from hss.fixedpoint import FixedPoint, max_threshold
-from hss.prss import PartyKeys, Prss, dealer_of, subsets
+from hss.fixedpoint import FixedPoint
+from hss.lazy_coin import MAX_COIN_BITS, LazyCoin, coin_advance, coin_carry_tree, coin_rows
+from hss.primitives import (
+    P_BITS,
+    P_COIN,
+    P_RHI,
+    P_Z_OPEN,
+    P_Z_OUT,
+    P_Z_PRE,
+    CarryTree,
+    bits_from_roots,
+    carry_advance,
+    carry_products,
+    field_words,
+    grr_combine,
+    grr_deal,
+    inverse_roots,
+    masked_contribution,
+    multiply,
+    open_to_all,
+    open_to_receiver,
+    random_bits,
+    receive_opened,
+    sum_contributions,
+)
 from hss.randomness import SecureRandom
-from hss.runtime import RECEIVER, Inbox, Machine, Outbox, PartyGen, ProtocolError, expect, pack
-from hss.sharing import lagrange_field, split, vandermonde
+from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, ProtocolError, expect, pack
+from hss.session import MODES, SIGN_PRECOMPUTE, PartyContext, SessionParams, check_precompute, key_setup
+from hss.sharing import split
 
-MODES = ("sum", "blinded", "sign")
-#: How the sign protocol makes its random bits' public square roots when no material is given:
-#: "inline" — 1 round, every party computes every root (7 rounds in all); "pooled" — the distributed
-#: precompute of :func:`precompute_sign` run in front of the online rounds (3 rounds, each root computed
-#: once, by one party; 9 rounds in all): fewer CPU-seconds per decision, two more rounds.
-SIGN_PRECOMPUTE = ("inline", "pooled")
+#: The decision protocols' public names, with the session setup (hss.session) and the one-round
+#: protocols (hss.primitives) that callers take from here together with them.
+__all__ = [
+    "MAX_COIN_BITS",
+    "MODES",
+    "SIGN_PRECOMPUTE",
+    "Decisions",
+    "LazyCoin",
+    "PartyContext",
+    "PartyReport",
+    "SessionParams",
+    "SignMaterial",
+    "check_precompute",
+    "decide_party",
+    "decide_receiver",
+    "key_setup",
+    "multiply",
+    "open_to_all",
+    "open_to_receiver",
+    "plaintext_decisions",
+    "precompute_sign",
+    "random_bits",
+    "receive_opened",
+]
 
-# PRSS / PRF purposes: distinct streams per use within one step.
-_P_BITS, _P_RHI, _P_Z_PRE, _P_Z_OPEN, _P_Z_OUT, _P_Z_ALL, _P_COIN = 1, 2, 3, 4, 5, 6, 7
-MAX_COIN_BITS = 16
-
-_INV2 = pow(2, F.P - 2, F.P)
 _INV4 = pow(4, F.P - 2, F.P)
-
-
-@dataclass(frozen=True)
-class SessionParams:
-    """What every party and the receiver agree on for a session (public)."""
-
-    m: int
-    t: int
-    session_id: bytes
-    fmt: FixedPoint = field(default_factory=FixedPoint)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.m, int) or self.m < 2:
-            raise ValueError(f"a session needs m >= 2 parties, got {self.m!r}")
-        if self.m > self.fmt.max_parties:
-            raise ValueError(
-                f"m = {self.m} exceeds the format's max_parties = {self.fmt.max_parties}; "
-                "build a FixedPoint with a larger max_parties"
-            )
-        if not isinstance(self.t, int) or not 0 <= self.t <= max_threshold(self.m):
-            raise ValueError(
-                f"threshold t = {self.t!r} must satisfy 0 <= t < m/2 "
-                f"(at most {max_threshold(self.m)} for m = {self.m})"
-            )
-        if not 8 <= len(self.session_id) <= 64:
-            raise ValueError(f"session_id must be 8..64 bytes, got {len(self.session_id)}")
-
-    def supports(self, mode: str) -> bool:
-        """Whether this session can run ``mode``: one of MODES, or "svt" (hss.svt, same needs as sign)."""
-        if mode not in MODES and mode != "svt":
-            raise ValueError(f"unknown reveal mode {mode!r}; expected one of {(*MODES, 'svt')}")
-        return mode == "sum" or (self.t >= 1 and 2 * self.t < self.m)
-
-    def check_mode(self, mode: str) -> None:
-        if not self.supports(mode):
-            raise ValueError(
-                f"reveal mode {mode!r} needs an honest majority with t >= 1 (m >= 3); this session has "
-                f"m = {self.m}, t = {self.t}. With m = 2 only 'sum' is available."
-            )
-
-    @property
-    def sign_rounds(self) -> tuple[int, int]:
-        """(precompute, online) rounds of the sign protocol with the inline precompute."""
-        nodes = math.ceil(self.fmt.compare_bits / 2)
-        levels = math.ceil(math.log2(nodes)) if nodes > 1 else 0
-        return 1, 1 + max(levels, 1)
-
-    def rounds(self, mode: str, precompute: str = "inline") -> int:
-        if mode not in MODES:
-            raise ValueError(f"rounds of {mode!r} are not fixed by the session: see hss.svt.SvtFormat.rounds")
-        check_precompute(precompute)
-        pre, online = self.sign_rounds
-        sign = online + (pre if precompute == "inline" else 3)
-        return {"sum": 1, "blinded": 2, "sign": sign}[mode]
-
-
-def check_precompute(precompute: str) -> None:
-    if precompute not in SIGN_PRECOMPUTE:
-        raise ValueError(f"sign precompute {precompute!r} is not one of {SIGN_PRECOMPUTE}")
-
-
-@dataclass(frozen=True)
-class LazyCoin:
-    """A secret coin with P(1) = gamma = k / 2^bits (public k odd, 1 <= bits <= 16), made inside the sign
-    protocol: ``bits`` PRSS random bits u (like the mask bits) and [u < k] by a carry tree; the receiver
-    learns only [S >= 0] AND coin. No coalition of at most t parties learns anything about the coin."""
-
-    k: int
-    bits: int
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.bits, int) and 1 <= self.bits <= MAX_COIN_BITS):
-            raise ValueError(f"lazy coin bits must be an integer in 1..{MAX_COIN_BITS}, got {self.bits!r}")
-        if not (isinstance(self.k, int) and 0 < self.k < (1 << self.bits) and self.k % 2 == 1):
-            raise ValueError(f"lazy coin k must be odd in 1..2^bits - 1 (gamma = k / 2^bits), got {self.k!r}")
-
-    @property
-    def gamma(self) -> float:
-        return self.k / (1 << self.bits)
-
-    @classmethod
-    def from_gamma(cls, gamma: float) -> LazyCoin:
-        """The exact dyadic coin for gamma = k / 2^L with L <= 16; ValueError otherwise (naming gamma)."""
-        if not (isinstance(gamma, int | float) and not isinstance(gamma, bool) and 0.0 < gamma < 1.0):
-            raise ValueError(f"lazy gamma must be a number strictly between 0 and 1, got {gamma!r}")
-        scaled = gamma * (1 << MAX_COIN_BITS)
-        k = round(scaled)
-        if k != scaled:
-            raise ValueError(
-                f"lazy gamma = {gamma!r} is not k / 2^L with L <= {MAX_COIN_BITS} (the coin is made from "
-                f"L random bits); e.g. {k / (1 << MAX_COIN_BITS)!r}"
-            )
-        bits = MAX_COIN_BITS
-        while k % 2 == 0:
-            k //= 2
-            bits -= 1
-        return cls(k, bits)
-
-
-def key_setup(params: SessionParams, party: int, rng: SecureRandom) -> Machine[PartyKeys]:
-    """One round: the lowest party outside A deals PRSS key r_A; party min(i, j) deals pairwise key k_ij."""
-    return Machine(party, _key_setup(params, party, rng), "key_setup")
-
-
-def _key_setup(params: SessionParams, me: int, rng: SecureRandom) -> PartyGen[PartyKeys]:
-    m, t = params.m, params.t
-    sets = subsets(m, t)
-    prss: dict[tuple[int, ...], bytes] = {}
-    pairwise: dict[int, bytes] = {}
-    outgoing: dict[int, list[bytes]] = {j: [] for j in range(me + 1, m + 1)}
-    for a in sets:
-        if me not in a and dealer_of(a, m) == me:
-            key = rng.key()
-            prss[a] = key
-            for j in range(1, m + 1):
-                if j != me and j not in a:
-                    outgoing[j].append(key)
-    for j in range(me + 1, m + 1):
-        key = rng.key()
-        pairwise[j] = key
-        outgoing[j].append(key)
-    outbox: Outbox = {
-        j: np.frombuffer(b"".join(keys), dtype=np.uint64).copy() for j, keys in outgoing.items()
-    }
-    inbox = yield outbox
-    senders = list(range(1, me))
-    expected = {i: [a for a in sets if dealer_of(a, m) == i and me not in a and i not in a] for i in senders}
-    if set(inbox) != set(senders):
-        raise ProtocolError(f"key_setup: party {me} expected keys from {senders}, got {sorted(inbox)}")
-    for i in senders:
-        raw = inbox[i].tobytes()
-        want = 32 * (len(expected[i]) + 1)
-        if len(raw) != want:
-            raise ProtocolError(f"key_setup: party {i} sent {len(raw)} bytes of keys, expected {want}")
-        for idx, a in enumerate(expected[i]):
-            prss[a] = raw[32 * idx : 32 * idx + 32]
-        pairwise[i] = raw[-32:]
-    for a in sets:
-        if me not in a and a not in prss:
-            raise ProtocolError(f"key_setup: party {me} is missing the PRSS key of set {a}")
-    return PartyKeys(party=me, m=m, t=t, prss=prss, pairwise=pairwise)
-
-
-class PartyContext:
-    """Per-session state of one party: parameters, PRSS generators, Lagrange coefficients."""
-
-    def __init__(self, params: SessionParams, keys: PartyKeys) -> None:
-        if keys.m != params.m or keys.t != params.t:
-            raise ValueError(
-                f"keys are for m={keys.m}, t={keys.t} but the session has m={params.m}, t={params.t}"
-            )
-        self.params = params
-        self.party = keys.party
-        self.prss = Prss(keys, params.session_id)
-        self.all = tuple(range(1, params.m + 1))
-        self.others = [j for j in self.all if j != self.party]
-        self.lam = lagrange_field(self.all, 0)
-        self.lam_me = int(F.to_ints(self.lam[self.party - 1])[0])
-
-
-# ---------------------------------------------------------------------------------------------------------
-# building blocks (one party's local computation around a round)
-
-
-def _masked(ctx: PartyContext, share: F.FieldArray, purpose: int, step: int) -> F.FieldArray:
-    """lambda_i * share + z_i: this party's additive contribution to opening the shared value."""
-    z = ctx.prss.zero_additive(purpose, step, share.shape[:-1])
-    return F.add(F.mul_scalar(share, ctx.lam_me), z)
-
-
-def _sum_contributions(
-    ctx: PartyContext, own: F.FieldArray, msgs: dict[int, npt.NDArray[np.uint64]]
-) -> F.FieldArray:
-    stack = np.stack([own if j == ctx.party else msgs[j].reshape(own.shape) for j in ctx.all])
-    return F.lincomb(F.from_ints([1] * ctx.params.m), stack)
-
-
-def _grr_deal(ctx: PartyContext, vals: F.FieldArray, rng: SecureRandom) -> F.FieldArray:
-    """Degree-t sharings of this party's degree-2t product shares: row j-1 goes to party j."""
-    t = ctx.params.t
-    coeffs = np.concatenate([vals[None], rng.field((t, *vals.shape[:-1]))], axis=0)
-    return F.matmul(vandermonde(ctx.params.m, t), coeffs)
-
-
-def _grr_combine(
-    ctx: PartyContext, own_row: F.FieldArray, msgs: dict[int, npt.NDArray[np.uint64]]
-) -> F.FieldArray:
-    stack = np.stack([own_row if j == ctx.party else msgs[j].reshape(own_row.shape) for j in ctx.all])
-    return F.lincomb(ctx.lam, stack)
-
-
-def _words(shape: tuple[int, ...]) -> int:
-    return 2 * int(np.prod(shape))
 
 
 def _select(cond: npt.NDArray[np.bool_], a: F.FieldArray, b: F.FieldArray) -> F.FieldArray:
     a2, b2 = np.broadcast_arrays(a, b)
     return np.where(cond[..., None], a2, b2)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# standalone protocols
-
-
-def open_to_all(ctx: PartyContext, share: F.FieldArray, step: int) -> Machine[F.FieldArray]:
-    """Open a shared value (any degree < m) to every party: one round, masked contributions."""
-
-    def gen() -> PartyGen[F.FieldArray]:
-        mine = _masked(ctx, share, _P_Z_ALL, step)
-        inbox = yield {j: pack(mine) for j in ctx.others}
-        msgs = expect(inbox, ctx.others, _words(share.shape[:-1]), "open_to_all")
-        return _sum_contributions(ctx, mine, msgs)
-
-    return Machine(ctx.party, gen(), "open_to_all")
-
-
-def open_to_receiver(ctx: PartyContext, share: F.FieldArray, step: int) -> Machine[None]:
-    """Open a shared value (any degree < m) to the receiver only: one round."""
-
-    def gen() -> PartyGen[None]:
-        yield {RECEIVER: pack(_masked(ctx, share, _P_Z_OUT, step))}
-        return None
-
-    return Machine(ctx.party, gen(), "open_to_receiver")
-
-
-def receive_opened(params: SessionParams, inbox: Inbox, shape: tuple[int, ...]) -> F.FieldArray:
-    """The receiver's side of an opening: the sum of all m masked contributions."""
-    msgs = expect(inbox, list(range(1, params.m + 1)), _words(shape), "receiver")
-    stack = np.stack([msgs[j].reshape(*shape, 2) for j in range(1, params.m + 1)])
-    return F.lincomb(F.from_ints([1] * params.m), stack)
-
-
-def multiply(ctx: PartyContext, x: F.FieldArray, y: F.FieldArray, rng: SecureRandom) -> Machine[F.FieldArray]:
-    """[x y] of degree t from degree-t [x], [y]: local product then GRR resharing, one round."""
-    ctx.params.check_mode("sign")
-
-    def gen() -> PartyGen[F.FieldArray]:
-        rows = _grr_deal(ctx, F.mul(x, y), rng)
-        inbox = yield {j: pack(rows[j - 1]) for j in ctx.others}
-        msgs = expect(inbox, ctx.others, _words(x.shape[:-1]), "multiply")
-        return _grr_combine(ctx, rows[ctx.party - 1], msgs)
-
-    return Machine(ctx.party, gen(), "multiply")
-
-
-def random_bits(ctx: PartyContext, n: int, step: int) -> Machine[F.FieldArray]:
-    """Degree-t shares of n uniform secret bits: PRSS [s], open s^2 (masked), r = (1 + s/sqrt(s^2))/2."""
-    ctx.params.check_mode("sign")
-
-    def gen() -> PartyGen[F.FieldArray]:
-        s = ctx.prss.random(_P_BITS, step, (n,))
-        mine = _masked(ctx, F.mul(s, s), _P_Z_PRE, step)
-        inbox = yield {j: pack(mine) for j in ctx.others}
-        msgs = expect(inbox, ctx.others, _words((n,)), "random_bits")
-        sq = _sum_contributions(ctx, mine, msgs)
-        return _bits_from_roots(s, _inverse_roots(sq))
-
-    return Machine(ctx.party, gen(), "random_bits")
-
-
-def _inverse_roots(sq: F.FieldArray) -> F.FieldArray:
-    """1 / sqrt(s^2) for opened squares of random values (the public part of a random bit)."""
-    try:
-        return F.inv(F.sqrt(sq))
-    except ZeroDivisionError as exc:  # s = 0 has probability about C(m,t) / 2^127
-        raise ProtocolError("a random value was zero; rerun the batch with a new step") from exc
-
-
-def _bits_from_roots(s: F.FieldArray, v: F.FieldArray) -> F.FieldArray:
-    """[r] = (1 + [s] v) / 2 with v = 1 / sqrt(s^2): a uniform secret bit."""
-    return F.mul_scalar(F.add(F.mul(s, v), F.const(1)), _INV2)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -460,7 +230,7 @@ def _sum_gen(
     ctx: PartyContext, x: npt.NDArray[np.int64], pub: npt.NDArray[np.int64], step: int, report: PartyReport
 ) -> PartyGen[PartyReport]:
     val = F.from_int64(x + pub) if ctx.party == 1 else F.from_int64(x)
-    z = ctx.prss.zero_additive(_P_Z_OUT, step, x.shape)
+    z = ctx.prss.zero_additive(P_Z_OUT, step, x.shape)
     yield {RECEIVER: pack(F.add(val, z))}
     return report
 
@@ -482,12 +252,12 @@ def _blinded_gen(
     own = np.stack([F.from_int64(x + pub) if ctx.party == 1 else F.from_int64(x), w, e_own])
     shares = split(own, params.t, params.m, rng)  # (m, 3, n, 2)
     inbox = yield {j: pack(shares[j - 1]) for j in ctx.others}
-    msgs = expect(inbox, ctx.others, _words((3, n)), "blinded/input")
-    total = _sum_contributions(ctx, shares[ctx.party - 1], msgs)  # [S], [W], [E]
+    msgs = expect(inbox, ctx.others, field_words((3, n)), "blinded/input")
+    total = sum_contributions(ctx, shares[ctx.party - 1], msgs)  # [S], [W], [E]
     s2 = F.add(F.mul_scalar(total[0], 2), F.const(1))
     w_shift = F.add(total[1], F.const(1 << fmt.blind_e_bits))
     z = F.add(F.mul(s2, w_shift), total[2])
-    yield {RECEIVER: pack(_masked(ctx, z, _P_Z_OUT, step))}
+    yield {RECEIVER: pack(masked_contribution(ctx, z, P_Z_OUT, step))}
     return report
 
 
@@ -550,21 +320,21 @@ def _sign_precompute(
         # for PRSS); the sum of the m dealt values is uniform to any coalition of t parties.
         dealt = split(rng.field((kbits, n)), ctx.params.t, ctx.params.m, rng)  # (m, K, n)
         inbox = yield {j: pack(dealt[j - 1]) for j in ctx.others}
-        got = expect(inbox, ctx.others, _words((kbits, n)), "sign/precompute-deal")
-        s = _sum_contributions(ctx, dealt[ctx.party - 1], got)
+        got = expect(inbox, ctx.others, field_words((kbits, n)), "sign/precompute-deal")
+        s = sum_contributions(ctx, dealt[ctx.party - 1], got)
     else:
-        s = ctx.prss.random(_P_BITS, step, (kbits, n))
+        s = ctx.prss.random(P_BITS, step, (kbits, n))
         if coin_bits:
-            s = np.concatenate([s, ctx.prss.random(_P_COIN, step, (coin_bits, n))])
-    sq_mine = _masked(ctx, F.mul(s, s), _P_Z_PRE, step).reshape(nrows * n, 2)
-    rows = _grr_deal(ctx, F.mul(s[lo_idx], s[hi_idx]), rng)  # (m, pairs, n)
-    pair_words = _words((nprs, n))
+            s = np.concatenate([s, ctx.prss.random(P_COIN, step, (coin_bits, n))])
+    sq_mine = masked_contribution(ctx, F.mul(s, s), P_Z_PRE, step).reshape(nrows * n, 2)
+    rows = grr_deal(ctx, F.mul(s[lo_idx], s[hi_idx]), rng)  # (m, pairs, n)
+    pair_words = field_words((nprs, n))
     if not distributed:
         inbox = yield {j: pack(sq_mine, rows[j - 1]) for j in ctx.others}
-        cut = _words((nrows * n,))
+        cut = field_words((nrows * n,))
         msgs = expect(inbox, ctx.others, cut + pair_words, "sign/precompute")
-        sq = _sum_contributions(ctx, sq_mine, {j: v_[:cut] for j, v_ in msgs.items()})
-        v = _inverse_roots(sq)
+        sq = sum_contributions(ctx, sq_mine, {j: v_[:cut] for j, v_ in msgs.items()})
+        v = inverse_roots(sq)
     else:
         chunks = _chunks(kbits * n, ctx.params.m)
         lo, hi = chunks[ctx.party - 1]
@@ -577,8 +347,8 @@ def _sign_precompute(
         if set(inbox) != set(ctx.others):
             raise ProtocolError(f"sign/precompute: unexpected senders {sorted(set(inbox) - set(ctx.others))}")
         cut = 2 * (hi - lo)
-        sq_chunk = _sum_contributions(ctx, sq_mine[lo:hi], {j: v_[:cut] for j, v_ in msgs.items()})
-        v_chunk = _inverse_roots(sq_chunk)
+        sq_chunk = sum_contributions(ctx, sq_mine[lo:hi], {j: v_[:cut] for j, v_ in msgs.items()})
+        v_chunk = inverse_roots(sq_chunk)
         inbox2 = yield {j: pack(v_chunk) for j in ctx.others}
         parts = []
         for j in ctx.all:
@@ -592,14 +362,14 @@ def _sign_precompute(
         v = np.concatenate(parts)
     v = v.reshape(nrows, n, 2)
     one = F.const(1)
-    r = _bits_from_roots(s, v)
-    pair_ss = _grr_combine(ctx, rows[ctx.party - 1], {j: v_[cut:] for j, v_ in msgs.items()})
+    r = bits_from_roots(s, v)
+    pair_ss = grr_combine(ctx, rows[ctx.party - 1], {j: v_[cut:] for j, v_ in msgs.items()})
     sig_prod = F.mul(pair_ss, F.mul(v[lo_idx], v[hi_idx]))
     # r_a r_b = (1 + sigma_a + sigma_b + sigma_a sigma_b) / 4 with sigma = 2r - 1
     sig_lo = F.sub(F.mul_scalar(r[lo_idx], 2), one)
     sig_hi = F.sub(F.mul_scalar(r[hi_idx], 2), one)
     rr = F.mul_scalar(F.add(F.add(F.add(sig_lo, sig_hi), sig_prod), one), _INV4)
-    r_top = ctx.prss.bounded(_P_RHI, step, (n,), fmt.kappa + 1)
+    r_top = ctx.prss.bounded(P_RHI, step, (n,), fmt.kappa + 1)
     if not coin_bits:
         return SignMaterial(bits=r, pairs=rr, r_top=r_top)
     return SignMaterial(
@@ -607,80 +377,85 @@ def _sign_precompute(
     )
 
 
-class _CarryTree:
-    """Generate/propagate nodes (G, P) of a comparison over a batch, combined level by level: a node pair
-    (hi, lo) becomes (G_hi + P_hi G_lo, P_hi P_lo) (the lowest node's P is never needed). One GRR round per
-    level; :meth:`products` are this level's degree-2t products, :meth:`advance` takes them back at degree t.
-    Used for the lazy coin [u < k]; the main comparison keeps its own loop (it fuses its root level)."""
-
-    def __init__(self, g: F.FieldArray, p: F.FieldArray) -> None:
-        self.g, self.p = g, p
-
-    @property
-    def nodes(self) -> int:
-        return int(self.g.shape[0])
-
-    @property
-    def done(self) -> bool:
-        return self.nodes == 1
-
-    def products(self) -> F.FieldArray:
-        half = self.nodes // 2
-        g_lo, p_hi = self.g[0 : 2 * half : 2], self.p[1 : 2 * half : 2]
-        p_lo = self.p[0 : 2 * half : 2]
-        return np.concatenate([F.mul(p_hi, g_lo), F.mul(p_hi[1:], p_lo[1:])])
-
-    def advance(self, prods_t: F.FieldArray) -> None:
-        half, odd = self.nodes // 2, self.nodes % 2
-        g_hi = self.g[1 : 2 * half : 2]
-        n = self.g.shape[1]
-        new_g = F.add(g_hi, prods_t[:half])
-        new_p = np.concatenate([np.broadcast_to(F.zeros(()), (1, n, 2)), prods_t[half:]])
-        if odd:
-            new_g = np.concatenate([new_g, self.g[-1:]])
-            new_p = np.concatenate([new_p, self.p[-1:]])
-        self.g, self.p = new_g, new_p
+Msgs = dict[int, npt.NDArray[np.uint64]]
 
 
-def _coin_tree(lazy: LazyCoin, u: F.FieldArray, uu: F.FieldArray) -> _CarryTree:
-    """First level (local) of [u < k] over the coin's L random bits u (LSB first) and their pair products.
+def _split_msgs(msgs: Msgs, first: int) -> tuple[Msgs, Msgs]:
+    """Each message cut in two: its first ``first`` words and the rest."""
+    return {j: v[:first] for j, v in msgs.items()}, {j: v[first:] for j, v in msgs.items()}
 
-    Per bit: lt_i = [u_i < k_i] = k_i (1 - u_i), eq_i = [u_i == k_i] (linear in u_i, k public). A pair (h, l)
-    gives G = lt_h + eq_h lt_l and P = eq_h eq_l, linear in u_h, u_l and [u_h u_l]."""
+
+def _compare_nodes(
+    cb: npt.NDArray[np.bool_], r: F.FieldArray, rr: F.FieldArray, kbits: int
+) -> tuple[F.FieldArray, F.FieldArray]:
+    """First level (local) of the carry tree for u = [c mod 2^K < r mod 2^K] from c's bits ``cb`` (K, n),
+    the mask bits [r] and their pair products [rr]: node (G, P) = (r > c on its span, r == c on it)."""
+    npairs = kbits // 2
+    r_lo_pair, r_hi_pair = r[0 : 2 * npairs : 2], r[1 : 2 * npairs : 2]
     one = F.const(1)
-    kb = [(lazy.k >> i) & 1 for i in range(lazy.bits)]
+    zero = F.zeros(())
+    c_l, c_h = cb[0 : 2 * npairs : 2], cb[1 : 2 * npairs : 2]
+    g_h = _select(~c_h, r_hi_pair, zero)
+    eg = _select(c_l, zero, _select(c_h, rr, F.sub(r_lo_pair, rr)))  # e_h * g_l
+    big_g = F.add(g_h, eg)
+    p11, p10 = rr, F.sub(r_hi_pair, rr)
+    p01 = F.sub(r_lo_pair, rr)
+    p00 = F.add(F.sub(F.sub(np.broadcast_to(one, rr.shape), r_hi_pair), r_lo_pair), rr)
+    big_p = _select(c_h, _select(c_l, p11, p10), _select(c_l, p01, p00))
+    if kbits % 2:
+        rt, ct = r[kbits - 1 : kbits], cb[kbits - 1 : kbits]
+        big_g = np.concatenate([big_g, _select(~ct, rt, zero)])
+        big_p = np.concatenate([big_p, _select(ct, rt, F.sub(np.broadcast_to(one, rt.shape), rt))])
+    return big_g, big_p
 
-    def lt(i: int) -> F.FieldArray:
-        return F.sub(np.broadcast_to(one, u[i].shape), u[i]) if kb[i] else F.zeros(u[i].shape[:-1])
 
-    def eq(i: int) -> F.FieldArray:
-        return u[i] if kb[i] else F.sub(np.broadcast_to(one, u[i].shape), u[i])
+def _carry_rounds(
+    ctx: PartyContext,
+    rng: SecureRandom,
+    big_g: F.FieldArray,
+    big_p: F.FieldArray,
+    coin_tree: CarryTree | None,
+    inserted: bool,
+) -> PartyGen[F.FieldArray]:
+    """The carry tree's GRR rounds from the first level (G, P) to the root's degree-2t share, which the
+    caller fuses with the output; a lazy coin's tree advances in the same rounds. ``inserted``: no coin is
+    waiting to be placed on top (always true without a lazy coin)."""
+    n = big_g.shape[1]
+    zero = F.zeros(())
+    # lazy: once the coin is ready (degree t) it becomes a virtual top node (G, P) = (0, coin), so the
+    # tree's root is coin * u and the AND costs no round unless the coin is late for the root level
+    nodes = big_g.shape[0]
+    while True:
+        if not inserted and coin_tree is not None and coin_tree.done:
+            big_g = np.concatenate([big_g, np.broadcast_to(zero, (1, n, 2))])
+            big_p = np.concatenate([big_p, coin_tree.g[:1]])
+            nodes, inserted = nodes + 1, True
+        if nodes == 1 and inserted:
+            return big_g[0]
+        half = nodes // 2
+        if nodes > 1 and half + nodes % 2 == 1 and inserted:  # this level makes the root: fuse with output
+            return F.add(big_g[1], F.mul(big_p[1], big_g[0]))
+        prods = carry_products(big_g, big_p) if nodes > 1 else None
+        crow = coin_rows(ctx, coin_tree, rng)
+        if prods is None and crow is None:
+            raise ProtocolError("sign: the carry tree cannot advance (internal)")
+        rows = None if prods is None else grr_deal(ctx, prods, rng)
+        main_words = 0 if prods is None else field_words(prods.shape[:-1])
+        coin_words = 0 if crow is None else field_words(crow.shape[1:-1])
 
-    gs, ps = [], []
-    for a in range(lazy.bits // 2):
-        h, lo, w = 2 * a + 1, 2 * a, uu[a]
-        uh, ul = u[h], u[lo]
-        ones = np.broadcast_to(one, uh.shape)
-        # eq_h * lt_l and eq_h * eq_l, expanded with w = u_h u_l
-        if not kb[lo]:
-            eh_ltl = F.zeros(uh.shape[:-1])
-        elif kb[h]:
-            eh_ltl = F.sub(uh, w)
-        else:
-            eh_ltl = F.add(F.sub(F.sub(ones, uh), ul), w)
-        eq_pair = {
-            (1, 1): w,
-            (1, 0): F.sub(uh, w),
-            (0, 1): F.sub(ul, w),
-            (0, 0): F.add(F.sub(F.sub(ones, uh), ul), w),
-        }[(kb[h], kb[lo])]
-        gs.append(F.add(lt(h), eh_ltl))
-        ps.append(eq_pair)
-    if lazy.bits % 2:
-        top = lazy.bits - 1
-        gs.append(lt(top))
-        ps.append(eq(top))
-    return _CarryTree(np.stack(gs), np.stack(ps))
+        def payload(
+            j: int, rows: F.FieldArray | None = rows, crow: F.FieldArray | None = crow
+        ) -> npt.NDArray[np.uint64]:
+            parts = [a[j - 1] for a in (rows, crow) if a is not None]
+            return pack(*parts)
+
+        inbox = yield {j: payload(j) for j in ctx.others}
+        got = expect(inbox, ctx.others, main_words + coin_words, "sign/carry")
+        msgs, cmsgs = _split_msgs(got, main_words)
+        coin_advance(ctx, coin_tree, crow, cmsgs)
+        if rows is not None:
+            big_g, big_p = carry_advance(big_g, big_p, grr_combine(ctx, rows[ctx.party - 1], msgs))
+            nodes = big_g.shape[0]
 
 
 def _sign_gen(
@@ -696,112 +471,38 @@ def _sign_gen(
 ) -> PartyGen[PartyReport]:
     fmt = ctx.params.fmt
     n, kbits = x.shape[0], fmt.compare_bits
-    npairs = kbits // 2
     if material is None:  # inline: 1 round, every party computes every root; pooled: 3, each root once
         coin_bits = lazy.bits if lazy is not None else 0
         material = yield from _sign_precompute(ctx, n, step, rng, distributed=pooled, coin_bits=coin_bits)
     r, rr, r_top = material.bits, material.pairs, material.r_top
-    r_lo_pair, r_hi_pair = r[0 : 2 * npairs : 2], r[1 : 2 * npairs : 2]
-    coin_tree: _CarryTree | None = None
+    coin_tree: CarryTree | None = None
     if lazy is not None:
         if material.coin_bits is None or material.coin_pairs is None:
             raise ValueError("a lazy decision needs sign material with the coin's random bits")
-        coin_tree = _coin_tree(lazy, material.coin_bits, material.coin_pairs)
-
-    def coin_rows() -> F.FieldArray | None:
-        """This round's GRR rows of the coin tree's products, while the coin is not ready."""
-        if coin_tree is None or coin_tree.done:
-            return None
-        return _grr_deal(ctx, coin_tree.products(), rng)
-
-    def coin_advance(rows: F.FieldArray | None, msgs: dict[int, npt.NDArray[np.uint64]]) -> None:
-        if rows is not None and coin_tree is not None:
-            coin_tree.advance(_grr_combine(ctx, rows[ctx.party - 1], msgs))
-
-    Msgs = dict[int, npt.NDArray[np.uint64]]
-
-    def split(msgs: Msgs, first: int) -> tuple[Msgs, Msgs]:
-        return {j: v[:first] for j, v in msgs.items()}, {j: v[first:] for j, v in msgs.items()}
+        coin_tree = coin_carry_tree(lazy, material.coin_bits, material.coin_pairs)
 
     # --- online round 1: fused input and mask opening: c = S + 2^K + r (and a coin-tree level) ---
     pow2 = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])
     mask = F.lincomb(pow2, np.concatenate([r, r_top[None]], axis=0))
-    contrib = F.add(F.from_int64(x), _masked(ctx, mask, _P_Z_OPEN, step))
-    crow = coin_rows()
-    extra = 0 if crow is None else _words(crow.shape[1:-1])
+    contrib = F.add(F.from_int64(x), masked_contribution(ctx, mask, P_Z_OPEN, step))
+    crow = coin_rows(ctx, coin_tree, rng)
+    extra = 0 if crow is None else field_words(crow.shape[1:-1])
     if crow is None:
         inbox = yield {j: pack(contrib) for j in ctx.others}
     else:
         inbox = yield {j: pack(contrib, crow[j - 1]) for j in ctx.others}
-    msgs, cmsgs = split(expect(inbox, ctx.others, _words((n,)) + extra, "sign/open"), _words((n,)))
-    coin_advance(crow, cmsgs)
-    c = _sum_contributions(ctx, contrib, msgs)
+    words = field_words((n,))
+    msgs, cmsgs = _split_msgs(expect(inbox, ctx.others, words + extra, "sign/open"), words)
+    coin_advance(ctx, coin_tree, crow, cmsgs)
+    c = sum_contributions(ctx, contrib, msgs)
     c = F.add(F.add(c, F.from_int64(pub)), F.const(1 << kbits))
     c_hi = F.shift_right(c, kbits)
     c_lo = F.low_word(c)
     cb = ((c_lo[None, :] >> np.arange(kbits, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)  # (K, n)
 
     # --- carry tree for u = [c mod 2^K < r mod 2^K]: node (G, P) = (r > c on its span, r == c on it) ---
-    one = F.const(1)
-    zero = F.zeros(())
-    c_l, c_h = cb[0 : 2 * npairs : 2], cb[1 : 2 * npairs : 2]
-    g_h = _select(~c_h, r_hi_pair, zero)
-    eg = _select(c_l, zero, _select(c_h, rr, F.sub(r_lo_pair, rr)))  # e_h * g_l
-    big_g = F.add(g_h, eg)
-    p11, p10 = rr, F.sub(r_hi_pair, rr)
-    p01 = F.sub(r_lo_pair, rr)
-    p00 = F.add(F.sub(F.sub(np.broadcast_to(one, rr.shape), r_hi_pair), r_lo_pair), rr)
-    big_p = _select(c_h, _select(c_l, p11, p10), _select(c_l, p01, p00))
-    if kbits % 2:
-        rt, ct = r[kbits - 1 : kbits], cb[kbits - 1 : kbits]
-        big_g = np.concatenate([big_g, _select(~ct, rt, zero)])
-        big_p = np.concatenate([big_p, _select(ct, rt, F.sub(np.broadcast_to(one, rt.shape), rt))])
-
-    # lazy: once the coin is ready (degree t) it becomes a virtual top node (G, P) = (0, coin), so the
-    # tree's root is coin * u and the AND costs no round unless the coin is late for the root level
-    inserted = lazy is None
-    nodes = big_g.shape[0]
-    while True:
-        if not inserted and coin_tree is not None and coin_tree.done:
-            big_g = np.concatenate([big_g, np.broadcast_to(zero, (1, n, 2))])
-            big_p = np.concatenate([big_p, coin_tree.g[:1]])
-            nodes, inserted = nodes + 1, True
-        if nodes == 1 and inserted:
-            root = big_g[0]
-            break
-        half = nodes // 2
-        if nodes > 1 and half + nodes % 2 == 1 and inserted:  # this level makes the root: fuse with output
-            root = F.add(big_g[1], F.mul(big_p[1], big_g[0]))
-            break
-        prods = None
-        if nodes > 1:
-            g_lo = big_g[0 : 2 * half : 2]
-            p_lo, p_hi = big_p[0 : 2 * half : 2], big_p[1 : 2 * half : 2]
-            prods = np.concatenate([F.mul(p_hi, g_lo), F.mul(p_hi[1:], p_lo[1:])])  # lowest P never used
-        crow = coin_rows()
-        if prods is None and crow is None:
-            raise ProtocolError("sign: the carry tree cannot advance (internal)")
-        rows = None if prods is None else _grr_deal(ctx, prods, rng)
-        main_words = 0 if prods is None else _words(prods.shape[:-1])
-        coin_words = 0 if crow is None else _words(crow.shape[1:-1])
-
-        def payload(
-            j: int, rows: F.FieldArray | None = rows, crow: F.FieldArray | None = crow
-        ) -> npt.NDArray[np.uint64]:
-            parts = [a[j - 1] for a in (rows, crow) if a is not None]
-            return pack(*parts)
-
-        inbox = yield {j: payload(j) for j in ctx.others}
-        msgs, cmsgs = split(expect(inbox, ctx.others, main_words + coin_words, "sign/carry"), main_words)
-        coin_advance(crow, cmsgs)
-        if rows is not None:
-            prods_t = _grr_combine(ctx, rows[ctx.party - 1], msgs)
-            new_g = F.add(big_g[1 : 2 * half : 2], prods_t[:half])
-            new_p = np.concatenate([np.broadcast_to(zero, (1, n, 2)), prods_t[half:]])
-            if nodes % 2:
-                new_g = np.concatenate([new_g, big_g[-1:]])
-                new_p = np.concatenate([new_p, big_p[-1:]])
-            big_g, big_p, nodes = new_g, new_p, new_g.shape[0]
+    big_g, big_p = _compare_nodes(cb, r, rr, kbits)
+    root = yield from _carry_rounds(ctx, rng, big_g, big_p, coin_tree, inserted=lazy is None)
 
     # --- output: [S >= 0] = floor(c / 2^K) - r_hi - u (lazy: coin * that, the root being coin * u) ---
     if lazy is None:
@@ -810,7 +511,7 @@ def _sign_gen(
         assert coin_tree is not None
         coin = coin_tree.g[0]
         bit = F.sub(F.sub(F.mul(coin, c_hi), F.mul(coin, r_top)), root)
-    yield {RECEIVER: pack(_masked(ctx, bit, _P_Z_OUT, step))}
+    yield {RECEIVER: pack(masked_contribution(ctx, bit, P_Z_OUT, step))}
     return report
 
 

@@ -1,7 +1,7 @@
 """Pseudorandom secret sharing (Cramer, Damgård, Ishai, TCC 2005) and pairwise zero-sharing.
 
 Setup: for every set A of t parties there is a key r_A, known to the m - t parties outside A; for every
-pair {i, j} a key k_ij. Keys are dealt once per session by :func:`hss.protocols.key_setup` (one round:
+pair {i, j} a key k_ij. Keys are dealt once per session by :func:`hss.session.key_setup` (one round:
 the lowest-numbered holder draws each key and sends it to the other holders over the authenticated
 channel) and bound to the session id with HKDF. After that, with no messages:
 

@@ -28,7 +28,7 @@ Protocol (honest majority t < m/2, m >= 3; all openings additively masked with a
 
   round 1   each party Shamir-shares (degree t) s_j and tau_j; input-independent LTZ precompute in the
             same messages: PRSS [s_k] for every mask bit, opened s_k^2 (bits r_k = (1 + s_k/sqrt(s_k^2))/2,
-            as in hss.protocols), and GRR products s_a s_b of every pair inside each group of 4 mask bits.
+            as in hss.primitives), and GRR products s_a s_b of every pair inside each group of 4 mask bits.
   local     [T] = e + sum [tau_j]; ||S||^2 (D local products) and T^2 are degree 2t < m; <S, phi_i> linear.
   round 2   masked openings c = x + 2^K + r of both comparisons (x = T, degree t; x = b, degree 2t), plus
             the GRR of the triple and quadruple products inside each group of 4 mask bits.
@@ -65,218 +65,31 @@ not a Laplace: its density diverges at 0 for h >= 3, so it gives no epsilon-DP g
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
 
 from hss import field as F
-from hss.fixedpoint import SIGNED_LIMIT_BITS, max_threshold, prss_sets
-from hss.protocols import (
-    PartyContext,
-    SessionParams,
-    _bits_from_roots,
-    _grr_combine,
-    _grr_deal,
-    _inverse_roots,
-    _masked,
+from hss.fixedpoint import SIGNED_LIMIT_BITS
+from hss.primitives import (
+    bits_from_roots,
+    carry_advance,
+    carry_products,
+    exchange,
+    inverse_roots,
+    masked_contribution,
     receive_opened,
 )
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, ProtocolError, expect, pack
-from hss.sharing import split
+from hss.session import PartyContext, SessionParams
+from hss.svt_format import GROUP, I64, BoolArray, SvtFormat, prss_bits
 
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
-
-DEFAULT_FRAC_BITS = 16
-DEFAULT_T_INT_BITS = 6
-MAX_FRAC_BITS = 24
-GROUP = 4  # mask bits per first-level carry node (radix 4)
-# PRSS / zero-sharing purposes of this protocol (hss.protocols uses 1..6)
+# PRSS / zero-sharing purposes of this protocol (hss.primitives and hss.protocols use 1..7)
 _P_S, _P_RHI, _P_Z_SQ, _P_Z_OPEN, _P_Z_GATE, _P_Z_OUT = 101, 102, 103, 104, 105, 106
-_NORM_SLACK = 1e-6  # relative tolerance on ||S_j|| <= N and ||phibar_i|| <= 1 (float rounding)
-
-
-def _prss_bits(m: int) -> int:
-    c = prss_sets(m, max_threshold(m))
-    return math.ceil(math.log2(c)) if c > 1 else 0
-
-
-@dataclass(frozen=True)
-class SvtFormat:
-    """Fixed-point format of the federated SVT test, with a checked bit budget.
-
-    ``frac_bits`` f: resolution 2^-f of S_j/N, phibar, tau_j and eps_abc. ``n_records``: the public N.
-    ``dim``: D. ``t_int_bits``: each party's |tau_j| < 2^t_int_bits (clamped with a mask) and
-    |eps_abc| < 2^t_int_bits (refused otherwise), so |t| < (m+1) 2^t_int_bits. ``max_parties``: the
-    largest m this format serves. ``kappa``: statistical security of the masked openings.
-
-    Derived: ``t_bits`` = K_T and ``b_bits`` = K_b, the compared bits of [T >= 0] and [b >= 0]
-    (|T| < 2^K_T, |b| < 2^K_b). Budget: K + kappa + 1 + ceil(log2 C(m, t)) <= 126 for every m <= max_parties
-    (the masked value x + 2^K + r must not wrap mod 2^127 - 1), checked at construction.
-
-    Ranges: the budget does not depend on N (any N >= 1 works). f = 16, t_int_bits = 6 fits up to
-    m = 10 parties at kappa = 64 (K_T = 26, K_b = 51: 51 + 64 + 1 + 8 = 124); :meth:`for_plan` picks the
-    largest f (at most 24) for a given m and noise scale.
-    """
-
-    frac_bits: int
-    n_records: int
-    dim: int
-    t_int_bits: int = DEFAULT_T_INT_BITS
-    max_parties: int = 10
-    kappa: int = 64
-    t_bits: int = field(init=False)
-    b_bits: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        for name in ("frac_bits", "n_records", "dim", "t_int_bits", "max_parties", "kappa"):
-            v = getattr(self, name)
-            if not isinstance(v, int | np.integer) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"SvtFormat.{name} must be a positive integer, got {v!r}")
-            object.__setattr__(self, name, int(v))
-        if self.frac_bits > MAX_FRAC_BITS:
-            raise ValueError(f"SvtFormat.frac_bits = {self.frac_bits} exceeds {MAX_FRAC_BITS}")
-        if self.max_parties < 3:
-            raise ValueError(
-                f"the SVT protocol needs an honest majority with m >= 3; max_parties = {self.max_parties}"
-            )
-        if self.kappa < 40:
-            raise ValueError(f"statistical security kappa must be >= 40, got {self.kappa}")
-        m = self.max_parties
-        t_max = (m + 1) * ((1 << (self.t_int_bits + self.frac_bits)) - 1)
-        u_max = (m + 1) * ((1 << self.frac_bits) + math.isqrt(self.dim) + 1)
-        object.__setattr__(self, "t_bits", t_max.bit_length())
-        object.__setattr__(self, "b_bits", max(t_max * t_max, u_max * u_max).bit_length())
-        if self.b_bits > 63:
-            raise ValueError(
-                f"bit budget exceeded: b needs {self.b_bits} compared bits (f = {self.frac_bits}, "
-                f"t_int_bits = {self.t_int_bits}, m = {self.max_parties}); at most 63 are supported"
-            )
-        prss = _prss_bits(m)
-        need = self.b_bits + self.kappa + 1 + prss
-        if need > SIGNED_LIMIT_BITS:
-            raise ValueError(
-                f"bit budget exceeded: K_b = {self.b_bits} compared bits (|b| < ((m+1) 2^(t_int_bits+f))^2 "
-                f"with m = {m}, t_int_bits = {self.t_int_bits}, f = {self.frac_bits}) + kappa = {self.kappa} "
-                "+ 1 + "
-                f"log2 C(m,t) = {prss} is {need} > {SIGNED_LIMIT_BITS}; lower frac_bits, t_int_bits, kappa "
-                "or max_parties"
-            )
-
-    @classmethod
-    def for_plan(
-        cls, n_records: int, dim: int, m: int, laplace_scale: float, eps_abc: float, kappa: int = 64
-    ) -> SvtFormat:
-        """The format for one federated ABCDP run: t_int_bits covers the noise, f as large as fits.
-
-        Each party's tau_j is m_j - nu_j with m_j = b (G - G'), nu_j = 2b (G'' - G''') and G ~ Gamma(a, 1),
-        a <= 1; P(G > 40) <= e^-40, so |tau_j| <= 120 b except with probability below 2e-17 per candidate.
-        2^t_int_bits is the smallest power of two above max(|eps_abc|, 120 b); f is then the largest value
-        <= 24 for which the budget holds at m parties (ValueError if even f = 8 does not fit).
-        """
-        if not (math.isfinite(laplace_scale) and laplace_scale >= 0):
-            raise ValueError(f"laplace_scale must be finite and >= 0, got {laplace_scale}")
-        if not math.isfinite(eps_abc):
-            raise ValueError(f"eps_abc must be finite, got {eps_abc}")
-        need = max(abs(eps_abc), 120.0 * laplace_scale, 1.0)
-        t_int = 1
-        while 2.0**t_int <= need:
-            t_int += 1
-        last: ValueError | None = None
-        for f in range(MAX_FRAC_BITS, 7, -1):
-            try:
-                return cls(frac_bits=f, n_records=n_records, dim=dim, t_int_bits=t_int, max_parties=m,
-                           kappa=kappa)
-            except ValueError as exc:
-                if "bit budget" not in str(exc):
-                    raise
-                last = exc
-        raise ValueError(f"no SvtFormat with frac_bits >= 8 fits: {last}")
-
-    # -- encoding --------------------------------------------------------------------------------
-
-    @property
-    def tau_bound(self) -> int:
-        """Largest |tau_j| and |eps_abc| in integer units."""
-        return (1 << (self.t_int_bits + self.frac_bits)) - 1
-
-    def margin(self, m: int) -> float:
-        """Real-valued decisions equal the encoded ones whenever |rho - t| exceeds this (no clamping)."""
-        return (m + 1) * (math.sqrt(self.dim) + 1.0) * 2.0 ** -(self.frac_bits + 1) * (1 + 1e-9) + 1e-12
-
-    def encode_feature_sum(self, feature_sum: npt.ArrayLike) -> I64:
-        """s_j = round(2^f S_j / N); refuses NaN/inf, a wrong shape or ||S_j|| > N."""
-        s = np.asarray(feature_sum, dtype=np.float64)
-        if s.shape != (self.dim,):
-            raise ValueError(f"feature_sum must have shape ({self.dim},), got {s.shape}")
-        if not np.isfinite(s).all():
-            raise ValueError("feature_sum has NaN or infinite entries")
-        norm = float(np.linalg.norm(s))
-        if norm > self.n_records * (1 + _NORM_SLACK):
-            raise ValueError(
-                f"||feature_sum|| = {norm:.6g} exceeds N = {self.n_records}: a sum of unit-norm features "
-                "over at most N records cannot; check the feature map and n_records"
-            )
-        return np.rint(np.ldexp(s / self.n_records, self.frac_bits)).astype(np.int64)
-
-    def encode_phibar(self, phibar: npt.ArrayLike) -> I64:
-        """phi_i = round(2^f phibar_i); refuses NaN/inf, a wrong shape or a row norm above 1."""
-        p = np.asarray(phibar, dtype=np.float64)
-        if p.ndim != 2 or p.shape[1] != self.dim or p.shape[0] < 1:
-            raise ValueError(f"phibar must have shape (n, {self.dim}) with n >= 1, got {p.shape}")
-        if not np.isfinite(p).all():
-            raise ValueError("phibar has NaN or infinite entries")
-        norms = np.linalg.norm(p, axis=1)
-        if (norms > 1 + _NORM_SLACK).any():
-            i = int(np.argmax(norms))
-            raise ValueError(
-                f"phibar row {i} has norm {norms[i]:.6g} > 1: mean embeddings of unit-norm features "
-                "have norm <= 1"
-            )
-        return np.rint(np.ldexp(p, self.frac_bits)).astype(np.int64)
-
-    def encode_tau(self, tau: npt.ArrayLike, n: int | None = None) -> tuple[I64, BoolArray]:
-        """round(2^f tau_j), clamped to +-tau_bound with a mask; refuses NaN/inf and a wrong shape."""
-        v = np.asarray(tau, dtype=np.float64)
-        if v.ndim != 1 or (n is not None and v.shape[0] != n):
-            raise ValueError(f"tau must have shape ({n if n is not None else 'n'},), got {v.shape}")
-        if not np.isfinite(v).all():
-            idx = np.flatnonzero(~np.isfinite(v))[:5].tolist()
-            raise ValueError(f"tau has NaN or infinite entries at {idx}")
-        scaled = np.rint(np.ldexp(v, self.frac_bits))
-        lim = float(self.tau_bound)
-        clamped = np.abs(scaled) > lim
-        return np.clip(scaled, -lim, lim).astype(np.int64), clamped
-
-    def encode_eps(self, eps_abc: float) -> int:
-        e = float(eps_abc)
-        if not math.isfinite(e):
-            raise ValueError(f"eps_abc must be finite, got {eps_abc}")
-        v = int(np.rint(math.ldexp(e, self.frac_bits)))
-        if abs(v) > self.tau_bound:
-            raise ValueError(
-                f"|eps_abc| = {abs(e)} must be below 2^t_int_bits = {2**self.t_int_bits}: widen t_int_bits"
-            )
-        return v
-
-    # -- rounds ----------------------------------------------------------------------------------
-
-    def gate_bits(self, n: int) -> int:
-        """Compared bits of the gate (remaining - 1 - P_i lies in [-(n-1), n-2])."""
-        return max(1, (n - 1).bit_length())
-
-    def rounds(self, n: int, remaining: int) -> int:
-        """Sequential rounds of :func:`svt_decide_party` for a batch of n with ``remaining`` accepts left."""
-        total = 2 + _and_rounds(_nodes(self.t_bits), _nodes(self.b_bits)) + 1
-        if n > remaining:
-            total += 1 + _and_rounds(0, _nodes(self.gate_bits(n)))
-        return total
 
 
 @dataclass(frozen=True)
@@ -378,88 +191,7 @@ def _to_bits(val: F.FieldArray) -> BoolArray | None:
     return (val[..., 0] == 1) if ok else None
 
 
-# -- one round of messages ------------------------------------------------------------------------------
-
-
-def _flatten(arrs: Sequence[F.FieldArray]) -> tuple[F.FieldArray, list[tuple[int, ...]]]:
-    shapes = [a.shape[:-1] for a in arrs]
-    if not arrs:
-        return F.zeros((0,)), shapes
-    return np.concatenate([np.ascontiguousarray(a).reshape(-1, 2) for a in arrs]), shapes
-
-
-def _unflatten(flat: F.FieldArray, shapes: list[tuple[int, ...]]) -> list[F.FieldArray]:
-    out, pos = [], 0
-    for shp in shapes:
-        size = math.prod(shp)
-        out.append(np.ascontiguousarray(flat[pos : pos + size]).reshape(*shp, 2))
-        pos += size
-    return out
-
-
-def _exchange(
-    ctx: PartyContext,
-    rng: SecureRandom,
-    step: int,
-    what: str,
-    opens: Sequence[F.FieldArray] = (),
-    purpose: int = 0,
-    deals: Sequence[F.FieldArray] = (),
-    grrs: Sequence[F.FieldArray] = (),
-) -> PartyGen[tuple[list[F.FieldArray], list[F.FieldArray], list[F.FieldArray]]]:
-    """One all-to-all round carrying three kinds of payload, returned in the order given.
-
-    ``opens``: shares (degree < m) opened to every party (masked contributions, zero-sharing ``purpose``);
-    ``deals``: this party's private values, Shamir-shared; the result is the degree-t sharing of the sum
-    over all parties; ``grrs``: degree-2t shares reshared to degree t (Gennaro-Rabin-Rabin).
-    """
-    m, t = ctx.params.m, ctx.params.t
-    o_flat, o_shapes = _flatten(opens)
-    d_flat, d_shapes = _flatten(deals)
-    g_flat, g_shapes = _flatten(grrs)
-    no, nd, ng = o_flat.shape[0], d_flat.shape[0], g_flat.shape[0]
-    mine = _masked(ctx, o_flat, purpose, step) if no else o_flat
-    d_rows = split(d_flat, t, m, rng) if nd else np.zeros((m, 0, 2), dtype=np.uint64)
-    g_rows = _grr_deal(ctx, g_flat, rng) if ng else np.zeros((m, 0, 2), dtype=np.uint64)
-    inbox = yield {j: pack(mine, d_rows[j - 1], g_rows[j - 1]) for j in ctx.others}
-    msgs = expect(inbox, ctx.others, 2 * (no + nd + ng), what)
-    got = {j: msgs[j].reshape(-1, 2) for j in ctx.others}
-    me = ctx.party
-    ones = F.from_ints([1] * m)
-    opened = deal_sum = reshared = F.zeros((0,))
-    if no:
-        opened = F.lincomb(ones, np.stack([mine if j == me else got[j][:no] for j in ctx.all]))
-    if nd:
-        rows = [d_rows[me - 1] if j == me else got[j][no : no + nd] for j in ctx.all]
-        deal_sum = F.lincomb(ones, np.stack(rows))
-    if ng:
-        reshared = _grr_combine(ctx, g_rows[me - 1], {j: got[j][no + nd :] for j in ctx.others})
-    return _unflatten(opened, o_shapes), _unflatten(deal_sum, d_shapes), _unflatten(reshared, g_shapes)
-
-
 # -- carry trees and the fused AND ----------------------------------------------------------------------
-
-
-def _nodes(kbits: int) -> int:
-    return -(-kbits // GROUP)
-
-
-def _level(nodes: int) -> int:
-    """Node count after one carry-tree round (2 nodes -> the bit itself, counted as 0)."""
-    return 0 if nodes <= 2 else -(-nodes // 2)
-
-
-def _and_rounds(nx: int, ny: int) -> int:
-    """Rounds of :func:`_and_gen` for comparisons with nx, ny carry nodes (0: the bit, at degree t)."""
-    rounds = 0
-    while True:
-        nx, ny = (0 if nx == 1 else nx), (0 if ny == 1 else ny)
-        if nx == 0 and ny == 0:
-            return rounds
-        if (nx == 0 and ny <= 3) or (ny == 0 and nx <= 3) or (nx == 2 and ny == 2):
-            return rounds + 1
-        nx, ny = _level(nx), _level(ny)
-        rounds += 1
 
 
 class _Tree:
@@ -490,9 +222,7 @@ class _Tree:
         nodes = g.shape[0]
         if nodes == 2:  # the root, k - (G1 + P1 G0): reshared, it becomes the bit
             return [F.sub(F.sub(k, g[1]), F.mul(p[1], g[0]))]
-        half = nodes // 2
-        pg = F.mul(p[1 : 2 * half : 2], g[0 : 2 * half : 2])
-        return [pg, F.mul(p[3 : 2 * half : 2], p[2 : 2 * half : 2])]  # the lowest node's P is never used
+        return [carry_products(g, p)]
 
     def level_apply(self, res: list[F.FieldArray]) -> None:
         _, g, p = self.parts()
@@ -500,13 +230,7 @@ class _Tree:
         if nodes == 2:
             self.bit = res[0]
             return
-        half = nodes // 2
-        new_g = F.add(g[1 : 2 * half : 2], res[0])
-        new_p = np.concatenate([np.zeros((1, *g.shape[1:]), dtype=np.uint64), res[1]])  # lowest P unused
-        if nodes % 2:
-            new_g = np.concatenate([new_g, g[-1:]])
-            new_p = np.concatenate([new_p, p[-1:]])
-        self.g, self.p = new_g, new_p
+        self.g, self.p = carry_advance(g, p, res[0])
 
 
 def _and_gen(
@@ -523,24 +247,24 @@ def _and_gen(
         if x.bit is not None and y.size <= 3:
             k, g, p = y.parts()
             if y.size == 2:  # x (k - G1 - P1 G0) = x (k - G1) - (x P1) G0
-                _, _, (a, b) = yield from _exchange(
+                _, _, (a, b) = yield from exchange(
                     ctx, rng, step, what, grrs=[F.mul(x.bit, F.sub(k, g[1])), F.mul(x.bit, p[1])]
                 )
                 return F.sub(a, F.mul(b, g[0]))
             # x (k - G2 - P2 G1 - P2 P1 G0) = x (k - G2) - (x P2)(G1 + P1 G0)
-            _, _, (a, b, c) = yield from _exchange(
+            _, _, (a, b, c) = yield from exchange(
                 ctx, rng, step, what,
                 grrs=[F.mul(x.bit, F.sub(k, g[2])), F.mul(x.bit, p[2]), F.add(g[1], F.mul(p[1], g[0]))],
             )
             return F.sub(a, F.mul(b, c))
         if x.size == 2 and y.size == 2:  # both roots are quadratic: reshare both, multiply
-            _, _, (qx, qy) = yield from _exchange(
+            _, _, (qx, qy) = yield from exchange(
                 ctx, rng, step, what, grrs=x.level_products() + y.level_products()
             )
             return F.mul(qx, qy)
         px = x.level_products() if x.bit is None else []
         py = y.level_products() if y.bit is None else []
-        _, _, res = yield from _exchange(ctx, rng, step, what, grrs=px + py)
+        _, _, res = yield from exchange(ctx, rng, step, what, grrs=px + py)
         if px:
             x.level_apply(res[: len(px)])
         if py:
@@ -631,51 +355,24 @@ def _first_level(
     return _Tree(k, np.concatenate(gs), np.concatenate(ps))
 
 
-# -- the party's generator ------------------------------------------------------------------------------
+_PairProducts = dict[int, dict[tuple[int, int], F.FieldArray]]  # block id -> (a, b) -> [s_a s_b]
 
 
-def _svt_gen(
-    ctx: PartyContext,
-    fmt: SvtFormat,
-    s_int: I64,
-    phi: I64,
-    tau_int: I64,
-    e_int: int,
-    remaining: int,
-    step: int,
-    rng: SecureRandom,
-    clamped: BoolArray,
-) -> PartyGen[SvtPartyResult]:
-    n = phi.shape[0]
-    gate = n > remaining
-    kbits = [fmt.t_bits, fmt.b_bits] + ([fmt.gate_bits(n)] if gate else [])
-    for kb in kbits:
-        if kb + fmt.kappa + 1 + _prss_bits(ctx.params.m) > SIGNED_LIMIT_BITS:
-            raise ValueError(
-                f"a comparison of {kb} bits does not fit the bit budget (is the batch of n = {n} too large?)"
-            )
-    blocks, bases = _layout(kbits)
-    ktot = sum(kbits)
-    s = ctx.prss.random(_P_S, step, (ktot, n))
-    r_hi = ctx.prss.bounded(_P_RHI, step, (len(kbits), n), fmt.kappa + 1)
-    sb = {id(b): _block_view(s, b) for b in blocks}
-    pair_prods = [
-        np.stack([F.mul(sb[id(b)][i], sb[id(b)][j]) for i, j in _pairs(b.g)]) for b in blocks if b.g >= 2
-    ]
-
-    # --- round 1: inputs, opened squares, pair products ---
-    (sq,), (s_sh, tau_sh), pairs_t = yield from _exchange(
-        ctx, rng, step, "svt/input", opens=[F.mul(s, s)], purpose=_P_Z_SQ,
-        deals=[F.from_int64(s_int), F.from_int64(tau_int)], grrs=pair_prods,
-    )
-    v = _inverse_roots(sq)
-    r = _bits_from_roots(s, v)
-    pair_of: dict[int, dict[tuple[int, int], F.FieldArray]] = {}
+def _pair_map(blocks: list[_Block], pairs_t: list[F.FieldArray]) -> _PairProducts:
+    """The reshared pair products s_a s_b of each block of g >= 2 bits, by block and pair (a, b)."""
+    pair_of: _PairProducts = {}
     it = iter(pairs_t)
     for b in blocks:
         if b.g >= 2:
             arr = next(it)
             pair_of[id(b)] = {pq: arr[i] for i, pq in enumerate(_pairs(b.g))}
+    return pair_of
+
+
+def _high_products(
+    blocks: list[_Block], sb: dict[int, F.FieldArray], pair_of: _PairProducts
+) -> list[F.FieldArray]:
+    """Degree-2t triple and quadruple products of each block of g >= 3 bits, from the reshared pairs."""
     high_prods = []
     for b in blocks:
         if b.g >= 3:
@@ -683,24 +380,17 @@ def _svt_gen(
             high = [F.mul(pr[(a[0], a[1])], sv[a[2]]) if len(a) == 3 else F.mul(pr[(0, 1)], pr[(2, 3)])
                     for a in _highs(b.g)]
             high_prods.append(np.stack(high))
+    return high_prods
 
-    t_sh = F.add(tau_sh, F.const(e_int))
-    d = s_sh.shape[0]
-    s2 = F.lincomb(F.from_ints([1] * d), F.mul(s_sh, s_sh))
-    dot = F.matmul(F.from_int64(phi), s_sh)  # (n, 2)
-    b_sh = F.add(F.sub(F.mul(t_sh, t_sh), s2[None, :]), F.mul_scalar(dot, 2))
 
-    def mask(ci: int) -> F.FieldArray:
-        kb = kbits[ci]
-        pow2 = F.from_ints([1 << i for i in range(kb)] + [1 << kb])
-        return F.lincomb(pow2, np.concatenate([r[bases[ci] : bases[ci] + kb], r_hi[ci][None]], axis=0))
-
-    # --- round 2: masked openings of T and b, triple and quadruple products ---
-    (o_t, o_b), _, highs_t = yield from _exchange(
-        ctx, rng, step, "svt/open", opens=[F.add(t_sh, mask(0)), F.add(b_sh, mask(1))], purpose=_P_Z_OPEN,
-        grrs=high_prods,
-    )
-    # sigma monomials: sigma^mask = s^mask * prod_{k in mask} v_k
+def _sigma_monomials(
+    blocks: list[_Block],
+    sb: dict[int, F.FieldArray],
+    v: F.FieldArray,
+    pair_of: _PairProducts,
+    highs_t: list[F.FieldArray],
+) -> dict[int, F.FieldArray]:
+    """Per block, the 2^g monomials sigma^mask = s^mask * prod_{k in mask} v_k (sigma_k = 2 r_k - 1)."""
     sigma: dict[int, F.FieldArray] = {}
     it = iter(highs_t)
     for b in blocks:
@@ -719,6 +409,113 @@ def _svt_gen(
             low = msk & -msk
             vprod[msk] = vv[low.bit_length() - 1] if msk == low else F.mul(vprod[msk ^ low], vprod[low])
         sigma[id(b)] = np.stack([F.mul(mono[msk], vprod[msk]) for msk in range(1 << b.g)])
+    return sigma
+
+
+# -- the party's generator ------------------------------------------------------------------------------
+
+
+def _gate_gen(
+    ctx: PartyContext,
+    rng: SecureRandom,
+    step: int,
+    out: F.FieldArray,
+    remaining: int,
+    gate_mask: F.FieldArray,
+    kbits: int,
+    r_hi: F.FieldArray,
+    blocks: list[_Block],
+    sigma: dict[int, F.FieldArray],
+) -> PartyGen[F.FieldArray]:
+    """The c-accept gate on the accept bits ``out`` (degree 2t): P_i = sum_{l<i} acc_l (local); one round
+    opens remaining - 1 - P_i masked (``gate_mask``) and reshares acc; then acc_i [P_i <= remaining - 1] by
+    the fused AND."""
+    n = out.shape[0]
+    incl = out.copy()
+    shift = 1
+    while shift < n:
+        incl[shift:] = F.add(incl[shift:], incl[:-shift].copy())
+        shift *= 2
+    before = F.sub(incl, out)  # P_i = sum_{l < i} acc_l
+    val = F.sub(np.broadcast_to(F.const(remaining - 1), before.shape), before)
+    (o_g,), _, (acc,) = yield from exchange(
+        ctx, rng, step, "svt/gate", opens=[F.add(val, gate_mask)], purpose=_P_Z_GATE, grrs=[out]
+    )
+    c_g = F.add(o_g, F.const(1 << kbits))
+    tree_g = _first_level(c_g, kbits, r_hi, blocks, sigma)
+    return (yield from _and_gen(ctx, rng, step, _Tree(None, None, None, acc), tree_g, "svt/gate-and"))
+
+
+def _output_gen(ctx: PartyContext, out: F.FieldArray, step: int) -> PartyGen[BoolArray]:
+    """Output: the bits ``out`` (degree 2t) opened to every party and to the receiver in one round."""
+    n = out.shape[0]
+    mine = masked_contribution(ctx, out, _P_Z_OUT, step)
+    inbox = yield {**{j: pack(mine) for j in ctx.others}, RECEIVER: pack(mine)}
+    msgs = expect(inbox, ctx.others, 2 * n, "svt/output")
+    total = F.lincomb(F.from_ints([1] * ctx.params.m),
+                      np.stack([mine if j == ctx.party else msgs[j].reshape(n, 2) for j in ctx.all]))
+    bits = _to_bits(total)
+    if bits is None:
+        raise ProtocolError("svt output is not a bit: a party deviated or messages were corrupted")
+    return bits
+
+
+def _svt_gen(
+    ctx: PartyContext,
+    fmt: SvtFormat,
+    s_int: I64,
+    phi: I64,
+    tau_int: I64,
+    e_int: int,
+    remaining: int,
+    step: int,
+    rng: SecureRandom,
+    clamped: BoolArray,
+) -> PartyGen[SvtPartyResult]:
+    n = phi.shape[0]
+    gate = n > remaining
+    kbits = [fmt.t_bits, fmt.b_bits] + ([fmt.gate_bits(n)] if gate else [])
+    for kb in kbits:
+        if kb + fmt.kappa + 1 + prss_bits(ctx.params.m) > SIGNED_LIMIT_BITS:
+            raise ValueError(
+                f"a comparison of {kb} bits does not fit the bit budget (is the batch of n = {n} too large?)"
+            )
+    blocks, bases = _layout(kbits)
+    ktot = sum(kbits)
+    s = ctx.prss.random(_P_S, step, (ktot, n))
+    r_hi = ctx.prss.bounded(_P_RHI, step, (len(kbits), n), fmt.kappa + 1)
+    sb = {id(b): _block_view(s, b) for b in blocks}
+    pair_prods = [
+        np.stack([F.mul(sb[id(b)][i], sb[id(b)][j]) for i, j in _pairs(b.g)]) for b in blocks if b.g >= 2
+    ]
+
+    # --- round 1: inputs, opened squares, pair products ---
+    (sq,), (s_sh, tau_sh), pairs_t = yield from exchange(
+        ctx, rng, step, "svt/input", opens=[F.mul(s, s)], purpose=_P_Z_SQ,
+        deals=[F.from_int64(s_int), F.from_int64(tau_int)], grrs=pair_prods,
+    )
+    v = inverse_roots(sq)
+    r = bits_from_roots(s, v)
+    pair_of = _pair_map(blocks, pairs_t)
+    high_prods = _high_products(blocks, sb, pair_of)
+
+    t_sh = F.add(tau_sh, F.const(e_int))
+    d = s_sh.shape[0]
+    s2 = F.lincomb(F.from_ints([1] * d), F.mul(s_sh, s_sh))
+    dot = F.matmul(F.from_int64(phi), s_sh)  # (n, 2)
+    b_sh = F.add(F.sub(F.mul(t_sh, t_sh), s2[None, :]), F.mul_scalar(dot, 2))
+
+    def mask(ci: int) -> F.FieldArray:
+        kb = kbits[ci]
+        pow2 = F.from_ints([1 << i for i in range(kb)] + [1 << kb])
+        return F.lincomb(pow2, np.concatenate([r[bases[ci] : bases[ci] + kb], r_hi[ci][None]], axis=0))
+
+    # --- round 2: masked openings of T and b, triple and quadruple products ---
+    (o_t, o_b), _, highs_t = yield from exchange(
+        ctx, rng, step, "svt/open", opens=[F.add(t_sh, mask(0)), F.add(b_sh, mask(1))], purpose=_P_Z_OPEN,
+        grrs=high_prods,
+    )
+    sigma = _sigma_monomials(blocks, sb, v, pair_of, highs_t)
 
     phi_f = F.from_int64(phi)
     phi2 = F.lincomb(F.from_ints([1] * d), np.ascontiguousarray(np.moveaxis(F.mul(phi_f, phi_f), 1, 0)))
@@ -729,27 +526,10 @@ def _svt_gen(
     out = yield from _and_gen(ctx, rng, step, tree_t, tree_b, "svt/and")  # degree 2t
 
     if gate:
-        incl = out.copy()
-        shift = 1
-        while shift < n:
-            incl[shift:] = F.add(incl[shift:], incl[:-shift].copy())
-            shift *= 2
-        before = F.sub(incl, out)  # P_i = sum_{l < i} acc_l
-        val = F.sub(np.broadcast_to(F.const(remaining - 1), before.shape), before)
-        (o_g,), _, (acc,) = yield from _exchange(
-            ctx, rng, step, "svt/gate", opens=[F.add(val, mask(2))], purpose=_P_Z_GATE, grrs=[out]
+        gate_blocks = [b for b in blocks if b.cmp == 2]
+        out = yield from _gate_gen(
+            ctx, rng, step, out, remaining, mask(2), kbits[2], r_hi[2], gate_blocks, sigma
         )
-        c_g = F.add(o_g, F.const(1 << kbits[2]))
-        tree_g = _first_level(c_g, kbits[2], r_hi[2], [b for b in blocks if b.cmp == 2], sigma)
-        out = yield from _and_gen(ctx, rng, step, _Tree(None, None, None, acc), tree_g, "svt/gate-and")
 
-    # --- output: open the bits to every party and to the receiver ---
-    mine = _masked(ctx, out, _P_Z_OUT, step)
-    inbox = yield {**{j: pack(mine) for j in ctx.others}, RECEIVER: pack(mine)}
-    msgs = expect(inbox, ctx.others, 2 * n, "svt/output")
-    total = F.lincomb(F.from_ints([1] * ctx.params.m),
-                      np.stack([mine if j == ctx.party else msgs[j].reshape(n, 2) for j in ctx.all]))
-    bits = _to_bits(total)
-    if bits is None:
-        raise ProtocolError("svt output is not a bit: a party deviated or messages were corrupted")
+    bits = yield from _output_gen(ctx, out, step)
     return SvtPartyResult(revealed=bits, clamped=clamped)
