@@ -135,7 +135,7 @@ from hss.fixedpoint import max_threshold
 from hss.protocols import SIGN_PRECOMPUTE
 from mechanisms.models.base import Model, add_import_path, load_model
 from mechanisms.samplers.requests import Lazy, Penalty
-from parties.tls import TlsError, TlsMaterial
+from proto.tls import TlsError, TlsMaterial
 
 F64 = npt.NDArray[np.float64]
 

@@ -69,10 +69,9 @@ from mechanisms.privacy import (
     event_from_dict,
     plot_tradeoffs,
 )
-from parties import serde
-from parties.spec import PartyEntry, SessionSpec, SpecError
-from parties.tls import TlsError, TlsMaterial, call_metadata, secure_channel
-from proto import party_pb2, party_pb2_grpc
+from proto import party_pb2, party_pb2_grpc, serde
+from proto.spec import PartyEntry, SessionSpec, SpecError
+from proto.tls import TlsError, TlsMaterial, call_metadata, secure_channel
 
 RELAY_PLACEHOLDER = "plan.invalid:1"  # a relay session's spec needs an address; a plan never connects
 

@@ -77,7 +77,7 @@ from pathlib import Path
 from typing import Any
 
 from parties.sources import DataConfig, read_data_config
-from parties.spec import REVEAL_MODES, TOPOLOGIES, address_problem
+from proto.spec import REVEAL_MODES, TOPOLOGIES, address_problem
 
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 #: testing.freeze_at phases of a run step, in order: the Evaluate request checked but nothing charged; the

@@ -14,7 +14,7 @@ ABCDP run (reveal mode svt) is charged once per run and resumes its sparse-vecto
 (``parties.abcdp``).
 
 Work a request asks for is bounded by this party's own limits, checked before any of it is done (e.g. the
-fixed-point format: at most 64 parties, ``parties.serde.FMT_LIMITS``). SIGTERM / SIGINT stop the daemon
+fixed-point format: at most 64 parties, ``proto.serde.FMT_LIMITS``). SIGTERM / SIGINT stop the daemon
 within STOP_DEADLINE_S = 10 s, also with requests in flight: in-flight calls get 5 s, then a watchdog ends
 the process (exit code 3, ``parties.cli``).
 
@@ -46,19 +46,18 @@ from google.protobuf.message import DecodeError
 from hss.protocols import PartyContext, decide_party, key_setup
 from hss.randomness import SecureRandom, derive_key
 from hss.runtime import ProtocolError
-from parties import abcdp, e2e, serde, sources
+from parties import abcdp, e2e, sources
 from parties.analyses import Analysis, AnalysisError, Dataset, lazy_coin
 from parties.audit import AuditLog
 from parties.config import PartyConfig
-from parties.exchange import PROBE_MAX_ROUNDS, Kind, LinkLost, Mailbox, Refused, drive, probe_machine
+from parties.exchange import PROBE_MAX_ROUNDS, LinkLost, Mailbox, Refused, drive, probe_machine
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, RelayLink
-from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal, RunCharge
+from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal
 from parties.registry import get_analysis
 from parties.replay import (
     ReplayFileError,
     ReplayStore,
     RunRecord,
-    RunStepRef,
     SvtStep,
     agreed_record,
     key_id,
@@ -66,16 +65,17 @@ from parties.replay import (
     step_digest,
 )
 from parties.sources import Snapshot
-from parties.spec import MAX_RUN_STEP, SessionSpec, shown
-from parties.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_credentials
-from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2
+from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2, serde
 from proto.files import make_private, write_durable
+from proto.records import Kind, RunCharge, RunStepRef
+from proto.spec import MAX_RUN_STEP, SessionSpec, shown
+from proto.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_credentials
 
 OFFLOAD_MIN_BATCH = 64  # machine steps on batches at least this big run in a worker thread
 STOP_GRACE_S = 5.0  # SIGTERM / SIGINT: in-flight calls get this long, then they are cancelled
 STOP_DEADLINE_S = 10.0  # ... and the process is gone this long after the signal, whatever is in flight
 EXIT_STOP_DEADLINE = 3  # exit code when the watchdog had to end the process (parties.cli)
-MAX_ERROR_CHARS = 2000  # an error message sent back is cut to this (inputs echoed in it: parties.spec.shown)
+MAX_ERROR_CHARS = 2000  # an error message sent back is cut to this (inputs echoed in it: proto.spec.shown)
 
 
 class Abort(Exception):

@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 
 from hss.fixedpoint import FixedPoint
-from parties import serde
-from parties.exchange import Frame, Kind
-from parties.spec import PartyEntry, SessionSpec, SpecError
-from proto import common_pb2
+from proto import common_pb2, serde
+from proto.records import Frame, Kind
+from proto.spec import PartyEntry, SessionSpec, SpecError
 
 
 def spec(**kw: object) -> SessionSpec:

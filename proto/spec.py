@@ -2,7 +2,7 @@
 
 A session binds: its id, the m parties and their certificate identities, the threshold t, the fixed-point
 format, the reveal mode, the model and its public parameters, the share-exchange topology, and (kept by
-each side) a step counter that every later message carries. :mod:`parties.serde` converts to and from
+each side) a step counter that every later message carries. :mod:`proto.serde` converts to and from
 the wire. A session may belong to a *run* (``run_id``): its step k is then run step ``first_run_step + k - 1``
 of that run, which is what parties key their replay records and privacy charges on (:mod:`parties.replay`).
 """
