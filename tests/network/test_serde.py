@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from coordinator.certs import check_identity
 from hss.fixedpoint import FixedPoint
 from proto import common_pb2, serde
 from proto.records import Frame, Kind
-from proto.spec import PartyEntry, SessionSpec, SpecError
+from proto.spec import PartyEntry, SessionSpec, SpecError, identity_problem
 
 
 def spec(**kw: object) -> SessionSpec:
@@ -146,3 +147,24 @@ def test_inputs_round_trip() -> None:
     back = serde.inputs_from_proto(serde.inputs_to_proto(inputs))
     assert set(back) == set(inputs)
     np.testing.assert_array_equal(back["theta"], inputs["theta"])
+
+
+@pytest.mark.parametrize("name", ["party-1", "coordinator", "a" * 63, "a" * 64, "-x", "x\n", "a b", "", "é"])
+def test_one_identity_rule(name: str) -> None:
+    """The party config, the session spec, the experiment file and the certificate tools all apply
+    proto.spec.identity_problem (once, issue 13)."""
+    ok = identity_problem(name) is None
+    assert ok == (name in ("party-1", "coordinator", "a" * 63))
+    try:
+        parties = (PartyEntry(1, name), PartyEntry(2, "party-2"), PartyEntry(3, "party-3"))
+        spec(parties=parties, coordinator_identity="the-coordinator")
+    except SpecError as exc:
+        assert not ok and "certificate name" in str(exc)
+    else:
+        assert ok
+    try:
+        check_identity(name)
+    except ValueError:
+        assert not ok
+    else:
+        assert ok
