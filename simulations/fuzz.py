@@ -373,6 +373,9 @@ async def _fuzz(
             inputs=serde.inputs_to_proto(_inputs(4)),
         ),
         "/confar.v1.Party/CloseSession": lambda: party_pb2.CloseSessionRequest(session_id=os.urandom(16)),
+        "/confar.v1.Party/ProbeLinks": lambda: party_pb2.ProbeLinksRequest(
+            session_id=bait["id"], step=1, rounds=2, words=4
+        ),
         "/confar.v1.Party/Status": party_pb2.StatusRequest,
         "/confar.v1.Party/PlanPrivacy": lambda: plan,
         "/confar.v1.Party/PrivacyReport": party_pb2.PrivacyReportRequest,
