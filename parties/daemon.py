@@ -14,7 +14,7 @@ ABCDP run (reveal mode svt) is charged once per run and resumes its sparse-vecto
 (``parties.abcdp``).
 
 Work a request asks for is bounded by this party's own limits, checked before any of it is done (e.g. the
-fixed-point format: at most 64 parties, ``proto.serde.FMT_LIMITS``). SIGTERM / SIGINT stop the daemon
+fixed-point format: at most 64 parties, ``parties.serde.FMT_LIMITS``). SIGTERM / SIGINT stop the daemon
 within STOP_DEADLINE_S = 10 s, also with requests in flight: in-flight calls get 5 s, then a watchdog ends
 the process (exit code 3, ``parties.cli``).
 
@@ -75,7 +75,7 @@ OFFLOAD_MIN_BATCH = 64  # machine steps on batches at least this big run in a wo
 STOP_GRACE_S = 5.0  # SIGTERM / SIGINT: in-flight calls get this long, then they are cancelled
 STOP_DEADLINE_S = 10.0  # ... and the process is gone this long after the signal, whatever is in flight
 EXIT_STOP_DEADLINE = 3  # exit code when the watchdog had to end the process (parties.cli)
-MAX_ERROR_CHARS = 2000  # an error message sent back is cut to this (inputs echoed in it: proto.spec.shown)
+MAX_ERROR_CHARS = 2000  # an error message sent back is cut to this (inputs echoed in it: parties.spec.shown)
 
 
 class Abort(Exception):
