@@ -51,11 +51,10 @@ from hss.fixedpoint import FixedPoint, max_threshold
 from hss.protocols import Decisions, decide_receiver
 from hss.runtime import Payload
 from hss.svt import svt_decide_receiver
-from parties import serde
-from parties.replay import RunStepRef
-from parties.spec import PartyEntry, SessionSpec
-from parties.tls import SERVER_OPTIONS, TlsMaterial, call_metadata, secure_channel, server_credentials
-from proto import party_pb2, party_pb2_grpc
+from proto import party_pb2, party_pb2_grpc, serde
+from proto.records import RunStepRef
+from proto.spec import PartyEntry, SessionSpec
+from proto.tls import SERVER_OPTIONS, TlsMaterial, call_metadata, secure_channel, server_credentials
 
 T = TypeVar("T")
 

@@ -26,7 +26,6 @@ come from three steps instead of ``init``:
 from __future__ import annotations
 
 import datetime as dt
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,14 +35,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from proto.files import write_durable
+from proto.spec import default_identity, identity_problem
 
 COORDINATOR_IDENTITY = "coordinator"
-_IDENTITY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")  # as parties/config.py accepts
 VALIDITY_DAYS = 365
 
 
 def party_identity(party: int) -> str:
-    return f"party-{party}"
+    return default_identity(party)
 
 
 @dataclass(frozen=True)
@@ -176,11 +175,9 @@ def load_ca(ca_dir: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]
 
 
 def check_identity(identity: str) -> str:
-    if not _IDENTITY.fullmatch(identity):
-        raise ValueError(
-            f"identity {identity!r} must be 1-63 characters of letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
-        )
+    why = identity_problem(identity)
+    if why is not None:
+        raise ValueError(f"identity {identity!r} {why}")
     return identity
 
 

@@ -135,7 +135,8 @@ from hss.fixedpoint import max_threshold
 from hss.protocols import SIGN_PRECOMPUTE
 from mechanisms.models.base import Model, add_import_path, load_model
 from mechanisms.samplers.requests import Lazy, Penalty
-from parties.tls import TlsError, TlsMaterial
+from proto.spec import default_identity, identity_problem
+from proto.tls import TlsError, TlsMaterial
 
 F64 = npt.NDArray[np.float64]
 
@@ -350,7 +351,7 @@ def read_coordinator(r: Reader, coord: dict[str, Any] | None, need_files: bool =
     coord = coord or {}
     r.only(coord, "coordinator", ("identity", "cert", "key", "ca", "insecure", "rpc_timeout_s"))
     identity = r.get(coord, "coordinator", "identity", str, "coordinator")
-    if not _NAME.match(identity):
+    if identity_problem(identity) is not None:
         raise r.err("coordinator.identity", f"{identity!r} is not a valid certificate name")
     insecure = r.get(coord, "coordinator", "insecure", bool, False)
     timeout = r.number(coord, "coordinator", "rpc_timeout_s", 30.0, gt=0.0)
@@ -376,8 +377,8 @@ def read_parties(r: Reader, raw: Any, required: bool = True) -> list[PartyEndpoi
             raise r.err(where, "must be a table")
         r.only(pt, where, ("id", "identity", "address"))
         pid = r.integer(pt, where, "id", lo=1)
-        ident = r.get(pt, where, "identity", str, f"party-{pid}")
-        if not _NAME.match(ident):
+        ident = r.get(pt, where, "identity", str, default_identity(pid))
+        if identity_problem(ident) is not None:
             raise r.err(f"{where}.identity", f"{ident!r} is not a valid certificate name")
         addr = r.get(pt, where, "address", str)
         if ":" not in addr or not addr.rsplit(":", 1)[1].isdigit():

@@ -69,10 +69,9 @@ from mechanisms.privacy import (
     event_from_dict,
     plot_tradeoffs,
 )
-from parties import serde
-from parties.spec import PartyEntry, SessionSpec, SpecError
-from parties.tls import TlsError, TlsMaterial, call_metadata, secure_channel
-from proto import party_pb2, party_pb2_grpc
+from proto import party_pb2, party_pb2_grpc, serde
+from proto.spec import PartyEntry, SessionSpec, SpecError, default_identity
+from proto.tls import TlsError, TlsMaterial, call_metadata, secure_channel
 
 RELAY_PLACEHOLDER = "plan.invalid:1"  # a relay session's spec needs an address; a plan never connects
 
@@ -169,11 +168,8 @@ def load_plan(path: str | Path, need_session: bool = True) -> PlanFile:
         if extra:
             raise err(f"{where}.{extra[0]}", "unknown key")
         pid = typed(pt, where, "id", int)
-        parties.append(
-            PartyEndpoint(
-                pid, typed(pt, where, "identity", str, f"party-{pid}"), typed(pt, where, "address", str)
-            )
-        )
+        ident = typed(pt, where, "identity", str, default_identity(pid))
+        parties.append(PartyEndpoint(pid, ident, typed(pt, where, "address", str)))
     ids = sorted(p.id for p in parties)
     if ids != list(range(1, len(ids) + 1)):
         raise err("parties", f"ids must be 1..m without gaps or repeats, got {ids}")

@@ -29,10 +29,10 @@ from typing import NoReturn
 
 import grpc
 
-from parties.exchange import Kind
-from parties.spec import SessionSpec
-from parties.tls import caller_identity
 from proto import peer_pb2, relay_pb2, relay_pb2_grpc
+from proto.records import Kind
+from proto.spec import SessionSpec
+from proto.tls import caller_identity
 
 Key = tuple[int, int]  # (step, round)
 

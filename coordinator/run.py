@@ -55,12 +55,12 @@ from coordinator import privacy as cprivacy
 from coordinator.api import BlockingCoordinator, BlockingSession, PartyEndpoint
 from coordinator.decider import NetworkDecider
 from coordinator.experiment import MH_KINDS, Experiment, ExperimentError, check_model, load_experiment
+from mechanisms.privacy import scaled
 from mechanisms.samplers import AdaptiveMH, AdaptiveState, MHState, PublicSeeds, RandomWalkMH
 from mechanisms.samplers.rejection import RejectionSampler
 from mechanisms.samplers.requests import DecisionRequest
-from parties.privacy_budget import scaled
-from parties.tls import TlsMaterial
 from proto.files import write_durable
+from proto.tls import TlsMaterial
 
 F64 = npt.NDArray[np.float64]
 
@@ -958,7 +958,7 @@ def _parties_charged_for_run(pf: Any, run_id: str) -> set[int]:
     """The parties whose ledger already holds the whole-run charge of ``run_id`` (PrivacyReport): their
     dry-run refusal (e.g. a budget that fits the run only once) is moot, they charge nothing again and refuse
     at open themselves if they cannot continue."""
-    from parties.privacy_budget import RunCharge
+    from proto.records import RunCharge
 
     out = set()
     for pid, r in cprivacy.report(pf).items():

@@ -36,7 +36,7 @@ fixed in advance by the plan, ``plan.privacy_event()`` (ε_total = (c+1)Δ/b, 2c
 however many candidates are evaluated. The daemon charges it ONCE per run (per session without a ``run_id``),
 checked at open and committed durably at the first Evaluate before the records are read; for a run the ledger
 records the charge as run step 0 of the run with the plan digest and the run key's id
-(``parties.privacy_budget.RunCharge``), and every later session of the run recognises it and charges nothing
+(``proto.records.RunCharge``), and every later session of the run recognises it and charges nothing
 (a crash between the charge and the first step's record therefore charges once). Threat model of that number
 (honest-but-curious parties, coordinator not colluding): it holds against the coordinator and any outside
 observer of the bits; the MPC (``hss.svt``, t < m/2) shows a coalition of parties nothing but the same bits,
@@ -67,7 +67,7 @@ if TYPE_CHECKING:  # imported when first used: mechanisms.abcdp pulls in dp_acco
     from mechanisms.abcdp.federated import FederatedSvtPlan, PartySvtState
     from mechanisms.privacy import PrivacyEvent, RevealView
     from parties.replay import RunRecord
-    from parties.spec import SessionSpec
+    from proto.spec import SessionSpec
 
 F64 = npt.NDArray[np.float64]
 

@@ -38,7 +38,7 @@ from parties.analyses import AnalysisError
 from parties.config import ConfigError, PartyConfig, load_config
 from parties.registry import get_analysis
 from parties.sources import DataProblems, SourceError, snapshot
-from parties.tls import TlsError, warn_insecure
+from proto.tls import TlsError, warn_insecure
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2  # and 3: parties.daemon.EXIT_STOP_DEADLINE
 

@@ -70,16 +70,21 @@ Example (all keys; optional ones marked)::
 from __future__ import annotations
 
 import math
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from parties.sources import DataConfig, read_data_config
-from parties.spec import REVEAL_MODES, TOPOLOGIES, address_problem
+from proto.spec import (
+    REVEAL_MODES,
+    TOPOLOGIES,
+    PartyEntry,
+    address_problem,
+    default_identity,
+    identity_problem,
+)
 
-_IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 #: testing.freeze_at phases of a run step, in order: the Evaluate request checked but nothing charged; the
 #: step charged and persisted but no share sent; this party's first exchange round sent to every peer; the
 #: step done and its run record kept but the answer not sent
@@ -88,13 +93,6 @@ FREEZE_PHASES = ("before-charge", "after-charge", "mid-exchange", "before-answer
 
 class ConfigError(ValueError):
     """A config problem, naming the key."""
-
-
-@dataclass(frozen=True)
-class PeerConfig:
-    id: int
-    identity: str
-    address: str = ""
 
 
 @dataclass(frozen=True)
@@ -109,7 +107,7 @@ class PartyConfig:
     tls_key: Path | None
     tls_ca: Path | None
     coordinator_identity: str
-    peers: tuple[PeerConfig, ...]
+    peers: tuple[PartyEntry, ...]  # the other parties (proto.spec: the one party-entry type)
     data: DataConfig | None  # where the records live (parties.sources); None: no records
     allow_models: tuple[str, ...]
     allow_modes: tuple[str, ...]
@@ -203,8 +201,8 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
     pid = r.get(party, "party", "id", int)
     if not 1 <= pid <= 64:
         raise r.err("party.id", f"must be in 1..64, got {pid}")
-    identity = r.get(party, "party", "identity", str, f"party-{pid}")
-    if not _IDENT.match(identity):
+    identity = r.get(party, "party", "identity", str, default_identity(pid))
+    if identity_problem(identity) is not None:
         raise r.err("party.identity", f"{identity!r} is not a valid certificate name")
     listen = r.get(party, "party", "listen", str)
     _check_addr(r, "party.listen", listen)
@@ -228,7 +226,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
     peers_raw = doc.get("peers", [])
     if not isinstance(peers_raw, list):
         raise r.err("peers", "must be an array of tables ([[peers]])")
-    peers: list[PeerConfig] = []
+    peers: list[PartyEntry] = []
     for i, pr in enumerate(peers_raw):
         where = f"peers[{i}]"
         if not isinstance(pr, dict):
@@ -237,13 +235,13 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         qid = r.get(pr, where, "id", int)
         if not 1 <= qid <= 64 or qid == pid:
             raise r.err(f"{where}.id", f"must be in 1..64 and differ from party.id ({pid}), got {qid}")
-        qident = r.get(pr, where, "identity", str, f"party-{qid}")
-        if not _IDENT.match(qident):
+        qident = r.get(pr, where, "identity", str, default_identity(qid))
+        if identity_problem(qident) is not None:
             raise r.err(f"{where}.identity", f"{qident!r} is not a valid certificate name")
         addr = r.get(pr, where, "address", str, "")
         if addr:
             _check_addr(r, f"{where}.address", addr)
-        peers.append(PeerConfig(qid, qident, addr))
+        peers.append(PartyEntry(qid, qident, addr))
     ids = [p.id for p in peers]
     if len(set(ids)) != len(ids):
         raise r.err("peers", f"duplicate peer ids {sorted(ids)}")

@@ -46,19 +46,18 @@ from google.protobuf.message import DecodeError
 from hss.protocols import PartyContext, decide_party, key_setup
 from hss.randomness import SecureRandom, derive_key
 from hss.runtime import ProtocolError
-from parties import abcdp, e2e, serde, sources
+from parties import abcdp, e2e, sources
 from parties.analyses import Analysis, AnalysisError, Dataset, lazy_coin
 from parties.audit import AuditLog
 from parties.config import PartyConfig
-from parties.exchange import PROBE_MAX_ROUNDS, Kind, LinkLost, Mailbox, Refused, drive, probe_machine
+from parties.exchange import PROBE_MAX_ROUNDS, LinkLost, Mailbox, Refused, drive, probe_machine
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, RelayLink
-from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal, RunCharge
+from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal
 from parties.registry import get_analysis
 from parties.replay import (
     ReplayFileError,
     ReplayStore,
     RunRecord,
-    RunStepRef,
     SvtStep,
     agreed_record,
     key_id,
@@ -66,10 +65,11 @@ from parties.replay import (
     step_digest,
 )
 from parties.sources import Snapshot
-from parties.spec import MAX_RUN_STEP, SessionSpec, shown
-from parties.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_credentials
-from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2
+from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2, serde
 from proto.files import make_private, write_durable
+from proto.records import Kind, RunCharge, RunStepRef
+from proto.spec import MAX_RUN_STEP, SessionSpec, shown
+from proto.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_credentials
 
 OFFLOAD_MIN_BATCH = 64  # machine steps on batches at least this big run in a worker thread
 STOP_GRACE_S = 5.0  # SIGTERM / SIGINT: in-flight calls get this long, then they are cancelled

@@ -25,33 +25,16 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any
 
 import numpy as np
 
 from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, Payload, ProtocolError, expect
+from proto.records import Frame, Kind
 
 MAX_ROUNDS = 256
 PROBE_MAX_ROUNDS = 128  # a link probe's rounds (parties.daemon ProbeLinks)
 ROUND_WINDOW = 2  # a peer can be at most one round ahead; allow one more for slack
-
-
-class Kind(IntEnum):
-    HELLO = 1
-    DATA = 2
-    EMPTY = 3
-    DONE = 4
-
-
-@dataclass(frozen=True)
-class Frame:
-    step: int
-    round: int
-    src: int
-    dst: int
-    kind: Kind
-    payload: Payload | None = None
 
 
 class Refused(Exception):

@@ -21,10 +21,10 @@ from typing import Any
 
 import grpc
 
-from parties import e2e, serde
-from parties.exchange import Frame, Kind
-from parties.tls import TlsMaterial, call_metadata, secure_channel
-from proto import peer_pb2, peer_pb2_grpc, relay_pb2, relay_pb2_grpc
+from parties import e2e
+from proto import peer_pb2, peer_pb2_grpc, relay_pb2, relay_pb2_grpc, serde
+from proto.records import Frame, Kind
+from proto.tls import TlsMaterial, call_metadata, secure_channel
 
 _EOF: Any = grpc.aio.EOF  # type: ignore[attr-defined]  # end-of-stream sentinel, missing from the stubs
 

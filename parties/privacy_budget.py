@@ -55,9 +55,10 @@ import grpc
 
 from parties.analyses import Analysis, PrivacyAccounted, Unaccountable
 from parties.config import PartyConfig
-from parties.spec import SessionSpec
 from proto import party_pb2
 from proto.files import write_durable
+from proto.records import RunCharge
+from proto.spec import SessionSpec
 
 if TYPE_CHECKING:  # mechanisms.privacy (dp_accounting, scipy) is imported only by daemons that account
     from mechanisms.privacy import (
@@ -102,11 +103,6 @@ def assumed_colluding(cfg: PartyConfig, m: int) -> int:
     return m - 1 if cfg.colluding is None else min(cfg.colluding, m - 1)
 
 
-def scaled(events: Sequence[PrivacyEvent], k: int) -> list[PrivacyEvent]:
-    """The events of ``k`` repetitions of a batch."""
-    return [dataclasses.replace(e, count=e.count * k) for e in events]
-
-
 def events_to_json(events: Sequence[PrivacyEvent]) -> str:
     return json.dumps([e.to_dict() for e in events])
 
@@ -139,65 +135,6 @@ def _merge(events: Sequence[PrivacyEvent]) -> tuple[PrivacyEvent, ...]:
         else:
             out.append(e)
     return tuple(out)
-
-
-_RUN_CHARGE_KEYS = {"run_id", "session", "from_step", "to_step", "decisions"}
-_RUN_CHARGE_PROOF = {"digest", "noise_key"}  # since run charges are idempotent; absent in older ledgers
-
-
-@dataclasses.dataclass(frozen=True)
-class RunCharge:
-    """Run steps ``from_step..to_step`` of run ``run_id`` charged (once each) in session ``session``.
-
-    ``digest`` (hex) is the step digest (``parties.replay.step_digest``) of ``to_step`` as charged and
-    ``noise_key`` the ``parties.replay.key_id`` of the run noise key that drew its noise: together they let a
-    later session recognise a re-evaluation of ``to_step`` that reproduces the charged release exactly
-    (:meth:`PrivacyBudgetStore.charged_run_step`). Both are empty in ledgers written before that existed
-    (such a charge is never matched, so its step is charged again: conservative)."""
-
-    run_id: str
-    session: str  # the session id's first 16 hex digits, as in the events' labels
-    from_step: int
-    to_step: int
-    decisions: int
-    digest: str = ""
-    noise_key: str = ""
-
-    @property
-    def is_whole_run(self) -> bool:
-        """The charge of a run whose privacy event covers the whole run whatever its steps (federated
-        ABCDP): recorded as run step 0 (``from_step = to_step = 0``, ``decisions = 0``), its ``digest`` the
-        step digest of run step 0 with no inputs (the session's parameters: the run's plan)."""
-        return self.from_step == 0
-
-    def to_dict(self) -> dict[str, str | int]:
-        d = dataclasses.asdict(self)
-        return {k: v for k, v in d.items() if k not in _RUN_CHARGE_PROOF or v}
-
-    @classmethod
-    def from_dict(cls, d: object) -> RunCharge:
-        if not isinstance(d, dict) or not _RUN_CHARGE_KEYS <= set(d) <= _RUN_CHARGE_KEYS | _RUN_CHARGE_PROOF:
-            raise ValueError(
-                "a run charge needs exactly run_id, session, from_step, to_step, decisions (and optionally "
-                "digest, noise_key)"
-            )
-        c = cls(**d)
-        ints = (c.from_step, c.to_step, c.decisions)
-        strs = all(isinstance(v, str) for v in (c.run_id, c.session, c.digest, c.noise_key))
-        if not (strs and all(type(v) is int for v in ints)):
-            raise ValueError(f"run charge {d!r} has wrong types")
-        if c.is_whole_run:
-            if c.to_step != 0 or c.decisions != 0:
-                raise ValueError(f"whole-run charge {d!r} (from_step 0) needs to_step 0 and decisions 0")
-        elif not 1 <= c.from_step <= c.to_step or c.decisions < 1:
-            raise ValueError(f"run charge {d!r} has an empty step range or no decisions")
-        if not (_is_hex(c.digest, 64) and _is_hex(c.noise_key, 32)):
-            raise ValueError(f"run charge {d!r}: digest must be 64 and noise_key 32 hex digits (or absent)")
-        return c
-
-
-def _is_hex(text: str, length: int) -> bool:
-    return text == "" or (len(text) == length and all(ch in "0123456789abcdef" for ch in text))
 
 
 def merge_run_charge(charges: Sequence[RunCharge], new: RunCharge) -> list[RunCharge]:
@@ -507,7 +444,7 @@ class PrivacyBudgetStore:
                 f"{batches * batch_size} decisions exceed the decision budget ({decisions_used} of "
                 f"{cfg.max_decisions} used)"
             )
-        from mechanisms.privacy import UnsupportedEventError
+        from mechanisms.privacy import UnsupportedEventError, scaled
 
         per_batch: list[PrivacyEvent] | None
         try:
@@ -549,6 +486,8 @@ class PrivacyBudgetStore:
         return resp
 
     def _batches_that_fit(self, per_batch: Sequence[PrivacyEvent], batches: int) -> int:
+        from mechanisms.privacy import scaled
+
         assert self.ledger is not None
         lo, hi = 0, batches  # fits(lo) holds (or lo = 0), fits(hi) fails
         while hi - lo > 1:

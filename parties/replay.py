@@ -44,7 +44,7 @@ step's digest (:func:`run_step_keys`), so a re-evaluation of run step s with the
 session, reproduces exactly the same noise terms and therefore the same revealed result: charging it again
 would count one release twice. Different inputs for run step s get independent noise (a different digest),
 so noise is never reused across different queries. The key's :func:`key_id` (a hash, not the key) is
-recorded with each charge (:class:`parties.privacy_budget.RunCharge`): a key that was lost and re-created
+recorded with each charge (:class:`proto.records.RunCharge`): a key that was lost and re-created
 no longer matches, and its run steps are charged again.
 """
 
@@ -65,8 +65,9 @@ import numpy as np
 import numpy.typing as npt
 
 from hss.randomness import derive_key
-from parties.spec import SessionSpec, check_run_id
 from proto.files import make_private, write_durable
+from proto.records import RunStepRef
+from proto.spec import SessionSpec, check_run_id
 
 RUNS_DIR = "runs"
 FORMAT_VERSION = 1
@@ -77,16 +78,6 @@ _KEY_ID_DOMAIN = b"confar/run-noise-key-id/v1"
 
 class ReplayFileError(RuntimeError):
     """A run record that cannot be read or trusted (the message names the file and what is wrong)."""
-
-
-@dataclass(frozen=True)
-class RunStepRef:
-    """Which run step a party holds, as it reports it to the coordinator (no messages)."""
-
-    run_id: str
-    run_step: int  # 0: no run step completed here
-    digest: bytes = b""  # step_digest(...) of the request that computed it
-    execution: bytes = b""  # the id of the session that computed it
 
 
 SVT_COUNTERS = ("count", "epoch", "n_decided", "done")

@@ -49,7 +49,7 @@ from typing import Any
 import grpc
 
 from coordinator.certs import COORDINATOR_IDENTITY, party_identity
-from parties.tls import SERVER_OPTIONS, TlsMaterial, secure_channel, server_credentials
+from proto.tls import SERVER_OPTIONS, TlsMaterial, secure_channel, server_credentials
 
 _EOF: Any = grpc.aio.EOF  # type: ignore[attr-defined]  # end-of-stream sentinel, missing from the stubs
 

@@ -53,9 +53,9 @@ from coordinator.api import Coordinator, SessionError
 from hss.protocols import MODES, SIGN_PRECOMPUTE, PartyContext, SessionParams, decide_party, key_setup
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, run_in_memory
-from parties import serde
-from parties.exchange import PROBE_MAX_ROUNDS, Frame, Kind
-from proto import party_pb2
+from parties.exchange import PROBE_MAX_ROUNDS
+from proto import party_pb2, serde
+from proto.records import Frame, Kind
 from simulations.bench_floor import FloorCluster, stats_ms
 from simulations.launcher import LaunchError, LocalConsortium
 

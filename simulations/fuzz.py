@@ -48,11 +48,10 @@ from google.protobuf.message import Message
 from coordinator.api import BlockingCoordinator, Coordinator, PartyEndpoint
 from coordinator.certs import COORDINATOR_IDENTITY, init_consortium, party_identity
 from hss.fixedpoint import FixedPoint
-from parties import serde
-from parties.exchange import Kind
-from parties.spec import PartyEntry, SessionSpec
-from parties.tls import TlsMaterial, secure_channel
-from proto import health_pb2, party_pb2, peer_pb2
+from proto import health_pb2, party_pb2, peer_pb2, serde
+from proto.records import Kind
+from proto.spec import PartyEntry, SessionSpec
+from proto.tls import TlsMaterial, secure_channel
 from simulations.launcher import LocalConsortium
 
 #: a refusal must be one of these (or OK); INTERNAL / UNKNOWN mean the daemon did not say what was wrong,
@@ -374,6 +373,9 @@ async def _fuzz(
             inputs=serde.inputs_to_proto(_inputs(4)),
         ),
         "/confar.v1.Party/CloseSession": lambda: party_pb2.CloseSessionRequest(session_id=os.urandom(16)),
+        "/confar.v1.Party/ProbeLinks": lambda: party_pb2.ProbeLinksRequest(
+            session_id=bait["id"], step=1, rounds=2, words=4
+        ),
         "/confar.v1.Party/Status": party_pb2.StatusRequest,
         "/confar.v1.Party/PlanPrivacy": lambda: plan,
         "/confar.v1.Party/PrivacyReport": party_pb2.PrivacyReportRequest,

@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from coordinator.api import PartyEndpoint
 from coordinator.certs import COORDINATOR_IDENTITY, init_consortium, party_identity
-from parties.tls import TlsMaterial
+from proto.tls import TlsMaterial
 
 
 class LaunchError(RuntimeError):
@@ -370,7 +370,7 @@ def add_arguments(p: Any) -> None:
 
 def run(args: Any) -> int:
     from coordinator.api import BlockingCoordinator, SessionError
-    from parties.tls import warn_insecure
+    from proto.tls import warn_insecure
 
     m = args.parties
     if not 2 <= m <= 15:

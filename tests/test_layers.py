@@ -1,4 +1,17 @@
-"""Imports flow one way: hss -> mechanisms -> parties, coordinator -> simulations (DESIGN.md section 3)."""
+"""Imports flow one way (DESIGN.md section 3; the proto rule is issue 13's):
+
+    hss -> mechanisms -> parties, coordinator -> simulations
+    hss -> proto      -> parties, coordinator
+
+``proto/`` owns the whole wire contract and what both sides of it share: the .proto files and generated
+code, the session spec (``proto.spec``: the one party-entry type and the one identity rule), the one serde
+module (``proto.serde``), the records that cross the wire (``proto.records``: peer frames, run-step
+references, run charges), mutual TLS (``proto.tls``) and durable writes (``proto.files``). It may use
+``hss`` (a session's fixed-point format and protocol parameters) but not ``mechanisms``, and neither ``hss``
+nor ``mechanisms`` imports it. ``parties/`` and ``coordinator/`` both build on ``proto`` and never import
+each other: all they exchange goes through the wire contract. Only ``simulations/``, which launches both,
+imports both.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +24,8 @@ FORBIDDEN = {
     "hss": {"mechanisms", "parties", "coordinator", "simulations", "proto", "grpc"},
     "mechanisms": {"parties", "coordinator", "simulations", "proto", "grpc"},
     "parties": {"coordinator", "simulations"},
-    "coordinator": {"simulations"},
-    "proto": {"hss", "mechanisms", "parties", "coordinator", "simulations"},
+    "coordinator": {"parties", "simulations"},
+    "proto": {"mechanisms", "parties", "coordinator", "simulations"},
 }
 
 

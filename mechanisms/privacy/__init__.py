@@ -24,6 +24,7 @@ from .events import (
     ProfileEvent,
     event_from_dict,
     register_event_type,
+    scaled,
 )
 from .ledger import (
     BudgetExceededError,
@@ -138,6 +139,7 @@ __all__ = [
     "plot_tradeoffs",
     "pure_dp_to_gdp",
     "register_event_type",
+    "scaled",
     "sign_reveal_privacy",
     "sign_step_profile",
     "sum_reveal_delta",

@@ -26,7 +26,7 @@ import abc
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -45,6 +45,7 @@ __all__ = [
     "ProfileEvent",
     "event_from_dict",
     "register_event_type",
+    "scaled",
 ]
 
 _EVENT_TYPES: dict[str, type[PrivacyEvent]] = {}
@@ -120,6 +121,11 @@ def event_from_dict(data: Mapping[str, Any]) -> PrivacyEvent:
         if f.name in data:
             kwargs[f.name] = data[f.name]
     return cls.from_params(kwargs)
+
+
+def scaled(events: Sequence[PrivacyEvent], k: int) -> list[PrivacyEvent]:
+    """The events of ``k`` repetitions of a batch."""
+    return [dataclasses.replace(e, count=e.count * k) for e in events]
 
 
 @register_event_type

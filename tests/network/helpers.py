@@ -16,7 +16,7 @@ from coordinator.api import Coordinator, PartyEndpoint
 from coordinator.certs import init_consortium, party_identity
 from parties.config import load_config
 from parties.daemon import PartyDaemon
-from parties.tls import TlsMaterial
+from proto.tls import TlsMaterial
 from simulations.launcher import party_config_text, write_csv
 
 

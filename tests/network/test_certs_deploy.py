@@ -18,7 +18,7 @@ from cryptography.x509.oid import NameOID
 from coordinator import cli as confar_cli
 from coordinator.api import Coordinator
 from coordinator.certs import load_ca, sign_request
-from parties.tls import TlsMaterial, certificate_identity
+from proto.tls import TlsMaterial, certificate_identity
 from tests.network.helpers import inproc_consortium
 
 

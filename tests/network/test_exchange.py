@@ -12,7 +12,8 @@ import pytest
 from hss.protocols import PartyContext, SessionParams, decide_party, decide_receiver, key_setup
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Machine, PartyGen, run_in_memory
-from parties.exchange import Frame, Kind, LinkLost, Mailbox, Refused, run_local
+from parties.exchange import LinkLost, Mailbox, Refused, run_local
+from proto.records import Frame, Kind
 
 
 def toy_machine(me: int, m: int, secret: np.ndarray, rng: np.random.Generator) -> Machine[None]:

@@ -44,7 +44,7 @@ from mechanisms.privacy import EpsDeltaBudget, EpsDeltaEvent, coalition_view
 from mechanisms.simulators.toy import ToyMixtureModel
 from parties.abcdp import AbcdpRff, check_session, threat_refusal, tolerated_colluders
 from parties.analyses import AnalysisError, Dataset, Unaccountable
-from parties.spec import PartyEntry, SessionSpec, SpecError
+from proto.spec import PartyEntry, SessionSpec, SpecError
 from simulations.launcher import LocalConsortium
 
 M, PER_PARTY, N_SIM, D, BATCH = 3, 200, 200, 20, 16

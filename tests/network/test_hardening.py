@@ -21,11 +21,10 @@ import pytest
 
 from coordinator.api import Coordinator, PartyEndpoint
 from hss.fixedpoint import FixedPoint
-from parties import serde
 from parties.daemon import EXIT_STOP_DEADLINE, STOP_DEADLINE_S
-from parties.spec import PartyEntry, SessionSpec
-from parties.tls import TlsMaterial, secure_channel
-from proto import common_pb2, health_pb2, health_pb2_grpc, party_pb2, party_pb2_grpc, peer_pb2_grpc
+from proto import common_pb2, health_pb2, health_pb2_grpc, party_pb2, party_pb2_grpc, peer_pb2_grpc, serde
+from proto.spec import PartyEntry, SessionSpec
+from proto.tls import TlsMaterial, secure_channel
 from simulations.launcher import LocalConsortium, party_config_text, write_csv
 from tests.network.helpers import party_data, tls_for
 

@@ -23,7 +23,7 @@ from mechanisms.privacy import (
     compose_events,
     sign_step_profile,
 )
-from parties.spec import SpecError
+from proto.spec import SpecError
 from simulations.launcher import LocalConsortium
 
 M, N = 3, 16

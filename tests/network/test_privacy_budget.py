@@ -26,7 +26,7 @@ from parties import cli as party_cli
 from parties.analyses import AnalysisError, Dataset, GaussianMean, Unaccountable
 from parties.config import ConfigError, PartyConfig, load_config
 from parties.privacy_budget import LEDGER_FILE, LedgerFileError, PrivacyBudgetStore, PrivacyRefusal
-from parties.spec import PartyEntry, SessionSpec
+from proto.spec import PartyEntry, SessionSpec
 from simulations.launcher import LocalConsortium, party_config_text
 from tests.network.helpers import coordinator_for, inproc_consortium, party_data
 

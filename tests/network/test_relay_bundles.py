@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from coordinator.relay import RelayHub, RelayRecord, _Dest
-from parties.exchange import Kind
-from parties.spec import PartyEntry, SessionSpec
 from proto import peer_pb2, relay_pb2
+from proto.records import Kind
+from proto.spec import PartyEntry, SessionSpec
 from tests.network.helpers import coordinator_for, inproc_consortium
 
 SID = b"\x07" * 16

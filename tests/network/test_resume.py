@@ -34,7 +34,6 @@ from coordinator.api import (
 from coordinator.certs import party_identity
 from hss.protocols import decide_receiver
 from mechanisms.privacy import GaussianEvent
-from parties import serde
 from parties.analyses import GaussianMean
 from parties.config import load_config
 from parties.daemon import PartyDaemon, reproducible
@@ -42,7 +41,6 @@ from parties.privacy_budget import (
     LEDGER_FILE,
     LedgerFileError,
     PrivacyBudgetStore,
-    RunCharge,
     merge_run_charge,
     run_step_counts,
 )
@@ -50,14 +48,14 @@ from parties.replay import (
     ReplayFileError,
     ReplayStore,
     RunRecord,
-    RunStepRef,
     agreed_record,
     key_id,
     run_step_keys,
     step_digest,
 )
-from parties.spec import PartyEntry, SessionSpec, SpecError
-from proto import party_pb2
+from proto import party_pb2, serde
+from proto.records import RunCharge, RunStepRef
+from proto.spec import PartyEntry, SessionSpec, SpecError
 from simulations.launcher import LocalConsortium, party_config_text, write_csv
 from tests.network.helpers import make_certs, party_data, tls_for
 

@@ -35,8 +35,9 @@ from mechanisms.abcdp.federated import (
 )
 from mechanisms.simulators.toy import ToyMixtureModel
 from parties.abcdp import tolerated_colluders
-from parties.privacy_budget import LEDGER_FILE, RunCharge, merge_run_charge, run_step_counts
-from parties.replay import ReplayFileError, ReplayStore, RunRecord, RunStepRef, SvtStep, _checksum
+from parties.privacy_budget import LEDGER_FILE, merge_run_charge, run_step_counts
+from parties.replay import ReplayFileError, ReplayStore, RunRecord, SvtStep, _checksum
+from proto.records import RunCharge, RunStepRef
 from simulations.launcher import LocalConsortium
 
 M, PER_PARTY, N_SIM, D, BATCH = 3, 200, 100, 16, 8

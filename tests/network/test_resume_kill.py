@@ -26,7 +26,8 @@ import pytest
 
 from coordinator.api import BlockingCoordinator, BlockingSession, SessionError
 from parties.config import FREEZE_PHASES, load_config
-from parties.privacy_budget import LEDGER_FILE, PrivacyBudgetStore, RunCharge, run_step_counts
+from parties.privacy_budget import LEDGER_FILE, PrivacyBudgetStore, run_step_counts
+from proto.records import RunCharge
 from simulations.launcher import LocalConsortium, party_config_text
 from tests.network.helpers import party_data
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
+from coordinator.certs import check_identity
 from hss.fixedpoint import FixedPoint
-from parties import serde
-from parties.exchange import Frame, Kind
-from parties.spec import PartyEntry, SessionSpec, SpecError
-from proto import common_pb2
+from proto import common_pb2, serde
+from proto.records import Frame, Kind, RunCharge, RunStepRef
+from proto.spec import PartyEntry, SessionSpec, SpecError, identity_problem
 
 
 def spec(**kw: object) -> SessionSpec:
@@ -147,3 +149,70 @@ def test_inputs_round_trip() -> None:
     back = serde.inputs_from_proto(serde.inputs_to_proto(inputs))
     assert set(back) == set(inputs)
     np.testing.assert_array_equal(back["theta"], inputs["theta"])
+
+
+def test_open_request_round_trip() -> None:
+    for s in (spec(), spec(run_id="run-7"), spec(run_id="run-7", first_run_step=41)):
+        assert serde.spec_from_open_request(serde.open_request_to_proto(s)) == s
+    req = serde.open_request_to_proto(spec(run_id="run-7"))
+    req.first_run_step = 0
+    with pytest.raises(serde.WireError, match="first_run_step >= 1"):
+        serde.spec_from_open_request(req)
+    req = serde.open_request_to_proto(spec())
+    req.first_run_step = 5  # a first run step without a run
+    with pytest.raises(serde.WireError, match="needs a run_id"):
+        serde.spec_from_open_request(req)
+
+
+def test_run_ref_round_trip() -> None:
+    for party, ref in (
+        (2, RunStepRef("run-7", 3, b"d" * 32, b"s" * 16)),
+        (1, RunStepRef("run-7", 0)),  # holds no run step of the run
+    ):
+        assert serde.run_ref_from_proto(serde.run_ref_to_proto(party, ref)) == (party, ref)
+    with pytest.raises(serde.WireError, match="malformed digest"):
+        serde.run_ref_from_proto(serde.run_ref_to_proto(1, RunStepRef("run-7", 3, b"d" * 31, b"s" * 16)))
+    with pytest.raises(serde.WireError, match="holds no run step"):
+        serde.run_ref_from_proto(serde.run_ref_to_proto(1, RunStepRef("run-7", 0, b"d" * 32)))
+
+
+def test_run_charge_round_trip() -> None:
+    """Run charges travel as JSON (PrivacyReport.run_charges_json) and sit in the ledger file as such."""
+    for c in (
+        RunCharge("run-7", "ab" * 8, 1, 4, 400),
+        RunCharge("run-7", "ab" * 8, 5, 5, 100, "c" * 64, "e" * 32),
+        RunCharge("run-7", "ab" * 8, 0, 0, 0, "c" * 64, "e" * 32),  # the whole-run charge (ABCDP)
+    ):
+        assert RunCharge.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+    assert "digest" not in RunCharge("r", "aa", 1, 1, 1).to_dict()  # as older ledgers wrote it
+    with pytest.raises(ValueError, match="empty step range"):
+        RunCharge.from_dict({"run_id": "r", "session": "aa", "from_step": 3, "to_step": 2, "decisions": 1})
+    with pytest.raises(ValueError, match="exactly run_id"):
+        RunCharge.from_dict({"run_id": "r", "session": "aa", "from_step": 1, "to_step": 1})
+
+
+def test_params_json_round_trip() -> None:
+    params = {"sigma": 2.5, "column": "x", "nested": {"p": [1, 2, {"q": None}]}, "flag": True}
+    assert serde.params_from_json(json.dumps(params)) == params
+    assert serde.params_from_json("") == {}
+
+
+@pytest.mark.parametrize("name", ["party-1", "coordinator", "a" * 63, "a" * 64, "-x", "x\n", "a b", "", "é"])
+def test_one_identity_rule(name: str) -> None:
+    """The party config, the session spec, the experiment file and the certificate tools all apply
+    proto.spec.identity_problem (once, issue 13)."""
+    ok = identity_problem(name) is None
+    assert ok == (name in ("party-1", "coordinator", "a" * 63))
+    try:
+        parties = (PartyEntry(1, name), PartyEntry(2, "party-2"), PartyEntry(3, "party-3"))
+        spec(parties=parties, coordinator_identity="the-coordinator")
+    except SpecError as exc:
+        assert not ok and "certificate name" in str(exc)
+    else:
+        assert ok
+    try:
+        check_identity(name)
+    except ValueError:
+        assert not ok
+    else:
+        assert ok

@@ -2,7 +2,7 @@
 
 A session binds: its id, the m parties and their certificate identities, the threshold t, the fixed-point
 format, the reveal mode, the model and its public parameters, the share-exchange topology, and (kept by
-each side) a step counter that every later message carries. :mod:`parties.serde` converts to and from
+each side) a step counter that every later message carries. :mod:`proto.serde` converts to and from
 the wire. A session may belong to a *run* (``run_id``): its step k is then run step ``first_run_step + k - 1``
 of that run, which is what parties key their replay records and privacy charges on (:mod:`parties.replay`).
 """
@@ -22,7 +22,8 @@ TOPOLOGIES = ("mesh", "relay")
 #: reveal modes of the decision protocols (hss.protocols) plus "svt": federated ABCDP's sparse-vector test
 #: (hss.svt), where only the public SVT output bits reach the coordinator (and are opened to every party)
 REVEAL_MODES: tuple[str, ...] = (*MODES, "svt")
-_IDENTITY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+#: the one identity rule: a party's or the coordinator's certificate name (CN), see :func:`identity_problem`
+_IDENTITY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+=-]{0,127}$")
 
 
@@ -54,6 +55,20 @@ def address_problem(value: str, allow_port_0: bool = False) -> str | None:
     return None
 
 
+def identity_problem(name: object) -> str | None:
+    """Why ``name`` is not a valid identity (the certificate CN of a party or the coordinator), or None. The
+    one rule for every identity confar reads: a party's config, a session spec, an experiment file, a
+    certificate request."""
+    if isinstance(name, str) and _IDENTITY.fullmatch(name):
+        return None
+    return "must be 1-63 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def default_identity(pid: int) -> str:
+    """The identity of party ``pid`` when a config or experiment file names none."""
+    return f"party-{pid}"
+
+
 def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     """``repr(value)`` for an error message, cut to ``limit`` characters with the full length noted, so a
     long input is never echoed back whole (a 100 KB echo overflows the caller's header limit)."""
@@ -70,6 +85,11 @@ class SpecError(ValueError):
 
 @dataclass(frozen=True)
 class PartyEntry:
+    """One party of a consortium: its id (1..m), its certificate identity and, where known, its address
+    (host:port; empty when the coordinator gives it at session open, or the party only dials out). The one
+    type for a session's parties (:class:`SessionSpec`) and a party's configured peers
+    (``parties.config.PartyConfig.peers``); its identity follows :func:`identity_problem`."""
+
     id: int
     identity: str
     address: str = ""
@@ -108,7 +128,7 @@ class SessionSpec:
         if len(set(names)) != len(names) or self.coordinator_identity in names:
             raise SpecError(f"party identities must be distinct and differ from the coordinator's: {names}")
         for n in [*names, self.coordinator_identity]:
-            if not _IDENTITY.match(n):
+            if identity_problem(n) is not None:
                 raise SpecError(f"identity {shown(n)} is not a valid certificate name")
         if self.reveal_mode not in REVEAL_MODES:
             raise SpecError(f"reveal_mode {shown(self.reveal_mode)} is not one of {REVEAL_MODES}")

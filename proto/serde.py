@@ -18,10 +18,9 @@ import numpy as np
 import numpy.typing as npt
 
 from hss.fixedpoint import FixedPoint
-from parties.exchange import Frame, Kind
-from parties.replay import RunStepRef
-from parties.spec import PartyEntry, SessionSpec, SpecError, shown
 from proto import common_pb2, party_pb2, peer_pb2
+from proto.records import Frame, Kind, RunStepRef
+from proto.spec import PartyEntry, SessionSpec, SpecError, shown
 
 ALLOWED_DTYPES = ("<f8", "<u8", "<i8", "|b1", "<f4", "<i4")
 MAX_ARRAY_BYTES = 64 * 1024 * 1024
@@ -315,7 +314,7 @@ def frame_header_to_proto(
 
 
 def frame_to_proto(session_id: bytes, f: Frame) -> peer_pb2.PeerFrame:
-    """A :class:`parties.exchange.Frame` (plaintext payload) as a PeerFrame."""
+    """A :class:`proto.records.Frame` (plaintext payload) as a PeerFrame."""
     data = payload_to_bytes(f.payload) if f.payload is not None else b""
     return frame_header_to_proto(session_id, f.step, f.round, f.src, f.dst, int(f.kind), data)
 
@@ -323,7 +322,7 @@ def frame_to_proto(session_id: bytes, f: Frame) -> peer_pb2.PeerFrame:
 def frame_from_proto(
     msg: peer_pb2.PeerFrame, payload: bytes | None = None, max_bytes: int = MAX_ARRAY_BYTES
 ) -> Frame:
-    """A PeerFrame as a :class:`parties.exchange.Frame`; ``payload`` overrides msg.payload (decrypted)."""
+    """A PeerFrame as a :class:`proto.records.Frame`; ``payload`` overrides msg.payload (decrypted)."""
     try:
         kind = Kind(int(msg.kind))
     except ValueError as exc:
