@@ -60,6 +60,7 @@ class Terms:
     values: F64  # this party's l_j + V_j, one per decision
     public: F64 | None  # the public term (the same at every party) or None
     blind: F64 | None  # W_j for blinded mode
+    clipped_records: int | None = None  # record log-ratios clipped (penalty c = "clip"): for the audit line
 
 
 class Unaccountable(AnalysisError):

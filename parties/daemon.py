@@ -832,6 +832,7 @@ class PartyDaemon:
                 "decisions": n,
                 "rounds": out.rounds,
                 "clamped": clamped,
+                **({} if terms.clipped_records is None else {"clipped_records": terms.clipped_records}),
                 "compute_ms": round((prepare_s + out.stepped_s) * 1e3, 3),
                 "handler_ms": round((time.perf_counter() - t_begin) * 1e3, 3),
                 "cpu_ms": round((time.process_time() - cpu_begin) * 1e3, 3),

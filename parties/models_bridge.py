@@ -16,11 +16,14 @@ Session ``model_params`` (public, JSON):
   the coordinator, if any, must agree);
 * ``noise``: ``"exp"`` (default: V_j ~ Gamma(1/m, 1), the confidential identity) or ``"none"`` (tests).
 
-The terms are computed by :func:`mechanisms.samplers.terms.party_terms`, the same function the in-memory
-simulations use. Records are checked against the model's schema (missing columns, NaN/inf, values outside the
-declared public bounds -> refused, naming the column and rows) when the session first uses them, and at
-daemon start-up when the config names the model under ``[data] model`` (``parties.sources``, which reads
-the records from a file, a database or a SPARQL endpoint).
+The inputs are read back into the coordinator's request with ``DecisionRequest.from_inputs`` (the inverse of
+its ``to_inputs``), and the terms are computed by :func:`mechanisms.samplers.terms.party_terms`, the same
+function the in-memory simulations use; with the penalty's per-record clipping (``c = "clip"``) the number of
+clipped record log-ratios goes with the terms (``Terms.clipped_records``) to the batch's audit line. Records
+are checked against the model's schema (missing columns, NaN/inf, values outside the declared public bounds
+-> refused, naming the column and rows) when the session first uses them, and at daemon start-up when the
+config names the model under ``[data] model`` (``parties.sources``, which reads the records from a file, a
+database or a SPARQL endpoint).
 """
 
 from __future__ import annotations
@@ -54,17 +57,6 @@ BOUNDS = ("data", "public")
 
 class DataSchemaError(AnalysisError):
     """A party's records do not match the model's schema (names the columns and the rows)."""
-
-
-def _input(inputs: dict[str, npt.NDArray[Any]], name: str, shape: tuple[int, ...]) -> F64:
-    if name not in inputs:
-        raise AnalysisError(f"input {name!r} is required (float array of shape {shape})")
-    a = np.asarray(inputs[name], dtype=np.float64)
-    if a.shape != shape and not (len(shape) == 2 and shape[1] == 1 and a.shape == shape[:1]):
-        raise AnalysisError(f"input {name!r} must have shape {shape}, got {a.shape}")
-    if not np.isfinite(a).all():
-        raise AnalysisError(f"input {name!r} has NaN or infinite entries")
-    return a.reshape(shape)
 
 
 @dataclass
@@ -332,6 +324,76 @@ class ModelAnalysis:
                 raise DataSchemaError(str(exc)) from exc
         return self._checked[key]
 
+    def request(
+        self, model: Model, params: dict[str, Any], inputs: dict[str, npt.NDArray[Any]], n: int
+    ) -> DecisionRequest:
+        """The coordinator's :class:`DecisionRequest` back from the wire arrays (its ``to_inputs``), with the
+        session's kind and penalty."""
+        try:
+            return DecisionRequest.from_inputs(
+                inputs, params.get("kind", "mh"), n, model.d, self.penalty(params)
+            )
+        except ValueError as exc:
+            raise AnalysisError(f"{self.name}: {exc}") from exc
+
+    def check_mh_batch(
+        self, model: Model, req: DecisionRequest, params: dict[str, Any], sigma: npt.ArrayLike | None
+    ) -> None:
+        """Refuse MH proposals the accounting does not cover (a sensitivity above the session's cap) and a
+        coordinator's penalty ``sigma`` (optional input) that differs from this party's own."""
+        assert req.theta is not None
+        penalty, lazy = req.penalty, self.lazy(params)
+        cap = penalty.max_sensitivity if penalty is not None else (lazy.max_sensitivity if lazy else None)
+        if cap is not None:
+            c = (
+                penalty.sensitivity(model, req.theta, req.theta_star)
+                if penalty is not None
+                else record_sensitivity(model, req.theta, req.theta_star)
+            )
+            over = ~within_cap(c, cap)
+            if over.any():
+                raise AnalysisError(
+                    f"{self.name}: {int(over.sum())} proposals have per-record sensitivity above the "
+                    f"session's max_sensitivity = {cap:g} "
+                    f"(largest {float(c.max()):.6g}); "
+                    "this party charges every step at that cap, so the coordinator must reject such "
+                    "proposals itself"
+                )
+        if penalty is not None and sigma is not None:
+            mine = penalty.sigma(model, req.theta, req.theta_star)
+            theirs = np.asarray(sigma, dtype=np.float64)
+            if theirs.shape != (req.n,) or not np.allclose(theirs, mine, rtol=1e-9, atol=0.0):
+                raise AnalysisError(f"{self.name}: the coordinator's penalty sigma differs from this party's")
+
+    def request_terms(
+        self,
+        model: Model,
+        cols: dict[str, F64],
+        params: dict[str, Any],
+        req: DecisionRequest,
+        m: int,
+        mode: str,
+        rng: SecureRandom,
+        sigma: npt.ArrayLike | None = None,
+    ) -> Terms:
+        """This party's terms of one request, after the checks a party makes on the coordinator's batch; the
+        clipped-record count (penalty c = "clip") goes with them, for the batch's audit line."""
+        log_bound = None
+        if req.kind == "rejection":
+            log_bound = self.rejection_bound(model, cols, params)
+            self.check_rejection_batch(model, req.theta_star, req.public, params)
+        else:
+            self.check_mh_batch(model, req, params, sigma)
+        if not model.in_bounds(req.theta_star).all() or (
+            req.theta is not None and not model.in_bounds(req.theta).all()
+        ):
+            raise AnalysisError(f"{self.name}: proposals outside the parameter bounds must not be sent")
+        out = party_terms(
+            model, cols, req, m, rng, mode, log_bound=log_bound, exp_noise=params.get("noise", "exp") == "exp"
+        )
+        clipped = out.clipped_records if req.penalty is not None and req.penalty.c == "clip" else None
+        return Terms(values=out.values, public=req.public, blind=out.blind, clipped_records=clipped)
+
     def terms(
         self,
         data: Dataset,
@@ -344,50 +406,8 @@ class ModelAnalysis:
     ) -> Terms:
         model = self.model(params)
         cols = self.records(model, data)
-        kind = params.get("kind", "mh")
-        d = model.d
-        theta_star = _input(inputs, "theta_star", (n, d))
-        public = _input(inputs, "public", (n,))
-        theta = _input(inputs, "theta", (n, d)) if kind == "mh" else None
-        penalty = self.penalty(params)
-        log_bound = None
-        if kind == "rejection":
-            log_bound = self.rejection_bound(model, cols, params)
-            self.check_rejection_batch(model, theta_star, public, params)
-        try:
-            req = DecisionRequest(
-                kind=kind, theta_star=theta_star, public=public, theta=theta, penalty=penalty
-            )
-        except ValueError as exc:
-            raise AnalysisError(f"{self.name}: {exc}") from exc
-        lazy = self.lazy(params)
-        cap = penalty.max_sensitivity if penalty is not None else (lazy.max_sensitivity if lazy else None)
-        if cap is not None and theta is not None:
-            c = (
-                penalty.sensitivity(model, theta, theta_star)
-                if penalty is not None
-                else record_sensitivity(model, theta, theta_star)
-            )
-            over = ~within_cap(c, cap)
-            if over.any():
-                raise AnalysisError(
-                    f"{self.name}: {int(over.sum())} proposals have per-record sensitivity above the "
-                    f"session's max_sensitivity = {cap:g} "
-                    f"(largest {float(c.max()):.6g}); "
-                    "this party charges every step at that cap, so the coordinator must reject such "
-                    "proposals itself"
-                )
-        if penalty is not None and "sigma" in inputs:
-            assert theta is not None
-            mine = penalty.sigma(model, theta, theta_star)
-            if not np.allclose(_input(inputs, "sigma", (n,)), mine, rtol=1e-9, atol=0.0):
-                raise AnalysisError(f"{self.name}: the coordinator's penalty sigma differs from this party's")
-        if not model.in_bounds(theta_star).all() or (theta is not None and not model.in_bounds(theta).all()):
-            raise AnalysisError(f"{self.name}: proposals outside the parameter bounds must not be sent")
-        out = party_terms(
-            model, cols, req, m, rng, mode, log_bound=log_bound, exp_noise=params.get("noise", "exp") == "exp"
-        )
-        return Terms(values=out.values, public=public, blind=out.blind)
+        req = self.request(model, params, inputs, n)
+        return self.request_terms(model, cols, params, req, m, mode, rng, inputs.get("sigma"))
 
 
 def penalty_step_profile_cached(observed: str, cap: float, sigma_per_c: float, threat: Any) -> Any:
@@ -395,3 +415,4 @@ def penalty_step_profile_cached(observed: str, cap: float, sigma_per_c: float, t
     from mechanisms.privacy import penalty_step_profile
 
     return penalty_step_profile(observed, cap, sigma_per_c * cap, threat)
+
