@@ -36,8 +36,8 @@ class Penalty:
     """σ(θ, θ*) = tau · n^alpha · c(θ, θ*), the sd of each party's λ_j ~ N(0, σ²).
 
     ``c = "bound"``: c = 2 · model.record_ratio_bound(θ, θ*), a public bound valid for every record the
-    schema allows (e.g. a Lipschitz bound from bounded covariates). Nothing is changed in the likelihood, so
-    the chain is exact.
+    schema allows (e.g. a Lipschitz bound from bounded covariates), or the model's tighter
+    ``record_ratio_range`` when it has one. Nothing is changed in the likelihood, so the chain is exact.
     ``c = "clip"``: each record's log-ratio is clipped to ±b‖θ* − θ‖₂, so c = 2b‖θ* − θ‖₂ holds by
     construction. The chain is exact only where clipping never binds; where it binds, the accept ratio is
     no longer a ratio of one likelihood and the chain targets a (generally unknown) perturbed distribution.
@@ -156,9 +156,13 @@ class Lazy:
 def record_sensitivity(
     model: Model, theta: F64, theta_star: F64, c: str = "bound", b: float | None = None
 ) -> F64:
-    """c(θ, θ*) per decision (replace-one, symmetric in θ, θ*): 2 × the model's public per-record bound
-    (``c = "bound"``), or 2b‖θ* − θ‖₂ when each record's log-ratio is clipped to ±b‖θ* − θ‖₂."""
+    """c(θ, θ*) per decision (replace-one, symmetric in θ, θ*): with ``c = "bound"`` the model's public
+    ``record_ratio_range`` when it has one, else 2 × its public per-record bound; or 2b‖θ* − θ‖₂ when each
+    record's log-ratio is clipped to ±b‖θ* − θ‖₂."""
     if c == "bound":
+        spread = model.record_ratio_range(theta, theta_star)
+        if spread is not None:
+            return np.asarray(spread, dtype=np.float64)
         bound = model.record_ratio_bound(theta, theta_star)
         if bound is None:
             raise ValueError(f"model {model.name} has no record_ratio_bound: use penalty c = 'clip'")
