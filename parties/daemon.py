@@ -862,6 +862,7 @@ class PartyDaemon:
                 "decisions": n,
                 "rounds": out.rounds,
                 "clamped": clamped,
+                **({} if terms.clipped_records is None else {"clipped_records": terms.clipped_records}),
                 "compute_ms": round((prepare_s + out.stepped_s) * 1e3, 3),
                 "charge_ms": round((t_drive - t_terms - prepare_s) * 1e3, 3),
                 "send_ms": round(out.sent_s * 1e3, 3),

@@ -1,9 +1,9 @@
 """Model plug-ins (``mechanisms.models``) as analyses of the party daemon.
 
-Registered analyses: ``beta-bernoulli``, ``bayes-logistic``, ``linear-regression``; and any
-``"package.module:ClassName"`` naming a :class:`mechanisms.models.Model` subclass — the name must be in the
-party's ``allow.models`` (the daemon checks the allowlist before it resolves the name, so a coordinator
-cannot make a party import anything it did not allow).
+Analyses: every built-in model (``mechanisms.models.base.BUILTIN``: ``beta-bernoulli``, ``gaussian-mean``,
+``bayes-logistic``, ...) and any ``"package.module:ClassName"`` naming a :class:`mechanisms.models.Model`
+subclass — the name must be in the party's ``allow.models`` (the daemon checks the allowlist before it
+resolves the name, so a coordinator cannot make a party import anything it did not allow).
 
 Session ``model_params`` (public, JSON):
 
@@ -16,15 +16,22 @@ Session ``model_params`` (public, JSON):
   the coordinator, if any, must agree);
 * ``noise``: ``"exp"`` (default: V_j ~ Gamma(1/m, 1), the confidential identity) or ``"none"`` (tests).
 
-The terms are computed by :func:`mechanisms.samplers.terms.party_terms`, the same function the in-memory
-simulations use. Records are checked against the model's schema (missing columns, NaN/inf, values outside the
-declared public bounds -> refused, naming the column and rows) when the session first uses them, and at
-daemon start-up when the config names the model under ``[data] model`` (``parties.sources``, which reads
-the records from a file, a database or a SPARQL endpoint).
+The inputs are read back into the coordinator's request with ``DecisionRequest.from_inputs`` (the inverse of
+its ``to_inputs``), and the terms are computed by :func:`mechanisms.samplers.terms.party_terms`, the same
+function the in-memory simulations use; with the penalty's per-record clipping (``c = "clip"``) the number of
+clipped record log-ratios goes with the terms (``Terms.clipped_records``) to the batch's audit line. Records
+are checked against the model's schema (missing columns, NaN/inf, values outside the declared public bounds
+-> refused, naming the column and rows) when the session first uses them, and at daemon start-up when the
+config names the model under ``[data] model`` (``parties.sources``, which reads the records from a file, a
+database or a SPARQL endpoint).
+
+``gaussian-mean`` (:class:`GaussianMeanAnalysis`) also takes the flat parameters of earlier versions
+(``sigma``, ``column``, ``clip``, ``tau``, ``noise``), translated to the common form.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,6 +41,7 @@ import numpy.typing as npt
 
 from hss.randomness import SecureRandom
 from mechanisms.models.base import Model, SchemaError, load_model
+from mechanisms.samplers.penalty import penalty_correction
 from mechanisms.samplers.requests import KINDS, DecisionRequest, Lazy, Penalty, record_sensitivity, within_cap
 from mechanisms.samplers.terms import party_terms
 from parties.analyses import (
@@ -54,17 +62,6 @@ BOUNDS = ("data", "public")
 
 class DataSchemaError(AnalysisError):
     """A party's records do not match the model's schema (names the columns and the rows)."""
-
-
-def _input(inputs: dict[str, npt.NDArray[Any]], name: str, shape: tuple[int, ...]) -> F64:
-    if name not in inputs:
-        raise AnalysisError(f"input {name!r} is required (float array of shape {shape})")
-    a = np.asarray(inputs[name], dtype=np.float64)
-    if a.shape != shape and not (len(shape) == 2 and shape[1] == 1 and a.shape == shape[:1]):
-        raise AnalysisError(f"input {name!r} must have shape {shape}, got {a.shape}")
-    if not np.isfinite(a).all():
-        raise AnalysisError(f"input {name!r} has NaN or infinite entries")
-    return a.reshape(shape)
 
 
 @dataclass
@@ -332,6 +329,76 @@ class ModelAnalysis:
                 raise DataSchemaError(str(exc)) from exc
         return self._checked[key]
 
+    def request(
+        self, model: Model, params: dict[str, Any], inputs: dict[str, npt.NDArray[Any]], n: int
+    ) -> DecisionRequest:
+        """The coordinator's :class:`DecisionRequest` back from the wire arrays (its ``to_inputs``), with the
+        session's kind and penalty."""
+        try:
+            return DecisionRequest.from_inputs(
+                inputs, params.get("kind", "mh"), n, model.d, self.penalty(params)
+            )
+        except ValueError as exc:
+            raise AnalysisError(f"{self.name}: {exc}") from exc
+
+    def check_mh_batch(
+        self, model: Model, req: DecisionRequest, params: dict[str, Any], sigma: npt.ArrayLike | None
+    ) -> None:
+        """Refuse MH proposals the accounting does not cover (a sensitivity above the session's cap) and a
+        coordinator's penalty ``sigma`` (optional input) that differs from this party's own."""
+        assert req.theta is not None
+        penalty, lazy = req.penalty, self.lazy(params)
+        cap = penalty.max_sensitivity if penalty is not None else (lazy.max_sensitivity if lazy else None)
+        if cap is not None:
+            c = (
+                penalty.sensitivity(model, req.theta, req.theta_star)
+                if penalty is not None
+                else record_sensitivity(model, req.theta, req.theta_star)
+            )
+            over = ~within_cap(c, cap)
+            if over.any():
+                raise AnalysisError(
+                    f"{self.name}: {int(over.sum())} proposals have per-record sensitivity above the "
+                    f"session's max_sensitivity = {cap:g} "
+                    f"(largest {float(c.max()):.6g}); "
+                    "this party charges every step at that cap, so the coordinator must reject such "
+                    "proposals itself"
+                )
+        if penalty is not None and sigma is not None:
+            mine = penalty.sigma(model, req.theta, req.theta_star)
+            theirs = np.asarray(sigma, dtype=np.float64)
+            if theirs.shape != (req.n,) or not np.allclose(theirs, mine, rtol=1e-9, atol=0.0):
+                raise AnalysisError(f"{self.name}: the coordinator's penalty sigma differs from this party's")
+
+    def request_terms(
+        self,
+        model: Model,
+        cols: dict[str, F64],
+        params: dict[str, Any],
+        req: DecisionRequest,
+        m: int,
+        mode: str,
+        rng: SecureRandom,
+        sigma: npt.ArrayLike | None = None,
+    ) -> Terms:
+        """This party's terms of one request, after the checks a party makes on the coordinator's batch; the
+        clipped-record count (penalty c = "clip") goes with them, for the batch's audit line."""
+        log_bound = None
+        if req.kind == "rejection":
+            log_bound = self.rejection_bound(model, cols, params)
+            self.check_rejection_batch(model, req.theta_star, req.public, params)
+        else:
+            self.check_mh_batch(model, req, params, sigma)
+        if not model.in_bounds(req.theta_star).all() or (
+            req.theta is not None and not model.in_bounds(req.theta).all()
+        ):
+            raise AnalysisError(f"{self.name}: proposals outside the parameter bounds must not be sent")
+        out = party_terms(
+            model, cols, req, m, rng, mode, log_bound=log_bound, exp_noise=params.get("noise", "exp") == "exp"
+        )
+        clipped = out.clipped_records if req.penalty is not None and req.penalty.c == "clip" else None
+        return Terms(values=out.values, public=req.public, blind=out.blind, clipped_records=clipped)
+
     def terms(
         self,
         data: Dataset,
@@ -344,50 +411,8 @@ class ModelAnalysis:
     ) -> Terms:
         model = self.model(params)
         cols = self.records(model, data)
-        kind = params.get("kind", "mh")
-        d = model.d
-        theta_star = _input(inputs, "theta_star", (n, d))
-        public = _input(inputs, "public", (n,))
-        theta = _input(inputs, "theta", (n, d)) if kind == "mh" else None
-        penalty = self.penalty(params)
-        log_bound = None
-        if kind == "rejection":
-            log_bound = self.rejection_bound(model, cols, params)
-            self.check_rejection_batch(model, theta_star, public, params)
-        try:
-            req = DecisionRequest(
-                kind=kind, theta_star=theta_star, public=public, theta=theta, penalty=penalty
-            )
-        except ValueError as exc:
-            raise AnalysisError(f"{self.name}: {exc}") from exc
-        lazy = self.lazy(params)
-        cap = penalty.max_sensitivity if penalty is not None else (lazy.max_sensitivity if lazy else None)
-        if cap is not None and theta is not None:
-            c = (
-                penalty.sensitivity(model, theta, theta_star)
-                if penalty is not None
-                else record_sensitivity(model, theta, theta_star)
-            )
-            over = ~within_cap(c, cap)
-            if over.any():
-                raise AnalysisError(
-                    f"{self.name}: {int(over.sum())} proposals have per-record sensitivity above the "
-                    f"session's max_sensitivity = {cap:g} "
-                    f"(largest {float(c.max()):.6g}); "
-                    "this party charges every step at that cap, so the coordinator must reject such "
-                    "proposals itself"
-                )
-        if penalty is not None and "sigma" in inputs:
-            assert theta is not None
-            mine = penalty.sigma(model, theta, theta_star)
-            if not np.allclose(_input(inputs, "sigma", (n,)), mine, rtol=1e-9, atol=0.0):
-                raise AnalysisError(f"{self.name}: the coordinator's penalty sigma differs from this party's")
-        if not model.in_bounds(theta_star).all() or (theta is not None and not model.in_bounds(theta).all()):
-            raise AnalysisError(f"{self.name}: proposals outside the parameter bounds must not be sent")
-        out = party_terms(
-            model, cols, req, m, rng, mode, log_bound=log_bound, exp_noise=params.get("noise", "exp") == "exp"
-        )
-        return Terms(values=out.values, public=public, blind=out.blind)
+        req = self.request(model, params, inputs, n)
+        return self.request_terms(model, cols, params, req, m, mode, rng, inputs.get("sigma"))
 
 
 def penalty_step_profile_cached(observed: str, cap: float, sigma_per_c: float, threat: Any) -> Any:
@@ -395,3 +420,114 @@ def penalty_step_profile_cached(observed: str, cap: float, sigma_per_c: float, t
     from mechanisms.privacy import penalty_step_profile
 
     return penalty_step_profile(observed, cap, sigma_per_c * cap, threat)
+
+
+# ---- gaussian-mean: the model GaussianMean, also under the flat parameters of earlier versions ------------
+
+FLAT = ("sigma", "column", "clip", "tau", "noise")
+
+
+def flat_form(params: dict[str, Any]) -> bool:
+    """Whether gaussian-mean parameters are in the flat form (only keys of FLAT; ``{}`` and ``{"noise": ...}``
+    mean the same in both forms)."""
+    return set(params) <= set(FLAT)
+
+
+def common_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The common ``model_params`` of a gaussian-mean session given in either form: flat ``sigma``, ``column``
+    and ``clip`` become ``model_args``, ``tau`` the penalty σ = tau · c(θ, θ*) (alpha = 0); the common form is
+    returned as it is."""
+    if not flat_form(params):
+        mixed = sorted(set(params) & set(FLAT) - {"noise"})
+        if mixed:
+            raise AnalysisError(
+                f"gaussian-mean: {mixed} are flat parameters: give only flat ones {list(FLAT)}, or give "
+                "sigma, column and clip in model_args and the penalty in penalty"
+            )
+        return params
+    tau = params.get("tau")
+    if tau is not None:
+        if not isinstance(tau, int | float) or isinstance(tau, bool) or not 0 < tau < math.inf:
+            raise AnalysisError(f"gaussian-mean: tau must be a finite number > 0, got {tau!r}")
+        if params.get("clip") is None:
+            raise AnalysisError(
+                "gaussian-mean: tau (penalty noise) needs clip = [lo, hi]: without clipped records the "
+                "sensitivity of the log-ratio to one record is unbounded"
+            )
+    out: dict[str, Any] = {"model_args": {k: params[k] for k in ("sigma", "column", "clip") if k in params}}
+    if "noise" in params:
+        out["noise"] = params["noise"]
+    if tau is not None:
+        out["penalty"] = {"tau": float(tau), "n": 1}
+    return out
+
+
+def _unbounded_reason(mode: str) -> str:
+    if mode in ("sign", "blinded"):
+        return (
+            f"the {mode} reveal of exact MH has unbounded privacy loss (a reject is impossible on one "
+            "dataset whenever r >= 1 on it); use penalty noise (gaussian-mean: tau with clip)"
+        )
+    return (
+        "the revealed sum has no noise calibrated to a bounded per-record sensitivity; use penalty noise "
+        "(gaussian-mean: tau with clip)"
+    )
+
+
+@dataclass
+class GaussianMeanAnalysis(ModelAnalysis):
+    """``gaussian-mean``: the model ``mechanisms.models.gaussian_mean.GaussianMean`` (x_i ~ N(θ, σ²), σ known)
+    on the common model path, with its parameters in either form:
+
+    * the common form of every model (``model_args``, ``kind``, ``penalty``, ``lazy``, ...): as any
+      :class:`ModelAnalysis`;
+    * the flat form ``{sigma, column, clip, tau, noise}`` (:func:`common_params`), inputs ``theta`` and
+      ``theta_star`` of shape (n,) and an optional ``public`` (default 0). With ``clip = [lo, hi]`` records
+      are clipped before use; ``tau`` (needs ``clip``) is the Yıldırım–Ermiş penalty with
+      σ_pen = tau · c(θ, θ*), c = |θ* − θ|(hi − lo)/σ² the most one replaced record moves ℓ_j. As the
+      coordinator's kernel does for every model, the correction −m σ_pen²/2 goes into the public term (here
+      each party adds it, from public values only, so the public term is the same at every party); the
+      party's own term is ℓ_j + λ_j + V_j from ``party_terms``.
+
+    Privacy (unchanged from the analysis this replaces, which put −σ_pen²/2 into each party's term): S is
+    the same random variable, and a party's term differs from before by a public constant, so anything a
+    coalition sees is the same up to a public shift. Each decision is 1/(tau √r)-GDP, r the parties whose
+    noise the coalition does not know; without ``tau`` the per-step loss is unbounded
+    (:class:`Unaccountable`).
+    """
+
+    name: str = "gaussian-mean"
+    model_ref: str = "gaussian-mean"
+
+    def model(self, params: dict[str, Any]) -> Model:
+        return super().model(common_params(params))
+
+    def check_params(self, params: dict[str, Any]) -> None:
+        super().check_params(common_params(params))
+
+    def privacy_events(self, params: dict[str, Any], mode: str, view: RevealView, n: int) -> list[Any]:
+        if flat_form(params) and params.get("tau") is None:
+            raise Unaccountable(_unbounded_reason(mode))
+        return super().privacy_events(common_params(params), mode, view, n)
+
+    def terms(
+        self,
+        data: Dataset,
+        params: dict[str, Any],
+        inputs: dict[str, npt.NDArray[Any]],
+        n: int,
+        m: int,
+        mode: str,
+        rng: SecureRandom,
+    ) -> Terms:
+        if not flat_form(params):
+            return super().terms(data, params, inputs, n, m, mode, rng)
+        common = common_params(params)
+        model = self.model(common)
+        cols = self.records(model, data)
+        req = self.request(model, common, {"public": np.zeros(n), **inputs}, n)
+        if req.penalty is not None:
+            assert req.theta is not None
+            sigma = req.penalty.sigma(model, req.theta, req.theta_star)
+            req = dataclasses.replace(req, public=req.public + penalty_correction(sigma, m))
+        return self.request_terms(model, cols, common, req, m, mode, rng, inputs.get("sigma"))

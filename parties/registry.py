@@ -1,10 +1,11 @@
 """The analyses a party can run, by name: one table, built here, with no import side effects.
 
 ``get_analysis(name)`` is called only for names the party's ``[allow] models`` lists (the daemon checks the
-allowlist first). A name is either a key of :data:`ANALYSES` — ``gaussian-mean`` (``parties.analyses``),
-``abcdp-rff`` (federated ABCDP, ``parties.abcdp``) and every built-in model of ``mechanisms.models``
-(``parties.models_bridge``) — or a model plug-in ``"package.module:ClassName"``, imported when a session
-first uses it. Adding an analysis is one entry here plus its module.
+allowlist first). A name is either a key of :data:`ANALYSES` — ``abcdp-rff`` (federated ABCDP,
+``parties.abcdp``) and every built-in model of ``mechanisms.models`` (``parties.models_bridge``), of which
+``gaussian-mean`` also reads the flat parameters of earlier versions — or a model plug-in
+``"package.module:ClassName"``, imported when a session first uses it. Adding an analysis is one entry here
+plus its module.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from collections.abc import Callable
 from mechanisms.models.base import BUILTIN
 from parties.abcdp import ANALYSIS as ABCDP_ANALYSIS
 from parties.abcdp import AbcdpRff
-from parties.analyses import Analysis, AnalysisError, GaussianMean
-from parties.models_bridge import ModelAnalysis
+from parties.analyses import Analysis, AnalysisError
+from parties.models_bridge import GaussianMeanAnalysis, ModelAnalysis
 
 ANALYSES: dict[str, Callable[[], Analysis]] = {
-    "gaussian-mean": GaussianMean,
     ABCDP_ANALYSIS: AbcdpRff,
     **{name: functools.partial(ModelAnalysis, name, ref) for name, ref in BUILTIN.items()},
+    "gaussian-mean": GaussianMeanAnalysis,  # the built-in model, also under its flat parameters
 }
 
 

@@ -12,6 +12,10 @@ A model is public code with public hyperparameters. It owns:
 * ``record_ratio_bound(theta, theta_star)``: a *public* bound, valid for every record the schema allows,
   on |log p(x_i | θ*) − log p(x_i | θ)| (one bound per proposal). The Yıldırım–Ermiş penalty uses
   c(θ, θ*) = 2 × this bound (replace-one). ``None`` means the model has none; use per-record clipping;
+* ``record_ratio_range(theta, theta_star)`` (optional): per proposal, sup over records x, x' the schema
+  allows of |r(x) − r(x')|, r(x) = log p(x | θ*) − log p(x | θ): how much one replaced record moves ℓ_j,
+  never more than 2 × ``record_ratio_bound``. A model that gives it has the penalty use it as c(θ, θ*)
+  (``mechanisms.samplers.requests.record_sensitivity``); ``None`` (the default): c = 2 × the bound;
 * ``max_log_likelihood(data)``: sup_θ log p(X | θ) for a party's own records (the party's private
   rejection-sampling bound log M_j; it never leaves the party).
 
@@ -230,6 +234,11 @@ class Model(ABC):
         """Public bound on |log p(x | θ*) − log p(x | θ)| over every x the schema allows, per proposal."""
         return None
 
+    def record_ratio_range(self, theta: F64, theta_star: F64) -> F64 | None:
+        """Public bound on |r(x) − r(x')| over every x, x' the schema allows, per proposal (None: use 2 × the
+        bound), r(x) = log p(x | θ*) − log p(x | θ)."""
+        return None
+
     @abstractmethod
     def max_log_likelihood(self, data: Data) -> float:
         """sup_θ log p(X | θ) over θ in the bounds (a party's private rejection bound log M_j)."""
@@ -301,6 +310,7 @@ def as_batch(theta: npt.ArrayLike, d: int) -> F64:
 
 BUILTIN: dict[str, str] = {
     "beta-bernoulli": "mechanisms.models.beta_bernoulli:BetaBernoulli",
+    "gaussian-mean": "mechanisms.models.gaussian_mean:GaussianMean",
     "bayes-logistic": "mechanisms.models.logistic:BayesLogistic",
     "linear-regression": "mechanisms.models.linear:LinearRegression",
     "weibull-regression": "mechanisms.models.weibull:WeibullRegression",

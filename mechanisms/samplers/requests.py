@@ -16,6 +16,7 @@ the current states (MH) and the public term of each decision. Each party turns i
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,12 +36,13 @@ class Penalty:
     """σ(θ, θ*) = tau · n^alpha · c(θ, θ*), the sd of each party's λ_j ~ N(0, σ²).
 
     ``c = "bound"``: c = 2 · model.record_ratio_bound(θ, θ*), a public bound valid for every record the
-    schema allows (e.g. a Lipschitz bound from bounded covariates). Nothing is changed in the likelihood, so
-    the chain is exact.
+    schema allows (e.g. a Lipschitz bound from bounded covariates), or the model's tighter
+    ``record_ratio_range`` when it has one. Nothing is changed in the likelihood, so the chain is exact.
     ``c = "clip"``: each record's log-ratio is clipped to ±b‖θ* − θ‖₂, so c = 2b‖θ* − θ‖₂ holds by
     construction. The chain is exact only where clipping never binds; where it binds, the accept ratio is
     no longer a ratio of one likelihood and the chain targets a (generally unknown) perturbed distribution.
-    Parties count the clipped records (``terms.clipped_records``) so this can be audited.
+    Parties count the clipped records (``terms.clipped_records``) so this can be audited: the party daemon
+    writes the count of each batch on the batch's audit line (``clipped_records``); it never leaves the party.
     ``n`` is the (public) total number of records.
 
     ``max_sensitivity`` (optional, public): the largest c(θ, θ*) a decision may have. Kernels reject
@@ -154,9 +156,13 @@ class Lazy:
 def record_sensitivity(
     model: Model, theta: F64, theta_star: F64, c: str = "bound", b: float | None = None
 ) -> F64:
-    """c(θ, θ*) per decision (replace-one, symmetric in θ, θ*): 2 × the model's public per-record bound
-    (``c = "bound"``), or 2b‖θ* − θ‖₂ when each record's log-ratio is clipped to ±b‖θ* − θ‖₂."""
+    """c(θ, θ*) per decision (replace-one, symmetric in θ, θ*): with ``c = "bound"`` the model's public
+    ``record_ratio_range`` when it has one, else 2 × its public per-record bound; or 2b‖θ* − θ‖₂ when each
+    record's log-ratio is clipped to ±b‖θ* − θ‖₂."""
     if c == "bound":
+        spread = model.record_ratio_range(theta, theta_star)
+        if spread is not None:
+            return np.asarray(spread, dtype=np.float64)
         bound = model.record_ratio_bound(theta, theta_star)
         if bound is None:
             raise ValueError(f"model {model.name} has no record_ratio_bound: use penalty c = 'clip'")
@@ -199,8 +205,47 @@ class DecisionRequest:
         return int(self.theta_star.shape[0])
 
     def to_inputs(self) -> dict[str, F64]:
-        """The arrays a coordinator sends to the parties (public)."""
+        """The arrays a coordinator sends to the parties (public); :meth:`from_inputs` is the inverse."""
         out = {"theta_star": self.theta_star, "public": self.public}
         if self.theta is not None:
             out["theta"] = self.theta
         return out
+
+    @classmethod
+    def from_inputs(
+        cls,
+        inputs: Mapping[str, npt.ArrayLike],
+        kind: str,
+        n: int,
+        d: int,
+        penalty: Penalty | None = None,
+    ) -> DecisionRequest:
+        """The request back from the arrays of :meth:`to_inputs` (a party's side), for a batch of ``n``
+        decisions of a d-parameter model; ``kind`` and ``penalty`` are the session's (they do not travel
+        with the arrays). Every array must be present (``theta`` for MH only), finite and of shape (n, d)
+        (also (n,) when d = 1) or (n,) for ``public``; ValueError naming the input otherwise. Other inputs
+        are ignored here (a party checks the coordinator's ``sigma`` itself)."""
+        if kind not in KINDS:
+            raise ValueError(f"decision kind must be one of {KINDS}, got {kind!r}")
+        theta = _input_array(inputs, "theta", (n, d)) if kind == "mh" else None
+        return cls(
+            kind=kind,
+            theta_star=_input_array(inputs, "theta_star", (n, d)),
+            public=_input_array(inputs, "public", (n,)),
+            theta=theta,
+            penalty=penalty,
+        )
+
+
+def _input_array(inputs: Mapping[str, npt.ArrayLike], name: str, shape: tuple[int, ...]) -> F64:
+    if name not in inputs:
+        raise ValueError(f"input {name!r} is required (float array of shape {shape})")
+    try:
+        a = np.asarray(inputs[name], dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"input {name!r} must be a float array of shape {shape}: {exc}") from exc
+    if a.shape != shape and not (len(shape) == 2 and shape[1] == 1 and a.shape == shape[:1]):
+        raise ValueError(f"input {name!r} must have shape {shape}, got {a.shape}")
+    if not np.isfinite(a).all():
+        raise ValueError(f"input {name!r} has NaN or infinite entries")
+    return a.reshape(shape)

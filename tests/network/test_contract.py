@@ -15,7 +15,8 @@ import pytest
 from hss.protocols import PartyContext, SessionParams, decide_party, decide_receiver, key_setup
 from hss.randomness import SecureRandom, derive_key
 from hss.runtime import run_in_memory
-from parties.analyses import Dataset, GaussianMean
+from parties.analyses import Dataset
+from parties.registry import get_analysis
 from tests.network.helpers import coordinator_for, gaussian_terms, inproc_consortium, party_data
 
 SID = bytes(range(16))
@@ -42,7 +43,8 @@ def reference(
         for j in keys:
             noise_key = derive_key(keys[j], SID, b"noise")
             rng = SecureRandom(derive_key(noise_key, SID, b"step/%d" % step))
-            terms = GaussianMean().terms(Dataset({"x": data[j - 1]}), params, inputs, n, m, mode, rng)
+            analysis = get_analysis("gaussian-mean")  # the analysis the daemons serve under that name
+            terms = analysis.terms(Dataset({"x": data[j - 1]}), params, inputs, n, m, mode, rng)
             machines[j] = decide_party(
                 mode, ctx[j], terms.values, terms.public, step, proto[j], blind=terms.blind,
                 precompute=precompute,

@@ -23,8 +23,9 @@ from coordinator.api import BlockingCoordinator, PartyEndpoint, SessionError
 from hss.randomness import SecureRandom
 from mechanisms.privacy import GaussianEvent, coalition_view, compose_events, gdp_eps
 from parties import cli as party_cli
-from parties.analyses import AnalysisError, Dataset, GaussianMean, Unaccountable
+from parties.analyses import AnalysisError, Dataset, Unaccountable
 from parties.config import ConfigError, PartyConfig, load_config
+from parties.models_bridge import GaussianMeanAnalysis
 from parties.privacy_budget import LEDGER_FILE, LedgerFileError, PrivacyBudgetStore, PrivacyRefusal
 from proto.spec import PartyEntry, SessionSpec
 from simulations.launcher import LocalConsortium, party_config_text
@@ -80,7 +81,7 @@ def test_budget_config_keys(tmp_path: Path) -> None:
 
 
 def test_gaussian_mean_privacy_events() -> None:
-    gm = GaussianMean()
+    gm = GaussianMeanAnalysis()
     with pytest.raises(Unaccountable, match="sign reveal of exact MH"):  # exact MH sign: unbounded
         gm.privacy_events({"sigma": 1.0}, "sign", coalition_view("sign", 3, 1, 2), 10)
     with pytest.raises(Unaccountable, match="no noise calibrated"):  # no noise: unbounded
@@ -128,26 +129,29 @@ def test_penalty_charge_follows_what_the_coalition_can_rebuild(
         model_params=PARAMS,
     )
     store = PrivacyBudgetStore.load(cfg)
-    (ev,) = store.events_for(cfg, GaussianMean(), spec, 7)
+    (ev,) = store.events_for(cfg, GaussianMeanAnalysis(), spec, 7)
     assert isinstance(ev, GaussianEvent) and ev.count == 7
     assert ev.mu == pytest.approx(1 / (TAU * math.sqrt(residual)), rel=1e-12)
     assert f"assumes q = {q} colluding, session t = {t}" in ev.label
 
 
 def test_gaussian_mean_penalty_noise_is_exactly_corrected() -> None:
-    """Each party adds N(0, s^2) - s^2/2, s = tau |theta* - theta| (hi - lo) / sigma^2, on clipped data."""
+    """Each party adds N(0, s^2), s = tau |theta* - theta| (hi - lo) / sigma^2, on clipped data, and the
+    public term carries the correction -m s^2/2 (as for every model): public + sum_j term_j is corrected."""
     x = np.array([-10.0, 0.5, 2.0, 9.0])
     xc = np.clip(x, -4.0, 6.0)
-    n = 40_000
+    n, m = 40_000, 3
     th, ts = np.zeros(n), np.full(n, 0.01)
     params = {**PARAMS, "noise": "none"}
-    t = GaussianMean().terms(
-        Dataset({"x": x}), params, {"theta": th, "theta_star": ts}, n, 3, "sign", SecureRandom(b"k" * 32)
+    t = GaussianMeanAnalysis().terms(
+        Dataset({"x": x}), params, {"theta": th, "theta_star": ts}, n, m, "sign", SecureRandom(b"k" * 32)
     )
     exact = (ts - th) * xc.sum() - 0.5 * xc.size * (ts**2 - th**2)
     s = TAU * 0.01 * 10.0
+    assert t.public is not None
+    np.testing.assert_allclose(t.public, -m * s**2 / 2, rtol=1e-12)
     resid = t.values - exact
-    assert abs(resid.mean() + s**2 / 2) < 4 * s / math.sqrt(n)
+    assert abs(resid.mean()) < 4 * s / math.sqrt(n)
     assert resid.std() == pytest.approx(s, rel=0.03)
 
 
@@ -157,7 +161,7 @@ def test_gaussian_mean_penalty_noise_is_exactly_corrected() -> None:
 def test_ledger_refuses_persists_and_reloads(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path, BUDGET)
     store = PrivacyBudgetStore.load(cfg)
-    spec, gm = _spec(PARAMS), GaussianMean()
+    spec, gm = _spec(PARAMS), GaussianMeanAnalysis()
     for _ in range(3):
         ev = store.events_for(cfg, gm, spec, 30)
         store.check(ev)

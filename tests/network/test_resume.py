@@ -34,9 +34,9 @@ from coordinator.api import (
 from coordinator.certs import party_identity
 from hss.protocols import decide_receiver
 from mechanisms.privacy import GaussianEvent
-from parties.analyses import GaussianMean
 from parties.config import load_config
 from parties.daemon import PartyDaemon, reproducible
+from parties.models_bridge import GaussianMeanAnalysis
 from parties.privacy_budget import (
     LEDGER_FILE,
     LedgerFileError,
@@ -217,7 +217,7 @@ def test_run_charges_merge_count_and_persist(tmp_path: Path) -> None:
     store = PrivacyBudgetStore.load(cfg)
     spec = _spec("run-1")
     for s in (1, 2):
-        ev = store.events_for(cfg, GaussianMean(), spec, N)
+        ev = store.events_for(cfg, GaussianMeanAnalysis(), spec, N)
         assert "run run-1" in ev[0].label
         store.commit(ev, RunCharge("run-1", spec.session_id.hex()[:16], s, s, N))
     again = PrivacyBudgetStore.load(cfg)
@@ -292,7 +292,7 @@ def test_run_charge_records_digest_and_key_and_old_ledgers_still_load(tmp_path: 
     cfg = load_config(path, insecure=True)
     store = PrivacyBudgetStore.load(cfg)
     spec = _spec("run-1")
-    ev = store.events_for(cfg, GaussianMean(), spec, N)
+    ev = store.events_for(cfg, GaussianMeanAnalysis(), spec, N)
     store.commit(ev, RunCharge("run-1", "s16", 1, 1, N, d1, k))
     doc = json.loads((cfg.state_dir / LEDGER_FILE).read_text())
     assert doc["version"] == 1 and doc["run_charges"] == [RunCharge("run-1", "s16", 1, 1, N, d1, k).to_dict()]

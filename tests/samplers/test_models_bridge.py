@@ -67,6 +67,27 @@ def test_daemon_terms_equal_simulation_terms(kind: str, mode: str) -> None:
         assert (plain.values <= 1e-9).all()  # l_j(θ*) − log M_j ≤ 0: the party's own bound holds
 
 
+@pytest.mark.parametrize("c", ["clip", "bound"])
+def test_clipped_record_count_goes_with_the_terms(c: str) -> None:
+    """Penalty with per-record clipping: the party's terms carry party_terms' count of clipped log-ratios
+    (for the daemon's audit line); with c = "bound" nothing is clipped and there is no count."""
+    data = synthetic_registries(np.random.default_rng(1), MODEL, sizes=(80,))[0]
+    rng = np.random.default_rng(6)
+    n = 7
+    th, ts = rng.normal(0, 0.5, (n, 3)), rng.normal(0, 0.5, (n, 3))
+    pen = Penalty(tau=0.1, alpha=0.5, n=1000, c=c, b=0.2 if c == "clip" else None)
+    params = {"model_args": {"p": 2}, "penalty": pen.to_params()}
+    inputs = {"theta": th, "theta_star": ts, "public": np.zeros(n)}
+    got = get_analysis("bayes-logistic").terms(Dataset(data), params, inputs, n, 3, "sign", fixed_rng("c"))
+    req = DecisionRequest.from_inputs(inputs, "mh", n, 3, pen)
+    want = party_terms(MODEL, data, req, 3, fixed_rng("c"), "sign")
+    np.testing.assert_array_equal(got.values, want.values)
+    if c == "clip":
+        assert got.clipped_records == want.clipped_records > 0
+    else:
+        assert got.clipped_records is None
+
+
 def test_terms_refuse_bad_data_and_inputs() -> None:
     a = get_analysis("bayes-logistic")
     params = {"model_args": {"p": 2}}
