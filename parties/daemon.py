@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import threading
@@ -48,15 +47,13 @@ from hss.randomness import SecureRandom, derive_key
 from hss.runtime import ProtocolError
 from parties import abcdp, e2e, serde, sources
 from parties.analyses import Analysis, AnalysisError, Dataset, lazy_coin
-from parties.audit import AuditLog
 from parties.config import PartyConfig
 from parties.exchange import PROBE_MAX_ROUNDS, Kind, LinkLost, Mailbox, Refused, drive, probe_machine
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, RelayLink
-from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal, RunCharge
+from parties.privacy_budget import PrivacyRefusal, RunCharge
 from parties.registry import get_analysis
 from parties.replay import (
     ReplayFileError,
-    ReplayStore,
     RunRecord,
     RunStepRef,
     SvtStep,
@@ -67,9 +64,10 @@ from parties.replay import (
 )
 from parties.sources import Snapshot
 from parties.spec import MAX_RUN_STEP, SessionSpec, shown
+from parties.storage import PartyStorage
 from parties.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_credentials
 from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2
-from proto.files import make_private, write_durable
+from proto.files import write_durable
 
 OFFLOAD_MIN_BATCH = 64  # machine steps on batches at least this big run in a worker thread
 STOP_GRACE_S = 5.0  # SIGTERM / SIGINT: in-flight calls get this long, then they are cancelled
@@ -126,36 +124,29 @@ class PartyDaemon:
         # (parties.sources; SourceError names the [data] key, nothing is loaded on any problem)
         self.snapshot: Snapshot | None = sources.snapshot(cfg.data) if cfg.data is not None else None
         self.data: Dataset = self.snapshot.dataset if self.snapshot is not None else Dataset({})
-        cfg.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # its files are 0600 (proto.files)
-        self.audit = AuditLog(cfg.state_dir / "audit.log")
-        if self.snapshot is not None:
-            self.audit.record(who=cfg.identity, what="DataSnapshot", **self.snapshot.audit())
-        self.ledger_path = cfg.state_dir / "ledger.json"
-        self.decisions_used = self._load_ledger()
-        self.privacy = PrivacyBudgetStore.load(cfg)  # LedgerFileError (names the file) stops start-up
-        self.replays = ReplayStore(cfg.state_dir, cfg.identity)  # run resume records (parties.replay)
+        self.store = PartyStorage(cfg, self.snapshot)  # audit log, decision and privacy ledgers, run records
+        self.audit = self.store.audit
+        self.privacy = self.store.privacy
+        self.replays = self.store.replays
         self.sessions: dict[bytes, Session] = {}
         self.refused_frames = 0
         self.serving = True
         self.server: grpc.aio.Server | None = None
         self.port = 0
 
-    # ---- ledger ------------------------------------------------------------------------------------------
+    @property
+    def decisions_used(self) -> int:
+        return self.store.decisions_used
+
+    @decisions_used.setter
+    def decisions_used(self, value: int) -> None:
+        self.store.decisions_used = value
 
     def _load_ledger(self) -> int:
-        if not self.ledger_path.exists():
-            return 0
-        make_private(self.ledger_path)  # older versions wrote it 0644
-        try:
-            return int(json.loads(self.ledger_path.read_text())["decisions_used"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise RuntimeError(
-                f"{self.ledger_path} is corrupt ({exc}); refusing to start without a ledger"
-            ) from exc
+        return self.store.load_ledger()
 
     def _save_ledger(self) -> None:
-        doc = {"party": self.cfg.identity, "decisions_used": self.decisions_used}
-        write_durable(self.ledger_path, json.dumps(doc).encode())  # 0600, fsync, atomic rename
+        self.store.save_ledger()
 
     # ---- helpers -----------------------------------------------------------------------------------------
 
@@ -693,7 +684,7 @@ class PartyDaemon:
                 # best effort: let the links' writers hand the frames to the network before the process
                 # stops (a test's assertions must hold either way: the peers then fail or finish the step)
                 await asyncio.sleep(0.2)
-                self.freeze_point("mid-exchange", sess.spec.run_step(f.step))
+                self.store.freeze_point("mid-exchange", sess.spec.run_step(f.step))
 
         return send_then_freeze
 
@@ -808,7 +799,7 @@ class PartyDaemon:
             except (serde.WireError, AnalysisError, ValueError) as exc:
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step}: {exc}") from exc
             prepare_s = time.perf_counter() - t_terms
-            self.freeze_point("before-charge", run_step)
+            self.store.freeze_point("before-charge", run_step)
             if paid is None:
                 # the budget is charged before any share leaves this party: a failed run still counts
                 try:  # persisted (fsync, atomic rename) before any share leaves this party, with the run step
@@ -821,9 +812,8 @@ class PartyDaemon:
                     self.privacy.commit(privacy_events, charge)
                 except PrivacyRefusal as exc:
                     raise Abort(exc.code, exc.message) from exc
-                self.decisions_used += n
-                self._save_ledger()
-                self.freeze_point("after-charge", run_step)
+                self.store.count_decisions(n)
+                self.store.freeze_point("after-charge", run_step)
                 if recharge_reason:
                     why = f"run step {run_step} charged again: {recharge_reason}"
                     run_audit.update(recharged=True, detail=why)
@@ -841,7 +831,7 @@ class PartyDaemon:
                 data = self.snapshot.sha256 if self.snapshot is not None else ""
                 sess.held = RunRecord(ref, n, out.rounds, tuple(out.to_receiver), data_sha256=data)
                 self.replays.save(sess.held)
-                self.freeze_point("before-answer", run_step)
+                self.store.freeze_point("before-answer", run_step)
             sess.last_step = step
             clamped = int(np.count_nonzero(out.result.clamped)) if hasattr(out.result, "clamped") else 0
             resp = party_pb2.EvaluateResponse(
@@ -968,7 +958,7 @@ class PartyDaemon:
             phibar = abcdp.phibar_input(spec, inputs, n)
         except (serde.WireError, AnalysisError, ValueError) as exc:
             raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step}: {exc}") from exc
-        self.freeze_point("before-charge", run_step)
+        self.store.freeze_point("before-charge", run_step)
         if sess.svt is None:
             try:  # the run's privacy event, before any record is touched: once per run (per session without)
                 events = self.privacy.events_for(self.cfg, sess.analysis, spec, 1)
@@ -1025,11 +1015,10 @@ class PartyDaemon:
             raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step}: {exc}") from exc
         prepare_s = time.perf_counter() - t_terms
         if redo is None:  # a step completed here before was counted then
-            self.decisions_used += n
-            self._save_ledger()
+            self.store.count_decisions(n)
         else:
             extra.update(decisions_charged=0, detail=f"run step {run_step} evaluated again (same inputs)")
-        self.freeze_point("after-charge", run_step)
+        self.store.freeze_point("after-charge", run_step)
         out = await self.drive_step(sess, machine, step, n, context)
         sess.last_step = step
         try:
@@ -1050,7 +1039,7 @@ class PartyDaemon:
             svt_step = SvtStep(abcdp.plan_digest(spec), before, bits)
             sess.held = RunRecord(ref, n, out.rounds, tuple(out.to_receiver), data_sha256=data, svt=svt_step)
             self.replays.save(sess.held)
-            self.freeze_point("before-answer", run_step)
+            self.store.freeze_point("before-answer", run_step)
         clamped = int(np.count_nonzero(out.result.clamped))
         resp = party_pb2.EvaluateResponse(
             session_id=spec.session_id,
@@ -1183,14 +1172,6 @@ class PartyDaemon:
             "no charge of it with the same inputs under this run's noise key is on record (other inputs, a "
             "new run key, or a step inside an earlier charged range), so this is a new release"
         )
-
-    def freeze_point(self, phase: str, run_step: int) -> None:
-        """Fault injection for tests (``[testing] freeze_at``): stop this process (SIGSTOP) at ``phase`` of
-        ``run_step``, after an audit line, for the test to SIGKILL it there. A no-op otherwise."""
-        if (phase, run_step) not in self.cfg.freeze_at:
-            return
-        self.audit.record(who=self.cfg.identity, what="TestFreeze", detail=f"{phase} of run step {run_step}")
-        os.kill(os.getpid(), signal.SIGSTOP)
 
     async def close_session(
         self, req: party_pb2.CloseSessionRequest, context: grpc.aio.ServicerContext
