@@ -50,6 +50,20 @@ from parties.analyses import Analysis, AnalysisError, Dataset, lazy_coin
 from parties.config import PartyConfig
 from parties.exchange import PROBE_MAX_ROUNDS, Kind, LinkLost, Mailbox, Refused, drive, probe_machine
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, RelayLink
+from parties.policy import (
+    Abort,
+    check_analysis,
+    check_batch,
+    check_data_model,
+    check_decision_budget,
+    check_policy,
+    check_privacy_at_open,
+    check_session_limit,
+    paid_run_step,
+    recharge_reason,
+    reproducible,
+    svt_run_paid,
+)
 from parties.privacy_budget import PrivacyRefusal, RunCharge
 from parties.registry import get_analysis
 from parties.replay import (
@@ -69,19 +83,13 @@ from parties.tls import SERVER_OPTIONS, TlsMaterial, caller_identity, server_cre
 from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2
 from proto.files import write_durable
 
+__all__ = ["EXIT_STOP_DEADLINE", "STOP_DEADLINE_S", "PartyDaemon", "reproducible"]
+
 OFFLOAD_MIN_BATCH = 64  # machine steps on batches at least this big run in a worker thread
 STOP_GRACE_S = 5.0  # SIGTERM / SIGINT: in-flight calls get this long, then they are cancelled
 STOP_DEADLINE_S = 10.0  # ... and the process is gone this long after the signal, whatever is in flight
 EXIT_STOP_DEADLINE = 3  # exit code when the watchdog had to end the process (parties.cli)
 MAX_ERROR_CHARS = 2000  # an error message sent back is cut to this (inputs echoed in it: parties.spec.shown)
-
-
-class Abort(Exception):
-    """Raised inside handlers: becomes a gRPC status with a clear message (and an audit line)."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code, self.message = code, message
 
 
 @dataclass
@@ -243,7 +251,7 @@ class PartyDaemon:
                 spec = serde.spec_from_open_request(req)  # with its run binding (run_id, first_run_step)
             except serde.WireError as exc:
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
-            self.check_policy(spec)
+            check_policy(self.cfg, spec, self.decisions_used)
             if spec.session_id in self.sessions:
                 raise Abort(
                     grpc.StatusCode.ALREADY_EXISTS, f"session {spec.session_id.hex()[:16]}… already exists"
@@ -254,19 +262,8 @@ class PartyDaemon:
                 for k, s in self.sessions.items()
                 if k not in superseded
             )
-            if live >= self.cfg.max_sessions:
-                raise Abort(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    f"{live} sessions open, limits.max_sessions = {self.cfg.max_sessions}",
-                )
-            analysis = get_analysis(spec.model)
-            try:
-                analysis.check_params(spec.model_params)
-                self.check_data_model(spec, analysis)
-                if spec.reveal_mode == abcdp.SVT_MODE or spec.model == abcdp.ANALYSIS:
-                    abcdp.check_session(spec, self.data)  # column names only: no record is read
-            except AnalysisError as exc:
-                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+            check_session_limit(self.cfg, live)
+            analysis = check_analysis(self.cfg, spec, self.data)
             svt = spec.reveal_mode == abcdp.SVT_MODE
             svt_resume = None
             if svt and spec.run_id:  # where the ABCDP run's SVT state starts (its last completed step here)
@@ -283,15 +280,13 @@ class PartyDaemon:
                         "rebuilt without it (another key draws other threshold noise); restore the key from "
                         "a backup, or start a new run",
                     )
-            try:  # privacy budget: unbounded analyses, or not even one decision left, are refused at open
-                what = "the ABCDP run (charged once)" if svt else "a single decision"
-                # numerical profiles and PLD capacities can take seconds: off the event loop, once per session
-                one = await asyncio.to_thread(self.privacy.events_for, self.cfg, analysis, spec, 1)
-                await asyncio.to_thread(self.privacy.warm, one)
-                if not (svt and spec.run_id and self.svt_run_paid(spec) is not None):  # paid: nothing to fit
-                    self.privacy.check(one, what)
-            except PrivacyRefusal as exc:
-                raise Abort(exc.code, exc.message) from exc
+            await check_privacy_at_open(  # an ABCDP run charged here before has nothing left to fit
+                self.privacy,
+                self.cfg,
+                analysis,
+                spec,
+                lambda: bool(svt and spec.run_id and self.svt_run_paid(spec) is not None),
+            )
             priv = e2e.new_private()
             sess = Session(
                 spec=spec,
@@ -362,27 +357,8 @@ class PartyDaemon:
             return {}
         return {"records": self.snapshot.records, "data_sha256": self.snapshot.sha256}
 
-    def check_data_model(self, spec: SessionSpec, analysis: Analysis) -> None:
-        """A model's public arguments have one place, the experiment's ``[model.params]`` (the session's
-        ``model_args``); when the session's model is this registry's ``[data] model``, they must build the
-        same model as its ``[data.model_args]`` (the schema its records were checked against at start-up),
-        else the session is refused naming both."""
-        from mechanisms.models.base import BUILTIN, load_model
-        from parties.models_bridge import ModelAnalysis
-
-        d = self.cfg.data
-        if d is None or d.model is None or not isinstance(analysis, ModelAnalysis):
-            return
-        if BUILTIN.get(d.model, d.model) != BUILTIN.get(analysis.model_ref, analysis.model_ref):
-            return
-        if analysis.model(spec.model_params) != load_model(d.model, d.model_args):
-            theirs = shown(spec.model_params.get("model_args", {}))
-            raise AnalysisError(
-                f"{spec.model}: the session's model_args {theirs} differ from this registry's "
-                f"[data.model_args] {shown(d.model_args)}, the schema its records "
-                "were checked against: the experiment's [model.params] must equal every registry's "
-                "[data.model_args]"
-            )
+    def svt_run_paid(self, spec: SessionSpec) -> RunCharge | None:
+        return svt_run_paid(self.privacy, self.replays, self.cfg, spec)
 
     def run_resume_at_open(self, spec: SessionSpec) -> tuple[RunRecord | None, list[bytes]]:
         """For a session of a run: this party's last completed run step (parties.replay), and the run's
@@ -418,76 +394,6 @@ class PartyDaemon:
                 f"{spec.reveal_mode!r} one: a run keeps its reveal mode",
             )
         return held, superseded
-
-    def svt_run_paid(self, spec: SessionSpec) -> RunCharge | None:
-        """The charge of ABCDP run ``spec.run_id`` in this party's ledger (its whole-run event, recorded as
-        run step 0 with the run's plan digest and run noise key id), or None. Reads the run key only if it
-        exists (a run never charged here has none, and nothing is created by asking)."""
-        if not self.replays.key_path_for(spec.run_id).exists():
-            return None
-        try:
-            key, _ = self.replays.run_key(spec.run_id, self.cfg.fixed_rng_key)
-        except ReplayFileError as exc:
-            raise Abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
-        return self.privacy.charged_run_step(spec.run_id, 0, abcdp.plan_digest(spec), key_id(key))
-
-    def check_policy(self, spec: SessionSpec) -> None:
-        cfg = self.cfg
-        try:
-            mine = spec.party(cfg.id)
-        except ValueError as exc:
-            raise Abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"this daemon is party {cfg.id}, absent from the session"
-            ) from exc
-        if mine.identity != cfg.identity:
-            raise Abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"the session calls party {cfg.id} {shown(mine.identity)}, "
-                f"but this daemon is {cfg.identity!r}",
-            )
-        known = {p.id: p.identity for p in cfg.peers}
-        for p in spec.parties:
-            if p.id != cfg.id and known.get(p.id) != p.identity:
-                raise Abort(
-                    grpc.StatusCode.PERMISSION_DENIED,
-                    f"party {p.id} ({shown(p.identity)}) is not a consortium member in this party's config",
-                )
-        if spec.coordinator_identity != cfg.coordinator_identity:
-            raise Abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"coordinator {shown(spec.coordinator_identity)} is not this party's "
-                f"({cfg.coordinator_identity!r})",
-            )
-        if spec.model not in cfg.allow_models:
-            raise Abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"model {shown(spec.model)} is not allowed by this party "
-                f"(allow.models = {list(cfg.allow_models)})",
-            )
-        if spec.reveal_mode not in cfg.allow_modes:
-            raise Abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"reveal mode {shown(spec.reveal_mode)} is not allowed "
-                f"(allow.reveal_modes = {list(cfg.allow_modes)})",
-            )
-        if spec.topology not in cfg.allow_topologies:
-            raise Abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"topology {shown(spec.topology)} is not allowed "
-                f"(allow.topologies = {list(cfg.allow_topologies)})",
-            )
-        for key, (lo, hi) in cfg.bounds.get(spec.model, {}).items():
-            v = spec.model_params.get(key)
-            if v is None or not isinstance(v, int | float) or not lo <= v <= hi:
-                raise Abort(
-                    grpc.StatusCode.PERMISSION_DENIED,
-                    f"model parameter {key} = {shown(v)} is outside this party's bounds [{lo}, {hi}]",
-                )
-        if self.decisions_used >= cfg.max_decisions:
-            raise Abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"decision budget exhausted ({self.decisions_used} of {cfg.max_decisions} used)",
-            )
 
     async def connect_session(
         self, req: party_pb2.ConnectSessionRequest, context: grpc.aio.ServicerContext
@@ -733,11 +639,7 @@ class PartyDaemon:
             sess = self.session(req.session_id)
             self.check_next_step(sess, step)
             n = int(req.batch)
-            if not 1 <= n <= self.cfg.max_batch:
-                raise Abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"batch {n} must be in 1..{self.cfg.max_batch} (limits.max_batch)",
-                )
+            check_batch(self.cfg, n)
             run_step = sess.spec.run_step(step)  # 0: no run_id
             if run_step > MAX_RUN_STEP:  # refused before anything runs: run steps live in JSON files
                 raise Abort(
@@ -752,14 +654,11 @@ class PartyDaemon:
                     sess.svt_resume = abcdp.SvtResume(resumed.after_redo)
                     run_audit["abcdp_count"] = resumed.after_redo["count"]
                 return replayed, run_audit
-            paid = self.paid_run_step(sess, run_step, digest)  # charged before: same inputs, same noise
-            recharge_reason = self.recharge_reason(sess, run_step) if paid is None else ""
-            if paid is None and self.decisions_used + n > self.cfg.max_decisions:
-                raise Abort(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    f"batch of {n} would exceed this party's decision budget "
-                    f"({self.decisions_used} of {self.cfg.max_decisions} used)",
-                )
+            # charged before: same inputs, same noise
+            paid = paid_run_step(self.privacy, sess.spec, sess.run_key_id, run_step, digest)
+            recharge = recharge_reason(self.privacy, sess.spec, run_step) if paid is None else ""
+            if paid is None:
+                check_decision_budget(self.cfg, self.decisions_used, n)
             if sess.spec.reveal_mode == abcdp.SVT_MODE:  # federated ABCDP: its own charging and protocol
                 return await self.evaluate_svt(
                     sess, req, step, run_step, digest, n, context, t_begin, cpu_begin, run_audit
@@ -814,8 +713,8 @@ class PartyDaemon:
                     raise Abort(exc.code, exc.message) from exc
                 self.store.count_decisions(n)
                 self.store.freeze_point("after-charge", run_step)
-                if recharge_reason:
-                    why = f"run step {run_step} charged again: {recharge_reason}"
+                if recharge:
+                    why = f"run step {run_step} charged again: {recharge}"
                     run_audit.update(recharged=True, detail=why)
             else:
                 run_audit.update(
@@ -1150,29 +1049,6 @@ class PartyDaemon:
             return None
         return SecureRandom(run_step_keys(sess.noise_key, sess.spec.run_step(step), digest)[1])
 
-    def paid_run_step(self, sess: Session, run_step: int, digest: bytes) -> RunCharge | None:
-        """This party's earlier charge of run step ``run_step`` when evaluating it again reveals exactly what
-        that charge paid for, else None (charge it). That needs: the ledger records the charge with the same
-        step digest under the same run noise key (so the noise terms are the same), and a reveal mode whose
-        revealed result depends only on the inputs and those terms (:func:`reproducible`)."""
-        if not run_step or not reproducible(sess.spec):
-            return None
-        return self.privacy.charged_run_step(sess.spec.run_id, run_step, digest, sess.run_key_id)
-
-    def recharge_reason(self, sess: Session, run_step: int) -> str:
-        """Why a run step this party charged before is charged again ("" if it was never charged here)."""
-        rid = sess.spec.run_id
-        if not run_step or not any(
-            c.run_id == rid and c.from_step <= run_step <= c.to_step for c in self.privacy.run_charges
-        ):
-            return ""
-        if not reproducible(sess.spec):
-            return "the session's lazy coin is drawn afresh in every session, so this is a new release"
-        return (
-            "no charge of it with the same inputs under this run's noise key is on record (other inputs, a "
-            "new run key, or a step inside an earlier charged range), so this is a new release"
-        )
-
     async def close_session(
         self, req: party_pb2.CloseSessionRequest, context: grpc.aio.ServicerContext
     ) -> Any:
@@ -1214,10 +1090,10 @@ class PartyDaemon:
             analysis: Analysis | None = None
             refusal = ""
             try:
-                self.check_policy(spec)
+                check_policy(self.cfg, spec, self.decisions_used)
                 analysis = get_analysis(spec.model)
                 analysis.check_params(spec.model_params)
-                self.check_data_model(spec, analysis)
+                check_data_model(self.cfg, spec, analysis)
             except Abort as exc:
                 refusal = f"{exc.code.name}: {exc.message}"
             except AnalysisError as exc:
@@ -1443,15 +1319,6 @@ class PartyDaemon:
         with contextlib.suppress(Exception):
             os.write(2, f"confar-party: {msg}\n".encode())
         os._exit(EXIT_STOP_DEADLINE)
-
-
-def reproducible(spec: SessionSpec) -> bool:
-    """Whether evaluating a run step again with the same inputs and noise terms reveals exactly the same:
-    sum and blinded (their E term is drawn from the run noise key too), and sign without a lazy coin (the
-    accept bit is [S >= 0]); not sign with a lazy coin, made from the session's PRSS keys."""
-    if spec.reveal_mode in ("sum", "blinded"):
-        return True
-    return spec.reveal_mode == "sign" and spec.model_params.get("lazy") is None
 
 
 def _ident_of(sess: Session, src: int) -> str | None:
