@@ -1,0 +1,293 @@
+"""A session's peer wiring at this party: the peers' key bundles checked, the links opened (direct mesh or
+the coordinator relay, ``parties.links``), frames sent and taken in, and one step's protocol machine driven
+over them (``parties.exchange``; large batches on a worker thread, off the event loop).
+
+Mesh: party i dials every party q > i and accepts a stream from every q < i (the Peer service,
+``parties.service``). Relay: every payload is end-to-end authenticated-encrypted between the two parties
+(``parties.e2e``), so the relaying coordinator learns nothing from what it forwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import Any, NoReturn
+
+import grpc
+
+from hss.runtime import ProtocolError
+from parties import e2e
+from parties.exchange import LinkLost, Refused, RunOutcome, drive
+from parties.links import LinkError, MeshAcceptLink, MeshDialLink, OnFrame, RelayLink
+from parties.policy import Abort
+from parties.session import LIVE, Party, Session
+from proto import party_pb2, peer_pb2, serde
+from proto.records import Frame, Kind
+from proto.spec import shown
+
+OFFLOAD_MIN_BATCH = 64  # machine steps on batches at least this big run in a worker thread
+
+Refuse = Callable[
+    ..., Awaitable[NoReturn]
+]  # (status code, message, session id=None): counted, audited, aborted
+
+
+async def verify_bundles(party: Party, sess: Session, bundles: list[party_pb2.KeyBundle]) -> None:
+    spec, tls = sess.spec, party.tls
+    assert sess.keys is not None
+    by_party = {int(b.party): b for b in bundles}
+    if sorted(by_party) != list(range(1, spec.m + 1)) or len(bundles) != spec.m:
+        raise Abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"need exactly one key bundle per party 1..{spec.m}, got parties {sorted(by_party)}",
+        )
+    ciphers: dict[int, e2e.PairCipher] = {}
+    for q in sess.peers:
+        b = by_party[q]
+        if tls is not None:
+            try:
+                e2e.verify_bundle(
+                    tls.ca_pem,
+                    bytes(b.certificate_pem),
+                    spec.party(q).identity,
+                    spec.session_id,
+                    q,
+                    bytes(b.x25519_public),
+                    bytes(b.signature),
+                )
+            except e2e.KeyExchangeError as exc:
+                raise Abort(grpc.StatusCode.PERMISSION_DENIED, str(exc)) from exc
+        try:
+            key = e2e.pair_key(sess.keys.x25519, bytes(b.x25519_public), spec.session_id, sess.me, q)
+        except ValueError as exc:
+            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"party {q}: bad X25519 key: {exc}") from exc
+        ciphers[q] = e2e.PairCipher(key)
+    if spec.topology == "relay":
+        sess.wiring.relay = RelayLink(spec.session_id, sess.me, ciphers)
+
+
+async def open_links(party: Party, sess: Session, on_frame: OnFrame) -> None:
+    """Open the session's links: the relay, or mesh streams (dial peers above, wait for those below)."""
+    spec, me, wiring = sess.spec, sess.me, sess.wiring
+    to = party.cfg.round_timeout_s
+    my_ident = party.cfg.identity
+
+    async def on_lost(q: int, why: str) -> None:
+        await sess.mailbox.lose(q, why)
+
+    if spec.topology == "relay":
+        assert wiring.relay is not None
+        await wiring.relay.open(
+            spec.relay_address,
+            spec.coordinator_identity,
+            party.tls,
+            my_ident,
+            on_frame,
+            on_lost,
+            sess.peers,
+            to,
+        )
+        return
+    cfg_addr = {p.id: p.address for p in party.cfg.peers}
+    for q in sess.peers:
+        if q < me and q not in wiring.accept_waiters:
+            wiring.accept_waiters[q] = asyncio.get_running_loop().create_future()
+    dials = []
+    for q in sess.peers:
+        if q > me:
+            addr = cfg_addr.get(q) or spec.party(q).address
+            if not addr:
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"no address for party {q} (mesh topology)")
+            link = MeshDialLink(spec.session_id, me, q)
+            wiring.links[q] = link
+            dials.append(link.open(addr, spec.party(q).identity, party.tls, my_ident, on_frame, on_lost, to))
+    await asyncio.gather(*dials)
+    for q, fut in wiring.accept_waiters.items():
+        try:
+            wiring.links[q] = await asyncio.wait_for(asyncio.shield(fut), to)
+        except TimeoutError as exc:
+            raise LinkError(f"party {q} did not open its mesh link to this party within {to:g} s") from exc
+
+
+def sender(party: Party, sess: Session) -> Callable[[Any], Awaitable[None]]:
+    sid = sess.spec.session_id
+    send: Callable[[Any], Awaitable[None]]
+    if sess.wiring.relay is not None:
+        relay = sess.wiring.relay
+
+        async def send_relay(f: Any) -> None:
+            await relay.send(relay.seal(f))
+
+        send = send_relay
+    else:
+
+        async def send_mesh(f: Any) -> None:
+            link = sess.wiring.links.get(f.dst)
+            if link is None:
+                raise LinkLost(f"no link to party {f.dst}")
+            await link.send(serde.frame_to_proto(sid, f))
+
+        send = send_mesh
+    if not any(phase == "mid-exchange" for phase, _ in party.cfg.freeze_at):
+        return send
+    last_peer = max(sess.peers)
+
+    async def send_then_freeze(f: Any) -> None:  # testing: freeze once round 1 went to every peer
+        await send(f)
+        if f.step >= 1 and f.round == 1 and f.dst == last_peer:
+            # best effort: let the links' writers hand the frames to the network before the process
+            # stops (a test's assertions must hold either way: the peers then fail or finish the step)
+            await asyncio.sleep(0.2)
+            party.store.freeze_point("mid-exchange", sess.spec.run_step(f.step))
+
+    return send_then_freeze
+
+
+def unwrap_frame(party: Party, sess: Session, src: int, msg: peer_pb2.PeerFrame) -> Frame:
+    """A frame from peer ``src``, authenticated by TLS (mesh) or by its AEAD key (relay); Refused if it is
+    not one of this session's."""
+    if bytes(msg.session_id) != sess.spec.session_id:
+        raise Refused("frame for another session on this session's link")
+    if int(msg.src) != src:
+        raise Refused(f"frame claims src {msg.src} but the link belongs to party {src}")
+    # "open": a peer that got its ConnectSession first may send its key-setup frames before this
+    # party got its own; the mailbox keeps them (step 0, bounded) for the key setup to collect
+    if sess.state not in ("open", "connecting", "ready"):
+        raise Refused(f"session is {sess.state}")
+    plain = None
+    if sess.wiring.relay is not None:
+        try:
+            plain = sess.wiring.relay.unseal(msg)
+        except e2e.KeyExchangeError as exc:
+            raise Refused(str(exc)) from exc
+    try:
+        return serde.frame_from_proto(msg, plain, party.cfg.max_message_bytes)
+    except serde.WireError as exc:
+        raise Refused(str(exc)) from exc
+
+
+async def drive_step(
+    party: Party, sess: Session, machine: Any, step: int, n: int, timeout: Callable[[], float]
+) -> RunOutcome:
+    """Run this party's protocol machine for one step over the session's peer links (large batches on
+    a worker thread); a lost link or a protocol error fails the session, with the gRPC code to return."""
+    sess.busy = True
+    offload = _to_thread if n >= OFFLOAD_MIN_BATCH else None
+    try:
+        return await drive(
+            machine,
+            me=sess.me,
+            peers=sess.peers,
+            step=step,
+            send=sender(party, sess),
+            mailbox=sess.mailbox,
+            symmetric=True,
+            timeout_s=timeout(),
+            offload=offload,
+        )
+    except LinkLost as exc:
+        sess.fail(f"step {step}: {exc}")
+        raise Abort(grpc.StatusCode.UNAVAILABLE, str(exc)) from exc
+    except ProtocolError as exc:
+        sess.fail(f"step {step}: {exc}")
+        raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"step {step}: protocol error: {exc}") from exc
+    finally:
+        sess.busy = False
+
+
+async def accept_stream(
+    party: Party,
+    sessions: dict[bytes, Session],
+    who: str | None,
+    request_iterator: AsyncIterator[peer_pb2.PeerFrame],
+    refuse: Refuse,
+    on_frame: Callable[[Session, int, peer_pb2.PeerFrame], Awaitable[None]],
+) -> AsyncGenerator[peer_pb2.PeerFrame, None]:
+    """The accepting side of a mesh link: the caller ``who`` (from its certificate) is checked before any
+    frame is read, then its HELLO (session, party, direction); the link is handed to the session's
+    :func:`open_links`, frames read are filed by ``on_frame``, frames to send are yielded."""
+    if who not in {p.identity for p in party.cfg.peers}:  # the caller first, before any frame is read
+        msg = f"caller {shown(who)} is not a consortium member of this party"
+        await refuse(grpc.StatusCode.PERMISSION_DENIED, msg)
+
+    try:
+        first = await asyncio.wait_for(request_iterator.__anext__(), party.cfg.round_timeout_s)
+    except (StopAsyncIteration, TimeoutError):
+        await refuse(grpc.StatusCode.INVALID_ARGUMENT, "a peer stream must start with a HELLO frame")
+    sess, q, sid = await _check_hello(party, sessions, who, first, refuse)
+    waiters = sess.wiring.accept_waiters
+    fut = waiters.get(q)
+    if fut is None:
+        fut = asyncio.get_running_loop().create_future()
+        waiters[q] = fut
+    if fut.done():
+        await refuse(grpc.StatusCode.ALREADY_EXISTS, f"party {q} already has a link in this session", sid)
+    link = MeshAcceptLink(q)
+    fut.set_result(link)
+    party.store.audit.record(
+        who=who,
+        what="PeerExchange",
+        session=sid,
+        analysis=sess.spec.model,
+        reveal_mode=sess.spec.reveal_mode,
+    )
+
+    async def read() -> None:
+        why = "peer closed its stream"
+        try:
+            async for msg in request_iterator:
+                await on_frame(sess, q, msg)
+        except grpc.aio.AioRpcError as exc:
+            why = f"{exc.code().name}: {exc.details()}"
+        except asyncio.CancelledError:
+            why = "stream cancelled"
+        await sess.mailbox.lose(q, why)
+        link.queue.put_nowait(None)
+
+    reader = asyncio.create_task(read())
+    try:
+        yield serde.frame_header_to_proto(sid, 0, 0, party.cfg.id, q, Kind.HELLO)
+        while True:
+            item = await link.queue.get()
+            if item is None:
+                break
+            yield item
+    finally:
+        reader.cancel()
+
+
+async def _check_hello(
+    party: Party, sessions: dict[bytes, Session], who: str | None, first: peer_pb2.PeerFrame, refuse: Refuse
+) -> tuple[Session, int, bytes]:
+    """A mesh stream's first frame: a HELLO for a live mesh session of which the caller is a party, from
+    the party its certificate names, which dials this party in that session."""
+    sid = bytes(first.session_id)
+    if first.kind != Kind.HELLO:
+        await refuse(
+            grpc.StatusCode.INVALID_ARGUMENT, "a peer stream must start with a HELLO frame", sid[:64]
+        )
+    sess = sessions.get(sid)
+    if sess is None or sess.state not in LIVE:
+        await refuse(grpc.StatusCode.FAILED_PRECONDITION, "unknown or closed session", sid[:64])
+    q = sess.spec.id_of(who) if who else None
+    if q is None or q == party.cfg.id:
+        await refuse(
+            grpc.StatusCode.PERMISSION_DENIED, f"caller {shown(who)} is not a party of this session", sid
+        )
+    if int(first.src) != q:
+        await refuse(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"caller is {shown(who)} (party {q}) but claims to be party {first.src}",
+            sid,
+        )
+    if q > party.cfg.id or sess.spec.topology != "mesh":
+        await refuse(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"party {q} must not dial party {party.cfg.id} in this session",
+            sid,
+        )
+    return sess, q, sid
+
+
+async def _to_thread(fn: Callable[[], Any]) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(None, fn)

@@ -1,0 +1,512 @@
+"""The gRPC services of one party, kept thin: each RPC checks its caller and request, calls the policy
+(``parties.policy``), the session state machine (``parties.session``, ``parties.peering``, ``parties.steps``)
+and storage (``parties.storage``), and maps what they raise to a status code with one audit line.
+
+Services: ``Party`` (coordinator-facing: open/connect/evaluate/close/status, privacy plan/report, link
+probe) and ``Peer`` (the accepting side of mesh share exchange). Every Party RPC is the coordinator's: any
+other caller is refused before its request is looked at. Error messages sent back are cut to
+MAX_ERROR_CHARS (inputs echoed in them: ``proto.spec.shown``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from typing import Any, NoReturn
+
+import grpc
+
+from hss.protocols import PartyContext, key_setup
+from hss.runtime import ProtocolError
+from parties import abcdp, e2e, sources, steps
+from parties.analyses import Analysis, AnalysisError, Dataset
+from parties.config import PartyConfig
+from parties.exchange import PROBE_MAX_ROUNDS, LinkLost, Refused, drive, probe_machine
+from parties.links import LinkError
+from parties.peering import accept_stream, drive_step, open_links, sender, unwrap_frame, verify_bundles
+from parties.policy import (
+    Abort,
+    check_analysis,
+    check_batch,
+    check_data_model,
+    check_policy,
+    check_privacy_at_open,
+    check_session_limit,
+    svt_run_paid,
+)
+from parties.registry import get_analysis
+from parties.session import (
+    LIVE,
+    Party,
+    RunPosition,
+    Session,
+    agreed_replay,
+    check_next_step,
+    new_session,
+    replay_audit,
+    run_resume_at_open,
+    svt_resume_at_open,
+    teardown,
+)
+from parties.sources import Snapshot
+from parties.storage import PartyStorage
+from proto import party_pb2, peer_pb2, serde
+from proto.records import RunCharge, RunStepRef
+from proto.spec import SessionSpec, shown
+from proto.tls import TlsMaterial, caller_identity
+
+MAX_ERROR_CHARS = 2000  # an error message sent back is cut to this (inputs echoed in it: proto.spec.shown)
+
+
+class PartyService:
+    """The Party and Peer services of one daemon, and the state they share: its sessions by id."""
+
+    def __init__(self, cfg: PartyConfig, insecure: bool = False) -> None:
+        self.cfg = cfg
+        self.insecure = insecure
+        self.tls: TlsMaterial | None = None
+        if not insecure:
+            assert cfg.tls_cert and cfg.tls_key and cfg.tls_ca
+            self.tls = TlsMaterial.load(cfg.tls_cert, cfg.tls_key, cfg.tls_ca, expect_identity=cfg.identity)
+        # the records, read once and fixed for the daemon's life: every session uses this snapshot
+        # (parties.sources; SourceError names the [data] key, nothing is loaded on any problem)
+        self.snapshot: Snapshot | None = sources.snapshot(cfg.data) if cfg.data is not None else None
+        self.data: Dataset = self.snapshot.dataset if self.snapshot is not None else Dataset({})
+        self.store = PartyStorage(cfg, self.snapshot)  # audit log, decision and privacy ledgers, run records
+        self.audit, self.privacy, self.replays = self.store.audit, self.store.privacy, self.store.replays
+        self.party = Party(cfg, self.tls, self.snapshot, self.data, self.store)
+        self.sessions: dict[bytes, Session] = {}
+        self.refused_frames = 0
+        self.serving = True
+
+    @property
+    def decisions_used(self) -> int:
+        return self.store.decisions_used
+
+    @decisions_used.setter
+    def decisions_used(self, value: int) -> None:
+        self.store.decisions_used = value
+
+    def _load_ledger(self) -> int:
+        return self.store.load_ledger()
+
+    def _save_ledger(self) -> None:
+        self.store.save_ledger()
+
+    # ---- helpers -----------------------------------------------------------------------------------------
+
+    def who(self, context: grpc.aio.ServicerContext) -> str | None:
+        return caller_identity(context, self.insecure)
+
+    def require_coordinator(self, context: grpc.aio.ServicerContext) -> str:
+        who = self.who(context)
+        if who != self.cfg.coordinator_identity:
+            raise Abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"caller {shown(who)} is not this party's coordinator ({self.cfg.coordinator_identity!r})",
+            )
+        return who
+
+    def session(self, sid: bytes, want: tuple[str, ...] = ("ready",)) -> Session:
+        sess = self.sessions.get(bytes(sid))
+        if sess is None:
+            raise Abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"unknown session {bytes(sid).hex()[:16]}…: open it first",
+            )
+        if sess.state not in want:
+            extra = f" ({sess.failure})" if sess.failure else ""
+            raise Abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"session {sess.spec.session_id.hex()[:16]}… is {sess.state}{extra}; "
+                f"expected {'/'.join(want)}",
+            )
+        return sess
+
+    def timeout(self, context: grpc.aio.ServicerContext) -> float:
+        left = context.time_remaining()
+        t = self.cfg.round_timeout_s
+        return max(0.01, min(t, left - 0.05)) if left is not None else t
+
+    def svt_run_paid(self, spec: SessionSpec) -> RunCharge | None:
+        return svt_run_paid(self.privacy, self.replays, self.cfg, spec)
+
+    def data_audit(self) -> dict[str, Any]:
+        """The snapshot a session runs on (its records and content hash), for the session's audit line."""
+        if self.snapshot is None:
+            return {}
+        return {"records": self.snapshot.records, "data_sha256": self.snapshot.sha256}
+
+    async def handle(
+        self,
+        context: grpc.aio.ServicerContext,
+        what: str,
+        fn: Callable[[], Awaitable[Any]],
+        session: bytes | None = None,
+        step: int | None = None,
+    ) -> Any:
+        """Run a unary handler: map Abort/unexpected errors to status codes; one audit line either way.
+
+        The caller is checked first: a caller that is not this party's coordinator is refused before anything
+        of its request is looked at, with one audit line of bounded size (every Party RPC is the
+        coordinator's). Error messages sent back are cut to MAX_ERROR_CHARS."""
+        who = self.who(context)
+        if who != self.cfg.coordinator_identity:
+            await self.refuse_caller(context, what, who, session)
+        sess = self.sessions.get(bytes(session)) if session else None
+        base: dict[str, Any] = {
+            "who": who,
+            "what": what,
+            "session": session,
+            "step": step,
+            "analysis": sess.spec.model if sess else None,
+            "reveal_mode": sess.spec.reveal_mode if sess else None,
+        }
+        try:
+            resp, audit_extra = await fn()
+        except Abort as exc:
+            self.audit.record(**base, outcome=exc.code.name, detail=exc.message)
+            await context.abort(exc.code, cut(exc.message))
+            raise AssertionError("unreachable") from exc
+        except asyncio.CancelledError:
+            self.audit.record(**base, outcome="CANCELLED")
+            raise
+        except Exception as exc:  # never crash the daemon on one request
+            msg = f"internal error in {what}: {type(exc).__name__}: {exc}"
+            self.audit.record(**base, outcome="INTERNAL", detail=msg)
+            await context.abort(grpc.StatusCode.INTERNAL, cut(msg))
+            raise AssertionError("unreachable") from exc
+        self.audit.record(**{**base, **audit_extra})
+        return resp
+
+    async def refuse_caller(
+        self, context: grpc.aio.ServicerContext, what: str, who: str | None, session: bytes | None = None
+    ) -> NoReturn:
+        """PERMISSION_DENIED for a Party RPC from anyone but the coordinator; its audit line is bounded (the
+        audit log cuts the session id and every string)."""
+        msg = f"caller {shown(who)} is not this party's coordinator ({self.cfg.coordinator_identity!r})"
+        self.audit.record(who=who, what=what, outcome="PERMISSION_DENIED", session=session, detail=msg)
+        await context.abort(grpc.StatusCode.PERMISSION_DENIED, msg)
+        raise AssertionError("unreachable")
+
+    # ---- Party service -----------------------------------------------------------------------------------
+
+    async def open_session(self, req: party_pb2.OpenSessionRequest, context: grpc.aio.ServicerContext) -> Any:
+        async def run() -> tuple[Any, dict[str, Any]]:
+            self.require_coordinator(context)
+            if not self.serving:
+                raise Abort(grpc.StatusCode.UNAVAILABLE, "party is shutting down")
+            if not req.HasField("spec"):
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "OpenSessionRequest.spec is missing")
+            try:
+                spec = serde.spec_from_open_request(req)  # with its run binding (run_id, first_run_step)
+            except serde.WireError as exc:
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+            check_policy(self.cfg, spec, self.decisions_used)
+            if spec.session_id in self.sessions:
+                raise Abort(
+                    grpc.StatusCode.ALREADY_EXISTS, f"session {spec.session_id.hex()[:16]}… already exists"
+                )
+            held, superseded = run_resume_at_open(self.party, self.sessions, spec)
+            live = sum(s.state in LIVE for k, s in self.sessions.items() if k not in superseded)
+            check_session_limit(self.cfg, live)
+            analysis = check_analysis(self.cfg, spec, self.data)
+            svt_resume = svt_resume_at_open(self.party, spec, held)
+            svt = spec.reveal_mode == abcdp.SVT_MODE
+            await check_privacy_at_open(  # an ABCDP run charged here before has nothing left to fit
+                self.privacy,
+                self.cfg,
+                analysis,
+                spec,
+                lambda: bool(svt and spec.run_id and self.svt_run_paid(spec) is not None),
+            )
+            sess, run_key_audit = new_session(self.party, spec, analysis, RunPosition(held, None, svt_resume))
+            for old in superseded:  # the run's earlier session: its coordinator is gone
+                await teardown(self.sessions[old], "closed")
+                self.sessions[old].failure = f"superseded by session {spec.session_id.hex()[:16]}…"
+            self.sessions[spec.session_id] = sess
+            return self._opened(sess, superseded, run_key_audit)
+
+        return await self.handle(
+            context, "OpenSession", run, session=bytes(req.spec.session_id) if req.HasField("spec") else None
+        )
+
+    def _opened(
+        self, sess: Session, superseded: list[bytes], run_key_audit: dict[str, Any]
+    ) -> tuple[Any, dict[str, Any]]:
+        """OpenSession's answer (this party's signed X25519 key and what it holds of the run) and audit."""
+        spec, keys = sess.spec, sess.keys
+        assert keys is not None
+        pub = e2e.public_bytes(keys.x25519)
+        sig, cert = b"", b""
+        if self.tls is not None:
+            sig = e2e.sign_bundle(self.tls.key_pem, spec.session_id, self.cfg.id, pub)
+            cert = self.tls.cert_pem
+        resp = party_pb2.OpenSessionResponse(
+            bundle=party_pb2.KeyBundle(
+                party=self.cfg.id, x25519_public=pub, signature=sig, certificate_pem=cert
+            )
+        )
+        run_audit: dict[str, Any] = {}
+        if spec.run_id:
+            held, svt_resume = sess.run.held, sess.run.svt_resume
+            ref = held.ref if held is not None else RunStepRef(spec.run_id, 0)
+            resp.resume.CopyFrom(serde.run_ref_to_proto(self.cfg.id, ref))
+            run_audit = {
+                "run_id": spec.run_id,
+                "first_run_step": spec.first_run_step,
+                "held_run_step": ref.run_step,
+                "superseded": [k.hex()[:16] for k in superseded],
+                **run_key_audit,
+                **({"abcdp_start": svt_resume.counters} if svt_resume is not None else {}),
+            }
+        return resp, {
+            "analysis": spec.model,
+            "reveal_mode": spec.reveal_mode,
+            "topology": spec.topology,
+            "m": spec.m,
+            **self.data_audit(),
+            **run_audit,
+        }
+
+    async def connect_session(
+        self, req: party_pb2.ConnectSessionRequest, context: grpc.aio.ServicerContext
+    ) -> Any:
+        async def run() -> tuple[Any, dict[str, Any]]:
+            self.require_coordinator(context)
+            sess = self.session(req.session_id, ("open",))
+            sess.run = replace(sess.run, replay=agreed_replay(self.cfg.id, sess, list(req.resume)))
+            sess.state = "connecting"
+
+            async def on_frame(src: int, msg: peer_pb2.PeerFrame) -> None:
+                await self.on_frame(sess, src, msg)
+
+            try:
+                await verify_bundles(self.party, sess, list(req.bundles))
+                await open_links(self.party, sess, on_frame)
+                keys = sess.keys
+                assert keys is not None
+                machine = key_setup(sess.spec.params(), self.cfg.id, keys.proto_rng)
+                out = await drive(
+                    machine,
+                    me=self.cfg.id,
+                    peers=sess.peers,
+                    step=0,
+                    send=sender(self.party, sess),
+                    mailbox=sess.mailbox,
+                    symmetric=False,
+                    timeout_s=self.timeout(context),
+                )
+                sess.ctx = PartyContext(sess.spec.params(), out.result)
+            except Abort:
+                sess.fail("connect failed")
+                raise
+            except (LinkError, LinkLost) as exc:
+                sess.fail(str(exc))
+                raise Abort(grpc.StatusCode.UNAVAILABLE, f"session setup: {exc}") from exc
+            except ProtocolError as exc:
+                sess.fail(str(exc))
+                raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"session key setup failed: {exc}") from exc
+            sess.state = "ready"
+            return party_pb2.ConnectSessionResponse(
+                session_id=sess.spec.session_id, setup_rounds=out.rounds
+            ), {"step": 0, "rounds": out.rounds, **replay_audit(sess)}
+
+        return await self.handle(context, "ConnectSession", run, session=bytes(req.session_id), step=0)
+
+    async def evaluate(self, req: party_pb2.EvaluateRequest, context: grpc.aio.ServicerContext) -> Any:
+        step = int(req.step)
+
+        async def run() -> tuple[Any, dict[str, Any]]:
+            t_begin, cpu_begin = time.perf_counter(), time.process_time()
+            self.require_coordinator(context)
+            sess = self.session(req.session_id)
+            check_next_step(sess, step)
+            n = int(req.batch)
+            check_batch(self.cfg, n)
+            ask = steps.Step(step, n, req.inputs, lambda: self.timeout(context), t_begin, cpu_begin)
+            return await steps.evaluate(self.party, sess, ask)
+
+        return await self.handle(context, "Evaluate", run, session=bytes(req.session_id), step=step)
+
+    async def probe_links(self, req: party_pb2.ProbeLinksRequest, context: grpc.aio.ServicerContext) -> Any:
+        """A transport probe at the next step: the exchange-round floor of this deployment, measured with the
+        links and exchange code decisions use; all-zero payloads, no data, noise, randomness or charge."""
+        step = int(req.step)
+
+        async def run() -> tuple[Any, dict[str, Any]]:
+            self.require_coordinator(context)
+            sess = self.session(req.session_id)
+            check_next_step(sess, step)
+            if sess.spec.run_id:
+                raise Abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"a link probe uses up a session step, which would shift the run steps of run "
+                    f"{sess.spec.run_id!r}: probe in a session without run_id",
+                )
+            rounds, words = int(req.rounds), int(req.words)
+            if not 1 <= rounds <= PROBE_MAX_ROUNDS or not 0 <= 8 * words <= self.cfg.max_message_bytes:
+                raise Abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"a link probe needs rounds in 1..{PROBE_MAX_ROUNDS} and words in "
+                    f"0..{self.cfg.max_message_bytes // 8} (limits.max_message_bytes), "
+                    f"got {rounds} and {words}",
+                )
+            machine = probe_machine(self.cfg.id, sess.peers, rounds, words)
+            out = await drive_step(self.party, sess, machine, step, 1, lambda: self.timeout(context))
+            sess.last_step = step
+            resp = party_pb2.ProbeLinksResponse(
+                session_id=sess.spec.session_id, step=step, round_done=out.result
+            )
+            return resp, {
+                "rounds": rounds,
+                "words": words,
+                "send_ms": round(out.sent_s * 1e3, 3),
+                "wait_ms": round(out.waited_s * 1e3, 3),
+            }
+
+        return await self.handle(context, "ProbeLinks", run, session=bytes(req.session_id), step=step)
+
+    async def close_session(
+        self, req: party_pb2.CloseSessionRequest, context: grpc.aio.ServicerContext
+    ) -> Any:
+        async def run() -> tuple[Any, dict[str, Any]]:
+            self.require_coordinator(context)
+            sess = self.session(req.session_id, ("open", "connecting", "ready", "failed"))
+            await teardown(sess, "closed")
+            return party_pb2.CloseSessionResponse(
+                session_id=sess.spec.session_id, last_step=sess.last_step
+            ), {"reason": req.reason[:200]}
+
+        return await self.handle(context, "CloseSession", run, session=bytes(req.session_id))
+
+    async def plan_privacy(self, req: party_pb2.PlanPrivacyRequest, context: grpc.aio.ServicerContext) -> Any:
+        """Dry run of a planned session (parties.privacy_budget): no data, no session, no ledger change."""
+
+        async def run() -> tuple[Any, dict[str, Any]]:
+            self.require_coordinator(context)
+            if not req.HasField("spec") or req.batches < 1 or req.batch_size < 1:
+                msg = "PlanPrivacy needs a spec, batches >= 1 and batch_size >= 1"
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, msg)
+            try:
+                spec = serde.spec_from_proto(req.spec)
+            except serde.WireError as exc:
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+            analysis: Analysis | None = None
+            refusal = ""
+            try:
+                check_policy(self.cfg, spec, self.decisions_used)
+                analysis = get_analysis(spec.model)
+                analysis.check_params(spec.model_params)
+                check_data_model(self.cfg, spec, analysis)
+            except Abort as exc:
+                refusal = f"{exc.code.name}: {exc.message}"
+            except AnalysisError as exc:
+                refusal = f"INVALID_ARGUMENT: {exc}"
+            batches = int(req.batches)
+            if spec.reveal_mode == abcdp.SVT_MODE:  # federated ABCDP: one privacy event per run, not batch
+                batches = 1
+            resp = await asyncio.to_thread(  # PLD compositions can take seconds: off the event loop
+                self.privacy.plan_proto,
+                self.cfg,
+                analysis,
+                spec,
+                batches,
+                int(req.batch_size),
+                refusal,
+                self.decisions_used,
+            )
+            return resp, {
+                "analysis": spec.model,
+                "reveal_mode": spec.reveal_mode,
+                "batches": int(req.batches),
+                "batch_size": int(req.batch_size),
+                "would_refuse": resp.would_refuse,
+            }
+
+        return await self.handle(context, "PlanPrivacy", run)
+
+    async def privacy_report(
+        self, req: party_pb2.PrivacyReportRequest, context: grpc.aio.ServicerContext
+    ) -> Any:
+        async def run() -> tuple[Any, dict[str, Any]]:
+            self.require_coordinator(context)
+            return self.privacy.report_proto(self.cfg, self.decisions_used), {}
+
+        return await self.handle(context, "PrivacyReport", run)
+
+    async def status(self, req: party_pb2.StatusRequest, context: grpc.aio.ServicerContext) -> Any:
+        async def run() -> tuple[Any, dict[str, Any]]:
+            self.require_coordinator(context)
+            return party_pb2.StatusResponse(
+                party=self.cfg.id,
+                identity=self.cfg.identity,
+                sessions=[
+                    party_pb2.SessionStatus(
+                        session_id=s.spec.session_id,
+                        last_step=s.last_step,
+                        state=s.state,
+                        reveal_mode=s.spec.reveal_mode,
+                        model=s.spec.model,
+                    )
+                    for s in self.sessions.values()
+                ],
+                decisions_used=self.decisions_used,
+                decisions_budget=self.cfg.max_decisions,
+                refused_messages=self.refused_frames,
+            ), {}
+
+        return await self.handle(context, "Status", run)
+
+    # ---- Peer service (mesh, accepting side) ---------------------------------------------------------------
+
+    async def on_frame(self, sess: Session, src: int, msg: peer_pb2.PeerFrame) -> None:
+        """File a frame from peer ``src`` in the session's mailbox; a refused one is counted and audited."""
+        try:
+            await sess.mailbox.deliver(unwrap_frame(self.party, sess, src, msg))
+        except Refused as exc:
+            if exc.reason:
+                self.refused_frames += 1
+                sess.mailbox.refused += 1
+                self.audit.record(
+                    who=_ident_of(sess, src),
+                    what="PeerFrame",
+                    outcome="REFUSED",
+                    session=bytes(msg.session_id)[:64],
+                    step=int(msg.step),
+                    detail=exc.reason,
+                    round=int(msg.round),
+                )
+
+    async def exchange(
+        self, request_iterator: AsyncIterator[peer_pb2.PeerFrame], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[peer_pb2.PeerFrame]:
+        """A mesh stream dialled by a lower-numbered peer (``parties.peering.accept_stream``); each refusal
+        is counted, audited and answered with its status code."""
+        who = self.who(context)
+
+        async def refuse(code: grpc.StatusCode, msg: str, sid: bytes | None = None) -> NoReturn:
+            self.refused_frames += 1
+            self.audit.record(who=who, what="PeerExchange", outcome=code.name, session=sid, detail=msg)
+            await context.abort(code, cut(msg))
+            raise AssertionError("unreachable")
+
+        stream = accept_stream(self.party, self.sessions, who, request_iterator, refuse, self.on_frame)
+        async with contextlib.aclosing(stream) as frames:
+            async for frame in frames:
+                yield frame
+
+
+def _ident_of(sess: Session, src: int) -> str | None:
+    for p in sess.spec.parties:
+        if p.id == src:
+            return p.identity
+    return None
+
+
+def cut(message: str) -> str:
+    """An error message as sent back: at most MAX_ERROR_CHARS (well inside a client's 8 KiB header limit)."""
+    return message if len(message) <= MAX_ERROR_CHARS else message[: MAX_ERROR_CHARS - 12] + "… (cut)"
