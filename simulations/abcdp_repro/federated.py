@@ -98,8 +98,6 @@ def federated_repro(
     are deterministic given the candidates and must accept the same θ's (``identical`` column; a
     difference can only come from a fixed-point tie inside the encoding margin).
     """
-    from scipy import stats
-
     from hss.randomness import SecureRandom
     from mechanisms.abcdp.federated import FederatedSvtPlan, distances_from_sum, party_feature_sum
     from mechanisms.abcdp.federated_run import run_federated_abcdp
@@ -163,6 +161,23 @@ def federated_repro(
             same = res_s.thetas.shape == res_f.thetas.shape and np.array_equal(res_s.thetas, res_f.thetas)
             cnt[k]["same"].append(float(same))
         print(f"federated: rep {r + 1}/{reps} done ({time.time() - t0:.0f} s)", file=sys.stderr)
+    rows = _federated_rows(keys, mae, cnt, reps)
+    fig = _plot_federated(keys, mae, parties, backend, noise_shares, reps, n_obs)
+    title = (f"Toy grid: single-owner vs federated ABCDP, m = {parties}, {reps} reps "
+             f"(KS two-sample test on the MAE per setting)")
+    save_outputs(fig, rows, out_dir, "federated", title)
+    return rows
+
+
+def _federated_rows(
+    keys: Sequence[tuple[Any, ...]],
+    mae: dict[tuple[Any, ...], dict[str, list[float]]],
+    cnt: dict[tuple[Any, ...], dict[str, list[float]]],
+    reps: int,
+) -> list[Row]:
+    """One table row per setting: both samplers' MAE, the KS test between them, counts and costs."""
+    from scipy import stats
+
     rows: list[Row] = []
     for k in keys:
         c, ea, et, rs = k
@@ -184,6 +199,19 @@ def federated_repro(
                 "fed_seconds": float(np.mean(cnt[k]["secs"])),
             }
         )
+    return rows
+
+
+def _plot_federated(
+    keys: Sequence[tuple[Any, ...]],
+    mae: dict[tuple[Any, ...], dict[str, list[float]]],
+    parties: int,
+    backend: str,
+    noise_shares: str,
+    reps: int,
+    n_obs: int,
+) -> Any:
+    """Box plots of the MAE per setting, single owner beside federated."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(keys)), 4.2))
     pos = np.arange(len(keys)) * 3.0
@@ -203,7 +231,4 @@ def federated_repro(
         f"ABCDP toy, single owner vs federated ({backend}, {noise_shares} noise shares): {reps} reps, "
         f"N = {n_obs}", fontsize=9,
     )
-    title = (f"Toy grid: single-owner vs federated ABCDP, m = {parties}, {reps} reps "
-             f"(KS two-sample test on the MAE per setting)")
-    save_outputs(fig, rows, out_dir, "federated", title)
-    return rows
+    return fig
