@@ -444,7 +444,7 @@ def run_abcdp(args: Any) -> int:
     from mechanisms.abcdp.federated import FederatedSvtPlan
     from mechanisms.simulators.toy import ToyMixtureModel
     from parties.abcdp import tolerated_colluders
-    from simulations.abcdp_repro import load_shared_json
+    from simulations.abcdp_repro.common import load_shared_json
 
     m = args.parties
     if m < 3:

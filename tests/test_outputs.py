@@ -1,4 +1,4 @@
-"""Run outputs (coordinator/outputs.py): files, round trips, diagnostics vs our own, privacy, provenance."""
+"""Run outputs (coordinator/outputs/): files, round trips, diagnostics vs our own, privacy, provenance."""
 
 from __future__ import annotations
 
@@ -16,16 +16,11 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from coordinator import outputs
-from coordinator.outputs import (
-    QUANTILES,
-    ReferencePosterior,
-    RunResult,
-    format_summary,
-    privacy_report_dict,
-    summarize,
-    write_outputs,
-)
+from coordinator.outputs import ReferencePosterior, RunResult, privacy_docs, write_outputs
+from coordinator.outputs.privacy_docs import privacy_document
+from coordinator.outputs.provenance import git_commit
+from coordinator.outputs.result import QUANTILES, privacy_report_dict
+from coordinator.outputs.summary import format_summary, summarize
 from mechanisms.privacy import EpsDeltaEvent, GaussianEvent
 from mechanisms.samplers.diagnostics import ess, split_rhat
 from proto import party_pb2
@@ -384,7 +379,7 @@ def test_provenance_has_versions_identities_and_hashes(written: tuple[RunResult,
     assert sw["python"] == sys.version
     for pkg in ("numpy", "arviz", "h5netcdf", "confidential-ar"):
         assert sw["packages"][pkg] == importlib.metadata.version(pkg)
-    git = outputs.git_commit()
+    git = git_commit()
     assert sw["git"] == git
     if git is not None:
         assert len(git["commit"]) == 40 and int(git["commit"], 16) >= 0
@@ -524,7 +519,7 @@ def test_a_report_that_cannot_be_recomposed_is_labelled_not_fatal(
     def fail(*_a: Any, **_k: Any) -> Any:
         raise ValueError("PLD exploded")
 
-    monkeypatch.setattr(outputs, "recompose", fail)
+    monkeypatch.setattr(privacy_docs, "recompose", fail)
     files = write_outputs(tmp_path / "run", make_result())
     doc = json.loads(files["privacy/party-1.json"].read_text())
     assert (
@@ -577,8 +572,8 @@ def test_statement_counts_this_run_apart_from_all_runs() -> None:
     """The per-registry line counted every run's decisions as if they were this run's."""
     res = make_result(reports={1: gdp_report(1, 0.1, 900, 3.0)})
     res.provenance["counts"] = {"decisions_asked": 400, "accepted": 120}
-    doc, _ = outputs.privacy_document(1, res.privacy_reports[1], res)
+    doc, _ = privacy_document(1, res.privacy_reports[1], res)
     assert "(400 decisions of this run; 900 made with its data in all)" in doc["statement"]
     res.provenance.pop("counts")
-    doc, _ = outputs.privacy_document(1, res.privacy_reports[1], res)
+    doc, _ = privacy_document(1, res.privacy_reports[1], res)
     assert "(900 decisions made with its data in all)" in doc["statement"]

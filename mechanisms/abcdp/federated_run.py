@@ -7,7 +7,7 @@ then per batch every party computes its τ_j (:meth:`PartySvtState.noise_for_bat
 ``hss.svt.svt_decide_receiver``; the parties update their states and the coordinator settles its
 :class:`CandidateQueue` (suppressed candidates are re-evaluated with fresh noise). Used by tests (the
 federated decisions against the single-owner ones for the same noise) and by the federated toy
-reproduction in ``simulations/abcdp_repro.py``.
+reproduction in ``simulations/abcdp_repro/``.
 
 ``backend="plaintext"`` replaces the protocol by :func:`federated.reference_decisions` (float arithmetic,
 same gating, same noise shares): for checking the protocol against its specification, never a private

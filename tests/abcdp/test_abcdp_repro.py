@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from simulations import abcdp_repro
+from simulations.abcdp_repro import cli, common, covid, flip, toy
 
 
 def test_shared_data_is_found_or_fails_clearly(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="--data-dir"):
-        abcdp_repro.load_shared_json("abcdp_toy.json", tmp_path)
-    assert abcdp_repro.main(["toy", "--out", str(tmp_path / "o"), "--data-dir", str(tmp_path)]) == 2
+        common.load_shared_json("abcdp_toy.json", tmp_path)
+    assert cli.main(["toy", "--out", str(tmp_path / "o"), "--data-dir", str(tmp_path)]) == 2
 
 
 def _has_outputs(out: Path, name: str) -> None:
@@ -27,17 +27,17 @@ def _has_outputs(out: Path, name: str) -> None:
 
 
 def test_flip_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rows = abcdp_repro.flip_repro(tmp_path, n_rho=10, mc_draws=2000, data_sizes=(10, 1000), cs=(10,),
+    rows = flip.flip_repro(tmp_path, n_rho=10, mc_draws=2000, data_sizes=(10, 1000), cs=(10,),
                                   eps_totals=(1.0, 100.0))
     _has_outputs(tmp_path, "flip")
     assert len(rows) == 4 and all(r["max_z"] < 5.0 for r in rows)
-    assert abcdp_repro.main(["flip", "--out", str(tmp_path / "cli"), "--n-rho", "3", "--mc-draws", "50"]) == 0
+    assert cli.main(["flip", "--out", str(tmp_path / "cli"), "--n-rho", "3", "--mc-draws", "50"]) == 0
     assert "Flip probability" in capsys.readouterr().out
 
 
 @pytest.mark.slow
 def test_toy_command_small(tmp_path: Path) -> None:
-    rows = abcdp_repro.toy_repro(tmp_path, runs=2, n_candidates=300, n_obs=300, cs=[5], eps_abcs=[0.2, 0.5],
+    rows = toy.toy_repro(tmp_path, runs=2, n_candidates=300, n_obs=300, cs=[5], eps_abcs=[0.2, 0.5],
                                  eps_totals=[1.0, math.inf])
     _has_outputs(tmp_path, "toy")
     assert len(rows) == 2 * 2 * 2
@@ -46,11 +46,11 @@ def test_toy_command_small(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_covid_and_tb_commands_small(tmp_path: Path) -> None:
-    rows = abcdp_repro.covid_repro(tmp_path, n_candidates=2000, c=3, eps_abc=0.05,
+    rows = covid.covid_repro(tmp_path, n_candidates=2000, c=3, eps_abc=0.05,
                                    eps_totals=(math.inf, 10.0), n_features=50)
     _has_outputs(tmp_path, "covid")
     assert rows[0]["n_accepted"] == 3
-    assert abcdp_repro.main(["tb", "--out", str(tmp_path), "--records", "20", "--candidates", "40",
+    assert cli.main(["tb", "--out", str(tmp_path), "--records", "20", "--candidates", "40",
                              "--pseudo", "1", "--c", "3"]) == 0
     _has_outputs(tmp_path, "tb")
 
@@ -59,19 +59,19 @@ def test_covid_and_tb_commands_small(tmp_path: Path) -> None:
 
 
 def _reference_file(data_dir: Path | None = None) -> dict[str, Any]:
-    base = data_dir if data_dir is not None else abcdp_repro.default_data_dir()
-    data: dict[str, Any] = json.loads((base / abcdp_repro.TOY_REFERENCE_FILE).read_text())
+    base = data_dir if data_dir is not None else common.default_data_dir()
+    data: dict[str, Any] = json.loads((base / toy.TOY_REFERENCE_FILE).read_text())
     return data
 
 
 def test_z_score_by_hand() -> None:
-    assert abcdp_repro.z_score(0.03, 0.003, 0.02, 0.004) == pytest.approx(2.0)  # 0.01 / √(9e-6 + 16e-6)
-    assert abcdp_repro.z_score(0.02, 0.004, 0.03, 0.003) == pytest.approx(-2.0)
+    assert toy.z_score(0.03, 0.003, 0.02, 0.004) == pytest.approx(2.0)  # 0.01 / √(9e-6 + 16e-6)
+    assert toy.z_score(0.02, 0.004, 0.03, 0.003) == pytest.approx(-2.0)
 
 
 def test_toy_reference_is_read_from_the_shipped_file() -> None:
     raw = _reference_file()
-    ref = abcdp_repro.load_toy_reference()
+    ref = toy.load_toy_reference()
     assert (ref.c, ref.eps_abc, ref.runs) == (raw["settings"]["c"], raw["settings"]["eps_abc"],
                                               raw["settings"]["runs"])
     assert len(ref.cells) == len(raw["cells"]) > 0
@@ -89,15 +89,15 @@ def test_toy_comparison_reads_the_file_and_computes_z(tmp_path: Path) -> None:
     """At a small size, on an altered copy of the reference file: z from the file's values, by hand."""
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    shutil.copy(abcdp_repro.default_data_dir() / "abcdp_toy.json", data_dir)
+    shutil.copy(common.default_data_dir() / "abcdp_toy.json", data_dir)
     raw = _reference_file()
     for k, cell in enumerate(raw["cells"]):  # shifted so that hard-coded reference numbers would fail
         cell["mae"] = round(cell["mae"] + 0.011 * (k + 1), 6)
         cell["se"] = round(cell["se"] * (k + 2), 6)
-    (data_dir / abcdp_repro.TOY_REFERENCE_FILE).write_text(json.dumps(raw))
+    (data_dir / toy.TOY_REFERENCE_FILE).write_text(json.dumps(raw))
     reread = _reference_file(data_dir)
     eps_totals = sorted({float(c["eps_total"]) for c in reread["cells"]})
-    rows = abcdp_repro.toy_repro(tmp_path / "out", runs=3, n_candidates=400, n_obs=300,
+    rows = toy.toy_repro(tmp_path / "out", runs=3, n_candidates=400, n_obs=300,
                                  cs=[reread["settings"]["c"]], eps_abcs=[reread["settings"]["eps_abc"], 0.3],
                                  eps_totals=eps_totals, data_dir=data_dir)
     _has_outputs(tmp_path / "out", "toy")
@@ -119,14 +119,14 @@ def test_toy_comparison_reads_the_file_and_computes_z(tmp_path: Path) -> None:
 
 
 def test_toy_comparison_leaves_out_cells_outside_the_grid_and_needs_the_file(tmp_path: Path) -> None:
-    ref = abcdp_repro.load_toy_reference()
+    ref = toy.load_toy_reference()
     row = {"c": ref.c + 1, "eps_abc": ref.eps_abc, "eps_total": ref.cells[0].eps_total, "resample": False,
            "mae_mean": 0.03, "mae_se": 0.001, "runs_with_accepts": 5}
-    assert abcdp_repro.compare_toy_to_reference([row], ref) == []
-    assert len(abcdp_repro.compare_toy_to_reference([{**row, "c": ref.c}], ref)) >= 1
-    shutil.copy(abcdp_repro.default_data_dir() / "abcdp_toy.json", tmp_path)
-    with pytest.raises(FileNotFoundError, match=abcdp_repro.TOY_REFERENCE_FILE):
-        abcdp_repro.load_toy_reference(tmp_path)
-    (tmp_path / abcdp_repro.TOY_REFERENCE_FILE).write_text(json.dumps({"cells": []}))
+    assert toy.compare_toy_to_reference([row], ref) == []
+    assert len(toy.compare_toy_to_reference([{**row, "c": ref.c}], ref)) >= 1
+    shutil.copy(common.default_data_dir() / "abcdp_toy.json", tmp_path)
+    with pytest.raises(FileNotFoundError, match=toy.TOY_REFERENCE_FILE):
+        toy.load_toy_reference(tmp_path)
+    (tmp_path / toy.TOY_REFERENCE_FILE).write_text(json.dumps({"cells": []}))
     with pytest.raises(ValueError, match="expected 'settings'"):
-        abcdp_repro.load_toy_reference(tmp_path)
+        toy.load_toy_reference(tmp_path)

@@ -544,11 +544,11 @@ def test_runner_input_checks() -> None:
 
 
 def test_federated_repro_command_smoke(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    from simulations import abcdp_repro
+    from simulations.abcdp_repro.cli import main
 
     argv = ["federated", "--out", str(tmp_path), "--parties", "3", "--reps", "2", "--n-obs", "300",
             "--c", "2", "--eps-abc", "0.3", "--features", "20", "--backend", "plaintext", "--seeded-noise"]
-    assert abcdp_repro.main(argv) == 0
+    assert main(argv) == 0
     for ext in ("png", "csv", "md"):
         assert (tmp_path / f"federated.{ext}").stat().st_size > 0
     out = capsys.readouterr().out

@@ -1,0 +1,150 @@
+"""A run as ArviZ ``InferenceData`` (``posterior.nc``), its ``arviz.summary`` (``summary.csv``) and the table
+printed at the end of a run (:func:`format_summary`, the head of ``summary.txt``). ArviZ is the source of
+the summary diagnostics; ``mechanisms.samplers.diagnostics`` (non-rank-normalised Geyer ESS and split R-hat)
+stays as the pure, dependency-free cross-check (``tests/test_outputs.py`` compares them)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+with warnings.catch_warnings():  # arviz 0.x announces its 1.0 refactor on import
+    warnings.simplefilter("ignore", FutureWarning)
+    import arviz as az
+
+import pandas as pd
+
+from coordinator.outputs.provenance import jsonable
+from coordinator.outputs.result import QUANTILES, RunResult, qcol
+
+HDI_PROB = 0.9
+
+
+def to_inference_data(result: RunResult) -> az.InferenceData:
+    """The run as an ArviZ InferenceData (posterior, sample_stats, warm-up groups when given)."""
+    post = {nm: result.draws[:, :, k] for k, nm in enumerate(result.param_names)}
+    kwargs: dict[str, Any] = {"posterior": post}
+    if result.sample_stats:
+        kwargs["sample_stats"] = dict(result.sample_stats)
+    if result.warmup_draws is not None:
+        kwargs["warmup_posterior"] = {
+            nm: result.warmup_draws[:, :, k] for k, nm in enumerate(result.param_names)
+        }
+        if result.warmup_sample_stats:
+            kwargs["warmup_sample_stats"] = dict(result.warmup_sample_stats)
+        kwargs["save_warmup"] = True
+    attrs = {"producer": "confar", "warmup_per_chain": result.warmup}
+    for key in ("run_id", "session_id"):
+        if key in result.provenance:
+            attrs[key] = str(jsonable(result.provenance[key]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return az.from_dict(**kwargs, attrs=attrs)
+
+
+def _quantile_func(p: float) -> Callable[[npt.NDArray[Any]], float]:
+    def q(x: npt.NDArray[Any]) -> float:
+        return float(np.quantile(x, p))
+
+    return q
+
+
+def summarize(result: RunResult, idata: az.InferenceData | None = None) -> pd.DataFrame:
+    """``arviz.summary`` of the posterior (unrounded): mean, sd, HDI at :data:`HDI_PROB`, MCSE, bulk/tail ESS,
+    R-hat, quantiles at :data:`QUANTILES`; with ``ref_*`` columns and ``z`` = (mean − ref_mean) / √(mcse² +
+    ref_mcse²) when a reference is given. Diagnostics of chains with fewer than 4 draws are NaN."""
+    idata = to_inference_data(result) if idata is None else idata
+    funcs = {qcol(p): _quantile_func(p) for p in QUANTILES}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "shape validation failed" for short / few chains
+        warnings.simplefilter("ignore", RuntimeWarning)
+        df = az.summary(
+            idata,
+            var_names=result.param_names,
+            stat_funcs=funcs,
+            extend=True,
+            round_to="none",
+            hdi_prob=HDI_PROB,
+        )
+    assert isinstance(df, pd.DataFrame)
+    df = df.loc[result.param_names]
+    df.index.name = "param"
+    ref = result.reference
+    if ref is not None:
+        df["ref_mean"] = ref.mean
+        df["ref_sd"] = ref.sd
+        for i, p in enumerate(QUANTILES):
+            df[f"ref_{qcol(p)}"] = ref.quantiles[i]
+        df["ref_mcse"] = ref.mcse
+        with np.errstate(divide="ignore", invalid="ignore"):
+            df["z"] = (df["mean"] - ref.mean) / np.sqrt(df["mcse_mean"] ** 2 + ref.mcse**2)
+    return df
+
+
+def _acceptance_lines(result: RunResult) -> list[str]:
+    acc = result.sample_stats.get("accepted")
+    counts = result.provenance.get("counts") if isinstance(result.provenance, Mapping) else None
+    if acc is None and isinstance(counts, Mapping) and counts.get("proposed"):
+        prop, took = int(counts["proposed"]), int(counts.get("accepted", 0))
+        asked = int(counts.get("decisions_asked", prop))
+        return [
+            f"acceptance: {took} of {prop} proposals accepted (rate {took / prop:.4g}); {asked} decisions "
+            "asked (the rest rejected publicly)"
+        ]
+    if acc is None:
+        return ["acceptance: not recorded (no 'accepted' sample statistic)"]
+    per_chain = acc.reshape(result.chains, result.n_draws, -1).mean(axis=(1, 2))
+    lines = ["acceptance rate (after warm-up):"]
+    for g, idx in result.groups().items():
+        sub = per_chain[idx]
+        lines.append(
+            f"  {g}: {sub.mean():.3f} over {len(idx)} chain(s) (per chain min {sub.min():.3f}, "
+            f"max {sub.max():.3f})"
+        )
+    return lines
+
+
+def _fmt(v: float, width: int = 9) -> str:
+    if not math.isfinite(v):
+        return f"{'nan' if math.isnan(v) else ('inf' if v > 0 else '-inf'):>{width}}"
+    if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
+        return f"{v:>{width}.3g}"
+    return f"{v:>{width}.4f}"
+
+
+def format_summary(result: RunResult, summary: pd.DataFrame | None = None) -> str:
+    """The table printed at the end of a run: per parameter mean, sd, quantiles, R-hat, bulk/tail ESS and
+    MCSE, the reference posterior side by side when given, then the acceptance rate per chain group."""
+    df = summarize(result) if summary is None else summary
+    qcols = [qcol(p) for p in QUANTILES]
+    cols = ["mean", "sd", *qcols, "mcse_mean", "r_hat", "ess_bulk", "ess_tail"]
+    heads = ["mean", "sd", *qcols, "mcse", "r_hat", "ess_bulk", "ess_tail"]
+    ref = result.reference
+    if ref is not None:
+        cols += ["ref_mean", "ref_sd", *(f"ref_{q}" for q in qcols), "z"]
+        heads += ["ref mean", "ref sd", *(f"ref {q}" for q in qcols), "z"]
+    w0 = max(5, *(len(n) for n in result.param_names))
+    lines = [
+        f"posterior: {result.chains} chain(s) x {result.n_draws} draw(s) after {result.warmup} warm-up "
+        f"iteration(s), {len(result.param_names)} parameter(s); HDI {HDI_PROB:g} and R-hat / ESS by ArviZ "
+        "(rank-normalised split R-hat, bulk and tail ESS)",
+    ]
+    if ref is not None:
+        lines.append(
+            f"reference: {ref.label}; z = (mean - ref mean) / sqrt(mcse^2 + ref mcse^2); |z| > 3 is suspect"
+        )
+    lines.append(f"{'param':<{w0}} " + " ".join(f"{h:>9}" for h in heads))
+    for nm in result.param_names:
+        row = df.loc[nm]
+        cells = []
+        for c in cols:
+            v = float(row[c])
+            cells.append(f"{v:>9.0f}" if c.startswith("ess") and math.isfinite(v) else _fmt(v))
+        lines.append(f"{nm:<{w0}} " + " ".join(cells))
+    lines.extend(_acceptance_lines(result))
+    return "\n".join(lines)
