@@ -104,7 +104,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _audit_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("audit", type=Path, help="AUDIT.toml (schema in simulations/privacy_audit.py)")
+    p.add_argument("audit", type=Path, help="AUDIT.toml (schema in simulations/privacy_audit/config.py)")
     p.add_argument("--out", type=Path, required=True, help="folder for the JSON and the plot")
     p.add_argument("--no-daemons", action="store_true", help="skip the confirmation run over real daemons")
 

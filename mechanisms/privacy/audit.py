@@ -2,7 +2,7 @@
 what they say about a claimed trade-off curve.
 
 Owns the statistics of ``confar privacy audit`` (the mechanism runs are elsewhere: ``simulations/
-privacy_audit.py``). An attacker sees N draws of an observation under a dataset D and N under a neighbour
+privacy_audit/``). An attacker sees N draws of an observation under a dataset D and N under a neighbour
 D' and tests "D' or D?"; each test has a type I error α (saying D' under D) and a type II error β. The
 mechanism's trade-off function f is the least β at each α, so every test satisfies β ≥ f(α).
 

@@ -1,0 +1,273 @@
+"""AUDIT.toml: the audit's configuration, read and checked in named steps; errors name the file and the key.
+
+AUDIT.toml::
+
+    [audit]
+    name = "penalty-sign"     # used in file names
+    runs = 20000              # mechanism runs per dataset, in memory
+    daemon_runs = 0           # confirmation runs per dataset over real daemons (outside observer only)
+    steps = 1                 # K decisions per run (a K-step transcript at the same public proposal)
+    confidence = 0.95         # joint confidence of all Clopper-Pearson bounds (Bonferroni)
+    delta = 1e-5              # the delta of the stated and the empirical epsilon
+    seed = 11                 # the audit's own public sampling (data, canary); recorded in the output
+
+    [model]                   # beta-bernoulli or bayes-logistic (synthetic registries, public seed)
+    name = "beta-bernoulli"
+    [model.params]
+
+    [data]
+    parties = 3
+    records = 40              # per registry
+    data_seed = 7
+
+    [mechanism]
+    kind = "mh"               # mh | rejection
+    reveal = "sign"           # sum | blinded | sign
+    # threshold = 1           # the session's Shamir threshold (default (m - 1) // 2)
+    # theta = [0.3]           # the current state (mh); default: a pair placed around a = 0 (worst for sign)
+    # theta_star = [0.33]
+    [mechanism.params]        # the session's model_params as a registry sees them (penalty, lazy, caps, ...)
+
+    [threat]
+    colluding = 0             # q: 0 = the coordinator; q >= 1 colluders who know their own noise
+
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+F64 = npt.NDArray[np.float64]
+MODELS = ("beta-bernoulli", "bayes-logistic")
+
+
+class AuditConfigError(ValueError):
+    """A problem in AUDIT.toml, naming the file and the key."""
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    source: Path
+    name: str
+    runs: int
+    daemon_runs: int
+    steps: int
+    confidence: float
+    delta: float
+    seed: int
+    model_name: str
+    model_args: dict[str, Any]
+    parties: int
+    records: int
+    data_seed: int
+    kind: str
+    reveal: str
+    threshold: int
+    theta: F64 | None
+    theta_star: F64 | None
+    params: dict[str, Any]
+    colluding: int
+    noise_scale: float = 1.0  # TESTING ONLY: each registry's noise multiplied by this (a broken mechanism)
+    protocol_runs: int = 0  # abcdp: runs through the SVT protocol in memory (the bulk uses its specification)
+
+    @property
+    def m(self) -> int:
+        return self.parties
+
+
+@dataclass(frozen=True)
+class _Doc:
+    """AUDIT.toml as parsed, with typed look-ups whose errors name the file and the key."""
+
+    path: Path
+    doc: dict[str, Any]
+
+    def err(self, key: str, msg: str) -> AuditConfigError:
+        return AuditConfigError(f"{self.path}: {key}: {msg}")
+
+    def table(self, name: str) -> dict[str, Any]:
+        t = self.doc.get(name, {})
+        if not isinstance(t, dict):
+            raise self.err(name, "must be a table")
+        return t
+
+    def get(
+        self, t: dict[str, Any], where: str, key: str, typ: type | tuple[type, ...], default: Any = ...
+    ) -> Any:
+        if key not in t:
+            if default is ...:
+                raise self.err(f"{where}.{key}", "missing (required)")
+            return default
+        v = t[key]
+        if isinstance(v, bool) and typ is not bool:
+            raise self.err(f"{where}.{key}", f"must be {typ}, got {v!r}")
+        if typ is float and isinstance(v, int):
+            v = float(v)
+        if not isinstance(v, typ):
+            raise self.err(f"{where}.{key}", f"wrong type: got {type(v).__name__}")
+        return v
+
+    def only(self, t: dict[str, Any], where: str, keys: set[str]) -> None:
+        extra = sorted(set(t) - keys)
+        if extra:
+            raise self.err(f"{where}.{extra[0]}", f"unknown key (allowed: {', '.join(sorted(keys))})")
+
+
+def _read(path: Path) -> _Doc:
+    """The parsed file, its top-level tables checked."""
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise AuditConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise AuditConfigError(f"{path}: not valid TOML: {exc}") from exc
+    r = _Doc(path, doc)
+    allowed = {"audit", "model", "data", "mechanism", "threat"}
+    for k in doc:
+        if k not in allowed:
+            raise r.err(k, f"unknown table (allowed: {', '.join(sorted(allowed))})")
+    return r
+
+
+def _check_keys(r: _Doc) -> None:
+    """Every table is a table and holds only the keys of the schema."""
+    a, mo, da, me, th = (r.table(name) for name in ("audit", "model", "data", "mechanism", "threat"))
+    r.only(
+        a,
+        "audit",
+        {"name", "runs", "daemon_runs", "protocol_runs", "steps", "confidence", "delta", "seed"}
+        | {"noise_scale"},
+    )
+    r.only(mo, "model", {"name", "params"})
+    r.only(da, "data", {"parties", "records", "data_seed"})
+    r.only(me, "mechanism", {"kind", "reveal", "threshold", "theta", "theta_star", "params"})
+    r.only(th, "threat", {"colluding"})
+
+
+def _sampling(r: _Doc) -> dict[str, Any]:
+    """[audit]: runs, daemon_runs, steps, confidence, delta and noise_scale, each in its range."""
+    a = r.table("audit")
+    runs = r.get(a, "audit", "runs", int, 20_000)
+    if not 100 <= runs <= 10_000_000:
+        raise r.err("audit.runs", f"must be in 100..10000000, got {runs}")
+    daemon_runs = r.get(a, "audit", "daemon_runs", int, 0)
+    if not 0 <= daemon_runs <= 1_000_000:
+        raise r.err("audit.daemon_runs", f"must be in 0..1000000, got {daemon_runs}")
+    steps = r.get(a, "audit", "steps", int, 1)
+    if not 1 <= steps <= 1000:
+        raise r.err("audit.steps", f"must be in 1..1000, got {steps}")
+    confidence = r.get(a, "audit", "confidence", float, 0.95)
+    if not 0.5 <= confidence < 1:
+        raise r.err("audit.confidence", f"must lie in [0.5, 1), got {confidence}")
+    delta = r.get(a, "audit", "delta", float, 1e-5)
+    if not 0 < delta < 1:
+        raise r.err("audit.delta", f"must lie in (0, 1), got {delta}")
+    noise_scale = r.get(a, "audit", "noise_scale", float, 1.0)
+    if not 0 < noise_scale <= 10:
+        raise r.err("audit.noise_scale", f"must lie in (0, 10], got {noise_scale}")
+    return {
+        "runs": runs,
+        "daemon_runs": daemon_runs,
+        "steps": steps,
+        "confidence": confidence,
+        "delta": delta,
+        "noise_scale": noise_scale,
+    }
+
+
+def _model_and_data(r: _Doc) -> dict[str, Any]:
+    """[mechanism] kind, [model] and [data] sizes."""
+    mo, da = r.table("model"), r.table("data")
+    kind = r.get(r.table("mechanism"), "mechanism", "kind", str, "mh")
+    if kind not in ("mh", "rejection", "abcdp"):
+        raise r.err("mechanism.kind", f"must be 'mh', 'rejection' or 'abcdp', got {kind!r}")
+    if kind == "abcdp" and mo:
+        raise r.err("model", "kind 'abcdp' audits federated ABCDP on 1-d records: remove [model]")
+    model_name = r.get(mo, "model", "name", str, "beta-bernoulli" if kind == "abcdp" else ...)
+    if model_name not in MODELS:
+        raise r.err("model.name", f"the audit builds synthetic registries for {MODELS}, got {model_name!r}")
+    model_args = dict(r.get(mo, "model", "params", dict, {}))
+    parties = r.get(da, "data", "parties", int, 3)
+    if not 2 <= parties <= 15:
+        raise r.err("data.parties", f"must be in 2..15, got {parties}")
+    records = r.get(da, "data", "records", int, 40)
+    if not 2 <= records <= 100_000:
+        raise r.err("data.records", f"must be in 2..100000, got {records}")
+    return {
+        "kind": kind,
+        "model_name": model_name,
+        "model_args": model_args,
+        "parties": parties,
+        "records": records,
+    }
+
+
+def _reveal_and_threat(r: _Doc, kind: str, parties: int, steps: int) -> dict[str, Any]:
+    """[mechanism] reveal and threshold, [audit] protocol_runs and [threat], checked against each other."""
+    a, me, th = r.table("audit"), r.table("mechanism"), r.table("threat")
+    reveal = r.get(me, "mechanism", "reveal", str, "svt" if kind == "abcdp" else "sign")
+    if reveal not in (("svt",) if kind == "abcdp" else ("sum", "blinded", "sign")):
+        want = "svt" if kind == "abcdp" else "sum, blinded or sign"
+        raise r.err("mechanism.reveal", f"must be {want}, got {reveal!r}")
+    protocol_runs = r.get(a, "audit", "protocol_runs", int, 0)
+    if not 0 <= protocol_runs <= 1_000_000 or (protocol_runs and kind != "abcdp"):
+        raise r.err("audit.protocol_runs", "abcdp only: runs through the SVT protocol in memory, 0..1000000")
+    threshold = r.get(me, "mechanism", "threshold", int, (parties - 1) // 2)
+    if kind == "abcdp" and bool(th.get("colluding", 0)):
+        raise r.err("threat.colluding", "the ABCDP audit observes the SVT bits of the coordinator only")
+    if reveal != "sum" and not 1 <= threshold <= (parties - 1) // 2:
+        raise r.err("mechanism.threshold", f"{reveal!r} needs 1 <= t < m/2, got {threshold}")
+    colluding = r.get(th, "threat", "colluding", int, 0)
+    if not 0 <= colluding <= parties - 1:
+        raise r.err("threat.colluding", f"must be in 0..{parties - 1}, got {colluding}")
+    if colluding and reveal == "blinded":
+        raise r.err("threat.colluding", "the audit observes colluders' noise for sum and sign only")
+    if steps > 1 and reveal == "blinded":
+        raise r.err("audit.steps", "multi-step audits take sum or sign (their per-step laws are known)")
+    return {"reveal": reveal, "protocol_runs": protocol_runs, "threshold": threshold, "colluding": colluding}
+
+
+def _thetas(r: _Doc) -> dict[str, F64 | None]:
+    """[mechanism] theta and theta_star: lists of numbers, or absent."""
+    me = r.table("mechanism")
+    arrs: dict[str, F64 | None] = {}
+    for key in ("theta", "theta_star"):
+        v = me.get(key)
+        if v is None:
+            arrs[key] = None
+            continue
+        if not (isinstance(v, list) and v and all(isinstance(x, int | float) for x in v)):
+            raise r.err(f"mechanism.{key}", "must be a list of numbers")
+        arrs[key] = np.asarray(v, dtype=np.float64)
+    return arrs
+
+
+def load_audit(path: str | Path) -> AuditConfig:
+    """Read and check AUDIT.toml (schema in the module docstring); errors name the file and the key."""
+    path = Path(path)
+    r = _read(path)
+    _check_keys(r)
+    sampling = _sampling(r)
+    md = _model_and_data(r)
+    rt = _reveal_and_threat(r, md["kind"], md["parties"], sampling["steps"])
+    thetas = _thetas(r)
+    params = dict(r.get(r.table("mechanism"), "mechanism", "params", dict, {}))
+    a = r.table("audit")
+    return AuditConfig(
+        source=path,
+        name=r.get(a, "audit", "name", str, path.stem),
+        seed=r.get(a, "audit", "seed", int, 11),
+        data_seed=r.get(r.table("data"), "data", "data_seed", int, 7),
+        params=params,
+        **sampling,
+        **md,
+        **rt,
+        theta=thetas["theta"],
+        theta_star=thetas["theta_star"],
+    )
