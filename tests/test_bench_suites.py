@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simulations import bench_all, bench_mpyc, bench_wan
+from simulations import bench_all, bench_mpyc, bench_wan, wan_net
 
 # ---- MPyC ------------------------------------------------------------------------------------------------
 
@@ -101,7 +101,7 @@ async def _through_proxy(delay_s: float, payload: bytes) -> tuple[float, bytes]:
 
     srv = await asyncio.start_server(echo, "127.0.0.1", 0)
     port = srv.sockets[0].getsockname()[1]
-    proxy = bench_wan.DelayProxy([bench_wan.Route(("127.0.0.1", 0), ("127.0.0.1", port), delay_s)])
+    proxy = wan_net.DelayProxy([wan_net.Route(("127.0.0.1", 0), ("127.0.0.1", port), delay_s)])
     await proxy.start()
     try:
         host, pport = proxy.bound()[0]
@@ -132,18 +132,18 @@ def test_delay_proxy_delays_round_trip_and_keeps_bytes() -> None:
 
 
 def test_route_parse_roundtrip_and_errors() -> None:
-    r = bench_wan.Route.parse("127.0.0.1:17002=10.77.0.12:7000@12.5")
-    assert r == bench_wan.Route(("127.0.0.1", 17002), ("10.77.0.12", 7000), 0.0125)
-    assert bench_wan.Route.parse(r.text()) == r
+    r = wan_net.Route.parse("127.0.0.1:17002=10.77.0.12:7000@12.5")
+    assert r == wan_net.Route(("127.0.0.1", 17002), ("10.77.0.12", 7000), 0.0125)
+    assert wan_net.Route.parse(r.text()) == r
     with pytest.raises(ValueError, match="bad route"):
-        bench_wan.Route.parse("127.0.0.1:1=nowhere")
+        wan_net.Route.parse("127.0.0.1:1=nowhere")
 
 
 def test_wan_config_listens_on_veth(tmp_path: Path) -> None:
-    text = bench_wan.wan_party_config(2, 3, tmp_path, tmp_path / "certs", tmp_path / "d.csv")
-    assert f'listen = "{bench_wan.party_ip(2)}:{bench_wan.PARTY_PORT}"' in text
+    text = wan_net.wan_party_config(2, 3, tmp_path, tmp_path / "certs", tmp_path / "d.csv")
+    assert f'listen = "{wan_net.party_ip(2)}:{wan_net.PARTY_PORT}"' in text
     assert "127.0.0.1:0" not in text
-    assert f'address = "127.0.0.1:{bench_wan.PROXY_BASE + 3}"' in text
+    assert f'address = "127.0.0.1:{wan_net.PROXY_BASE + 3}"' in text
 
 
 def test_wan_settings_reject_bad_input() -> None:
@@ -215,8 +215,8 @@ def test_wan_sigterm_removes_namespaces_and_processes(tmp_path: Path) -> None:
 
 
 def test_wannet_refuses_foreign_namespace(tmp_path: Path) -> None:
-    net = bench_wan.WanNet(3)
-    with pytest.raises(bench_wan.NetnsError, match="not created by this run"):
+    net = wan_net.WanNet(3)
+    with pytest.raises(wan_net.NetnsError, match="not created by this run"):
         net.spawn("some-other-ns", ["true"], tmp_path / "log")
 
 
