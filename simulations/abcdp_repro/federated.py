@@ -4,6 +4,7 @@ MAE distributions compared by a two-sample KS test."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
@@ -98,7 +99,6 @@ def federated_repro(
     are deterministic given the candidates and must accept the same θ's (``identical`` column; a
     difference can only come from a fixed-point tie inside the encoding margin).
     """
-    from hss.randomness import SecureRandom
     from mechanisms.abcdp.federated import FederatedSvtPlan, distances_from_sum, party_feature_sum
     from mechanisms.abcdp.federated_run import run_federated_abcdp
 
@@ -107,11 +107,7 @@ def federated_repro(
     n_obs = int(cfg["n_observed"]) if n_obs is None else n_obs
     model = ToyMixtureModel(n_components=theta_true.shape[0])
     keys = [(c, ea, et, rs) for c in cs for ea in eps_abcs for et in eps_totals for rs in resamples]
-    mae: dict[tuple[Any, ...], dict[str, list[float]]] = {k: {"single": [], "fed": []} for k in keys}
-    cnt: dict[tuple[Any, ...], dict[str, list[float]]] = {
-        k: {"single": [], "fed": [], "supp": [], "same": [], "secs": [], "bytes": [], "clamped": []}
-        for k in keys
-    }
+    mae, cnt = _columns(keys)
     t0 = time.time()
     for r in range(reps):
         public, noise = generators(seed * 100003 + r, secure_noise)
@@ -125,10 +121,7 @@ def federated_repro(
         cache = ToyCandidateCache(model, base.rff(), n_obs, public)
         s_total = party_feature_sum(base, observed)
         for c, ea, et, rs in keys:
-            plan = FederatedSvtPlan(
-                eps_abc=ea, eps_total=et, c=c, resample=rs, n_records=n_obs, n_features=n_features,
-                bandwidth=bandwidth, dim=1, map_seed=map_seed, noise_shares=noise_shares,
-            )
+            plan = dataclasses.replace(base, eps_abc=ea, eps_total=et, c=c, resample=rs)
             fed_propose = cache.cursor()
             single_stream = cache.cursor()
 
@@ -140,26 +133,14 @@ def federated_repro(
 
             res_s = c_sample_abcdp(single_propose, plan.svt_config(), noise, max_candidates, batch_size)
             ts = time.time()
-            secret = {
-                p: SecureRandom.from_os() if secure_noise
-                else SecureRandom.from_key(np.random.default_rng([seed, r, p]).bytes(32))
-                for p in range(1, parties + 1)
-            }
+            secret = _party_randomness(parties, secure_noise, seed, r)
             res_f = run_federated_abcdp(
                 plan, shards, fed_propose, parties, batch_size, public, secret,
                 max_candidates=max_candidates, backend=backend,  # type: ignore[arg-type]
             )
             k = (c, ea, et, rs)
             cnt[k]["secs"].append(time.time() - ts)
-            for name, res in (("single", res_s), ("fed", res_f)):
-                cnt[k][name].append(res.n_evaluated)
-                if res.n_accepted:
-                    mae[k][name].append(model.mean_absolute_error(res.posterior_mean(), theta_true))
-            cnt[k]["supp"].append(res_f.n_suppressed)
-            cnt[k]["bytes"].append(res_f.bytes_sent / max(1, res_f.n_evaluated + res_f.n_suppressed))
-            cnt[k]["clamped"].append(res_f.n_clamped)
-            same = res_s.thetas.shape == res_f.thetas.shape and np.array_equal(res_s.thetas, res_f.thetas)
-            cnt[k]["same"].append(float(same))
+            _record(mae[k], cnt[k], res_s, res_f, model, theta_true)
         print(f"federated: rep {r + 1}/{reps} done ({time.time() - t0:.0f} s)", file=sys.stderr)
     rows = _federated_rows(keys, mae, cnt, reps)
     fig = _plot_federated(keys, mae, parties, backend, noise_shares, reps, n_obs)
@@ -167,6 +148,50 @@ def federated_repro(
              f"(KS two-sample test on the MAE per setting)")
     save_outputs(fig, rows, out_dir, "federated", title)
     return rows
+
+
+Columns = dict[tuple[Any, ...], dict[str, list[float]]]
+
+
+def _columns(keys: Sequence[tuple[Any, ...]]) -> tuple[Columns, Columns]:
+    """Empty per-setting columns: the MAEs (single owner, federated) and the counts."""
+    mae: Columns = {k: {"single": [], "fed": []} for k in keys}
+    cnt: Columns = {
+        k: {"single": [], "fed": [], "supp": [], "same": [], "secs": [], "bytes": [], "clamped": []}
+        for k in keys
+    }
+    return mae, cnt
+
+
+def _party_randomness(parties: int, secure_noise: bool, seed: int, rep: int) -> dict[int, Any]:
+    """Each party's secret randomness: the OS CSPRNG, or (``--seeded-noise``) keys derived from the seed."""
+    from hss.randomness import SecureRandom
+
+    return {
+        p: SecureRandom.from_os() if secure_noise
+        else SecureRandom.from_key(np.random.default_rng([seed, rep, p]).bytes(32))
+        for p in range(1, parties + 1)
+    }
+
+
+def _record(
+    mae: dict[str, list[float]],
+    cnt: dict[str, list[float]],
+    res_s: Any,
+    res_f: Any,
+    model: ToyMixtureModel,
+    theta_true: FloatArray,
+) -> None:
+    """One rep of one setting into the MAE and count columns (single owner and federated)."""
+    for name, res in (("single", res_s), ("fed", res_f)):
+        cnt[name].append(res.n_evaluated)
+        if res.n_accepted:
+            mae[name].append(model.mean_absolute_error(res.posterior_mean(), theta_true))
+    cnt["supp"].append(res_f.n_suppressed)
+    cnt["bytes"].append(res_f.bytes_sent / max(1, res_f.n_evaluated + res_f.n_suppressed))
+    cnt["clamped"].append(res_f.n_clamped)
+    same = res_s.thetas.shape == res_f.thetas.shape and np.array_equal(res_s.thetas, res_f.thetas)
+    cnt["same"].append(float(same))
 
 
 def _federated_rows(

@@ -4,7 +4,7 @@ non-private posterior for the San Francisco data."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,16 +117,7 @@ def tb_repro(
 
         for eps in (eps_total, math.inf):
             config = SVTConfig.laplace(eps, dist.sensitivity, c, eps_abc, resample)
-            maes: list[float] = []
-            accepted: list[FloatArray] = []
-            evaluated: list[int] = []
-            for _ in range(repeats):
-                res = c_sample_abcdp(propose, config, noise, n_candidates, batch_size=100)
-                evaluated.append(res.n_evaluated)
-                if res.n_accepted:
-                    accepted.append(res.thetas)
-                    maes.append(float(np.mean(np.abs(res.posterior_mean() - TB_REFERENCE_THETA))))
-            pooled = np.concatenate(accepted) if accepted else np.zeros((0, 4))
+            maes, pooled, evaluated = _tb_repeats(propose, config, noise, n_candidates, repeats)
             mean = pooled.mean(axis=0) if pooled.shape[0] else np.full(4, math.nan)
             row: Row = {
                 "data": f"{n} simulated records",
@@ -158,6 +149,27 @@ def tb_repro(
     )
     save_outputs(fig, rows, out_dir, "tb", "Tuberculosis model: ABCDP posterior means and errors", dpi=100)
     return rows
+
+
+def _tb_repeats(
+    propose: Callable[[int], tuple[FloatArray, FloatArray]],
+    config: SVTConfig,
+    noise: np.random.Generator,
+    n_candidates: int,
+    repeats: int,
+) -> tuple[list[float], FloatArray, list[int]]:
+    """``repeats`` ABCDP runs of one setting: MAEs, the pooled accepted θ's and the candidates evaluated."""
+    maes: list[float] = []
+    accepted: list[FloatArray] = []
+    evaluated: list[int] = []
+    for _ in range(repeats):
+        res = c_sample_abcdp(propose, config, noise, n_candidates, batch_size=100)
+        evaluated.append(res.n_evaluated)
+        if res.n_accepted:
+            accepted.append(res.thetas)
+            maes.append(float(np.mean(np.abs(res.posterior_mean() - TB_REFERENCE_THETA))))
+    pooled = np.concatenate(accepted) if accepted else np.zeros((0, 4))
+    return maes, pooled, evaluated
 
 
 def _tb_sf_posterior(
