@@ -203,6 +203,28 @@ class RunOutcome:
     waited_s: float = 0.0
 
 
+def _check_addressees(outbox: dict[int, Any], active: set[int], peers: list[int], me: int, rnd: int) -> None:
+    """Refuse a message to a party that has finished or is not in the session."""
+    for dst in outbox:
+        if dst != RECEIVER and dst not in active:
+            why = "has finished" if dst in peers else "is not in this session"
+            raise ProtocolError(f"party {me} addressed party {dst}, which {why} (round {rnd})")
+
+
+def _inbox(frames: dict[int, Frame], active: set[int], symmetric: bool, rnd: int) -> Inbox:
+    """The round's payloads by sender; a DONE frame removes its sender from ``active`` (asymmetric runs)."""
+    inbox: Inbox = {}
+    for q, f in frames.items():
+        if f.kind == Kind.DONE:
+            if symmetric:
+                raise ProtocolError(f"party {q} sent DONE in a symmetric run (round {rnd})")
+            active.discard(q)
+        elif f.kind == Kind.DATA:
+            assert f.payload is not None
+            inbox[q] = f.payload
+    return inbox
+
+
 async def drive(
     machine: Machine[Any],
     *,
@@ -243,10 +265,7 @@ async def drive(
                     for q in sorted(active):
                         await send(Frame(step, rnd, me, q, Kind.DONE))
                 break
-            for dst in outbox:
-                if dst != RECEIVER and dst not in active:
-                    why = "has finished" if dst in peers else "is not in this session"
-                    raise ProtocolError(f"party {me} addressed party {dst}, which {why} (round {rnd})")
+            _check_addressees(outbox, active, peers, me, rnd)
             if RECEIVER in outbox:
                 to_receiver.append((rnd, outbox[RECEIVER]))
             t0 = time.perf_counter()
@@ -265,15 +284,7 @@ async def drive(
             frames = await mailbox.collect(step, rnd, expected, deadline) if expected else {}
             t2 = time.perf_counter()
             sent, waited = sent + t1 - t0, waited + t2 - t1
-            inbox: Inbox = {}
-            for q, f in frames.items():
-                if f.kind == Kind.DONE:
-                    if symmetric:
-                        raise ProtocolError(f"party {q} sent DONE in a symmetric run (round {rnd})")
-                    active.discard(q)
-                elif f.kind == Kind.DATA:
-                    assert f.payload is not None
-                    inbox[q] = f.payload
+            inbox = _inbox(frames, active, symmetric, rnd)
             if machine.done:
                 if inbox:
                     raise ProtocolError(f"party {me} got messages after it finished")
