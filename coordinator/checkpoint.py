@@ -24,7 +24,8 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.api import BlockingSession
-from coordinator.experiment import Experiment, ExperimentError, load_experiment
+from coordinator.experiment import Experiment, load_experiment
+from coordinator.tables import ExperimentError
 from proto.files import write_durable
 
 F64 = npt.NDArray[np.float64]

@@ -23,7 +23,7 @@ import numpy.typing as npt
 from coordinator.api import BlockingCoordinator, PartyEndpoint
 from coordinator.checkpoint import STATE_VERSION, RunError, RunFolder, StopRequested, now
 from coordinator.decider import NetworkDecider
-from coordinator.experiment import MH_KINDS, Experiment
+from coordinator.experiment import Experiment
 from coordinator.outcome import Outcome, ProgressInfo, write_run_outputs
 from coordinator.run_privacy import (
     PrivacyPlan,
@@ -32,6 +32,7 @@ from coordinator.run_privacy import (
     plan_file,
     privacy_reports,
 )
+from coordinator.sampler_settings import MH_KINDS
 from mechanisms.samplers import AdaptiveMH, AdaptiveState, MHState, PublicSeeds, RandomWalkMH
 from mechanisms.samplers.rejection import RejectionSampler
 from mechanisms.samplers.requests import DecisionRequest

@@ -59,9 +59,11 @@ from coordinator.checkpoint import (
 )
 from coordinator.decider import NetworkDecider
 from coordinator.drivers import MHDriver, RejectionDriver, make_driver, run_abcdp
-from coordinator.experiment import MH_KINDS, Experiment, ExperimentError, check_model, load_experiment
+from coordinator.experiment import Experiment, check_model, load_experiment
 from coordinator.outcome import Outcome, ProgressBar, ProgressInfo, summary_text, write_run_outputs
 from coordinator.run_privacy import PrivacyPlan, check_privacy, plan_file, privacy_reports
+from coordinator.sampler_settings import MH_KINDS
+from coordinator.tables import ExperimentError
 from proto.tls import TlsMaterial
 
 F64 = npt.NDArray[np.float64]
