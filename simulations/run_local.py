@@ -43,8 +43,10 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.certs import COORDINATOR_IDENTITY, init_consortium
-from coordinator.experiment import MH_KINDS, Experiment
-from coordinator.run import Outcome, ProgressInfo, run_experiment
+from coordinator.experiment import Experiment
+from coordinator.outcome import Outcome, ProgressInfo
+from coordinator.run import run_experiment
+from coordinator.sampler_settings import MH_KINDS
 from hss.fixedpoint import max_threshold
 from mechanisms.models.base import Model, SchemaError
 from mechanisms.samplers import AdaptiveMH, BernoulliRule, LocalParties, PublicSeeds, RandomWalkMH, run_kernel

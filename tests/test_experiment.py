@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from coordinator.cli import main
-from coordinator.experiment import ExperimentError, load_experiment
+from coordinator.experiment import load_experiment
+from coordinator.tables import ExperimentError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))

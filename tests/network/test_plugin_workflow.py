@@ -14,7 +14,8 @@ import pytest
 
 from coordinator.api import BlockingCoordinator, SessionError
 from coordinator.cli import main as confar
-from coordinator.experiment import ExperimentError, load_experiment
+from coordinator.experiment import load_experiment
+from coordinator.tables import ExperimentError
 from mechanisms.models.logistic import BayesLogistic, synthetic_registries
 from parties.cli import main as confar_party
 from parties.config import ConfigError, load_config

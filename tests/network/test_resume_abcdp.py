@@ -439,10 +439,11 @@ def test_confar_run_abcdp_stopped_and_resumed_equals_uninterrupted(
     on their state): the run finishes, every registry's ledger holds the run's epsilon once, and with
     [simulate] fixed_noise_keys and the same run id it accepts exactly the thetas of the run never
     interrupted, bit for bit."""
-    import coordinator.run
+    import coordinator.checkpoint
     from coordinator.cli import main
 
-    monkeypatch.setattr(coordinator.run.secrets, "token_hex", lambda n: "cd" * n)  # the same run id twice
+    # the same run id twice
+    monkeypatch.setattr(coordinator.checkpoint.secrets, "token_hex", lambda n: "cd" * n)
     cfg = tmp_path / "abcdp.toml"
     cfg.write_text(RUN_TOML)
     full, out = tmp_path / "full", tmp_path / "out"

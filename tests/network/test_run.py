@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from coordinator.checkpoint import RunError, StopRequested
 from coordinator.experiment import Experiment, load_experiment
-from coordinator.run import RunError, StopRequested, run_experiment
+from coordinator.run import run_experiment
 from tests.network.helpers import inproc_consortium, tls_for
 
 M = 3
@@ -166,9 +167,9 @@ def test_resumed_run_equals_uninterrupted(tmp_path: Path, monkeypatch: pytest.Mo
     """With fixed noise keys the parties key their noise by (run id, run step), so a run stopped after k
     batches and resumed in a new session draws exactly what a run never interrupted draws. Both runs get
     the same run id (fresh random otherwise) so that their noise can be the same."""
-    import coordinator.run
+    import coordinator.checkpoint
 
-    monkeypatch.setattr(coordinator.run.secrets, "token_hex", lambda n: "ab" * n)
+    monkeypatch.setattr(coordinator.checkpoint.secrets, "token_hex", lambda n: "ab" * n)
     exp = experiment(tmp_path)
     with parties(tmp_path / "a") as (eps, tls):
         full = run_experiment(exp, eps, tls, tmp_path / "out-a", log=quiet)

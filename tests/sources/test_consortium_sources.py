@@ -63,9 +63,10 @@ def quiet(_: str) -> None:
 def run(
     tmp_path: Path, name: str, sources: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> tuple[np.ndarray, list]:
-    import coordinator.run
+    import coordinator.checkpoint
 
-    monkeypatch.setattr(coordinator.run.secrets, "token_hex", lambda n: "cd" * n)  # one run id: same noise
+    # one run id: same noise
+    monkeypatch.setattr(coordinator.checkpoint.secrets, "token_hex", lambda n: "cd" * n)
     p = tmp_path / f"{name}.toml"
     p.write_text(EXPERIMENT.format(sources=json.dumps(sources)))
     out = simulate_experiment(load_experiment(p), tmp_path / name, log=quiet)

@@ -1,0 +1,182 @@
+"""What a run reports while it runs and what it produced: progress, the outcome, its outputs and summary.
+
+:class:`ProgressInfo` after every batch (shown by :class:`ProgressBar`: a one-line bar on a terminal, log
+lines otherwise); :class:`Outcome`, a finished (or stopped) run's draws, counts, sessions and the parties'
+privacy reports; :func:`write_run_outputs` hands it with its provenance to
+``coordinator.outputs.write_outputs``; :func:`summary_text` is what ``confar run`` prints at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from coordinator.api import PartyEndpoint
+from coordinator.checkpoint import now
+from coordinator.experiment import Experiment
+from coordinator.run_privacy import PrivacyPlan
+
+F64 = npt.NDArray[np.float64]
+
+REFERENCE_LABEL = "centralised (pooled data, plain MH, same seed)"
+
+
+@dataclass(frozen=True)
+class ProgressInfo:
+    done: int  # batches done (MH: iterations; rejection / abcdp: proposal batches)
+    total: int
+    draws: int  # draws kept so far (all chains)
+    accept_rate: float
+    decisions: int  # decisions asked of the parties in this invocation
+    decisions_per_s: float
+    run_step: int
+    privacy: str  # spent so far, from the parties' planned per-batch events ("" when unknown)
+
+
+class ProgressBar:
+    """A one-line bar on a terminal (carriage return), a log line every ``every_s`` seconds otherwise."""
+
+    def __init__(self, stream: IO[str] | None = None, tty: bool | None = None, every_s: float = 10.0) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.every_s = every_s
+        self._last = -math.inf
+
+    def __call__(self, p: ProgressInfo) -> None:
+        frac = p.done / p.total if p.total else 1.0
+        text = (
+            f"{p.done}/{p.total} batches, {p.draws} draws, acceptance {p.accept_rate:.3f}, "
+            f"{p.decisions_per_s:.0f} decisions/s" + (f", {p.privacy}" if p.privacy else "")
+        )
+        now = time.monotonic()
+        if self.tty:
+            width = 24
+            bar = "#" * int(frac * width) + "." * (width - int(frac * width))
+            self.stream.write(f"\r[{bar}] {100 * frac:5.1f}% {text}\x1b[K")
+            if p.done >= p.total:
+                self.stream.write("\n")
+            self.stream.flush()
+        elif now - self._last >= self.every_s or p.done >= p.total:
+            self._last = now
+            self.stream.write(f"confar run: {text}\n")
+            self.stream.flush()
+
+
+@dataclass
+class Outcome:
+    """What a finished (or stopped) run produced; ``draws`` is (chains, draws, d)."""
+
+    run_id: str
+    out_dir: Path
+    draws: F64
+    param_names: tuple[str, ...]
+    sample_stats: dict[str, npt.NDArray[Any]]
+    warmup: int
+    run_steps: int
+    session_ids: list[str]
+    privacy_reports: dict[int, Any] = field(default_factory=dict)  # PrivacyReport answers (or errors)
+    written: dict[str, Path] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    finished: bool = True
+    counts: dict[str, int] = field(default_factory=dict)  # decisions asked, accepted, proposals made
+
+
+def provenance(exp: Experiment, outcome: Outcome, endpoints: list[PartyEndpoint]) -> dict[str, Any]:
+    return {
+        "experiment": exp.name,
+        "config_text": exp.text,
+        "config_source": str(exp.source),
+        "public_seed": exp.seed,
+        "secret_noise": "each party's own CSPRNG (never the public seed)",
+        "run_id": outcome.run_id,
+        "session_ids": outcome.session_ids,
+        "run_steps": outcome.run_steps,
+        "sampler": exp.sampler.kind,
+        "model": exp.model_name,
+        "model_params": exp.model_params,
+        "session_params": exp.session_params(),
+        "reveal_mode": exp.reveal_mode,
+        "topology": exp.topology,
+        "threshold": exp.t,
+        "parties": [{"id": p.id, "identity": p.identity, "address": p.address} for p in endpoints],
+        "coordinator_identity": exp.coordinator.identity,
+        "privacy_target": None if exp.privacy is None else exp.privacy.text(),
+        "counts": outcome.counts,
+        "warnings": outcome.warnings,
+        "python": platform.python_version(),
+        "finished": now(),
+    }
+
+
+def write_run_outputs(
+    exp: Experiment,
+    outcome: Outcome,
+    endpoints: list[PartyEndpoint],
+    reference: F64 | None,
+    plan: PrivacyPlan | None,
+) -> dict[str, Path]:
+    """Hand the run to ``coordinator.outputs.write_outputs`` (skipped with ``[output] formats = []``)."""
+    if not exp.formats:
+        return {}
+    from coordinator import outputs
+
+    w = min(outcome.warmup, outcome.draws.shape[1])
+    stats = outcome.sample_stats
+    result = outputs.RunResult(
+        draws=outcome.draws[:, w:],
+        param_names=list(outcome.param_names),
+        sample_stats={k: v[:, w:] for k, v in stats.items()},
+        warmup=w,
+        warmup_draws=outcome.draws[:, :w] if w else None,
+        warmup_sample_stats={k: v[:, :w] for k, v in stats.items()} if w else None,
+        reference=None
+        if reference is None
+        else outputs.ReferencePosterior.from_draws(REFERENCE_LABEL, reference),
+        privacy_reports=outcome.privacy_reports,
+        privacy_delta=exp.privacy.delta if exp.privacy is not None and exp.privacy.delta else 1e-5,
+        provenance=provenance(exp, outcome, endpoints),
+    )
+    # the folder is this run's own (run.json, checkpoint/): replace the outputs of an earlier attempt
+    return dict(outputs.write_outputs(outcome.out_dir, result, overwrite=True))
+
+
+def privacy_lines(outcome: Outcome) -> list[str]:
+    """Each registry's privacy statement, from the privacy documents written with the outputs."""
+    docs = sorted(
+        (k, v) for k, v in outcome.written.items() if k.startswith("privacy/") and k.endswith(".json")
+    )
+    head = "privacy spent by each registry (its own ledger, recomposed here; details in privacy/):"
+    lines = [head] if docs else []
+    for _, path in docs:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            lines.append(f"  {path.name}: unreadable: {exc}")
+            continue
+        what = doc.get("statement") or doc.get("error") or "no statement"
+        lines.append(f"  {doc.get('identity', path.stem)}: {what}")
+    return lines
+
+
+def summary_text(outcome: Outcome) -> str:
+    lines = [
+        f"run {outcome.run_id}: {outcome.draws.shape[0]} chain(s) x {outcome.draws.shape[1]} draws of "
+        f"{', '.join(outcome.param_names)}; {outcome.run_steps} run steps in "
+        f"{len(outcome.session_ids)} session(s)"
+    ]
+    summary = outcome.written.get("summary.txt")
+    if summary is not None and summary.is_file():
+        lines.append(summary.read_text(encoding="utf-8").rstrip())
+    lines += privacy_lines(outcome)
+    lines.append(f"outputs in {outcome.out_dir}: " + ", ".join(sorted(outcome.written)))
+    lines += [f"WARNING: {w}" for w in outcome.warnings]
+    return "\n".join(lines)

@@ -1,0 +1,347 @@
+"""The ``[sampler]`` table of an experiment file: which sampler, with which public settings, checked.
+
+:class:`SamplerSettings` holds what every kind needs (MH, adaptive MH and penalty: chains, iterations,
+warm-up, proposal, start, adaptation, the penalty; rejection: proposals, batches, bound, cap; lazy
+acceptance; federated ABCDP: the public run parameters of its ``FederatedSvtPlan``). :func:`read_sampler`
+reads it for a given kind (``SAMPLER_KEYS`` lists the keys each kind takes) with errors naming
+``sampler.<key>``; the key reference is the docstring of :mod:`coordinator.experiment`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from coordinator.tables import Reader
+from mechanisms.models.base import Model
+from mechanisms.samplers.requests import Lazy, Penalty
+
+F64 = npt.NDArray[np.float64]
+
+KINDS = ("mh", "adaptive-mh", "penalty", "rejection", "abcdp")
+MH_KINDS = ("mh", "adaptive-mh", "penalty")
+SIMULATORS = ("toy",)  # federated ABCDP simulators wired to `confar run`
+SIMULATOR_DIMS = {"toy": 1}  # dimension of one record of Y*
+MAX_CHAINS = 4096
+MAX_BATCH = 2**20
+MH_KEYS = {
+    "kind",
+    "chains",
+    "iterations",
+    "warmup",
+    "burn_in",
+    "proposal_scale",
+    "proposal_cov",
+    "init",
+    "init_scale",
+}
+LAZY_KEYS = {"lazy", "max_sensitivity"}
+ADAPT_KEYS = {"adapt_start", "adapt_every", "adapt_stop", "history_from", "final", "independence_scale"}
+SAMPLER_KEYS: dict[str, set[str]] = {
+    "mh": MH_KEYS | LAZY_KEYS,
+    "adaptive-mh": MH_KEYS | LAZY_KEYS | ADAPT_KEYS,
+    "penalty": MH_KEYS | ADAPT_KEYS | {"tau", "alpha", "n_records", "c", "b", "max_sensitivity"},
+    "rejection": {
+        "kind",
+        "n_accept",
+        "max_proposals",
+        "batch_size",
+        "log_bound_margin",
+        "bound",
+        "max_sensitivity",
+        "lazy",
+    },
+    "abcdp": {
+        "kind",
+        "simulator",
+        "eps_abc",
+        "eps_total",
+        "c",
+        "resample",
+        "n_features",
+        "bandwidth",
+        "n_records",
+        "batch_size",
+        "max_proposals",
+    },
+}
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    kind: str
+    # MH kinds
+    chains: int = 1
+    iterations: int = 0
+    warmup: int = 0
+    proposal_cov: F64 | None = None
+    init: str | F64 = "prior"  # "prior" or (chains, d)
+    init_scale: float = 1.0  # init = "prior": chains start at init_scale x a prior draw
+    adapt_start: int = 0
+    adapt_every: int = 1
+    adapt_stop: int = 0
+    final: str = "random-walk"  # adaptive: the fixed kernel after adapt_stop (random-walk | independence)
+    independence_scale: float = 1.0
+    history_from: int = 0
+    penalty: Penalty | None = None
+    lazy: Lazy | None = None  # lazy acceptance (sign reveal): a secret coin of probability gamma
+    # rejection
+    n_accept: int = 0
+    max_proposals: int = 0
+    batch_size: int = 0
+    log_bound_margin: float = 0.0
+    rejection_bound: str = "data"  # "data" (each party's maximum likelihood) | "public" (the model's)
+    max_sensitivity: float | None = None  # rejection: public cap on a proposal's per-record range
+    # abcdp: the public run parameters (FederatedSvtPlan keys; see coordinator/abcdp.py)
+    abcdp: dict[str, Any] = field(default_factory=dict)
+    simulator: str = ""
+
+    @property
+    def adaptive(self) -> bool:
+        """Adaptive MH (kind adaptive-mh, or penalty with the adapt_* keys)."""
+        return self.adapt_stop > 0
+
+    @property
+    def batches(self) -> int:
+        """Upper bound on the Evaluate steps of the whole run (the privacy plan's batch count)."""
+        if self.kind in MH_KINDS:
+            return self.iterations
+        return -(-self.max_proposals // self.batch_size)
+
+    @property
+    def decisions_per_batch(self) -> int:
+        return self.chains if self.kind in MH_KINDS else self.batch_size
+
+
+def _init(r: Reader, s: dict[str, Any], chains: int, model: Model) -> str | F64:
+    v = s.get("init", "prior")
+    if v == "prior":
+        return "prior"
+    if not isinstance(v, list) or not v:
+        raise r.err("sampler.init", f"must be 'prior', [theta] or [[theta], ...], got {v!r}")
+    try:
+        arr = np.asarray(v, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise r.err("sampler.init", f"must be numbers: {exc}") from exc
+    d = model.d
+    if arr.ndim == 1 and arr.shape == (d,):
+        arr = np.tile(arr, (chains, 1))
+    if arr.shape != (chains, d):
+        raise r.err("sampler.init", f"must be {d} numbers or {chains} lists of {d}, got shape {arr.shape}")
+    lp = model.log_prior(arr)
+    bad = np.flatnonzero(~np.isfinite(lp))
+    if bad.size:
+        raise r.err(
+            "sampler.init", f"chain {int(bad[0])} starts outside the prior's support: {arr[bad[0]].tolist()}"
+        )
+    return arr
+
+
+def _init_scale(r: Reader, s: dict[str, Any], model: Model) -> float:
+    scale = float(r.number(s, "sampler", "init_scale", 1.0, gt=0.0))
+    if "init_scale" in s and s.get("init", "prior") != "prior":
+        raise r.err("sampler.init_scale", "applies to init = 'prior' only")
+    th = scale * model.sample_prior(np.random.default_rng(0), 64)
+    if scale != 1.0 and not np.isfinite(model.log_prior(th)).all():
+        raise r.err("sampler.init_scale", f"scaled prior draws leave the support of {model.name!r}")
+    return scale
+
+
+def _proposal(r: Reader, s: dict[str, Any], d: int) -> F64:
+    if "proposal_scale" in s and "proposal_cov" in s:
+        raise r.err("sampler.proposal_cov", "give proposal_scale or proposal_cov, not both")
+    if "proposal_cov" in s:
+        raw = r.get(s, "sampler", "proposal_cov", list)
+        try:
+            cov = np.asarray(raw, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise r.err("sampler.proposal_cov", f"must be a {d} x {d} array of numbers: {exc}") from exc
+        if cov.shape != (d, d):
+            raise r.err("sampler.proposal_cov", f"must be {d} x {d}, got shape {cov.shape}")
+        if not np.isfinite(cov).all() or not np.allclose(cov, cov.T):
+            raise r.err("sampler.proposal_cov", "must be finite and symmetric")
+        try:
+            np.linalg.cholesky(cov)
+        except np.linalg.LinAlgError as exc:
+            raise r.err("sampler.proposal_cov", "must be positive definite") from exc
+        return cov
+    scale = r.number(s, "sampler", "proposal_scale", gt=0.0)
+    return np.asarray(scale**2 * np.eye(d), dtype=np.float64)
+
+
+def read_sampler(r: Reader, s: dict[str, Any], kind: str, model: Model | None, seed: int) -> SamplerSettings:
+    """The ``[sampler]`` table of ``kind`` (its keys were checked against ``SAMPLER_KEYS[kind]``)."""
+    if kind in MH_KINDS:
+        assert model is not None
+        return _mh(r, s, kind, model)
+    if kind == "rejection":
+        return _rejection(r, s, model)
+    return _abcdp(r, s, seed)
+
+
+def _mh(r: Reader, s: dict[str, Any], kind: str, model: Model) -> SamplerSettings:
+    chains = r.integer(s, "sampler", "chains", lo=1, hi=MAX_CHAINS)
+    iterations = r.integer(s, "sampler", "iterations", lo=1, hi=10**8)
+    if "warmup" in s and "burn_in" in s:
+        raise r.err("sampler.burn_in", "give warmup or burn_in (the same thing), not both")
+    wkey = "burn_in" if "burn_in" in s else "warmup"
+    adapt: dict[str, Any] = {}
+    if kind == "adaptive-mh" or (kind == "penalty" and ADAPT_KEYS & set(s)):
+        adapt = _adapt(r, s, iterations)
+    default_warmup = adapt["adapt_stop"] if adapt else iterations // 2
+    warmup = r.integer(s, "sampler", wkey, default_warmup, lo=0, hi=iterations - 1)
+    if adapt and warmup < adapt["adapt_stop"]:
+        raise r.err(
+            f"sampler.{wkey}",
+            f"must be >= adapt_stop = {adapt['adapt_stop']}: draws made while the proposal still adapts "
+            "are not draws of a fixed posterior-invariant kernel",
+        )
+    penalty = _penalty(r, s, model) if kind == "penalty" else None
+    lazy = _lazy(r, s, model)
+    return SamplerSettings(
+        kind=kind,
+        chains=chains,
+        iterations=iterations,
+        warmup=warmup,
+        proposal_cov=_proposal(r, s, model.d),
+        init=_init(r, s, chains, model),
+        init_scale=_init_scale(r, s, model),
+        penalty=penalty,
+        lazy=lazy,
+        **adapt,
+    )
+
+
+def _adapt(r: Reader, s: dict[str, Any], iterations: int) -> dict[str, Any]:
+    """The adaptive-MH keys (adapt_start, adapt_every, adapt_stop, history_from, final,
+    independence_scale) with their defaults from ``iterations``."""
+    adapt = {
+        "adapt_start": r.integer(s, "sampler", "adapt_start", max(iterations // 10, 1), lo=1),
+        "adapt_every": r.integer(s, "sampler", "adapt_every", max(iterations // 40, 1), lo=1),
+        "adapt_stop": r.integer(s, "sampler", "adapt_stop", max(iterations // 2, 2), lo=1),
+        "history_from": r.integer(s, "sampler", "history_from", iterations // 20, lo=0),
+    }
+    if not adapt["adapt_start"] < adapt["adapt_stop"] <= iterations:
+        raise r.err(
+            "sampler.adapt_stop",
+            f"need adapt_start < adapt_stop <= iterations, got {adapt['adapt_start']}, "
+            f"{adapt['adapt_stop']}, {iterations}",
+        )
+    if adapt["history_from"] > adapt["adapt_start"]:
+        raise r.err("sampler.history_from", "must be <= adapt_start (the history feeds the first adaptation)")
+    adapt["final"] = r.choice(s, "sampler", "final", ("random-walk", "independence"), "random-walk")
+    adapt["independence_scale"] = r.number(s, "sampler", "independence_scale", 1.0, gt=0.0)
+    if "independence_scale" in s and adapt["final"] != "independence":
+        raise r.err("sampler.independence_scale", "applies to final = 'independence' only")
+    return adapt
+
+
+def _penalty(r: Reader, s: dict[str, Any], model: Model) -> Penalty:
+    """The penalty method's keys: tau, alpha, n_records, c, b, max_sensitivity."""
+    if "tau" not in s:
+        raise r.err("sampler.tau", "missing: the penalty method needs a noise scale tau > 0")
+    tau = r.number(s, "sampler", "tau", gt=0.0)
+    alpha = r.number(s, "sampler", "alpha", 0.0, ge=0.0)
+    n_records = r.integer(s, "sampler", "n_records", lo=1)
+    c = r.choice(s, "sampler", "c", ("bound", "clip"), "bound")
+    b = r.number(s, "sampler", "b", None, gt=0.0)
+    if c == "clip" and b is None:
+        raise r.err("sampler.b", "c = 'clip' needs the clip constant b > 0")
+    if c == "bound" and b is not None:
+        raise r.err("sampler.b", "b is the clip constant: only with c = 'clip'")
+    th = model.sample_prior(np.random.default_rng(0), 2)
+    if c == "bound" and model.record_ratio_bound(th[:1], th[1:]) is None:
+        raise r.err("sampler.c", f"model {model.name!r} has no public per-record bound: use c = 'clip'")
+    cap = r.number(s, "sampler", "max_sensitivity", None, gt=0.0)
+    return Penalty(tau=tau, alpha=alpha, n=n_records, c=c, b=b, max_sensitivity=cap)
+
+
+def _rejection(r: Reader, s: dict[str, Any], model: Model | None) -> SamplerSettings:
+    n_accept = r.integer(s, "sampler", "n_accept", lo=1, hi=10**8)
+    max_proposals = r.integer(s, "sampler", "max_proposals", lo=1, hi=10**12)
+    if max_proposals < n_accept:
+        raise r.err("sampler.max_proposals", f"must be >= n_accept = {n_accept}, got {max_proposals}")
+    batch_size = r.integer(s, "sampler", "batch_size", min(1000, max_proposals), lo=1, hi=MAX_BATCH)
+    margin = r.number(s, "sampler", "log_bound_margin", 0.0, ge=0.0)
+    bound = r.choice(s, "sampler", "bound", ("data", "public"), "data")
+    cap = r.number(s, "sampler", "max_sensitivity", None, gt=0.0)
+    assert model is not None
+    probe = model.sample_prior(np.random.default_rng(0), 1)
+    if cap is not None and model.record_loglik_range(probe) is None:
+        raise r.err("sampler.max_sensitivity", f"model {model.name!r} declares no record_loglik_range")
+    lazy = None
+    if "lazy" in s:
+        try:
+            lazy = Lazy(r.number(s, "sampler", "lazy", gt=0.0, lt=1.0))
+        except ValueError as exc:
+            raise r.err("sampler.lazy", str(exc)) from exc
+    return SamplerSettings(
+        kind="rejection",
+        n_accept=n_accept,
+        max_proposals=max_proposals,
+        batch_size=batch_size,
+        log_bound_margin=margin,
+        rejection_bound=bound,
+        max_sensitivity=cap,
+        lazy=lazy,
+    )
+
+
+def _abcdp(r: Reader, s: dict[str, Any], seed: int) -> SamplerSettings:
+    """The public run parameters become a FederatedSvtPlan (its own checks name the key)."""
+    from mechanisms.abcdp.federated import FederatedSvtPlan
+
+    simulator = r.choice(s, "sampler", "simulator", SIMULATORS)
+    vals: dict[str, Any] = {
+        "eps_abc": r.number(s, "sampler", "eps_abc", gt=0.0),
+        "eps_total": r.number(s, "sampler", "eps_total", gt=0.0, allow_inf=True),
+        "c": r.integer(s, "sampler", "c", lo=1, hi=10**6),
+        "resample": r.get(s, "sampler", "resample", bool, True),
+        "n_records": r.integer(s, "sampler", "n_records", lo=1),
+        "n_features": r.integer(s, "sampler", "n_features", lo=2, hi=100_000),
+        "bandwidth": r.number(s, "sampler", "bandwidth", gt=0.0),
+    }
+    if vals["n_features"] % 2:
+        raise r.err("sampler.n_features", f"must be even (cos/sin pairs), got {vals['n_features']}")
+    try:
+        plan = FederatedSvtPlan(dim=SIMULATOR_DIMS[simulator], map_seed=seed % 2**63, **vals)
+    except ValueError as exc:
+        key = next((k for k in vals if str(exc).startswith(k)), "")
+        raise r.err(f"sampler.{key}" if key else "sampler", str(exc)) from exc
+    batch_size = r.integer(s, "sampler", "batch_size", 100, lo=1, hi=MAX_BATCH)
+    max_proposals = r.integer(s, "sampler", "max_proposals", lo=1, hi=10**12)
+    if max_proposals < vals["c"]:
+        raise r.err("sampler.max_proposals", f"must be >= c = {vals['c']}, got {max_proposals}")
+    return SamplerSettings(
+        kind="abcdp",
+        batch_size=batch_size,
+        max_proposals=max_proposals,
+        abcdp=plan.to_params(),
+        simulator=simulator,
+    )
+
+
+def _lazy(r: Reader, s: dict[str, Any], model: Model) -> Lazy | None:
+    """sampler.lazy (gamma = k / 2^L, L <= 16) with sampler.max_sensitivity (MH: required with lazy)."""
+    if "lazy" not in s:
+        if "max_sensitivity" in s and s.get("kind") != "penalty":
+            raise r.err("sampler.max_sensitivity", "caps the step of lazy MH: only with sampler.lazy")
+        return None
+    gamma = r.number(s, "sampler", "lazy", gt=0.0, lt=1.0)
+    cap = r.number(s, "sampler", "max_sensitivity", None, gt=0.0)
+    if cap is None:
+        raise r.err(
+            "sampler.max_sensitivity",
+            "missing: lazy MH charges every step at a public cap on the per-record sensitivity c(theta, "
+            "theta*) = 2 x the model's per-record bound (larger steps are rejected without asking)",
+        )
+    th = model.sample_prior(np.random.default_rng(0), 2)
+    if model.record_ratio_bound(th[:1], th[1:]) is None:
+        raise r.err("sampler.lazy", f"model {model.name!r} has no public per-record bound for the cap")
+    try:
+        return Lazy(gamma, cap)
+    except ValueError as exc:
+        raise r.err("sampler.lazy", str(exc)) from exc
