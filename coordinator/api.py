@@ -48,9 +48,9 @@ import numpy.typing as npt
 
 from coordinator.relay import RelayHub, RelayRecord, add_relay
 from hss.fixedpoint import FixedPoint, max_threshold
-from hss.protocols import Decisions, decide_receiver
+from hss.modes import reveal_mode
+from hss.protocols import Decisions
 from hss.runtime import Payload
-from hss.svt import svt_decide_receiver
 from proto import party_pb2, party_pb2_grpc, serde
 from proto.records import RunStepRef
 from proto.spec import PartyEntry, SessionSpec
@@ -348,10 +348,7 @@ class CoordinatorSession:
             if not msgs:
                 raise SessionError(f"party {pid} sent no output share", party=pid, step=tr.step)
             inbox[pid] = msgs[-1][1]
-        if self.spec.reveal_mode == "svt":  # federated ABCDP: only the SVT output bits (hss.svt)
-            bits = svt_decide_receiver(self.spec.params(), inbox, n)
-            return Decisions(accept=np.asarray(bits, dtype=bool), revealed=None)
-        return decide_receiver(self.spec.reveal_mode, self.spec.params(), inbox, n)
+        return reveal_mode(self.spec.reveal_mode).receiver(self.spec.params(), inbox, n)
 
     async def probe_links(self, rounds: int, words: int, timeout_s: float | None = None) -> list[float]:
         """A transport probe at the next step: ``rounds`` all-to-all rounds of ``words`` zero words per peer

@@ -133,12 +133,12 @@ from coordinator.api import PartyEndpoint
 from coordinator.sampler_settings import KINDS, SAMPLER_KEYS, SamplerSettings, read_sampler
 from coordinator.tables import CoordinatorSettings, ExperimentError, Reader, read_coordinator, read_parties
 from hss.fixedpoint import max_threshold
+from hss.modes import FEATURES, REVEAL_MODES, reveal_mode
 from hss.protocols import SIGN_PRECOMPUTE
 from mechanisms.models.base import Model, add_import_path, load_model
 
 F64 = npt.NDArray[np.float64]
 
-REVEAL_MODES = ("sum", "blinded", "sign", "svt")
 TOPOLOGIES = ("mesh", "relay")
 FORMATS = ("netcdf", "csv", "summary", "plots", "privacy", "provenance")
 M_MIN, M_MAX = 2, 15
@@ -354,7 +354,7 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
 
     mode, topology, threshold, sign_precompute = _reveal(r, r.table(doc, "reveal", required=True), kind, m)
 
-    if sampler.lazy is not None and (mode != "sign" or sign_precompute != "inline"):
+    if sampler.lazy is not None and (not reveal_mode(mode).lazy_coin or sign_precompute != "inline"):
         raise r.err(
             "sampler.lazy",
             "lazy acceptance ANDs a secret coin with the accept bit inside the sign protocol: it needs "
@@ -420,23 +420,24 @@ def _reveal(r: Reader, rv: dict[str, Any] | None, kind: str, m: int) -> tuple[st
     assert rv is not None
     r.only(rv, "reveal", ("mode", "topology", "threshold", "sign_precompute"))
     mode = r.choice(rv, "reveal", "mode", REVEAL_MODES)
+    entry = reveal_mode(mode)
     topology = r.choice(rv, "reveal", "topology", TOPOLOGIES, "mesh")
     threshold = r.integer(rv, "reveal", "threshold", None, lo=0, hi=M_MAX)
     sign_precompute = r.choice(rv, "reveal", "sign_precompute", SIGN_PRECOMPUTE, "inline")
-    if sign_precompute != "inline" and mode != "sign":
+    if sign_precompute != "inline" and not entry.sign_precompute:
         raise r.err("reveal.sign_precompute", f"applies to reveal mode 'sign' only, not {mode!r}")
-    if mode != "sum" and m < 3:
+    if entry.honest_majority and m < 3:
         raise r.err(
             "reveal.mode",
             f"{mode!r} needs an honest majority of m >= 3 parties (m = {m}); use 'sum' with m = 2",
         )
-    if threshold is not None and mode != "sum" and not 1 <= threshold <= max_threshold(m):
+    if threshold is not None and entry.honest_majority and not 1 <= threshold <= max_threshold(m):
         raise r.err("reveal.threshold", f"{mode!r} needs 1 <= t < m/2 = {m / 2:g}, got {threshold}")
-    if threshold is not None and mode == "sum" and threshold > m - 1:
+    if threshold is not None and not entry.honest_majority and threshold > m - 1:
         raise r.err("reveal.threshold", f"must be <= m - 1 = {m - 1}, got {threshold}")
-    if kind == "abcdp" and mode != "svt":
+    if kind == "abcdp" and entry.inputs != FEATURES:
         raise r.err("reveal.mode", f"sampler.kind = 'abcdp' requires reveal 'svt', got {mode!r}")
-    if mode == "svt" and kind != "abcdp":
+    if entry.inputs == FEATURES and kind != "abcdp":
         raise r.err("reveal.mode", f"'svt' is federated ABCDP's reveal; sampler.kind {kind!r} cannot use it")
     return mode, topology, threshold, sign_precompute
 

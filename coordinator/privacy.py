@@ -68,6 +68,7 @@ from mechanisms.privacy import (
     compose_gdp,
     event_from_dict,
     plot_tradeoffs,
+    reveal_privacy,
 )
 from proto import party_pb2, party_pb2_grpc, serde
 from proto.spec import PartyEntry, SessionSpec, SpecError, default_identity
@@ -351,7 +352,8 @@ def format_plan(pf: PlanFile, answers: dict[int, Any]) -> tuple[str, int]:
         else:
             spend = "no privacy budget configured"
         lines.append(f"{who}: {verdict}: {spend}")
-        if s.reveal_mode == "svt":  # federated ABCDP: the party charges the whole run once, not per batch
+        per_run = reveal_privacy(s.reveal_mode).charged_per_run  # federated ABCDP: once per run, not batch
+        if per_run:
             fits = "fits" if r.batches_allowed >= 1 else "does not fit"
             lines.append(
                 f"    the ABCDP run is charged once, whatever its batches: it {fits}; decisions used "
@@ -364,7 +366,7 @@ def format_plan(pf: PlanFile, answers: dict[int, Any]) -> tuple[str, int]:
             )
         if r.events_json:
             per = ", ".join(_event_text(e) for e in parse_events(r.events_json))
-            lines.append(f"    {'for the whole run' if s.reveal_mode == 'svt' else 'per batch'}: {per}")
+            lines.append(f"    {'for the whole run' if per_run else 'per batch'}: {per}")
         lines.append(f"    {r.message}")
     return "\n".join(lines), bad
 

@@ -79,8 +79,12 @@ from hss.primitives import (
 )
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, ProtocolError, expect, pack
-from hss.session import MODES, SIGN_PRECOMPUTE, PartyContext, SessionParams, check_precompute, key_setup
+from hss.session import SIGN_PRECOMPUTE, PartyContext, SessionParams, check_precompute, key_setup
 from hss.sharing import split
+
+#: The reveal modes this module's decision protocols run (``decide_party``, ``decide_receiver``); with "svt"
+#: (hss.svt) they are the entries of the reveal-mode table hss.modes.REVEAL, which callers dispatch through.
+MODES = ("sum", "blinded", "sign")
 
 #: The decision protocols' public names, with the session setup (hss.session) and the one-round
 #: protocols (hss.primitives) that callers take from here together with them.

@@ -1,13 +1,13 @@
 """The session: what the parties agree on, the key setup, and each party's context.
 
 :class:`SessionParams` is public and the same at every party and the receiver: m parties, threshold t,
-a session id, the fixed-point format, and which reveal modes the session supports (:data:`MODES`, plus
-"svt" of hss.svt). :func:`key_setup` is one round: the lowest party outside each set A of t parties deals
-the PRSS key r_A to the other parties outside A, and party min(i, j) deals the pairwise key k_ij, which
-gives every party the keys of :class:`hss.prss.PartyKeys` (honest-but-curious parties; keys are drawn from
-the dealer's ``SecureRandom``). :class:`PartyContext` is one party's state for the session (PRSS
-generators bound to the session id, Lagrange coefficients at 0) on which every protocol of
-hss.primitives, hss.protocols and hss.svt runs.
+a session id, the fixed-point format, and which reveal modes the session supports (looked up in the
+reveal-mode table :data:`hss.modes.REVEAL`). :func:`key_setup` is one round: the lowest party outside
+each set A of t parties deals the PRSS key r_A to the other parties outside A, and party min(i, j) deals
+the pairwise key k_ij, which gives every party the keys of :class:`hss.prss.PartyKeys`
+(honest-but-curious parties; keys are drawn from the dealer's ``SecureRandom``). :class:`PartyContext` is
+one party's state for the session (PRSS generators bound to the session id, Lagrange coefficients at 0)
+on which every protocol of hss.primitives, hss.protocols and hss.svt runs.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from hss.randomness import SecureRandom
 from hss.runtime import Machine, Outbox, PartyGen, ProtocolError
 from hss.sharing import lagrange_field
 
-#: The reveal modes of the decision protocols of hss.protocols.
-MODES = ("sum", "blinded", "sign")
 #: How the sign protocol makes its random bits' public square roots when no material is given:
 #: "inline" — 1 round, every party computes every root (7 rounds in all); "pooled" — the distributed
 #: precompute of :func:`hss.protocols.precompute_sign` run in front of the online rounds (3 rounds, each
@@ -59,10 +57,10 @@ class SessionParams:
             raise ValueError(f"session_id must be 8..64 bytes, got {len(self.session_id)}")
 
     def supports(self, mode: str) -> bool:
-        """Whether this session can run ``mode``: one of MODES, or "svt" (hss.svt, same needs as sign)."""
-        if mode not in MODES and mode != "svt":
-            raise ValueError(f"unknown reveal mode {mode!r}; expected one of {(*MODES, 'svt')}")
-        return mode == "sum" or (self.t >= 1 and 2 * self.t < self.m)
+        """Whether this session can run reveal ``mode`` (an entry of :data:`hss.modes.REVEAL`)."""
+        from hss.modes import reveal_mode  # the table sits above the protocols that take a session
+
+        return reveal_mode(mode).supported_by(self)
 
     def check_mode(self, mode: str) -> None:
         if not self.supports(mode):
@@ -79,12 +77,14 @@ class SessionParams:
         return 1, 1 + max(levels, 1)
 
     def rounds(self, mode: str, precompute: str = "inline") -> int:
-        if mode not in MODES:
+        """Sequential rounds of a batch in reveal ``mode`` (its entry's ``rounds`` in hss.modes.REVEAL)."""
+        from hss.modes import reveal_mode  # the table sits above the protocols that take a session
+
+        rounds = reveal_mode(mode).rounds
+        if rounds is None:
             raise ValueError(f"rounds of {mode!r} are not fixed by the session: see hss.svt.SvtFormat.rounds")
         check_precompute(precompute)
-        pre, online = self.sign_rounds
-        sign = online + (pre if precompute == "inline" else 3)
-        return {"sum": 1, "blinded": 2, "sign": sign}[mode]
+        return rounds(self, precompute)
 
 
 def check_precompute(precompute: str) -> None:

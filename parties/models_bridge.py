@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from hss.modes import reveal_mode
 from hss.randomness import SecureRandom
 from mechanisms.models.base import Model, SchemaError, load_model
 from mechanisms.samplers.penalty import penalty_correction
@@ -225,7 +226,7 @@ class ModelAnalysis:
         m = view.threat.m
         a_max = -m * float(params.get("log_bound_margin", 0.0))
         what = f"{self.name} rejection ({bound} bound, range <= {float(cap):g}, Delta = {delta:g})"
-        if lazy is not None and (mode != "sign" or view.observed != "sign"):
+        if lazy is not None and (not reveal_mode(mode).lazy_coin or view.observed != "sign"):
             raise Unaccountable(f"{self.name}: lazy rejection sampling: {view.note}; the coin is not secret")
         if view.observed == "sign":
             res = sign_step_profile(delta, view.threat, lazy.gamma if lazy else None, a_max)
@@ -249,7 +250,7 @@ class ModelAnalysis:
         cover of ``mechanisms.privacy.sign_step_profile`` (pure epsilon for the outside observer)."""
         from mechanisms.privacy import ProfileEvent, sign_step_profile
 
-        if mode != "sign":
+        if not reveal_mode(mode).lazy_coin:
             raise Unaccountable(f"{self.name}: lazy acceptance is revealed only in reveal mode 'sign'")
         if view.observed != "sign":
             raise Unaccountable(

@@ -15,10 +15,11 @@ from collections.abc import Callable
 
 import grpc
 
+from hss.modes import FEATURES, reveal_mode
 from parties import abcdp
 from parties.analyses import Analysis, AnalysisError, Dataset
 from parties.config import PartyConfig
-from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal
+from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal, charged_per_run
 from parties.registry import get_analysis
 from parties.replay import ReplayFileError, ReplayStore, key_id
 from proto.records import RunCharge
@@ -111,7 +112,7 @@ def check_analysis(cfg: PartyConfig, spec: SessionSpec, data: Dataset) -> Analys
     try:
         analysis.check_params(spec.model_params)
         check_data_model(cfg, spec, analysis)
-        if spec.reveal_mode == abcdp.SVT_MODE or spec.model == abcdp.ANALYSIS:
+        if reveal_mode(spec.reveal_mode).inputs == FEATURES or spec.model == abcdp.ANALYSIS:
             abcdp.check_session(spec, data)  # column names only: no record is read
     except AnalysisError as exc:
         raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
@@ -151,7 +152,7 @@ async def check_privacy_at_open(
     """Unbounded analyses, or not even one decision (an ABCDP run: its whole-run epsilon) left in the
     privacy budget, are refused at open; an ABCDP run already ``paid()`` here has nothing to fit (asked
     last, after the events are known)."""
-    svt = spec.reveal_mode == abcdp.SVT_MODE
+    svt = charged_per_run(spec)
     try:
         what = "the ABCDP run (charged once)" if svt else "a single decision"
         # numerical profiles and PLD capacities can take seconds: off the event loop, once per session
@@ -183,9 +184,8 @@ def reproducible(spec: SessionSpec) -> bool:
     """Whether evaluating a run step again with the same inputs and noise terms reveals exactly the same:
     sum and blinded (their E term is drawn from the run noise key too), and sign without a lazy coin (the
     accept bit is [S >= 0]); not sign with a lazy coin, made from the session's PRSS keys."""
-    if spec.reveal_mode in ("sum", "blinded"):
-        return True
-    return spec.reveal_mode == "sign" and spec.model_params.get("lazy") is None
+    mode = reveal_mode(spec.reveal_mode)
+    return mode.reproducible and (not mode.lazy_coin or spec.model_params.get("lazy") is None)
 
 
 def paid_run_step(

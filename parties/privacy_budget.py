@@ -107,6 +107,14 @@ def events_to_json(events: Sequence[PrivacyEvent]) -> str:
     return json.dumps([e.to_dict() for e in events])
 
 
+def charged_per_run(spec: SessionSpec) -> bool:
+    """Whether the session's reveal mode is charged once for the whole run, not once per batch (its entry
+    in ``mechanisms.privacy.REVEAL_PRIVACY``: federated ABCDP's svt)."""
+    from mechanisms.privacy import reveal_privacy
+
+    return reveal_privacy(spec.reveal_mode).charged_per_run
+
+
 def session_view(cfg: PartyConfig, spec: SessionSpec) -> RevealView:
     """What the coalition this party's accounting assumes observes in ``spec`` (its mode and threshold)."""
     from mechanisms.privacy import coalition_view

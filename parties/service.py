@@ -21,7 +21,7 @@ import grpc
 
 from hss.protocols import PartyContext, key_setup
 from hss.runtime import ProtocolError
-from parties import abcdp, e2e, sources, steps
+from parties import e2e, sources, steps
 from parties.analyses import Analysis, AnalysisError, Dataset
 from parties.config import PartyConfig
 from parties.exchange import PROBE_MAX_ROUNDS, LinkLost, Refused, drive, probe_machine
@@ -37,6 +37,7 @@ from parties.policy import (
     check_session_limit,
     svt_run_paid,
 )
+from parties.privacy_budget import charged_per_run
 from parties.registry import get_analysis
 from parties.session import (
     LIVE,
@@ -215,7 +216,7 @@ class PartyService:
             check_session_limit(self.cfg, live)
             analysis = check_analysis(self.cfg, spec, self.data)
             svt_resume = svt_resume_at_open(self.party, spec, held)
-            svt = spec.reveal_mode == abcdp.SVT_MODE
+            svt = charged_per_run(spec)
             await check_privacy_at_open(  # an ABCDP run charged here before has nothing left to fit
                 self.privacy,
                 self.cfg,
@@ -407,7 +408,7 @@ class PartyService:
             except AnalysisError as exc:
                 refusal = f"INVALID_ARGUMENT: {exc}"
             batches = int(req.batches)
-            if spec.reveal_mode == abcdp.SVT_MODE:  # federated ABCDP: one privacy event per run, not batch
+            if charged_per_run(spec):  # federated ABCDP: one privacy event per run, not batch
                 batches = 1
             resp = await asyncio.to_thread(  # PLD compositions can take seconds: off the event loop
                 self.privacy.plan_proto,

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import grpc
 
+from hss.modes import FEATURES, reveal_mode
 from hss.protocols import PartyContext
 from hss.randomness import SecureRandom, derive_key
 from parties import abcdp, e2e
@@ -167,7 +168,7 @@ def run_resume_at_open(
             f"(snapshot sha256 {held.data_sha256[:16]}… then, {now[:16] or 'none'}… now): the run cannot "
             "continue exactly on other data; start a new run (or restore the records)",
         )
-    if held is not None and held.svt is not None and spec.reveal_mode != abcdp.SVT_MODE:
+    if held is not None and held.svt is not None and reveal_mode(spec.reveal_mode).inputs != FEATURES:
         raise Abort(
             grpc.StatusCode.FAILED_PRECONDITION,
             f"run {spec.run_id!r} is an ABCDP run (reveal mode svt) at this party, not a "
@@ -179,7 +180,7 @@ def run_resume_at_open(
 def svt_resume_at_open(party: Party, spec: SessionSpec, held: RunRecord | None) -> abcdp.SvtResume | None:
     """Reveal mode svt with a run_id: where the ABCDP run's SVT state starts (its last completed step
     here); refused when that state cannot be rebuilt."""
-    if spec.reveal_mode != abcdp.SVT_MODE or not spec.run_id:
+    if reveal_mode(spec.reveal_mode).inputs != FEATURES or not spec.run_id:
         return None
     try:
         svt_resume = abcdp.resume_at_open(spec, held)

@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 import numpy as np
 
-from hss.protocols import decide_party
+from hss.modes import FEATURES, reveal_mode
 from hss.randomness import SecureRandom, derive_key
 from parties import abcdp
 from parties.analyses import AnalysisError, lazy_coin
@@ -73,7 +73,7 @@ async def evaluate(party: Party, sess: Session, step: Step) -> tuple[Any, dict[s
     recharge = recharge_reason(store.privacy, sess.spec, run_step) if paid is None else ""
     if paid is None:
         check_decision_budget(cfg, store.decisions_used, step.n)
-    if sess.spec.reveal_mode == abcdp.SVT_MODE:  # federated ABCDP: its own charging and protocol
+    if reveal_mode(sess.spec.reveal_mode).inputs == FEATURES:  # federated ABCDP: own charging and protocol
         return await evaluate_svt(party, sess, step, run_audit)
     return await _evaluate_decisions(party, sess, step, paid, recharge, run_audit)
 
@@ -149,8 +149,7 @@ def _decision_machine(party: Party, sess: Session, step: Step) -> tuple[Any, int
             noise_rng(keys, spec, step.number, step.digest),
         )
         assert sess.ctx is not None
-        machine = decide_party(
-            spec.reveal_mode,
+        machine = reveal_mode(spec.reveal_mode).party(  # hss.protocols.decide_party bound to the mode
             sess.ctx,
             terms.values,
             terms.public,

@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hss.fixedpoint import FixedPoint
-from hss.protocols import MODES, SIGN_PRECOMPUTE, SessionParams
+from hss.modes import REVEAL_MODES, reveal_mode
+from hss.protocols import SIGN_PRECOMPUTE, SessionParams
 
 TOPOLOGIES = ("mesh", "relay")
-#: reveal modes of the decision protocols (hss.protocols) plus "svt": federated ABCDP's sparse-vector test
-#: (hss.svt), where only the public SVT output bits reach the coordinator (and are opened to every party)
-REVEAL_MODES: tuple[str, ...] = (*MODES, "svt")
+# REVEAL_MODES (from hss.modes, the reveal-mode table): the names a session may carry; parties.config too
 #: the one identity rule: a party's or the coordinator's certificate name (CN), see :func:`identity_problem`
 _IDENTITY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+=-]{0,127}$")
@@ -159,7 +158,7 @@ class SessionSpec:
         except ValueError as exc:
             raise SpecError(str(exc)) from exc
         if isinstance(self.model_params, dict) and self.model_params.get("lazy") is not None:
-            if self.reveal_mode != "sign" or self.sign_precompute != "inline":
+            if not reveal_mode(self.reveal_mode).lazy_coin or self.sign_precompute != "inline":
                 raise SpecError(
                     "model_params.lazy (a secret coin ANDed with the accept bit inside the protocol) needs "
                     f"reveal_mode 'sign' with sign_precompute 'inline', got {self.reveal_mode!r} / "

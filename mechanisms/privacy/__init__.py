@@ -65,7 +65,15 @@ from .reveal_sum import (
     sum_reveal_slide_bound,
     sum_reveal_tradeoff,
 )
-from .threat import SHAMIR_MODES, RevealView, ThreatModel, coalition_view
+from .threat import (
+    REVEAL_PRIVACY,
+    SHAMIR_MODES,
+    RevealPrivacy,
+    RevealView,
+    ThreatModel,
+    coalition_view,
+    reveal_privacy,
+)
 from .tradeoff import (
     CurveTradeOff,
     EnvelopeTradeOff,
@@ -79,6 +87,7 @@ from .tradeoff import (
 )
 
 __all__ = [
+    "REVEAL_PRIVACY",
     "SHAMIR_MODES",
     "AcceptanceModel",
     "AmplifiedGaussianEvent",
@@ -105,6 +114,7 @@ __all__ = [
     "PrivacyLedger",
     "PrivacyProfile",
     "ProfileEvent",
+    "RevealPrivacy",
     "RevealView",
     "SignPrivacy",
     "SpendReport",
@@ -139,6 +149,7 @@ __all__ = [
     "plot_tradeoffs",
     "pure_dp_to_gdp",
     "register_event_type",
+    "reveal_privacy",
     "scaled",
     "sign_reveal_privacy",
     "sign_step_profile",

@@ -17,9 +17,18 @@ own records need no protection from itself, so the record at risk belongs to an 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["SHAMIR_MODES", "RevealView", "ThreatModel", "coalition_view"]
+__all__ = [
+    "REVEAL_PRIVACY",
+    "SHAMIR_MODES",
+    "RevealPrivacy",
+    "RevealView",
+    "ThreatModel",
+    "coalition_view",
+    "reveal_privacy",
+]
 
 
 @dataclass(frozen=True)
@@ -67,29 +76,28 @@ class ThreatModel:
         return f"{self.colluding} colluding parties, m={self.m}"
 
 
-#: What a coalition of registries observes in each reveal mode, and the noise left protecting an honest
-#: registry's record (DESIGN.md §2; ``hss/protocols.py`` and ``hss/svt.py`` for the protocols). ``t`` is
-#: the *session's* Shamir threshold (the degree of every sharing), ``q`` the number of colluding registries
-#: a registry's accounting assumes (its ``[budget] colluding``), q = 0 the coordinator alone:
-#:
-#: ======== ========= ============================================ =======================================
-#: mode     q         the coalition observes                       residual noise (``ThreatModel``)
-#: ======== ========= ============================================ =======================================
-#: any      0         the revealed value (S, S·W, the bit)         every party's: ThreatModel(m, 0)
-#: sum      1..m-1    S (opened to the coordinator only; assumed   the other m - q parties' noise
-#:                    to reach the coalition: conservative)
-#: sign     1..t      the accept bit                               the other m - q parties' noise
-#: sign     t+1..m-1  S: q > t shares rebuild the Shamir mask r,   the other m - q parties' noise
-#:                    and c = S + 2^K + r is opened to all; the
-#:                    pairwise zero-sharing still hides each
-#:                    honest party's own term from the sum
-#: blinded  1..t      the blinded product                          the other m - q parties' noise
-#: blinded  t+1..m-1  each honest party's own term x_j (it is      that party's own noise only:
-#:                    Shamir-shared with degree t)                 ThreatModel(m, m - 1)
-#: svt      1..t      the SVT output bits                          the other m - q parties' noise shares
-#: svt      t+1..m-1  every honest party's feature sum and noise   none that backs an epsilon: refused
-#: ======== ========= ============================================ =======================================
-SHAMIR_MODES = ("blinded", "sign", "svt")
+# What a coalition of registries observes in each reveal mode, and the noise left protecting an honest
+# registry's record (DESIGN.md §2; ``hss/protocols.py`` and ``hss/svt.py`` for the protocols). ``t`` is
+# the *session's* Shamir threshold (the degree of every sharing), ``q`` the number of colluding registries
+# a registry's accounting assumes (its ``[budget] colluding``), q = 0 the coordinator alone:
+#
+# ======== ========= ============================================ =======================================
+# mode     q         the coalition observes                       residual noise (``ThreatModel``)
+# ======== ========= ============================================ =======================================
+# any      0         the revealed value (S, S·W, the bit)         every party's: ThreatModel(m, 0)
+# sum      1..m-1    S (opened to the coordinator only; assumed   the other m - q parties' noise
+#                    to reach the coalition: conservative)
+# sign     1..t      the accept bit                               the other m - q parties' noise
+# sign     t+1..m-1  S: q > t shares rebuild the Shamir mask r,   the other m - q parties' noise
+#                    and c = S + 2^K + r is opened to all; the
+#                    pairwise zero-sharing still hides each
+#                    honest party's own term from the sum
+# blinded  1..t      the blinded product                          the other m - q parties' noise
+# blinded  t+1..m-1  each honest party's own term x_j (it is      that party's own noise only:
+#                    Shamir-shared with degree t)                 ThreatModel(m, m - 1)
+# svt      1..t      the SVT output bits                          the other m - q parties' noise shares
+# svt      t+1..m-1  every honest party's feature sum and noise   none that backs an epsilon: refused
+# ======== ========= ============================================ =======================================
 
 
 @dataclass(frozen=True)
@@ -111,39 +119,84 @@ class RevealView:
         return self.observed != "everything"
 
 
-def coalition_view(mode: str, m: int, t: int, colluding: int) -> RevealView:
-    """The row of the table above for reveal ``mode``, m parties, session threshold ``t``, q = ``colluding``.
+def _sign_beyond(m: int, t: int, threat: ThreatModel, beyond: str) -> RevealView:
+    return RevealView(
+        "sum", threat, f"{beyond}: they rebuild the Shamir-shared mask, so learn S, not just the bit", t
+    )
 
-    Raises ``ValueError`` for an unknown mode or out-of-range numbers (q in [0, m - 1], t in [0, m - 1]).
-    """
-    if mode not in ("sum", *SHAMIR_MODES):
-        raise ValueError(f"unknown reveal mode {mode!r}; expected one of {('sum', *SHAMIR_MODES)}")
-    if not 0 <= t <= m - 1:
-        raise ValueError(f"session threshold t = {t} must lie in [0, m - 1] = [0, {m - 1}]")
-    q = colluding
-    threat = ThreatModel(m, q)  # checks 0 <= q <= m - 1
-    if q == 0:
-        return RevealView(mode, threat, f"outside observer (the coordinator): it sees the {mode} output", t)
-    if mode == "sum" or q <= t:
-        what = "S (conservative: it goes to the coordinator only)" if mode == "sum" else f"the {mode} output"
-        return RevealView(
-            mode, threat, f"{q} colluding parties (session threshold t = {t}) see {what} and own noise", t
-        )
-    beyond = f"{q} colluding parties exceed the session threshold t = {t}"
-    if mode == "sign":
-        return RevealView(
-            "sum", threat, f"{beyond}: they rebuild the Shamir-shared mask, so learn S, not just the bit", t
-        )
-    if mode == "blinded":
-        return RevealView(
-            "sum",
-            ThreatModel(m, m - 1),
-            f"{beyond}: they rebuild each honest party's Shamir-shared term, protected by its own noise only",
-            t,
-        )
+
+def _blinded_beyond(m: int, t: int, threat: ThreatModel, beyond: str) -> RevealView:
+    return RevealView(
+        "sum",
+        ThreatModel(m, m - 1),
+        f"{beyond}: they rebuild each honest party's Shamir-shared term, protected by its own noise only",
+        t,
+    )
+
+
+def _svt_beyond(m: int, t: int, threat: ThreatModel, beyond: str) -> RevealView:
     return RevealView(
         "everything",
         threat,
         f"{beyond}: they rebuild every honest party's Shamir-shared feature sum and noise share",
         t,
     )
+
+
+@dataclass(frozen=True)
+class RevealPrivacy:
+    """The privacy side of one reveal mode (the protocol side is ``hss.modes.RevealMode``, same name).
+
+    ``beyond(m, t, threat, beyond)``: what q > t colluding registries observe (the rows ``t+1..m-1`` of
+    the table above), or None when the coalition sees the revealed value whatever q (additive sum: it
+    shares nothing with degree t). ``sees``: the within-threshold observation in words, default "the
+    <mode> output". ``charged_per_run``: a party charges its budget once for the whole run (federated
+    ABCDP's SVT: one event per run), not once per batch.
+    """
+
+    name: str
+    beyond: Callable[[int, int, ThreatModel, str], RevealView] | None
+    sees: str | None = None
+    charged_per_run: bool = False
+
+
+#: The rows of the table above by mode: the privacy side of the reveal-mode table, keyed by the names of
+#: ``hss.modes.REVEAL`` (a test checks both have the same keys). The per-mode privacy functions are
+#: ``reveal_sum``, ``reveal_blinded``, ``reveal_sign`` (and ``mechanisms.abcdp`` for svt); this table says
+#: which observation they are fed.
+REVEAL_PRIVACY: dict[str, RevealPrivacy] = {
+    "sum": RevealPrivacy("sum", None, sees="S (conservative: it goes to the coordinator only)"),
+    "blinded": RevealPrivacy("blinded", _blinded_beyond),
+    "sign": RevealPrivacy("sign", _sign_beyond),
+    "svt": RevealPrivacy("svt", _svt_beyond, charged_per_run=True),
+}
+#: the modes whose sharings are Shamir (degree t): a coalition beyond t sees more than the revealed value
+SHAMIR_MODES: tuple[str, ...] = tuple(k for k, e in REVEAL_PRIVACY.items() if e.beyond is not None)
+
+
+def reveal_privacy(mode: str) -> RevealPrivacy:
+    """The privacy entry of reveal ``mode``; ``ValueError`` naming it and the known modes if there is none."""
+    entry = REVEAL_PRIVACY.get(mode) if isinstance(mode, str) else None
+    if entry is None:
+        raise ValueError(f"unknown reveal mode {mode!r}; expected one of {tuple(REVEAL_PRIVACY)}")
+    return entry
+
+
+def coalition_view(mode: str, m: int, t: int, colluding: int) -> RevealView:
+    """The row of the table above for reveal ``mode``, m parties, session threshold ``t``, q = ``colluding``.
+
+    Raises ``ValueError`` for an unknown mode or out-of-range numbers (q in [0, m - 1], t in [0, m - 1]).
+    """
+    entry = reveal_privacy(mode)
+    if not 0 <= t <= m - 1:
+        raise ValueError(f"session threshold t = {t} must lie in [0, m - 1] = [0, {m - 1}]")
+    q = colluding
+    threat = ThreatModel(m, q)  # checks 0 <= q <= m - 1
+    if q == 0:
+        return RevealView(mode, threat, f"outside observer (the coordinator): it sees the {mode} output", t)
+    if entry.beyond is None or q <= t:
+        what = entry.sees or f"the {mode} output"
+        return RevealView(
+            mode, threat, f"{q} colluding parties (session threshold t = {t}) see {what} and own noise", t
+        )
+    return entry.beyond(m, t, threat, f"{q} colluding parties exceed the session threshold t = {t}")

@@ -30,6 +30,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from hss.modes import REVEAL
 from hss.protocols import LazyCoin, PartyContext, SessionParams, decide_party, decide_receiver, key_setup
 from hss.randomness import SecureRandom
 from hss.runtime import run_in_memory
@@ -204,5 +205,6 @@ class ConfidentialRule:
             for j, data in enumerate(parties.datasets)
         ]
         self.clipped_records += sum(t.clipped_records for t in terms)
-        blind = [t.blind for t in terms if t.blind is not None] if self.mode == "blinded" else None
+        blinding = self.mode in REVEAL and REVEAL[self.mode].blinding
+        blind = [t.blind for t in terms if t.blind is not None] if blinding else None
         return self.decide([t.values for t in terms], request.public, blind)

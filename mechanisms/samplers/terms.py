@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from hss.modes import REVEAL
 from hss.randomness import SecureRandom
 from mechanisms import noise
 from mechanisms.models.base import Data, Model
@@ -85,7 +86,7 @@ def party_terms(
     if request.penalty is not None:
         assert request.theta is not None
         sigma = request.penalty.sigma(model, request.theta, request.theta_star)
-    nz, blind = party_noise(rng, m, request.n, sigma, mode == "blinded", exp_noise)
+    nz, blind = party_noise(rng, m, request.n, sigma, mode in REVEAL and REVEAL[mode].blinding, exp_noise)
     values = ell + nz
     if not np.isfinite(values).all():
         raise ValueError("a party term is not finite (a proposal outside the model's support?)")

@@ -1,0 +1,58 @@
+"""The reveal-mode table (issue 13): the protocol side (``hss.modes.REVEAL``) and the privacy side
+(``mechanisms.privacy.REVEAL_PRIVACY``) name the same modes, and every layer lists modes from it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from coordinator import experiment
+from hss.modes import FEATURES, REVEAL, REVEAL_MODES, TERMS, reveal_mode
+from hss.protocols import MODES, SessionParams
+from mechanisms.privacy import REVEAL_PRIVACY, SHAMIR_MODES, coalition_view, reveal_privacy
+from proto import spec
+
+
+def test_both_tables_have_the_same_keys() -> None:
+    assert list(REVEAL) == list(REVEAL_PRIVACY)
+    for name, entry in REVEAL.items():
+        assert entry.name == name and REVEAL_PRIVACY[name].name == name
+
+
+def test_every_layer_lists_the_table() -> None:
+    assert REVEAL_MODES == ("sum", "blinded", "sign", "svt")
+    assert spec.REVEAL_MODES == experiment.REVEAL_MODES == REVEAL_MODES
+    assert tuple(k for k, e in REVEAL.items() if e.inputs == TERMS) == MODES
+    assert all(e.inputs in (TERMS, FEATURES) for e in REVEAL.values())
+
+
+def test_shamir_modes_need_an_honest_majority() -> None:
+    """A mode is Shamir-shared (a coalition beyond t sees more) exactly when it needs 1 <= t < m/2."""
+    assert SHAMIR_MODES == tuple(k for k, e in REVEAL.items() if e.honest_majority)
+
+
+@pytest.mark.parametrize(
+    "lookup",
+    [
+        reveal_mode,
+        reveal_privacy,
+        lambda mode: SessionParams(3, 1, b"s" * 16).supports(mode),
+        lambda mode: coalition_view(mode, 3, 1, 0),
+    ],
+)
+def test_unknown_mode_is_named_with_the_known_ones(lookup: Callable[[str], object]) -> None:
+    with pytest.raises(ValueError, match=r"unknown reveal mode 'nope'; expected one of \('sum', 'blinded'"):
+        lookup("nope")
+
+
+def test_rounds_and_support_come_from_the_entries() -> None:
+    three, two = SessionParams(3, 1, b"s" * 16), SessionParams(2, 0, b"s" * 16)
+    assert {k: three.supports(k) for k in REVEAL} == {k: True for k in REVEAL}
+    assert {k: two.supports(k) for k in REVEAL} == {
+        "sum": True, "blinded": False, "sign": False, "svt": False
+    }
+    assert [three.rounds(k) for k in MODES] == [1, 2, 7]
+    assert three.rounds("sign", "pooled") == 9
+    with pytest.raises(ValueError, match="not fixed by the session"):
+        three.rounds("svt")
