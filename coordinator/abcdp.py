@@ -7,9 +7,11 @@
     res.thetas            # the c accepted θ's (posterior sample of ABCDP)
 
 The coordinator opens a session in reveal mode ``svt`` with the analysis ``abcdp-rff`` (``parties.abcdp``;
-``model_params`` = ``plan.to_params()`` plus optional ``columns``), proposes θ's from the prior with the
-PUBLIC generator ``np.random.default_rng(public_seed)``, simulates, embeds the simulated data with the public
-feature map (``candidate_embeddings``) and sends the embeddings batch by batch (``inputs = {"phibar": ...}``).
+``model_params`` = ``plan.to_params()`` plus optional ``columns``) and runs the one ABCDP driver,
+:func:`mechanisms.abcdp.driver.drive_abcdp` (the in-memory run uses the same), with the network decider
+:class:`coordinator.decider.NetworkSvtDecider`: it proposes θ's from the prior with the PUBLIC generator
+``np.random.default_rng(public_seed)``, simulates, embeds the simulated data with the public feature map
+(``candidate_embeddings``) and sends the embeddings batch by batch (``inputs = {"phibar": ...}``).
 The parties answer with the SVT bits only; a :class:`~mechanisms.abcdp.federated.CandidateQueue` keeps the
 candidates whose bit was suppressed (after the batch's last allowed accept) for the next batch, so the
 revealed bits are the decision sequence of sequential Algorithm 1 on the candidates in proposal order. The
@@ -20,15 +22,15 @@ Candidates are drawn in blocks of ``batch_size`` whenever fewer than ``batch_siz
 a caller can reproduce the candidate stream exactly (the tests compare with single-owner rejection ABC).
 
 Runs and resume: with ``run_id`` the session is a session of that run (``confar run`` gives every run one),
-and the run continues from an :class:`AbcdpState` (``start``): the candidate queue bit for bit (pending θ's
-and embeddings, decisions, decided ids, accepted θ's, counters), the public generator's state, the steps and
-candidates sent so far. ``on_step`` receives the state after every settled step (the caller checkpoints it:
-:meth:`AbcdpState.to_json`); a resumed run opens its session at run step ``steps + 1``, checks that every
-party's last completed run step is ``steps`` or ``steps + 1`` (a step done after the checkpoint), and then
-makes exactly the requests the uninterrupted run makes. The parties replay or re-evaluate the step the
-checkpoint missed, draw their noise from their run keys and charge the run's epsilon once per run
-(``parties.abcdp``), so with the same party noise keys the resumed run decides exactly as the uninterrupted
-one.
+and the run continues from an :class:`~mechanisms.abcdp.driver.AbcdpState` (``start``): the candidate
+queue bit for bit (pending θ's and embeddings, decisions, decided ids, accepted θ's, counters), the public
+generator's state, the steps and candidates sent so far. ``on_step`` receives the state after every
+settled step (the caller checkpoints it: :meth:`AbcdpState.to_json`); a resumed run opens its session at
+run step ``steps + 1``, checks that every party's last completed run step is ``steps`` or ``steps + 1`` (a
+step done after the checkpoint), and then makes exactly the requests the uninterrupted run makes. The
+parties replay or re-evaluate the step the checkpoint missed, draw their noise from their run keys and
+charge the run's epsilon once per run (``parties.abcdp``), so with the same party noise keys the resumed
+run decides exactly as the uninterrupted one.
 
 What the coordinator learns: the accept bits of the decided candidates (which it needs anyway: they are the
 output), nothing about the noise or the parties' feature sums. The privacy charge is the parties' business:
@@ -37,7 +39,6 @@ each charges the plan's whole-run ε once, in its own ledger (``charged_epsilons
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import time
@@ -48,19 +49,34 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.api import BlockingCoordinator, Coordinator, CoordinatorSession, SessionError
-from mechanisms.abcdp.federated import CandidateQueue, FederatedSvtPlan, candidate_embeddings
+from coordinator.api import (
+    BlockingCoordinator,
+    BlockingSession,
+    Coordinator,
+    CoordinatorSession,
+    SessionError,
+)
+from coordinator.decider import NetworkSvtDecider
+from mechanisms.abcdp.driver import (
+    AbcdpState,
+    BatchPolicy,
+    PriorProposer,
+    PriorSampler,
+    Simulator,
+    drive_abcdp,
+)
+from mechanisms.abcdp.federated import FederatedSvtPlan
 from proto import party_pb2
+
+__all__ = [
+    "AbcdpProgress", "AbcdpState", "FederatedAbcdpResult", "PriorSampler", "Simulator", "charged_epsilons",
+    "run_federated_abcdp", "session_params",
+]
 
 F64 = npt.NDArray[np.float64]
 
 MODE = "svt"
 ANALYSIS = "abcdp-rff"
-
-#: ``prior_sample(rng, k) -> thetas (k, p)`` (or (k,)) from the public generator.
-PriorSampler = Callable[[np.random.Generator, int], npt.NDArray[np.float64]]
-#: ``simulate(thetas, rng) -> data (k, n_sim, d)`` (or (k, n_sim) for d = 1), public generator.
-Simulator = Callable[[npt.NDArray[np.float64], np.random.Generator], npt.NDArray[np.float64]]
 
 
 @dataclass(frozen=True)
@@ -122,74 +138,6 @@ class FederatedAbcdpResult:
         return np.asarray(self.thetas.mean(axis=0), dtype=np.float64)
 
 
-@dataclass
-class AbcdpState:
-    """The coordinator's public state of a run between two steps: everything needed to make exactly the
-    requests of the uninterrupted run from here on. Nothing in it is secret (candidates from the public
-    generator, revealed bits)."""
-
-    queue: CandidateQueue
-    rng_state: dict[str, Any]  # the public generator's bit_generator.state
-    steps: int = 0  # run steps done (the run step of the next request is steps + 1)
-    sent: int = 0  # candidates sent so far (suppressed ones count each time)
-
-    def finished(self, max_proposals: int | None) -> bool:
-        """c accepts reached, or every allowed candidate proposed and decided."""
-        q = self.queue
-        return q.done or (max_proposals is not None and q.n_proposed >= max_proposals and q.pending == 0)
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-safe and bit-exact (arrays as base64 of their little-endian bytes)."""
-        queue = self.queue.export()
-        return {
-            "queue": {k: _array_to_json(v) if isinstance(v, np.ndarray) else v for k, v in queue.items()},
-            "rng_state": self.rng_state,
-            "steps": self.steps,
-            "sent": self.sent,
-        }
-
-    @classmethod
-    def from_json(cls, plan: FederatedSvtPlan, d: dict[str, Any]) -> AbcdpState:
-        """Inverse of :meth:`to_json`; ValueError naming what is wrong."""
-        try:
-            q = {k: _array_from_json(v) if isinstance(v, dict) else v for k, v in d["queue"].items()}
-            rng_state, steps, sent = d["rng_state"], d["steps"], d["sent"]
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(f"ABCDP checkpoint: missing or malformed {exc}") from exc
-        if not (type(steps) is int and type(sent) is int and steps >= 0 and sent >= 0):
-            raise ValueError(f"ABCDP checkpoint: steps {steps!r} and sent {sent!r} must be integers >= 0")
-        _generator(rng_state)  # refuses a state of another generator
-        return cls(CandidateQueue.restore(plan, q), rng_state, steps, sent)
-
-
-def _array_to_json(a: npt.NDArray[Any]) -> dict[str, Any]:
-    le = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype)
-    return {"dtype": le.dtype.str, "shape": list(le.shape), "data": base64.b64encode(le.tobytes()).decode()}
-
-
-def _array_from_json(d: dict[str, Any]) -> npt.NDArray[Any]:
-    try:
-        dt = np.dtype(d["dtype"])
-        if dt.str not in ("<f8", "<i8", "|b1"):
-            raise ValueError(f"unexpected dtype {dt.str}")
-        raw = base64.b64decode(d["data"], validate=True)
-        return np.frombuffer(raw, dtype=dt).reshape([int(n) for n in d["shape"]]).copy()
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"ABCDP checkpoint: bad array {str(d)[:80]!r}: {exc}") from exc
-
-
-def _generator(state: Any) -> np.random.Generator:
-    """A public generator at ``state`` (a ``bit_generator.state`` of numpy's default PCG64)."""
-    rng = np.random.default_rng(0)
-    if not isinstance(state, dict) or state.get("bit_generator") != type(rng.bit_generator).__name__:
-        raise ValueError(f"ABCDP checkpoint: not a {type(rng.bit_generator).__name__} generator state")
-    try:
-        rng.bit_generator.state = state
-    except (TypeError, ValueError, KeyError) as exc:
-        raise ValueError(f"ABCDP checkpoint: bad generator state: {exc}") from exc
-    return rng
-
-
 def session_params(plan: FederatedSvtPlan, columns: list[str] | None = None) -> dict[str, Any]:
     """The session's ``model_params``: the plan, plus the data columns holding Y* (if not all of them)."""
     params = plan.to_params()
@@ -198,8 +146,8 @@ def session_params(plan: FederatedSvtPlan, columns: list[str] | None = None) -> 
     return params
 
 
-async def arun_federated_abcdp(
-    coord: Coordinator,
+def run_federated_abcdp(
+    coord: BlockingCoordinator,
     plan: FederatedSvtPlan,
     prior_sample: PriorSampler,
     simulate: Simulator,
@@ -222,8 +170,9 @@ async def arun_federated_abcdp(
     False. The privacy charge does not depend on how many candidates are evaluated. With ``run_id`` the
     session belongs to that run; ``start`` continues the run from a checkpointed state (a run id is then
     required); ``on_open`` is called with the open session, ``on_step`` with the state after every settled
-    step (an exception there stops the run like a failure). On any failure the session is aborted at every
-    party and the error (``coordinator.api.SessionError``) propagates.
+    step (an exception there stops the run like a failure), ``progress`` after it (all in the caller's
+    thread). On any failure the session is aborted at every party and the error
+    (``coordinator.api.SessionError``) propagates.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -231,110 +180,100 @@ async def arun_federated_abcdp(
         raise ValueError(f"max_proposals must be >= 1, got {max_proposals}")
     if start is not None and not run_id:
         raise ValueError("continuing from a checkpointed state needs the run's run_id")
-    if start is None:
-        rng = np.random.default_rng(public_seed)  # public: proposals and simulations only, never noise
-        state = AbcdpState(CandidateQueue(plan), dict(rng.bit_generator.state))
-    else:
-        rng, state = _generator(start.rng_state), start
-    queue = state.queue
-    steps, sent = state.steps, state.sent
+    state = AbcdpState.fresh(plan, public_seed) if start is None else start
     t0 = time.perf_counter()
-    propose_s = evaluate_s = 0.0
     if state.finished(max_proposals):  # a run whose checkpoint is after its last step: nothing to ask
-        return _result(plan, queue, sent, steps, b"", {"total_s": 0.0, "propose_s": 0.0, "evaluate_s": 0.0})
-    sess: CoordinatorSession = await coord.open_session(
+        return _result(plan, state, b"", {"total_s": 0.0, "propose_s": 0.0, "evaluate_s": 0.0})
+    sess = coord.open_session(
         reveal_mode=MODE,
         model=ANALYSIS,
         model_params=session_params(plan, columns),
         topology=topology,
         session_id=session_id,
         run_id=run_id,
-        first_run_step=steps + 1,
+        first_run_step=state.steps + 1,
     )
+    proposer = _TimedProposer(PriorProposer(plan, prior_sample, simulate, state.generator()))
+    decider = NetworkSvtDecider(sess)
+    policy = BatchPolicy(batch_size, max_proposals=max_proposals)
     try:
-        if run_id:  # every party must hold the checkpoint's run step, or the one after it
-            bad = {pid: s for pid, s in sess.resume.items() if s not in (steps, steps + 1)}
-            if bad:
-                raise SessionError(
-                    f"run {run_id!r} continues after run step {steps}, but parties report their last "
-                    f"completed run step as {bad} (expected {steps} or {steps + 1}): the checkpoint does not "
-                    "belong with these parties' records; not continuing"
-                )
+        _check_resume(sess, run_id, state.steps)
         if on_open is not None:
-            on_open(sess)
-        while not queue.done:
-            if queue.pending < batch_size and (max_proposals is None or queue.n_proposed < max_proposals):
-                tp = time.perf_counter()
-                k = batch_size if max_proposals is None else min(batch_size, max_proposals - queue.n_proposed)
-                thetas = np.asarray(prior_sample(rng, k), dtype=np.float64)
-                phibar = candidate_embeddings(plan, simulate(thetas, rng))
-                queue.push(thetas, phibar)
-                propose_s += time.perf_counter() - tp
-            if queue.pending == 0:
-                break
-            _, phibar = queue.next_batch(batch_size)
-            te = time.perf_counter()
-            d = await sess.evaluate({"phibar": phibar}, phibar.shape[0])
-            evaluate_s += time.perf_counter() - te
-            queue.settle(d.accept)
-            steps += 1
-            sent += int(phibar.shape[0])
-            if on_step is not None:
-                on_step(AbcdpState(queue, dict(rng.bit_generator.state), steps, sent))
-            if progress is not None:
-                progress(
-                    AbcdpProgress(
-                        step=steps,
-                        accepted=queue.count,
-                        c=plan.c,
-                        evaluated=queue.n_evaluated,
-                        sent=sent,
-                        elapsed_s=time.perf_counter() - t0,
-                    )
-                )
+            on_open(sess.session)
+        end = drive_abcdp(state, proposer, decider, policy, _AfterStep(plan, t0, on_step, progress))
     except BaseException:
-        await sess.abort("federated ABCDP driver failed")
+        sess.abort("federated ABCDP driver failed")
         raise
-    await sess.close("ABCDP run done" if queue.done else "ABCDP run stopped (max_proposals)")
-    timings = {"total_s": time.perf_counter() - t0, "propose_s": propose_s, "evaluate_s": evaluate_s}
-    return _result(plan, queue, sent, steps, sess.session_id, timings)
+    sess.close("ABCDP run done" if end.queue.done else "ABCDP run stopped (max_proposals)")
+    total_s = time.perf_counter() - t0
+    timings = {"total_s": total_s, "propose_s": proposer.seconds, "evaluate_s": decider.seconds}
+    return _result(plan, end, sess.session.session_id, timings)
+
+
+def _check_resume(sess: BlockingSession, run_id: str | None, steps: int) -> None:
+    """Every party must hold the checkpoint's run step, or the one after it."""
+    if not run_id:
+        return
+    bad = {pid: s for pid, s in sess.resume.items() if s not in (steps, steps + 1)}
+    if bad:
+        raise SessionError(
+            f"run {run_id!r} continues after run step {steps}, but parties report their last "
+            f"completed run step as {bad} (expected {steps} or {steps + 1}): the checkpoint does not "
+            "belong with these parties' records; not continuing"
+        )
+
+
+@dataclass
+class _TimedProposer:
+    """A proposer that adds up the wall time spent proposing (simulating and embedding)."""
+
+    inner: PriorProposer
+    seconds: float = 0.0
+
+    def __call__(self, k: int) -> tuple[F64, F64]:
+        t = time.perf_counter()
+        try:
+            return self.inner(k)
+        finally:
+            self.seconds += time.perf_counter() - t
+
+    def public_state(self) -> dict[str, Any]:
+        return self.inner.public_state()
+
+
+@dataclass
+class _AfterStep:
+    """The driver's ``on_step``: the caller's checkpoint hook, then its progress report."""
+
+    plan: FederatedSvtPlan
+    t0: float
+    on_step: Callable[[AbcdpState], None] | None
+    progress: ProgressFn | None
+
+    def __call__(self, st: AbcdpState) -> None:
+        if self.on_step is not None:
+            self.on_step(st)
+        if self.progress is not None:
+            q = st.queue
+            elapsed = time.perf_counter() - self.t0
+            self.progress(AbcdpProgress(st.steps, q.count, self.plan.c, q.n_evaluated, st.sent, elapsed))
 
 
 def _result(
-    plan: FederatedSvtPlan,
-    queue: CandidateQueue,
-    sent: int,
-    steps: int,
-    session_id: bytes,
-    timings: dict[str, float],
+    plan: FederatedSvtPlan, state: AbcdpState, session_id: bytes, timings: dict[str, float]
 ) -> FederatedAbcdpResult:
+    queue = state.queue
     return FederatedAbcdpResult(
         plan=plan,
         thetas=queue.accepted_thetas,
         decisions=queue.decisions,
         decided_ids=queue.decided_ids,
         n_proposed=queue.n_proposed,
-        n_sent=sent,
-        steps=steps,
+        n_sent=state.sent,
+        steps=state.steps,
         done=queue.done,
         session_id=session_id,
         timings=timings,
-    )
-
-
-def run_federated_abcdp(
-    coord: BlockingCoordinator,
-    plan: FederatedSvtPlan,
-    prior_sample: PriorSampler,
-    simulate: Simulator,
-    batch_size: int,
-    public_seed: int,
-    **kwargs: Any,
-) -> FederatedAbcdpResult:
-    """Synchronous :func:`arun_federated_abcdp` on a :class:`BlockingCoordinator` (same keyword options;
-    ``progress`` is called from the coordinator's event-loop thread)."""
-    return coord._run(
-        arun_federated_abcdp(coord.coord, plan, prior_sample, simulate, batch_size, public_seed, **kwargs)
     )
 
 

@@ -1,4 +1,6 @@
-"""A sampler's decider over the party network: each request is one ``Evaluate`` step of an open session.
+"""The deciders over the party network: each request is one ``Evaluate`` step of an open session.
+
+:class:`NetworkDecider` decides a sampler's batches:
 
     with BlockingCoordinator(endpoints, tls) as coord:
         sess = coord.open_session(reveal_mode="sign", model="bayes-logistic", model_params={...})
@@ -7,16 +9,25 @@
 The kernel builds the same public :class:`~mechanisms.samplers.requests.DecisionRequest` it would give an
 in-memory decider; the parties compute their terms with the same code (``parties/models_bridge.py``). The
 session's ``model_params`` fix the kind (mh / rejection) and the penalty; the request must agree.
+
+:class:`NetworkSvtDecider` decides federated ABCDP's batches (``mechanisms.abcdp.driver.drive_abcdp``) in a
+session in reveal mode ``svt`` (analysis ``abcdp-rff``): it sends the candidates' embeddings
+(``inputs = {"phibar": ...}``) and returns the SVT bits the parties reveal; the in-memory counterpart is
+``mechanisms.abcdp.federated_run.LocalSvtParties``. The parties keep their own noise and SVT state (their
+count of accepts left), so the request's ``remaining`` and ``step`` are not sent: the session's run step
+numbering (``first_run_step``) is the step.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from coordinator.api import BlockingSession
+from mechanisms.abcdp.driver import SvtRequest
 from mechanisms.samplers.requests import DecisionRequest
 
 
@@ -40,4 +51,23 @@ class NetworkDecider:
         tr = self.session.session.last_transcript
         if tr is not None:
             self.rounds += tr.rounds
+        return np.asarray(d.accept, dtype=bool)
+
+
+@dataclass
+class NetworkSvtDecider:
+    """An SVT decider (``mechanisms.abcdp.driver.SvtDecider``) over a session in reveal mode ``svt``."""
+
+    session: BlockingSession
+    calls: int = 0
+    seconds: float = 0.0  # wall time in Evaluate
+
+    def __call__(self, request: SvtRequest) -> npt.NDArray[np.bool_]:
+        mode = self.session.spec.reveal_mode
+        if mode != "svt":
+            raise ValueError(f"SVT requests need a session in reveal mode 'svt', not {mode!r}")
+        t = time.perf_counter()
+        d = self.session.evaluate({"phibar": request.phibar}, request.n)
+        self.seconds += time.perf_counter() - t
+        self.calls += 1
         return np.asarray(d.accept, dtype=bool)

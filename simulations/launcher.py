@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +31,10 @@ import numpy.typing as npt
 from coordinator.api import PartyEndpoint
 from coordinator.certs import COORDINATOR_IDENTITY, init_consortium, party_identity
 from proto.tls import TlsMaterial
+
+if TYPE_CHECKING:
+    from coordinator.abcdp import FederatedAbcdpResult
+    from mechanisms.abcdp.federated import FederatedSvtPlan
 
 
 class LaunchError(RuntimeError):
@@ -436,36 +440,18 @@ def run_abcdp(args: Any) -> int:
     ``abcdp-rff`` in reveal mode ``svt`` and has an eps-at-delta privacy budget in which it charges the run's
     ε once. Simulations and proposals use the public seed; the DP noise comes from each party's CSPRNG.
     """
-    import math
-
     from coordinator.abcdp import charged_epsilons, run_federated_abcdp
     from coordinator.api import BlockingCoordinator, SessionError
     from hss.fixedpoint import max_threshold
-    from mechanisms.abcdp.federated import FederatedSvtPlan
     from mechanisms.simulators.toy import ToyMixtureModel
     from parties.abcdp import tolerated_colluders
-    from simulations.abcdp_repro.common import load_shared_json
 
     m = args.parties
     if m < 3:
         print("confar simulate: --sampler abcdp needs --parties >= 3 (honest majority)", file=sys.stderr)
         return 2
     try:
-        eps_total = math.inf if str(args.eps_total).lower() in ("inf", "infinity") else float(args.eps_total)
-        theta_true = np.asarray(load_shared_json("abcdp_toy.json")["theta_true"], dtype=np.float64)
-        plan = FederatedSvtPlan(
-            eps_abc=args.eps_abc,
-            eps_total=eps_total,
-            c=args.c,
-            resample=bool(args.resample),
-            n_records=args.n_obs,
-            n_features=args.features,
-            bandwidth=args.bandwidth,
-            dim=1,
-            map_seed=args.data_seed + 2,
-        )
-        if args.n_sim < 1 or args.batch < 1 or args.n_obs < m:
-            raise ValueError("--n-sim and --batch must be >= 1 and --n-obs >= --parties")
+        plan, theta_true = _abcdp_plan(args)
     except (ValueError, OSError) as exc:
         print(f"confar simulate: {exc}", file=sys.stderr)
         return 2
@@ -512,9 +498,50 @@ def run_abcdp(args: Any) -> int:
     except (SessionError, LaunchError) as exc:
         print(f"confar simulate: {exc}", file=sys.stderr)
         return 1
+    _print_abcdp(args, plan, res, charged, budget, theta_true)
+    return 0 if res.done else 1
+
+
+def _abcdp_plan(args: Any) -> tuple[FederatedSvtPlan, npt.NDArray[np.float64]]:
+    """The public plan from the command line and the toy model's true θ*; ValueError or OSError if bad."""
+    import math
+
+    from mechanisms.abcdp.federated import FederatedSvtPlan
+    from simulations.abcdp_repro.common import load_shared_json
+
+    eps_total = math.inf if str(args.eps_total).lower() in ("inf", "infinity") else float(args.eps_total)
+    theta_true = np.asarray(load_shared_json("abcdp_toy.json")["theta_true"], dtype=np.float64)
+    plan = FederatedSvtPlan(
+        eps_abc=args.eps_abc,
+        eps_total=eps_total,
+        c=args.c,
+        resample=bool(args.resample),
+        n_records=args.n_obs,
+        n_features=args.features,
+        bandwidth=args.bandwidth,
+        dim=1,
+        map_seed=args.data_seed + 2,
+    )
+    if args.n_sim < 1 or args.batch < 1 or args.n_obs < args.parties:
+        raise ValueError("--n-sim and --batch must be >= 1 and --n-obs >= --parties")
+    return plan, theta_true
+
+
+def _print_abcdp(
+    args: Any,
+    plan: FederatedSvtPlan,
+    res: FederatedAbcdpResult,
+    charged: dict[int, float],
+    budget: dict[str, Any] | None,
+    theta_true: npt.NDArray[np.float64],
+) -> None:
+    """What ``confar simulate --sampler abcdp`` prints after the run."""
+    import math
+
     mean = res.posterior_mean()
     print(
-        f"sampler=abcdp topology={args.topology} m={m} N={args.n_obs} c={plan.c} eps_abc={plan.eps_abc:g} "
+        f"sampler=abcdp topology={args.topology} m={args.parties} N={args.n_obs} c={plan.c} "
+        f"eps_abc={plan.eps_abc:g} "
         f"eps_total={plan.eps_total:g} resample={plan.resample} D={plan.n_features} batch={args.batch}"
     )
     print(
@@ -538,4 +565,3 @@ def run_abcdp(args: Any) -> int:
             f"privacy charged by each party in its own ledger (once per run; pure eps, replace-one, against "
             f"the coordinator and up to {budget['colluding']} colluding parties): {per}"
         )
-    return 0 if res.done else 1

@@ -1,13 +1,14 @@
 """In-memory federated c-sample ABCDP: m party machines and the coordinator's queue in one process.
 
-Drives the pieces of :mod:`mechanisms.abcdp.federated` the way the party daemons and the coordinator do
-over the network, but with :func:`hss.runtime.run_in_memory` as the transport: one key setup per run,
-then per batch every party computes its τ_j (:meth:`PartySvtState.noise_for_batch`), the parties run
-``hss.svt.svt_decide_party`` on (S_j, φ̄, τ_j) and the coordinator decodes the gated accept bits with
-``hss.svt.svt_decide_receiver``; the parties update their states and the coordinator settles its
-:class:`CandidateQueue` (suppressed candidates are re-evaluated with fresh noise). Used by tests (the
-federated decisions against the single-owner ones for the same noise) and by the federated toy
-reproduction in ``simulations/abcdp_repro/``.
+:class:`LocalSvtParties` is the in-memory SVT decider of :func:`mechanisms.abcdp.driver.drive_abcdp` (the
+network one is ``coordinator.abcdp.NetworkSvtDecider``): the pieces of :mod:`mechanisms.abcdp.federated`
+the way the party daemons run them, with :func:`hss.runtime.run_in_memory` as the transport: one key setup
+per run, then per batch every party computes its τ_j (:meth:`PartySvtState.noise_for_batch`), the parties
+run ``hss.svt.svt_decide_party`` on (S_j, φ̄, τ_j), the coordinator decodes the gated accept bits with
+``hss.svt.svt_decide_receiver`` and the parties update their states; the driver settles its
+:class:`CandidateQueue` (suppressed candidates are re-evaluated with fresh noise).
+:func:`run_federated_abcdp` wires the two together. Used by tests (the federated decisions against the
+single-owner ones for the same noise) and by the federated toy reproduction in ``simulations/abcdp_repro/``.
 
 ``backend="plaintext"`` replaces the protocol by :func:`federated.reference_decisions` (float arithmetic,
 same gating, same noise shares): for checking the protocol against its specification, never a private
@@ -21,7 +22,6 @@ candidates come from the caller's ``propose`` (public; must not depend on the pr
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -32,6 +32,7 @@ import numpy.typing as npt
 from hss.protocols import PartyContext, SessionParams, key_setup
 from hss.runtime import ProtocolError, run_in_memory
 from mechanisms.abcdp import events
+from mechanisms.abcdp.driver import AbcdpState, BatchPolicy, CallableProposer, SvtRequest, drive_abcdp
 from mechanisms.abcdp.federated import (
     CandidateQueue,
     FederatedSvtPlan,
@@ -131,6 +132,57 @@ class _MpcDecider:
         return bits
 
 
+class LocalSvtParties:
+    """The in-memory SVT decider (:data:`~mechanisms.abcdp.driver.SvtDecider`): m parties' records, SVT states
+    and secret generators in this process. Per request every party draws its τ_j
+    (:meth:`PartySvtState.noise_for_batch`), the batch is decided by the protocol on shares (``"mpc"``) or
+    by :func:`reference_decisions` (``"plaintext"``), and the parties update their states with the bits."""
+
+    def __init__(
+        self,
+        plan: FederatedSvtPlan,
+        shards: Sequence[npt.ArrayLike],
+        m: int,
+        public_rng: np.random.Generator,
+        secret_rngs: Mapping[int, SecureRandom],
+        backend: Backend = "mpc",
+        keep_trace: bool = False,
+    ) -> None:
+        self.plan = plan
+        self.sums: dict[int, FloatArray] = {}
+        total = 0
+        for p in range(1, m + 1):
+            x = np.asarray(shards[p - 1], dtype=np.float64)
+            total += x.shape[0]
+            self.sums[p] = party_feature_sum(plan, x)
+        if total != plan.n_records:
+            raise ValueError(
+                f"the shards hold {total} records but the plan says n_records = {plan.n_records}"
+            )
+        self.states = {p: PartySvtState(plan, m, secret_rngs[p]) for p in range(1, m + 1)}
+        self.mpc = _MpcDecider(plan, m, public_rng, secret_rngs) if backend == "mpc" else None
+        self.trace: list[BatchTrace] | None = [] if keep_trace else None
+
+    def __call__(self, request: SvtRequest) -> BoolArray:
+        phibar, remaining = request.phibar, request.remaining
+        taus = {p: st.noise_for_batch(request.n) for p, st in self.states.items()}
+        if any(st.remaining != remaining for st in self.states.values()):
+            raise ProtocolError("party states and the coordinator's queue disagree on the remaining accepts")
+        if self.mpc is not None:
+            bits = self.mpc(request.step, self.sums, phibar, taus, remaining)
+        else:
+            bits = reference_decisions(
+                self.plan, np.stack([self.sums[p] for p in sorted(self.sums)]), phibar,
+                np.stack([taus[p] for p in sorted(taus)]), remaining,
+            )
+        if self.trace is not None:
+            tau_all = np.stack([taus[p] for p in sorted(taus)])
+            self.trace.append(BatchTrace(request.ids, tau_all, bits.copy(), remaining))
+        for st in self.states.values():
+            st.update(bits)
+        return bits
+
+
 def run_federated_abcdp(
     plan: FederatedSvtPlan,
     shards: Sequence[npt.ArrayLike],
@@ -155,7 +207,8 @@ def run_federated_abcdp(
     With ``adaptive_batch`` the batch size is ⌈remaining / p̂⌉ clipped to [min_batch, batch_size], p̂ the
     acceptance rate so far ((accepts + 1)/(decisions + 2)): a public function of the revealed bits, so it
     costs no privacy, and it keeps the evaluations wasted by gating (each accept with RESAMPLE suppresses
-    the rest of its batch) near one batch's worth per accept.
+    the rest of its batch) near one batch's worth per accept. The loop is :func:`driver.drive_abcdp`, the
+    decider :class:`LocalSvtParties`.
     """
     if not isinstance(m, int) or m < 1:
         raise ValueError(f"number of parties m must be a positive integer, got {m!r}")
@@ -169,66 +222,33 @@ def run_federated_abcdp(
         raise ValueError(f"secret_rngs must have keys 1..{m}, got {sorted(secret_rngs)}")
     if batch_size < 1 or max_candidates < 1:
         raise ValueError("batch_size and max_candidates must be >= 1")
-    sums: dict[int, FloatArray] = {}
-    total = 0
-    for p in range(1, m + 1):
-        x = np.asarray(shards[p - 1], dtype=np.float64)
-        total += x.shape[0]
-        sums[p] = party_feature_sum(plan, x)
-    if total != plan.n_records:
-        raise ValueError(f"the shards hold {total} records but the plan says n_records = {plan.n_records}")
-    states = {p: PartySvtState(plan, m, secret_rngs[p]) for p in range(1, m + 1)}
-    queue = CandidateQueue(plan)
-    mpc = _MpcDecider(plan, m, public_rng, secret_rngs) if backend == "mpc" else None
-    trace: list[BatchTrace] = []
-    step = 0
-    while not queue.done and queue.n_evaluated < max_candidates:
-        n = batch_size
-        if adaptive_batch:
-            p_hat = (queue.count + 1) / (queue.n_evaluated + 2)
-            n = max(min_batch, min(batch_size, math.ceil(queue.remaining / p_hat)))
-        n = min(n, max_candidates - queue.n_evaluated)
-        if queue.pending < n:
-            thetas, phibars = propose(n - queue.pending)
-            queue.push(thetas, phibars)
-        _, phibar = queue.next_batch(n)
-        k = phibar.shape[0]
-        remaining = queue.remaining
-        taus = {p: st.noise_for_batch(k) for p, st in states.items()}
-        if any(st.remaining != remaining for st in states.values()):
-            raise ProtocolError("party states and the coordinator's queue disagree on the remaining accepts")
-        step += 1
-        if mpc is not None:
-            bits = mpc(step, sums, phibar, taus, remaining)
-        else:
-            bits = reference_decisions(
-                plan, np.stack([sums[p] for p in sorted(sums)]), phibar,
-                np.stack([taus[p] for p in sorted(taus)]), remaining,
-            )
-        if keep_trace:
-            tau_all = np.stack([taus[p] for p in sorted(taus)])
-            trace.append(BatchTrace(queue.batch_ids, tau_all, bits.copy(), remaining))
-        for st in states.values():
-            st.update(bits)
-        queue.settle(bits)
+    parties = LocalSvtParties(plan, shards, m, public_rng, secret_rngs, backend, keep_trace)
+    policy = BatchPolicy(
+        batch_size, adaptive=adaptive_batch, min_batch=min_batch, top_up=True, max_decisions=max_candidates
+    )
+    end = drive_abcdp(AbcdpState(CandidateQueue(plan), {}), CallableProposer(propose), parties, policy)
+    return _result(plan, end, parties)
+
+
+def _result(plan: FederatedSvtPlan, end: AbcdpState, parties: LocalSvtParties) -> FederatedABCDPResult:
+    queue, mpc = end.queue, parties.mpc
     decisions = queue.decisions
-    event = plan.privacy_event()
     return FederatedABCDPResult(
         thetas=queue.accepted_thetas,
         accepted_index=np.flatnonzero(decisions).astype(np.int64),
         decisions=decisions,
         halted=queue.done,
-        event=event,
-        party_events={p: plan.privacy_event() for p in states},
+        event=plan.privacy_event(),
+        party_events={p: plan.privacy_event() for p in parties.states},
         n_suppressed=queue.n_suppressed,
-        n_batches=step,
+        n_batches=end.steps,
         n_proposed=queue.n_proposed,
         rounds=mpc.rounds if mpc else 0,
         messages=mpc.messages if mpc else 0,
         bytes_sent=mpc.bytes if mpc else 0,
         n_clamped=mpc.clamped if mpc else 0,
         decided_ids=queue.decided_ids,
-        trace=tuple(trace) if keep_trace else None,
+        trace=tuple(parties.trace) if parties.trace is not None else None,
     )
 
 
