@@ -179,23 +179,66 @@ def _check_unknown(r: _Reader, tbl: dict[str, Any], where: str, allowed: set[str
 
 
 def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
+    """Read and check the party's config file, section by section in file order."""
     path = Path(path)
+    r = _Reader(path, _read_toml(path))
+    _check_unknown(
+        r,
+        r.doc,
+        "(top level)",
+        {"party", "tls", "coordinator", "peers", "data", "allow", "budget", "limits", "testing"},
+    )
+    pid, identity, listen, state_dir, af = _party_section(r)
+    tls_cert, tls_key, tls_ca = _tls_section(r, insecure)
+    coord = r.table("coordinator", required=False)
+    _check_unknown(r, coord, "coordinator", {"identity"})
+    coordinator_identity = r.get(coord, "coordinator", "identity", str, "coordinator")
+    peers = _peers_section(r, pid, identity, coordinator_identity)
+    data = read_data_config(r.table("data", required=False), path, r.err)  # parties.sources
+    allow = _allow_section(r)
+    budget = r.table("budget")
+    _check_unknown(r, budget, "budget", {"max_decisions", "epsilon", "delta", "gdp_mu", "colluding"})
+    max_decisions = r.get(budget, "budget", "max_decisions", int)
+    if max_decisions < 0:
+        raise r.err("budget.max_decisions", f"must be >= 0, got {max_decisions}")
+    eps, delta, gdp_mu, colluding = _privacy_budget(r, budget)
+    return PartyConfig(
+        source=path,
+        id=pid,
+        identity=identity,
+        listen=listen,
+        state_dir=state_dir,
+        address_file=r.path_of(af) if af else None,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_ca=tls_ca,
+        coordinator_identity=coordinator_identity,
+        peers=peers,
+        data=data,
+        max_decisions=max_decisions,
+        epsilon=eps,
+        delta=delta,
+        gdp_mu=gdp_mu,
+        colluding=colluding,
+        **allow,
+        **_limits_section(r),
+        **_testing_section(r),
+    )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from exc
     try:
-        doc = tomllib.loads(raw.decode("utf-8"))
+        return tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    r = _Reader(path, doc)
-    _check_unknown(
-        r,
-        doc,
-        "(top level)",
-        {"party", "tls", "coordinator", "peers", "data", "allow", "budget", "limits", "testing"},
-    )
 
+
+def _party_section(r: _Reader) -> tuple[int, str, str, Path, str | None]:
+    """[party]: id, identity, listen, state_dir, address_file (as written, resolved by the caller)."""
     party = r.table("party")
     _check_unknown(r, party, "party", {"id", "identity", "listen", "state_dir", "address_file"})
     pid = r.get(party, "party", "id", int)
@@ -208,7 +251,11 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
     _check_addr(r, "party.listen", listen)
     state_dir = r.path_of(r.get(party, "party", "state_dir", str))
     af = r.get(party, "party", "address_file", str, None)
+    return pid, identity, listen, state_dir, af
 
+
+def _tls_section(r: _Reader, insecure: bool) -> tuple[Path | None, Path | None, Path | None]:
+    """[tls]: cert, key, ca (each an existing file), or three Nones without the table."""
     tls = r.table("tls", required=not insecure)
     _check_unknown(r, tls, "tls", {"cert", "key", "ca"})
     tls_paths: list[Path | None] = [None, None, None]
@@ -218,12 +265,12 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
             if not p.is_file():
                 raise r.err(f"tls.{k}", f"file {p} does not exist")
             tls_paths[i] = p
+    return tls_paths[0], tls_paths[1], tls_paths[2]
 
-    coord = r.table("coordinator", required=False)
-    _check_unknown(r, coord, "coordinator", {"identity"})
-    coordinator_identity = r.get(coord, "coordinator", "identity", str, "coordinator")
 
-    peers_raw = doc.get("peers", [])
+def _peers_section(r: _Reader, pid: int, identity: str, coordinator_identity: str) -> tuple[PartyEntry, ...]:
+    """[[peers]]: the other parties; ids and identities distinct from each other and from this party's."""
+    peers_raw = r.doc.get("peers", [])
     if not isinstance(peers_raw, list):
         raise r.err("peers", "must be an array of tables ([[peers]])")
     peers: list[PartyEntry] = []
@@ -248,9 +295,11 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
     names = [p.identity for p in peers] + [identity, coordinator_identity]
     if len(set(names)) != len(names):
         raise r.err("peers", "identities of the party, its peers and the coordinator must all differ")
+    return tuple(peers)
 
-    data = read_data_config(r.table("data", required=False), path, r.err)  # parties.sources
 
+def _allow_section(r: _Reader) -> dict[str, Any]:
+    """[allow]: the PartyConfig fields allow_models, model_path, allow_modes, allow_topologies, bounds."""
     allow = r.table("allow")
     _check_unknown(r, allow, "allow", {"models", "reveal_modes", "topologies", "bounds", "model_path"})
     models = _str_list(r, allow, "allow.models", None)
@@ -258,12 +307,23 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
     if "model_path" in allow:
         for i, item in enumerate(_str_list(r, allow, "allow.model_path", None)):
             folder = Path(item).expanduser()
-            folder = folder if folder.is_absolute() else path.parent / folder
+            folder = folder if folder.is_absolute() else r.path.parent / folder
             if not folder.is_dir():
                 raise r.err(f"allow.model_path[{i}]", f"no such folder: {folder}")
             model_path.append(folder.resolve())
     modes = _str_list(r, allow, "allow.reveal_modes", REVEAL_MODES)
     topos = _str_list(r, allow, "allow.topologies", TOPOLOGIES) if "topologies" in allow else TOPOLOGIES
+    return {
+        "allow_models": tuple(models),
+        "model_path": tuple(model_path),
+        "allow_modes": tuple(modes),
+        "allow_topologies": tuple(topos),
+        "bounds": _allow_bounds(r, allow),
+    }
+
+
+def _allow_bounds(r: _Reader, allow: dict[str, Any]) -> dict[str, dict[str, tuple[float, float]]]:
+    """[allow.bounds.<model>]: parameter = [low, high], low <= high."""
     bounds: dict[str, dict[str, tuple[float, float]]] = {}
     for model, tbl in (r.get(allow, "allow", "bounds", dict, {}) or {}).items():
         if not isinstance(tbl, dict):
@@ -280,29 +340,32 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
                     f"allow.bounds.{model}.{key}", f"must be [low, high] with low <= high, got {lohi!r}"
                 )
             bounds[model][key] = (float(lohi[0]), float(lohi[1]))
+    return bounds
 
-    budget = r.table("budget")
-    _check_unknown(r, budget, "budget", {"max_decisions", "epsilon", "delta", "gdp_mu", "colluding"})
-    max_decisions = r.get(budget, "budget", "max_decisions", int)
-    if max_decisions < 0:
-        raise r.err("budget.max_decisions", f"must be >= 0, got {max_decisions}")
-    eps, delta, gdp_mu, colluding = _privacy_budget(r, budget)
 
+def _limits_section(r: _Reader) -> dict[str, Any]:
+    """[limits]: the PartyConfig fields round_timeout_s, max_batch, max_sessions, max_message_bytes."""
     lim = r.table("limits", required=False)
     _check_unknown(r, lim, "limits", {"round_timeout_s", "max_batch", "max_sessions", "max_message_bytes"})
-    rto = float(r.get(lim, "limits", "round_timeout_s", (int, float), 30.0))
-    max_batch = r.get(lim, "limits", "max_batch", int, 100_000)
-    max_sessions = r.get(lim, "limits", "max_sessions", int, 4)
-    max_msg = r.get(lim, "limits", "max_message_bytes", int, 64 * 1024 * 1024)
-    for key, v, lo in (
-        ("round_timeout_s", rto, 0.01),
-        ("max_batch", max_batch, 1),
-        ("max_sessions", max_sessions, 1),
-        ("max_message_bytes", max_msg, 1024),
+    limits = {
+        "round_timeout_s": float(r.get(lim, "limits", "round_timeout_s", (int, float), 30.0)),
+        "max_batch": r.get(lim, "limits", "max_batch", int, 100_000),
+        "max_sessions": r.get(lim, "limits", "max_sessions", int, 4),
+        "max_message_bytes": r.get(lim, "limits", "max_message_bytes", int, 64 * 1024 * 1024),
+    }
+    for key, lo in (
+        ("round_timeout_s", 0.01),
+        ("max_batch", 1),
+        ("max_sessions", 1),
+        ("max_message_bytes", 1024),
     ):
-        if v < lo:
-            raise r.err(f"limits.{key}", f"must be >= {lo}, got {v}")
+        if limits[key] < lo:
+            raise r.err(f"limits.{key}", f"must be >= {lo}, got {limits[key]}")
+    return limits
 
+
+def _testing_section(r: _Reader) -> dict[str, Any]:
+    """[testing]: the PartyConfig fields fixed_rng_key, freeze_at."""
     testing = r.table("testing", required=False)
     _check_unknown(r, testing, "testing", {"fixed_rng_key", "freeze_at"})
     fixed = None
@@ -322,37 +385,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
                 "testing.freeze_at", f"must be a list of '<phase>@<run step>' with a phase in {FREEZE_PHASES}"
             )
         freeze_at.add((phase, int(step)))
-
-    return PartyConfig(
-        source=path,
-        id=pid,
-        identity=identity,
-        listen=listen,
-        state_dir=state_dir,
-        address_file=r.path_of(af) if af else None,
-        tls_cert=tls_paths[0],
-        tls_key=tls_paths[1],
-        tls_ca=tls_paths[2],
-        coordinator_identity=coordinator_identity,
-        peers=tuple(peers),
-        data=data,
-        allow_models=tuple(models),
-        model_path=tuple(model_path),
-        allow_modes=tuple(modes),
-        allow_topologies=tuple(topos),
-        bounds=bounds,
-        max_decisions=max_decisions,
-        epsilon=eps,
-        delta=delta,
-        gdp_mu=gdp_mu,
-        colluding=colluding,
-        round_timeout_s=rto,
-        max_batch=max_batch,
-        max_sessions=max_sessions,
-        max_message_bytes=max_msg,
-        fixed_rng_key=fixed,
-        freeze_at=frozenset(freeze_at),
-    )
+    return {"fixed_rng_key": fixed, "freeze_at": frozenset(freeze_at)}
 
 
 def _privacy_budget(

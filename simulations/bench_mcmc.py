@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +38,7 @@ from mechanisms.samplers import (
     run_kernel,
 )
 from mechanisms.samplers.decision import Decider
+from simulations.bench_records import run_meta
 
 HELP = "confidential MH (logistic regression) on local party daemons vs plain centralized MH"
 
@@ -84,9 +83,8 @@ def summarise(trace: Trace, wall_s: float, keep_from: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from coordinator.api import BlockingCoordinator, SessionError
-    from coordinator.decider import NetworkDecider
-    from simulations.launcher import LaunchError, LocalConsortium
+    from coordinator.api import SessionError
+    from simulations.launcher import LaunchError
 
     m = args.parties
     if not 3 <= m <= 15 and args.mode != "sum":
@@ -114,68 +112,19 @@ def run(args: argparse.Namespace) -> int:
         f"ESS/s {rec_plain['ess_min_per_s']}"
     )
 
-    margs = {"p": args.covariates}
     try:
-        t0 = time.perf_counter()
-        with LocalConsortium.start(
-            m,
-            data,
-            insecure=args.insecure,
-            models=("bayes-logistic",),
-            modes=(args.mode,),
-            data_model="bayes-logistic",
-            data_model_args=margs,
-        ) as lc:
-            startup_s = time.perf_counter() - t0
-            with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
-                t0 = time.perf_counter()
-                sess = coord.open_session(
-                    reveal_mode=args.mode,
-                    model="bayes-logistic",
-                    model_params={"model_args": margs, "kind": "mh"},
-                    topology=args.topology,
-                )
-                session_s = time.perf_counter() - t0
-                dec = NetworkDecider(sess)
-                k_conf = make_kernel(model, dec, args.iterations)
-                t0 = time.perf_counter()
-                _, tr_conf = run_kernel(k_conf, k_conf.init(theta0), args.iterations, seeds)
-                conf_s = time.perf_counter() - t0
-                sess.close()
+        conf = _run_confidential(args, model, data, theta0, seeds)
     except (SessionError, LaunchError) as exc:
         print(f"confar bench mcmc: {exc}", file=sys.stderr)
         return 1
-    rec_conf = summarise(tr_conf, conf_s, keep_from)
-    rec_conf["rounds_per_step"] = round(dec.rounds / max(dec.calls, 1), 2)
-    rec_conf["decisions_per_s"] = round(dec.decisions / conf_s, 1)
+    rec_conf = summarise(conf.trace, conf.wall_s, keep_from)
+    rec_conf["rounds_per_step"] = round(conf.decider.rounds / max(conf.decider.calls, 1), 2)
+    rec_conf["decisions_per_s"] = round(conf.decider.decisions / conf.wall_s, 1)
     print(
-        f"confid. {conf_s:8.2f} s  acceptance {rec_conf['acceptance']:.3f}  ESS/s {rec_conf['ess_min_per_s']}"
+        f"confid. {conf.wall_s:8.2f} s  acceptance {rec_conf['acceptance']:.3f}  "
+        f"ESS/s {rec_conf['ess_min_per_s']}"
     )
-    diff = np.abs(np.subtract(rec_conf["posterior_mean"], rec_plain["posterior_mean"]))
-    combined = np.hypot(rec_conf["mcse"], rec_plain["mcse"])
-    record = {
-        "suite": "mcmc",
-        "model": "bayes-logistic",
-        "parties": m,
-        "records_per_party": args.records,
-        "d": model.d,
-        "chains": args.chains,
-        "iterations": args.iterations,
-        "ess_from_iteration": keep_from,
-        "mode": args.mode,
-        "topology": args.topology,
-        "mtls": not args.insecure,
-        "startup_s": round(startup_s, 2),
-        "session_setup_s": round(session_s, 3),
-        "confidential": rec_conf,
-        "plain": rec_plain,
-        "wall_ratio": round(conf_s / plain_s, 2),
-        "ess_per_s_ratio": round(rec_plain["ess_min_per_s"] / max(rec_conf["ess_min_per_s"], 1e-12), 2),
-        "max_mean_diff_in_mcse": round(float((diff / combined).max()), 2),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.machine()} {os.cpu_count()} cpus, "
-        f"{platform.python_implementation()} {platform.python_version()}",
-    }
+    record = _record(args, model, keep_from, conf, rec_conf, rec_plain, plain_s)
     print(
         f"wall ratio {record['wall_ratio']}x, plain/confidential ESS/s {record['ess_per_s_ratio']}x, "
         f"max |mean diff| = {record['max_mean_diff_in_mcse']} MCSE"
@@ -185,3 +134,87 @@ def run(args: argparse.Namespace) -> int:
         args.json.write_text(json.dumps(record, indent=1) + "\n")
         print(f"wrote {args.json}")
     return 0
+
+
+@dataclass(frozen=True)
+class _Confidential:
+    """The confidential run's trace and timings, and the decider that counted its rounds and decisions."""
+
+    trace: Trace
+    wall_s: float
+    startup_s: float
+    session_s: float
+    decider: Any  # coordinator.decider.NetworkDecider (imported lazily)
+
+
+def _run_confidential(
+    args: argparse.Namespace, model: BayesLogistic, data: list[Any], theta0: Any, seeds: PublicSeeds
+) -> _Confidential:
+    """The same kernel and seed with the decisions made by m daemons on loopback."""
+    from coordinator.api import BlockingCoordinator
+    from coordinator.decider import NetworkDecider
+    from simulations.launcher import LocalConsortium
+
+    margs = {"p": args.covariates}
+    t0 = time.perf_counter()
+    with LocalConsortium.start(
+        args.parties,
+        data,
+        insecure=args.insecure,
+        models=("bayes-logistic",),
+        modes=(args.mode,),
+        data_model="bayes-logistic",
+        data_model_args=margs,
+    ) as lc:
+        startup_s = time.perf_counter() - t0
+        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
+            t0 = time.perf_counter()
+            sess = coord.open_session(
+                reveal_mode=args.mode,
+                model="bayes-logistic",
+                model_params={"model_args": margs, "kind": "mh"},
+                topology=args.topology,
+            )
+            session_s = time.perf_counter() - t0
+            dec = NetworkDecider(sess)
+            k_conf = make_kernel(model, dec, args.iterations)
+            t0 = time.perf_counter()
+            _, tr_conf = run_kernel(k_conf, k_conf.init(theta0), args.iterations, seeds)
+            conf_s = time.perf_counter() - t0
+            sess.close()
+    return _Confidential(tr_conf, conf_s, startup_s, session_s, dec)
+
+
+def _record(
+    args: argparse.Namespace,
+    model: BayesLogistic,
+    keep_from: int,
+    conf: _Confidential,
+    rec_conf: dict[str, Any],
+    rec_plain: dict[str, Any],
+    plain_s: float,
+) -> dict[str, Any]:
+    """The suite's JSON record: settings, both runs' summaries and how they compare."""
+    diff = np.abs(np.subtract(rec_conf["posterior_mean"], rec_plain["posterior_mean"]))
+    combined = np.hypot(rec_conf["mcse"], rec_plain["mcse"])
+    return {
+        "suite": "mcmc",
+        "model": "bayes-logistic",
+        "parties": args.parties,
+        "records_per_party": args.records,
+        "d": model.d,
+        "chains": args.chains,
+        "iterations": args.iterations,
+        "ess_from_iteration": keep_from,
+        "mode": args.mode,
+        "topology": args.topology,
+        "mtls": not args.insecure,
+        "startup_s": round(conf.startup_s, 2),
+        "session_setup_s": round(conf.session_s, 3),
+        "confidential": rec_conf,
+        "plain": rec_plain,
+        "wall_ratio": round(conf.wall_s / plain_s, 2),
+        "ess_per_s_ratio": round(rec_plain["ess_min_per_s"] / max(rec_conf["ess_min_per_s"], 1e-12), 2),
+        "max_mean_diff_in_mcse": round(float((diff / combined).max()), 2),
+        **run_meta(),
+    }

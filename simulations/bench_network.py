@@ -37,12 +37,10 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import statistics
 import sys
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +55,7 @@ from parties.exchange import PROBE_MAX_ROUNDS
 from proto import party_pb2, serde
 from proto.records import Frame, Kind
 from simulations.bench_floor import FloorCluster, stats_ms
+from simulations.bench_records import write_records
 from simulations.launcher import LaunchError, LocalConsortium
 
 HELP = "benchmark real confar-party daemons (loopback, mTLS) against the bare gRPC fan-out / exchange floor"
@@ -521,12 +520,5 @@ def run(args: argparse.Namespace) -> int:
             print(_fmt(r))
     print_ratios(records)
     if args.json:
-        meta = {
-            "date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "machine": f"{platform.machine()} {os.cpu_count()} cpus, "
-            f"{platform.python_implementation()} {platform.python_version()}",
-        }
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps([{**r, **meta} for r in records], indent=1) + "\n")
-        print(f"wrote {len(records)} records to {args.json}")
+        write_records(args.json, records)
     return 0

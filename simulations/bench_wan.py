@@ -33,8 +33,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import platform
 import signal
 import subprocess
 import sys
@@ -42,13 +40,13 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import numpy as np
 
+from simulations.bench_records import write_records
 from simulations.wan_net import (
     COORD_IP,
     PARTY_PORT,
@@ -352,14 +350,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"confar bench wan: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        meta = {
-            "date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "machine": f"{platform.machine()} {os.cpu_count()} cpus, "
-            f"{platform.python_implementation()} {platform.python_version()}",
-        }
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps([{**r, **meta} for r in records], indent=1) + "\n")
-        print(f"wrote {len(records)} records to {args.json}")
+        write_records(args.json, records)
     return 0
 
 

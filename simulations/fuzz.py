@@ -45,7 +45,7 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import FieldDescriptor, MethodDescriptor
 from google.protobuf.message import Message
 
-from coordinator.api import BlockingCoordinator, Coordinator, PartyEndpoint
+from coordinator.api import BlockingCoordinator, Coordinator, CoordinatorSession, PartyEndpoint
 from coordinator.certs import COORDINATOR_IDENTITY, init_consortium, party_identity
 from hss.fixedpoint import FixedPoint
 from proto import health_pb2, party_pb2, peer_pb2, serde
@@ -289,132 +289,130 @@ def _inputs(n: int) -> dict[str, Any]:
     return {"theta": np.linspace(0.0, 1.0, n), "theta_star": np.linspace(0.5, 1.5, n)}
 
 
-async def _fuzz(
-    lc: LocalConsortium,
-    target_id: int,
-    requests: int,
-    time_limit_s: float,
-    deadline_s: float,
-    seed: int,
-    concurrency: int,
-    outsider: TlsMaterial,
-) -> FuzzReport:
-    assert lc.certs is not None
-    rnd = random.Random(seed)
-    mut = Mutator(rnd)
-    report = FuzzReport()
-    eps = lc.endpoints()
-    target = eps[target_id - 1]
-    table = method_table()
-    coord_tls, party_tls = _tls(lc.certs, COORDINATOR_IDENTITY), _tls(lc.certs, party_identity(1))
-    channels = {
-        "coordinator": secure_channel(target.address, coord_tls, target.identity),
-        "party": secure_channel(target.address, party_tls, target.identity),
-        "outsider": secure_channel(target.address, outsider, target.identity),
-    }
+class _Fuzzer:
+    """One fuzz run against the target party: its channels, its bait and live sessions, the calls it sends.
 
-    # a bait session opened at every party (never connected): its bundles seed ConnectSession, its id the
-    # peer streams; fuzzed OpenSession / ConnectSession / CloseSession may open, fail or close sessions
-    # (a new one every BAIT_EVERY requests: a fuzzed ConnectSession or CloseSession may end it)
-    bait: dict[str, Any] = {"id": b"", "bundles": []}
-    opened: list[bytes] = []  # sessions a fuzzed OpenSession opened (closed again as the fuzz goes)
+    A bait session is opened at every party (never connected): its bundles seed ConnectSession, its id the
+    peer streams; fuzzed OpenSession / ConnectSession / CloseSession may open, fail or close sessions (a new
+    one every BAIT_EVERY requests: a fuzzed ConnectSession or CloseSession may end it).
+    """
 
-    async def close_everywhere(sid: bytes) -> None:
-        for ep in eps:
-            ch = secure_channel(ep.address, coord_tls, ep.identity)
-            call = ch.unary_unary(
-                "/confar.v1.Party/CloseSession",
-                request_serializer=party_pb2.CloseSessionRequest.SerializeToString,
-                response_deserializer=party_pb2.CloseSessionResponse.FromString,
-            )
-            try:
-                await call(party_pb2.CloseSessionRequest(session_id=sid), timeout=deadline_s)
-            except grpc.aio.AioRpcError:
-                pass  # unknown or already closed there
+    def __init__(
+        self, lc: LocalConsortium, target_id: int, deadline_s: float, seed: int, outsider: TlsMaterial
+    ) -> None:
+        assert lc.certs is not None
+        self.rnd = random.Random(seed)
+        self.mut = Mutator(self.rnd)
+        self.report = FuzzReport()
+        self.eps = lc.endpoints()
+        self.target_id, self.deadline_s = target_id, deadline_s
+        target = self.eps[target_id - 1]
+        self.table = method_table()
+        self.coord_tls, party_tls = _tls(lc.certs, COORDINATOR_IDENTITY), _tls(lc.certs, party_identity(1))
+        self.channels = {
+            "coordinator": secure_channel(target.address, self.coord_tls, target.identity),
+            "party": secure_channel(target.address, party_tls, target.identity),
+            "outsider": secure_channel(target.address, outsider, target.identity),
+        }
+        self.party_paths = [p for p in self.table if p.startswith("/confar.v1.Party/")]
+        self.party_paths.append("/grpc.health.v1.Health/Check")
+        self.bait_id = b""
+        self.bait_bundles: list[party_pb2.KeyBundle] = []
+        self.opened: list[bytes] = []  # sessions a fuzzed OpenSession opened (closed again as the fuzz goes)
+        self.live_step = 1
+        self.seeds: dict[str, Callable[[], Message]] = {}
+
+    async def start(self, coordinator: Coordinator) -> CoordinatorSession:
+        """A live session (sum mode: no peer rounds, so the target answers a valid Evaluate on
+        its own) and a valid request of every RPC to mutate; the bait session is open already."""
+        live = await coordinator.open_session(
+            reveal_mode="sum", model="gaussian-mean", model_params={"noise": "none"}, t=1
+        )
+        eps, rnd = self.eps, self.rnd
+        plan_spec = serde.spec_to_proto(_spec(eps, os.urandom(16)))
+        plan = party_pb2.PlanPrivacyRequest(spec=plan_spec, batches=10, batch_size=8)
+        self.seeds = {
+            "/confar.v1.Party/OpenSession": lambda: serde.open_request_to_proto(_spec(eps, os.urandom(16))),
+            "/confar.v1.Party/ConnectSession": lambda: party_pb2.ConnectSessionRequest(
+                session_id=self.bait_id, bundles=self.bait_bundles
+            ),
+            "/confar.v1.Party/Evaluate": lambda: party_pb2.EvaluateRequest(
+                session_id=live.session_id if rnd.random() < 0.7 else self.bait_id,
+                step=self.live_step,
+                batch=4,
+                inputs=serde.inputs_to_proto(_inputs(4)),
+            ),
+            "/confar.v1.Party/CloseSession": lambda: party_pb2.CloseSessionRequest(session_id=os.urandom(16)),
+            "/confar.v1.Party/ProbeLinks": lambda: party_pb2.ProbeLinksRequest(
+                session_id=self.bait_id, step=1, rounds=2, words=4
+            ),
+            "/confar.v1.Party/Status": party_pb2.StatusRequest,
+            "/confar.v1.Party/PlanPrivacy": lambda: plan,
+            "/confar.v1.Party/PrivacyReport": party_pb2.PrivacyReportRequest,
+            "/grpc.health.v1.Health/Check": lambda: health_pb2.HealthCheckRequest(service=""),
+        }
+        missing = set(self.table) - set(self.seeds) - {"/confar.v1.Peer/Exchange"}
+        if missing:
+            raise RuntimeError(f"no seed request for {sorted(missing)}: add one to simulations.fuzz")
+        return live
+
+    async def close_everywhere(self, sid: bytes) -> None:
+        for ep in self.eps:
+            ch = secure_channel(ep.address, self.coord_tls, ep.identity)
+            await _close_session(ch, sid, self.deadline_s)
             await ch.close(None)
 
-    async def new_bait() -> None:
-        for sid in [bait["id"], *opened] if bait["id"] else []:  # free the target's session slots first
-            await close_everywhere(sid)
-        opened.clear()
-        bait["id"] = os.urandom(16)
-        open_req = serde.open_request_to_proto(_spec(eps, bait["id"]))
+    async def new_bait(self) -> None:
+        for sid in [self.bait_id, *self.opened] if self.bait_id else []:  # free the target's session slots
+            await self.close_everywhere(sid)
+        self.opened.clear()
+        self.bait_id = os.urandom(16)
+        open_req = serde.open_request_to_proto(_spec(self.eps, self.bait_id))
         bundles = []
-        for ep in eps:
-            ch = secure_channel(ep.address, coord_tls, ep.identity)
+        for ep in self.eps:
+            ch = secure_channel(ep.address, self.coord_tls, ep.identity)
             call = ch.unary_unary(
                 "/confar.v1.Party/OpenSession",
                 request_serializer=party_pb2.OpenSessionRequest.SerializeToString,
                 response_deserializer=party_pb2.OpenSessionResponse.FromString,
             )
-            bundles.append((await call(open_req, timeout=deadline_s)).bundle)
+            bundles.append((await call(open_req, timeout=self.deadline_s)).bundle)
             await ch.close(None)
-        bait["bundles"] = bundles
+        self.bait_bundles = bundles
 
-    await new_bait()
-    # a live session (sum mode: no peer rounds, so the target answers a valid Evaluate on its own)
-    coordinator = Coordinator(eps, coord_tls, rpc_timeout_s=deadline_s)
-    await coordinator.__aenter__()
-    live = await coordinator.open_session(
-        reveal_mode="sum", model="gaussian-mean", model_params={"noise": "none"}, t=1
-    )
-    live_step = [1]
-    plan_spec = serde.spec_to_proto(_spec(eps, os.urandom(16)))
-    plan = party_pb2.PlanPrivacyRequest(spec=plan_spec, batches=10, batch_size=8)
-    seeds: dict[str, Callable[[], Message]] = {
-        "/confar.v1.Party/OpenSession": lambda: serde.open_request_to_proto(_spec(eps, os.urandom(16))),
-        "/confar.v1.Party/ConnectSession": lambda: party_pb2.ConnectSessionRequest(
-            session_id=bait["id"], bundles=bait["bundles"]
-        ),
-        "/confar.v1.Party/Evaluate": lambda: party_pb2.EvaluateRequest(
-            session_id=live.session_id if rnd.random() < 0.7 else bait["id"],
-            step=live_step[0],
-            batch=4,
-            inputs=serde.inputs_to_proto(_inputs(4)),
-        ),
-        "/confar.v1.Party/CloseSession": lambda: party_pb2.CloseSessionRequest(session_id=os.urandom(16)),
-        "/confar.v1.Party/ProbeLinks": lambda: party_pb2.ProbeLinksRequest(
-            session_id=bait["id"], step=1, rounds=2, words=4
-        ),
-        "/confar.v1.Party/Status": party_pb2.StatusRequest,
-        "/confar.v1.Party/PlanPrivacy": lambda: plan,
-        "/confar.v1.Party/PrivacyReport": party_pb2.PrivacyReportRequest,
-        "/grpc.health.v1.Health/Check": lambda: health_pb2.HealthCheckRequest(service=""),
-    }
-    missing = set(table) - set(seeds) - {"/confar.v1.Peer/Exchange"}
-    if missing:
-        raise RuntimeError(f"no seed request for {sorted(missing)}: add one to simulations.fuzz")
+    async def close_opened(self) -> None:
+        while len(self.opened) > 2:  # sessions the fuzz opened: close them so the party's session limit frees
+            await _close_session(self.channels["coordinator"], self.opened.pop(), self.deadline_s)
 
-    def hello(sid: bytes) -> peer_pb2.PeerFrame:
-        return serde.frame_header_to_proto(sid, 0, 0, 1, target_id, Kind.HELLO)
-
-    def data_frame(sid: bytes, rnd_no: int) -> peer_pb2.PeerFrame:
-        payload = np.arange(4, dtype=np.uint64).tobytes()
-        return serde.frame_header_to_proto(sid, 0, rnd_no, 1, target_id, int(Kind.DATA), payload)
-
-    async def unary(path: str, role: str) -> None:
-        kind, blob = mut.variant(seeds[path]())
-        call = channels[role].unary_unary(path, request_serializer=None, response_deserializer=None)
+    async def unary(self, path: str, role: str) -> None:
+        kind, blob = self.mut.variant(self.seeds[path]())
+        call = self.channels[role].unary_unary(path, request_serializer=None, response_deserializer=None)
         try:
-            await call(blob, timeout=deadline_s)
+            await call(blob, timeout=self.deadline_s)
             code, details = grpc.StatusCode.OK, ""
             if path.endswith("/OpenSession"):
-                opened.append(party_pb2.OpenSessionRequest.FromString(blob).spec.session_id)
+                self.opened.append(party_pb2.OpenSessionRequest.FromString(blob).spec.session_id)
             if path.endswith("/Evaluate"):
-                live_step[0] += 1  # the target's step counter of the live session moved on
+                self.live_step += 1  # the target's step counter of the live session moved on
         except grpc.aio.AioRpcError as exc:
             code, details = exc.code(), exc.details() or ""
-        report.record(f"{path.rsplit('/', 1)[1]} as {role}", kind, code, details)
+        self.report.record(f"{path.rsplit('/', 1)[1]} as {role}", kind, code, details)
 
-    async def stream(role: str) -> None:
-        sid = bait["id"] if rnd.random() < 0.8 else os.urandom(rnd.choice([0, 16, 64]))
-        frames = [mut.variant(hello(sid))]
+    async def stream(self, role: str) -> None:
+        rnd, mut = self.rnd, self.mut
+        sid = self.bait_id if rnd.random() < 0.8 else os.urandom(rnd.choice([0, 16, 64]))
+        hello = serde.frame_header_to_proto(sid, 0, 0, 1, self.target_id, Kind.HELLO)
+        frames = [mut.variant(hello)]
+        payload = np.arange(4, dtype=np.uint64).tobytes()
         for _ in range(rnd.choice([0, 1, 3, 10])):
-            frames.append(mut.variant(data_frame(sid, rnd.randrange(0, 4))))
+            data = serde.frame_header_to_proto(
+                sid, 0, rnd.randrange(0, 4), 1, self.target_id, int(Kind.DATA), payload
+            )
+            frames.append(mut.variant(data))
         kind = "+".join(sorted({k for k, _ in frames}))
-        call = channels[role].stream_stream(
+        call = self.channels[role].stream_stream(
             "/confar.v1.Peer/Exchange", request_serializer=None, response_deserializer=None
-        )(None, timeout=deadline_s)
+        )(None, timeout=self.deadline_s)
         # No write may race the daemon's refusal: a write in flight when the stream ends gives the client its
         # own INTERNAL ("Internal error from Core") instead of the daemon's status. A non-member is refused
         # before any frame is read, so its stream sends none; a member sends its HELLO and waits for the
@@ -434,48 +432,68 @@ async def _fuzz(
         except grpc.aio.AioRpcError:
             pass
         code, details = await call.code(), await call.details() or ""
-        report.record(f"Exchange as {role}", kind, code, details)
+        self.report.record(f"Exchange as {role}", kind, code, details)
 
-    party_paths = [p for p in table if p.startswith("/confar.v1.Party/")] + ["/grpc.health.v1.Health/Check"]
-
-    async def one() -> None:
-        x = rnd.random()
+    async def one(self) -> None:
+        x = self.rnd.random()
         if x < 0.70:
-            await unary(rnd.choice(party_paths), "coordinator")
+            await self.unary(self.rnd.choice(self.party_paths), "coordinator")
         elif x < 0.78:
-            await unary(rnd.choice(party_paths), "party")
+            await self.unary(self.rnd.choice(self.party_paths), "party")
         elif x < 0.80:
-            await unary(rnd.choice(party_paths), "outsider")
+            await self.unary(self.rnd.choice(self.party_paths), "outsider")
         elif x < 0.97:
-            await stream("party")
+            await self.stream("party")
         else:
-            await stream("coordinator")
+            await self.stream("coordinator")
 
+    async def close(self) -> None:
+        for sid in [*self.opened, self.bait_id]:
+            await self.close_everywhere(sid)
+        for ch in self.channels.values():
+            await ch.close(None)
+
+
+async def _close_session(ch: grpc.aio.Channel, sid: bytes, deadline_s: float) -> None:
+    call = ch.unary_unary(
+        "/confar.v1.Party/CloseSession",
+        request_serializer=party_pb2.CloseSessionRequest.SerializeToString,
+        response_deserializer=party_pb2.CloseSessionResponse.FromString,
+    )
+    try:
+        await call(party_pb2.CloseSessionRequest(session_id=sid), timeout=deadline_s)
+    except grpc.aio.AioRpcError:
+        pass  # unknown or already closed there
+
+
+async def _fuzz(
+    lc: LocalConsortium,
+    target_id: int,
+    requests: int,
+    time_limit_s: float,
+    deadline_s: float,
+    seed: int,
+    concurrency: int,
+    outsider: TlsMaterial,
+) -> FuzzReport:
+    fz = _Fuzzer(lc, target_id, deadline_s, seed, outsider)
+    report = fz.report
+    await fz.new_bait()
+    coordinator = Coordinator(fz.eps, fz.coord_tls, rpc_timeout_s=deadline_s)
+    await coordinator.__aenter__()
+    live = await fz.start(coordinator)
     t0 = time.monotonic()
     next_bait = BAIT_EVERY
     while report.requests < requests and time.monotonic() - t0 < time_limit_s:
-        await asyncio.gather(*(one() for _ in range(min(concurrency, requests - report.requests))))
+        await asyncio.gather(*(fz.one() for _ in range(min(concurrency, requests - report.requests))))
         if report.requests >= next_bait:
-            await new_bait()
+            await fz.new_bait()
             next_bait += BAIT_EVERY
-        while len(opened) > 2:  # sessions the fuzz opened: close them so the party's session limit frees up
-            sid = opened.pop()
-            call = channels["coordinator"].unary_unary(
-                "/confar.v1.Party/CloseSession",
-                request_serializer=party_pb2.CloseSessionRequest.SerializeToString,
-                response_deserializer=party_pb2.CloseSessionResponse.FromString,
-            )
-            try:
-                await call(party_pb2.CloseSessionRequest(session_id=sid), timeout=deadline_s)
-            except grpc.aio.AioRpcError:
-                pass
+        await fz.close_opened()
     report.seconds = time.monotonic() - t0
     await live.abort("fuzz done")
     await coordinator.__aexit__(None, None, None)
-    for sid in [*opened, bait["id"]]:
-        await close_everywhere(sid)
-    for ch in channels.values():
-        await ch.close(None)
+    await fz.close()
     return report
 
 

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms.models.base import F64, Column, Data, Model, as_batch
+from mechanisms.models.base import F64, Column, Data, as_batch
+from mechanisms.models.regression import GaussianPriorRegression
 
 
 @dataclass(frozen=True)
-class BayesLogistic(Model):
+class BayesLogistic(GaussianPriorRegression):
     p: int = 4
     prior_sd: float = 2.5
     x_bound: float = 3.0
@@ -40,30 +41,9 @@ class BayesLogistic(Model):
             raise ValueError("prior_sd and x_bound must be positive")
 
     @property
-    def param_names(self) -> tuple[str, ...]:
-        return ("intercept", *(f"b{k}" for k in range(1, self.p + 1)))
-
-    @property
-    def covariates(self) -> tuple[str, ...]:
-        return tuple(f"x{k}" for k in range(1, self.p + 1))
-
-    @property
     def schema(self) -> tuple[Column, ...]:
         cols = [Column(c, -self.x_bound, self.x_bound) for c in self.covariates]
         return (*cols, Column(self.outcome, 0.0, 1.0, integer=True, values=(0.0, 1.0)))
-
-    def design(self, data: Data) -> F64:
-        n = len(data[self.outcome])
-        return np.column_stack([np.ones(n), *(data[c] for c in self.covariates)])
-
-    def log_prior(self, theta: F64) -> F64:
-        th = as_batch(theta, self.d)
-        return -0.5 * np.sum(th**2, axis=1) / self.prior_sd**2 - self.d * np.log(
-            self.prior_sd * np.sqrt(2 * np.pi)
-        )
-
-    def sample_prior(self, rng: np.random.Generator, n: int) -> F64:
-        return rng.normal(0.0, self.prior_sd, size=(n, self.d))
 
     def record_log_likelihood(self, data: Data, theta: F64) -> F64:
         eta = as_batch(theta, self.d) @ self.design(data).T  # (proposals, records)

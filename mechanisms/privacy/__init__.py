@@ -4,6 +4,7 @@ Pure and network-free (no grpc, proto, parties, coordinator or simulations impor
 global randomness). Modules, in dependency order, are listed in README.md.
 """
 
+from . import penalty, reveal_sum
 from .additive import ExGaussianNoise, GaussianNoise, LaplaceNoise, additive_noise_delta
 from .composition import Composition, compose_events, compose_gdp, composed_delta, composed_eps
 from .conversions import (
@@ -34,15 +35,7 @@ from .ledger import (
     SpendReport,
     UnsupportedEventError,
 )
-from .penalty import (
-    penalty_blinded_profile,
-    penalty_gdp_mu,
-    penalty_reveal_mu,
-    penalty_sigma,
-    penalty_sign_profile,
-    penalty_step_profile,
-    penalty_sum_profile,
-)
+from .penalty import *  # noqa: F403  (its __all__, added to this one below)
 from .plotting import plot_tradeoffs
 from .profile import PrivacyProfile
 from .reveal_blinded import blinded_k1_survival, blinded_pair_delta, blinded_reveal_profile
@@ -56,15 +49,7 @@ from .reveal_sign import (
     sign_reveal_privacy,
     sign_step_profile,
 )
-from .reveal_sum import (
-    sum_reveal_delta,
-    sum_reveal_directional_curve,
-    sum_reveal_pld,
-    sum_reveal_profile,
-    sum_reveal_reverse_delta,
-    sum_reveal_slide_bound,
-    sum_reveal_tradeoff,
-)
+from .reveal_sum import *  # noqa: F403  (likewise)
 from .threat import (
     REVEAL_PRIVACY,
     SHAMIR_MODES,
@@ -139,13 +124,6 @@ __all__ = [
     "gdp_eps",
     "gdp_mu",
     "lower_convex_hull",
-    "penalty_blinded_profile",
-    "penalty_gdp_mu",
-    "penalty_reveal_mu",
-    "penalty_sigma",
-    "penalty_sign_profile",
-    "penalty_step_profile",
-    "penalty_sum_profile",
     "plot_tradeoffs",
     "pure_dp_to_gdp",
     "register_event_type",
@@ -153,12 +131,7 @@ __all__ = [
     "scaled",
     "sign_reveal_privacy",
     "sign_step_profile",
-    "sum_reveal_delta",
-    "sum_reveal_directional_curve",
-    "sum_reveal_pld",
-    "sum_reveal_profile",
-    "sum_reveal_reverse_delta",
-    "sum_reveal_slide_bound",
-    "sum_reveal_tradeoff",
     "validate_tradeoff",
 ]
+__all__ += penalty.__all__  # the penalty_* analyses, listed once in their module
+__all__ += reveal_sum.__all__  # the sum_reveal_* analyses, likewise

@@ -323,15 +323,7 @@ def sign_reveal_privacy(
         raise ValueError(f"sensitivity Delta must be positive and finite, got {sensitivity}")
     if not a_min <= a_max:
         raise ValueError(f"need a_min <= a_max, got [{a_min}, {a_max}]")
-    floor = 0.0
-    lo = a_min
-    hi = a_max
-    if math.isinf(a_min):
-        lo = _find_tail(model.lower_gap, -1.0, tail_tol) - sensitivity
-        floor = tail_tol
-    if math.isinf(a_max):
-        hi = _find_tail(model.upper_gap, 1.0, tail_tol)
-        floor = tail_tol
+    lo, hi, floor = _cut_range(model, sensitivity, a_min, a_max, tail_tol)
     width = max(hi - lo, 0.0)
     h = grid_step if grid_step is not None else min(sensitivity / 100.0, 0.02)
     if not h > 0:
@@ -343,37 +335,18 @@ def sign_reveal_privacy(
     p_lo, r_lo = model.accept_prob(a_lo), model.reject_prob(a_lo)
     p_hi, r_hi = model.accept_prob(a_hi), model.reject_prob(a_hi)
 
-    with np.errstate(divide="ignore", invalid="ignore"):
-        loss_acc = np.where(p_hi > 0, np.log(p_hi) - np.log(p_lo), 0.0)
-        loss_rej = np.where(r_lo > 0, np.log(r_lo) - np.log(r_hi), 0.0)
-    inf_acc = (p_lo == 0) & (p_hi > 0)
-    inf_rej = (r_hi == 0) & (r_lo > 0)
-    infinity_mass = float(
-        max(np.max(p_hi, where=inf_acc, initial=0.0), np.max(r_lo, where=inf_rej, initial=0.0))
-    )
-    max_loss = float(np.max(np.maximum(loss_acc, loss_rej))) if n else 0.0
-    if infinity_mass > 0:
-        max_loss = math.inf
-
+    loss_acc, loss_rej, infinity_mass, max_loss, reject_infinite = _pair_losses(p_lo, r_lo, p_hi, r_hi)
     finite_losses = np.concatenate([loss_acc[np.isfinite(loss_acc)], loss_rej[np.isfinite(loss_rej)], [0.0]])
     eps_top = min(eps_cap, float(np.max(finite_losses)) + eps_step)
     grid = np.arange(math.ceil(eps_top / eps_step) + 1, dtype=np.float64) * eps_step
     deltas = np.maximum(_pair_delta(grid, p_lo, r_lo, p_hi, r_hi), floor)
 
-    ranged = math.isfinite(a_min) and math.isfinite(a_max)
-    pure: float | None
-    if infinity_mass > 0:
-        pure = None
-    elif ranged and max_loss < math.inf:
-        pure = max_loss
-    else:
-        bound = model.pure_eps_bound(sensitivity, a_max)
-        pure = bound if bound is not None and math.isfinite(bound) else None
+    pure = _pure_eps(model, sensitivity, a_min, a_max, infinity_mass, max_loss)
     desc = f"sign reveal, {model.label}, Delta={sensitivity:.4g}, a in [{a_min:.4g}, {a_max:.4g}], {threat}"
     profile = PrivacyProfile(tuple(grid), tuple(deltas), desc, "numerical bound", pure)
 
     if infinity_mass > 0:
-        outcome = "reject" if np.any(inf_rej) else "accept"
+        outcome = "reject" if reject_infinite else "accept"
         msg = (
             f"UNBOUNDED ({threat}): the acceptance probability reaches {'1' if outcome == 'reject' else '0'} "
             f"inside a in [{a_min:.4g}, {a_max:.4g}] while a neighbour's does not, so '{outcome}' has "
@@ -392,6 +365,60 @@ def sign_reveal_privacy(
             + (f"; range cut at tail_tol={tail_tol:.1e}, added as a delta floor" if floor > 0 else "")
         )
     return SignPrivacy(profile, infinity_mass, max_loss, pure, msg)
+
+
+def _pair_losses(
+    p_lo: FloatArray, r_lo: FloatArray, p_hi: FloatArray, r_hi: FloatArray
+) -> tuple[FloatArray, FloatArray, float, float, bool]:
+    """The grid pairs' privacy losses on accept and on reject, the infinite-loss mass, the largest loss
+    (``inf`` with an infinite one), and whether "reject" is an outcome of infinite loss."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        loss_acc = np.where(p_hi > 0, np.log(p_hi) - np.log(p_lo), 0.0)
+        loss_rej = np.where(r_lo > 0, np.log(r_lo) - np.log(r_hi), 0.0)
+    inf_acc = (p_lo == 0) & (p_hi > 0)
+    inf_rej = (r_hi == 0) & (r_lo > 0)
+    infinity_mass = float(
+        max(np.max(p_hi, where=inf_acc, initial=0.0), np.max(r_lo, where=inf_rej, initial=0.0))
+    )
+    max_loss = float(np.max(np.maximum(loss_acc, loss_rej))) if p_lo.size else 0.0
+    if infinity_mass > 0:
+        max_loss = math.inf
+    return loss_acc, loss_rej, infinity_mass, max_loss, bool(np.any(inf_rej))
+
+
+def _cut_range(
+    model: AcceptanceModel, sensitivity: float, a_min: float, a_max: float, tail_tol: float
+) -> tuple[float, float, float]:
+    """The analysed range [lo, hi]: an infinite end cut where p is within tail_tol of its limit (the
+    lower one a further Δ down, for the neighbour), and the δ floor that cut costs (0 when none)."""
+    floor = 0.0
+    lo = a_min
+    hi = a_max
+    if math.isinf(a_min):
+        lo = _find_tail(model.lower_gap, -1.0, tail_tol) - sensitivity
+        floor = tail_tol
+    if math.isinf(a_max):
+        hi = _find_tail(model.upper_gap, 1.0, tail_tol)
+        floor = tail_tol
+    return lo, hi, floor
+
+
+def _pure_eps(
+    model: AcceptanceModel,
+    sensitivity: float,
+    a_min: float,
+    a_max: float,
+    infinity_mass: float,
+    max_loss: float,
+) -> float | None:
+    """A backed pure ε: none with infinite loss, the largest loss over a finite range, else the model's."""
+    ranged = math.isfinite(a_min) and math.isfinite(a_max)
+    if infinity_mass > 0:
+        return None
+    if ranged and max_loss < math.inf:
+        return max_loss
+    bound = model.pure_eps_bound(sensitivity, a_max)
+    return bound if bound is not None and math.isfinite(bound) else None
 
 
 @functools.lru_cache(maxsize=128)

@@ -169,43 +169,15 @@ class SqlSource:
     def fetch(self, max_records: int) -> RawTable:
         try:
             import sqlalchemy as sa
-            from sqlalchemy.pool import NullPool
         except ImportError as exc:
             raise SourceError(
                 "data.source", "source 'sql' needs SQLAlchemy: pip install 'confidential-ar[sql]'"
             ) from exc
         query = check_select(self.query, self.query_key)
         password, pw_key = read_password(self.password_file, self.password_env)
-        try:
-            url = sa.engine.make_url(self.url)
-        except sa.exc.ArgumentError as exc:
-            raise SourceError("data.url", f"not a SQLAlchemy database URL: {exc}") from exc
-        if url.password is not None:
-            raise SourceError(
-                "data.url", "must not contain a password: use data.password_file or data.password_env"
-            )
-        if password is not None:
-            url = url.set(password=password)
+        url = _database_url(self.url, password)
         backend = url.get_backend_name()
-        kwargs: dict[str, Any] = {"poolclass": NullPool}
-        timeout = max(1, round(self.timeout_s))
-        if backend == "postgresql":
-            opts = f"-c default_transaction_read_only=on -c statement_timeout={timeout * 1000}"
-            kwargs["connect_args"] = {"connect_timeout": timeout, "options": opts}
-        elif backend == "sqlite":
-            db = url.database
-            if not db or db == ":memory:":
-                raise SourceError(
-                    "data.url", "an SQLite source needs a database file (sqlite:////path/registry.db)"
-                )
-            if not Path(db).is_file():
-                raise SourceError("data.url", f"the SQLite database file {db} does not exist")
-            import sqlite3
-
-            uri = f"file:{quote(str(Path(db).resolve()))}?mode=ro"
-            kwargs["creator"] = lambda: sqlite3.connect(uri, uri=True, timeout=self.timeout_s)
-        elif backend == "duckdb":
-            kwargs["connect_args"] = {"read_only": True}
+        kwargs = _engine_kwargs(url, backend, self.timeout_s)
         where = self.describe()
         try:
             engine = sa.create_engine(url, **kwargs)
@@ -241,19 +213,7 @@ class SqlSource:
                     cur = conn.connection.cursor()
                     if backend == "sqlite":
                         cur.execute("PRAGMA query_only = ON")
-                    cur.execute(query)
-                    if cur.description is None:
-                        raise SourceError(self.query_key, "the statement returned no rows (not a SELECT)")
-                    names = tuple(str(d[0]) for d in cur.description)
-                    rows: list[Any] = []
-                    while True:
-                        chunk = cur.fetchmany(FETCH_CHUNK)
-                        if not chunk:
-                            break
-                        rows.extend(chunk)
-                        if len(rows) > max_records:
-                            raise too_many(max_records)
-                    cur.close()
+                    names, rows = _select_rows(cur, query, self.query_key, max_records)
                 except dbapi_error as exc:
                     raise SourceError(
                         self.query_key,
@@ -266,3 +226,64 @@ class SqlSource:
             engine.dispose()
         cols = {name: [r[k] for r in rows] for k, name in enumerate(names)}
         return RawTable(names, cols, len(rows))
+
+
+def _database_url(raw: str, password: str | None) -> Any:
+    """data.url parsed (a sqlalchemy URL), refused if it holds a password; the password read apart set."""
+    import sqlalchemy as sa
+
+    try:
+        url = sa.engine.make_url(raw)
+    except sa.exc.ArgumentError as exc:
+        raise SourceError("data.url", f"not a SQLAlchemy database URL: {exc}") from exc
+    if url.password is not None:
+        raise SourceError(
+            "data.url", "must not contain a password: use data.password_file or data.password_env"
+        )
+    if password is not None:
+        url = url.set(password=password)
+    return url
+
+
+def _engine_kwargs(url: Any, backend: str, timeout_s: float) -> dict[str, Any]:
+    """create_engine arguments that make each known backend read-only, with a timeout."""
+    from sqlalchemy.pool import NullPool
+
+    kwargs: dict[str, Any] = {"poolclass": NullPool}
+    timeout = max(1, round(timeout_s))
+    if backend == "postgresql":
+        opts = f"-c default_transaction_read_only=on -c statement_timeout={timeout * 1000}"
+        kwargs["connect_args"] = {"connect_timeout": timeout, "options": opts}
+    elif backend == "sqlite":
+        db = url.database
+        if not db or db == ":memory:":
+            raise SourceError(
+                "data.url", "an SQLite source needs a database file (sqlite:////path/registry.db)"
+            )
+        if not Path(db).is_file():
+            raise SourceError("data.url", f"the SQLite database file {db} does not exist")
+        import sqlite3
+
+        uri = f"file:{quote(str(Path(db).resolve()))}?mode=ro"
+        kwargs["creator"] = lambda: sqlite3.connect(uri, uri=True, timeout=timeout_s)
+    elif backend == "duckdb":
+        kwargs["connect_args"] = {"read_only": True}
+    return kwargs
+
+
+def _select_rows(cur: Any, query: str, query_key: str, max_records: int) -> tuple[tuple[str, ...], list[Any]]:
+    """Run the SELECT on a DB-API cursor: column names and rows, in chunks, refused past max_records."""
+    cur.execute(query)
+    if cur.description is None:
+        raise SourceError(query_key, "the statement returned no rows (not a SELECT)")
+    names = tuple(str(d[0]) for d in cur.description)
+    rows: list[Any] = []
+    while True:
+        chunk = cur.fetchmany(FETCH_CHUNK)
+        if not chunk:
+            break
+        rows.extend(chunk)
+        if len(rows) > max_records:
+            raise too_many(max_records)
+    cur.close()
+    return names, rows
