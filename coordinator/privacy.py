@@ -70,7 +70,8 @@ from mechanisms.privacy import (
     plot_tradeoffs,
     reveal_privacy,
 )
-from proto import party_pb2, party_pb2_grpc, serde
+from proto import party_pb2_grpc, serde_privacy
+from proto.records import LedgerReport, PlanAnswer
 from proto.spec import PartyEntry, SessionSpec, SpecError, default_identity
 from proto.tls import TlsError, TlsMaterial, call_metadata, secure_channel
 
@@ -245,20 +246,20 @@ async def ask_all(pf: PlanFile, method: str, request: Any) -> dict[int, Any]:
     return {p.id: r for p, r in zip(pf.parties, results, strict=True)}
 
 
-def plan(pf: PlanFile) -> dict[int, Any]:
+def plan(pf: PlanFile) -> dict[int, PlanAnswer | str]:
     """Ask every party what the planned session would spend (PlanPrivacy)."""
     assert pf.session is not None
-    req = party_pb2.PlanPrivacyRequest(
-        spec=serde.spec_to_proto(planned_spec(pf)),
-        batches=pf.session.batches,
-        batch_size=pf.session.batch_size,
-    )
-    return asyncio.run(ask_all(pf, "PlanPrivacy", req))
+    call = serde_privacy.PlanCall(planned_spec(pf), pf.session.batches, pf.session.batch_size)
+    answers = asyncio.run(ask_all(pf, "PlanPrivacy", serde_privacy.plan_request_to_proto(call)))
+    read = serde_privacy.plan_answer_from_proto
+    return {pid: r if isinstance(r, str) else read(r) for pid, r in answers.items()}
 
 
-def report(pf: PlanFile) -> dict[int, Any]:
+def report(pf: PlanFile) -> dict[int, LedgerReport | str]:
     """Ask every party for its privacy ledger (PrivacyReport)."""
-    return asyncio.run(ask_all(pf, "PrivacyReport", party_pb2.PrivacyReportRequest()))
+    answers = asyncio.run(ask_all(pf, "PrivacyReport", serde_privacy.report_request_to_proto()))
+    read = serde_privacy.report_from_proto
+    return {pid: r if isinstance(r, str) else read(r) for pid, r in answers.items()}
 
 
 # ---- spend recomputation ---------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ from parties.session import (
 )
 from parties.sources import Snapshot
 from parties.storage import PartyStorage
-from proto import party_pb2, peer_pb2, serde
+from proto import party_pb2, peer_pb2, serde, serde_privacy
 from proto.records import RunCharge, RunStepRef
 from proto.spec import SessionSpec, shown
 from proto.tls import TlsMaterial, caller_identity
@@ -389,13 +389,11 @@ class PartyService:
 
         async def run() -> tuple[Any, dict[str, Any]]:
             self.require_coordinator(context)
-            if not req.HasField("spec") or req.batches < 1 or req.batch_size < 1:
-                msg = "PlanPrivacy needs a spec, batches >= 1 and batch_size >= 1"
-                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, msg)
             try:
-                spec = serde.spec_from_proto(req.spec)
+                call = serde_privacy.plan_request_from_proto(req)
             except serde.WireError as exc:
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+            spec = call.spec
             analysis: Analysis | None = None
             refusal = ""
             try:
@@ -407,25 +405,25 @@ class PartyService:
                 refusal = f"{exc.code.name}: {exc.message}"
             except AnalysisError as exc:
                 refusal = f"INVALID_ARGUMENT: {exc}"
-            batches = int(req.batches)
+            batches = call.batches
             if charged_per_run(spec):  # federated ABCDP: one privacy event per run, not batch
                 batches = 1
-            resp = await asyncio.to_thread(  # PLD compositions can take seconds: off the event loop
-                self.privacy.plan_proto,
+            answer = await asyncio.to_thread(  # PLD compositions can take seconds: off the event loop
+                self.privacy.plan,
                 self.cfg,
                 analysis,
                 spec,
                 batches,
-                int(req.batch_size),
+                call.batch_size,
                 refusal,
                 self.decisions_used,
             )
-            return resp, {
+            return serde_privacy.plan_answer_to_proto(answer), {
                 "analysis": spec.model,
                 "reveal_mode": spec.reveal_mode,
-                "batches": int(req.batches),
-                "batch_size": int(req.batch_size),
-                "would_refuse": resp.would_refuse,
+                "batches": call.batches,
+                "batch_size": call.batch_size,
+                "would_refuse": answer.would_refuse,
             }
 
         return await self.handle(context, "PlanPrivacy", run)
@@ -435,7 +433,7 @@ class PartyService:
     ) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
             self.require_coordinator(context)
-            return self.privacy.report_proto(self.cfg, self.decisions_used), {}
+            return serde_privacy.report_to_proto(self.privacy.report(self.cfg, self.decisions_used)), {}
 
         return await self.handle(context, "PrivacyReport", run)
 

@@ -9,8 +9,8 @@ import pytest
 
 from coordinator.certs import check_identity
 from hss.fixedpoint import FixedPoint
-from proto import common_pb2, serde
-from proto.records import Frame, Kind, RunCharge, RunStepRef
+from proto import common_pb2, serde, serde_privacy
+from proto.records import BudgetState, Frame, Kind, LedgerReport, PlanAnswer, RunCharge, RunStepRef
 from proto.spec import PartyEntry, SessionSpec, SpecError, identity_problem
 
 
@@ -216,3 +216,49 @@ def test_one_identity_rule(name: str) -> None:
         assert not ok
     else:
         assert ok
+
+
+# ---- privacy calls (proto.serde_privacy) -------------------------------------------------------------------
+
+GDP_BUDGET = BudgetState(True, '{"kind": "gdp", "mu_max": 1.0}', "mu", 1.0, 0.25)
+
+
+def test_budget_round_trip() -> None:
+    for b in (BudgetState(), GDP_BUDGET):
+        assert serde_privacy.budget_from_proto(serde_privacy.budget_to_proto(b)) == b
+    assert serde_privacy.budget_to_proto(BudgetState()).SerializeToString() == b""  # only configured=False
+
+
+def test_plan_request_round_trip_and_refusals() -> None:
+    call = serde_privacy.PlanCall(spec(), 7, 30)
+    assert serde_privacy.plan_request_from_proto(serde_privacy.plan_request_to_proto(call)) == call
+    for bad in (serde_privacy.PlanCall(spec(), 0, 30), serde_privacy.PlanCall(spec(), 7, 0)):
+        with pytest.raises(serde.WireError, match="batches >= 1 and batch_size >= 1"):
+            serde_privacy.plan_request_from_proto(serde_privacy.plan_request_to_proto(bad))
+    no_spec = serde_privacy.plan_request_to_proto(call)
+    no_spec.ClearField("spec")
+    with pytest.raises(serde.WireError, match="needs a spec"):
+        serde_privacy.plan_request_from_proto(no_spec)
+    bad_spec = serde_privacy.plan_request_to_proto(call)
+    bad_spec.spec.topology = 9
+    with pytest.raises(serde.WireError, match="unknown topology"):
+        serde_privacy.plan_request_from_proto(bad_spec)
+    assert serde_privacy.report_request_to_proto().SerializeToString() == b""
+
+
+def test_plan_answer_round_trip() -> None:
+    for a in (
+        PlanAnswer(2, "party-2", BudgetState(), message="no privacy budget configured"),
+        PlanAnswer(3, "party-3", GDP_BUDGET, 0.75, True, "would exceed", '[{"kind": "gdp"}]', 2, 10, 100),
+    ):
+        assert serde_privacy.plan_answer_from_proto(serde_privacy.plan_answer_to_proto(a)) == a
+    assert serde_privacy.plan_answer_to_proto(PlanAnswer(1, "p", BudgetState())).HasField("budget")
+
+
+def test_ledger_report_round_trip() -> None:
+    charges = json.dumps([RunCharge("run-7", "ab" * 8, 1, 3, 90).to_dict()])
+    for r in (
+        LedgerReport(1, "party-1", BudgetState(), "[]", 0),
+        LedgerReport(4, "registry-4", GDP_BUDGET, '[{"kind": "gdp"}]', 90, charges),
+    ):
+        assert serde_privacy.report_from_proto(serde_privacy.report_to_proto(r)) == r
