@@ -51,8 +51,8 @@ from hss.fixedpoint import FixedPoint, max_threshold
 from hss.modes import reveal_mode
 from hss.protocols import Decisions
 from hss.runtime import Payload
-from proto import party_pb2, party_pb2_grpc, serde
-from proto.records import RunStepRef
+from proto import party_pb2_grpc, serde, serde_session
+from proto.records import EvaluateAnswer, RunStepRef
 from proto.spec import PartyEntry, SessionSpec
 from proto.tls import SERVER_OPTIONS, TlsMaterial, call_metadata, secure_channel, server_credentials
 
@@ -231,18 +231,19 @@ class Coordinator:
         open_req = serde.open_request_to_proto(spec)
         try:
             opened = await self.call_all("open session", lambda _: open_req, "OpenSession")
-            bundles = [opened[p.id].bundle for p in self.parties]
-            resume = [opened[p.id].resume for p in self.parties] if run_id else []
+            answers = []
+            for p in self.parties:
+                try:
+                    answers.append(serde_session.open_response_from_proto(opened[p.id], bool(run_id)))
+                except serde.WireError as exc:
+                    raise SessionError(f"open session: {exc}", party=p.id) from exc
+            resume = [a.resume for a in answers if a.resume is not None]
             if run_id:
                 sess.set_resume(resume)
-            await self.call_all(
-                "connect session",
-                lambda _: party_pb2.ConnectSessionRequest(
-                    session_id=spec.session_id, bundles=bundles, resume=resume
-                ),
-                "ConnectSession",
-                step=0,
+            connect = serde_session.connect_request_to_proto(
+                spec.session_id, [a.bundle for a in answers], resume
             )
+            await self.call_all("connect session", lambda _: connect, "ConnectSession", step=0)
         except SessionError:
             await sess.abort("open failed")
             raise
@@ -261,14 +262,11 @@ class CoordinatorSession:
         self.replay_step = 0  # the run step every party holds from one session (replayed as step 1), or 0
         self.warnings: list[str] = []
 
-    def set_resume(self, reports: list[party_pb2.RunResume]) -> None:
-        """Read the parties' resume reports (OpenSession answers); say what will be replayed or re-charged."""
+    def set_resume(self, reports: list[tuple[int, RunStepRef]]) -> None:
+        """Read the parties' resume reports (OpenSession answers, each the party as it reports itself and the
+        run step it holds); say what will be replayed or re-charged."""
         spec = self.spec
-        for msg in reports:
-            try:
-                pid, ref = serde.run_ref_from_proto(msg)
-            except serde.WireError as exc:
-                raise SessionError(f"open session: {exc}", party=int(msg.party)) from exc
+        for pid, ref in reports:
             if ref.run_id != spec.run_id:
                 raise SessionError(
                     f"open session: party {pid} reported run {ref.run_id!r}, not {spec.run_id!r}", party=pid
@@ -308,8 +306,8 @@ class CoordinatorSession:
         if self.state != "ready":
             raise SessionError(f"session is {self.state}; open a new session", step=self.step + 1)
         step = self.step + 1
-        pin = serde.inputs_to_proto({k: np.asarray(v) for k, v in inputs.items()})
-        req = party_pb2.EvaluateRequest(session_id=self.session_id, step=step, batch=n, inputs=pin)
+        arrays = {k: np.asarray(v) for k, v in inputs.items()}
+        req = serde_session.evaluate_request_to_proto(self.session_id, step, n, arrays)
         try:
             resps = await self.coord.call_all(
                 "evaluate", lambda _: req, "Evaluate", step=step, timeout_s=timeout_s
@@ -319,16 +317,18 @@ class CoordinatorSession:
             raise
         self.step = step
         tr = StepTranscript(step)
+        answers: dict[int, EvaluateAnswer] = {}
         for pid, r in resps.items():
-            if int(r.step) != step or bytes(r.session_id) != self.session_id:
+            a = answers[pid] = serde_session.evaluate_response_from_proto(r)
+            if a.step != step or a.session_id != self.session_id:
                 self.state = "failed"
                 raise SessionError(f"party {pid} answered for another step/session", party=pid, step=step)
-            tr.messages[pid] = serde.receiver_messages_from_proto(r.to_receiver)
-            tr.rounds = max(tr.rounds, int(r.rounds))
-            tr.clamped += int(r.clamped)
+            tr.messages[pid] = list(a.to_receiver)
+            tr.rounds = max(tr.rounds, a.rounds)
+            tr.clamped += a.clamped
         tr.run_step = self.spec.run_step(step)
-        replayed = {pid for pid, r in resps.items() if r.replayed}
-        if replayed not in (set(), set(resps)) or any(int(r.run_step) != tr.run_step for r in resps.values()):
+        replayed = {pid for pid, a in answers.items() if a.replayed}
+        if replayed not in (set(), set(answers)) or any(a.run_step != tr.run_step for a in answers.values()):
             self.state = "failed"
             raise SessionError(
                 f"parties disagree on run step {tr.run_step}: replayed by {sorted(replayed)} only, or "
@@ -359,7 +359,8 @@ class CoordinatorSession:
         if self.state != "ready":
             raise SessionError(f"session is {self.state}; open a new session", step=self.step + 1)
         step = self.step + 1
-        req = party_pb2.ProbeLinksRequest(session_id=self.session_id, step=step, rounds=rounds, words=words)
+        call = serde_session.ProbeCall(self.session_id, step, rounds, words)
+        req = serde_session.probe_request_to_proto(call)
         try:
             resps = await self.coord.call_all(
                 "probe links", lambda _: req, "ProbeLinks", step=step, timeout_s=timeout_s
@@ -368,7 +369,7 @@ class CoordinatorSession:
             self.state = "failed"
             raise
         self.step = step
-        done = [list(r.round_done) for r in resps.values()]
+        done = [serde_session.probe_response_from_proto(r) for r in resps.values()]
         if any(len(d) != rounds for d in done):
             raise SessionError(f"a party reported other than {rounds} probe rounds", step=step)
         ends = [max(d[r] for d in done) for r in range(rounds)]
@@ -378,7 +379,7 @@ class CoordinatorSession:
         try:
             await self.coord.call_all(
                 "close session",
-                lambda _: party_pb2.CloseSessionRequest(session_id=self.session_id, reason=reason),
+                lambda _: serde_session.close_request_to_proto(self.session_id, reason),
                 "CloseSession",
             )
         finally:
@@ -392,7 +393,7 @@ class CoordinatorSession:
         async def one(p: PartyEndpoint) -> None:
             try:
                 await self.coord._stubs[p.id].CloseSession(
-                    party_pb2.CloseSessionRequest(session_id=self.session_id, reason=reason),
+                    serde_session.close_request_to_proto(self.session_id, reason),
                     timeout=min(5.0, self.coord.rpc_timeout_s),
                     metadata=self.coord._md(),
                 )

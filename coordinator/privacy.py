@@ -70,7 +70,8 @@ from mechanisms.privacy import (
     plot_tradeoffs,
     reveal_privacy,
 )
-from proto import party_pb2, party_pb2_grpc, serde
+from proto import party_pb2_grpc, serde_privacy
+from proto.records import LedgerReport, PlanAnswer
 from proto.spec import PartyEntry, SessionSpec, SpecError, default_identity
 from proto.tls import TlsError, TlsMaterial, call_metadata, secure_channel
 
@@ -105,104 +106,118 @@ class PlanFile:
 def load_plan(path: str | Path, need_session: bool = True) -> PlanFile:
     """Read and validate PLAN.toml (schema in the module docstring)."""
     path = Path(path)
-
-    def err(key: str, msg: str) -> PlanFileError:
-        return PlanFileError(f"{path}: {key}: {msg}")
-
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise PlanFileError(f"{path}: cannot read: {exc.strerror}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise PlanFileError(f"{path}: not valid TOML: {exc}") from exc
+    plan = _PlanReader(path)
     extra = sorted(set(doc) - {"coordinator", "parties", "session"})
     if extra:
-        raise err(extra[0], "unknown table (allowed: coordinator, parties, session)")
-
-    def typed(
-        tbl: dict[str, Any], where: str, key: str, typ: type | tuple[type, ...], default: Any = ...
-    ) -> Any:
-        if key not in tbl:
-            if default is ...:
-                raise err(f"{where}.{key}", "missing (required)")
-            return default
-        v = tbl[key]
-        if (isinstance(v, bool) and typ is not bool) or not isinstance(v, typ):
-            raise err(f"{where}.{key}", f"has the wrong type: {v!r}")
-        return v
-
-    def rel(value: str) -> Path:
-        p = Path(value)
-        return p if p.is_absolute() else path.parent / p
-
-    coord = doc.get("coordinator", {})
-    if not isinstance(coord, dict):
-        raise err("coordinator", "must be a table")
-    extra = sorted(set(coord) - {"identity", "cert", "key", "ca", "insecure", "rpc_timeout_s"})
-    if extra:
-        raise err(f"coordinator.{extra[0]}", "unknown key")
-    identity = typed(coord, "coordinator", "identity", str, "coordinator")
-    insecure = typed(coord, "coordinator", "insecure", bool, False)
-    timeout = float(typed(coord, "coordinator", "rpc_timeout_s", (int, float), 30.0))
-    if not timeout > 0:
-        raise err("coordinator.rpc_timeout_s", f"must be > 0, got {timeout}")
-    tls = None
-    if not insecure:
-        paths = [rel(typed(coord, "coordinator", k, str)) for k in ("cert", "key", "ca")]
-        for k, p in zip(("cert", "key", "ca"), paths, strict=True):
-            if not p.is_file():
-                raise err(f"coordinator.{k}", f"file {p} does not exist")
-        try:
-            tls = TlsMaterial.load(paths[0], paths[1], paths[2], expect_identity=identity)
-        except TlsError as exc:
-            raise err("coordinator", str(exc)) from exc
-
-    raw_parties = doc.get("parties")
-    if not isinstance(raw_parties, list) or not raw_parties:
-        raise err("parties", "needs at least one [[parties]] table")
-    parties: list[PartyEndpoint] = []
-    for i, pt in enumerate(raw_parties):
-        where = f"parties[{i}]"
-        if not isinstance(pt, dict):
-            raise err(where, "must be a table")
-        extra = sorted(set(pt) - {"id", "identity", "address"})
-        if extra:
-            raise err(f"{where}.{extra[0]}", "unknown key")
-        pid = typed(pt, where, "id", int)
-        ident = typed(pt, where, "identity", str, default_identity(pid))
-        parties.append(PartyEndpoint(pid, ident, typed(pt, where, "address", str)))
-    ids = sorted(p.id for p in parties)
-    if ids != list(range(1, len(ids) + 1)):
-        raise err("parties", f"ids must be 1..m without gaps or repeats, got {ids}")
-
+        raise plan.err(extra[0], "unknown table (allowed: coordinator, parties, session)")
+    identity, tls, timeout = plan.coordinator(doc.get("coordinator", {}))
+    parties = plan.parties(doc.get("parties"))
     session = None
     sess = doc.get("session")
     if sess is None and need_session:
-        raise err("[session]", "missing table (what the planned session would run)")
+        raise plan.err("[session]", "missing table (what the planned session would run)")
     if sess is not None:
+        session = plan.session(sess)
+    return PlanFile(path, identity, tls, timeout, sorted(parties, key=lambda p: p.id), session)
+
+
+@dataclass(frozen=True)
+class _PlanReader:
+    """Typed reads of one PLAN.toml's tables; every error names the file and the key."""
+
+    path: Path
+
+    def err(self, key: str, msg: str) -> PlanFileError:
+        return PlanFileError(f"{self.path}: {key}: {msg}")
+
+    def typed(
+        self, tbl: dict[str, Any], where: str, key: str, typ: type | tuple[type, ...], default: Any = ...
+    ) -> Any:
+        if key not in tbl:
+            if default is ...:
+                raise self.err(f"{where}.{key}", "missing (required)")
+            return default
+        v = tbl[key]
+        if (isinstance(v, bool) and typ is not bool) or not isinstance(v, typ):
+            raise self.err(f"{where}.{key}", f"has the wrong type: {v!r}")
+        return v
+
+    def coordinator(self, coord: Any) -> tuple[str, TlsMaterial | None, float]:
+        """[coordinator]: identity, TLS material (None under insecure) and the RPC timeout."""
+        if not isinstance(coord, dict):
+            raise self.err("coordinator", "must be a table")
+        extra = sorted(set(coord) - {"identity", "cert", "key", "ca", "insecure", "rpc_timeout_s"})
+        if extra:
+            raise self.err(f"coordinator.{extra[0]}", "unknown key")
+        identity = self.typed(coord, "coordinator", "identity", str, "coordinator")
+        insecure = self.typed(coord, "coordinator", "insecure", bool, False)
+        timeout = float(self.typed(coord, "coordinator", "rpc_timeout_s", (int, float), 30.0))
+        if not timeout > 0:
+            raise self.err("coordinator.rpc_timeout_s", f"must be > 0, got {timeout}")
+        if insecure:
+            return identity, None, timeout
+        paths = []
+        for k in ("cert", "key", "ca"):
+            p = Path(self.typed(coord, "coordinator", k, str))
+            paths.append(p if p.is_absolute() else self.path.parent / p)
+        for k, p in zip(("cert", "key", "ca"), paths, strict=True):
+            if not p.is_file():
+                raise self.err(f"coordinator.{k}", f"file {p} does not exist")
+        try:
+            return identity, TlsMaterial.load(paths[0], paths[1], paths[2], expect_identity=identity), timeout
+        except TlsError as exc:
+            raise self.err("coordinator", str(exc)) from exc
+
+    def parties(self, raw: Any) -> list[PartyEndpoint]:
+        """[[parties]]: ids 1..m, each with its identity and address."""
+        if not isinstance(raw, list) or not raw:
+            raise self.err("parties", "needs at least one [[parties]] table")
+        parties: list[PartyEndpoint] = []
+        for i, pt in enumerate(raw):
+            where = f"parties[{i}]"
+            if not isinstance(pt, dict):
+                raise self.err(where, "must be a table")
+            extra = sorted(set(pt) - {"id", "identity", "address"})
+            if extra:
+                raise self.err(f"{where}.{extra[0]}", "unknown key")
+            pid = self.typed(pt, where, "id", int)
+            ident = self.typed(pt, where, "identity", str, default_identity(pid))
+            parties.append(PartyEndpoint(pid, ident, self.typed(pt, where, "address", str)))
+        ids = sorted(p.id for p in parties)
+        if ids != list(range(1, len(ids) + 1)):
+            raise self.err("parties", f"ids must be 1..m without gaps or repeats, got {ids}")
+        return parties
+
+    def session(self, sess: Any) -> PlannedSession:
+        """[session]: the planned session."""
         if not isinstance(sess, dict):
-            raise err("session", "must be a table")
+            raise self.err("session", "must be a table")
         allowed = {"analysis", "reveal_mode", "topology", "threshold", "batches", "batch_size", "params"}
         extra = sorted(set(sess) - allowed)
         if extra:
-            raise err(f"session.{extra[0]}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
-        batches = typed(sess, "session", "batches", int)
-        batch_size = typed(sess, "session", "batch_size", int)
+            raise self.err(f"session.{extra[0]}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        batches = self.typed(sess, "session", "batches", int)
+        batch_size = self.typed(sess, "session", "batch_size", int)
         if batches < 1:
-            raise err("session.batches", f"must be >= 1, got {batches}")
+            raise self.err("session.batches", f"must be >= 1, got {batches}")
         if not 1 <= batch_size < 2**32:
-            raise err("session.batch_size", f"must be in 1..2^32-1, got {batch_size}")
-        threshold = typed(sess, "session", "threshold", int, None)
-        session = PlannedSession(
-            analysis=typed(sess, "session", "analysis", str),
-            reveal_mode=typed(sess, "session", "reveal_mode", str),
-            params=dict(typed(sess, "session", "params", dict, {})),
-            topology=typed(sess, "session", "topology", str, "mesh"),
+            raise self.err("session.batch_size", f"must be in 1..2^32-1, got {batch_size}")
+        threshold = self.typed(sess, "session", "threshold", int, None)
+        return PlannedSession(
+            analysis=self.typed(sess, "session", "analysis", str),
+            reveal_mode=self.typed(sess, "session", "reveal_mode", str),
+            params=dict(self.typed(sess, "session", "params", dict, {})),
+            topology=self.typed(sess, "session", "topology", str, "mesh"),
             threshold=threshold,
             batches=batches,
             batch_size=batch_size,
         )
-    return PlanFile(path, identity, tls, timeout, sorted(parties, key=lambda p: p.id), session)
 
 
 def planned_spec(pf: PlanFile) -> SessionSpec:
@@ -245,20 +260,20 @@ async def ask_all(pf: PlanFile, method: str, request: Any) -> dict[int, Any]:
     return {p.id: r for p, r in zip(pf.parties, results, strict=True)}
 
 
-def plan(pf: PlanFile) -> dict[int, Any]:
+def plan(pf: PlanFile) -> dict[int, PlanAnswer | str]:
     """Ask every party what the planned session would spend (PlanPrivacy)."""
     assert pf.session is not None
-    req = party_pb2.PlanPrivacyRequest(
-        spec=serde.spec_to_proto(planned_spec(pf)),
-        batches=pf.session.batches,
-        batch_size=pf.session.batch_size,
-    )
-    return asyncio.run(ask_all(pf, "PlanPrivacy", req))
+    call = serde_privacy.PlanCall(planned_spec(pf), pf.session.batches, pf.session.batch_size)
+    answers = asyncio.run(ask_all(pf, "PlanPrivacy", serde_privacy.plan_request_to_proto(call)))
+    read = serde_privacy.plan_answer_from_proto
+    return {pid: r if isinstance(r, str) else read(r) for pid, r in answers.items()}
 
 
-def report(pf: PlanFile) -> dict[int, Any]:
+def report(pf: PlanFile) -> dict[int, LedgerReport | str]:
     """Ask every party for its privacy ledger (PrivacyReport)."""
-    return asyncio.run(ask_all(pf, "PrivacyReport", party_pb2.PrivacyReportRequest()))
+    answers = asyncio.run(ask_all(pf, "PrivacyReport", serde_privacy.report_request_to_proto()))
+    read = serde_privacy.report_from_proto
+    return {pid: r if isinstance(r, str) else read(r) for pid, r in answers.items()}
 
 
 # ---- spend recomputation ---------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from typing import NoReturn
 
 import grpc
 
-from proto import peer_pb2, relay_pb2, relay_pb2_grpc
+from proto import peer_pb2, relay_pb2, relay_pb2_grpc, serde, serde_session
 from proto.records import Kind
 from proto.spec import SessionSpec
 from proto.tls import caller_identity
@@ -119,7 +119,7 @@ class RelayHub(relay_pb2_grpc.RelayServicer):
                         bundle_out=d.sent,
                     )
                 )
-        d.queue.put_nowait(relay_pb2.PeerBundle(frames=[f for _, f in frames]))
+        d.queue.put_nowait(serde_session.bundle_to_proto(f for _, f in frames))
 
     def _settle(self, rs: _RelaySession, dst: int, key: Key) -> None:
         """Flush what ``dst`` can use now at ``key``: all of it once every peer it addressed has sent."""
@@ -213,9 +213,9 @@ class RelayHub(relay_pb2_grpc.RelayServicer):
             queue.put_nowait(None)  # our party left: end its response stream too
 
         reader = asyncio.create_task(read())
-        hello = peer_pb2.PeerFrame(session_id=sid, kind=Kind.HELLO, src=0, dst=me)  # type: ignore[arg-type]
+        hello = serde.frame_header_to_proto(sid, 0, 0, 0, me, Kind.HELLO)
         try:
-            yield relay_pb2.PeerBundle(frames=[hello])
+            yield serde_session.bundle_to_proto([hello])
             while True:
                 item = await queue.get()
                 if item is None:

@@ -80,7 +80,9 @@ def check_privacy(
             f"\nparties {sorted(moot)} already charged this run's epsilon (once per run): their dry-run "
             "refusal does not apply to it"
         )
-    per_batch = {pid: cprivacy.parse_events(r.events_json) for pid, r in answers.items()}
+    per_batch = {  # every party answered here (one that could not be asked refuses above)
+        pid: cprivacy.parse_events(r.events_json) for pid, r in answers.items() if not isinstance(r, str)
+    }
     plan = PrivacyPlan(per_batch, text)
     target = exp.privacy
     if target is None:

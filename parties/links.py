@@ -22,7 +22,7 @@ from typing import Any
 import grpc
 
 from parties import e2e
-from proto import peer_pb2, peer_pb2_grpc, relay_pb2, relay_pb2_grpc, serde
+from proto import peer_pb2, peer_pb2_grpc, relay_pb2_grpc, serde, serde_session
 from proto.records import Frame, Kind
 from proto.tls import TlsMaterial, call_metadata, secure_channel
 
@@ -191,7 +191,7 @@ class RelayLink(_DialledStream):
         self.call = relay_pb2_grpc.RelayStub(self.channel).Connect(metadata=call_metadata(tls, my_identity))
         hello = serde.frame_header_to_proto(self.session_id, 0, 0, self.me, 0, Kind.HELLO)
         try:
-            await asyncio.wait_for(self.call.write(relay_pb2.PeerBundle(frames=[hello])), timeout_s)
+            await asyncio.wait_for(self.call.write(serde_session.bundle_to_proto([hello])), timeout_s)
             resp = await asyncio.wait_for(self.call.read(), timeout_s)  # the relay answers once all m joined
         except (TimeoutError, grpc.aio.AioRpcError) as exc:
             detail = (
@@ -229,7 +229,7 @@ class RelayLink(_DialledStream):
 
     def wire(self, frames: list[peer_pb2.PeerFrame]) -> list[Any]:
         """One bundle for everything queued together: a round's frames to all peers in one message."""
-        return [relay_pb2.PeerBundle(frames=frames)]
+        return [serde_session.bundle_to_proto(frames)]
 
     def seal(self, f: Frame) -> peer_pb2.PeerFrame:
         plain = serde.payload_to_bytes(f.payload) if f.payload is not None else b""

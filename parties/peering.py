@@ -21,8 +21,8 @@ from parties.exchange import LinkLost, Refused, RunOutcome, drive
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, OnFrame, RelayLink
 from parties.policy import Abort
 from parties.session import LIVE, Party, Session
-from proto import party_pb2, peer_pb2, serde
-from proto.records import Frame, Kind
+from proto import peer_pb2, serde
+from proto.records import Frame, KeyBundle, Kind
 from proto.spec import shown
 
 OFFLOAD_MIN_BATCH = 64  # machine steps on batches at least this big run in a worker thread
@@ -32,7 +32,7 @@ Refuse = Callable[
 ]  # (status code, message, session id=None): counted, audited, aborted
 
 
-async def verify_bundles(party: Party, sess: Session, bundles: list[party_pb2.KeyBundle]) -> None:
+async def verify_bundles(party: Party, sess: Session, bundles: list[KeyBundle]) -> None:
     spec, tls = sess.spec, party.tls
     assert sess.keys is not None
     by_party = {int(b.party): b for b in bundles}
@@ -48,17 +48,17 @@ async def verify_bundles(party: Party, sess: Session, bundles: list[party_pb2.Ke
             try:
                 e2e.verify_bundle(
                     tls.ca_pem,
-                    bytes(b.certificate_pem),
+                    b.certificate_pem,
                     spec.party(q).identity,
                     spec.session_id,
                     q,
-                    bytes(b.x25519_public),
-                    bytes(b.signature),
+                    b.x25519_public,
+                    b.signature,
                 )
             except e2e.KeyExchangeError as exc:
                 raise Abort(grpc.StatusCode.PERMISSION_DENIED, str(exc)) from exc
         try:
-            key = e2e.pair_key(sess.keys.x25519, bytes(b.x25519_public), spec.session_id, sess.me, q)
+            key = e2e.pair_key(sess.keys.x25519, b.x25519_public, spec.session_id, sess.me, q)
         except ValueError as exc:
             raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"party {q}: bad X25519 key: {exc}") from exc
         ciphers[q] = e2e.PairCipher(key)

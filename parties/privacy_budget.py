@@ -40,7 +40,8 @@ budget) lives in ``mechanisms.privacy``; this module owns what is specific to th
   ``decisions = 0``, ``digest`` = the step digest of run step 0: the run's plan) and recognised by every
   later session of the run under the same run noise key, which then charges nothing.
 * **Dry run and report** for ``confar privacy plan`` / ``confar privacy report`` (``PlanPrivacy`` and
-  ``PrivacyReport`` RPCs): the protobuf answers are built here; neither touches data or the ledger.
+  ``PrivacyReport`` RPCs): the answers (``proto.records.PlanAnswer`` / ``LedgerReport``, put on the wire by
+  ``proto.serde_privacy``) are computed here; neither touches data or the ledger.
 """
 
 from __future__ import annotations
@@ -55,9 +56,8 @@ import grpc
 
 from parties.analyses import Analysis, PrivacyAccounted, Unaccountable
 from parties.config import PartyConfig
-from proto import party_pb2
 from proto.files import write_durable
-from proto.records import RunCharge
+from proto.records import BudgetState, LedgerReport, PlanAnswer, RunCharge
 from proto.spec import SessionSpec
 
 if TYPE_CHECKING:  # mechanisms.privacy (dp_accounting, scipy) is imported only by daemons that account
@@ -396,10 +396,10 @@ class PrivacyBudgetStore:
 
     # ---- dry run and report ------------------------------------------------------------------------------
 
-    def state_proto(self) -> party_pb2.PrivacyBudgetState:
+    def state(self) -> BudgetState:
         if self.ledger is None or self.budget is None:
-            return party_pb2.PrivacyBudgetState(configured=False)
-        return party_pb2.PrivacyBudgetState(
+            return BudgetState(configured=False)
+        return BudgetState(
             configured=True,
             budget_json=json.dumps(self.budget.to_dict()),
             unit=self.budget.unit,
@@ -407,18 +407,19 @@ class PrivacyBudgetStore:
             spent=self.ledger.spent(),
         )
 
-    def report_proto(self, cfg: PartyConfig, decisions_used: int) -> party_pb2.PrivacyReportResponse:
+    def report(self, cfg: PartyConfig, decisions_used: int) -> LedgerReport:
+        """This party's ledger as ``PrivacyReport`` answers it (``proto.serde_privacy.report_to_proto``)."""
         events = self.ledger.events if self.ledger is not None else ()
-        return party_pb2.PrivacyReportResponse(
+        return LedgerReport(
             party=cfg.id,
             identity=cfg.identity,
-            budget=self.state_proto(),
+            budget=self.state(),
             events_json=events_to_json(events),
             decisions_used=decisions_used,
             run_charges_json=json.dumps([c.to_dict() for c in self.run_charges]),
         )
 
-    def plan_proto(
+    def plan(
         self,
         cfg: PartyConfig,
         analysis: Analysis | None,
@@ -427,19 +428,21 @@ class PrivacyBudgetStore:
         batch_size: int,
         policy_refusal: str,
         decisions_used: int,
-    ) -> party_pb2.PlanPrivacyResponse:
+    ) -> PlanAnswer:
         """What the planned session would spend here. Reads only the config and the ledger (no data)."""
-        resp = party_pb2.PlanPrivacyResponse(
+        budget = self.state()
+        answer = PlanAnswer(
             party=cfg.id,
             identity=cfg.identity,
-            budget=self.state_proto(),
+            budget=budget,
+            projected=budget.spent,
             decisions_used=decisions_used,
             decisions_budget=cfg.max_decisions,
         )
-        resp.projected = resp.budget.spent
         if policy_refusal or analysis is None:
-            resp.would_refuse, resp.message = True, policy_refusal or "analysis refused"
-            return resp
+            return dataclasses.replace(
+                answer, would_refuse=True, message=policy_refusal or "analysis refused"
+            )
         reasons: list[str] = []
         allowed = batches
         if batch_size > cfg.max_batch:
@@ -455,9 +458,10 @@ class PrivacyBudgetStore:
         from mechanisms.privacy import UnsupportedEventError, scaled
 
         per_batch: list[PrivacyEvent] | None
+        events_json, projected, message = "", answer.projected, ""
         try:
             per_batch = self.batch_events(cfg, analysis, spec, batch_size)
-            resp.events_json = events_to_json(per_batch)
+            events_json = events_to_json(per_batch)
         except Unaccountable as exc:
             per_batch, unaccountable = None, str(exc)
         # the accounting's work is bounded by this party's decision budget, not by the request's batch count:
@@ -470,7 +474,7 @@ class PrivacyBudgetStore:
             else:
                 try:
                     report = self.ledger.check(scaled(per_batch, counted))
-                    resp.projected = report.spent_after
+                    projected = report.spent_after
                     if not report.allowed:
                         fit = self._batches_that_fit(per_batch, counted)
                         allowed = min(allowed, fit)
@@ -484,14 +488,17 @@ class PrivacyBudgetStore:
                     reasons.append(str(exc))
                     allowed = 0
         else:
-            resp.message = "no privacy budget configured at this party (only max_decisions is enforced)"
-        resp.batches_allowed = allowed
-        resp.would_refuse = bool(reasons)
+            message = "no privacy budget configured at this party (only max_decisions is enforced)"
         if reasons:
-            resp.message = "; ".join(reasons)
-        elif not resp.message:
-            resp.message = "within budget"
-        return resp
+            message = "; ".join(reasons)
+        return dataclasses.replace(
+            answer,
+            projected=projected,
+            would_refuse=bool(reasons),
+            message=message or "within budget",
+            events_json=events_json,
+            batches_allowed=allowed,
+        )
 
     def _batches_that_fit(self, per_batch: Sequence[PrivacyEvent], batches: int) -> int:
         from mechanisms.privacy import scaled

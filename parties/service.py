@@ -54,8 +54,8 @@ from parties.session import (
 )
 from parties.sources import Snapshot
 from parties.storage import PartyStorage
-from proto import party_pb2, peer_pb2, serde
-from proto.records import RunCharge, RunStepRef
+from proto import party_pb2, peer_pb2, serde, serde_privacy, serde_session
+from proto.records import KeyBundle, PartyStatus, RunCharge, RunStepRef, SessionState
 from proto.spec import SessionSpec, shown
 from proto.tls import TlsMaterial, caller_identity
 
@@ -246,16 +246,12 @@ class PartyService:
         if self.tls is not None:
             sig = e2e.sign_bundle(self.tls.key_pem, spec.session_id, self.cfg.id, pub)
             cert = self.tls.cert_pem
-        resp = party_pb2.OpenSessionResponse(
-            bundle=party_pb2.KeyBundle(
-                party=self.cfg.id, x25519_public=pub, signature=sig, certificate_pem=cert
-            )
-        )
+        answer = serde_session.OpenAnswer(KeyBundle(self.cfg.id, pub, sig, cert))
         run_audit: dict[str, Any] = {}
         if spec.run_id:
             held, svt_resume = sess.run.held, sess.run.svt_resume
             ref = held.ref if held is not None else RunStepRef(spec.run_id, 0)
-            resp.resume.CopyFrom(serde.run_ref_to_proto(self.cfg.id, ref))
+            answer = replace(answer, resume=(self.cfg.id, ref))
             run_audit = {
                 "run_id": spec.run_id,
                 "first_run_step": spec.first_run_step,
@@ -264,7 +260,7 @@ class PartyService:
                 **run_key_audit,
                 **({"abcdp_start": svt_resume.counters} if svt_resume is not None else {}),
             }
-        return resp, {
+        return serde_session.open_response_to_proto(answer), {
             "analysis": spec.model,
             "reveal_mode": spec.reveal_mode,
             "topology": spec.topology,
@@ -286,7 +282,7 @@ class PartyService:
                 await self.on_frame(sess, src, msg)
 
             try:
-                await verify_bundles(self.party, sess, list(req.bundles))
+                await verify_bundles(self.party, sess, serde_session.connect_bundles_from_proto(req))
                 await open_links(self.party, sess, on_frame)
                 keys = sess.keys
                 assert keys is not None
@@ -312,9 +308,8 @@ class PartyService:
                 sess.fail(str(exc))
                 raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"session key setup failed: {exc}") from exc
             sess.state = "ready"
-            return party_pb2.ConnectSessionResponse(
-                session_id=sess.spec.session_id, setup_rounds=out.rounds
-            ), {"step": 0, "rounds": out.rounds, **replay_audit(sess)}
+            answer = serde_session.connect_response_to_proto(sess.spec.session_id, out.rounds)
+            return answer, {"step": 0, "rounds": out.rounds, **replay_audit(sess)}
 
         return await self.handle(context, "ConnectSession", run, session=bytes(req.session_id), step=0)
 
@@ -336,11 +331,12 @@ class PartyService:
     async def probe_links(self, req: party_pb2.ProbeLinksRequest, context: grpc.aio.ServicerContext) -> Any:
         """A transport probe at the next step: the exchange-round floor of this deployment, measured with the
         links and exchange code decisions use; all-zero payloads, no data, noise, randomness or charge."""
-        step = int(req.step)
+        call = serde_session.probe_request_from_proto(req)
+        step = call.step
 
         async def run() -> tuple[Any, dict[str, Any]]:
             self.require_coordinator(context)
-            sess = self.session(req.session_id)
+            sess = self.session(call.session_id)
             check_next_step(sess, step)
             if sess.spec.run_id:
                 raise Abort(
@@ -348,7 +344,7 @@ class PartyService:
                     f"a link probe uses up a session step, which would shift the run steps of run "
                     f"{sess.spec.run_id!r}: probe in a session without run_id",
                 )
-            rounds, words = int(req.rounds), int(req.words)
+            rounds, words = call.rounds, call.words
             if not 1 <= rounds <= PROBE_MAX_ROUNDS or not 0 <= 8 * words <= self.cfg.max_message_bytes:
                 raise Abort(
                     grpc.StatusCode.INVALID_ARGUMENT,
@@ -359,9 +355,7 @@ class PartyService:
             machine = probe_machine(self.cfg.id, sess.peers, rounds, words)
             out = await drive_step(self.party, sess, machine, step, 1, lambda: self.timeout(context))
             sess.last_step = step
-            resp = party_pb2.ProbeLinksResponse(
-                session_id=sess.spec.session_id, step=step, round_done=out.result
-            )
+            resp = serde_session.probe_response_to_proto(sess.spec.session_id, step, out.result)
             return resp, {
                 "rounds": rounds,
                 "words": words,
@@ -369,33 +363,32 @@ class PartyService:
                 "wait_ms": round(out.waited_s * 1e3, 3),
             }
 
-        return await self.handle(context, "ProbeLinks", run, session=bytes(req.session_id), step=step)
+        return await self.handle(context, "ProbeLinks", run, session=call.session_id, step=step)
 
     async def close_session(
         self, req: party_pb2.CloseSessionRequest, context: grpc.aio.ServicerContext
     ) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
             self.require_coordinator(context)
-            sess = self.session(req.session_id, ("open", "connecting", "ready", "failed"))
+            sess = self.session(session_id, ("open", "connecting", "ready", "failed"))
             await teardown(sess, "closed")
-            return party_pb2.CloseSessionResponse(
-                session_id=sess.spec.session_id, last_step=sess.last_step
-            ), {"reason": req.reason[:200]}
+            return serde_session.close_response_to_proto(sess.spec.session_id, sess.last_step), {
+                "reason": reason[:200]
+            }
 
-        return await self.handle(context, "CloseSession", run, session=bytes(req.session_id))
+        session_id, reason = serde_session.close_request_from_proto(req)
+        return await self.handle(context, "CloseSession", run, session=session_id)
 
     async def plan_privacy(self, req: party_pb2.PlanPrivacyRequest, context: grpc.aio.ServicerContext) -> Any:
         """Dry run of a planned session (parties.privacy_budget): no data, no session, no ledger change."""
 
         async def run() -> tuple[Any, dict[str, Any]]:
             self.require_coordinator(context)
-            if not req.HasField("spec") or req.batches < 1 or req.batch_size < 1:
-                msg = "PlanPrivacy needs a spec, batches >= 1 and batch_size >= 1"
-                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, msg)
             try:
-                spec = serde.spec_from_proto(req.spec)
+                call = serde_privacy.plan_request_from_proto(req)
             except serde.WireError as exc:
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+            spec = call.spec
             analysis: Analysis | None = None
             refusal = ""
             try:
@@ -407,25 +400,25 @@ class PartyService:
                 refusal = f"{exc.code.name}: {exc.message}"
             except AnalysisError as exc:
                 refusal = f"INVALID_ARGUMENT: {exc}"
-            batches = int(req.batches)
+            batches = call.batches
             if charged_per_run(spec):  # federated ABCDP: one privacy event per run, not batch
                 batches = 1
-            resp = await asyncio.to_thread(  # PLD compositions can take seconds: off the event loop
-                self.privacy.plan_proto,
+            answer = await asyncio.to_thread(  # PLD compositions can take seconds: off the event loop
+                self.privacy.plan,
                 self.cfg,
                 analysis,
                 spec,
                 batches,
-                int(req.batch_size),
+                call.batch_size,
                 refusal,
                 self.decisions_used,
             )
-            return resp, {
+            return serde_privacy.plan_answer_to_proto(answer), {
                 "analysis": spec.model,
                 "reveal_mode": spec.reveal_mode,
-                "batches": int(req.batches),
-                "batch_size": int(req.batch_size),
-                "would_refuse": resp.would_refuse,
+                "batches": call.batches,
+                "batch_size": call.batch_size,
+                "would_refuse": answer.would_refuse,
             }
 
         return await self.handle(context, "PlanPrivacy", run)
@@ -435,30 +428,26 @@ class PartyService:
     ) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
             self.require_coordinator(context)
-            return self.privacy.report_proto(self.cfg, self.decisions_used), {}
+            return serde_privacy.report_to_proto(self.privacy.report(self.cfg, self.decisions_used)), {}
 
         return await self.handle(context, "PrivacyReport", run)
 
     async def status(self, req: party_pb2.StatusRequest, context: grpc.aio.ServicerContext) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
             self.require_coordinator(context)
-            return party_pb2.StatusResponse(
-                party=self.cfg.id,
-                identity=self.cfg.identity,
-                sessions=[
-                    party_pb2.SessionStatus(
-                        session_id=s.spec.session_id,
-                        last_step=s.last_step,
-                        state=s.state,
-                        reveal_mode=s.spec.reveal_mode,
-                        model=s.spec.model,
-                    )
-                    for s in self.sessions.values()
-                ],
-                decisions_used=self.decisions_used,
-                decisions_budget=self.cfg.max_decisions,
-                refused_messages=self.refused_frames,
-            ), {}
+            sessions = tuple(
+                SessionState(s.spec.session_id, s.last_step, s.state, s.spec.reveal_mode, s.spec.model)
+                for s in self.sessions.values()
+            )
+            status = PartyStatus(
+                self.cfg.id,
+                self.cfg.identity,
+                sessions,
+                self.decisions_used,
+                self.cfg.max_decisions,
+                self.refused_frames,
+            )
+            return serde_session.status_to_proto(status), {}
 
         return await self.handle(context, "Status", run)
 

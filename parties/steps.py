@@ -29,8 +29,8 @@ from parties.policy import Abort, check_decision_budget, paid_run_step, recharge
 from parties.privacy_budget import PrivacyRefusal
 from parties.replay import RunRecord, SvtStep, step_digest
 from parties.session import Party, Session, noise_rng, reveal_rng
-from proto import party_pb2, serde
-from proto.records import RunCharge, RunStepRef
+from proto import party_pb2, serde, serde_session
+from proto.records import EvaluateAnswer, RunCharge, RunStepRef
 from proto.spec import MAX_RUN_STEP
 
 
@@ -196,14 +196,10 @@ def _keep(party: Party, sess: Session, step: Step, out: RunOutcome, svt: SvtStep
 
 
 def _answer(sess: Session, step: Step, out: RunOutcome, clamped: int) -> party_pb2.EvaluateResponse:
-    return party_pb2.EvaluateResponse(
-        session_id=sess.spec.session_id,
-        step=step.number,
-        to_receiver=serde.receiver_messages_to_proto(out.to_receiver),
-        rounds=out.rounds,
-        clamped=clamped,
-        run_step=step.run_step,
+    answer = EvaluateAnswer(
+        sess.spec.session_id, step.number, tuple(out.to_receiver), out.rounds, clamped, step.run_step
     )
+    return serde_session.evaluate_response_to_proto(answer)
 
 
 def run_step_check(
@@ -238,13 +234,8 @@ def run_step_check(
         audit["detail"] = f"run step {run_step} evaluated afresh: not every party holds it"
         return digest, audit, None
     sess.last_step = step.number
-    resp = party_pb2.EvaluateResponse(
-        session_id=spec.session_id,
-        step=step.number,
-        to_receiver=serde.receiver_messages_to_proto(list(held.messages)),
-        rounds=held.rounds,
-        run_step=run_step,
-        replayed=True,
+    resp = serde_session.evaluate_response_to_proto(
+        EvaluateAnswer(spec.session_id, step.number, tuple(held.messages), held.rounds, 0, run_step, True)
     )
     audit.update(decisions=0, replayed=True, detail=f"replayed run step {run_step}", rounds=held.rounds)
     return digest, audit, resp

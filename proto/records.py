@@ -6,8 +6,13 @@
   resumed (``party.proto`` ``RunResume``; ``parties.replay`` keeps the records it refers to).
 * :class:`RunCharge`: run steps a party charged to its privacy budget, as kept in its ledger file
   (``parties.privacy_budget``) and reported to the coordinator (``PrivacyReport.run_charges_json``).
+* :class:`BudgetState`, :class:`PlanAnswer`, :class:`LedgerReport`: a party's privacy budget and its
+  answers to ``PlanPrivacy`` and ``PrivacyReport`` (``party.proto``).
+* :class:`KeyBundle`, :class:`SessionState`, :class:`PartyStatus`, :class:`EvaluateAnswer`: a party's signed
+  session key and its answers to ``Status`` and ``Evaluate`` (``party.proto``).
 
-:mod:`proto.serde` converts the first two to and from protobuf; a run charge travels as JSON
+:mod:`proto.serde` converts frames and run-step references to and from protobuf, :mod:`proto.serde_privacy`
+the privacy answers and :mod:`proto.serde_session` the session calls; a run charge travels as JSON
 (:meth:`RunCharge.to_dict` / :meth:`RunCharge.from_dict`).
 """
 
@@ -17,6 +22,8 @@ from dataclasses import asdict, dataclass
 from enum import IntEnum
 
 from hss.runtime import Payload
+
+ReceiverMessages = tuple[tuple[int, Payload], ...]  # (round, payload) for the receiver, in order
 
 
 class Kind(IntEnum):
@@ -103,3 +110,97 @@ class RunCharge:
 
 def _is_hex(text: str, length: int) -> bool:
     return text == "" or (len(text) == length and all(ch in "0123456789abcdef" for ch in text))
+
+
+# ---- the party service's answers ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BudgetState:
+    """A party's privacy budget (``PrivacyBudgetState``): unconfigured (only ``max_decisions``), or the
+    budget as JSON (``mechanisms.privacy``'s ledger format), its unit ("mu" or "eps at delta=..."), limit
+    and what is committed so far, in that unit."""
+
+    configured: bool = False
+    budget_json: str = ""
+    unit: str = ""
+    limit: float = 0.0
+    spent: float = 0.0
+
+
+@dataclass(frozen=True)
+class PlanAnswer:
+    """A party's answer to a planned session (``PlanPrivacyResponse``): its budget, the projected spend
+    after the whole session (in ``budget.unit``), whether it would refuse and why, the events one batch
+    adds (JSON), how many of the planned batches fit, and its decision budget."""
+
+    party: int
+    identity: str
+    budget: BudgetState
+    projected: float = 0.0
+    would_refuse: bool = False
+    message: str = ""
+    events_json: str = ""
+    batches_allowed: int = 0
+    decisions_used: int = 0
+    decisions_budget: int = 0
+
+
+@dataclass(frozen=True)
+class LedgerReport:
+    """A party's ledger as it reports it (``PrivacyReportResponse``): its budget, the committed events
+    (JSON), decisions answered, and its run charges (JSON list of :meth:`RunCharge.to_dict`)."""
+
+    party: int
+    identity: str
+    budget: BudgetState
+    events_json: str = ""
+    decisions_used: int = 0
+    run_charges_json: str = ""
+
+
+@dataclass(frozen=True)
+class KeyBundle:
+    """A party's fresh X25519 key for one session, signed with its certificate key (``KeyBundle``)."""
+
+    party: int
+    x25519_public: bytes
+    signature: bytes = b""
+    certificate_pem: bytes = b""
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """One session as a party's ``Status`` lists it (``SessionStatus``)."""
+
+    session_id: bytes
+    last_step: int
+    state: str
+    reveal_mode: str
+    model: str
+
+
+@dataclass(frozen=True)
+class PartyStatus:
+    """A party's ``Status`` answer: who it is, its sessions, its decision budget and refused frames."""
+
+    party: int
+    identity: str
+    sessions: tuple[SessionState, ...] = ()
+    decisions_used: int = 0
+    decisions_budget: int = 0
+    refused_messages: int = 0
+
+
+@dataclass(frozen=True)
+class EvaluateAnswer:
+    """A party's answer to one step (``EvaluateResponse``): its messages to the receiver, the rounds, how
+    many of its terms were clamped, the run step (0: no run) and whether it was replayed from storage."""
+
+    session_id: bytes
+    step: int
+    to_receiver: ReceiverMessages = ()
+    rounds: int = 0
+    clamped: int = 0
+    run_step: int = 0
+    replayed: bool = False

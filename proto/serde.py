@@ -1,4 +1,6 @@
-"""The one conversion module between Python objects and the protobuf wire format (``proto/``).
+"""The conversion between Python objects and the protobuf wire format (``proto/``): this module's base
+pieces, built on by :mod:`proto.serde_session` (the party service's session calls) and
+:mod:`proto.serde_privacy` (its privacy calls). Protobuf messages are built and read only in ``proto/``.
 
 ``x_to_proto`` / ``x_from_proto`` pairs, each with a round-trip test (tests/network/test_serde.py).
 Everything read from the wire is validated here: arrays must have an allowed dtype, a shape whose size

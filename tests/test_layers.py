@@ -4,9 +4,10 @@
     hss -> proto      -> parties, coordinator
 
 ``proto/`` owns the whole wire contract and what both sides of it share: the .proto files and generated
-code, the session spec (``proto.spec``: the one party-entry type and the one identity rule), the one serde
-module (``proto.serde``), the records that cross the wire (``proto.records``: peer frames, run-step
-references, run charges), mutual TLS (``proto.tls``) and durable writes (``proto.files``). It may use
+code, the session spec (``proto.spec``: the one party-entry type and the one identity rule), the serde
+modules (``proto.serde``, ``proto.serde_session``, ``proto.serde_privacy``: the only place messages are
+built), the records that cross the wire (``proto.records``: peer frames, run-step references, run charges,
+the party's answers), mutual TLS (``proto.tls``) and durable writes (``proto.files``). It may use
 ``hss`` (a session's fixed-point format and protocol parameters) but not ``mechanisms``, and neither ``hss``
 nor ``mechanisms`` imports it. ``parties/`` and ``coordinator/`` both build on ``proto`` and never import
 each other: all they exchange goes through the wire contract. Only ``simulations/``, which launches both,
@@ -116,3 +117,32 @@ def test_no_import_cycles() -> None:
         if m not in state:
             dfs(m, [])
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+#: confar's own services; the standard health service's messages are built where they are served.
+OWN_MESSAGES = {"party_pb2", "peer_pb2", "relay_pb2", "common_pb2"}
+#: Files still building one of confar's messages, each with why (issue 13): reworked in parallel, to call
+#: ``proto.serde_privacy.report_request_to_proto`` / ``proto.serde_session`` once merged.
+NOT_YET_SERDE = {
+    "coordinator/abcdp.py": "PrivacyReportRequest(): reworked in parallel (issue 13)",
+}
+
+
+def test_messages_built_only_in_proto() -> None:
+    """Protobuf messages of confar's services are built only in ``proto/`` (``proto.serde*``): no module in
+    ``parties/`` or ``coordinator/`` calls a ``party_pb2.X(...)``-style constructor (stubs, servicers and
+    type annotations are fine)."""
+    bad = []
+    for pkg in ("parties", "coordinator"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            rel = str(path.relative_to(ROOT))
+            for node in ast.walk(ast.parse(path.read_text(), filename=rel)):
+                func = node.func if isinstance(node, ast.Call) else None
+                if (
+                    isinstance(func, ast.Attribute)
+                    and isinstance(func.value, ast.Name)
+                    and func.value.id in OWN_MESSAGES
+                    and rel not in NOT_YET_SERDE
+                ):
+                    bad.append(f"{rel}:{node.lineno} builds {func.value.id}.{func.attr}")
+    assert not bad, "protobuf messages built outside proto/ (use proto.serde*):\n" + "\n".join(bad)

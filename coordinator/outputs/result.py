@@ -8,7 +8,7 @@ import json
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,8 @@ with warnings.catch_warnings():  # arviz 0.x announces its 1.0 refactor on impor
     import arviz as az
 
 from coordinator.privacy import parse_events
-from proto import party_pb2
+from proto import party_pb2, serde_privacy
+from proto.records import LedgerReport
 
 F64 = npt.NDArray[np.float64]
 
@@ -108,28 +109,15 @@ class ReferencePosterior:
         return int(self.mean.shape[0])
 
 
-def privacy_report_dict(resp: party_pb2.PrivacyReportResponse) -> dict[str, Any]:
+def privacy_report_dict(resp: party_pb2.PrivacyReportResponse | LedgerReport) -> dict[str, Any]:
     """A party's ``PrivacyReport`` answer as the plain dict :class:`RunResult` keeps (the proto's fields)."""
-    b = resp.budget
-    return {
-        "party": int(resp.party),
-        "identity": resp.identity,
-        "budget": {
-            "configured": bool(b.configured),
-            "budget_json": b.budget_json,
-            "unit": b.unit,
-            "limit": float(b.limit),
-            "spent": float(b.spent),
-        },
-        "events_json": resp.events_json,
-        "decisions_used": int(resp.decisions_used),
-        **({"run_charges_json": resp.run_charges_json} if hasattr(resp, "run_charges_json") else {}),
-    }
+    rep = resp if isinstance(resp, LedgerReport) else serde_privacy.report_from_proto(resp)
+    return asdict(rep)
 
 
 def _check_report(pid: int, rep: Any) -> dict[str, Any] | str:
     where = f"privacy_reports[{pid}]"
-    if isinstance(rep, party_pb2.PrivacyReportResponse):
+    if isinstance(rep, party_pb2.PrivacyReportResponse | LedgerReport):
         rep = privacy_report_dict(rep)
     if isinstance(rep, str):  # the party could not be asked (coordinator.privacy.ask_all's error string)
         return rep

@@ -433,7 +433,7 @@ def test_plan_names_the_collusion_reason_and_charges_the_run_once(tmp_path: Path
             )
         )
         cfg = load_config(path, insecure=True)
-        answers[pid] = PrivacyBudgetStore.load(cfg).plan_proto(cfg, AbcdpRff(), _spec(params), 1, 64, "", 0)
+        answers[pid] = PrivacyBudgetStore.load(cfg).plan(cfg, AbcdpRff(), _spec(params), 1, 64, "", 0)
     assert answers[1].would_refuse and "holds against at most 1 colluding parties" in answers[1].message
     assert "colluding assumes 2" in answers[1].message and "unbounded" not in answers[1].message
     assert not answers[2].would_refuse and answers[2].batches_allowed == 1

@@ -27,6 +27,7 @@ from parties.analyses import AnalysisError, Dataset, Unaccountable
 from parties.config import ConfigError, PartyConfig, load_config
 from parties.models_bridge import GaussianMeanAnalysis
 from parties.privacy_budget import LEDGER_FILE, LedgerFileError, PrivacyBudgetStore, PrivacyRefusal
+from proto import serde_privacy
 from proto.spec import PartyEntry, SessionSpec
 from simulations.launcher import LocalConsortium, party_config_text
 from tests.network.helpers import coordinator_for, inproc_consortium, party_data
@@ -280,7 +281,7 @@ def test_inprocess_refusal_plan_and_report(tmp_path: Path) -> None:
                 assert ei.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
                 assert "would exceed this party's privacy budget" in str(ei.value)
                 await s.abort("budget")
-            rep = await cprivacy.ask_all(pf, "PrivacyReport", cprivacy.party_pb2.PrivacyReportRequest())
+            rep = await cprivacy.ask_all(pf, "PrivacyReport", serde_privacy.report_request_to_proto())
             for r in rep.values():
                 assert not isinstance(r, str)
                 assert r.budget.spent == pytest.approx(math.sqrt(90) / TAU)
@@ -292,11 +293,8 @@ def test_inprocess_refusal_plan_and_report(tmp_path: Path) -> None:
 
 def _plan_request(pf: cprivacy.PlanFile) -> Any:
     assert pf.session is not None
-    return cprivacy.party_pb2.PlanPrivacyRequest(
-        spec=cprivacy.serde.spec_to_proto(cprivacy.planned_spec(pf)),
-        batches=pf.session.batches,
-        batch_size=pf.session.batch_size,
-    )
+    call = serde_privacy.PlanCall(cprivacy.planned_spec(pf), pf.session.batches, pf.session.batch_size)
+    return serde_privacy.plan_request_to_proto(call)
 
 
 # ---- real daemons: refusal survives a restart; confar privacy plan / report -----------------------------

@@ -222,7 +222,7 @@ def test_run_charges_merge_count_and_persist(tmp_path: Path) -> None:
         store.commit(ev, RunCharge("run-1", spec.session_id.hex()[:16], s, s, N))
     again = PrivacyBudgetStore.load(cfg)
     assert again.run_charges == [RunCharge("run-1", spec.session_id.hex()[:16], 1, 2, 2 * N)]
-    rep = json.loads(again.report_proto(cfg, 0).run_charges_json)
+    rep = json.loads(again.report(cfg, 0).run_charges_json)
     assert rep == [
         {"run_id": "run-1", "session": "7373737373737373", "from_step": 1, "to_step": 2, "decisions": 2 * N}
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -9,8 +10,20 @@ import pytest
 
 from coordinator.certs import check_identity
 from hss.fixedpoint import FixedPoint
-from proto import common_pb2, serde
-from proto.records import Frame, Kind, RunCharge, RunStepRef
+from proto import common_pb2, serde, serde_privacy, serde_session
+from proto.records import (
+    BudgetState,
+    EvaluateAnswer,
+    Frame,
+    KeyBundle,
+    Kind,
+    LedgerReport,
+    PartyStatus,
+    PlanAnswer,
+    RunCharge,
+    RunStepRef,
+    SessionState,
+)
 from proto.spec import PartyEntry, SessionSpec, SpecError, identity_problem
 
 
@@ -216,3 +229,123 @@ def test_one_identity_rule(name: str) -> None:
         assert not ok
     else:
         assert ok
+
+
+# ---- privacy calls (proto.serde_privacy) -------------------------------------------------------------------
+
+GDP_BUDGET = BudgetState(True, '{"kind": "gdp", "mu_max": 1.0}', "mu", 1.0, 0.25)
+
+
+def test_budget_round_trip() -> None:
+    for b in (BudgetState(), GDP_BUDGET):
+        assert serde_privacy.budget_from_proto(serde_privacy.budget_to_proto(b)) == b
+    assert serde_privacy.budget_to_proto(BudgetState()).SerializeToString() == b""  # only configured=False
+
+
+def test_plan_request_round_trip_and_refusals() -> None:
+    call = serde_privacy.PlanCall(spec(), 7, 30)
+    assert serde_privacy.plan_request_from_proto(serde_privacy.plan_request_to_proto(call)) == call
+    for bad in (serde_privacy.PlanCall(spec(), 0, 30), serde_privacy.PlanCall(spec(), 7, 0)):
+        with pytest.raises(serde.WireError, match="batches >= 1 and batch_size >= 1"):
+            serde_privacy.plan_request_from_proto(serde_privacy.plan_request_to_proto(bad))
+    no_spec = serde_privacy.plan_request_to_proto(call)
+    no_spec.ClearField("spec")
+    with pytest.raises(serde.WireError, match="needs a spec"):
+        serde_privacy.plan_request_from_proto(no_spec)
+    bad_spec = serde_privacy.plan_request_to_proto(call)
+    bad_spec.spec.topology = 9
+    with pytest.raises(serde.WireError, match="unknown topology"):
+        serde_privacy.plan_request_from_proto(bad_spec)
+    assert serde_privacy.report_request_to_proto().SerializeToString() == b""
+
+
+def test_plan_answer_round_trip() -> None:
+    for a in (
+        PlanAnswer(2, "party-2", BudgetState(), message="no privacy budget configured"),
+        PlanAnswer(3, "party-3", GDP_BUDGET, 0.75, True, "would exceed", '[{"kind": "gdp"}]', 2, 10, 100),
+    ):
+        assert serde_privacy.plan_answer_from_proto(serde_privacy.plan_answer_to_proto(a)) == a
+    assert serde_privacy.plan_answer_to_proto(PlanAnswer(1, "p", BudgetState())).HasField("budget")
+
+
+def test_ledger_report_round_trip() -> None:
+    charges = json.dumps([RunCharge("run-7", "ab" * 8, 1, 3, 90).to_dict()])
+    for r in (
+        LedgerReport(1, "party-1", BudgetState(), "[]", 0),
+        LedgerReport(4, "registry-4", GDP_BUDGET, '[{"kind": "gdp"}]', 90, charges),
+    ):
+        assert serde_privacy.report_from_proto(serde_privacy.report_to_proto(r)) == r
+
+
+# ---- session calls and relay bundles (proto.serde_session) -------------------------------------------------
+
+BUNDLE = KeyBundle(2, b"k" * 32, b"sig", b"-----BEGIN CERTIFICATE-----\n")
+REF = RunStepRef("run-7", 3, b"d" * 32, b"s" * 16)
+
+
+def test_key_bundle_and_open_answer_round_trip() -> None:
+    for b in (BUNDLE, KeyBundle(1, b"k" * 32)):  # unsigned under --insecure
+        assert serde_session.key_bundle_from_proto(serde_session.key_bundle_to_proto(b)) == b
+    plain = serde_session.OpenAnswer(BUNDLE)
+    run = serde_session.OpenAnswer(BUNDLE, (2, REF))
+    assert serde_session.open_response_from_proto(serde_session.open_response_to_proto(plain), False) == plain
+    assert serde_session.open_response_from_proto(serde_session.open_response_to_proto(run), True) == run
+    assert not serde_session.open_response_to_proto(plain).HasField("resume")
+    bad = serde_session.open_response_to_proto(run)
+    bad.resume.digest = b"d" * 31
+    with pytest.raises(serde.WireError, match="malformed digest"):
+        serde_session.open_response_from_proto(bad, True)
+    assert serde_session.open_response_from_proto(bad, False).resume is None  # not asked: not read
+
+
+def test_connect_round_trip() -> None:
+    req = serde_session.connect_request_to_proto(b"s" * 16, [BUNDLE, KeyBundle(1, b"j" * 32)], [(2, REF)])
+    assert bytes(req.session_id) == b"s" * 16
+    assert serde_session.connect_bundles_from_proto(req) == [BUNDLE, KeyBundle(1, b"j" * 32)]
+    assert [serde.run_ref_from_proto(r) for r in req.resume] == [(2, REF)]
+    assert not serde_session.connect_request_to_proto(b"s" * 16, [BUNDLE]).resume
+    resp = serde_session.connect_response_to_proto(b"s" * 16, 3)
+    assert serde_session.connect_response_from_proto(resp) == (b"s" * 16, 3)
+
+
+def test_evaluate_round_trip() -> None:
+    msgs = ((1, np.arange(4, dtype=np.uint64)), (7, np.array([2**64 - 1], dtype=np.uint64)))
+    for a in (
+        EvaluateAnswer(b"s" * 16, 3, msgs, 7, 2, 0),
+        EvaluateAnswer(b"s" * 16, 1, msgs[:1], 7, 0, 41, True),  # a replayed run step
+        EvaluateAnswer(b"s" * 16, 2),
+    ):
+        back = serde_session.evaluate_response_from_proto(serde_session.evaluate_response_to_proto(a))
+        assert dataclasses.replace(back, to_receiver=()) == dataclasses.replace(a, to_receiver=())
+        assert [r for r, _ in back.to_receiver] == [r for r, _ in a.to_receiver]
+        for (_, x), (_, y) in zip(back.to_receiver, a.to_receiver, strict=True):
+            np.testing.assert_array_equal(x, y)
+    bad = serde_session.evaluate_response_to_proto(EvaluateAnswer(b"s" * 16, 3, msgs, 7))
+    bad.to_receiver[0].payload.CopyFrom(serde.array_to_proto(np.zeros(2)))
+    with pytest.raises(serde.WireError, match="receiver payload must be 1-D uint64"):
+        serde_session.evaluate_response_from_proto(bad)
+    req = serde_session.evaluate_request_to_proto(b"s" * 16, 4, 30, {"theta": np.linspace(0, 1, 3)})
+    assert (bytes(req.session_id), req.step, req.batch) == (b"s" * 16, 4, 30)
+    np.testing.assert_array_equal(serde.inputs_from_proto(req.inputs)["theta"], np.linspace(0, 1, 3))
+
+
+def test_probe_close_and_status_round_trip() -> None:
+    call = serde_session.ProbeCall(b"s" * 16, 5, 3, 64)
+    assert serde_session.probe_request_from_proto(serde_session.probe_request_to_proto(call)) == call
+    resp = serde_session.probe_response_to_proto(b"s" * 16, 5, [1.5, 2.25, 3.0])
+    assert serde_session.probe_response_from_proto(resp) == [1.5, 2.25, 3.0]
+    close = serde_session.close_request_to_proto(b"s" * 16, "done")
+    assert serde_session.close_request_from_proto(close) == (b"s" * 16, "done")
+    closed = serde_session.close_response_to_proto(b"s" * 16, 9)
+    assert serde_session.close_response_from_proto(closed) == (b"s" * 16, 9)
+    sessions = (SessionState(b"s" * 16, 9, "ready", "sign", "gaussian-mean"),)
+    for st in (PartyStatus(1, "party-1"), PartyStatus(3, "party-3", sessions, 90, 1000, 2)):
+        assert serde_session.status_from_proto(serde_session.status_to_proto(st)) == st
+
+
+def test_relay_bundle_round_trip() -> None:
+    frames = [
+        serde.frame_header_to_proto(b"s" * 16, 0, 0, 0, 2, Kind.HELLO),
+        serde.frame_to_proto(b"s" * 16, Frame(1, 2, 1, 3, Kind.DATA, np.arange(3, dtype=np.uint64))),
+    ]
+    assert serde_session.bundle_from_proto(serde_session.bundle_to_proto(frames)) == frames
