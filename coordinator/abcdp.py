@@ -66,7 +66,7 @@ from mechanisms.abcdp.driver import (
     drive_abcdp,
 )
 from mechanisms.abcdp.federated import FederatedSvtPlan
-from proto import party_pb2
+from proto import serde_privacy
 
 __all__ = [
     "AbcdpProgress", "AbcdpState", "FederatedAbcdpResult", "PriorSampler", "Simulator", "charged_epsilons",
@@ -285,7 +285,7 @@ async def acharged_epsilons(coord: Coordinator, session_id: bytes) -> dict[int, 
     from mechanisms.privacy import event_from_dict
 
     answers = await coord.call_all(
-        "privacy report", lambda _: party_pb2.PrivacyReportRequest(), "PrivacyReport"
+        "privacy report", lambda _: serde_privacy.report_request_to_proto(), "PrivacyReport"
     )
     tag = f"session {session_id.hex()[:16]}"
     out: dict[int, float] = {}
