@@ -54,6 +54,7 @@ import grpc
 import numpy as np
 
 from coordinator.api import PartyEndpoint
+from coordinator.tables import Reader
 from hss.fixedpoint import FixedPoint, max_threshold
 from mechanisms.privacy import (
     AmplifiedGaussianEvent,
@@ -127,26 +128,12 @@ def load_plan(path: str | Path, need_session: bool = True) -> PlanFile:
     return PlanFile(path, identity, tls, timeout, sorted(parties, key=lambda p: p.id), session)
 
 
-@dataclass(frozen=True)
-class _PlanReader:
-    """Typed reads of one PLAN.toml's tables; every error names the file and the key."""
+class _PlanReader(Reader):
+    """Typed reads of one PLAN.toml's tables (``coordinator.tables.Reader``); every error is a
+    :class:`PlanFileError` naming the file and the key."""
 
-    path: Path
-
-    def err(self, key: str, msg: str) -> PlanFileError:
-        return PlanFileError(f"{self.path}: {key}: {msg}")
-
-    def typed(
-        self, tbl: dict[str, Any], where: str, key: str, typ: type | tuple[type, ...], default: Any = ...
-    ) -> Any:
-        if key not in tbl:
-            if default is ...:
-                raise self.err(f"{where}.{key}", "missing (required)")
-            return default
-        v = tbl[key]
-        if (isinstance(v, bool) and typ is not bool) or not isinstance(v, typ):
-            raise self.err(f"{where}.{key}", f"has the wrong type: {v!r}")
-        return v
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, path.parent, PlanFileError)
 
     def coordinator(self, coord: Any) -> tuple[str, TlsMaterial | None, float]:
         """[coordinator]: identity, TLS material (None under insecure) and the RPC timeout."""
@@ -155,17 +142,17 @@ class _PlanReader:
         extra = sorted(set(coord) - {"identity", "cert", "key", "ca", "insecure", "rpc_timeout_s"})
         if extra:
             raise self.err(f"coordinator.{extra[0]}", "unknown key")
-        identity = self.typed(coord, "coordinator", "identity", str, "coordinator")
-        insecure = self.typed(coord, "coordinator", "insecure", bool, False)
-        timeout = float(self.typed(coord, "coordinator", "rpc_timeout_s", (int, float), 30.0))
+        identity = self.get(coord, "coordinator", "identity", str, "coordinator")
+        insecure = self.get(coord, "coordinator", "insecure", bool, False)
+        timeout = float(self.get(coord, "coordinator", "rpc_timeout_s", (int, float), 30.0))
         if not timeout > 0:
             raise self.err("coordinator.rpc_timeout_s", f"must be > 0, got {timeout}")
         if insecure:
             return identity, None, timeout
         paths = []
         for k in ("cert", "key", "ca"):
-            p = Path(self.typed(coord, "coordinator", k, str))
-            paths.append(p if p.is_absolute() else self.path.parent / p)
+            p = Path(self.get(coord, "coordinator", k, str))
+            paths.append(p if p.is_absolute() else self.source.parent / p)
         for k, p in zip(("cert", "key", "ca"), paths, strict=True):
             if not p.is_file():
                 raise self.err(f"coordinator.{k}", f"file {p} does not exist")
@@ -186,9 +173,9 @@ class _PlanReader:
             extra = sorted(set(pt) - {"id", "identity", "address"})
             if extra:
                 raise self.err(f"{where}.{extra[0]}", "unknown key")
-            pid = self.typed(pt, where, "id", int)
-            ident = self.typed(pt, where, "identity", str, default_identity(pid))
-            parties.append(PartyEndpoint(pid, ident, self.typed(pt, where, "address", str)))
+            pid = self.get(pt, where, "id", int)
+            ident = self.get(pt, where, "identity", str, default_identity(pid))
+            parties.append(PartyEndpoint(pid, ident, self.get(pt, where, "address", str)))
         ids = sorted(p.id for p in parties)
         if ids != list(range(1, len(ids) + 1)):
             raise self.err("parties", f"ids must be 1..m without gaps or repeats, got {ids}")
@@ -202,18 +189,18 @@ class _PlanReader:
         extra = sorted(set(sess) - allowed)
         if extra:
             raise self.err(f"session.{extra[0]}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
-        batches = self.typed(sess, "session", "batches", int)
-        batch_size = self.typed(sess, "session", "batch_size", int)
+        batches = self.get(sess, "session", "batches", int)
+        batch_size = self.get(sess, "session", "batch_size", int)
         if batches < 1:
             raise self.err("session.batches", f"must be >= 1, got {batches}")
         if not 1 <= batch_size < 2**32:
             raise self.err("session.batch_size", f"must be in 1..2^32-1, got {batch_size}")
-        threshold = self.typed(sess, "session", "threshold", int, None)
+        threshold = self.get(sess, "session", "threshold", int, None)
         return PlannedSession(
-            analysis=self.typed(sess, "session", "analysis", str),
-            reveal_mode=self.typed(sess, "session", "reveal_mode", str),
-            params=dict(self.typed(sess, "session", "params", dict, {})),
-            topology=self.typed(sess, "session", "topology", str, "mesh"),
+            analysis=self.get(sess, "session", "analysis", str),
+            reveal_mode=self.get(sess, "session", "reveal_mode", str),
+            params=dict(self.get(sess, "session", "params", dict, {})),
+            topology=self.get(sess, "session", "topology", str, "mesh"),
             threshold=threshold,
             batches=batches,
             batch_size=batch_size,

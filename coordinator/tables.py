@@ -1,7 +1,7 @@
 """Typed reading of TOML tables with errors that name the file and the dotted key (:class:`Reader`,
 :class:`ExperimentError`), and the experiment file's ``[coordinator]`` and ``[[parties]]`` tables. PLAN.toml
-(``confar privacy``) has tables of the same shape, but ``coordinator.privacy.load_plan`` still reads them
-with its own code and messages.
+(``confar privacy``) is read with a :class:`Reader` too (``coordinator.privacy``), its ``[coordinator]`` and
+``[[parties]]`` tables by its own methods (a plan may be insecure and names no data).
 """
 
 from __future__ import annotations
