@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import grpc
 
@@ -35,6 +35,12 @@ from proto.spec import SessionSpec
 from proto.tls import caller_identity
 
 Key = tuple[int, int]  # (step, round)
+
+
+async def drain(queue: asyncio.Queue[Any]) -> AsyncIterator[Any]:
+    """A response stream's items from its queue, until the ``None`` that ends the stream."""
+    while (item := await queue.get()) is not None:
+        yield item
 
 
 @dataclass(frozen=True)
@@ -216,10 +222,7 @@ class RelayHub(relay_pb2_grpc.RelayServicer):
         hello = serde.frame_header_to_proto(sid, 0, 0, 0, me, Kind.HELLO)
         try:
             yield serde_session.bundle_to_proto([hello])
-            while True:
-                item = await queue.get()
-                if item is None:
-                    break
+            async for item in drain(queue):
                 yield item
         finally:
             reader.cancel()

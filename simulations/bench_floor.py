@@ -49,6 +49,7 @@ from typing import Any
 import grpc
 
 from coordinator.certs import COORDINATOR_IDENTITY, party_identity
+from coordinator.relay import drain
 from proto.tls import SERVER_OPTIONS, TlsMaterial, secure_channel, server_credentials
 
 _EOF: Any = grpc.aio.EOF  # type: ignore[attr-defined]  # end-of-stream sentinel, missing from the stubs
@@ -136,10 +137,7 @@ class FloorWorker:
         reader = asyncio.create_task(read())
         try:
             yield _hello(self.me, src)
-            while True:
-                item = await queue.get()
-                if item is None:
-                    break
+            async for item in drain(queue):
                 yield item
         finally:
             reader.cancel()
@@ -398,10 +396,7 @@ class FloorHub:
         reader = asyncio.create_task(read())
         try:
             yield _hello(0, me)
-            while True:
-                item = await queue.get()
-                if item is None:
-                    break
+            async for item in drain(queue):
                 yield item
         finally:
             reader.cancel()
