@@ -73,13 +73,6 @@ class SessionError(RuntimeError):
         self.party, self.step, self.code = party, step, code
 
 
-@dataclass(frozen=True)
-class PartyEndpoint:
-    id: int
-    identity: str
-    address: str
-
-
 @dataclass
 class StepTranscript:
     """What the coordinator received for one step: per party, (round, payload) messages."""
@@ -95,7 +88,7 @@ class StepTranscript:
 class Coordinator:
     def __init__(
         self,
-        parties: list[PartyEndpoint],
+        parties: list[PartyEntry],
         tls: TlsMaterial | None,
         *,
         identity: str = "coordinator",
@@ -212,7 +205,7 @@ class Coordinator:
         relay_address = await self._ensure_relay() if topology == "relay" else ""
         spec = SessionSpec(
             session_id=session_id or os.urandom(16),
-            parties=tuple(PartyEntry(p.id, p.identity, p.address) for p in self.parties),
+            parties=tuple(self.parties),
             t=max_threshold(self.m) if t is None else t,
             reveal_mode=reveal_mode,
             model=model,
@@ -390,7 +383,7 @@ class CoordinatorSession:
         """Close at every party that answers; returns the parties' errors (best effort, never raises)."""
         errors = []
 
-        async def one(p: PartyEndpoint) -> None:
+        async def one(p: PartyEntry) -> None:
             try:
                 await self.coord._stubs[p.id].CloseSession(
                     serde_session.close_request_to_proto(self.session_id, reason),

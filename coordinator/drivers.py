@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.api import BlockingCoordinator, PartyEndpoint
+from coordinator.api import BlockingCoordinator
 from coordinator.checkpoint import STATE_VERSION, RunError, RunFolder, StopRequested, now
 from coordinator.decider import NetworkDecider
 from coordinator.experiment import Experiment
@@ -36,6 +36,7 @@ from coordinator.sampler_settings import MH_KINDS
 from mechanisms.samplers import AdaptiveMH, AdaptiveState, MHState, PublicSeeds, RandomWalkMH
 from mechanisms.samplers.rejection import RejectionSampler
 from mechanisms.samplers.requests import DecisionRequest
+from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
 
 if TYPE_CHECKING:
@@ -265,7 +266,7 @@ def make_driver(exp: Experiment) -> MHDriver | RejectionDriver:
 
 def run_abcdp(
     exp: Experiment,
-    endpoints: list[PartyEndpoint],
+    endpoints: list[PartyEntry],
     tls: TlsMaterial | None,
     out_dir: Path,
     progress: Callable[[ProgressInfo], None] | None,
@@ -402,7 +403,7 @@ class _AbcdpHooks:
 
 def _abcdp_outcome(
     exp: Experiment,
-    endpoints: list[PartyEndpoint],
+    endpoints: list[PartyEntry],
     out_dir: Path,
     meta: dict[str, Any],
     res: Any,

@@ -129,13 +129,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.api import PartyEndpoint
 from coordinator.sampler_settings import KINDS, SAMPLER_KEYS, SamplerSettings, read_sampler
 from coordinator.tables import CoordinatorSettings, ExperimentError, Reader, read_coordinator, read_parties
 from hss.fixedpoint import max_threshold
 from hss.modes import FEATURES, REVEAL_MODES, reveal_mode
 from hss.protocols import SIGN_PRECOMPUTE
 from mechanisms.models.base import Model, add_import_path, load_model
+from proto.spec import PartyEntry
 
 F64 = npt.NDArray[np.float64]
 
@@ -210,7 +210,7 @@ class Experiment:
     output_dir: Path
     seed: int
     coordinator: CoordinatorSettings
-    parties: list[PartyEndpoint]
+    parties: list[PartyEntry]
     model_name: str
     model_params: dict[str, Any]
     sampler: SamplerSettings
@@ -257,7 +257,7 @@ class Experiment:
             out["max_sensitivity"] = s.max_sensitivity
         return out
 
-    def with_parties(self, parties: list[PartyEndpoint]) -> Experiment:
+    def with_parties(self, parties: list[PartyEntry]) -> Experiment:
         """The same experiment against other endpoints (a simulated consortium's)."""
         from dataclasses import replace
 

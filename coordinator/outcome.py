@@ -20,10 +20,10 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.api import PartyEndpoint
 from coordinator.checkpoint import now
 from coordinator.experiment import Experiment
 from coordinator.run_privacy import PrivacyPlan
+from proto.spec import PartyEntry
 
 F64 = npt.NDArray[np.float64]
 
@@ -90,7 +90,7 @@ class Outcome:
     counts: dict[str, int] = field(default_factory=dict)  # decisions asked, accepted, proposals made
 
 
-def provenance(exp: Experiment, outcome: Outcome, endpoints: list[PartyEndpoint]) -> dict[str, Any]:
+def provenance(exp: Experiment, outcome: Outcome, endpoints: list[PartyEntry]) -> dict[str, Any]:
     return {
         "experiment": exp.name,
         "config_text": exp.text,
@@ -120,7 +120,7 @@ def provenance(exp: Experiment, outcome: Outcome, endpoints: list[PartyEndpoint]
 def write_run_outputs(
     exp: Experiment,
     outcome: Outcome,
-    endpoints: list[PartyEndpoint],
+    endpoints: list[PartyEntry],
     reference: F64 | None,
     plan: PrivacyPlan | None,
 ) -> dict[str, Path]:

@@ -53,7 +53,6 @@ from typing import Any
 import grpc
 import numpy as np
 
-from coordinator.api import PartyEndpoint
 from coordinator.tables import Reader
 from hss.fixedpoint import FixedPoint, max_threshold
 from mechanisms.privacy import (
@@ -100,7 +99,7 @@ class PlanFile:
     identity: str
     tls: TlsMaterial | None
     rpc_timeout_s: float
-    parties: list[PartyEndpoint]
+    parties: list[PartyEntry]
     session: PlannedSession | None
 
 
@@ -161,11 +160,11 @@ class _PlanReader(Reader):
         except TlsError as exc:
             raise self.err("coordinator", str(exc)) from exc
 
-    def parties(self, raw: Any) -> list[PartyEndpoint]:
+    def parties(self, raw: Any) -> list[PartyEntry]:
         """[[parties]]: ids 1..m, each with its identity and address."""
         if not isinstance(raw, list) or not raw:
             raise self.err("parties", "needs at least one [[parties]] table")
-        parties: list[PartyEndpoint] = []
+        parties: list[PartyEntry] = []
         for i, pt in enumerate(raw):
             where = f"parties[{i}]"
             if not isinstance(pt, dict):
@@ -175,7 +174,7 @@ class _PlanReader(Reader):
                 raise self.err(f"{where}.{extra[0]}", "unknown key")
             pid = self.get(pt, where, "id", int)
             ident = self.get(pt, where, "identity", str, default_identity(pid))
-            parties.append(PartyEndpoint(pid, ident, self.get(pt, where, "address", str)))
+            parties.append(PartyEntry(pid, ident, self.get(pt, where, "address", str)))
         ids = sorted(p.id for p in parties)
         if ids != list(range(1, len(ids) + 1)):
             raise self.err("parties", f"ids must be 1..m without gaps or repeats, got {ids}")
@@ -215,7 +214,7 @@ def planned_spec(pf: PlanFile) -> SessionSpec:
     try:
         return SessionSpec(
             session_id=os.urandom(16),
-            parties=tuple(PartyEntry(p.id, p.identity, p.address) for p in pf.parties),
+            parties=tuple(pf.parties),
             t=max_threshold(m) if s.threshold is None else s.threshold,
             reveal_mode=s.reveal_mode,
             model=s.analysis,
@@ -233,7 +232,7 @@ async def ask_all(pf: PlanFile, method: str, request: Any) -> dict[int, Any]:
     """One unary call per party, in parallel; a party's entry is its response or an error string."""
     md = call_metadata(pf.tls, pf.identity)
 
-    async def one(p: PartyEndpoint) -> Any:
+    async def one(p: PartyEntry) -> Any:
         ch = secure_channel(p.address, pf.tls, p.identity)
         try:
             stub = party_pb2_grpc.PartyStub(ch)

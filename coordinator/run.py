@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.api import BlockingCoordinator, BlockingSession, PartyEndpoint
+from coordinator.api import BlockingCoordinator, BlockingSession
 from coordinator.checkpoint import (
     DrawLog,
     RunFolder,
@@ -64,6 +64,7 @@ from coordinator.outcome import Outcome, ProgressBar, ProgressInfo, summary_text
 from coordinator.run_privacy import PrivacyPlan, check_privacy, plan_file, privacy_reports
 from coordinator.sampler_settings import MH_KINDS
 from coordinator.tables import ExperimentError
+from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
 
 F64 = npt.NDArray[np.float64]
@@ -77,7 +78,7 @@ SIMULATE_MODULE = "simulations.run_local"  # loaded by name: coordinator never i
 
 def run_experiment(
     exp: Experiment,
-    endpoints: list[PartyEndpoint],
+    endpoints: list[PartyEntry],
     tls: TlsMaterial | None,
     out_dir: Path,
     progress: Callable[[ProgressInfo], None] | None = None,

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coordinator import privacy as cprivacy
-from coordinator.api import PartyEndpoint
 from coordinator.checkpoint import RunError
 from coordinator.experiment import Experiment
 from mechanisms.privacy import scaled
+from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
 
 
-def plan_file(exp: Experiment, endpoints: list[PartyEndpoint], tls: TlsMaterial | None, batches: int) -> Any:
+def plan_file(exp: Experiment, endpoints: list[PartyEntry], tls: TlsMaterial | None, batches: int) -> Any:
     s = exp.sampler
     return cprivacy.PlanFile(
         source=exp.source,
@@ -137,7 +137,7 @@ def parties_charged_for_run(pf: Any, run_id: str) -> set[int]:
 
 
 def privacy_reports(
-    exp: Experiment, endpoints: list[PartyEndpoint], tls: TlsMaterial | None
+    exp: Experiment, endpoints: list[PartyEntry], tls: TlsMaterial | None
 ) -> dict[int, Any]:
     """Each party's PrivacyReport answer (its ledger), or the error string when it could not be asked."""
     return dict(cprivacy.report(plan_file(exp, endpoints, tls, 1)))

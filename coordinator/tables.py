@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coordinator.api import PartyEndpoint
-from proto.spec import default_identity, identity_problem
+from proto.spec import PartyEntry, default_identity, identity_problem
 from proto.tls import TlsError, TlsMaterial
 
 
@@ -171,13 +170,13 @@ def read_coordinator(r: Reader, coord: dict[str, Any] | None, need_files: bool =
     return CoordinatorSettings(identity, insecure, files["cert"], files["key"], files["ca"], float(timeout))
 
 
-def read_parties(r: Reader, raw: Any, required: bool = True) -> list[PartyEndpoint]:
+def read_parties(r: Reader, raw: Any, required: bool = True) -> list[PartyEntry]:
     """The ``[[parties]]`` array (PLAN.toml and EXPERIMENT.toml): ids 1..m without gaps or repeats."""
     if raw is None and not required:
         return []
     if not isinstance(raw, list) or not raw:
         raise r.err("parties", "needs at least one [[parties]] table")
-    parties: list[PartyEndpoint] = []
+    parties: list[PartyEntry] = []
     for i, pt in enumerate(raw):
         where = f"parties[{i}]"
         if not isinstance(pt, dict):
@@ -190,7 +189,7 @@ def read_parties(r: Reader, raw: Any, required: bool = True) -> list[PartyEndpoi
         addr = r.get(pt, where, "address", str)
         if ":" not in addr or not addr.rsplit(":", 1)[1].isdigit():
             raise r.err(f"{where}.address", f"must be host:port, got {addr!r}")
-        parties.append(PartyEndpoint(pid, ident, addr))
+        parties.append(PartyEntry(pid, ident, addr))
     ids = [p.id for p in parties]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:

@@ -210,7 +210,7 @@ def _run_driver(net: WanNet, s: WanSettings, workdir: Path, started: _Started) -
 
 async def _driver_main(spec: dict[str, Any]) -> list[dict[str, Any]]:
     """Inside the coordinator namespace: the timed sessions (code shared with ``confar bench network``)."""
-    from coordinator.api import Coordinator, PartyEndpoint
+    from coordinator.api import Coordinator, PartyEntry
     from coordinator.certs import party_identity
     from simulations.bench_network import bench_protocol, protocol_shape
     from simulations.launcher import LocalConsortium
@@ -220,7 +220,7 @@ async def _driver_main(spec: dict[str, Any]) -> list[dict[str, Any]]:
     lc = LocalConsortium(
         m, workdir, workdir / "certs"
     )  # not started: carries workdir/certs for bench_protocol
-    eps = [PartyEndpoint(q, party_identity(q), f"127.0.0.1:{PROXY_BASE + q}") for q in range(1, m + 1)]
+    eps = [PartyEntry(q, party_identity(q), f"127.0.0.1:{PROXY_BASE + q}") for q in range(1, m + 1)]
     out: list[dict[str, Any]] = []
     rtt = float(spec["rtt_ms"])
     async with Coordinator(

@@ -45,7 +45,7 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import FieldDescriptor, MethodDescriptor
 from google.protobuf.message import Message
 
-from coordinator.api import BlockingCoordinator, Coordinator, CoordinatorSession, PartyEndpoint
+from coordinator.api import BlockingCoordinator, Coordinator, CoordinatorSession
 from coordinator.certs import COORDINATOR_IDENTITY, init_consortium, party_identity
 from hss.fixedpoint import FixedPoint
 from proto import health_pb2, party_pb2, peer_pb2, serde
@@ -272,10 +272,10 @@ def _tls(certs: Path, identity: str) -> TlsMaterial:
     return TlsMaterial.load(certs / f"{identity}.pem", certs / f"{identity}.key", certs / "ca.pem", identity)
 
 
-def _spec(endpoints: list[PartyEndpoint], session_id: bytes) -> SessionSpec:
+def _spec(endpoints: list[PartyEntry], session_id: bytes) -> SessionSpec:
     return SessionSpec(
         session_id=session_id,
-        parties=tuple(PartyEntry(e.id, e.identity, e.address) for e in endpoints),
+        parties=tuple(endpoints),
         t=1,
         reveal_mode="sum",
         model="gaussian-mean",

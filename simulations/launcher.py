@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.api import PartyEndpoint
 from coordinator.certs import COORDINATOR_IDENTITY, init_consortium, party_identity
+from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
 
 if TYPE_CHECKING:
@@ -250,8 +250,8 @@ class LocalConsortium:
         except OSError:
             return "(no log)"
 
-    def endpoints(self) -> list[PartyEndpoint]:
-        return [PartyEndpoint(pid, party_identity(pid), pp.address) for pid, pp in sorted(self.procs.items())]
+    def endpoints(self) -> list[PartyEntry]:
+        return [PartyEntry(pid, party_identity(pid), pp.address) for pid, pp in sorted(self.procs.items())]
 
     def coordinator_tls(self) -> TlsMaterial | None:
         if self.certs is None:

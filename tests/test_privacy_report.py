@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from coordinator.api import PartyEndpoint
 from coordinator.privacy import PlanFile, format_report, plot_spends
 from mechanisms.privacy.events import GaussianEvent
 from proto import party_pb2
+from proto.spec import PartyEntry
 
 
 def test_unaccounted_party_states_no_number(tmp_path: Path) -> None:
@@ -18,7 +18,7 @@ def test_unaccounted_party_states_no_number(tmp_path: Path) -> None:
         "coordinator",
         None,
         1.0,
-        [PartyEndpoint(1, "p1", ""), PartyEndpoint(2, "p2", "")],
+        [PartyEntry(1, "p1", ""), PartyEntry(2, "p2", "")],
         None,
     )
     no_budget = party_pb2.PrivacyReportResponse(

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from coordinator.api import PartyEndpoint
 from coordinator.outputs.result import RunResult
 from coordinator.privacy import PlanFile, Spend, parse_events, plot_spends, recompose, report_delta
+from proto.spec import PartyEntry
 
 THREAT_MODEL_NOTE = (
     "not carried in the PrivacyReport answer: the party's ledger accounts under its own [budget] "
@@ -204,7 +204,7 @@ def write_privacy_plots(
     then each PNG renamed to ``privacy/party-<id>.png``."""
     top = max(max(spends), max(result.privacy_reports))
     endpoints = [
-        PartyEndpoint(i, party_identity(i, result.privacy_reports.get(i, ""), result), "")
+        PartyEntry(i, party_identity(i, result.privacy_reports.get(i, ""), result), "")
         for i in range(1, top + 1)
     ]
     pf = PlanFile(Path("run outputs"), "coordinator", None, 0.0, endpoints, None)

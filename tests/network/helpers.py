@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.api import Coordinator, PartyEndpoint
+from coordinator.api import Coordinator
 from coordinator.certs import init_consortium, party_identity
 from parties.config import load_config
 from parties.daemon import PartyDaemon
+from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
 from simulations.launcher import party_config_text, write_csv
 
@@ -45,7 +46,7 @@ async def inproc_consortium(
     fixed_keys: dict[int, bytes] | None = None,
     insecure: bool = False,
     **config_kwargs: Any,
-) -> AsyncIterator[tuple[list[PartyDaemon], list[PartyEndpoint], Path | None]]:
+) -> AsyncIterator[tuple[list[PartyDaemon], list[PartyEntry], Path | None]]:
     certs = None if insecure else make_certs(root, m)
     data = data if data is not None else party_data(m)
     daemons: list[PartyDaemon] = []
@@ -69,7 +70,7 @@ async def inproc_consortium(
             d = PartyDaemon(load_config(cfg_path, insecure=insecure), insecure=insecure)
             await d.start()
             daemons.append(d)
-        eps = [PartyEndpoint(d.cfg.id, party_identity(d.cfg.id), f"127.0.0.1:{d.port}") for d in daemons]
+        eps = [PartyEntry(d.cfg.id, party_identity(d.cfg.id), f"127.0.0.1:{d.port}") for d in daemons]
         yield daemons, eps, certs
     finally:
         for d in daemons:
@@ -78,7 +79,7 @@ async def inproc_consortium(
 
 @contextlib.asynccontextmanager
 async def coordinator_for(
-    eps: list[PartyEndpoint], certs: Path | None, **kw: Any
+    eps: list[PartyEntry], certs: Path | None, **kw: Any
 ) -> AsyncIterator[Coordinator]:
     tls = tls_for(certs, "coordinator") if certs is not None else None
     async with Coordinator(eps, tls, **kw) as c:

@@ -416,9 +416,9 @@ def test_plan_names_the_collusion_reason_and_charges_the_run_once(tmp_path: Path
     """confar privacy plan for an ABCDP run: a party assuming m - 1 colluders gets the collusion reason
     (not the generic 'unbounded' one), and a run charged once is not reported in batches."""
     from coordinator import privacy as cprivacy
-    from coordinator.api import PartyEndpoint
     from parties.config import load_config
     from parties.privacy_budget import PrivacyBudgetStore
+    from proto.spec import PartyEntry
     from simulations.launcher import party_config_text
 
     plan = _plan(2.0, 3, False, 5, 0.1)
@@ -442,7 +442,7 @@ def test_plan_names_the_collusion_reason_and_charges_the_run_once(tmp_path: Path
         identity="coordinator",
         tls=None,
         rpc_timeout_s=1.0,
-        parties=[PartyEndpoint(p, f"party-{p}", "127.0.0.1:1") for p in range(1, M + 1)],
+        parties=[PartyEntry(p, f"party-{p}", "127.0.0.1:1") for p in range(1, M + 1)],
         session=cprivacy.PlannedSession("abcdp-rff", "svt", params, "mesh", None, 50, 64),
     )
     text, bad = cprivacy.format_plan(pf, answers)

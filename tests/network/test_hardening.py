@@ -19,7 +19,7 @@ import grpc
 import numpy as np
 import pytest
 
-from coordinator.api import Coordinator, PartyEndpoint
+from coordinator.api import Coordinator
 from hss.fixedpoint import FixedPoint
 from parties.daemon import EXIT_STOP_DEADLINE, STOP_DEADLINE_S
 from proto import common_pb2, health_pb2, health_pb2_grpc, party_pb2, party_pb2_grpc, peer_pb2_grpc, serde
@@ -41,7 +41,7 @@ def consortium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalConsor
         yield lc
 
 
-def _spec(eps: list[PartyEndpoint], **kw: Any) -> SessionSpec:
+def _spec(eps: list[PartyEntry], **kw: Any) -> SessionSpec:
     base: dict[str, Any] = {
         "session_id": np.random.default_rng().bytes(16),
         "parties": tuple(PartyEntry(e.id, e.identity, e.address) for e in eps),
@@ -66,7 +66,7 @@ def _big_fmt(max_parties: int) -> common_pb2.FixedPointFormat:
     )
 
 
-async def _call(tls: TlsMaterial, ep: PartyEndpoint, method: str, req: Any) -> tuple[grpc.StatusCode, str]:
+async def _call(tls: TlsMaterial, ep: PartyEntry, method: str, req: Any) -> tuple[grpc.StatusCode, str]:
     async with secure_channel(ep.address, tls, ep.identity) as ch:
         try:
             await getattr(party_pb2_grpc.PartyStub(ch), method)(req, timeout=HANG_S)
@@ -75,7 +75,7 @@ async def _call(tls: TlsMaterial, ep: PartyEndpoint, method: str, req: Any) -> t
     return grpc.StatusCode.OK, ""
 
 
-async def _health(tls: TlsMaterial, ep: PartyEndpoint) -> int:
+async def _health(tls: TlsMaterial, ep: PartyEntry) -> int:
     async with secure_channel(ep.address, tls, ep.identity) as ch:
         resp = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=HANG_S)
         return int(resp.status)

@@ -19,7 +19,7 @@ import pytest
 
 from coordinator import cli as confar_cli
 from coordinator import privacy as cprivacy
-from coordinator.api import BlockingCoordinator, PartyEndpoint, SessionError
+from coordinator.api import BlockingCoordinator, SessionError
 from hss.randomness import SecureRandom
 from mechanisms.privacy import GaussianEvent, coalition_view, compose_events, gdp_eps
 from parties import cli as party_cli
@@ -221,7 +221,7 @@ def test_corrupt_ledger_stops_the_daemon(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def _plan_file(
-    tmp_path: Path, eps: list[PartyEndpoint], certs: Path | None, session: bool = True, batches: int = 4
+    tmp_path: Path, eps: list[PartyEntry], certs: Path | None, session: bool = True, batches: int = 4
 ) -> Path:
     lines = ["[coordinator]"]
     if certs is None:

@@ -23,14 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from coordinator.api import (
-    BlockingCoordinator,
-    Coordinator,
-    CoordinatorSession,
-    PartyEndpoint,
-    SessionError,
-    StepTranscript,
-)
+from coordinator.api import BlockingCoordinator, Coordinator, CoordinatorSession, SessionError, StepTranscript
 from coordinator.certs import party_identity
 from hss.protocols import decide_receiver
 from mechanisms.privacy import GaussianEvent
@@ -364,9 +357,9 @@ class Consortium:
             await d.stop(grace=0.5)
         self.daemons = []
 
-    def endpoints(self) -> list[PartyEndpoint]:
+    def endpoints(self) -> list[PartyEntry]:
         return [
-            PartyEndpoint(d.cfg.id, party_identity(d.cfg.id), f"127.0.0.1:{d.port}") for d in self.daemons
+            PartyEntry(d.cfg.id, party_identity(d.cfg.id), f"127.0.0.1:{d.port}") for d in self.daemons
         ]
 
     @asynccontextmanager
