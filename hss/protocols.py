@@ -29,6 +29,11 @@ sign: Catrina & de Hoogh's LTZ with the input fused into the mask opening.
     local thanks to the precomputed pair products; each further level is one GRR round; the root level is
     fused with the output.
   output: [S >= 0] = floor(c / 2^K) - r_hi - u, a degree-2t sharing, sent masked to the receiver.
+  sign_precompute "blocks4" (hss.sign_blocks, issue 16): 2 precompute rounds make [r_T] for every subset T
+    of each block of 4 mask bits (GRR of 6 pairs with the s_i^2 openings, then of 4 triples and 1
+    quadruple per block); with c public a block's (G, P) is a public linear combination of them, so the
+    first carry level over ceil(K/4) blocks is local: 11 -> 6 -> 3 -> 2 -> fused output, 1 + 3 + 1 = 5
+    online rounds (2 + 5 = 7 in all) instead of 6, for about 7x the precompute bytes. No lazy coin with it.
 
 blinded: each party Shamir-shares (x_j, W_j, e_j) (round 1); the parties compute
   Z = (2S + 1)(W + w0) + E, E = sum_j e_j < 2^e_bits <= w0 (all in integer units) and send it masked to
@@ -81,6 +86,7 @@ from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, ProtocolError, expect, pack
 from hss.session import SIGN_PRECOMPUTE, PartyContext, SessionParams, check_precompute, key_setup
 from hss.sharing import split
+from hss.sign_blocks import BlockMaterial, block_nodes, block_precompute
 
 #: The reveal modes this module's decision protocols run (``decide_party``, ``decide_receiver``); with "svt"
 #: (hss.svt) they are the entries of the reveal-mode table hss.modes.REVEAL, which callers dispatch through.
@@ -206,8 +212,15 @@ def decide_party(
                 f"this batch has {n} of {fmt.compare_bits}"
             )
         if lazy is not None and (precompute != "inline" or material is not None):
-            raise ValueError("a lazy decision makes its coin with the inline sign precompute only")
-        gen = _sign_gen(ctx, x, pub, step, rng, report, material, precompute == "pooled", lazy)
+            raise ValueError(
+                "a lazy decision makes its coin with the inline sign precompute only "
+                f"(sign_precompute {precompute!r} with a lazy coin is not offered)"
+            )
+        if precompute == "blocks4" and material is not None:
+            raise ValueError(
+                "sign precompute 'blocks4' makes its own block material; precompute_sign's is pair-only"
+            )
+        gen = _sign_gen(ctx, x, pub, step, rng, report, material, precompute, lazy)
     return Machine(ctx.party, gen, f"decide[{mode}]")
 
 
@@ -470,17 +483,24 @@ def _sign_gen(
     rng: SecureRandom,
     report: PartyReport,
     material: SignMaterial | None,
-    pooled: bool = False,
+    precompute: str = "inline",
     lazy: LazyCoin | None = None,
 ) -> PartyGen[PartyReport]:
     fmt = ctx.params.fmt
     n, kbits = x.shape[0], fmt.compare_bits
-    if material is None:  # inline: 1 round, every party computes every root; pooled: 3, each root once
-        coin_bits = lazy.bits if lazy is not None else 0
-        material = yield from _sign_precompute(ctx, n, step, rng, distributed=pooled, coin_bits=coin_bits)
-    r, rr, r_top = material.bits, material.pairs, material.r_top
+    blocks: BlockMaterial | None = None
+    if precompute == "blocks4":  # 2 rounds: every monomial of each block of 4 bits (hss.sign_blocks)
+        blocks = yield from block_precompute(ctx, n, step, rng)
+        r, r_top = blocks.bits, blocks.r_top
+    else:
+        if material is None:  # inline: 1 round, every party computes every root; pooled: 3, each root once
+            coin_bits = lazy.bits if lazy is not None else 0
+            pooled = precompute == "pooled"
+            material = yield from _sign_precompute(ctx, n, step, rng, distributed=pooled, coin_bits=coin_bits)
+        r, rr, r_top = material.bits, material.pairs, material.r_top
     coin_tree: CarryTree | None = None
     if lazy is not None:
+        assert material is not None
         if material.coin_bits is None or material.coin_pairs is None:
             raise ValueError("a lazy decision needs sign material with the coin's random bits")
         coin_tree = coin_carry_tree(lazy, material.coin_bits, material.coin_pairs)
@@ -505,7 +525,10 @@ def _sign_gen(
     cb = ((c_lo[None, :] >> np.arange(kbits, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)  # (K, n)
 
     # --- carry tree for u = [c mod 2^K < r mod 2^K]: node (G, P) = (r > c on its span, r == c on it) ---
-    big_g, big_p = _compare_nodes(cb, r, rr, kbits)
+    if blocks is None:
+        big_g, big_p = _compare_nodes(cb, r, rr, kbits)
+    else:  # blocks4: the first level over blocks of 4 bits, local thanks to the block monomials
+        big_g, big_p = block_nodes(cb, blocks, kbits)
     root = yield from _carry_rounds(ctx, rng, big_g, big_p, coin_tree, inserted=lazy is None)
 
     # --- output: [S >= 0] = floor(c / 2^K) - r_hi - u (lazy: coin * that, the root being coin * u) ---
