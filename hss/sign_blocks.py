@@ -33,6 +33,7 @@ open; only more GRR reshares are sent. The lazy coin is not offered with this pr
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,12 +89,24 @@ def _subsets(w: int, size: int) -> list[tuple[int, ...]]:
     return [tuple(i for i in range(w) if mask >> i & 1) for mask in masks]
 
 
-def block_precompute(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -> PartyGen[BlockMaterial]:
-    """The two precompute rounds of blocks4 (module docstring)."""
-    fmt = ctx.params.fmt
-    kbits = fmt.compare_bits
+@dataclass(frozen=True)
+class _Layout:
+    """Index arrays of one K (public, computed once): the products of rounds A and B, where each block's
+    monomials sit in the table of sigma_T, and the public subset-sum matrices sigma -> r."""
+
+    pa: npt.NDArray[np.intp]  # round A: pairs s_pa s_pb
+    pb: npt.NDArray[np.intp]
+    t_pair: npt.NDArray[np.intp]  # round B: triples (pair t_pair) * s_t_one
+    t_one: npt.NDArray[np.intp]
+    q_lo: npt.NDArray[np.intp]  # round B: quadruples (pair q_lo) * (pair q_hi)
+    q_hi: npt.NDArray[np.intp]
+    gather: tuple[npt.NDArray[np.intp], ...]  # per group: (2^w - 1, blocks) rows of sigma_T, T = 1..2^w - 1
+    to_r: tuple[F.FieldArray, ...]  # per group: (2^w - 1, 2^w) matrix, r_T = sum_U M[T-1, U] sigma_U
+
+
+@functools.lru_cache(maxsize=8)
+def _layout(kbits: int) -> _Layout:
     groups = blocks(kbits)
-    # global bit tuples of every block's monomials of size 2, 3, 4
     pairs: list[tuple[int, ...]] = []
     triples: list[tuple[int, ...]] = []
     quads: list[tuple[int, ...]] = []
@@ -103,90 +116,104 @@ def block_precompute(ctx: PartyContext, n: int, step: int, rng: SecureRandom) ->
             for size, out in ((2, pairs), (3, triples), (4, quads)):
                 out.extend(tuple(base + i for i in sub) for sub in _subsets(w, size))
     pair_row = {pr: i for i, pr in enumerate(pairs)}
+    row_of = {mono: i for i, mono in enumerate([(i,) for i in range(kbits)] + pairs + triples + quads)}
+    gather, to_r = [], []
+    for start, w, nb in groups:
+        idx = [
+            [row_of[tuple(start + b * w + i for i in range(w) if mask >> i & 1)] for b in range(nb)]
+            for mask in range(1, 1 << w)
+        ]
+        gather.append(np.array(idx, dtype=np.intp))
+        # r_T = prod_{i in T} (1 + sigma_i) / 2 = 2^-|T| sum_{U subset of T} sigma_U, sigma_empty = 1
+        to_r.append(
+            F.from_ints(
+                pow(1 << bin(t).count("1"), F.P - 2, F.P) if u & ~t == 0 else 0
+                for t in range(1, 1 << w)
+                for u in range(1 << w)
+            ).reshape((1 << w) - 1, 1 << w, 2)
+        )
 
+    def ix(vals: list[int]) -> npt.NDArray[np.intp]:
+        return np.array(vals, dtype=np.intp)
+
+    return _Layout(
+        pa=ix([p[0] for p in pairs]),
+        pb=ix([p[1] for p in pairs]),
+        t_pair=ix([pair_row[tr[:2]] for tr in triples]),
+        t_one=ix([tr[2] for tr in triples]),
+        q_lo=ix([pair_row[q[:2]] for q in quads]),
+        q_hi=ix([pair_row[q[2:]] for q in quads]),
+        gather=tuple(gather),
+        to_r=tuple(to_r),
+    )
+
+
+def block_precompute(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -> PartyGen[BlockMaterial]:
+    """The two precompute rounds of blocks4 (module docstring)."""
+    fmt = ctx.params.fmt
+    kbits = fmt.compare_bits
+    lay = _layout(kbits)
+    npairs = lay.pa.size
+
+    # round A: the masked openings of s_i^2 and GRR reshares of every block's pairs s_a s_b
     s = ctx.prss.random(P_BITS, step, (kbits, n))
     sq_mine = masked_contribution(ctx, F.mul(s, s), P_Z_PRE, step)
-    pa = np.array([p[0] for p in pairs], dtype=np.intp)
-    pb = np.array([p[1] for p in pairs], dtype=np.intp)
-    rows_a = grr_deal(ctx, F.mul(s[pa], s[pb]), rng)  # (m, pairs, n, 2)
+    rows_a = grr_deal(ctx, F.mul(s[lay.pa], s[lay.pb]), rng)  # (m, pairs, n, 2)
     inbox = yield {j: pack(sq_mine, rows_a[j - 1]) for j in ctx.others}
     cut = field_words((kbits, n))
-    msgs = expect(inbox, ctx.others, cut + field_words((len(pairs), n)), "sign/blocks4-A")
+    msgs = expect(inbox, ctx.others, cut + field_words((npairs, n)), "sign/blocks4-A")
     sq = sum_contributions(ctx, sq_mine, {j: v[:cut] for j, v in msgs.items()})
     v = inverse_roots(sq)  # (K, n, 2), public
     s_pairs = grr_combine(ctx, rows_a[ctx.party - 1], {j: x[cut:] for j, x in msgs.items()})
 
-    # round B: triples (a b) c and quadruples (a b)(c d), from round A's degree-t pairs
-    t_pair = np.array([pair_row[tr[:2]] for tr in triples], dtype=np.intp)
-    t_one = np.array([tr[2] for tr in triples], dtype=np.intp)
-    q_lo = np.array([pair_row[q[:2]] for q in quads], dtype=np.intp)
-    q_hi = np.array([pair_row[q[2:]] for q in quads], dtype=np.intp)
-    prods = np.concatenate([F.mul(s_pairs[t_pair], s[t_one]), F.mul(s_pairs[q_lo], s_pairs[q_hi])])
+    # round B: triples (s_a s_b) s_c and quadruples (s_a s_b)(s_c s_d), from round A's degree-t pairs
+    prods = np.concatenate(
+        [F.mul(s_pairs[lay.t_pair], s[lay.t_one]), F.mul(s_pairs[lay.q_lo], s_pairs[lay.q_hi])]
+    )
     rows_b = grr_deal(ctx, prods, rng)
     inbox = yield {j: pack(rows_b[j - 1]) for j in ctx.others}
     msgs = expect(inbox, ctx.others, field_words(prods.shape[:-1]), "sign/blocks4-B")
     s_high = grr_combine(ctx, rows_b[ctx.party - 1], msgs)
 
-    # sigma_T = s_T * prod_{i in T} v_i (degree t), for every monomial, in one table
-    order = [(i,) for i in range(kbits)] + pairs + triples + quads
-    row_of = {mono: i for i, mono in enumerate(order)}
-    v_pairs = F.mul(v[pa], v[pb])
+    # sigma_T = s_T * prod_{i in T} v_i (degree t) for every monomial, then r_T by the public subset sums
+    v_pairs = F.mul(v[lay.pa], v[lay.pb])
     v_all = np.concatenate(
-        [v, v_pairs, F.mul(v_pairs[t_pair], v[t_one]), F.mul(v_pairs[q_lo], v_pairs[q_hi])]
+        [v, v_pairs, F.mul(v_pairs[lay.t_pair], v[lay.t_one]), F.mul(v_pairs[lay.q_lo], v_pairs[lay.q_hi])]
     )
     sigma = F.mul(np.concatenate([s, s_pairs, s_high]), v_all)
     monos = []
-    for start, w, nb in groups:
-        # acc[T] = sum_{U subset of T} sigma_U (sigma_empty = 1), then r_T = acc[T] / 2^|T|
-        acc = [np.broadcast_to(F.const(1), (nb, n, 2))]
-        for mask in range(1, 1 << w):
-            bits = [i for i in range(w) if mask >> i & 1]
-            idx = [row_of[tuple(start + b * w + i for i in bits)] for b in range(nb)]
-            acc.append(sigma[np.array(idx, dtype=np.intp)])
-        for i in range(w):
-            for mask in range(1 << w):
-                if mask >> i & 1:
-                    acc[mask] = F.add(acc[mask], acc[mask ^ (1 << i)])
-        inv = [pow(1 << bin(mask).count("1"), F.P - 2, F.P) for mask in range(1 << w)]
-        monos.append(np.stack([F.mul_scalar(acc[mask], inv[mask]) for mask in range(1, 1 << w)]))
+    for gather, to_r in zip(lay.gather, lay.to_r, strict=True):
+        ones = np.broadcast_to(F.const(1), (1, *gather.shape[1:], n, 2))
+        monos.append(F.matmul(to_r, np.concatenate([ones, sigma[gather]])))
     r_top = ctx.prss.bounded(P_RHI, step, (n,), fmt.kappa + 1)
     return BlockMaterial(bits=bits_from_roots(s, v), monos=tuple(monos), r_top=r_top)
 
 
+@functools.lru_cache(maxsize=4)
+def _categories(w: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """For each mask T and bit i, which factor of the coefficient of r_T bit i contributes, as an index into
+    (1, 1 - c_i, 2 c_i - 1, 1 - c_i, 0): P takes beta_i = 2 c_i - 1 for i in T and alpha_i = 1 - c_i
+    otherwise; G takes 1 below min T, 1 - c_i at min T, beta above it in T, alpha above it not in T, and
+    is 0 for T empty."""
+    cat_p = np.array([[2 if t >> i & 1 else 3 for i in range(w)] for t in range(1 << w)], dtype=np.intp)
+    cat_g = np.zeros_like(cat_p)
+    cat_g[0, 0] = 4
+    for t in range(1, 1 << w):
+        low = (t & -t).bit_length() - 1
+        cat_g[t, low] = 1
+        cat_g[t, low + 1 :] = cat_p[t, low + 1 :]
+    return cat_p, cat_g
+
+
 def block_coefficients(cb: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Public coefficients of one group's (G, P) in the monomials r_T, from c's bits ``cb`` (w, ...) of the
-    group (bit 0 lowest): arrays (2^w, ...) indexed by the mask T (T = 0 the constant term)."""
+    group (bit 0 lowest): arrays (2^w, ...) indexed by the mask T (T = 0 the constant term), in {-1, 0, 1}."""
     w = cb.shape[0]
     c = cb.astype(np.int64)
-    alpha, beta = 1 - c, 2 * c - 1  # p_i = alpha_i + beta_i r_i
-    coef_g = np.zeros((1 << w, *cb.shape[1:]), dtype=np.int64)
-    coef_p = np.zeros_like(coef_g)
-    for mask in range(1 << w):
-        prod = np.ones(cb.shape[1:], dtype=np.int64)
-        for i in range(w):
-            prod = prod * (beta[i] if mask >> i & 1 else alpha[i])
-        coef_p[mask] = prod
-        if mask:
-            low = (mask & -mask).bit_length() - 1  # min T: the generating bit
-            prod_g = 1 - c[low]
-            for j in range(low + 1, w):
-                prod_g = prod_g * (beta[j] if mask >> j & 1 else alpha[j])
-            coef_g[mask] = prod_g
-    return coef_g, coef_p
-
-
-def _combine(coef: npt.NDArray[np.int64], monos: F.FieldArray) -> F.FieldArray:
-    """sum_T coef[T] [r_T] + coef[0], coefficients in {-1, 0, 1}, without field multiplications."""
-    zero = F.zeros(())
-    out = _pick(coef[0], np.broadcast_to(F.const(1), monos.shape[1:]), zero)
-    for mask in range(1, coef.shape[0]):
-        out = F.add(out, _pick(coef[mask], monos[mask - 1], zero))
-    return out
-
-
-def _pick(coef: npt.NDArray[np.int64], x: F.FieldArray, zero: F.FieldArray) -> F.FieldArray:
-    pos, neg = (coef == 1)[..., None], (coef == -1)[..., None]
-    return np.where(pos, x, np.where(neg, F.neg(np.ascontiguousarray(x)), zero))
+    opts = np.stack([np.ones_like(c), 1 - c, 2 * c - 1, 1 - c, np.zeros_like(c)])  # (5, w, ...)
+    cat_p, cat_g = _categories(w)
+    wi = np.arange(w)
+    return np.prod(opts[cat_g, wi], axis=1), np.prod(opts[cat_p, wi], axis=1)
 
 
 def block_nodes(
@@ -197,6 +224,9 @@ def block_nodes(
     for (start, w, nb), monos in zip(blocks(kbits), material.monos, strict=True):
         cbg = cb[start : start + w * nb].reshape(nb, w, -1).transpose(1, 0, 2)  # (w, nb, n)
         coef_g, coef_p = block_coefficients(cbg)
-        gs.append(_combine(coef_g, monos))
-        ps.append(_combine(coef_p, monos))
+        coefs = F.from_int64(np.stack([coef_g[1:], coef_p[1:]], axis=1))  # (2^w - 1, 2, nb, n, 2)
+        terms = F.mul(coefs, np.broadcast_to(monos[:, None], coefs.shape))
+        gp = F.lincomb(F.from_ints([1] * terms.shape[0]), terms)  # sum over T: (2, nb, n, 2)
+        gs.append(gp[0])  # G has no constant term
+        ps.append(F.add(gp[1], F.from_int64(coef_p[0])))
     return np.concatenate(gs), np.concatenate(ps)
