@@ -112,6 +112,7 @@ __all__ = [
     "open_to_all",
     "open_to_receiver",
     "plaintext_decisions",
+    "precompute_blocks",
     "precompute_sign",
     "random_bits",
     "receive_opened",
@@ -152,7 +153,7 @@ def decide_party(
     step: int,
     rng: SecureRandom,
     blind: npt.ArrayLike | None = None,
-    material: SignMaterial | None = None,
+    material: SignMaterial | BlockMaterial | None = None,
     precompute: str = "inline",
     lazy: LazyCoin | None = None,
     reveal_rng: SecureRandom | None = None,
@@ -163,7 +164,8 @@ def decide_party(
     same array at every party, or None for zero), ``step`` a per-session unique batch counter (the PRSS
     nonce), ``rng`` this party's CSPRNG. Blinded mode also needs ``blind``, this party's W_j >= 0. Sign
     mode takes optional ``material`` from :func:`precompute_sign`; then only the online rounds run. Without
-    it, ``precompute`` (one of SIGN_PRECOMPUTE, the same at every party) says how the batch makes its own.
+    it, ``precompute`` (one of SIGN_PRECOMPUTE, the same at every party) says how the batch makes its own;
+    with ``precompute="blocks4"`` the material, if given, comes from :func:`precompute_blocks`.
     ``lazy`` (sign mode, inline precompute, the same at every party): the receiver learns
     [S >= 0] AND a secret coin of probability ``lazy.gamma``, made inside the protocol.
     ``reveal_rng`` (default ``rng``) draws this party's randomness that changes the revealed value: blinded
@@ -216,9 +218,10 @@ def decide_party(
                 "a lazy decision makes its coin with the inline sign precompute only "
                 f"(sign_precompute {precompute!r} with a lazy coin is not offered)"
             )
-        if precompute == "blocks4" and material is not None:
+        if material is not None and (precompute == "blocks4") != isinstance(material, BlockMaterial):
             raise ValueError(
-                "sign precompute 'blocks4' makes its own block material; precompute_sign's is pair-only"
+                "sign precompute 'blocks4' takes material from precompute_blocks only (precompute_sign's is "
+                "pair-only), and precompute_blocks' material needs precompute 'blocks4'"
             )
         gen = _sign_gen(ctx, x, pub, step, rng, report, material, precompute, lazy)
     return Machine(ctx.party, gen, f"decide[{mode}]")
@@ -311,6 +314,13 @@ def precompute_sign(
     """
     ctx.params.check_mode("sign")
     return Machine(ctx.party, _sign_precompute(ctx, n, step, rng, distributed), "precompute_sign")
+
+
+def precompute_blocks(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -> Machine[BlockMaterial]:
+    """blocks4 material for n sign decisions, made before the inputs exist (2 rounds, hss.sign_blocks);
+    ``decide_party(..., precompute="blocks4", material=...)`` then runs only the 5 online rounds."""
+    ctx.params.check_mode("sign")
+    return Machine(ctx.party, block_precompute(ctx, n, step, rng), "precompute_blocks")
 
 
 def _chunks(total: int, m: int) -> list[tuple[int, int]]:
@@ -482,7 +492,7 @@ def _sign_gen(
     step: int,
     rng: SecureRandom,
     report: PartyReport,
-    material: SignMaterial | None,
+    material: SignMaterial | BlockMaterial | None,
     precompute: str = "inline",
     lazy: LazyCoin | None = None,
 ) -> PartyGen[PartyReport]:
@@ -490,9 +500,13 @@ def _sign_gen(
     n, kbits = x.shape[0], fmt.compare_bits
     blocks: BlockMaterial | None = None
     if precompute == "blocks4":  # 2 rounds: every monomial of each block of 4 bits (hss.sign_blocks)
-        blocks = yield from block_precompute(ctx, n, step, rng)
+        if isinstance(material, BlockMaterial):
+            blocks = material
+        else:
+            blocks = yield from block_precompute(ctx, n, step, rng)
         r, r_top = blocks.bits, blocks.r_top
     else:
+        assert not isinstance(material, BlockMaterial)
         if material is None:  # inline: 1 round, every party computes every root; pooled: 3, each root once
             coin_bits = lazy.bits if lazy is not None else 0
             pooled = precompute == "pooled"
@@ -500,7 +514,7 @@ def _sign_gen(
         r, rr, r_top = material.bits, material.pairs, material.r_top
     coin_tree: CarryTree | None = None
     if lazy is not None:
-        assert material is not None
+        assert isinstance(material, SignMaterial)
         if material.coin_bits is None or material.coin_pairs is None:
             raise ValueError("a lazy decision needs sign material with the coin's random bits")
         coin_tree = coin_carry_tree(lazy, material.coin_bits, material.coin_pairs)

@@ -83,6 +83,10 @@ class BlockMaterial:
     monos: tuple[F.FieldArray, ...]
     r_top: F.FieldArray
 
+    @property
+    def n(self) -> int:
+        return int(self.bits.shape[1])
+
 
 def _subsets(w: int, size: int) -> list[tuple[int, ...]]:
     masks = [mask for mask in range(1 << w) if bin(mask).count("1") == size]

@@ -26,6 +26,7 @@ from hss.protocols import (
     decide_receiver,
     key_setup,
     plaintext_decisions,
+    precompute_blocks,
 )
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Transcript, run_in_memory
@@ -152,6 +153,34 @@ def test_blocks4_refuses_lazy_coins_and_pair_material() -> None:
     mats, _ = run_in_memory({p: precompute_sign(c, 4, 9, rngs[p]) for p, c in ctxs.items()})
     with pytest.raises(ValueError, match=r"blocks4.*pair-only"):
         decide_party("sign", ctxs[1], vals, None, 1, rngs[1], material=mats[1], precompute="blocks4")
+    blk, _ = run_in_memory({p: precompute_blocks(c, 4, 10, rngs[p]) for p, c in ctxs.items()})
+    with pytest.raises(ValueError, match=r"needs precompute 'blocks4'"):
+        decide_party("sign", ctxs[1], vals, None, 1, rngs[1], material=blk[1])
+    with pytest.raises(ValueError, match="material is for 4"):
+        decide_party("sign", ctxs[1], np.zeros(5), None, 1, rngs[1], material=blk[1], precompute="blocks4")
+
+
+@pytest.mark.parametrize("m", [3, 7])
+def test_blocks4_material_ahead_then_five_rounds(m: int) -> None:
+    """precompute_blocks runs the 2 precompute rounds before the inputs exist; the batch then takes 5."""
+    params, ctxs, rngs = session(m, 39, seed="ahead")
+    n = 200
+    gen = np.random.default_rng(m)
+    values = [gen.normal(0, 2, n) for _ in range(m)]
+    values[0][:3] = [0.0, params.fmt.resolution, -params.fmt.resolution]
+    for v in values[1:]:
+        v[:3] = 0.0
+    mats, tr_pre = run_in_memory({p: precompute_blocks(c, n, 50, rngs[p]) for p, c in ctxs.items()})
+    assert tr_pre.rounds == 2
+    machines = {
+        p: decide_party("sign", c, values[p - 1], None, 51, rngs[p], material=mats[p], precompute="blocks4")
+        for p, c in ctxs.items()
+    }
+    _, tr = run_in_memory(machines)
+    assert tr.rounds == params.sign_rounds_with("blocks4")[1] == 5
+    got = decide_receiver("sign", params, tr.to_receiver[-1], n).accept
+    np.testing.assert_array_equal(got, plaintext_decisions(values, None, params.fmt))
+    assert got[:3].tolist() == [True, True, False]
 
 
 def block_views(
