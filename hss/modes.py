@@ -84,9 +84,10 @@ def _svt_receiver(params: SessionParams, inbox: Inbox, n: int) -> Decisions:
 
 
 def _sign_rounds(params: SessionParams, precompute: str) -> int:
-    """Inline precompute: 1 round in front of the online rounds; pooled: the 3 rounds of precompute_sign."""
-    pre, online = params.sign_rounds
-    return online + (pre if precompute == "inline" else 3)
+    """Inline precompute: 1 round in front of the online rounds; pooled: the 3 rounds of precompute_sign;
+    blocks4: 2 rounds in front of fewer online rounds (hss.sign_blocks)."""
+    pre, online = params.sign_rounds_with(precompute)
+    return pre + online
 
 
 #: The reveal modes, in the order they are listed to users. Adding one: a new entry here and in

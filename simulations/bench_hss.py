@@ -25,6 +25,7 @@ import numpy as np
 
 from hss.protocols import (
     MODES,
+    SIGN_PRECOMPUTE,
     PartyContext,
     SessionParams,
     decide_party,
@@ -48,10 +49,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--seconds", type=float, default=1.0, help="minimum measured time per record (default 1.0)"
     )
     p.add_argument("--no-pooled", action="store_true", help="skip sign records with a distributed precompute")
+    p.add_argument(
+        "--sign-precompute",
+        help=f"comma-separated sign precomputes to time, of {SIGN_PRECOMPUTE} (default: inline,pooled; "
+        "inline only with --no-pooled)",
+    )
 
 
-def bench_one(mode: str, m: int, batch: int, seconds: float, pooled: bool = False) -> dict[str, Any]:
-    """One record; ``pooled`` (sign only) also times the 2-round distributed precompute."""
+def bench_one(
+    mode: str, m: int, batch: int, seconds: float, pooled: bool = False, precompute: str | None = None
+) -> dict[str, Any]:
+    """One record; ``pooled`` (sign only) also times the 3-round distributed precompute; ``precompute``
+    (sign only, overrides ``pooled``): "inline", "pooled" or "blocks4" (issue 16: 2 precompute rounds,
+    5 online). ``precompute_bytes_per_decision`` counts the input-independent rounds' messages."""
+    if precompute is not None:
+        pooled = precompute == "pooled"
+    blocks4 = precompute == "blocks4" and mode == "sign"
+    pre_inline = 2 if blocks4 else (1 if mode == "sign" and not pooled else 0)  # in-machine precompute rounds
     params = SessionParams(m=m, t=(m - 1) // 2, session_id=os.urandom(16))
     rngs = {p: SecureRandom.from_os() for p in range(1, m + 1)}
     keys, _ = run_in_memory({p: key_setup(params, p, rngs[p]) for p in rngs})
@@ -59,7 +73,7 @@ def bench_one(mode: str, m: int, batch: int, seconds: float, pooled: bool = Fals
     gen = np.random.default_rng()
     noise = SecureRandom.from_os()
     step, decisions, elapsed, cpu = 0, 0, 0.0, 0.0
-    rounds = messages = nbytes = 0
+    rounds = messages = nbytes = pre_nbytes = 0
     while elapsed < seconds or step < 2:
         values = [gen.normal(-1.0, 2.0, batch) + gamma_shares(noise, m, batch) for _ in range(m)]
         blind = [gamma_shares(noise, m, batch) for _ in range(m)]
@@ -73,20 +87,26 @@ def bench_one(mode: str, m: int, batch: int, seconds: float, pooled: bool = Fals
             step += 1
             pre_rounds, pre_messages, pre_bytes = tr_pre.rounds, tr_pre.messages, tr_pre.bytes
         machines = {
-            p: decide_party(mode, c, values[p - 1], None, step, rngs[p], blind[p - 1], material=mats[p])
+            p: decide_party(
+                mode, c, values[p - 1], None, step, rngs[p], blind[p - 1], material=mats[p],
+                precompute="blocks4" if blocks4 else "inline",
+            )
             for p, c in ctxs.items()
         }
-        _, tr = run_in_memory(machines)
+        _, tr = run_in_memory(machines, keep_log=pre_inline > 0)
         decide_receiver(mode, params, tr.to_receiver[-1], batch)
         elapsed += time.perf_counter() - t0
         cpu += time.process_time() - c0
         decisions += batch
         rounds, messages, nbytes = tr.rounds + pre_rounds, tr.messages + pre_messages, tr.bytes + pre_bytes
-        online_rounds = tr.rounds if pooled else (tr.rounds - 1 if mode == "sign" else tr.rounds)
+        online_rounds = tr.rounds - pre_inline
+        pre_nbytes = pre_bytes + sum(int(pl.nbytes) for rnd, _, _, pl in tr.log if rnd <= pre_inline)
     return {
         "suite": "hss",
         "mode": mode,
-        "precompute": ("pooled" if pooled else "inline") if mode == "sign" else "none",
+        "precompute": ("blocks4" if blocks4 else "pooled" if pooled else "inline")
+        if mode == "sign"
+        else "none",
         "m": m,
         "t": params.t,
         "batch": batch,
@@ -96,6 +116,7 @@ def bench_one(mode: str, m: int, batch: int, seconds: float, pooled: bool = Fals
         "online_rounds": online_rounds,
         "messages": messages,
         "bytes_per_decision": round(nbytes / batch, 1),
+        "precompute_bytes_per_decision": round(pre_nbytes / batch, 1),
         "batches_timed": step,
     }
 
@@ -114,19 +135,28 @@ def run(args: argparse.Namespace) -> int:
             f"confar bench hss: --parties/--batches must be comma-separated integers ({exc})", file=sys.stderr
         )
         return 2
+    default = "inline" if args.no_pooled else "inline,pooled"
+    precomputes = [s for s in (args.sign_precompute or default).split(",") if s]
+    for pre in precomputes:
+        if pre not in SIGN_PRECOMPUTE:
+            print(f"confar bench hss: unknown sign precompute {pre!r}; expected some of {SIGN_PRECOMPUTE}",
+                  file=sys.stderr)
+            return 2
     records = []
     for mode in modes:
         for m in parties:
             for batch in batches:
-                for pooled in (False, True) if mode == "sign" and not args.no_pooled else (False,):
-                    rec = bench_one(mode, m, batch, args.seconds, pooled)
+                for pre in precomputes if mode == "sign" else ["inline"]:
+                    rec = bench_one(mode, m, batch, args.seconds, precompute=pre)
                     records.append(rec)
                     label = f"{mode}/{rec['precompute']}" if mode == "sign" else mode
                     print(
                         f"{label:12s} m={m:2d} batch={batch:5d}  "
                         f"{rec['decisions_per_s']:>10.1f} decisions/s  "
                         f"rounds={rec['rounds']}  messages={rec['messages']}  "
-                        f"bytes/decision={rec['bytes_per_decision']}",
+                        f"bytes/decision={rec['bytes_per_decision']} "
+                        f"(precompute {rec['precompute_bytes_per_decision']})  "
+                        f"{rec['decisions_per_cpu_s']:>10.1f} decisions/cpu-s",
                         flush=True,
                     )
     if args.json:

@@ -74,8 +74,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--sign-precompute",
         choices=SIGN_PRECOMPUTE,
         default="inline",
-        help="sign mode: inline (7 rounds, every party computes every root) or pooled (9 rounds, each root "
-        "once); default inline",
+        help="sign mode: inline (7 rounds, every party computes every root), pooled (9 rounds, each root "
+        "once) or blocks4 (7 rounds, 5 online: block monomials precomputed); default inline",
     )
     p.add_argument("--repeats", type=int, help="timed batches per configuration (default 20; --quick: 5)")
     p.add_argument("--warmup", type=int, help="untimed batches per configuration (default 3; --quick: 1)")

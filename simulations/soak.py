@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         "--warmup", type=float, default=0.1, help="fraction of the batches counted as warm-up (0.1)"
     )
     p.add_argument("--samples", type=int, default=50, help="about this many RSS/fd samples (default 50)")
-    p.add_argument("--sign-precompute", choices=("inline", "pooled"), default="pooled")
+    p.add_argument("--sign-precompute", choices=("inline", "pooled", "blocks4"), default="pooled")
     p.add_argument("--seed", type=int, default=1, help="public seed of the data and proposals (default 1)")
     p.add_argument("--z-max", type=float, default=5.0, help="limit of the accept-count check (default 5)")
     p.add_argument("--json", type=Path, default=None, help="write the report as JSON here")

@@ -235,3 +235,10 @@ def test_sign_precompute_default_and_pooled(tmp_path: Path) -> None:
     assert load(tmp_path, BASE).sign_precompute == "inline"  # type: ignore[attr-defined]
     pooled = load(tmp_path, _edit('mode = "sign"', 'mode = "sign"\nsign_precompute = "pooled"'))
     assert pooled.sign_precompute == "pooled"  # type: ignore[attr-defined]
+    blocks = load(tmp_path, _edit('mode = "sign"', 'mode = "sign"\nsign_precompute = "blocks4"'))
+    assert blocks.sign_precompute == "blocks4"  # type: ignore[attr-defined]  # issue 16: 5 online rounds
+    lazy_blocks = _edit('mode = "sign"', 'mode = "sign"\nsign_precompute = "blocks4"').replace(
+        "proposal_scale = 0.1", "proposal_scale = 0.1\nlazy = 0.5\nmax_sensitivity = 1.0"
+    )
+    with pytest.raises(ValueError, match=r"sampler.lazy.*sign_precompute 'inline', got 'sign' / 'blocks4'"):
+        load(tmp_path, lazy_blocks)

@@ -54,5 +54,6 @@ def test_rounds_and_support_come_from_the_entries() -> None:
     }
     assert [three.rounds(k) for k in MODES] == [1, 2, 7]
     assert three.rounds("sign", "pooled") == 9
+    assert three.rounds("sign", "blocks4") == 7 and three.sign_rounds_with("blocks4") == (2, 5)
     with pytest.raises(ValueError, match="not fixed by the session"):
         three.rounds("svt")

@@ -90,9 +90,18 @@ def test_spec_round_trip() -> None:
         spec(),
         spec(topology="mesh", relay_address="", reveal_mode="sum", t=0),
         spec(sign_precompute="pooled"),
+        spec(sign_precompute="blocks4"),
     ):
         assert serde.spec_from_proto(serde.spec_to_proto(s)) == s
     assert serde.spec_to_proto(spec()).sign_precompute == ""  # inline is the wire default
+
+
+def test_blocks4_spec_refuses_a_lazy_coin() -> None:
+    """issue 16: the lazy coin is made in the inline precompute only; blocks4 with a coin is refused."""
+    from proto.spec import SpecError
+
+    with pytest.raises(SpecError, match=r"lazy .* sign_precompute 'inline', got 'sign' / 'blocks4'"):
+        spec(sign_precompute="blocks4", model_params={"sigma": 2.0, "column": "x", "lazy": 0.5})
 
 
 def test_spec_refusals() -> None:

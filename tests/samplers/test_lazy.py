@@ -77,6 +77,8 @@ def test_lazy_refuses_other_modes_and_pooled_precompute() -> None:
         decide_party("blinded", ctx, z, None, 1, fixed_rng("x"), blind=np.ones(2), lazy=coin)
     with pytest.raises(ValueError, match="inline sign precompute"):
         decide_party("sign", ctx, z, None, 1, fixed_rng("x"), precompute="pooled", lazy=coin)
+    with pytest.raises(ValueError, match="inline sign precompute only"):  # issue 16: not with blocks4
+        decide_party("sign", ctx, z, None, 1, fixed_rng("x"), precompute="blocks4", lazy=coin)
     # a receiver cannot tell a lazy batch from a plain one: the output is a bit per decision
     sign = HssDecide.setup("sign", 3, {p: fixed_rng(f"lz2/{p}") for p in range(1, 4)}, lazy=LazyCoin(3, 2))
     machines = {
