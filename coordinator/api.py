@@ -201,7 +201,8 @@ class Coordinator:
     ) -> CoordinatorSession:
         """Open a session at every party. With ``run_id``, session step k is run step first_run_step + k - 1
         of that run and the session's ``resume`` / ``warnings`` report what the parties hold of it.
-        ``sign_precompute`` (sign mode): "inline" (7 rounds) or "pooled" (9 rounds, less CPU per decision)."""
+        ``sign_precompute`` (sign mode): "inline" (7 rounds), "pooled" (9 rounds, less CPU per decision) or
+        "blocks4" (2 precompute + 5 online rounds, more precompute bytes)."""
         relay_address = await self._ensure_relay() if topology == "relay" else ""
         spec = SessionSpec(
             session_id=session_id or os.urandom(16),

@@ -87,6 +87,7 @@ EXPERIMENT.toml::
     threshold = 1                   # optional; default (m - 1) // 2; blinded/sign/svt need 1 <= t < m / 2
     sign_precompute = "inline"      # sign only: inline (7 rounds, default) | pooled (9 rounds, each public
                                     # square root computed once: less CPU per decision, two more rounds)
+                                    # | blocks4 (5 online rounds after 2 precompute rounds; no lazy coin)
 
     [privacy]                       # optional: the target this run must fit, checked with every party's
     gdp_mu = 1.0                    # PlanPrivacy dry run before the session opens; gdp_mu, or
