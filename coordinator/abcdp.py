@@ -12,7 +12,7 @@ The coordinator opens a session in reveal mode ``svt`` with the analysis ``abcdp
 :class:`coordinator.decider.NetworkSvtDecider`: it proposes θ's from the prior with the PUBLIC generator
 ``np.random.default_rng(public_seed)``, simulates, embeds the simulated data with the public feature map
 (``candidate_embeddings``) and sends the embeddings batch by batch (``inputs = {"phibar": ...}``).
-The parties answer with the SVT bits only; a :class:`~mechanisms.abcdp.federated.CandidateQueue` keeps the
+The parties answer with the SVT bits only; a :class:`~mechanisms.abcdp.candidates.CandidateQueue` keeps the
 candidates whose bit was suppressed (after the batch's last allowed accept) for the next batch, so the
 revealed bits are the decision sequence of sequential Algorithm 1 on the candidates in proposal order. The
 run stops after c accepts, and the session is closed.

@@ -64,7 +64,8 @@ from parties.analyses import AnalysisError, Dataset, Terms, Unaccountable
 
 if TYPE_CHECKING:  # imported when first used: mechanisms.abcdp pulls in dp_accounting and scipy.stats,
     # which every daemon would otherwise load at start-up whatever its allowlist
-    from mechanisms.abcdp.federated import FederatedSvtPlan, PartySvtState
+    from mechanisms.abcdp.federated import FederatedSvtPlan
+    from mechanisms.abcdp.svt_state import PartySvtState
     from mechanisms.privacy import PrivacyEvent, RevealView
     from parties.replay import RunRecord
     from proto.spec import SessionSpec
@@ -305,7 +306,7 @@ def resume_at_open(spec: SessionSpec, held: RunRecord | None) -> SvtResume:
     it; f = held starts from the state before it (the step is then replayed or evaluated again, with the same
     inputs only: parties.daemon refuses other inputs by the step digest); anything else is refused
     (:class:`SvtResumeError`), as is a record of another plan or of a session in another reveal mode."""
-    from mechanisms.abcdp.federated import SvtCounters
+    from mechanisms.abcdp.svt_state import SvtCounters
 
     run, f = spec.run_id, spec.first_run_step
     if held is None:
@@ -380,7 +381,8 @@ class SvtRun:
         The noise state draws from ``rng`` (a session's stream; no run), or, for a session of a run, is keyed
         (``threshold_rng`` per epoch, query noise per step passed to :meth:`machine`) and starts at
         ``counters`` (:func:`resume_at_open`)."""
-        from mechanisms.abcdp.federated import PartySvtState, SvtCounters, party_feature_sum
+        from mechanisms.abcdp.federated import party_feature_sum
+        from mechanisms.abcdp.svt_state import PartySvtState, SvtCounters
 
         plan = plan_of(params)
         records = records_of(data, params)

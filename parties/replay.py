@@ -87,7 +87,7 @@ SVT_COUNTERS = ("count", "epoch", "n_decided", "done")
 class SvtStep:
     """What a completed run step of a federated ABCDP run (reveal mode svt) leaves of this party's sparse-
     vector state, all of it public: the run's plan digest (:func:`step_digest` of run step 0 without inputs),
-    the SVT counters before the step (``mechanisms.abcdp.federated.SvtCounters.to_dict()``) and the step's
+    the SVT counters before the step (``mechanisms.abcdp.svt_state.SvtCounters.to_dict()``) and the step's
     revealed bits. The secret parts are not kept: the threshold share of an epoch is drawn again from the run
     noise key, the feature sum S_j is computed again from the records (whose snapshot hash the record holds),
     so the state before and after the step can be rebuilt (``parties.abcdp``)."""

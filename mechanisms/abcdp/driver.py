@@ -6,7 +6,7 @@
     end.queue.accepted_thetas          # the c accepted θ's
 
 The driver proposes candidates with the public generator (``prior_sample`` then ``simulate`` then the plan's
-public feature map), keeps them in a :class:`~mechanisms.abcdp.federated.CandidateQueue`, hands each batch
+public feature map), keeps them in a :class:`~mechanisms.abcdp.candidates.CandidateQueue`, hands each batch
 to an *SVT decider* and settles the queue with the bits it returns: candidates whose bit was suppressed
 (after the batch's last allowed accept) go back to the front of the queue and are evaluated again, so the
 revealed bits are sequential Algorithm 1 on the candidates in proposal order. It stops after c accepts (or
@@ -37,7 +37,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from mechanisms.abcdp.federated import CandidateQueue, FederatedSvtPlan, candidate_embeddings
+from mechanisms.abcdp.candidates import CandidateQueue
+from mechanisms.abcdp.federated import FederatedSvtPlan, candidate_embeddings
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]

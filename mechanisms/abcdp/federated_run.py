@@ -10,7 +10,7 @@ run ``hss.svt.svt_decide_party`` on (S_j, φ̄, τ_j), the coordinator decodes t
 :func:`run_federated_abcdp` wires the two together. Used by tests (the federated decisions against the
 single-owner ones for the same noise) and by the federated toy reproduction in ``simulations/abcdp_repro/``.
 
-``backend="plaintext"`` replaces the protocol by :func:`federated.reference_decisions` (float arithmetic,
+``backend="plaintext"`` replaces the protocol by :func:`candidates.reference_decisions` (float arithmetic,
 same gating, same noise shares): for checking the protocol against its specification, never a private
 run (everything is computed in one place).
 
@@ -32,15 +32,11 @@ import numpy.typing as npt
 from hss.protocols import PartyContext, SessionParams, key_setup
 from hss.runtime import ProtocolError, run_in_memory
 from mechanisms.abcdp import events
+from mechanisms.abcdp.candidates import CandidateQueue, reference_decisions
 from mechanisms.abcdp.driver import AbcdpState, BatchPolicy, CallableProposer, SvtRequest, drive_abcdp
-from mechanisms.abcdp.federated import (
-    CandidateQueue,
-    FederatedSvtPlan,
-    PartySvtState,
-    party_feature_sum,
-    reference_decisions,
-)
+from mechanisms.abcdp.federated import FederatedSvtPlan, party_feature_sum
 from mechanisms.abcdp.svt import ABCDPResult
+from mechanisms.abcdp.svt_state import PartySvtState
 
 if TYPE_CHECKING:
     from hss.randomness import SecureRandom

@@ -147,7 +147,7 @@ def run_svt_audit(cfg: AuditConfig, out_dir: Path) -> dict[str, Any]:
     under D and move by the largest shift one record allows under D' (registry 1's record replaced by the
     1-d canary farthest from it in the feature map); the observation is the index of the first accept.
     The bulk runs use the SVT's specification with the parties' own noise shares
-    (``federated.reference_decisions``: the protocol's decisions equal it, tested in
+    (``candidates.reference_decisions``: the protocol's decisions equal it, tested in
     ``tests/network/test_federated_abcdp.py``); ``protocol_runs`` go through the SVT protocol itself."""
     t0 = time.perf_counter()
     plan, n_cand = svt_plan(cfg)

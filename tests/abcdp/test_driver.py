@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mechanisms.abcdp.candidates import CandidateQueue
 from mechanisms.abcdp.driver import (
     AbcdpState,
     BatchPolicy,
@@ -20,7 +21,7 @@ from mechanisms.abcdp.driver import (
     SvtRequest,
     drive_abcdp,
 )
-from mechanisms.abcdp.federated import CandidateQueue, FederatedSvtPlan
+from mechanisms.abcdp.federated import FederatedSvtPlan
 from mechanisms.abcdp.federated_run import LocalSvtParties
 from mechanisms.simulators.toy import ToyMixtureModel
 from tests.abcdp.test_federated import THETA_TRUE, make_plan, srng

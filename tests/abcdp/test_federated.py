@@ -14,18 +14,14 @@ import pytest
 from scipy import stats
 
 from hss.randomness import SecureRandom
+from mechanisms.abcdp.candidates import CandidateQueue, gate, reference_decisions
 from mechanisms.abcdp.federated import (
-    CandidateQueue,
     FederatedSvtPlan,
-    PartySvtState,
-    SvtCounters,
-    SvtStateError,
     candidate_embeddings,
-    gate,
     laplace_share,
     party_feature_sum,
-    reference_decisions,
 )
+from mechanisms.abcdp.svt_state import PartySvtState, SvtCounters, SvtStateError
 
 KS_ALPHA = 1e-3  # false-failure rate of each KS test (fixed seeds make the outcome repeatable)
 

@@ -30,16 +30,15 @@ from coordinator.api import BlockingCoordinator, SessionError
 from hss import field as F
 from hss.protocols import receive_opened
 from hss.randomness import SecureRandom, derive_key
+from mechanisms.abcdp.candidates import CandidateQueue, reference_decisions
 from mechanisms.abcdp.federated import (
-    CandidateQueue,
     FederatedSvtPlan,
-    PartySvtState,
     candidate_embeddings,
     distances_from_sum,
     party_feature_sum,
-    reference_decisions,
 )
 from mechanisms.abcdp.svt import run_svt_on_distances
+from mechanisms.abcdp.svt_state import PartySvtState
 from mechanisms.privacy import EpsDeltaBudget, EpsDeltaEvent, coalition_view
 from mechanisms.simulators.toy import ToyMixtureModel
 from parties.abcdp import AbcdpRff, check_session, threat_refusal, tolerated_colluders

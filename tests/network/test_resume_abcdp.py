@@ -26,8 +26,8 @@ import pytest
 
 from coordinator.abcdp import session_params
 from coordinator.api import BlockingCoordinator, BlockingSession, SessionError
+from mechanisms.abcdp.candidates import CandidateQueue
 from mechanisms.abcdp.federated import (
-    CandidateQueue,
     FederatedSvtPlan,
     candidate_embeddings,
     distances_from_sum,
