@@ -35,7 +35,7 @@ from hss.protocols import precompute_blocks, precompute_sign
 from hss.randomness import SecureRandom
 from hss.runtime import Machine, ProtocolError
 from parties.exchange import RunOutcome, drive
-from parties.peering import OFFLOAD_MIN_BATCH, offload_to_thread, sender
+from parties.peering import offload_to_thread, sender
 from parties.policy import Abort
 from parties.session import Party, Session
 
@@ -69,7 +69,7 @@ def start(party: Party, sess: Session, step: int, n: int) -> None:
         return
     if sess.ahead is not None and not sess.ahead.used:  # at most one step's material (steps are in order)
         return
-    rng = SecureRandom(keys.proto_rng.random_bytes(32))  # the pool's own stream: it may run in a thread
+    rng = SecureRandom(keys.proto_rng.random_bytes(32))  # the pool's own stream: it runs in a worker thread
     machine: Machine[Any]
     if spec.sign_precompute == "blocks4":
         machine = precompute_blocks(ctx, n, step, rng)
@@ -93,7 +93,7 @@ async def _run(party: Party, sess: Session, ahead: Ahead, machine: Any) -> RunOu
             mailbox=sess.mailbox,
             symmetric=True,
             timeout_s=party.cfg.round_timeout_s,
-            offload=offload_to_thread if ahead.n >= OFFLOAD_MIN_BATCH else None,
+            offload=offload_to_thread,  # always: the event loop stays free to send step k's answer
             finish=False,
         )
     except ProtocolError as exc:  # a lost link (LinkLost) or a deviation: the session fails, named

@@ -234,3 +234,42 @@ def test_spec_carries_and_checks_the_option() -> None:
         SessionSpec(
             SID, parties, 1, "sign", "gaussian-mean", model_params={"lazy": 0.5}, precompute_ahead=True
         )
+
+
+def test_run_resume_supersedes_a_pending_pool_and_replays(tmp_path: Path) -> None:
+    """A run with precompute_ahead: the coordinator "crashes" after run step 3 with step 4's pool pending;
+    the next session of the run supersedes the old one (its pool cancelled), replays run step 3 (no pool:
+    a replayed step is step 1), computes run step 4 with its own precompute and run step 5 from the pool.
+    Every run step is charged once."""
+    from tests.network.test_resume import Consortium, M, N, _decode, _inputs, _open, _steps
+
+    run = "ahead-run"
+
+    async def main() -> None:
+        lc = Consortium(tmp_path)
+        await lc.start()
+        try:
+            async with lc.coordinator() as c1:
+                s1 = await _open(c1, run, sign_precompute="blocks4", precompute_ahead=True)
+                first = await _steps(s1, range(1, 4))
+                old = s1.spec.session_id
+                await asyncio.sleep(0.1)
+                assert all(d.sessions[old].ahead is not None for d in lc.daemons)  # step 4's pool
+            async with lc.coordinator() as c2:  # s1 was never closed: superseded at open
+                s2 = await _open(c2, run, 3, sign_precompute="blocks4", precompute_ahead=True)
+                assert all(d.sessions[old].state == "closed" for d in lc.daemons)
+                assert all(d.sessions[old].ahead is None for d in lc.daemons)
+                assert not _pool_tasks()
+                tr = await s2.evaluate_transcript(_inputs(3), N)
+                assert tr.replayed and np.array_equal(_decode(s2, tr), first[-1])
+                await _steps(s2, range(4, 6))
+                await s2.close()
+            for pid in range(1, M + 1):
+                assert lc.charges(pid, run) == {s: 1 for s in range(1, 6)}
+                ev = [x for x in lc.audit(pid) if x["what"] == "Evaluate"]
+                assert [x.get("precompute") for x in ev] == [None, "pool", "pool", None, None, "pool"]
+                assert ev[3]["replayed"]
+        finally:
+            await lc.stop()
+
+    asyncio.run(main())
