@@ -110,6 +110,8 @@ async def _run(party: Party, sess: Session, ahead: Ahead, machine: Any) -> RunOu
             what="PrecomputeAhead",
             session=sess.spec.session_id,
             step=ahead.step,
+            analysis=sess.spec.model,
+            reveal_mode=sess.spec.reveal_mode,
             outcome="UNAVAILABLE",
             detail=ahead.error,
         )

