@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -272,5 +273,37 @@ def test_run_resume_supersedes_a_pending_pool_and_replays(tmp_path: Path) -> Non
                 assert ev[3]["replayed"]
         finally:
             await lc.stop()
+
+    asyncio.run(main())
+
+
+def test_mailbox_lookahead_keeps_the_next_steps_frames() -> None:
+    """A peer that answered step k sends step k + 1's precompute while this party still collects step k: with
+    lookahead the mailbox keeps those frames (and no later step's); without it they are out of order."""
+    from parties.exchange import Mailbox, Refused
+    from proto.records import Frame, Kind
+
+    def data(step: int, rnd: int, src: int = 2) -> Frame:
+        return Frame(step, rnd, src, 1, Kind.DATA, np.zeros(2, dtype=np.uint64))
+
+    async def main() -> None:
+        plain = Mailbox(me=1, m=3, first_step=1)
+        with pytest.raises(Refused, match="out of order"):
+            plain.check(data(2, 1))
+        box = Mailbox(me=1, m=3, first_step=1, lookahead=True)
+        await box.deliver(data(2, 1))  # step 2's precompute, while step 1 is being collected
+        with pytest.raises(Refused, match="out of order"):
+            box.check(data(3, 1))  # never more than the step after the next
+        await box.deliver(data(1, 1))
+        await box.deliver(data(1, 1, 3))
+        got = await box.collect(1, 1, {2, 3}, time.monotonic() + 1)
+        assert sorted(got) == [2, 3]
+        assert await box.finish(1) == []  # step 2's frame is not a stray of step 1: it stays
+        await box.deliver(data(2, 1, 3))
+        got = await box.collect(2, 1, {2, 3}, time.monotonic() + 1)
+        assert sorted(got) == [2, 3]
+        await box.deliver(data(3, 1))  # now step 3 is the step after the next
+        with pytest.raises(Refused, match="replayed"):
+            box.check(data(2, 1))
 
     asyncio.run(main())
