@@ -198,11 +198,13 @@ class Coordinator:
         run_id: str | None = None,
         first_run_step: int = 1,
         sign_precompute: str = "inline",
+        precompute_ahead: bool = False,
     ) -> CoordinatorSession:
         """Open a session at every party. With ``run_id``, session step k is run step first_run_step + k - 1
         of that run and the session's ``resume`` / ``warnings`` report what the parties hold of it.
         ``sign_precompute`` (sign mode): "inline" (7 rounds), "pooled" (9 rounds, less CPU per decision) or
-        "blocks4" (2 precompute + 5 online rounds, more precompute bytes)."""
+        "blocks4" (2 precompute + 5 online rounds, more precompute bytes). ``precompute_ahead`` (sign mode,
+        issue 16): each party makes step k + 1's precompute right after answering step k (parties.ahead)."""
         relay_address = await self._ensure_relay() if topology == "relay" else ""
         spec = SessionSpec(
             session_id=session_id or os.urandom(16),
@@ -218,6 +220,7 @@ class Coordinator:
             run_id=run_id or "",
             first_run_step=first_run_step,
             sign_precompute=sign_precompute,
+            precompute_ahead=precompute_ahead,
         )
         sess = CoordinatorSession(self, spec)
         if topology == "relay":

@@ -88,6 +88,8 @@ EXPERIMENT.toml::
     sign_precompute = "inline"      # sign only: inline (7 rounds, default) | pooled (9 rounds, each public
                                     # square root computed once: less CPU per decision, two more rounds)
                                     # | blocks4 (5 online rounds after 2 precompute rounds; no lazy coin)
+    precompute_ahead = false        # sign only (no lazy coin): each registry makes step k + 1's precompute
+                                    # right after answering step k, so a step runs its online rounds only
 
     [privacy]                       # optional: the target this run must fit, checked with every party's
     gdp_mu = 1.0                    # PlanPrivacy dry run before the session opens; gdp_mu, or
@@ -222,6 +224,7 @@ class Experiment:
     formats: tuple[str, ...]
     simulate: SimulateSettings | None
     sign_precompute: str = "inline"  # reveal.sign_precompute (hss.protocols.SIGN_PRECOMPUTE)
+    precompute_ahead: bool = False  # reveal.precompute_ahead (parties.ahead, issue 16)
     model_path: tuple[Path, ...] = ()  # model.path: folders of model plug-ins (on the import path)
 
     @property
@@ -353,7 +356,8 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
 
     sampler = read_sampler(r, samp, kind, model, seed)
 
-    mode, topology, threshold, sign_precompute = _reveal(r, r.table(doc, "reveal", required=True), kind, m)
+    reveal_tbl = r.table(doc, "reveal", required=True)
+    mode, topology, threshold, sign_precompute, ahead = _reveal(r, reveal_tbl, kind, m)
 
     if sampler.lazy is not None and (not reveal_mode(mode).lazy_coin or sign_precompute != "inline"):
         raise r.err(
@@ -361,6 +365,8 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
             "lazy acceptance ANDs a secret coin with the accept bit inside the sign protocol: it needs "
             f"reveal mode 'sign' with sign_precompute 'inline', got {mode!r} / {sign_precompute!r}",
         )
+    if sampler.lazy is not None and ahead:
+        raise r.err("reveal.precompute_ahead", "lazy acceptance makes its coin in the step: not offered")
     privacy = _privacy(r, r.table(doc, "privacy"), kind, sampler.lazy is not None)
 
     formats = _formats(r, r.table(doc, "output") or {})
@@ -385,6 +391,7 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         formats=tuple(formats),
         simulate=simulate,
         sign_precompute=sign_precompute,
+        precompute_ahead=ahead,
     )
 
 
@@ -416,10 +423,13 @@ def _model(
     return model, model_name, model_params, model_path
 
 
-def _reveal(r: Reader, rv: dict[str, Any] | None, kind: str, m: int) -> tuple[str, str, int | None, str]:
-    """``[reveal]``: mode, topology, threshold and sign_precompute, checked against m and the sampler."""
+def _reveal(
+    r: Reader, rv: dict[str, Any] | None, kind: str, m: int
+) -> tuple[str, str, int | None, str, bool]:
+    """``[reveal]``: mode, topology, threshold, sign_precompute and precompute_ahead, checked against m and
+    the sampler."""
     assert rv is not None
-    r.only(rv, "reveal", ("mode", "topology", "threshold", "sign_precompute"))
+    r.only(rv, "reveal", ("mode", "topology", "threshold", "sign_precompute", "precompute_ahead"))
     mode = r.choice(rv, "reveal", "mode", REVEAL_MODES)
     entry = reveal_mode(mode)
     topology = r.choice(rv, "reveal", "topology", TOPOLOGIES, "mesh")
@@ -427,6 +437,9 @@ def _reveal(r: Reader, rv: dict[str, Any] | None, kind: str, m: int) -> tuple[st
     sign_precompute = r.choice(rv, "reveal", "sign_precompute", SIGN_PRECOMPUTE, "inline")
     if sign_precompute != "inline" and not entry.sign_precompute:
         raise r.err("reveal.sign_precompute", f"applies to reveal mode 'sign' only, not {mode!r}")
+    ahead = r.get(rv, "reveal", "precompute_ahead", bool, False)
+    if ahead and not entry.sign_precompute:
+        raise r.err("reveal.precompute_ahead", f"applies to reveal mode 'sign' only, not {mode!r}")
     if entry.honest_majority and m < 3:
         raise r.err(
             "reveal.mode",
@@ -440,7 +453,7 @@ def _reveal(r: Reader, rv: dict[str, Any] | None, kind: str, m: int) -> tuple[st
         raise r.err("reveal.mode", f"sampler.kind = 'abcdp' requires reveal 'svt', got {mode!r}")
     if entry.inputs == FEATURES and kind != "abcdp":
         raise r.err("reveal.mode", f"'svt' is federated ABCDP's reveal; sampler.kind {kind!r} cannot use it")
-    return mode, topology, threshold, sign_precompute
+    return mode, topology, threshold, sign_precompute, ahead
 
 
 def _formats(r: Reader, out: dict[str, Any]) -> list[str]:

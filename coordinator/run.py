@@ -199,6 +199,7 @@ def _open_session(
         run_id=meta["run_id"],
         first_run_step=run_step + 1,
         sign_precompute=exp.sign_precompute,
+        precompute_ahead=exp.precompute_ahead,
     )
     check_resume(sess, run_step)
     for w in sess.warnings:

@@ -65,20 +65,30 @@ class Mailbox:
     loop's thread; none of them awaits, so each is atomic with respect to the others."""
 
     def __init__(
-        self, me: int, m: int, max_payload_bytes: int = 64 * 1024 * 1024, first_step: int = 0
+        self,
+        me: int,
+        m: int,
+        max_payload_bytes: int = 64 * 1024 * 1024,
+        first_step: int = 0,
+        lookahead: bool = False,
     ) -> None:
         self.me, self.m = me, m
         self.max_payload_bytes = max_payload_bytes
         self.completed_step = first_step - 1  # steps <= this are finished; key setup is step 0
-        self._cur: _StepState | None = None
+        # lookahead (a session with precompute_ahead, parties.ahead): a peer that finished step k may start
+        # step k + 1's precompute while this party still collects step k, so frames of the step after the
+        # next are kept too; at most two steps' frames are held, each bounded by the round window
+        self.lookahead = 1 if lookahead else 0
+        self._states: dict[int, _StepState] = {}
         self._lost: dict[int, str] = {}
         self._waiter: tuple[int, int, frozenset[int], asyncio.Future[None]] | None = None
         self.refused = 0
 
     def _state_for(self, step: int) -> _StepState:
-        if self._cur is None or self._cur.step != step:
-            self._cur = _StepState(step)
-        return self._cur
+        st = self._states.get(step)
+        if st is None:
+            st = self._states[step] = _StepState(step)
+        return st
 
     def check(self, f: Frame) -> None:
         """Raise :class:`Refused` unless ``f`` is acceptable now (src is already authenticated)."""
@@ -94,7 +104,7 @@ class Mailbox:
             raise Refused(
                 f"replayed or late frame for finished step {f.step} (completed {self.completed_step})"
             )
-        if f.step > self.completed_step + 1:
+        if f.step > self.completed_step + 1 + self.lookahead:
             raise Refused(
                 f"frame for step {f.step} but the next step is {self.completed_step + 1}: out of order"
             )
@@ -124,8 +134,8 @@ class Mailbox:
         if w is None or w[3].done():
             return
         step, rnd, senders, fut = w
-        st = self._cur
-        if st is not None and st.step == step and self._ready(st, rnd, senders):
+        st = self._states.get(step)
+        if st is not None and self._ready(st, rnd, senders):
             fut.set_result(None)
 
     async def deliver(self, f: Frame) -> None:
@@ -179,9 +189,10 @@ class Mailbox:
         """Mark ``step`` complete; return frames left over for it (stray messages)."""
         self.completed_step = max(self.completed_step, step)
         left = []
-        if self._cur is not None and self._cur.step == step:
-            left = [f for f in self._cur.frames.values() if f.kind != Kind.DONE]
-            self._cur = None
+        for s in [s for s in self._states if s <= self.completed_step]:
+            st = self._states.pop(s)
+            if s == step:
+                left = [f for f in st.frames.values() if f.kind != Kind.DONE]
         return left
 
 
@@ -236,10 +247,15 @@ async def drive(
     symmetric: bool,
     timeout_s: float,
     offload: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
+    round_base: int = 0,
+    finish: bool = True,
 ) -> RunOutcome:
     """Run ``machine`` (party ``me``) to completion over ``send`` / ``mailbox``; see the module docstring.
 
     ``offload`` runs a machine step elsewhere (e.g. a thread) so the event loop keeps serving the links.
+    ``round_base``: the step's rounds 1..round_base were run already (a precompute run ahead of the step,
+    ``parties.ahead``), so this run's frames are rounds round_base + 1, ...; ``finish=False`` leaves the
+    step open in the mailbox (the precompute run itself). ``rounds`` of the outcome are this run's own.
     """
     deadline = time.monotonic() + timeout_s
     active = set(peers)
@@ -258,30 +274,30 @@ async def drive(
         rnd = 0
         while True:
             rnd += 1
-            if rnd > MAX_ROUNDS:
+            if round_base + rnd > MAX_ROUNDS:
                 raise ProtocolError(f"protocol did not finish within {MAX_ROUNDS} rounds")
             if machine.done:
                 if not symmetric:
                     for q in sorted(active):
-                        await send(Frame(step, rnd, me, q, Kind.DONE))
+                        await send(Frame(step, round_base + rnd, me, q, Kind.DONE))
                 break
             _check_addressees(outbox, active, peers, me, rnd)
             if RECEIVER in outbox:
-                to_receiver.append((rnd, outbox[RECEIVER]))
+                to_receiver.append((round_base + rnd, outbox[RECEIVER]))
             t0 = time.perf_counter()
             if symmetric:
                 expected = {d for d in outbox if d != RECEIVER}
                 for q in sorted(expected):
-                    await send(Frame(step, rnd, me, q, Kind.DATA, outbox[q]))
+                    await send(Frame(step, round_base + rnd, me, q, Kind.DATA, outbox[q]))
             else:
                 expected = set(active)
                 for q in sorted(active):
                     if q in outbox:
-                        await send(Frame(step, rnd, me, q, Kind.DATA, outbox[q]))
+                        await send(Frame(step, round_base + rnd, me, q, Kind.DATA, outbox[q]))
                     else:
-                        await send(Frame(step, rnd, me, q, Kind.EMPTY))
+                        await send(Frame(step, round_base + rnd, me, q, Kind.EMPTY))
             t1 = time.perf_counter()
-            frames = await mailbox.collect(step, rnd, expected, deadline) if expected else {}
+            frames = await mailbox.collect(step, round_base + rnd, expected, deadline) if expected else {}
             t2 = time.perf_counter()
             sent, waited = sent + t1 - t0, waited + t2 - t1
             inbox = _inbox(frames, active, symmetric, rnd)
@@ -291,7 +307,7 @@ async def drive(
                 continue
             outbox = await advance(lambda inbox=inbox: machine.step(inbox))  # type: ignore[misc]
     finally:
-        stray = await mailbox.finish(step)
+        stray = await mailbox.finish(step) if finish else []
     if stray:
         f = stray[0]
         raise ProtocolError(

@@ -167,12 +167,19 @@ def unwrap_frame(party: Party, sess: Session, src: int, msg: peer_pb2.PeerFrame)
 
 
 async def drive_step(
-    party: Party, sess: Session, machine: Any, step: int, n: int, timeout: Callable[[], float]
+    party: Party,
+    sess: Session,
+    machine: Any,
+    step: int,
+    n: int,
+    timeout: Callable[[], float],
+    round_base: int = 0,
 ) -> RunOutcome:
     """Run this party's protocol machine for one step over the session's peer links (large batches on
-    a worker thread); a lost link or a protocol error fails the session, with the gRPC code to return."""
+    a worker thread); a lost link or a protocol error fails the session, with the gRPC code to return.
+    ``round_base``: the step's first rounds already run ahead (``parties.ahead``)."""
     sess.busy = True
-    offload = _to_thread if n >= OFFLOAD_MIN_BATCH else None
+    offload = offload_to_thread if n >= OFFLOAD_MIN_BATCH else None
     try:
         return await drive(
             machine,
@@ -184,6 +191,7 @@ async def drive_step(
             symmetric=True,
             timeout_s=timeout(),
             offload=offload,
+            round_base=round_base,
         )
     except LinkLost as exc:
         sess.fail(f"step {step}: {exc}")
@@ -289,5 +297,5 @@ async def _check_hello(
     return sess, q, sid
 
 
-async def _to_thread(fn: Callable[[], Any]) -> Any:
+async def offload_to_thread(fn: Callable[[], Any]) -> Any:
     return await asyncio.get_running_loop().run_in_executor(None, fn)

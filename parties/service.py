@@ -21,7 +21,7 @@ import grpc
 
 from hss.protocols import PartyContext, key_setup
 from hss.runtime import ProtocolError
-from parties import e2e, sources, steps
+from parties import ahead, e2e, sources, steps
 from parties.analyses import Analysis, AnalysisError, Dataset
 from parties.config import PartyConfig
 from parties.exchange import PROBE_MAX_ROUNDS, LinkLost, Refused, drive, probe_machine
@@ -353,7 +353,8 @@ class PartyService:
                     f"got {rounds} and {words}",
                 )
             machine = probe_machine(self.cfg.id, sess.peers, rounds, words)
-            out = await drive_step(self.party, sess, machine, step, 1, lambda: self.timeout(context))
+            _, base, pool_audit = await ahead.take(sess, step, 0)  # a probe: pooled material discarded
+            out = await drive_step(self.party, sess, machine, step, 1, lambda: self.timeout(context), base)
             sess.last_step = step
             resp = serde_session.probe_response_to_proto(sess.spec.session_id, step, out.result)
             return resp, {
@@ -361,6 +362,7 @@ class PartyService:
                 "words": words,
                 "send_ms": round(out.sent_s * 1e3, 3),
                 "wait_ms": round(out.waited_s * 1e3, 3),
+                **pool_audit,
             }
 
         return await self.handle(context, "ProbeLinks", run, session=call.session_id, step=step)

@@ -101,6 +101,7 @@ class Session:
     busy: bool = False  # a step is being driven over the links
     ctx: PartyContext | None = None  # the key setup's result (ConnectSession)
     svt: abcdp.SvtRun | None = None  # reveal mode svt: the ABCDP run's secret state (first Evaluate on)
+    ahead: Any = None  # precompute_ahead: the next step's sign material being made (parties.ahead.Ahead)
 
     @property
     def peers(self) -> list[int]:
@@ -135,7 +136,7 @@ def new_session(
         noise_key = derive_key(base_key, spec.session_id, b"noise")
     proto_rng = SecureRandom(derive_key(base_key, spec.session_id, b"protocol"))
     keys = SessionKeys(priv, noise_key, run_key_id, proto_rng)
-    mailbox = Mailbox(cfg.id, spec.m, cfg.max_message_bytes)
+    mailbox = Mailbox(cfg.id, spec.m, cfg.max_message_bytes, lookahead=spec.precompute_ahead)
     return Session(spec, cfg.id, mailbox, analysis, keys, run), run_key_audit
 
 
@@ -258,6 +259,9 @@ def check_next_step(sess: Session, step: int) -> None:
 
 async def teardown(sess: Session, state: Phase) -> None:
     sess.state = state
+    if sess.ahead is not None:  # the next step's material: stopped and dropped (parties.ahead)
+        ahead, sess.ahead = sess.ahead, None
+        await ahead.cancel()
     wiring = sess.wiring
     for link in list(wiring.links.values()):
         await link.close()

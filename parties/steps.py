@@ -21,7 +21,7 @@ import numpy as np
 
 from hss.modes import FEATURES, reveal_mode
 from hss.randomness import SecureRandom, derive_key
-from parties import abcdp
+from parties import abcdp, ahead
 from parties.analyses import AnalysisError, lazy_coin
 from parties.exchange import RunOutcome
 from parties.peering import drive_step
@@ -61,6 +61,9 @@ async def evaluate(party: Party, sess: Session, step: Step) -> tuple[Any, dict[s
     digest, run_audit, replayed = run_step_check(party, sess, step, run_step)
     step = replace(step, run_step=run_step, digest=digest)
     if replayed is not None:  # run resume: stored messages, nothing computed or charged
+        if sess.ahead is not None:  # (a replayed step is a session's step 1, which has no pool)
+            pooled, sess.ahead = sess.ahead, None
+            await pooled.cancel()
         await sess.mailbox.finish(step.number)  # no frames were exchanged for it; the next step is step + 1
         resumed = sess.run.svt_resume
         if resumed is not None and resumed.after_redo is not None:  # ABCDP: the state after the step
@@ -82,6 +85,8 @@ async def _evaluate_decisions(
     party: Party, sess: Session, step: Step, paid: RunCharge | None, recharge: str, run_audit: dict[str, Any]
 ) -> tuple[Any, dict[str, Any]]:
     cfg, store, spec, n = party.cfg, party.store, sess.spec, step.n
+    # step k's precompute made after step k - 1 (parties.ahead): finished first, before anything is charged
+    material, round_base, pool_audit = await ahead.take(sess, step.number, n)
     privacy_events: list[Any] = []
     if paid is None:
         try:  # privacy budget: this party's own events for the batch, dry-run before touching data
@@ -90,7 +95,7 @@ async def _evaluate_decisions(
         except PrivacyRefusal as exc:
             raise Abort(exc.code, exc.message) from exc
     t_terms = time.perf_counter()
-    machine, clipped = _decision_machine(party, sess, step)
+    machine, clipped = _decision_machine(party, sess, step, material)
     prepare_s = time.perf_counter() - t_terms
     store.freeze_point("before-charge", step.run_step)
     if paid is None:
@@ -106,9 +111,10 @@ async def _evaluate_decisions(
             f"{paid.session} (same inputs, same run key): not charged again",
         )
     t_drive = time.perf_counter()
-    out = await drive_step(party, sess, machine, step.number, n, step.timeout)
+    out = await drive_step(party, sess, machine, step.number, n, step.timeout, round_base)
     _keep(party, sess, step, out)
     sess.last_step = step.number
+    ahead.start(party, sess, step.number + 1, n)  # the next step's precompute, if the session asks for it
     clamped = int(np.count_nonzero(out.result.clamped)) if hasattr(out.result, "clamped") else 0
     # timings (this party's own clocks, read by `confar bench network`): compute = inputs, terms,
     # machine set-up and steps (wall); charge = the budget check and the ledger's durable write before
@@ -117,6 +123,7 @@ async def _evaluate_decisions(
     # threads: compute, gRPC, TLS) meanwhile
     return _answer(sess, step, out, clamped), {
         **run_audit,
+        **pool_audit,
         "decisions": n,
         "rounds": out.rounds,
         "clamped": clamped,
@@ -130,10 +137,12 @@ async def _evaluate_decisions(
     }
 
 
-def _decision_machine(party: Party, sess: Session, step: Step) -> tuple[Any, int | None]:
-    """The analysis's terms for the batch and this party's decision machine, with the batch's count of
-    clipped log-ratios (None: the penalty does not clip; the count goes to this party's audit line only);
-    INVALID_ARGUMENT on bad inputs."""
+def _decision_machine(
+    party: Party, sess: Session, step: Step, material: Any = None
+) -> tuple[Any, int | None]:
+    """The analysis's terms for the batch and this party's decision machine (sign mode: with ``material``
+    made ahead, only the online rounds), with the batch's count of clipped log-ratios (None: the penalty
+    does not clip; the count goes to this party's audit line only); INVALID_ARGUMENT on bad inputs."""
     spec = sess.spec
     keys = sess.keys
     assert keys is not None
@@ -157,6 +166,7 @@ def _decision_machine(party: Party, sess: Session, step: Step) -> tuple[Any, int
             keys.proto_rng,
             blind=terms.blind,
             precompute=spec.sign_precompute,
+            **({} if material is None else {"material": material}),
             lazy=lazy_coin(spec.model_params),
             reveal_rng=reveal_rng(keys, spec, step.number, step.digest),
         )

@@ -200,6 +200,7 @@ def spec_to_proto(spec: SessionSpec) -> common_pb2.SessionSpec:
         relay_address=spec.relay_address,
         coordinator_identity=spec.coordinator_identity,
         sign_precompute="" if spec.sign_precompute == "inline" else spec.sign_precompute,
+        precompute_ahead=spec.precompute_ahead,
     )
 
 
@@ -224,6 +225,7 @@ def spec_from_proto(msg: common_pb2.SessionSpec) -> SessionSpec:
             relay_address=msg.relay_address,
             coordinator_identity=msg.coordinator_identity or "coordinator",
             sign_precompute=msg.sign_precompute or "inline",
+            precompute_ahead=bool(msg.precompute_ahead),
         )
     except SpecError as exc:
         raise WireError(f"session spec refused: {exc}") from exc

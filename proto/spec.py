@@ -109,6 +109,7 @@ class SessionSpec:
     run_id: str = ""  # empty: the session belongs to no run
     first_run_step: int = 1  # the run step of the session's step 1
     sign_precompute: str = "inline"  # sign mode: hss.protocols.SIGN_PRECOMPUTE (the same at every party)
+    precompute_ahead: bool = False  # sign mode: step k + 1's sign material made after step k (parties.ahead)
 
     def __post_init__(self) -> None:
         if self.run_id:
@@ -133,6 +134,10 @@ class SessionSpec:
             raise SpecError(f"reveal_mode {shown(self.reveal_mode)} is not one of {REVEAL_MODES}")
         if self.sign_precompute not in SIGN_PRECOMPUTE:
             raise SpecError(f"sign_precompute {shown(self.sign_precompute)} is not one of {SIGN_PRECOMPUTE}")
+        if not isinstance(self.precompute_ahead, bool):
+            raise SpecError(f"precompute_ahead must be true or false, got {shown(self.precompute_ahead)}")
+        if self.precompute_ahead and not reveal_mode(self.reveal_mode).sign_precompute:
+            raise SpecError(f"precompute_ahead applies to reveal_mode 'sign' only, not {self.reveal_mode!r}")
         if self.topology not in TOPOLOGIES:
             raise SpecError(f"topology {shown(self.topology)} is not one of {TOPOLOGIES}")
         if self.topology == "relay" and not self.relay_address:
@@ -164,6 +169,8 @@ class SessionSpec:
                     f"reveal_mode 'sign' with sign_precompute 'inline', got {self.reveal_mode!r} / "
                     f"{self.sign_precompute!r}"
                 )
+            if self.precompute_ahead:
+                raise SpecError("model_params.lazy makes its coin in the step: no precompute_ahead")
 
     @property
     def m(self) -> int:

@@ -77,6 +77,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="sign mode: inline (7 rounds, every party computes every root), pooled (9 rounds, each root "
         "once) or blocks4 (7 rounds, 5 online: block monomials precomputed); default inline",
     )
+    p.add_argument(
+        "--precompute-ahead",
+        action="store_true",
+        help="sign mode: sessions with precompute_ahead (issue 16): each party makes step k + 1's precompute "
+        "right after answering step k, so a timed step runs its online rounds only when the pool is done",
+    )
+    p.add_argument(
+        "--gap-ms",
+        type=float,
+        default=0.0,
+        help="untimed pause of the coordinator between batches (a sampler's own work between steps); "
+        "default 0",
+    )
     p.add_argument("--repeats", type=int, help="timed batches per configuration (default 20; --quick: 5)")
     p.add_argument("--warmup", type=int, help="untimed batches per configuration (default 3; --quick: 1)")
     p.add_argument(
@@ -203,6 +216,8 @@ async def bench_protocol(
     repeats: int,
     precompute: str = "inline",
     probe_rounds: int = 0,
+    ahead: bool = False,
+    gap_ms: float = 0.0,
 ) -> dict[str, Any]:
     sess = await coord.open_session(
         reveal_mode=mode,
@@ -210,6 +225,7 @@ async def bench_protocol(
         model_params={"sigma": 1.0},
         topology=topology,
         sign_precompute=precompute,
+        precompute_ahead=ahead and mode == "sign",
     )
     g = np.random.default_rng()
     lat: list[float] = []
@@ -220,6 +236,8 @@ async def bench_protocol(
         for k in range(warmup + repeats):
             theta = g.normal(1.0, 0.5, batch)
             prop = theta + 0.1 * g.normal(size=batch)
+            if gap_ms > 0 and k:
+                await asyncio.sleep(gap_ms / 1e3)
             t0, c0 = time.perf_counter(), time.process_time()
             await sess.evaluate({"theta": theta, "theta_star": prop}, batch)
             dt, dc = time.perf_counter() - t0, time.process_time() - c0
@@ -238,6 +256,7 @@ async def bench_protocol(
         "mode": mode,
         "topology": topology,
         "precompute": precompute if mode == "sign" else "",
+        **{"precompute_ahead": sess.spec.precompute_ahead, "gap_ms": gap_ms},
         "m": lc.m,
         "t": sess.spec.t,
         "batch": batch,
@@ -395,7 +414,8 @@ def _fmt(r: dict[str, Any]) -> str:
     return (
         f"{r['mode']:7s} {r['topology']:6s} m={r['m']} batch={r['batch']:5d} "
         f"{r['decisions_per_s']:>10.1f} dec/s  median {r['latency_ms_median']:8.2f} ms  "
-        f"p90 {r['latency_ms_p90']:8.2f} ms  rounds={r['rounds']}{extra}"
+        f"p90 {r['latency_ms_p90']:8.2f} ms  rounds={r['rounds']}"
+        f"{' (precompute ahead)' if r.get('precompute_ahead') else ''}{extra}"
     )
 
 
@@ -422,6 +442,8 @@ async def _run_m(
     repeats: int,
     precompute: str = "inline",
     probe_rounds: int = 0,
+    ahead: bool = False,
+    gap_ms: float = 0.0,
 ) -> list[dict[str, Any]]:
     out = []
     async with Coordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=300.0) as coord:
@@ -439,6 +461,8 @@ async def _run_m(
                         repeats,
                         precompute,
                         probe_rounds,
+                        ahead,
+                        gap_ms,
                     )
                     print(_fmt(rec), flush=True)
                     out.append(rec)
@@ -500,6 +524,8 @@ def run(args: argparse.Namespace) -> int:
                         repeats,
                         args.sign_precompute,
                         probe_rounds,
+                        args.precompute_ahead,
+                        args.gap_ms,
                     )
                 )
                 assert lc.certs is not None

@@ -88,6 +88,8 @@ REFUSALS = [
     # (edit, key named in the error, words in the message)
     (('mode = "sign"', 'mode = "sign"\nsign_precompute = "eager"'), "reveal.sign_precompute", "one of"),
     (('mode = "sign"', 'mode = "blinded"\nsign_precompute = "pooled"'), "reveal.sign_precompute", "'sign'"),
+    (('mode = "sign"', 'mode = "blinded"\nprecompute_ahead = true'), "reveal.precompute_ahead", "'sign'"),
+    (('mode = "sign"', 'mode = "sign"\nprecompute_ahead = 1'), "reveal.precompute_ahead", "wrong type"),
     (("[reveal]", "[reveals]\n[reveal]"), "reveals", "unknown table"),
     (('name = "t"', 'name = "t"\ncolour = 1'), "experiment.colour", "unknown key"),
     (("seed = 1", 'seed = "1"'), "experiment.seed", "wrong type"),
@@ -237,6 +239,10 @@ def test_sign_precompute_default_and_pooled(tmp_path: Path) -> None:
     assert pooled.sign_precompute == "pooled"  # type: ignore[attr-defined]
     blocks = load(tmp_path, _edit('mode = "sign"', 'mode = "sign"\nsign_precompute = "blocks4"'))
     assert blocks.sign_precompute == "blocks4"  # type: ignore[attr-defined]  # issue 16: 5 online rounds
+    assert not blocks.precompute_ahead  # type: ignore[attr-defined]
+    ahead_text = _edit('mode = "sign"', 'mode = "sign"\nsign_precompute = "blocks4"\nprecompute_ahead = true')
+    ahead = load(tmp_path, ahead_text)
+    assert ahead.precompute_ahead  # type: ignore[attr-defined]  # issue 16: the precompute made ahead
     lazy_blocks = _edit('mode = "sign"', 'mode = "sign"\nsign_precompute = "blocks4"').replace(
         "proposal_scale = 0.1", "proposal_scale = 0.1\nlazy = 0.5\nmax_sensitivity = 1.0"
     )
