@@ -64,19 +64,9 @@ RECORDS_PER_PARTY = 200
 SID = b"\x01" * 16
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", type=Path, help="write the records to this JSON file")
-    p.add_argument("--parties", help="comma-separated m values (default 3,5,7; --quick: 3)")
-    p.add_argument("--batches", help="comma-separated batch sizes (default 1,100,1000; --quick: 1,100)")
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated reveal modes (default: all)")
-    p.add_argument("--topologies", default=",".join(TOPOLOGIES), help="mesh,relay (default: both)")
-    p.add_argument(
-        "--sign-precompute",
-        choices=SIGN_PRECOMPUTE,
-        default="inline",
-        help="sign mode: inline (7 rounds, every party computes every root), pooled (9 rounds, each root "
-        "once) or blocks4 (7 rounds, 5 online: block monomials precomputed); default inline",
-    )
+
+def add_ahead_options(p: argparse.ArgumentParser) -> None:
+    """--precompute-ahead and --gap-ms (shared with ``confar bench wan``)."""
     p.add_argument(
         "--precompute-ahead",
         action="store_true",
@@ -90,6 +80,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="untimed pause of the coordinator between batches (a sampler's own work between steps); "
         "default 0",
     )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", type=Path, help="write the records to this JSON file")
+    p.add_argument("--parties", help="comma-separated m values (default 3,5,7; --quick: 3)")
+    p.add_argument("--batches", help="comma-separated batch sizes (default 1,100,1000; --quick: 1,100)")
+    p.add_argument("--modes", default=",".join(MODES), help="comma-separated reveal modes (default: all)")
+    p.add_argument("--topologies", default=",".join(TOPOLOGIES), help="mesh,relay (default: both)")
+    p.add_argument(
+        "--sign-precompute",
+        choices=SIGN_PRECOMPUTE,
+        default="inline",
+        help="sign mode: inline (7 rounds, every party computes every root), pooled (9 rounds, each root "
+        "once) or blocks4 (7 rounds, 5 online: block monomials precomputed); default inline",
+    )
+    add_ahead_options(p)
     p.add_argument("--repeats", type=int, help="timed batches per configuration (default 20; --quick: 5)")
     p.add_argument("--warmup", type=int, help="untimed batches per configuration (default 3; --quick: 1)")
     p.add_argument(

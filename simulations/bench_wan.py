@@ -82,6 +82,8 @@ class WanSettings:
     warmup: int = 2
     records_per_party: int = 200
     sign_precompute: str = "inline"  # hss.protocols.SIGN_PRECOMPUTE
+    precompute_ahead: bool = False  # sign: step k + 1's precompute made after answering step k
+    gap_ms: float = 0.0  # untimed pause between batches
 
     @property
     def c_rtt_ms(self) -> float:
@@ -179,6 +181,8 @@ def _run_driver(net: WanNet, s: WanSettings, workdir: Path, started: _Started) -
         "repeats": s.repeats,
         "warmup": s.warmup,
         "sign_precompute": s.sign_precompute,
+        "precompute_ahead": s.precompute_ahead,
+        "gap_ms": s.gap_ms,
         "out": str(workdir / "records.json"),
     }
     (workdir / "driver.json").write_text(json.dumps(spec))
@@ -232,7 +236,9 @@ async def _driver_main(spec: dict[str, Any]) -> list[dict[str, Any]]:
                     pre = str(spec.get("sign_precompute", "inline"))
                     shape = protocol_shape(mode, m, batch, pre)
                     rec = await bench_protocol(
-                        coord, lc, mode, topology, batch, shape, spec["warmup"], spec["repeats"], pre
+                        coord, lc, mode, topology, batch, shape, spec["warmup"], spec["repeats"], pre,
+                        ahead=bool(spec.get("precompute_ahead", False)),
+                        gap_ms=float(spec.get("gap_ms", 0.0)),
                     )
                     # propagation floor: request + reply (one coordinator RTT) and each exchange round one
                     # way between parties (mesh: rtt/2) or party -> relay -> party (relay: coordinator RTT)
@@ -285,8 +291,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--sign-precompute",
         choices=SIGN_PRECOMPUTE,
         default="inline",
-        help="sign mode: inline (7 rounds) or pooled (9 rounds, each public root computed once)",
+        help="sign mode: inline (7 rounds), pooled (9 rounds, each public root computed once) or blocks4 "
+        "(7 rounds, 5 online)",
     )
+    from simulations.bench_network import add_ahead_options  # lazy: proxies import this module too
+
+    add_ahead_options(p)
     p.add_argument("--quick", action="store_true", help="tiny run: m=3, batch 1, 2 repeats")
 
 
@@ -308,6 +318,8 @@ def settings_from_args(args: argparse.Namespace) -> WanSettings:
         repeats=args.repeats if args.repeats is not None else (2 if q else 10),
         warmup=args.warmup if args.warmup is not None else (1 if q else 2),
         sign_precompute=args.sign_precompute,
+        precompute_ahead=args.precompute_ahead,
+        gap_ms=args.gap_ms,
     )
     bad = [x for x in modes if x not in MODES] + [x for x in topologies if x not in TOPOLOGIES]
     if bad or not modes or not topologies:
