@@ -237,27 +237,14 @@ class ReplayStore:
         path = self.path_for(run_id)
         if not path.exists():
             return None
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ReplayFileError(f"run record {path} cannot be read ({exc.strerror})") from exc
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ReplayFileError(f"run record {path} is corrupt (not JSON: {exc}){_ADVICE}") from exc
+        doc = _read_json(path, "run record", _ADVICE)
         try:
             return self._parse(doc, run_id)
         except (ValueError, KeyError, TypeError) as exc:
             raise ReplayFileError(f"run record {path} is corrupt ({exc}){_ADVICE}") from exc
 
     def _parse(self, doc: Any, run_id: str) -> RunRecord:
-        if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION:
-            raise ValueError(f"expected a version {FORMAT_VERSION} run record object")
-        body = {k: v for k, v in doc.items() if k != "checksum"}
-        if doc.get("checksum") != _checksum(body):
-            raise ValueError("checksum mismatch: the file was altered or damaged")
-        if doc["party"] != self.identity:
-            raise ValueError(f"it belongs to party {doc['party']!r}, not to {self.identity!r}")
-        if doc["run_id"] != run_id:
-            raise ValueError(f"it is the record of run {doc['run_id']!r}, not of {run_id!r}")
+        _check_envelope(doc, FORMAT_VERSION, "run record", "record", self.identity, run_id)
         step, batch, rounds = doc["run_step"], doc["batch"], doc["rounds"]
         if not all(type(v) is int and v >= 1 for v in (step, batch, rounds)):
             raise ValueError(f"run_step {step!r}, batch {batch!r}, rounds {rounds!r}: need positive integers")
@@ -314,22 +301,9 @@ class ReplayStore:
 
     def _read_key(self, path: Path, run_id: str) -> bytes:
         make_private(path)
+        doc = _read_json(path, "run noise key", _KEY_ADVICE)
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ReplayFileError(f"run noise key {path} cannot be read ({exc.strerror})") from exc
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ReplayFileError(f"run noise key {path} is corrupt (not JSON: {exc}){_KEY_ADVICE}") from exc
-        try:
-            if not isinstance(doc, dict) or doc.get("version") != KEY_FORMAT_VERSION:
-                raise ValueError(f"expected a version {KEY_FORMAT_VERSION} run key object")
-            body = {k: v for k, v in doc.items() if k != "checksum"}
-            if doc.get("checksum") != _checksum(body):
-                raise ValueError("checksum mismatch: the file was altered or damaged")
-            if doc["party"] != self.identity:
-                raise ValueError(f"it belongs to party {doc['party']!r}, not to {self.identity!r}")
-            if doc["run_id"] != run_id:
-                raise ValueError(f"it is the key of run {doc['run_id']!r}, not of {run_id!r}")
+            _check_envelope(doc, KEY_FORMAT_VERSION, "run key", "key", self.identity, run_id)
             key = bytes.fromhex(doc["key"])
             if len(key) != 32:
                 raise ValueError(f"the key is {len(key)} bytes, not 32")
@@ -337,6 +311,28 @@ class ReplayStore:
             raise ReplayFileError(f"run noise key {path} is corrupt ({exc}){_KEY_ADVICE}") from exc
         return key
 
+
+def _read_json(path: Path, what: str, advice: str) -> Any:
+    """A state file's JSON; ReplayFileError naming ``what`` and the path if it cannot be read or parsed."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ReplayFileError(f"{what} {path} cannot be read ({exc.strerror})") from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ReplayFileError(f"{what} {path} is corrupt (not JSON: {exc}){advice}") from exc
+
+
+def _check_envelope(doc: Any, version: int, kind: str, noun: str, identity: str, run_id: str) -> None:
+    """The checksummed envelope both run files share: version, checksum, owning party and run (ValueError)."""
+    if not isinstance(doc, dict) or doc.get("version") != version:
+        raise ValueError(f"expected a version {version} {kind} object")
+    body = {k: v for k, v in doc.items() if k != "checksum"}
+    if doc.get("checksum") != _checksum(body):
+        raise ValueError("checksum mismatch: the file was altered or damaged")
+    if doc["party"] != identity:
+        raise ValueError(f"it belongs to party {doc['party']!r}, not to {identity!r}")
+    if doc["run_id"] != run_id:
+        raise ValueError(f"it is the {noun} of run {doc['run_id']!r}, not of {run_id!r}")
 
 _ADVICE = "; refusing to use it. Move it away to have this run's last step evaluated afresh"
 _KEY_ADVICE = (
