@@ -8,7 +8,8 @@
 
 The kernel builds the same public :class:`~mechanisms.samplers.requests.DecisionRequest` it would give an
 in-memory decider; the parties compute their terms with the same code (``parties/models_bridge.py``). The
-session's ``model_params`` fix the kind (mh / rejection) and the penalty; the request must agree.
+session's decision plan (``mechanisms.samplers.plan.DecisionPlan``, its ``model_params``) fixes the kind (mh /
+rejection) and the penalty; the request must agree.
 
 :class:`NetworkSvtDecider` decides federated ABCDP's batches (``mechanisms.abcdp.driver.drive_abcdp``) in a
 session in reveal mode ``svt`` (analysis ``abcdp-rff``): it sends the candidates' embeddings
@@ -21,13 +22,14 @@ numbering (``first_run_step``) is the step.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from coordinator.api import BlockingSession
 from mechanisms.abcdp.driver import SvtRequest
+from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.requests import DecisionRequest
 
 
@@ -37,13 +39,16 @@ class NetworkDecider:
     calls: int = 0
     decisions: int = 0
     rounds: int = 0
+    plan: DecisionPlan = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.plan = DecisionPlan.from_params(self.session.spec.model_params)
 
     def __call__(self, request: DecisionRequest) -> npt.NDArray[np.bool_]:
-        kind = self.session.spec.model_params.get("kind", "mh")
-        if request.kind != kind:
-            raise ValueError(f"this session decides {kind!r} requests, got {request.kind!r}")
-        if (request.penalty is None) != (self.session.spec.model_params.get("penalty") is None):
-            raise ValueError("the request's penalty and the session's model_params.penalty disagree")
+        if request.kind != self.plan.kind:
+            raise ValueError(f"this session decides {self.plan.kind!r} requests, got {request.kind!r}")
+        if request.penalty != self.plan.penalty:
+            raise ValueError("the request's penalty and the session's decision plan disagree")
         inputs: dict[str, npt.ArrayLike] = dict(request.to_inputs())
         d = self.session.evaluate(inputs, request.n)
         self.calls += 1

@@ -138,6 +138,7 @@ from hss.fixedpoint import max_threshold
 from hss.modes import FEATURES, REVEAL_MODES, reveal_mode
 from hss.protocols import SIGN_PRECOMPUTE
 from mechanisms.models.base import Model, add_import_path, load_model
+from mechanisms.samplers.plan import DecisionPlan
 from proto.spec import PartyEntry
 
 F64 = npt.NDArray[np.float64]
@@ -242,24 +243,26 @@ class Experiment:
         """The party analysis the session names."""
         return "abcdp-rff" if self.sampler.kind == "abcdp" else self.model_name
 
-    def session_params(self) -> dict[str, Any]:
-        """The session's public ``model_params`` (parties/models_bridge.py; FederatedSvtPlan for abcdp)."""
+    def decision_plan(self) -> DecisionPlan:
+        """The public meaning of the run's decisions (MH and rejection kinds), sent as ``model_params``."""
         s = self.sampler
-        if s.kind == "abcdp":
-            return dict(s.abcdp)
-        out: dict[str, Any] = {"model_args": dict(self.model_params)}
-        out["kind"] = "rejection" if s.kind == "rejection" else "mh"
-        if s.penalty is not None:
-            out["penalty"] = s.penalty.to_params()
-        if s.lazy is not None:
-            out["lazy"] = s.lazy.to_params()
-        if s.kind == "rejection" and s.log_bound_margin:
-            out["log_bound_margin"] = s.log_bound_margin
-        if s.kind == "rejection" and s.rejection_bound != "data":
-            out["bound"] = s.rejection_bound
-        if s.kind == "rejection" and s.max_sensitivity is not None:
-            out["max_sensitivity"] = s.max_sensitivity
-        return out
+        rejection = s.kind == "rejection"
+        return DecisionPlan(
+            model_args=dict(self.model_params),
+            kind="rejection" if rejection else "mh",
+            penalty=s.penalty,
+            lazy=s.lazy,
+            log_bound_margin=s.log_bound_margin if rejection else 0.0,
+            bound=s.rejection_bound if rejection else "data",
+            max_sensitivity=s.max_sensitivity if rejection else None,
+        )
+
+    def session_params(self) -> dict[str, Any]:
+        """The session's public ``model_params``: the decision plan's (``DecisionPlan.to_params``), or the
+        run plan of federated ABCDP (``FederatedSvtPlan``)."""
+        if self.sampler.kind == "abcdp":
+            return dict(self.sampler.abcdp)
+        return self.decision_plan().to_params()
 
     def with_parties(self, parties: list[PartyEntry]) -> Experiment:
         """The same experiment against other endpoints (a simulated consortium's)."""

@@ -30,10 +30,13 @@ PLAN.toml (relative paths are resolved against the file's folder; the ``[session
     threshold = 1                     # optional, default (m - 1) // 2 as when the session is opened
     batches = 100                     # number of batches (MCMC steps, proposal rounds, ...)
     batch_size = 64                   # decisions per batch
-    [session.params]                  # the analysis' public parameters, as sent at session open
+    [session.params]                  # the analysis' public parameters, as sent at session open (a model's
+    [session.params.model_args]       # decision plan: mechanisms/samplers/plan.py lists the keys)
     sigma = 1.0
     clip = [-4.0, 6.0]
+    [session.params.penalty]
     tau = 20.0
+    n = 1
 
 Exit codes: 0 done (``plan``: every party would accept the planned session); 1 a party could not be asked
 (or, for ``plan``, at least one party would refuse: the reason is printed); 2 bad file or command line.

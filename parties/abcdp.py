@@ -115,6 +115,15 @@ class AbcdpRff:
         plan_of(params)
         columns_of(params)
 
+    def lazy_coin(self, params: dict[str, Any]) -> None:
+        """ABCDP reveals SVT bits: no lazy coin."""
+        return None
+
+    def public_numbers(self, params: dict[str, Any]) -> dict[str, float]:
+        """The run plan's numbers (eps_abc, eps_total, c, n_records, ...)."""
+        raw = plan_of(params).to_params()
+        return {k: float(v) for k, v in raw.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
     def privacy_events(
         self, params: dict[str, Any], mode: str, view: RevealView, n: int
     ) -> list[PrivacyEvent]:

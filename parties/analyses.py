@@ -4,7 +4,7 @@ into its private terms of the decisions, S = public + sum_j (l_j + V_j).
 An :class:`Analysis` is named in the one table of ``parties.registry``; a party's config allowlists names and
 bounds their numeric parameters. ``terms`` is vectorised over records and proposals and gets this party's
 secret noise generator (never the experiment's public seed). The analyses themselves live elsewhere: the
-statistical models of ``mechanisms.models`` (including ``gaussian-mean``) through ``parties.models_bridge``,
+statistical models of ``mechanisms.models`` through ``parties.models_bridge``,
 federated ABCDP in ``parties.abcdp``; this module only fixes the seam.
 """
 
@@ -74,6 +74,14 @@ class Analysis(Protocol):
 
     def check_params(self, params: dict[str, Any]) -> None: ...
 
+    def lazy_coin(self, params: dict[str, Any]) -> LazyCoin | None:
+        """The session's secret lazy coin ANDed with the accept bit inside the sign protocol, or None."""
+        ...
+
+    def public_numbers(self, params: dict[str, Any]) -> dict[str, float]:
+        """The session's public numeric parameters by name (a registry's ``[allow.bounds]`` ranges)."""
+        ...
+
     def terms(
         self,
         data: Dataset,
@@ -93,18 +101,3 @@ class PrivacyAccounted(Protocol):
     def privacy_events(
         self, params: dict[str, Any], mode: str, view: RevealView, n: int
     ) -> list[PrivacyEvent]: ...
-
-
-def lazy_coin(params: dict[str, Any]) -> LazyCoin | None:
-    """The session's secret lazy coin (``model_params.lazy``, the same at every party), or None."""
-    raw = params.get("lazy")
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise AnalysisError(f"lazy must be an object like {{'gamma': 0.5}}, got {raw!r}")
-    from mechanisms.samplers.requests import Lazy
-
-    try:
-        return Lazy.from_params(raw).coin()
-    except ValueError as exc:
-        raise AnalysisError(f"bad lazy {raw!r}: {exc}") from exc

@@ -88,13 +88,6 @@ def _check_allowlist(cfg: PartyConfig, spec: SessionSpec) -> None:
             f"topology {shown(spec.topology)} is not allowed "
             f"(allow.topologies = {list(cfg.allow_topologies)})",
         )
-    for key, (lo, hi) in cfg.bounds.get(spec.model, {}).items():
-        v = spec.model_params.get(key)
-        if v is None or not isinstance(v, int | float) or not lo <= v <= hi:
-            raise Abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"model parameter {key} = {shown(v)} is outside this party's bounds [{lo}, {hi}]",
-            )
 
 
 def check_session_limit(cfg: PartyConfig, live: int) -> None:
@@ -111,12 +104,25 @@ def check_analysis(cfg: PartyConfig, spec: SessionSpec, data: Dataset) -> Analys
     analysis = get_analysis(spec.model)
     try:
         analysis.check_params(spec.model_params)
+        _check_bounds(cfg, spec, analysis.public_numbers(spec.model_params))
         check_data_model(cfg, spec, analysis)
         if reveal_mode(spec.reveal_mode).inputs == FEATURES or spec.model == abcdp.ANALYSIS:
             abcdp.check_session(spec, data)  # column names only: no record is read
     except AnalysisError as exc:
         raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
     return analysis
+
+
+def _check_bounds(cfg: PartyConfig, spec: SessionSpec, numbers: dict[str, float]) -> None:
+    """``[allow.bounds.<model>]``: each bounded parameter is among the session's public numbers (the
+    analysis's ``public_numbers``) and inside its range."""
+    for key, (lo, hi) in cfg.bounds.get(spec.model, {}).items():
+        v = numbers.get(key)
+        if v is None or not lo <= v <= hi:
+            raise Abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"model parameter {key} = {shown(v)} is outside this party's bounds [{lo}, {hi}]",
+            )
 
 
 def check_data_model(cfg: PartyConfig, spec: SessionSpec, analysis: Analysis) -> None:
@@ -133,7 +139,7 @@ def check_data_model(cfg: PartyConfig, spec: SessionSpec, analysis: Analysis) ->
     if BUILTIN.get(d.model, d.model) != BUILTIN.get(analysis.model_ref, analysis.model_ref):
         return
     if analysis.model(spec.model_params) != load_model(d.model, d.model_args):
-        theirs = shown(spec.model_params.get("model_args", {}))
+        theirs = shown(dict(analysis.plan(spec.model_params).model_args))
         raise AnalysisError(
             f"{spec.model}: the session's model_args {theirs} differ from this registry's "
             f"[data.model_args] {shown(d.model_args)}, the schema its records "
@@ -185,7 +191,7 @@ def reproducible(spec: SessionSpec) -> bool:
     sum and blinded (their E term is drawn from the run noise key too), and sign without a lazy coin (the
     accept bit is [S >= 0]); not sign with a lazy coin, made from the session's PRSS keys."""
     mode = reveal_mode(spec.reveal_mode)
-    return mode.reproducible and (not mode.lazy_coin or spec.model_params.get("lazy") is None)
+    return mode.reproducible and not spec.lazy_coin
 
 
 def paid_run_step(

@@ -2,8 +2,8 @@
 
 ``get_analysis(name)`` is called only for names the party's ``[allow] models`` lists (the daemon checks the
 allowlist first). A name is either a key of :data:`ANALYSES` — ``abcdp-rff`` (federated ABCDP,
-``parties.abcdp``) and every built-in model of ``mechanisms.models`` (``parties.models_bridge``), of which
-``gaussian-mean`` also reads the flat parameters of earlier versions — or a model plug-in
+``parties.abcdp``) and every built-in model of ``mechanisms.models`` (``parties.models_bridge``) — or a
+model plug-in
 ``"package.module:ClassName"``, imported when a session first uses it. Adding an analysis is one entry here
 plus its module.
 """
@@ -17,12 +17,11 @@ from mechanisms.models.base import BUILTIN
 from parties.abcdp import ANALYSIS as ABCDP_ANALYSIS
 from parties.abcdp import AbcdpRff
 from parties.analyses import Analysis, AnalysisError
-from parties.models_bridge import GaussianMeanAnalysis, ModelAnalysis
+from parties.models_bridge import ModelAnalysis
 
 ANALYSES: dict[str, Callable[[], Analysis]] = {
     ABCDP_ANALYSIS: AbcdpRff,
     **{name: functools.partial(ModelAnalysis, name, ref) for name, ref in BUILTIN.items()},
-    "gaussian-mean": GaussianMeanAnalysis,  # the built-in model, also under its flat parameters
 }
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from hss.modes import FEATURES, reveal_mode
 from hss.randomness import SecureRandom, derive_key
 from parties import abcdp, ahead
-from parties.analyses import AnalysisError, lazy_coin
+from parties.analyses import AnalysisError
 from parties.exchange import RunOutcome
 from parties.peering import drive_step
 from parties.policy import Abort, check_decision_budget, paid_run_step, recharge_reason
@@ -167,7 +167,7 @@ def _decision_machine(
             blind=terms.blind,
             precompute=spec.sign_precompute,
             **({} if material is None else {"material": material}),
-            lazy=lazy_coin(spec.model_params),
+            lazy=sess.analysis.lazy_coin(spec.model_params),
             reveal_rng=reveal_rng(keys, spec, step.number, step.digest),
         )
         return machine, terms.clipped_records

@@ -162,7 +162,7 @@ class SessionSpec:
             self.params().check_mode(self.reveal_mode)
         except ValueError as exc:
             raise SpecError(str(exc)) from exc
-        if isinstance(self.model_params, dict) and self.model_params.get("lazy") is not None:
+        if self.lazy_coin:
             if not reveal_mode(self.reveal_mode).lazy_coin or self.sign_precompute != "inline":
                 raise SpecError(
                     "model_params.lazy (a secret coin ANDed with the accept bit inside the protocol) needs "
@@ -175,6 +175,13 @@ class SessionSpec:
     @property
     def m(self) -> int:
         return len(self.parties)
+
+    @property
+    def lazy_coin(self) -> bool:
+        """Whether the protocol ANDs a secret lazy coin with the accept bit: ``model_params.lazy`` is set.
+        That key of the session's decision plan (``mechanisms.samplers.plan``) is the one the protocol layer
+        acts on; the analysis parses the plan itself."""
+        return isinstance(self.model_params, dict) and self.model_params.get("lazy") is not None
 
     def params(self) -> SessionParams:
         return SessionParams(m=self.m, t=self.t, session_id=self.session_id, fmt=self.fmt)

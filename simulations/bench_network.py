@@ -156,7 +156,9 @@ def protocol_shape(mode: str, m: int, batch: int, precompute: str = "inline") ->
     header = serde.frame_to_proto(SID, Frame(1, 1, 1, 2, Kind.DATA, np.zeros(0, np.uint64))).ByteSize()
     mean_peer = round(header + statistics.fmean(p.nbytes for _, p in peer)) if peer else 0
     g = np.random.default_rng(0)
-    inputs: dict[str, npt.ArrayLike] = {"theta": g.normal(size=batch), "theta_star": g.normal(size=batch)}
+    inputs: dict[str, npt.ArrayLike] = {
+        "theta": g.normal(size=batch), "theta_star": g.normal(size=batch), "public": np.zeros(batch)
+    }
     req = party_pb2.EvaluateRequest(
         session_id=SID, step=1, batch=batch, inputs=serde.inputs_to_proto(inputs)
     ).ByteSize()
@@ -227,7 +229,7 @@ async def bench_protocol(
     sess = await coord.open_session(
         reveal_mode=mode,
         model="gaussian-mean",
-        model_params={"sigma": 1.0},
+        model_params={"model_args": {"sigma": 1.0}},
         topology=topology,
         sign_precompute=precompute,
         precompute_ahead=ahead and mode == "sign",
@@ -244,7 +246,7 @@ async def bench_protocol(
             if gap_ms > 0 and k:
                 await asyncio.sleep(gap_ms / 1e3)
             t0, c0 = time.perf_counter(), time.process_time()
-            await sess.evaluate({"theta": theta, "theta_star": prop}, batch)
+            await sess.evaluate({"theta": theta, "theta_star": prop, "public": np.zeros(batch)}, batch)
             dt, dc = time.perf_counter() - t0, time.process_time() - c0
             if k >= warmup:
                 lat.append(dt)

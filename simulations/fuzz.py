@@ -286,7 +286,7 @@ def _spec(endpoints: list[PartyEntry], session_id: bytes) -> SessionSpec:
 
 
 def _inputs(n: int) -> dict[str, Any]:
-    return {"theta": np.linspace(0.0, 1.0, n), "theta_star": np.linspace(0.5, 1.5, n)}
+    return {"theta": np.linspace(0.0, 1.0, n), "theta_star": np.linspace(0.5, 1.5, n), "public": np.zeros(n)}
 
 
 class _Fuzzer:

@@ -396,7 +396,7 @@ def run(args: Any) -> int:
                 sess = coord.open_session(
                     reveal_mode=args.mode,
                     model="gaussian-mean",
-                    model_params={"sigma": 1.0},
+                    model_params={"model_args": {"sigma": 1.0}},
                     topology=args.topology,
                 )
                 # public randomness of the sampler (proposals) may come from a public seed
@@ -408,7 +408,9 @@ def run(args: Any) -> int:
                     # burn-in with long jumps from the dispersed start, then the usual 2.4 sd random walk
                     scale = (10.0 if k < args.steps // 2 else 2.4) * post_sd
                     prop = theta + scale * prng.normal(size=args.chains)
-                    d = sess.evaluate({"theta": theta, "theta_star": prop}, args.chains)
+                    d = sess.evaluate(
+                        {"theta": theta, "theta_star": prop, "public": np.zeros(args.chains)}, args.chains
+                    )
                     theta = np.where(d.accept, prop, theta)
                     accepted += int(d.accept.sum())
                     if k >= args.steps // 2:

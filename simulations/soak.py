@@ -204,7 +204,7 @@ async def soak(
         sess = await coord.open_session(
             reveal_mode="sign",
             model="gaussian-mean",
-            model_params={"sigma": sigma},
+            model_params={"model_args": {"sigma": sigma}},
             sign_precompute=precompute,
         )
         try:
@@ -214,7 +214,9 @@ async def soak(
             for k in range(batches):
                 theta = float(x.mean()) + (sigma / math.sqrt(n)) * g.normal(size=batch)
                 prop = theta + step * g.normal(size=batch)
-                d = await sess.evaluate({"theta": theta, "theta_star": prop}, batch)
+                inputs: dict[str, npt.ArrayLike] = {"theta": theta, "theta_star": prop}
+                inputs["public"] = np.zeros(batch)
+                d = await sess.evaluate(inputs, batch)
                 p = np.minimum(1.0, np.exp(np.minimum(0.0, _log_ratio(x_sum, n, sigma, theta, prop))))
                 acc += float(np.count_nonzero(d.accept))
                 exp_sum += float(p.sum())

@@ -150,13 +150,12 @@ def _with_canary(
             public += float(penalty_correction(sigma, cfg.m)[0])
     setup = Setup(cfg, model, d0, d1, hi, lo, theta, theta_star, public, penalty, lazy)
     if cfg.kind == "rejection":
+        from mechanisms.samplers.plan import DecisionPlan
         from parties.models_bridge import ModelAnalysis
 
         def bounds(ds: list[dict[str, F64]]) -> list[float]:  # each registry's own bound, as its daemon has
-            params = setup.session_params
-            return [
-                ModelAnalysis(cfg.model_name, cfg.model_name).rejection_bound(model, x, params) for x in ds
-            ]
+            plan = DecisionPlan.from_params(setup.session_params)
+            return [ModelAnalysis(cfg.model_name, cfg.model_name).rejection_bound(model, x, plan) for x in ds]
 
         setup.log_bounds = (bounds(d0), bounds(d1))
     return setup

@@ -93,3 +93,36 @@ def gaussian_terms(
     sigma: float = 1.0,
 ) -> npt.NDArray[np.float64]:
     return ((theta_star - theta) * x.sum() - 0.5 * x.size * (theta_star**2 - theta**2)) / sigma**2
+
+
+def gm_params(
+    sigma: float = 1.0, clip: tuple[float, float] | None = None, tau: float | None = None, **plan: Any
+) -> dict[str, Any]:
+    """A gaussian-mean session's ``model_params`` (a ``DecisionPlan``): x_i ~ N(theta, sigma^2), records
+    clipped to ``clip``, the penalty sigma = tau c(theta, theta*) with n = 1 when ``tau`` is given."""
+    args: dict[str, Any] = {"sigma": sigma}
+    if clip is not None:
+        args["clip"] = list(clip)
+    out: dict[str, Any] = {"model_args": args, **plan}
+    if tau is not None:
+        out["penalty"] = {"tau": tau, "n": 1}
+    return out
+
+
+def gm_inputs(
+    theta: npt.ArrayLike, theta_star: npt.ArrayLike, params: dict[str, Any], m: int
+) -> dict[str, npt.NDArray[np.float64]]:
+    """The coordinator's inputs of a gaussian-mean batch (theta, theta_star of shape (n,)): the public term is
+    0 (flat prior ratio, symmetric proposal) plus, with the penalty, its correction -m sigma^2 / 2."""
+    from mechanisms.models.base import load_model
+    from mechanisms.samplers.penalty import penalty_correction
+    from mechanisms.samplers.plan import DecisionPlan
+
+    th = np.asarray(theta, dtype=np.float64).reshape(-1)
+    ts = np.asarray(theta_star, dtype=np.float64).reshape(-1)
+    public = np.zeros(th.size)
+    plan = DecisionPlan.from_params(params)
+    if plan.penalty is not None:
+        model = load_model("gaussian-mean", dict(plan.model_args))
+        public += penalty_correction(plan.penalty.sigma(model, th[:, None], ts[:, None]), m)
+    return {"theta": th, "theta_star": ts, "public": public}

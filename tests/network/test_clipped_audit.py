@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.network.helpers import coordinator_for, inproc_consortium, party_data
+from tests.network.helpers import coordinator_for, gm_params, inproc_consortium, party_data
 
 
 def _evaluate_lines(root: Path, pid: int) -> list[dict[str, Any]]:
@@ -29,7 +29,7 @@ def test_clipped_records_on_the_audit_line(tmp_path: Path) -> None:
             inproc_consortium(tmp_path, m, data) as (_, eps, certs),
             coordinator_for(eps, certs) as coord,
         ):
-            for params in (clip, {"sigma": 1.0, "clip": [-4.0, 6.0], "tau": 2.0}):
+            for params in (clip, gm_params(1.0, (-4.0, 6.0), tau=2.0)):
                 sess = await coord.open_session(
                     reveal_mode="sign", model="gaussian-mean", model_params=params
                 )

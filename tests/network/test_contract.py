@@ -61,7 +61,7 @@ def test_grpc_matches_in_memory(tmp_path: Path, mode: str, topology: str) -> Non
     m, t, n = 3, 1, 16
     data = party_data(m, 30, seed=5)
     keys = {j: bytes([j]) * 32 for j in range(1, m + 1)}
-    params: dict[str, object] = {"sigma": 1.0, "noise": "exp"}
+    params: dict[str, object] = {"model_args": {"sigma": 1.0}}
     rng = np.random.default_rng(1)
     batches = []
     for _ in range(2):
@@ -115,7 +115,7 @@ def test_sum_without_noise_reveals_the_pooled_log_ratio(tmp_path: Path) -> None:
             sess = await coord.open_session(
                 reveal_mode="sum", model="gaussian-mean", model_params={"noise": "none"}
             )
-            d = await sess.evaluate({"theta": th, "theta_star": ts}, n)
+            d = await sess.evaluate({"theta": th, "theta_star": ts, "public": np.zeros(n)}, n)
             await sess.close()
             assert d.revealed is not None
             return d.revealed
@@ -139,7 +139,9 @@ def test_sign_receiver_sees_only_masked_bit_shares(tmp_path: Path) -> None:
             coordinator_for(eps, certs) as coord,
         ):
             sess = await coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params={})
-            tr = await sess.evaluate_transcript({"theta": th, "theta_star": th + rng.normal(0, 0.2, n)}, n)
+            tr = await sess.evaluate_transcript(
+                {"theta": th, "theta_star": th + rng.normal(0, 0.2, n), "public": np.zeros(n)}, n
+            )
             await sess.close()
             return tr
 

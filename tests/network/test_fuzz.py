@@ -31,7 +31,9 @@ EXPECTED = {
 
 
 def _evaluate_variants(rnd: random.Random, sid: bytes, next_step: int) -> party_pb2.EvaluateRequest:
-    good_inputs = serde.inputs_to_proto({"theta": np.zeros(4), "theta_star": np.ones(4)})
+    good_inputs = serde.inputs_to_proto(
+        {"theta": np.zeros(4), "theta_star": np.ones(4), "public": np.zeros(4)}
+    )
     kind = rnd.randrange(9)
     req = party_pb2.EvaluateRequest(session_id=sid, step=next_step, batch=4, inputs=good_inputs)
     if kind == 0:
@@ -71,7 +73,7 @@ def test_fuzzed_messages_are_refused_and_session_survives(tmp_path: Path) -> Non
                 reveal_mode="sum", model="gaussian-mean", model_params={"noise": "none"}
             )
             th, ts = np.zeros(4), np.ones(4)
-            first = await sess.evaluate({"theta": th, "theta_star": ts}, 4)
+            first = await sess.evaluate({"theta": th, "theta_star": ts, "public": np.zeros(4)}, 4)
             ctls = tls_for(certs, "coordinator")
             target = eps[2]
             ch = secure_channel(target.address, ctls, target.identity)
@@ -164,7 +166,7 @@ def test_fuzzed_messages_are_refused_and_session_survives(tmp_path: Path) -> Non
             assert d3.refused_frames - before == 1500
 
             # the daemon still serves the session correctly
-            again = await sess.evaluate({"theta": th, "theta_star": ts}, 4)
+            again = await sess.evaluate({"theta": th, "theta_star": ts, "public": np.zeros(4)}, 4)
             exact = sum(gaussian_terms(x, th, ts) for x in data)
             assert again.revealed is not None and first.revealed is not None
             np.testing.assert_allclose(again.revealed, exact, atol=1e-4)

@@ -136,7 +136,9 @@ def test_sigterm_stops_a_daemon_with_a_request_in_flight(tmp_path: Path) -> None
                 sess = await coord.open_session(
                     reveal_mode="sign", model="gaussian-mean", model_params={"noise": "none"}
                 )
-                inputs = serde.inputs_to_proto({"theta": np.zeros(4), "theta_star": np.ones(4)})
+                inputs = serde.inputs_to_proto(
+                    {"theta": np.zeros(4), "theta_star": np.ones(4), "public": np.zeros(4)}
+                )
                 req = party_pb2.EvaluateRequest(session_id=sess.session_id, step=1, batch=4, inputs=inputs)
                 async with secure_channel(eps[0].address, tls, eps[0].identity) as ch:
                     call = party_pb2_grpc.PartyStub(ch).Evaluate(req, timeout=120.0)

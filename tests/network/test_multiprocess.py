@@ -31,16 +31,16 @@ def test_sessions_and_party_death(tmp_path: Path) -> None:
                     model_params={"noise": "none"},
                     topology=topology,
                 )
-                d = s.evaluate({"theta": th, "theta_star": ts}, n)
+                d = s.evaluate({"theta": th, "theta_star": ts, "public": np.zeros(n)}, n)
                 assert d.revealed is not None
                 np.testing.assert_allclose(d.revealed, exact, atol=1e-4)
                 s.close()
             s = coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params={"noise": "none"})
-            d = s.evaluate({"theta": th, "theta_star": ts}, n)
+            d = s.evaluate({"theta": th, "theta_star": ts, "public": np.zeros(n)}, n)
             np.testing.assert_array_equal(d.accept, exact >= 0)
             lc.kill(2)
             with pytest.raises(SessionError) as ei:
-                s.evaluate({"theta": th, "theta_star": ts}, n)
+                s.evaluate({"theta": th, "theta_star": ts, "public": np.zeros(n)}, n)
             msg = str(ei.value)
             assert "step 2" in msg and "party" in msg
             assert ei.value.step == 2

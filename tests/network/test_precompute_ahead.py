@@ -26,7 +26,7 @@ from proto.spec import FixedPoint, SessionSpec, SpecError
 from tests.network.helpers import coordinator_for, inproc_consortium, party_data
 from tests.network.test_contract import SID
 
-PARAMS: dict[str, object] = {"sigma": 1.0, "noise": "exp"}
+PARAMS: dict[str, object] = {"model_args": {"sigma": 1.0}}
 
 
 def _batches(sizes: list[int], seed: int = 16) -> list[dict[str, np.ndarray]]:

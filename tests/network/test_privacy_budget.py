@@ -25,15 +25,15 @@ from mechanisms.privacy import GaussianEvent, coalition_view, compose_events, gd
 from parties import cli as party_cli
 from parties.analyses import AnalysisError, Dataset, Unaccountable
 from parties.config import ConfigError, PartyConfig, load_config
-from parties.models_bridge import GaussianMeanAnalysis
 from parties.privacy_budget import LEDGER_FILE, LedgerFileError, PrivacyBudgetStore, PrivacyRefusal
+from parties.registry import get_analysis
 from proto import serde_privacy
 from proto.spec import PartyEntry, SessionSpec
 from simulations.launcher import LocalConsortium, party_config_text
-from tests.network.helpers import coordinator_for, inproc_consortium, party_data
+from tests.network.helpers import coordinator_for, gm_inputs, gm_params, inproc_consortium, party_data
 
 TAU = 10.0  # per-decision mu = 1/tau with colluding = "all"
-PARAMS: dict[str, Any] = {"sigma": 1.0, "clip": [-4.0, 6.0], "tau": TAU}
+PARAMS: dict[str, Any] = gm_params(1.0, (-4.0, 6.0), tau=TAU)
 BUDGET = {"gdp_mu": 1.0}  # 100 decisions of mu = 0.1
 
 
@@ -82,19 +82,19 @@ def test_budget_config_keys(tmp_path: Path) -> None:
 
 
 def test_gaussian_mean_privacy_events() -> None:
-    gm = GaussianMeanAnalysis()
-    with pytest.raises(Unaccountable, match="sign reveal of exact MH"):  # exact MH sign: unbounded
-        gm.privacy_events({"sigma": 1.0}, "sign", coalition_view("sign", 3, 1, 2), 10)
-    with pytest.raises(Unaccountable, match="no noise calibrated"):  # no noise: unbounded
-        gm.privacy_events({"clip": [0, 1]}, "sum", coalition_view("sum", 3, 1, 2), 10)
+    gm = get_analysis("gaussian-mean")
+    with pytest.raises(Unaccountable, match="without the penalty"):  # exact MH sign: unbounded
+        gm.privacy_events(gm_params(1.0), "sign", coalition_view("sign", 3, 1, 2), 10)
+    with pytest.raises(Unaccountable, match="without the penalty"):  # no noise: unbounded
+        gm.privacy_events(gm_params(1.0, (0, 1)), "sum", coalition_view("sum", 3, 1, 2), 10)
     (ev,) = gm.privacy_events(PARAMS, "sign", coalition_view("sign", 3, 1, 2), 10)
     assert isinstance(ev, GaussianEvent) and ev.count == 10 and ev.mu == pytest.approx(1 / TAU)
     (ev,) = gm.privacy_events(PARAMS, "blinded", coalition_view("blinded", 3, 1, 0), 4)
     assert ev.mu == pytest.approx(1 / (TAU * math.sqrt(3)))
-    with pytest.raises(AnalysisError, match=r"tau .* needs clip"):
-        gm.check_params({"tau": 5.0})
+    with pytest.raises(AnalysisError, match="tau must be"):
+        gm.check_params(gm_params(1.0, tau=-5.0))
     with pytest.raises(AnalysisError, match="clip must be"):
-        gm.check_params({"clip": [2.0, 1.0]})
+        get_analysis("gaussian-mean").check_params(gm_params(1.0, (2.0, 1.0)))
     gm.check_params(PARAMS)
 
 
@@ -130,7 +130,7 @@ def test_penalty_charge_follows_what_the_coalition_can_rebuild(
         model_params=PARAMS,
     )
     store = PrivacyBudgetStore.load(cfg)
-    (ev,) = store.events_for(cfg, GaussianMeanAnalysis(), spec, 7)
+    (ev,) = store.events_for(cfg, get_analysis("gaussian-mean"), spec, 7)
     assert isinstance(ev, GaussianEvent) and ev.count == 7
     assert ev.mu == pytest.approx(1 / (TAU * math.sqrt(residual)), rel=1e-12)
     assert f"assumes q = {q} colluding, session t = {t}" in ev.label
@@ -144,8 +144,8 @@ def test_gaussian_mean_penalty_noise_is_exactly_corrected() -> None:
     n, m = 40_000, 3
     th, ts = np.zeros(n), np.full(n, 0.01)
     params = {**PARAMS, "noise": "none"}
-    t = GaussianMeanAnalysis().terms(
-        Dataset({"x": x}), params, {"theta": th, "theta_star": ts}, n, m, "sign", SecureRandom(b"k" * 32)
+    t = get_analysis("gaussian-mean").terms(
+        Dataset({"x": x}), params, gm_inputs(th, ts, params, m), n, m, "sign", SecureRandom(b"k" * 32)
     )
     exact = (ts - th) * xc.sum() - 0.5 * xc.size * (ts**2 - th**2)
     s = TAU * 0.01 * 10.0
@@ -162,7 +162,7 @@ def test_gaussian_mean_penalty_noise_is_exactly_corrected() -> None:
 def test_ledger_refuses_persists_and_reloads(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path, BUDGET)
     store = PrivacyBudgetStore.load(cfg)
-    spec, gm = _spec(PARAMS), GaussianMeanAnalysis()
+    spec, gm = _spec(PARAMS), get_analysis("gaussian-mean")
     for _ in range(3):
         ev = store.events_for(cfg, gm, spec, 30)
         store.check(ev)
@@ -181,9 +181,9 @@ def test_ledger_refuses_persists_and_reloads(tmp_path: Path) -> None:
         again.check(again.events_for(cfg, gm, spec, 30))
     # unbounded analyses are refused under a budget, with the reason
     with pytest.raises(PrivacyRefusal) as ei:
-        store.events_for(cfg, gm, _spec({"sigma": 1.0}), 1)
+        store.events_for(cfg, gm, _spec(gm_params(1.0)), 1)
     assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION
-    assert "sign reveal of exact MH has unbounded privacy loss" in ei.value.message
+    assert "without the penalty has unbounded or unknown per-step privacy loss" in ei.value.message
     assert "session threshold t = " in ei.value.message
 
 
@@ -243,10 +243,12 @@ def _plan_file(
             'reveal_mode = "sign"',
             f"batches = {batches}",
             "batch_size = 30",
-            "[session.params]",
+            "[session.params.model_args]",
             "sigma = 1.0",
             "clip = [-4.0, 6.0]",
+            "[session.params.penalty]",
             f"tau = {TAU}",
+            "n = 1",
         ]
     path = tmp_path / "plan.toml"
     path.write_text("\n".join(lines) + "\n")
@@ -269,15 +271,15 @@ def test_inprocess_refusal_plan_and_report(tmp_path: Path) -> None:
             async with coordinator_for(eps, None, rpc_timeout_s=10.0) as coord:
                 with pytest.raises(SessionError) as ei:
                     await coord.open_session(
-                        reveal_mode="sign", model="gaussian-mean", model_params={"sigma": 1.0}
+                        reveal_mode="sign", model="gaussian-mean", model_params=gm_params(1.0)
                     )
                 assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION
-                assert "unbounded privacy loss" in str(ei.value)
+                assert "unbounded or unknown per-step privacy loss" in str(ei.value)
                 s = await coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS)
                 for _ in range(3):
-                    await s.evaluate({"theta": th, "theta_star": ts}, n)
+                    await s.evaluate(gm_inputs(th, ts, PARAMS, m), n)
                 with pytest.raises(SessionError) as ei:
-                    await s.evaluate({"theta": th, "theta_star": ts}, n)
+                    await s.evaluate(gm_inputs(th, ts, PARAMS, m), n)
                 assert ei.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
                 assert "would exceed this party's privacy budget" in str(ei.value)
                 await s.abort("budget")
@@ -325,9 +327,9 @@ def test_multiprocess_budget_restart_plan_and_report(
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=10.0) as coord:
             s = coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS)
             for _ in range(3):
-                s.evaluate({"theta": th, "theta_star": ts}, n)
+                s.evaluate(gm_inputs(th, ts, PARAMS, m), n)
             with pytest.raises(SessionError) as ei:
-                s.evaluate({"theta": th, "theta_star": ts}, n)
+                s.evaluate(gm_inputs(th, ts, PARAMS, m), n)
             assert ei.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert "privacy budget" in str(ei.value)
             s.abort("budget exhausted")
@@ -341,7 +343,7 @@ def test_multiprocess_budget_restart_plan_and_report(
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=10.0) as coord:
             s = coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS)
             with pytest.raises(SessionError) as ei:
-                s.evaluate({"theta": th, "theta_star": ts}, n)
+                s.evaluate(gm_inputs(th, ts, PARAMS, m), n)
             assert ei.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
             s.abort("budget exhausted")
 

@@ -46,7 +46,7 @@ def test_probe_then_exact_decisions(tmp_path: Path, topology: str) -> None:
                 reveal_mode="sign", model="gaussian-mean", model_params={"noise": "none"}, topology=topology
             )
             durations = await sess.probe_links(6, 40)
-            d = await sess.evaluate({"theta": th, "theta_star": ts}, n)
+            d = await sess.evaluate({"theta": th, "theta_star": ts, "public": np.zeros(n)}, n)
             used = daemons[0].decisions_used
             await sess.close()
             return durations, d.accept, used

@@ -27,7 +27,7 @@ def relay_view(root: Path, data: list[np.ndarray], mode: str) -> list[RelayRecor
                 reveal_mode=mode, model="gaussian-mean", model_params={}, topology="relay"
             )
             for _ in range(2):
-                await sess.evaluate({"theta": th, "theta_star": th + 0.1}, n)
+                await sess.evaluate({"theta": th, "theta_star": th + 0.1, "public": np.zeros(n)}, n)
             await sess.close()
 
     asyncio.run(main())

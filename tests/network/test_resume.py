@@ -29,7 +29,6 @@ from hss.protocols import decide_receiver
 from mechanisms.privacy import GaussianEvent
 from parties.config import load_config
 from parties.daemon import PartyDaemon, reproducible
-from parties.models_bridge import GaussianMeanAnalysis
 from parties.privacy_budget import (
     LEDGER_FILE,
     LedgerFileError,
@@ -37,6 +36,7 @@ from parties.privacy_budget import (
     merge_run_charge,
     run_step_counts,
 )
+from parties.registry import get_analysis
 from parties.replay import (
     ReplayFileError,
     ReplayStore,
@@ -50,10 +50,10 @@ from proto import party_pb2, serde
 from proto.records import RunCharge, RunStepRef
 from proto.spec import PartyEntry, SessionSpec, SpecError
 from simulations.launcher import LocalConsortium, party_config_text, write_csv
-from tests.network.helpers import make_certs, party_data, tls_for
+from tests.network.helpers import gm_inputs, gm_params, make_certs, party_data, tls_for
 
 M, N = 3, 16
-PARAMS: dict[str, Any] = {"sigma": 1.0, "clip": [-4.0, 6.0], "tau": 10.0}  # bounded: 0.1-GDP per decision
+PARAMS: dict[str, Any] = gm_params(1.0, (-4.0, 6.0), tau=10.0)  # bounded: 0.1-GDP per decision
 BUDGET = {"gdp_mu": 50.0}
 KEYS = {pid: bytes([pid]) * 32 for pid in range(1, M + 1)}
 
@@ -76,7 +76,7 @@ def _inputs(k: int, n: int = N) -> dict[str, Any]:
     """The proposals of run step k: the same for a given k (the coordinator's checkpointed state)."""
     rng = np.random.default_rng(1000 + k)
     th = rng.normal(1.0, 0.05, n)
-    return {"theta": th, "theta_star": th + rng.normal(0.0, 0.05, n)}
+    return gm_inputs(th, th + rng.normal(0.0, 0.05, n), PARAMS, M)
 
 
 # ---- the record file and the digest ------------------------------------------------------------------------
@@ -155,7 +155,7 @@ def test_step_digest_binds_inputs_batch_step_and_session_parameters() -> None:
         step_digest(spec, 1, N, {**inp, "extra": np.zeros(1)}),
         step_digest(spec, 1, N, {k: v.astype("<f4") for k, v in inp.items()}),
         step_digest(dataclasses.replace(spec, run_id="run-2"), 1, N, inp),
-        step_digest(dataclasses.replace(spec, model_params={**PARAMS, "tau": 11.0}), 1, N, inp),
+        step_digest(dataclasses.replace(spec, model_params=gm_params(1.0, (-4.0, 6.0), tau=11.0)), 1, N, inp),
         step_digest(dataclasses.replace(spec, reveal_mode="blinded"), 1, N, inp),
         step_digest(dataclasses.replace(spec, model="other"), 1, N, inp),
     ]
@@ -210,7 +210,7 @@ def test_run_charges_merge_count_and_persist(tmp_path: Path) -> None:
     store = PrivacyBudgetStore.load(cfg)
     spec = _spec("run-1")
     for s in (1, 2):
-        ev = store.events_for(cfg, GaussianMeanAnalysis(), spec, N)
+        ev = store.events_for(cfg, get_analysis("gaussian-mean"), spec, N)
         assert "run run-1" in ev[0].label
         store.commit(ev, RunCharge("run-1", spec.session_id.hex()[:16], s, s, N))
     again = PrivacyBudgetStore.load(cfg)
@@ -285,7 +285,7 @@ def test_run_charge_records_digest_and_key_and_old_ledgers_still_load(tmp_path: 
     cfg = load_config(path, insecure=True)
     store = PrivacyBudgetStore.load(cfg)
     spec = _spec("run-1")
-    ev = store.events_for(cfg, GaussianMeanAnalysis(), spec, N)
+    ev = store.events_for(cfg, get_analysis("gaussian-mean"), spec, N)
     store.commit(ev, RunCharge("run-1", "s16", 1, 1, N, d1, k))
     doc = json.loads((cfg.state_dir / LEDGER_FILE).read_text())
     assert doc["version"] == 1 and doc["run_charges"] == [RunCharge("run-1", "s16", 1, 1, N, d1, k).to_dict()]

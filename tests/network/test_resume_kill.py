@@ -29,10 +29,10 @@ from parties.config import FREEZE_PHASES, load_config
 from parties.privacy_budget import LEDGER_FILE, PrivacyBudgetStore, run_step_counts
 from proto.records import RunCharge
 from simulations.launcher import LocalConsortium, party_config_text
-from tests.network.helpers import party_data
+from tests.network.helpers import gm_inputs, gm_params, party_data
 
 M, N, STEPS = 3, 16, 4  # each run: run steps base + 1 .. base + STEPS, killed at run step base + 2
-PARAMS: dict[str, Any] = {"sigma": 1.0, "clip": [-4.0, 6.0], "tau": 10.0}
+PARAMS: dict[str, Any] = gm_params(1.0, (-4.0, 6.0), tau=10.0)
 BUDGET = {"gdp_mu": 50.0}
 KEYS = {pid: bytes([16 + pid]) * 32 for pid in range(1, M + 1)}
 PHASES = FREEZE_PHASES[:3]  # before-charge, after-charge, mid-exchange (before-answer: test_resume_abcdp.py)
@@ -54,7 +54,7 @@ def _run_id(j: int) -> str:
 def _inputs(run_step: int) -> dict[str, npt.NDArray[np.float64]]:
     rng = np.random.default_rng(7000 + run_step)
     th = rng.normal(1.0, 0.05, N)
-    return {"theta": th, "theta_star": th + rng.normal(0.0, 0.05, N)}
+    return gm_inputs(th, th + rng.normal(0.0, 0.05, N), PARAMS, M)
 
 
 def _open(coord: BlockingCoordinator, j: int, first: int) -> BlockingSession:

@@ -20,7 +20,7 @@ def test_blocks4_over_grpc_matches_in_memory(tmp_path: Path, topology: str) -> N
     m, t, n = 3, 1, 16
     data = party_data(m, 30, seed=5)
     keys = {j: bytes([j]) * 32 for j in range(1, m + 1)}
-    params: dict[str, object] = {"sigma": 1.0, "noise": "exp"}
+    params: dict[str, object] = {"model_args": {"sigma": 1.0}}
     rng = np.random.default_rng(16)
     batches = []
     for _ in range(2):

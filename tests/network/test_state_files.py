@@ -15,10 +15,10 @@ import pytest
 
 from parties.audit import MAX_LINE_BYTES, AuditLog
 from proto import files
-from tests.network.helpers import coordinator_for, inproc_consortium
+from tests.network.helpers import coordinator_for, gm_inputs, gm_params, inproc_consortium
 
 BUDGET = {"gdp_mu": 5.0}
-PARAMS = {"sigma": 1.0, "clip": [-4.0, 6.0], "tau": 2.0}
+PARAMS = gm_params(1.0, (-4.0, 6.0), tau=2.0)
 
 
 def _modes(root: Path) -> dict[str, int]:
@@ -37,7 +37,7 @@ def test_every_state_file_is_0600_after_a_charged_run_step(tmp_path: Path) -> No
                 s = await coord.open_session(
                     reveal_mode="sum", model="gaussian-mean", model_params=PARAMS, run_id="run-a"
                 )
-                await s.evaluate({"theta": np.zeros(4), "theta_star": np.ones(4)}, 4)
+                await s.evaluate(gm_inputs(np.zeros(4), np.ones(4), PARAMS, 3), 4)
                 await s.close()
             for d in daemons:
                 modes = _modes(d.cfg.state_dir)

@@ -90,7 +90,7 @@ def test_mtls_refusals(tmp_path: Path) -> None:
                     assert ei.value.code() == want, ei.value.details()
                     await ch.close()
                 # the session still works
-                d = await sess.evaluate({"theta": [0.0], "theta_star": [0.5]}, 1)
+                d = await sess.evaluate({"theta": [0.0], "theta_star": [0.5], "public": [0.0]}, 1)
                 assert d.revealed is not None
                 await sess.close()
 

@@ -82,35 +82,29 @@ def test_loaded_by_name_and_arguments_checked() -> None:
             load_model("gaussian-mean", args)
 
 
-FLAT: dict[str, Any] = {"sigma": 1.5, "clip": list(CLIP), "tau": 2.0}
 COMMON: dict[str, Any] = {"model_args": {"sigma": 1.5, "clip": list(CLIP)}, "penalty": {"tau": 2.0, "n": 1}}
 
 
 @pytest.mark.parametrize("mode", ["sum", "sign", "blinded"])
-def test_flat_form_is_the_common_path_with_the_correction_in_the_public_term(mode: str) -> None:
+def test_terms_are_party_terms_with_the_correction_in_the_public_term(mode: str) -> None:
     rng = np.random.default_rng(8)
     x = rng.normal(1.0, 2.0, 50)
     n, m = 12, 4
     th, ts = rng.normal(1.0, 0.1, n), rng.normal(1.0, 0.1, n)
-    pub = rng.normal(0.0, 0.1, n)
-    flat = get_analysis("gaussian-mean").terms(
-        Dataset({"x": x}), FLAT, {"theta": th, "theta_star": ts, "public": pub}, n, m, mode, fixed_rng("g")
-    )
     pen = Penalty(tau=2.0, alpha=0.0, n=1)
     sigma = 2.0 * np.abs(ts - th) * 10.0 / 1.5**2
-    public = pub - m * sigma**2 / 2
-    assert flat.public is not None
-    np.testing.assert_allclose(flat.public, public, rtol=1e-12)
-    common = get_analysis("gaussian-mean").terms(
-        Dataset({"x": x}), COMMON, {"theta": th, "theta_star": ts, "public": flat.public}, n, m, mode,
+    public = rng.normal(0.0, 0.1, n) - m * sigma**2 / 2  # the coordinator's kernel adds the correction
+    got = get_analysis("gaussian-mean").terms(
+        Dataset({"x": x}), COMMON, {"theta": th, "theta_star": ts, "public": public}, n, m, mode,
         fixed_rng("g"),
     )
-    req = DecisionRequest("mh", ts[:, None], flat.public, th[:, None], pen)
+    req = DecisionRequest("mh", ts[:, None], public, th[:, None], pen)
     want = party_terms(MODEL, {"x": x}, req, m, fixed_rng("g"), mode)
-    for got in (flat, common):
-        np.testing.assert_array_equal(got.values, want.values)
-        assert (got.blind is None) == (mode != "blinded")
-        assert got.clipped_records is None  # c = "bound": nothing is clipped per record
+    assert got.public is not None
+    np.testing.assert_array_equal(got.public, public)
+    np.testing.assert_array_equal(got.values, want.values)
+    assert (got.blind is None) == (mode != "blinded")
+    assert got.clipped_records is None  # c = "bound": nothing is clipped per record
 
 
 def test_noise_free_terms_are_the_exact_log_ratio_of_the_clipped_records() -> None:
@@ -118,41 +112,34 @@ def test_noise_free_terms_are_the_exact_log_ratio_of_the_clipped_records() -> No
     xc = np.clip(x, *CLIP)
     th, ts = np.linspace(-1, 2, 7), np.linspace(2, -1, 7)
     t = get_analysis("gaussian-mean").terms(
-        Dataset({"x": x}), {"clip": list(CLIP), "noise": "none"}, {"theta": th, "theta_star": ts}, 7, 3,
-        "sum", fixed_rng("e"),
+        Dataset({"x": x}), {"model_args": {"clip": list(CLIP)}, "noise": "none"},
+        {"theta": th, "theta_star": ts, "public": np.zeros(7)}, 7, 3, "sum", fixed_rng("e"),
     )
     exact = (ts - th) * xc.sum() - 0.5 * xc.size * (ts**2 - th**2)
     np.testing.assert_allclose(t.values, exact, rtol=0, atol=1e-12)
     assert t.values[3] == 0.0 and t.public is not None and not t.public.any()  # theta* = theta: exactly 0
 
 
-def test_privacy_events_are_those_of_the_analysis_it_replaced() -> None:
+def test_privacy_events_are_the_penalty_gdp_bound() -> None:
     a = get_analysis("gaussian-mean")
     for mode, m, t, q in [("sign", 3, 1, 2), ("blinded", 5, 1, 3), ("sum", 4, 1, 0)]:
         view = coalition_view(mode, m, t, q)
-        for params in (FLAT, COMMON):
-            (ev,) = a.privacy_events(params, mode, view, 9)
-            assert isinstance(ev, GaussianEvent) and ev.count == 9
-            assert ev.mu == pytest.approx(penalty_gdp_mu(1.0, 2.0, view.threat), rel=1e-15)
-    with pytest.raises(Unaccountable, match="sign reveal of exact MH"):
-        a.privacy_events({"sigma": 1.0}, "sign", coalition_view("sign", 3, 1, 2), 1)
-    with pytest.raises(Unaccountable, match="no noise calibrated"):
-        a.privacy_events({"clip": [0, 1]}, "sum", coalition_view("sum", 3, 1, 2), 1)
-    with pytest.raises(Unaccountable, match="without the penalty"):
-        a.privacy_events({"model_args": {}}, "sign", coalition_view("sign", 3, 1, 2), 1)
+        (ev,) = a.privacy_events(COMMON, mode, view, 9)
+        assert isinstance(ev, GaussianEvent) and ev.count == 9
+        assert ev.mu == pytest.approx(penalty_gdp_mu(1.0, 2.0, view.threat), rel=1e-15)
+    for mode in ("sign", "sum"):
+        with pytest.raises(Unaccountable, match="without the penalty"):
+            a.privacy_events({"model_args": {"sigma": 1.0}}, mode, coalition_view(mode, 3, 1, 2), 1)
 
 
-def test_parameters_refused_in_either_form() -> None:
-    a = get_analysis("gaussian-mean")
-    a.check_params(FLAT)
-    a.check_params(COMMON)
+def test_parameters_refused() -> None:
+    get_analysis("gaussian-mean").check_params(COMMON)
     for params, msg in [
-        ({"tau": 5.0}, r"tau .* needs clip"),
-        ({"tau": -1.0, "clip": [0, 1]}, "tau must be"),
-        ({"clip": [2.0, 1.0]}, "clip must be"),
-        ({"sigma": -1.0}, "sigma must be"),
+        ({"model_args": {"clip": [2.0, 1.0]}}, "clip must be"),
+        ({"model_args": {"sigma": -1.0}}, "sigma must be"),
+        ({"penalty": {"tau": -1.0, "n": 1}}, "tau must be"),
         ({"noise": "loud"}, "noise must be"),
-        ({"sigma": 1.0, "model_args": {}}, r"\['sigma'\] are flat parameters"),
+        ({"sigma": 1.0}, "unknown parameters"),
         ({"foo": 1}, "unknown parameters"),
     ]:
         with pytest.raises(AnalysisError, match=msg):

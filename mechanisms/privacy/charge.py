@@ -1,0 +1,159 @@
+"""What a registry charges for a batch of decisions: one pure function of (plan, model, coalition view, n).
+
+:func:`decision_events` is the table of cases below, computed from public values only (the session's
+:class:`mechanisms.samplers.plan.DecisionPlan`, the model's public bounds, what the coalition the registry
+assumes observes — :func:`threat.coalition_view` — and the batch size). Nothing the coordinator sends is
+taken as a privacy number. It raises :class:`Unaccountable`, with the reason in words that name the numbers,
+when the per-step loss is unbounded or unknown; a registry with a budget then refuses the session.
+
+===================== ============ ========================================================================
+plan                  observed     charged per decision
+===================== ============ ========================================================================
+MH + penalty, no cap  any          GaussianEvent μ = 1/(τ n^α √r), r the parties whose noise the coalition
+                                   does not know (``penalty_gdp_mu``): every reveal mode is a
+                                   post-processing of log r + N(0, rσ²)
+MH + penalty, cap c̄   sum/blinded/ AmplifiedGaussianEvent: the same μ (GDP budgets) with the profile of
+                      sign         what is observed of log r + N(0, rσ²) + Gamma(r/m, 1) at c = c̄
+                                   (``penalty_step_profile``; ε-at-δ budgets)
+lazy MH γ, cap c̄      sign         ProfileEvent: the Bernoulli cover of γ·P(a + Gamma(r/m) ≥ 0) at Δ = c̄
+                                   (``sign_step_profile``; pure ε for the outside observer)
+rejection, cap c̄      sign         ProfileEvent: the Bernoulli cover of P(a + Gamma(r/m) ≥ 0) (lazy: × γ)
+                                   for a ≤ −m·margin, Δ = c̄ (public bound) or 2c̄ (data bound)
+rejection, cap c̄      sum/blinded  ProfileEvent: the exact sum-reveal curve δ(ε) = F_k(Δ)
+anything else         —            Unaccountable (exact MH without noise: a reject is impossible whenever
+                                   r ≥ 1; a lazy coin outside sign; no cap; a coalition past the
+                                   threshold that sees everything)
+===================== ============ ========================================================================
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.random import default_rng  # a fixed public probe point, not secret randomness
+
+from hss.modes import reveal_mode
+from mechanisms.models.base import Model
+from mechanisms.samplers.plan import DecisionPlan
+from mechanisms.samplers.requests import Lazy
+
+from .events import AmplifiedGaussianEvent, GaussianEvent, PrivacyEvent, ProfileEvent
+from .penalty import penalty_gdp_mu, penalty_step_profile
+from .reveal_sign import sign_step_profile
+from .reveal_sum import sum_reveal_profile
+from .threat import RevealView
+
+__all__ = ["Unaccountable", "decision_events"]
+
+
+class Unaccountable(ValueError):
+    """No per-step privacy bound can be backed for this plan (the message says why, naming the numbers)."""
+
+
+def decision_events(
+    plan: DecisionPlan, model: Model, mode: str, view: RevealView, n: int, name: str
+) -> list[PrivacyEvent]:
+    """The events one batch of ``n`` decisions of ``plan`` adds to a registry's ledger, for what the
+    coalition in ``view`` observes in reveal ``mode``; ``name`` (the analysis) starts every label and
+    message. Raises :class:`Unaccountable` (see the module's table)."""
+    if plan.kind == "rejection":
+        return _rejection_events(plan, model, mode, view, n, name)
+    if plan.lazy is not None:
+        return _lazy_events(plan.lazy, mode, view, n, name)
+    pen = plan.penalty
+    if pen is None:
+        raise Unaccountable(
+            f"{name}: kind {plan.kind!r} without the penalty has unbounded or unknown per-step privacy "
+            f"loss in reveal mode {mode!r} (exact MH accepts with probability 1 whenever r >= 1); use "
+            "the penalty (model_params.penalty)"
+        )
+    mu = penalty_gdp_mu(1.0, pen.sigma_per_c, view.threat)
+    label = f"{name} penalty tau={pen.tau:g} {mode}"
+    cap = pen.max_sensitivity
+    if cap is None:
+        return [GaussianEvent(mu, count=n, label=f"{label} (no sensitivity cap: Gaussian bound only)")]
+    # one profile per session: penalty_step_profile caches the numerical curve by its arguments
+    profile = penalty_step_profile(view.observed, cap, pen.sigma_per_c * cap, view.threat)
+    return [
+        AmplifiedGaussianEvent(
+            mu=mu,
+            profile=profile,
+            plain_mu=1.0 / pen.sigma_per_c,
+            count=n,
+            label=f"{label}, c <= {cap:g}: confidential amplification ({view.observed})",
+        )
+    ]
+
+
+def _rejection_events(
+    plan: DecisionPlan, model: Model, mode: str, view: RevealView, n: int, name: str
+) -> list[PrivacyEvent]:
+    """Rejection sampling: a = log r <= -m margin, and one replaced record moves it by at most
+    Delta = max_sensitivity (its own term l_j(theta*), on A) plus, with the data bound, max_sensitivity
+    again (log M_j = sup over A moves by at most sup over A of the record range). Charged per decision:
+    ``sign`` the Bernoulli cover of P(a + Gamma((m - q)/m) >= 0) (lazy: times gamma) for a <= -m margin;
+    ``sum`` and ``blinded`` the exact sum-reveal curve delta(eps) = F_k(Delta) for every eps (blinded is
+    a post-processing of the sum; its v2 curve is a numerical estimate without a certificate, so it is
+    not charged)."""
+    cap, lazy = plan.max_sensitivity, plan.lazy
+    if cap is None:
+        raise Unaccountable(
+            f"{name}: rejection sampling needs max_sensitivity, a public cap on the per-record "
+            "log-likelihood range of a proposal (proposals beyond it are rejected publicly): the charge "
+            "of a decision grows with it"
+        )
+    probe = np.atleast_2d(model.sample_prior(default_rng(0), 1))
+    if model.record_loglik_range(probe) is None:
+        raise Unaccountable(f"{name}: model {model.name!r} declares no record_loglik_range")
+    if plan.bound == "public":
+        if model.public_log_bound(1) is None:
+            raise Unaccountable(f"{name}: model {model.name!r} declares no public_log_bound")
+        delta = float(cap)
+    else:
+        if type(model).max_log_likelihood_within is Model.max_log_likelihood_within:
+            raise Unaccountable(
+                f"{name}: model {model.name!r} declares no max_log_likelihood_within, so its "
+                "data-dependent bound has no bounded sensitivity; use bound = 'public'"
+            )
+        delta = 2.0 * float(cap)
+    a_max = -view.threat.m * plan.log_bound_margin
+    what = f"{name} rejection ({plan.bound} bound, range <= {float(cap):g}, Delta = {delta:g})"
+    if lazy is not None and (not reveal_mode(mode).lazy_coin or view.observed != "sign"):
+        raise Unaccountable(f"{name}: lazy rejection sampling: {view.note}; the coin is not secret")
+    if view.observed == "sign":
+        res = sign_step_profile(delta, view.threat, lazy.gamma if lazy else None, a_max)
+        if not res.bounded:
+            raise Unaccountable(
+                f"{name}: {res.message} (rejection sampling: set log_bound_margin > 0 so a < 0, "
+                "or use lazy acceptance)"
+            )
+        label = f"{what}, sign, a <= {a_max:g}" + (f", lazy gamma={lazy.gamma:g}" if lazy else "")
+        return [ProfileEvent(res.profile, count=n, label=label)]
+    if view.observed in ("sum", "blinded"):
+        return [ProfileEvent(sum_reveal_profile(delta, view.threat), count=n, label=f"{what}, {mode}")]
+    raise Unaccountable(f"{name}: {view.note}")
+
+
+def _lazy_events(lazy: Lazy, mode: str, view: RevealView, n: int, name: str) -> list[PrivacyEvent]:
+    """Lazy MH: each decision is the accept bit of the Metropolis rule AND a secret coin of probability
+    gamma, seen by the coalition with the residual Gamma((m - q)/m) noise; Delta = the session's public
+    cap on c(theta, theta*) (steps above it are rejected publicly). Charged at the rigorous Bernoulli
+    cover of ``sign_step_profile`` (pure epsilon for the outside observer)."""
+    if not reveal_mode(mode).lazy_coin:
+        raise Unaccountable(f"{name}: lazy acceptance is revealed only in reveal mode 'sign'")
+    if view.observed != "sign":
+        raise Unaccountable(
+            f"{name}: lazy acceptance: {view.note}; a coalition that large also knows the secret "
+            "coin and the sum, so nothing bounds the exact accept-reject"
+        )
+    if lazy.max_sensitivity is None:
+        raise Unaccountable(
+            f"{name}: lazy MH needs lazy.max_sensitivity, a public cap on the per-record "
+            "sensitivity c(theta, theta*): the charge of a step grows with c"
+        )
+    res = sign_step_profile(lazy.max_sensitivity, view.threat, lazy.gamma)
+    if not res.bounded:
+        raise Unaccountable(f"{name}: {res.message}")
+    label = f"{name} lazy MH gamma={lazy.gamma:g}, c <= {lazy.max_sensitivity:g}, sign"
+    if res.pure_eps is not None:
+        label += f" (pure eps {res.pure_eps:.4g})"
+    return [ProfileEvent(res.profile, count=n, label=label)]
