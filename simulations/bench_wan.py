@@ -64,7 +64,7 @@ from simulations.wan_net import (
 )
 
 HELP = "decision protocols between parties in network namespaces with an emulated WAN round-trip time"
-MODES = ("sum", "blinded", "sign")
+MODES = ("sum", "blinded", "sign")  # = hss.modes.TERMS_MODES (not imported here)
 TOPOLOGIES = ("mesh", "relay")
 SIGN_PRECOMPUTE = ("inline", "pooled", "blocks4")  # = hss.protocols.SIGN_PRECOMPUTE (not imported here)
 _SELF = [sys.executable, "-m", "simulations.bench_wan"]  # this module's subprocess entry points (_main)

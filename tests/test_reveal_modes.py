@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from coordinator import experiment
-from hss.modes import FEATURES, REVEAL, REVEAL_MODES, TERMS, reveal_mode
-from hss.protocols import MODES, SessionParams
+from hss.modes import FEATURES, REVEAL, REVEAL_MODES, TERMS, TERMS_MODES, reveal_mode
+from hss.protocols import SessionParams
 from mechanisms.privacy import REVEAL_PRIVACY, SHAMIR_MODES, coalition_view, reveal_privacy
 from proto import spec
 
@@ -23,8 +23,10 @@ def test_both_tables_have_the_same_keys() -> None:
 def test_every_layer_lists_the_table() -> None:
     assert REVEAL_MODES == ("sum", "blinded", "sign", "svt")
     assert spec.REVEAL_MODES == experiment.REVEAL_MODES == REVEAL_MODES
-    assert tuple(k for k, e in REVEAL.items() if e.inputs == TERMS) == MODES
+    assert TERMS_MODES == ("sum", "blinded", "sign")
     assert all(e.inputs in (TERMS, FEATURES) for e in REVEAL.values())
+    # a mode that takes decision terms registers its party factory; one with other inputs starts its own
+    assert all((e.party is not None) == (e.inputs == TERMS) for e in REVEAL.values())
 
 
 def test_shamir_modes_need_an_honest_majority() -> None:
@@ -52,7 +54,7 @@ def test_rounds_and_support_come_from_the_entries() -> None:
     assert {k: two.supports(k) for k in REVEAL} == {
         "sum": True, "blinded": False, "sign": False, "svt": False
     }
-    assert [three.rounds(k) for k in MODES] == [1, 2, 7]
+    assert [three.rounds(k) for k in TERMS_MODES] == [1, 2, 7]
     assert three.rounds("sign", "pooled") == 9
     assert three.rounds("sign", "blocks4") == 7 and three.sign_rounds_with("blocks4") == (2, 5)
     with pytest.raises(ValueError, match="not fixed by the session"):

@@ -30,8 +30,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from hss.modes import REVEAL
-from hss.protocols import LazyCoin, PartyContext, SessionParams, decide_party, decide_receiver, key_setup
+from hss.modes import REVEAL, TermsBatch, reveal_mode
+from hss.protocols import LazyCoin, PartyContext, SessionParams, key_setup
 from hss.randomness import SecureRandom
 from hss.runtime import run_in_memory
 from mechanisms.models.base import Data, Model
@@ -102,16 +102,18 @@ class HssDecide:
         if len(terms) != m:
             raise ValueError(f"expected terms from {m} parties, got {len(terms)}")
         self.step += 1
+        entry = reveal_mode(self.mode)
         machines = {
-            p: decide_party(
-                self.mode,
+            p: entry.machine(
                 self.ctxs[p],
-                terms[p - 1],
-                public,
-                self.step,
-                self.rngs[p],
-                blind=None if blind is None else blind[p - 1],
-                lazy=self.lazy,
+                TermsBatch(
+                    terms[p - 1],
+                    public,
+                    self.step,
+                    self.rngs[p],
+                    blind=None if blind is None else blind[p - 1],
+                    lazy=self.lazy,
+                ),
             )
             for p in range(1, m + 1)
         }
@@ -119,7 +121,7 @@ class HssDecide:
         self.rounds += tr.rounds
         self.messages += tr.messages
         self.nbytes += tr.bytes
-        out = decide_receiver(self.mode, self.params, tr.to_receiver[-1], len(public))
+        out = entry.receiver(self.params, tr.to_receiver[-1], len(public))
         self.last_revealed = out.revealed
         return out.accept
 

@@ -22,11 +22,11 @@ from hss.lazy_coin import LazyCoin
 from hss.protocols import (
     PartyContext,
     SessionParams,
-    decide_party,
-    decide_receiver,
     key_setup,
     plaintext_decisions,
     precompute_blocks,
+    sign_party,
+    sign_receiver,
 )
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Transcript, run_in_memory
@@ -61,11 +61,10 @@ def run_blocks(
     keep_log: bool = False,
 ) -> tuple[npt.NDArray[np.bool_], Transcript]:
     machines = {
-        p: decide_party("sign", c, values[p - 1], public, step, rngs[p], precompute="blocks4")
-        for p, c in ctxs.items()
+        p: sign_party(c, values[p - 1], public, step, rngs[p], precompute="blocks4") for p, c in ctxs.items()
     }
     _, tr = run_in_memory(machines, keep_log=keep_log)
-    return decide_receiver("sign", params, tr.to_receiver[-1], len(values[0])).accept, tr
+    return sign_receiver(params, tr.to_receiver[-1], len(values[0])).accept, tr
 
 
 @pytest.mark.parametrize("w", [1, 2, 3, 4])
@@ -149,15 +148,15 @@ def test_blocks4_refuses_lazy_coins_and_pair_material() -> None:
     _, ctxs, rngs = session(3)
     vals = np.zeros(4)
     with pytest.raises(ValueError, match=r"inline sign precompute only.*'blocks4'"):
-        decide_party("sign", ctxs[1], vals, None, 1, rngs[1], precompute="blocks4", lazy=LazyCoin(1, 1))
+        sign_party(ctxs[1], vals, None, 1, rngs[1], precompute="blocks4", lazy=LazyCoin(1, 1))
     mats, _ = run_in_memory({p: precompute_sign(c, 4, 9, rngs[p]) for p, c in ctxs.items()})
     with pytest.raises(ValueError, match=r"blocks4.*pair-only"):
-        decide_party("sign", ctxs[1], vals, None, 1, rngs[1], material=mats[1], precompute="blocks4")
+        sign_party(ctxs[1], vals, None, 1, rngs[1], material=mats[1], precompute="blocks4")
     blk, _ = run_in_memory({p: precompute_blocks(c, 4, 10, rngs[p]) for p, c in ctxs.items()})
     with pytest.raises(ValueError, match=r"needs precompute 'blocks4'"):
-        decide_party("sign", ctxs[1], vals, None, 1, rngs[1], material=blk[1])
+        sign_party(ctxs[1], vals, None, 1, rngs[1], material=blk[1])
     with pytest.raises(ValueError, match="material is for 4"):
-        decide_party("sign", ctxs[1], np.zeros(5), None, 1, rngs[1], material=blk[1], precompute="blocks4")
+        sign_party(ctxs[1], np.zeros(5), None, 1, rngs[1], material=blk[1], precompute="blocks4")
 
 
 @pytest.mark.parametrize("m", [3, 7])
@@ -173,12 +172,12 @@ def test_blocks4_material_ahead_then_five_rounds(m: int) -> None:
     mats, tr_pre = run_in_memory({p: precompute_blocks(c, n, 50, rngs[p]) for p, c in ctxs.items()})
     assert tr_pre.rounds == 2
     machines = {
-        p: decide_party("sign", c, values[p - 1], None, 51, rngs[p], material=mats[p], precompute="blocks4")
+        p: sign_party(c, values[p - 1], None, 51, rngs[p], material=mats[p], precompute="blocks4")
         for p, c in ctxs.items()
     }
     _, tr = run_in_memory(machines)
     assert tr.rounds == params.sign_rounds_with("blocks4")[1] == 5
-    got = decide_receiver("sign", params, tr.to_receiver[-1], n).accept
+    got = sign_receiver(params, tr.to_receiver[-1], n).accept
     np.testing.assert_array_equal(got, plaintext_decisions(values, None, params.fmt))
     assert got[:3].tolist() == [True, True, False]
 

@@ -12,7 +12,8 @@ import pytest
 from scipy import stats
 
 from hss import field as F
-from hss.protocols import PartyContext, SessionParams, decide_party
+from hss.modes import TermsBatch, reveal_mode
+from hss.protocols import PartyContext, SessionParams
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Payload, ProtocolError, Transcript, run_in_memory
 from hss.svt import SvtFormat, svt_decide_party, svt_decide_receiver, svt_plaintext
@@ -254,8 +255,8 @@ def test_budget_and_bad_inputs_are_refused() -> None:
     assert params.supports("svt") and not two.supports("svt")
     with pytest.raises(ValueError, match="honest majority"):
         two.check_mode("svt")
-    with pytest.raises(ValueError, match="svt_decide_party"):
-        decide_party("svt", ctxs[1], np.zeros(2), None, 1, rngs[1])
+    with pytest.raises(ValueError, match="takes features, not decision terms"):
+        reveal_mode("svt").machine(ctxs[1], TermsBatch(np.zeros(2), None, 1, rngs[1]))
     _, ctx5, rng5 = make_session(5, seed="svt-bad5")
     with pytest.raises(ValueError, match="max_parties = 3"):
         svt_decide_party(ctx5[1], fmt, ok_s, ok_p, ok_t, 0.1, 1, 1, rng5[1])
