@@ -18,9 +18,11 @@ The privacy side of each mode (what a coalition of q registries observes, how it
 matching table ``mechanisms.privacy.threat.REVEAL_PRIVACY``, keyed by the same names (a test checks that
 the two tables have the same keys): ``mechanisms`` may import ``hss``, not the other way round.
 
-This module sits above the protocols it names (``hss.protocols``, ``hss.svt``); ``hss.session`` reads it
-inside its methods only, so there is no import cycle. Security assumptions are those of each protocol's
-module: honest-but-curious parties, a receiver that does not collude with them.
+This module sits above the protocols it names (``hss.protocols``, ``hss.svt``) and above ``hss.session``;
+nothing in ``hss`` imports it, not even inside a function (``tests/test_layers.py`` counts those too), so
+the protocols check what they need of a session themselves (``SessionParams.require_honest_majority``).
+Security assumptions are those of each protocol's module: honest-but-curious parties, a receiver that does
+not collude with them.
 """
 
 from __future__ import annotations
@@ -102,10 +104,11 @@ class RevealMode:
     (``hss.protocols.sum_party`` / ``blinded_party`` / ``sign_party``) only the fields it takes; callers
     start it with :meth:`machine`. It is None for a mode with other inputs, whose analysis calls its
     protocol itself (svt: ``hss.svt.svt_decide_party`` with the feature sums). ``receiver(params, inbox, n)``
-    decodes the final round's messages into :class:`hss.protocols.Decisions`. ``rounds(params, precompute)``
-    is the number of sequential rounds of a batch, or None when the batch sets it (svt:
-    ``SvtFormat.rounds``). ``honest_majority``: the mode runs only with Shamir threshold 1 <= t < m/2 (so
-    m >= 3); otherwise any m >= 2 and 0 <= t <= m - 1. ``blinding``: each party also brings its blinding
+    decodes the final round's messages into :class:`hss.protocols.Decisions`.
+    ``batch_rounds(params, precompute)`` is the number of sequential rounds of a batch (read it with
+    :meth:`rounds`), or None when the batch sets it (svt: ``SvtFormat.rounds``). ``honest_majority``: the
+    mode runs only with Shamir threshold 1 <= t < m/2 (so m >= 3, ``SessionParams.honest_majority``);
+    otherwise any m >= 2 and 0 <= t <= m - 1. ``blinding``: each party also brings its blinding
     share W_j. ``lazy_coin``: the protocol can AND a secret lazy coin with the bit; ``sign_precompute``: the
     session's ``sign_precompute`` choice applies. ``reproducible``: the same inputs and noise terms reveal
     exactly the same in any session (without a lazy coin).
@@ -116,7 +119,7 @@ class RevealMode:
     tolerates: str
     party: Callable[[PartyContext, TermsBatch], Machine[PartyReport]] | None
     receiver: Callable[[SessionParams, Inbox, int], Decisions]
-    rounds: Callable[[SessionParams, str], int] | None
+    batch_rounds: Callable[[SessionParams, str], int] | None
     honest_majority: bool
     inputs: str = TERMS
     blinding: bool = False
@@ -126,7 +129,26 @@ class RevealMode:
 
     def supported_by(self, params: SessionParams) -> bool:
         """Whether a session with ``params`` (m, t) can run this mode."""
-        return not self.honest_majority or (params.t >= 1 and 2 * params.t < params.m)
+        return not self.honest_majority or params.honest_majority
+
+    def check_supported(self, params: SessionParams) -> None:
+        """``ValueError`` naming the mode, the session's m and t and the modes it can run, unless
+        :meth:`supported_by`."""
+        if not self.supported_by(params):
+            without = " or ".join(repr(k) for k, e in REVEAL.items() if not e.honest_majority)
+            params.require_honest_majority(
+                f"reveal mode {self.name!r}", hint=f"With m = 2 only {without} is available."
+            )
+
+    def rounds(self, params: SessionParams, precompute: str = "inline") -> int:
+        """Sequential rounds of a batch in this mode in a session with ``params``, its sign precompute being
+        ``precompute`` (one of ``SIGN_PRECOMPUTE``); ValueError when the batch sets them (svt)."""
+        if self.batch_rounds is None:
+            raise ValueError(
+                f"rounds of {self.name!r} are not fixed by the session: see hss.svt.SvtFormat.rounds"
+            )
+        check_precompute(precompute)
+        return self.batch_rounds(params, precompute)
 
     def machine(self, ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
         """This party's machine for ``batch``: :attr:`party`, after refusing what the entry says the mode
@@ -185,7 +207,7 @@ REVEAL: dict[str, RevealMode] = {
         tolerates="parties learn nothing; any m >= 2, 0 <= t <= m - 1",
         party=_sum_party,
         receiver=sum_receiver,
-        rounds=lambda params, precompute: 1,
+        batch_rounds=lambda params, precompute: 1,
         honest_majority=False,
     ),
     "blinded": RevealMode(
@@ -194,7 +216,7 @@ REVEAL: dict[str, RevealMode] = {
         tolerates="t < m/2 colluding parties (m >= 3)",
         party=_blinded_party,
         receiver=blinded_receiver,
-        rounds=lambda params, precompute: 2,
+        batch_rounds=lambda params, precompute: 2,
         honest_majority=True,
         blinding=True,
     ),
@@ -204,7 +226,7 @@ REVEAL: dict[str, RevealMode] = {
         tolerates="t < m/2 colluding parties (m >= 3)",
         party=_sign_party,
         receiver=sign_receiver,
-        rounds=_sign_rounds,
+        batch_rounds=_sign_rounds,
         honest_majority=True,
         lazy_coin=True,
         sign_precompute=True,
@@ -215,7 +237,7 @@ REVEAL: dict[str, RevealMode] = {
         tolerates="t < m/2 colluding parties (m >= 3); more reconstruct every party's inputs",
         party=None,  # the ABCDP analysis runs hss.svt.svt_decide_party on the feature sums
         receiver=_svt_receiver,
-        rounds=None,
+        batch_rounds=None,
         honest_majority=True,
         inputs=FEATURES,
         reproducible=False,

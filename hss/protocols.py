@@ -183,7 +183,7 @@ def blinded_party(
     E_j, the part of the revealed value that is not a share. With ``values``, ``blind`` and ``reveal_rng``
     the same at every party, the revealed value is the same in any session. Needs 1 <= t < m/2.
     """
-    ctx.params.check_mode("blinded")
+    ctx.params.require_honest_majority("reveal mode 'blinded'")
     x, pub, report = _encode_batch(ctx, values, public)
     w, _ = ctx.params.fmt.encode_blind(blind)
     if w.shape[:-1] != x.shape:
@@ -213,7 +213,7 @@ def sign_party(
     in every session); without it the accept bit is the same in any session. Needs 1 <= t < m/2.
     """
     check_precompute(precompute)
-    ctx.params.check_mode("sign")
+    ctx.params.require_honest_majority("reveal mode 'sign'")
     x, pub, report = _encode_batch(ctx, values, public)
     n, fmt = x.shape[0], ctx.params.fmt
     if material is not None and (material.n != n or material.bits.shape[0] != fmt.compare_bits):
@@ -266,7 +266,7 @@ def sum_receiver(params: SessionParams, inbox: Inbox, n: int) -> Decisions:
 
 def blinded_receiver(params: SessionParams, inbox: Inbox, n: int) -> Decisions:
     """The receiver's decoding of a ``blinded`` batch's final round: the blinded product, accept = Z > 0."""
-    params.check_mode("blinded")
+    params.require_honest_majority("reveal mode 'blinded'")
     fmt = params.fmt
     z = F.to_double(receive_opened(params, inbox, (n,)), fmt.frac_bits + 1 + fmt.blind_frac_bits)
     return Decisions(accept=z > 0, revealed=z)
@@ -274,7 +274,7 @@ def blinded_receiver(params: SessionParams, inbox: Inbox, n: int) -> Decisions:
 
 def sign_receiver(params: SessionParams, inbox: Inbox, n: int) -> Decisions:
     """The receiver's decoding of a ``sign`` batch's final round: the bits (ProtocolError for a non-bit)."""
-    params.check_mode("sign")
+    params.require_honest_majority("reveal mode 'sign'")
     val = receive_opened(params, inbox, (n,))
     bits = F.to_int64(val) if n else np.zeros(0, dtype=np.int64)
     if ((bits != 0) & (bits != 1)).any():
@@ -348,14 +348,14 @@ def precompute_sign(
     broadcasts its share of the roots. ``distributed=False`` (1 round): every party opens every s_i^2 and
     computes every root itself; this is what the 7-round sign protocol runs inline.
     """
-    ctx.params.check_mode("sign")
+    ctx.params.require_honest_majority("reveal mode 'sign'")
     return Machine(ctx.party, _sign_precompute(ctx, n, step, rng, distributed), "precompute_sign")
 
 
 def precompute_blocks(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -> Machine[BlockMaterial]:
     """blocks4 material for n sign decisions, made before the inputs exist (2 rounds, hss.sign_blocks);
     ``sign_party(..., material=..., precompute="blocks4")`` then runs only the 5 online rounds."""
-    ctx.params.check_mode("sign")
+    ctx.params.require_honest_majority("reveal mode 'sign'")
     return Machine(ctx.party, block_precompute(ctx, n, step, rng), "precompute_blocks")
 
 

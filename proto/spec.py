@@ -159,7 +159,8 @@ class SessionSpec:
         except TypeError as exc:
             raise SpecError(f"model_params must be JSON-serialisable: {exc}") from exc
         try:
-            self.params().check_mode(self.reveal_mode)
+            params = self.params()
+            reveal_mode(self.reveal_mode).check_supported(params)
         except ValueError as exc:
             raise SpecError(str(exc)) from exc
         if isinstance(self.model_params, dict) and self.model_params.get("lazy") is not None:

@@ -93,7 +93,7 @@ class HssDecide:
     ) -> HssDecide:
         sid = session_id or hashlib.sha256(b"confar/in-memory-session").digest()[:16]
         params = SessionParams(m=m, t=(m - 1) // 2, session_id=sid)
-        params.check_mode(mode)
+        reveal_mode(mode).check_supported(params)
         keys, _ = run_in_memory({p: key_setup(params, p, rngs[p]) for p in range(1, m + 1)})
         return cls(mode, params, {p: PartyContext(params, keys[p]) for p in keys}, rngs, lazy)
 

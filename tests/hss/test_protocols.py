@@ -58,8 +58,8 @@ def test_rounds_match_documentation() -> None:
     assert params.sign_rounds == (1, 6)
     for mode in TERMS_MODES:
         _, tr = decide(mode, params, ctxs, rngs, vals, None, blind=blind)
-        assert tr.rounds == params.rounds(mode), mode
-    assert params.rounds("sign") == 7 and params.rounds("blinded") == 2 and params.rounds("sum") == 1
+        assert tr.rounds == reveal_mode(mode).rounds(params), mode
+    assert [reveal_mode(k).rounds(params) for k in ("sign", "blinded", "sum")] == [7, 2, 1]
     small = SessionParams(m=3, t=1, session_id=b"12345678", fmt=FixedPoint(frac_bits=12, term_int_bits=12))
     assert small.sign_rounds == (1, 5)  # K = 29 bits -> 15 pair nodes -> 4 levels
 
@@ -202,9 +202,20 @@ def test_bad_inputs_and_modes_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown reveal mode"):
         reveal_mode("max")
     two = SessionParams(m=2, t=0, session_id=b"two-party")
-    assert two.supports("sum") and not two.supports("sign") and not two.supports("blinded")
+    assert [reveal_mode(k).supported_by(two) for k in ("sum", "sign", "blinded")] == [True, False, False]
+    assert not two.honest_majority and all(c.params.honest_majority for c in ctxs.values())
     with pytest.raises(ValueError, match="honest majority"):
-        two.check_mode("sign")
+        reveal_mode("sign").check_supported(two)
+    _, two_ctxs, two_rngs = make_session(2, t=0, seed="bad-two")
+    for refused in (
+        lambda: sign_party(two_ctxs[1], np.zeros(2), None, 1, two_rngs[1]),
+        lambda: blinded_party(two_ctxs[1], np.zeros(2), None, 1, two_rngs[1], np.ones(2)),
+        lambda: multiply(two_ctxs[1], F.zeros((2,)), F.zeros((2,)), two_rngs[1]),
+        lambda: random_bits(two_ctxs[1], 2, 1),
+    ):
+        with pytest.raises(ValueError, match="needs an honest majority with t >= 1"):
+            refused()
+    reveal_mode("sum").machine(two_ctxs[1], TermsBatch(np.zeros(2), None, 1, two_rngs[1]))  # any m >= 2
     with pytest.raises(ValueError, match="threshold"):
         SessionParams(m=4, t=2, session_id=b"12345678")
 
@@ -276,7 +287,7 @@ def test_pooled_precompute_equals_plaintext_in_nine_rounds(m: int) -> None:
     dec = sign_receiver(params, tr.to_receiver[-1], n)
     np.testing.assert_array_equal(dec.accept, plaintext_decisions(values, public, params.fmt))
     assert dec.accept[:3].tolist() == [True, True, False]
-    assert tr.rounds == params.rounds("sign", "pooled") == 9
+    assert tr.rounds == reveal_mode("sign").rounds(params, "pooled") == 9
     with pytest.raises(ValueError, match="sign precompute 'eager'"):
         sign_party(ctxs[1], values[0], public, 2, rngs[1], precompute="eager")
     with pytest.raises(ValueError, match="sign precompute 'eager'"):  # the batch refuses it in any mode

@@ -19,6 +19,7 @@ import pytest
 from hss import field as F
 from hss.fixedpoint import FixedPoint
 from hss.lazy_coin import LazyCoin
+from hss.modes import reveal_mode
 from hss.protocols import (
     PartyContext,
     SessionParams,
@@ -110,7 +111,8 @@ def test_blocks4_equals_plaintext_bit_for_bit(m: int, kbits: int) -> None:
     assert want[:5].tolist() == [True, True, False, True, False]
     got, tr = run_blocks(params, ctxs, rngs, values, public)
     np.testing.assert_array_equal(got, want)
-    assert tr.rounds == params.rounds("sign", "blocks4") == sum(params.sign_rounds_with("blocks4"))
+    rounds = reveal_mode("sign").rounds(params, "blocks4")
+    assert tr.rounds == rounds == sum(params.sign_rounds_with("blocks4"))
     # every party at an extreme: the sum spans the whole range without wrapping
     for sign in (1.0, -1.0):
         ext = [np.full(4, sign * big) for _ in range(m)]
@@ -125,7 +127,7 @@ def test_five_online_rounds_after_two_input_independent_rounds(m: int) -> None:
     params, ctxs, rngs = session(m, 41, seed="rounds")
     assert params.sign_rounds_with("blocks4") == (2, 5)
     assert params.sign_rounds_with("inline") == params.sign_rounds == (1, 6)
-    assert params.rounds("sign", "blocks4") == params.rounds("sign") == 7
+    assert reveal_mode("sign").rounds(params, "blocks4") == reveal_mode("sign").rounds(params) == 7
     n = 20
     logs = []
     for mean in (-3.0, 3.0):

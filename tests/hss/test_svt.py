@@ -252,9 +252,12 @@ def test_budget_and_bad_inputs_are_refused() -> None:
         with pytest.raises(ValueError, match=msg):
             call(**kwargs)  # type: ignore[arg-type]
     two = SessionParams(m=2, t=0, session_id=b"two-party")
-    assert params.supports("svt") and not two.supports("svt")
+    assert reveal_mode("svt").supported_by(params) and not reveal_mode("svt").supported_by(two)
     with pytest.raises(ValueError, match="honest majority"):
-        two.check_mode("svt")
+        reveal_mode("svt").check_supported(two)
+    with pytest.raises(ValueError, match="reveal mode 'svt' needs an honest majority"):
+        two_ctx = make_session(2, t=0, seed="svt-two")[1][1]
+        svt_decide_party(two_ctx, fmt, ok_s, ok_p, ok_t, 0.1, 1, 1, rngs[1])
     with pytest.raises(ValueError, match="takes features, not decision terms"):
         reveal_mode("svt").machine(ctxs[1], TermsBatch(np.zeros(2), None, 1, rngs[1]))
     _, ctx5, rng5 = make_session(5, seed="svt-bad5")
