@@ -16,16 +16,10 @@ import time
 import numpy as np
 from scipy import stats
 
-from hss.protocols import (
-    PartyContext,
-    SessionParams,
-    key_setup,
-    plaintext_decisions,
-    sign_party,
-    sign_receiver,
-)
+from hss.protocols import plaintext_decisions, sign_party, sign_receiver
 from hss.randomness import SecureRandom
 from hss.runtime import run_in_memory
+from hss.session import PartyContext, SessionParams, key_setup
 from mechanisms.noise import gamma_shares
 
 HELP = "run the main job: a confidential 7-registry MCMC demo"

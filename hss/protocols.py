@@ -67,7 +67,7 @@ import numpy.typing as npt
 
 from hss import field as F
 from hss.fixedpoint import FixedPoint
-from hss.lazy_coin import MAX_COIN_BITS, LazyCoin, coin_advance, coin_carry_tree, coin_rows
+from hss.lazy_coin import LazyCoin, coin_advance, coin_carry_tree, coin_rows
 from hss.primitives import (
     P_BITS,
     P_COIN,
@@ -84,42 +84,26 @@ from hss.primitives import (
     grr_deal,
     inverse_roots,
     masked_contribution,
-    multiply,
-    open_to_all,
-    open_to_receiver,
-    random_bits,
     receive_opened,
     sum_contributions,
 )
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, ProtocolError, expect, pack
-from hss.session import SIGN_PRECOMPUTE, PartyContext, SessionParams, check_precompute, key_setup
+from hss.session import PartyContext, SessionParams, check_precompute
 from hss.sharing import split
 from hss.sign_blocks import BlockMaterial, block_nodes, block_precompute
 
-#: The decision protocols' public names, with the session setup (hss.session) and the one-round
-#: protocols (hss.primitives) that callers take from here together with them.
+#: The decision protocols' public names. The session setup (hss.session), the lazy coin (hss.lazy_coin) and
+#: the one-round protocols (hss.primitives) are imported from their own modules: one import path per object.
 __all__ = [
-    "MAX_COIN_BITS",
-    "SIGN_PRECOMPUTE",
     "Decisions",
-    "LazyCoin",
-    "PartyContext",
     "PartyReport",
-    "SessionParams",
     "SignMaterial",
     "blinded_party",
     "blinded_receiver",
-    "check_precompute",
-    "key_setup",
-    "multiply",
-    "open_to_all",
-    "open_to_receiver",
     "plaintext_decisions",
     "precompute_blocks",
     "precompute_sign",
-    "random_bits",
-    "receive_opened",
     "sign_party",
     "sign_receiver",
     "sum_party",

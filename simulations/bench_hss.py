@@ -24,15 +24,10 @@ from typing import Any
 import numpy as np
 
 from hss.modes import TERMS_MODES, TermsBatch, reveal_mode
-from hss.protocols import (
-    SIGN_PRECOMPUTE,
-    PartyContext,
-    SessionParams,
-    key_setup,
-    precompute_sign,
-)
+from hss.protocols import precompute_sign
 from hss.randomness import SecureRandom
 from hss.runtime import run_in_memory
+from hss.session import SIGN_PRECOMPUTE, PartyContext, SessionParams, key_setup
 from mechanisms.noise import gamma_shares
 
 HELP = "benchmark the secret-sharing engine in one process (no network)"

@@ -49,9 +49,9 @@ import numpy.typing as npt
 
 from coordinator.api import Coordinator, SessionError
 from hss.modes import TERMS_MODES, TermsBatch, reveal_mode
-from hss.protocols import SIGN_PRECOMPUTE, PartyContext, SessionParams, key_setup
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, run_in_memory
+from hss.session import SIGN_PRECOMPUTE, PartyContext, SessionParams, key_setup
 from parties.exchange import PROBE_MAX_ROUNDS
 from proto import party_pb2, serde
 from proto.records import Frame, Kind

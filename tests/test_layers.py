@@ -175,3 +175,40 @@ def test_messages_built_only_in_proto() -> None:
                 ):
                     bad.append(f"{rel}:{node.lineno} builds {func.value.id}.{func.attr}")
     assert not bad, "protobuf messages built outside proto/ (use proto.serde*):\n" + "\n".join(bad)
+
+
+#: ``hss`` names still importable from a module other than the one that defines them, each with why.
+HSS_REEXPORTS = {
+    ("hss.svt", "SvtFormat"): "the SVT protocol's format travels with it; not yet moved (issue 22 item 5)",
+}
+
+
+def _defined_at_top(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
+def test_hss_names_have_one_import_path() -> None:
+    """Every ``from hss.x import name`` (in any package or test) takes ``name`` from the module that defines
+    it: e.g. ``SessionParams`` from ``hss.session``, not through ``hss.protocols`` (issue 22)."""
+    hss_paths = {_module_name(p): p for p in (ROOT / "hss").rglob("*.py")}
+    defined = {m: _defined_at_top(ast.parse(p.read_text(), filename=str(p))) for m, p in hss_paths.items()}
+    bad = []
+    for pkg in (*PACKAGES, "tests"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in defined):
+                    continue
+                for alias in node.names:
+                    name = alias.name
+                    if f"{node.module}.{name}" in hss_paths or name in defined[node.module]:
+                        continue
+                    if (node.module, name) not in HSS_REEXPORTS:
+                        bad.append(f"{path.relative_to(ROOT)}:{node.lineno} takes {name} from {node.module}")
+    assert not bad, "hss names imported through a module that does not define them:\n" + "\n".join(bad)

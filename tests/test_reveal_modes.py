@@ -9,7 +9,7 @@ import pytest
 
 from coordinator import experiment
 from hss.modes import FEATURES, REVEAL, REVEAL_MODES, TERMS, TERMS_MODES, reveal_mode
-from hss.protocols import SessionParams
+from hss.session import SessionParams
 from mechanisms.privacy import REVEAL_PRIVACY, SHAMIR_MODES, coalition_view, reveal_privacy
 from proto import spec
 

@@ -30,8 +30,8 @@ import numpy as np
 import numpy.typing as npt
 
 from hss.modes import reveal_mode
-from hss.protocols import PartyContext, SessionParams, key_setup
 from hss.runtime import ProtocolError, run_in_memory
+from hss.session import PartyContext, SessionParams, key_setup
 from mechanisms.abcdp import events
 from mechanisms.abcdp.candidates import CandidateQueue, reference_decisions
 from mechanisms.abcdp.driver import AbcdpState, BatchPolicy, CallableProposer, SvtRequest, drive_abcdp

@@ -30,10 +30,11 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from hss.lazy_coin import LazyCoin
 from hss.modes import REVEAL, TermsBatch, reveal_mode
-from hss.protocols import LazyCoin, PartyContext, SessionParams, key_setup
 from hss.randomness import SecureRandom
 from hss.runtime import run_in_memory
+from hss.session import PartyContext, SessionParams, key_setup
 from mechanisms.models.base import Data, Model
 from mechanisms.samplers.requests import DecisionRequest
 from mechanisms.samplers.terms import log_ratio, party_terms

@@ -9,22 +9,11 @@ import pytest
 from hss import field as F
 from hss.fixedpoint import FixedPoint
 from hss.modes import TERMS_MODES, TermsBatch, reveal_mode
-from hss.protocols import (
-    Decisions,
-    PartyContext,
-    SessionParams,
-    blinded_party,
-    multiply,
-    open_to_all,
-    open_to_receiver,
-    plaintext_decisions,
-    random_bits,
-    receive_opened,
-    sign_party,
-    sign_receiver,
-)
+from hss.primitives import multiply, open_to_all, open_to_receiver, random_bits, receive_opened
+from hss.protocols import Decisions, blinded_party, plaintext_decisions, sign_party, sign_receiver
 from hss.randomness import SecureRandom
 from hss.runtime import ProtocolError, Transcript, run_in_memory
+from hss.session import PartyContext, SessionParams
 from hss.sharing import recombine, split
 from mechanisms.noise import gamma_shares
 from tests.hss.conftest import fixed_rng, make_session

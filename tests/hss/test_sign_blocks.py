@@ -20,17 +20,10 @@ from hss import field as F
 from hss.fixedpoint import FixedPoint
 from hss.lazy_coin import LazyCoin
 from hss.modes import reveal_mode
-from hss.protocols import (
-    PartyContext,
-    SessionParams,
-    key_setup,
-    plaintext_decisions,
-    precompute_blocks,
-    sign_party,
-    sign_receiver,
-)
+from hss.protocols import plaintext_decisions, precompute_blocks, sign_party, sign_receiver
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Transcript, run_in_memory
+from hss.session import PartyContext, SessionParams, key_setup
 from hss.sign_blocks import block_coefficients, blocks, monomials_per_block
 from tests.hss.conftest import fixed_rng
 from tests.hss.test_views import ALPHA, homogeneous, low_bits

@@ -13,9 +13,9 @@ from scipy import stats
 
 from hss import field as F
 from hss.modes import TermsBatch, reveal_mode
-from hss.protocols import PartyContext, SessionParams
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Payload, ProtocolError, Transcript, run_in_memory
+from hss.session import PartyContext, SessionParams
 from hss.svt import SvtFormat, svt_decide_party, svt_decide_receiver, svt_plaintext
 from mechanisms.abcdp.distances import RandomFourierFeatures
 from mechanisms.abcdp.svt import svt_decide_squared

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from hss.modes import TermsBatch, reveal_mode
-from hss.protocols import PartyContext, SessionParams, key_setup
 from hss.randomness import SecureRandom, derive_key
 from hss.runtime import run_in_memory
+from hss.session import PartyContext, SessionParams, key_setup
 from parties.analyses import Dataset
 from parties.registry import get_analysis
 from tests.network.helpers import coordinator_for, gaussian_terms, inproc_consortium, party_data

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from hss.modes import TermsBatch, reveal_mode
-from hss.protocols import PartyContext, SessionParams, key_setup
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Machine, PartyGen, run_in_memory
+from hss.session import PartyContext, SessionParams, key_setup
 from parties.exchange import LinkLost, Mailbox, Refused, run_local
 from proto.records import Frame, Kind
 

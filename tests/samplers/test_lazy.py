@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from hss.lazy_coin import LazyCoin
 from hss.modes import TERMS_MODES, TermsBatch, reveal_mode
-from hss.protocols import LazyCoin, SessionParams, sign_party, sign_receiver
+from hss.protocols import sign_party, sign_receiver
 from hss.runtime import run_in_memory
+from hss.session import SessionParams
 from mechanisms.samplers import (
     ConfidentialRule,
     DecisionRequest,
