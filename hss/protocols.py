@@ -144,7 +144,8 @@ def sum_party(
 
     ``values`` are this party's terms (its noise share already added), ``public`` the public terms (the same
     array at every party, or None for zero), ``step`` a per-session unique batch counter (the PRSS nonce of
-    the zero-sharing that masks each party's message). No share polynomial, so no CSPRNG. Any m >= 2.
+    the zero-sharing that masks each party's message). No share polynomial, so no CSPRNG. The revealed S
+    depends on the terms only: the same in any session. Any m >= 2.
     """
     x, pub, report = _encode_batch(ctx, values, public)
     return Machine(ctx.party, _sum_gen(ctx, x, pub, step, report), "decide[sum]")
