@@ -16,16 +16,10 @@ import time
 import numpy as np
 from scipy import stats
 
-from hss.protocols import (
-    PartyContext,
-    SessionParams,
-    decide_party,
-    decide_receiver,
-    key_setup,
-    plaintext_decisions,
-)
+from hss.protocols import plaintext_decisions, sign_party, sign_receiver
 from hss.randomness import SecureRandom
 from hss.runtime import run_in_memory
+from hss.session import PartyContext, SessionParams, key_setup
 from mechanisms.noise import gamma_shares
 
 HELP = "run the main job: a confidential 7-registry MCMC demo"
@@ -65,11 +59,9 @@ def run(args: argparse.Namespace) -> int:
         prop = eta + pub.normal(0, 0.08, chains)
         public = logprior(prop) - logprior(eta)
         terms = [loglik(j, prop) - loglik(j, eta) + gamma_shares(noise[j + 1], m, chains) for j in range(m)]
-        machines = {
-            p: decide_party("sign", c, terms[p - 1], public, it + 1, rngs[p]) for p, c in ctxs.items()
-        }
+        machines = {p: sign_party(c, terms[p - 1], public, it + 1, rngs[p]) for p, c in ctxs.items()}
         _, tr = run_in_memory(machines)
-        acc = decide_receiver("sign", params, tr.to_receiver[-1], chains).accept
+        acc = sign_receiver(params, tr.to_receiver[-1], chains).accept
         agree += int((acc == plaintext_decisions(terms, public, params.fmt)).sum())
         accepted += int(acc.sum())
         eta = np.where(acc, prop, eta)

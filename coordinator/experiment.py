@@ -136,7 +136,7 @@ from coordinator.sampler_settings import KINDS, SAMPLER_KEYS, SamplerSettings, r
 from coordinator.tables import CoordinatorSettings, ExperimentError, Reader, read_coordinator, read_parties
 from hss.fixedpoint import max_threshold
 from hss.modes import FEATURES, REVEAL_MODES, reveal_mode
-from hss.protocols import SIGN_PRECOMPUTE
+from hss.session import SIGN_PRECOMPUTE
 from mechanisms.models.base import Model, add_import_path, load_model
 from mechanisms.samplers.plan import DecisionPlan
 from proto.spec import PartyEntry
@@ -224,7 +224,7 @@ class Experiment:
     privacy: PrivacyTarget | None
     formats: tuple[str, ...]
     simulate: SimulateSettings | None
-    sign_precompute: str = "inline"  # reveal.sign_precompute (hss.protocols.SIGN_PRECOMPUTE)
+    sign_precompute: str = "inline"  # reveal.sign_precompute (hss.session.SIGN_PRECOMPUTE)
     precompute_ahead: bool = False  # reveal.precompute_ahead (parties.ahead, issue 16)
     model_path: tuple[Path, ...] = ()  # model.path: folders of model plug-ins (on the import path)
 

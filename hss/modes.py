@@ -8,59 +8,118 @@ the sign precompute, whether a rerun reveals the same). Parties, the coordinator
 ``mechanisms`` look modes up here instead of comparing strings; :func:`reveal_mode` is the one lookup, and
 its error names the mode and lists the known ones.
 
+This is the one place a mode's name is turned into code: each entry registers its mode's own protocol
+functions (``hss.protocols.sum_party`` / ``blinded_party`` / ``sign_party``, each taking only what its mode
+needs, and ``sum_receiver`` / ``blinded_receiver`` / ``sign_receiver``). A caller that holds a mode's name
+hands one :class:`TermsBatch` to :meth:`RevealMode.machine`; the entry's factory reads the fields its mode
+takes, and no protocol branches on the name again.
+
 The privacy side of each mode (what a coalition of q registries observes, how it is charged) is the
 matching table ``mechanisms.privacy.threat.REVEAL_PRIVACY``, keyed by the same names (a test checks that
 the two tables have the same keys): ``mechanisms`` may import ``hss``, not the other way round.
 
-This module sits above the protocols it names (``hss.protocols``, ``hss.svt``); ``hss.session`` reads it
-inside its methods only, so there is no import cycle. Security assumptions are those of each protocol's
-module: honest-but-curious parties, a receiver that does not collude with them.
+This module sits above the protocols it names (``hss.protocols``, ``hss.svt``) and above ``hss.session``;
+nothing in ``hss`` imports it, not even inside a function (``tests/test_layers.py`` counts those too), so
+the protocols check what they need of a session themselves (``SessionParams.require_honest_majority``).
+Security assumptions are those of each protocol's module: honest-but-curious parties, a receiver that does
+not collude with them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from hss.protocols import Decisions, decide_party, decide_receiver
+from hss.lazy_coin import LazyCoin
+from hss.protocols import (
+    Decisions,
+    PartyReport,
+    SignMaterial,
+    blinded_party,
+    blinded_receiver,
+    sign_party,
+    sign_receiver,
+    sum_party,
+    sum_receiver,
+)
+from hss.randomness import SecureRandom
 from hss.runtime import Inbox, Machine
-from hss.session import SessionParams
-from hss.svt import svt_decide_party, svt_decide_receiver
+from hss.session import PartyContext, SessionParams, check_precompute
+from hss.sign_blocks import BlockMaterial
+from hss.svt import svt_decide_receiver
 
-__all__ = ["FEATURES", "REVEAL", "REVEAL_MODES", "TERMS", "RevealMode", "reveal_mode"]
+__all__ = [
+    "FEATURES",
+    "REVEAL",
+    "REVEAL_MODES",
+    "TERMS",
+    "TERMS_MODES",
+    "RevealMode",
+    "TermsBatch",
+    "reveal_mode",
+]
 
-#: what a party brings to a batch: its decision terms x_j = l_j + its noise share (``decide_party``) ...
+#: what a party brings to a batch: its decision terms x_j = l_j + its noise share (:class:`TermsBatch`) ...
 TERMS = "terms"
-#: ... or federated ABCDP's feature sum S_j and SVT noise shares tau_j (``svt_decide_party``)
+#: ... or federated ABCDP's feature sum S_j and SVT noise shares tau_j (``hss.svt.svt_decide_party``)
 FEATURES = "features"
+
+
+@dataclass(frozen=True)
+class TermsBatch:
+    """One party's side of one batch in a mode that takes decision terms (``inputs == TERMS``), with the
+    session's choices for it: what a caller that holds a mode's name (the party daemon, the in-memory decider)
+    hands to :meth:`RevealMode.machine`.
+
+    Every mode reads ``values`` (this party's terms, its noise share added), ``public`` (the same at every
+    party, or None) and ``step`` (the per-session batch counter). The others are read only by the modes whose
+    entry says so: ``rng`` (this party's CSPRNG) by the Shamir modes, ``blind`` (W_j) and ``reveal_rng``
+    by a mode with ``blinding``, ``precompute`` (one of ``SIGN_PRECOMPUTE``) and ``material`` (made ahead)
+    by a mode with ``sign_precompute``, ``lazy`` by a mode with ``lazy_coin``.
+    """
+
+    values: npt.ArrayLike
+    public: npt.ArrayLike | None
+    step: int
+    rng: SecureRandom
+    blind: npt.ArrayLike | None = None
+    reveal_rng: SecureRandom | None = None
+    precompute: str = "inline"
+    material: SignMaterial | BlockMaterial | None = None
+    lazy: LazyCoin | None = None
+
+    def __post_init__(self) -> None:
+        check_precompute(self.precompute)
 
 
 @dataclass(frozen=True)
 class RevealMode:
     """One reveal mode, as the protocol layer knows it (public, the same at every party and the receiver).
 
-    ``party`` builds this party's :class:`hss.runtime.Machine` for one batch: for ``inputs == TERMS`` it
-    takes ``decide_party``'s arguments after ``mode`` (ctx, values, public, step, rng, ...), for
-    ``FEATURES`` those of ``svt_decide_party``. ``receiver(params, inbox, n)`` decodes the final round's
-    messages into :class:`hss.protocols.Decisions`. ``rounds(params, precompute)`` is the number of
-    sequential rounds of a batch, or None when the batch sets it (svt: ``SvtFormat.rounds``).
-    ``honest_majority``: the mode runs only with Shamir threshold 1 <= t < m/2 (so m >= 3); otherwise any
-    m >= 2 and 0 <= t <= m - 1. ``blinding``: each party also brings its blinding share W_j.
-    ``lazy_coin``: the protocol can AND a secret lazy coin with the bit; ``sign_precompute``: the session's
-    ``sign_precompute`` choice applies. ``reproducible``: the same inputs and noise terms reveal exactly
-    the same in any session (without a lazy coin).
+    ``party`` builds this party's :class:`hss.runtime.Machine` for one batch of a mode with
+    ``inputs == TERMS`` from a :class:`TermsBatch`, passing the mode's own protocol factory
+    (``hss.protocols.sum_party`` / ``blinded_party`` / ``sign_party``) only the fields it takes; callers
+    start it with :meth:`machine`. It is None for a mode with other inputs, whose analysis calls its
+    protocol itself (svt: ``hss.svt.svt_decide_party`` with the feature sums). ``receiver(params, inbox, n)``
+    decodes the final round's messages into :class:`hss.protocols.Decisions`.
+    ``batch_rounds(params, precompute)`` is the number of sequential rounds of a batch (read it with
+    :meth:`rounds`), or None when the batch sets it (svt: ``SvtFormat.rounds``). ``honest_majority``: the
+    mode runs only with Shamir threshold 1 <= t < m/2 (so m >= 3, ``SessionParams.honest_majority``);
+    otherwise any m >= 2 and 0 <= t <= m - 1. ``blinding``: each party also brings its blinding
+    share W_j. ``lazy_coin``: the protocol can AND a secret lazy coin with the bit; ``sign_precompute``: the
+    session's ``sign_precompute`` choice applies. ``reproducible``: the same inputs and noise terms reveal
+    exactly the same in any session (without a lazy coin).
     """
 
     name: str
     receiver_learns: str
     tolerates: str
-    party: Callable[..., Machine[Any]]
+    party: Callable[[PartyContext, TermsBatch], Machine[PartyReport]] | None
     receiver: Callable[[SessionParams, Inbox, int], Decisions]
-    rounds: Callable[[SessionParams, str], int] | None
+    batch_rounds: Callable[[SessionParams, str], int] | None
     honest_majority: bool
     inputs: str = TERMS
     blinding: bool = False
@@ -70,11 +129,60 @@ class RevealMode:
 
     def supported_by(self, params: SessionParams) -> bool:
         """Whether a session with ``params`` (m, t) can run this mode."""
-        return not self.honest_majority or (params.t >= 1 and 2 * params.t < params.m)
+        return not self.honest_majority or params.honest_majority
+
+    def check_supported(self, params: SessionParams) -> None:
+        """``ValueError`` naming the mode, the session's m and t and the modes it can run, unless
+        :meth:`supported_by`."""
+        if not self.supported_by(params):
+            without = " or ".join(repr(k) for k, e in REVEAL.items() if not e.honest_majority)
+            params.require_honest_majority(
+                f"reveal mode {self.name!r}", hint=f"With m = 2 only {without} is available."
+            )
+
+    def rounds(self, params: SessionParams, precompute: str = "inline") -> int:
+        """Sequential rounds of a batch in this mode in a session with ``params``, its sign precompute being
+        ``precompute`` (one of ``SIGN_PRECOMPUTE``); ValueError when the batch sets them (svt)."""
+        if self.batch_rounds is None:
+            raise ValueError(
+                f"rounds of {self.name!r} are not fixed by the session: see hss.svt.SvtFormat.rounds"
+            )
+        check_precompute(precompute)
+        return self.batch_rounds(params, precompute)
+
+    def machine(self, ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
+        """This party's machine for ``batch``: :attr:`party`, after refusing what the entry says the mode
+        does not take (other inputs than decision terms; a lazy coin, which would otherwise be dropped and
+        reveal the plain test where the caller asked for a lazy one)."""
+        if self.party is None:
+            raise ValueError(
+                f"reveal mode {self.name!r} takes {self.inputs}, not decision terms: its analysis starts its "
+                "own party machine"
+            )
+        if batch.lazy is not None and not self.lazy_coin:
+            lazy = " or ".join(repr(k) for k, e in REVEAL.items() if e.lazy_coin)
+            raise ValueError(
+                f"a lazy coin is ANDed with the accept bit in reveal mode {lazy} only, not {self.name!r}"
+            )
+        return self.party(ctx, batch)
 
 
-def _decoder(mode: str) -> Callable[[SessionParams, Inbox, int], Decisions]:
-    return partial(decide_receiver, mode)
+def _sum_party(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
+    return sum_party(ctx, batch.values, batch.public, batch.step)
+
+
+def _blinded_party(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
+    if batch.blind is None:
+        raise ValueError("blinded mode needs this party's blinding share W_j (TermsBatch.blind)")
+    return blinded_party(
+        ctx, batch.values, batch.public, batch.step, batch.rng, batch.blind, batch.reveal_rng
+    )
+
+
+def _sign_party(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
+    return sign_party(
+        ctx, batch.values, batch.public, batch.step, batch.rng, batch.material, batch.precompute, batch.lazy
+    )
 
 
 def _svt_receiver(params: SessionParams, inbox: Inbox, n: int) -> Decisions:
@@ -97,18 +205,18 @@ REVEAL: dict[str, RevealMode] = {
         name="sum",
         receiver_learns="S",
         tolerates="parties learn nothing; any m >= 2, 0 <= t <= m - 1",
-        party=partial(decide_party, "sum"),
-        receiver=_decoder("sum"),
-        rounds=lambda params, precompute: 1,
+        party=_sum_party,
+        receiver=sum_receiver,
+        batch_rounds=lambda params, precompute: 1,
         honest_majority=False,
     ),
     "blinded": RevealMode(
         name="blinded",
         receiver_learns="(S + 2^-(f+1)) W' + E 2^-(f+1+f_w): the sign of S, its magnitude blurred",
         tolerates="t < m/2 colluding parties (m >= 3)",
-        party=partial(decide_party, "blinded"),
-        receiver=_decoder("blinded"),
-        rounds=lambda params, precompute: 2,
+        party=_blinded_party,
+        receiver=blinded_receiver,
+        batch_rounds=lambda params, precompute: 2,
         honest_majority=True,
         blinding=True,
     ),
@@ -116,9 +224,9 @@ REVEAL: dict[str, RevealMode] = {
         name="sign",
         receiver_learns="only the bit [S >= 0] (AND a secret coin with a lazy coin)",
         tolerates="t < m/2 colluding parties (m >= 3)",
-        party=partial(decide_party, "sign"),
-        receiver=_decoder("sign"),
-        rounds=_sign_rounds,
+        party=_sign_party,
+        receiver=sign_receiver,
+        batch_rounds=_sign_rounds,
         honest_majority=True,
         lazy_coin=True,
         sign_precompute=True,
@@ -127,9 +235,9 @@ REVEAL: dict[str, RevealMode] = {
         name="svt",
         receiver_learns="only the SVT output bits up to the c-th accept (also opened to every party)",
         tolerates="t < m/2 colluding parties (m >= 3); more reconstruct every party's inputs",
-        party=svt_decide_party,
+        party=None,  # the ABCDP analysis runs hss.svt.svt_decide_party on the feature sums
         receiver=_svt_receiver,
-        rounds=None,
+        batch_rounds=None,
         honest_majority=True,
         inputs=FEATURES,
         reproducible=False,
@@ -137,6 +245,8 @@ REVEAL: dict[str, RevealMode] = {
 }
 #: the names of :data:`REVEAL`, in order
 REVEAL_MODES: tuple[str, ...] = tuple(REVEAL)
+#: the modes whose parties bring decision terms (``inputs == TERMS``: a :class:`TermsBatch`), in order
+TERMS_MODES: tuple[str, ...] = tuple(k for k, e in REVEAL.items() if e.inputs == TERMS)
 
 
 def reveal_mode(name: str) -> RevealMode:

@@ -120,7 +120,7 @@ def receive_opened(params: SessionParams, inbox: Inbox, shape: tuple[int, ...]) 
 
 def multiply(ctx: PartyContext, x: F.FieldArray, y: F.FieldArray, rng: SecureRandom) -> Machine[F.FieldArray]:
     """[x y] of degree t from degree-t [x], [y]: local product then GRR resharing, one round."""
-    ctx.params.check_mode("sign")
+    ctx.params.require_honest_majority("multiply")
 
     def gen() -> PartyGen[F.FieldArray]:
         rows = grr_deal(ctx, F.mul(x, y), rng)
@@ -133,7 +133,7 @@ def multiply(ctx: PartyContext, x: F.FieldArray, y: F.FieldArray, rng: SecureRan
 
 def random_bits(ctx: PartyContext, n: int, step: int) -> Machine[F.FieldArray]:
     """Degree-t shares of n uniform secret bits: PRSS [s], open s^2 (masked), r = (1 + s/sqrt(s^2))/2."""
-    ctx.params.check_mode("sign")
+    ctx.params.require_honest_majority("random_bits")
 
     def gen() -> PartyGen[F.FieldArray]:
         s = ctx.prss.random(P_BITS, step, (n,))

@@ -48,6 +48,12 @@ blinded: each party Shamir-shares (x_j, W_j, e_j) (round 1); the parties compute
 sum: party j sends x_j (+ pub for party 1) + z_j to the receiver.
 
 m = 2 supports only ``sum``: Shamir protocols need 2t < m with t >= 1.
+
+Each mode has its own party machine factory, taking only what the mode needs (:func:`sum_party`,
+:func:`blinded_party` with the blinding share, :func:`sign_party` with the precompute and the lazy coin), and
+its own receiver decoder (:func:`sum_receiver`, :func:`blinded_receiver`, :func:`sign_receiver`). Nothing here
+dispatches on a mode's name: the reveal-mode table ``hss.modes.REVEAL`` registers them, and callers that hold
+a mode's name look it up there.
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ import numpy.typing as npt
 
 from hss import field as F
 from hss.fixedpoint import FixedPoint
-from hss.lazy_coin import MAX_COIN_BITS, LazyCoin, coin_advance, coin_carry_tree, coin_rows
+from hss.lazy_coin import LazyCoin, coin_advance, coin_carry_tree, coin_rows
 from hss.primitives import (
     P_BITS,
     P_COIN,
@@ -78,47 +84,30 @@ from hss.primitives import (
     grr_deal,
     inverse_roots,
     masked_contribution,
-    multiply,
-    open_to_all,
-    open_to_receiver,
-    random_bits,
     receive_opened,
     sum_contributions,
 )
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, ProtocolError, expect, pack
-from hss.session import SIGN_PRECOMPUTE, PartyContext, SessionParams, check_precompute, key_setup
+from hss.session import PartyContext, SessionParams, check_precompute
 from hss.sharing import split
 from hss.sign_blocks import BlockMaterial, block_nodes, block_precompute
 
-#: The reveal modes this module's decision protocols run (``decide_party``, ``decide_receiver``); with "svt"
-#: (hss.svt) they are the entries of the reveal-mode table hss.modes.REVEAL, which callers dispatch through.
-MODES = ("sum", "blinded", "sign")
-
-#: The decision protocols' public names, with the session setup (hss.session) and the one-round
-#: protocols (hss.primitives) that callers take from here together with them.
+#: The decision protocols' public names. The session setup (hss.session), the lazy coin (hss.lazy_coin) and
+#: the one-round protocols (hss.primitives) are imported from their own modules: one import path per object.
 __all__ = [
-    "MAX_COIN_BITS",
-    "MODES",
-    "SIGN_PRECOMPUTE",
     "Decisions",
-    "LazyCoin",
-    "PartyContext",
     "PartyReport",
-    "SessionParams",
     "SignMaterial",
-    "check_precompute",
-    "decide_party",
-    "decide_receiver",
-    "key_setup",
-    "multiply",
-    "open_to_all",
-    "open_to_receiver",
+    "blinded_party",
+    "blinded_receiver",
     "plaintext_decisions",
     "precompute_blocks",
     "precompute_sign",
-    "random_bits",
-    "receive_opened",
+    "sign_party",
+    "sign_receiver",
+    "sum_party",
+    "sum_receiver",
 ]
 
 _INV4 = pow(4, F.P - 2, F.P)
@@ -148,101 +137,130 @@ class Decisions:
     revealed: npt.NDArray[np.float64] | None
 
 
-def decide_party(
-    mode: str,
+def sum_party(
+    ctx: PartyContext, values: npt.ArrayLike, public: npt.ArrayLike | None, step: int
+) -> Machine[PartyReport]:
+    """This party's machine for a batch in reveal mode ``sum``: the receiver learns S = public + sum_j x_j.
+
+    ``values`` are this party's terms (its noise share already added), ``public`` the public terms (the same
+    array at every party, or None for zero), ``step`` a per-session unique batch counter (the PRSS nonce of
+    the zero-sharing that masks each party's message). No share polynomial, so no CSPRNG. The revealed S
+    depends on the terms only: the same in any session. Any m >= 2.
+    """
+    x, pub, report = _encode_batch(ctx, values, public)
+    return Machine(ctx.party, _sum_gen(ctx, x, pub, step, report), "decide[sum]")
+
+
+def blinded_party(
     ctx: PartyContext,
     values: npt.ArrayLike,
     public: npt.ArrayLike | None,
     step: int,
     rng: SecureRandom,
-    blind: npt.ArrayLike | None = None,
+    blind: npt.ArrayLike,
+    reveal_rng: SecureRandom | None = None,
+) -> Machine[PartyReport]:
+    """This party's machine for a batch in reveal mode ``blinded``: the receiver learns
+    (S + 2^-(f+1)) W' + E 2^-(f+1+f_w), whose sign is that of S.
+
+    ``values``, ``public``, ``step`` as for :func:`sum_party`; ``rng`` this party's CSPRNG (share
+    polynomials); ``blind`` this party's blinding share W_j >= 0; ``reveal_rng`` (default ``rng``) draws its
+    E_j, the part of the revealed value that is not a share. With ``values``, ``blind`` and ``reveal_rng``
+    the same at every party, the revealed value is the same in any session. Needs 1 <= t < m/2.
+    """
+    ctx.params.require_honest_majority("reveal mode 'blinded'")
+    x, pub, report = _encode_batch(ctx, values, public)
+    w, _ = ctx.params.fmt.encode_blind(blind)
+    if w.shape[:-1] != x.shape:
+        raise ValueError(f"blinding shares have shape {w.shape[:-1]}, values {x.shape}")
+    gen = _blinded_gen(ctx, x, pub, w, step, rng, report, rng if reveal_rng is None else reveal_rng)
+    return Machine(ctx.party, gen, "decide[blinded]")
+
+
+def sign_party(
+    ctx: PartyContext,
+    values: npt.ArrayLike,
+    public: npt.ArrayLike | None,
+    step: int,
+    rng: SecureRandom,
     material: SignMaterial | BlockMaterial | None = None,
     precompute: str = "inline",
     lazy: LazyCoin | None = None,
-    reveal_rng: SecureRandom | None = None,
 ) -> Machine[PartyReport]:
-    """This party's machine for a batch of decisions S = public + sum_j values_j >= 0.
+    """This party's machine for a batch in reveal mode ``sign``: the receiver learns only [S >= 0].
 
-    ``values`` are this party's terms (its noise share already added), ``public`` the public terms (the
-    same array at every party, or None for zero), ``step`` a per-session unique batch counter (the PRSS
-    nonce), ``rng`` this party's CSPRNG. Blinded mode also needs ``blind``, this party's W_j >= 0. Sign
-    mode takes optional ``material`` from :func:`precompute_sign`; then only the online rounds run. Without
-    it, ``precompute`` (one of SIGN_PRECOMPUTE, the same at every party) says how the batch makes its own;
-    with ``precompute="blocks4"`` the material, if given, comes from :func:`precompute_blocks`.
-    ``lazy`` (sign mode, inline precompute, the same at every party): the receiver learns
-    [S >= 0] AND a secret coin of probability ``lazy.gamma``, made inside the protocol.
-    ``reveal_rng`` (default ``rng``) draws this party's randomness that changes the revealed value: blinded
-    mode's E_j. With ``values``, ``blind`` and ``reveal_rng`` the same at every party, the revealed value of
-    sum and blinded mode, and the accept bit of sign mode without ``lazy``, are the same in any session
-    (share polynomials and masks, from ``rng`` and the session keys, do not change them); the lazy coin comes
-    from the session's PRSS keys and is fresh in every session.
+    ``values``, ``public``, ``step`` as for :func:`sum_party`; ``rng`` this party's CSPRNG (share
+    polynomials, GRR coefficients). ``material`` from :func:`precompute_sign` (or, with
+    ``precompute="blocks4"``, from :func:`precompute_blocks`) made ahead: then only the online rounds run.
+    Without it, ``precompute`` (one of SIGN_PRECOMPUTE, the same at every party) says how the batch makes
+    its own. ``lazy`` (inline precompute only, the same at every party): the receiver learns [S >= 0] AND a
+    secret coin of probability ``lazy.gamma``, made inside the protocol from the session's PRSS keys (fresh
+    in every session); without it the accept bit is the same in any session. Needs 1 <= t < m/2.
     """
     check_precompute(precompute)
-    if mode not in MODES:
-        raise ValueError(f"unknown reveal mode {mode!r} for decide_party; expected one of {MODES}"
-                         + (" (svt runs with hss.svt.svt_decide_party)" if mode == "svt" else ""))
-    ctx.params.check_mode(mode)
+    ctx.params.require_honest_majority("reveal mode 'sign'")
+    x, pub, report = _encode_batch(ctx, values, public)
+    n, fmt = x.shape[0], ctx.params.fmt
+    if material is not None and (material.n != n or material.bits.shape[0] != fmt.compare_bits):
+        raise ValueError(
+            f"sign material is for {material.n} decisions of {material.bits.shape[0]} bits, "
+            f"this batch has {n} of {fmt.compare_bits}"
+        )
+    if lazy is not None and (precompute != "inline" or material is not None):
+        raise ValueError(
+            "a lazy decision makes its coin with the inline sign precompute only "
+            f"(sign_precompute {precompute!r} with a lazy coin is not offered)"
+        )
+    if material is not None and (precompute == "blocks4") != isinstance(material, BlockMaterial):
+        raise ValueError(
+            "sign precompute 'blocks4' takes material from precompute_blocks only (precompute_sign's is "
+            "pair-only), and precompute_blocks' material needs precompute 'blocks4'"
+        )
+    gen = _sign_gen(ctx, x, pub, step, rng, report, material, precompute, lazy)
+    return Machine(ctx.party, gen, "decide[sign]")
+
+
+def _encode_batch(
+    ctx: PartyContext, values: npt.ArrayLike, public: npt.ArrayLike | None
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], PartyReport]:
+    """This party's terms and the public terms in the session's fixed point, and the party's report (which
+    of its terms were clamped); ValueError for a batch that is not 1-D, mismatched shapes, or public terms
+    out of range (refused rather than clamped: clamping them would change the decision)."""
     fmt = ctx.params.fmt
     x, clamped = fmt.encode(values)
     if x.ndim != 1:
         raise ValueError(f"values must be a 1-D batch, got shape {x.shape}")
-    n = x.shape[0]
     if public is None:
-        pub = np.zeros(n, dtype=np.int64)
-    else:
-        pub, pub_clamped = fmt.encode(public)
-        if pub.shape != x.shape:
-            raise ValueError(f"public terms have shape {pub.shape}, values {x.shape}")
-        if pub_clamped.any():
-            raise ValueError(
-                f"{int(pub_clamped.sum())} public terms exceed the format's range of "
-                f"+-2^{fmt.term_int_bits}: refuse rather than change the decision"
-            )
-    report = PartyReport(clamped=clamped)
-    if lazy is not None and mode != "sign":
-        raise ValueError(f"a lazy coin is ANDed with the accept bit in reveal mode 'sign' only, not {mode!r}")
-    if mode == "sum":
-        gen = _sum_gen(ctx, x, pub, step, report)
-    elif mode == "blinded":
-        if blind is None:
-            raise ValueError("blinded mode needs this party's blinding share W_j (blind=...)")
-        w, _ = fmt.encode_blind(blind)
-        if w.shape[:-1] != x.shape:
-            raise ValueError(f"blinding shares have shape {w.shape[:-1]}, values {x.shape}")
-        gen = _blinded_gen(ctx, x, pub, w, step, rng, report, rng if reveal_rng is None else reveal_rng)
-    else:
-        if material is not None and (material.n != n or material.bits.shape[0] != fmt.compare_bits):
-            raise ValueError(
-                f"sign material is for {material.n} decisions of {material.bits.shape[0]} bits, "
-                f"this batch has {n} of {fmt.compare_bits}"
-            )
-        if lazy is not None and (precompute != "inline" or material is not None):
-            raise ValueError(
-                "a lazy decision makes its coin with the inline sign precompute only "
-                f"(sign_precompute {precompute!r} with a lazy coin is not offered)"
-            )
-        if material is not None and (precompute == "blocks4") != isinstance(material, BlockMaterial):
-            raise ValueError(
-                "sign precompute 'blocks4' takes material from precompute_blocks only (precompute_sign's is "
-                "pair-only), and precompute_blocks' material needs precompute 'blocks4'"
-            )
-        gen = _sign_gen(ctx, x, pub, step, rng, report, material, precompute, lazy)
-    return Machine(ctx.party, gen, f"decide[{mode}]")
+        return x, np.zeros(x.shape[0], dtype=np.int64), PartyReport(clamped=clamped)
+    pub, pub_clamped = fmt.encode(public)
+    if pub.shape != x.shape:
+        raise ValueError(f"public terms have shape {pub.shape}, values {x.shape}")
+    if pub_clamped.any():
+        raise ValueError(
+            f"{int(pub_clamped.sum())} public terms exceed the format's range of "
+            f"+-2^{fmt.term_int_bits}: refuse rather than change the decision"
+        )
+    return x, pub, PartyReport(clamped=clamped)
 
 
-def decide_receiver(mode: str, params: SessionParams, inbox: Inbox, n: int) -> Decisions:
-    """The receiver's decoding of the final round's messages (one from each party)."""
-    if mode not in MODES:
-        raise ValueError(f"unknown reveal mode {mode!r} for decide_receiver; expected one of {MODES}")
-    params.check_mode(mode)
-    val = receive_opened(params, inbox, (n,))
+def sum_receiver(params: SessionParams, inbox: Inbox, n: int) -> Decisions:
+    """The receiver's decoding of a ``sum`` batch's final round (one message from each party): S."""
+    s = F.to_int64(receive_opened(params, inbox, (n,)))
+    return Decisions(accept=s >= 0, revealed=params.fmt.decode(s))
+
+
+def blinded_receiver(params: SessionParams, inbox: Inbox, n: int) -> Decisions:
+    """The receiver's decoding of a ``blinded`` batch's final round: the blinded product, accept = Z > 0."""
+    params.require_honest_majority("reveal mode 'blinded'")
     fmt = params.fmt
-    if mode == "sum":
-        s = F.to_int64(val)
-        return Decisions(accept=s >= 0, revealed=fmt.decode(s))
-    if mode == "blinded":
-        z = F.to_double(val, fmt.frac_bits + 1 + fmt.blind_frac_bits)
-        return Decisions(accept=z > 0, revealed=z)
+    z = F.to_double(receive_opened(params, inbox, (n,)), fmt.frac_bits + 1 + fmt.blind_frac_bits)
+    return Decisions(accept=z > 0, revealed=z)
+
+
+def sign_receiver(params: SessionParams, inbox: Inbox, n: int) -> Decisions:
+    """The receiver's decoding of a ``sign`` batch's final round: the bits (ProtocolError for a non-bit)."""
+    params.require_honest_majority("reveal mode 'sign'")
+    val = receive_opened(params, inbox, (n,))
     bits = F.to_int64(val) if n else np.zeros(0, dtype=np.int64)
     if ((bits != 0) & (bits != 1)).any():
         raise ProtocolError("sign output is not a bit: a party deviated or messages were corrupted")
@@ -315,14 +333,14 @@ def precompute_sign(
     broadcasts its share of the roots. ``distributed=False`` (1 round): every party opens every s_i^2 and
     computes every root itself; this is what the 7-round sign protocol runs inline.
     """
-    ctx.params.check_mode("sign")
+    ctx.params.require_honest_majority("reveal mode 'sign'")
     return Machine(ctx.party, _sign_precompute(ctx, n, step, rng, distributed), "precompute_sign")
 
 
 def precompute_blocks(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -> Machine[BlockMaterial]:
     """blocks4 material for n sign decisions, made before the inputs exist (2 rounds, hss.sign_blocks);
-    ``decide_party(..., precompute="blocks4", material=...)`` then runs only the 5 online rounds."""
-    ctx.params.check_mode("sign")
+    ``sign_party(..., material=..., precompute="blocks4")`` then runs only the 5 online rounds."""
+    ctx.params.require_honest_majority("reveal mode 'sign'")
     return Machine(ctx.party, block_precompute(ctx, n, step, rng), "precompute_blocks")
 
 

@@ -1,8 +1,10 @@
 """The session: what the parties agree on, the key setup, and each party's context.
 
 :class:`SessionParams` is public and the same at every party and the receiver: m parties, threshold t,
-a session id, the fixed-point format, and which reveal modes the session supports (looked up in the
-reveal-mode table :data:`hss.modes.REVEAL`). :func:`key_setup` is one round: the lowest party outside
+a session id, the fixed-point format, and whether it has the honest majority (1 <= t < m/2) that the Shamir
+protocols with products need. Which reveal modes a session supports is the reveal-mode table's answer
+(:meth:`hss.modes.RevealMode.supported_by`): this module sits below the protocols and the table, and imports
+neither. :func:`key_setup` is one round: the lowest party outside
 each set A of t parties deals the PRSS key r_A to the other parties outside A, and party min(i, j) deals
 the pairwise key k_ij, which gives every party the keys of :class:`hss.prss.PartyKeys`
 (honest-but-curious parties; keys are drawn from the dealer's ``SecureRandom``). :class:`PartyContext` is
@@ -58,17 +60,18 @@ class SessionParams:
         if not 8 <= len(self.session_id) <= 64:
             raise ValueError(f"session_id must be 8..64 bytes, got {len(self.session_id)}")
 
-    def supports(self, mode: str) -> bool:
-        """Whether this session can run reveal ``mode`` (an entry of :data:`hss.modes.REVEAL`)."""
-        from hss.modes import reveal_mode  # the table sits above the protocols that take a session
+    @property
+    def honest_majority(self) -> bool:
+        """Whether the Shamir protocols with products (GRR multiplication, random bits, the comparison) run
+        in this session: threshold 1 <= t < m/2, so m >= 3."""
+        return self.t >= 1 and 2 * self.t < self.m
 
-        return reveal_mode(mode).supported_by(self)
-
-    def check_mode(self, mode: str) -> None:
-        if not self.supports(mode):
+    def require_honest_majority(self, what: str, hint: str = "") -> None:
+        """``ValueError`` naming ``what`` (and adding ``hint``) unless :attr:`honest_majority` holds."""
+        if not self.honest_majority:
             raise ValueError(
-                f"reveal mode {mode!r} needs an honest majority with t >= 1 (m >= 3); this session has "
-                f"m = {self.m}, t = {self.t}. With m = 2 only 'sum' is available."
+                f"{what} needs an honest majority with t >= 1 (m >= 3); this session has "
+                f"m = {self.m}, t = {self.t}." + (f" {hint}" if hint else "")
             )
 
     @property
@@ -86,16 +89,6 @@ class SessionParams:
         nodes = math.ceil(self.fmt.compare_bits / 4)
         levels = math.ceil(math.log2(nodes)) if nodes > 1 else 0
         return 2, 1 + max(levels, 1)
-
-    def rounds(self, mode: str, precompute: str = "inline") -> int:
-        """Sequential rounds of a batch in reveal ``mode`` (its entry's ``rounds`` in hss.modes.REVEAL)."""
-        from hss.modes import reveal_mode  # the table sits above the protocols that take a session
-
-        rounds = reveal_mode(mode).rounds
-        if rounds is None:
-            raise ValueError(f"rounds of {mode!r} are not fixed by the session: see hss.svt.SvtFormat.rounds")
-        check_precompute(precompute)
-        return rounds(self, precompute)
 
 
 def check_precompute(precompute: str) -> None:

@@ -161,7 +161,7 @@ def svt_decide_party(
     ``rng``: this party's CSPRNG.
     """
     params = ctx.params
-    params.check_mode("svt")
+    params.require_honest_majority("reveal mode 'svt'")
     if params.m > fmt.max_parties:
         raise ValueError(f"m = {params.m} exceeds the SvtFormat's max_parties = {fmt.max_parties}")
     _check_remaining(remaining)
@@ -178,7 +178,7 @@ def svt_decide_party(
 
 def svt_decide_receiver(params: SessionParams, inbox: Inbox, n: int) -> BoolArray:
     """The receiver's decoding of the final round (one masked contribution from each party): the bits."""
-    params.check_mode("svt")
+    params.require_honest_majority("reveal mode 'svt'")
     bits = _to_bits(receive_opened(params, inbox, (n,)))
     if bits is None:
         raise ProtocolError("svt output is not a bit: a party deviated or messages were corrupted")

@@ -56,9 +56,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from hss.protocols import PartyContext
 from hss.randomness import SecureRandom, derive_key
 from hss.runtime import Machine
+from hss.session import PartyContext
 from hss.svt import SvtFormat, SvtPartyResult, svt_decide_party
 from parties.analyses import AnalysisError, Dataset, Terms, Unaccountable
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from hss.protocols import LazyCoin
+from hss.lazy_coin import LazyCoin
 from hss.randomness import SecureRandom
 
 if TYPE_CHECKING:

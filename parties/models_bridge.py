@@ -34,7 +34,7 @@ from mechanisms.samplers.terms import party_terms
 from parties.analyses import AnalysisError, Dataset, Terms, Unaccountable
 
 if TYPE_CHECKING:
-    from hss.protocols import LazyCoin
+    from hss.lazy_coin import LazyCoin
     from mechanisms.privacy import PrivacyEvent, RevealView
 
 F64 = npt.NDArray[np.float64]

@@ -19,8 +19,8 @@ from typing import Any, NoReturn
 
 import grpc
 
-from hss.protocols import PartyContext, key_setup
 from hss.runtime import ProtocolError
+from hss.session import PartyContext, key_setup
 from parties import ahead, e2e, sources, steps
 from parties.analyses import Analysis, AnalysisError, Dataset
 from parties.config import PartyConfig

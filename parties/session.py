@@ -23,8 +23,8 @@ from typing import Any, Literal
 import grpc
 
 from hss.modes import FEATURES, reveal_mode
-from hss.protocols import PartyContext
 from hss.randomness import SecureRandom, derive_key
+from hss.session import PartyContext
 from parties import abcdp, e2e
 from parties.analyses import Analysis, Dataset
 from parties.config import PartyConfig

@@ -3,7 +3,7 @@ run resume (replay a step every party holds; do not charge again a step whose ch
 budgets checked and charged before any share leaves this party, the terms and the protocol machine, the
 step driven over the peer links, the run record kept durably before the answer leaves.
 
-Two paths: a decision step (reveal modes sum / blinded / sign: ``hss.protocols.decide_party`` on the
+Two paths: a decision step (reveal modes sum / blinded / sign: the mode's ``hss.modes`` machine on the
 analysis's terms) and a federated ABCDP step (reveal mode svt, ``parties.abcdp``: the run's epsilon charged
 once, the SVT state advanced with the revealed bits). The mathematics and the protocols are not here: this
 module orders their calls and says what is charged, kept and audited.
@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 import numpy as np
 
-from hss.modes import FEATURES, reveal_mode
+from hss.modes import FEATURES, TermsBatch, reveal_mode
 from hss.randomness import SecureRandom, derive_key
 from parties import abcdp, ahead
 from parties.analyses import AnalysisError
@@ -158,18 +158,18 @@ def _decision_machine(
             noise_rng(keys, spec, step.number, step.digest),
         )
         assert sess.ctx is not None
-        machine = reveal_mode(spec.reveal_mode).party(  # hss.protocols.decide_party bound to the mode
-            sess.ctx,
+        batch = TermsBatch(
             terms.values,
             terms.public,
             step.number,
             keys.proto_rng,
             blind=terms.blind,
             precompute=spec.sign_precompute,
-            **({} if material is None else {"material": material}),
+            material=material,
             lazy=sess.analysis.lazy_coin(spec.model_params),
             reveal_rng=reveal_rng(keys, spec, step.number, step.digest),
         )
+        machine = reveal_mode(spec.reveal_mode).machine(sess.ctx, batch)  # the mode's own party factory
         return machine, terms.clipped_records
     except (serde.WireError, AnalysisError, ValueError) as exc:
         raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc

@@ -17,7 +17,7 @@ from typing import Any
 
 from hss.fixedpoint import FixedPoint
 from hss.modes import REVEAL_MODES, reveal_mode
-from hss.protocols import SIGN_PRECOMPUTE, SessionParams
+from hss.session import SIGN_PRECOMPUTE, SessionParams
 
 TOPOLOGIES = ("mesh", "relay")
 # REVEAL_MODES (from hss.modes, the reveal-mode table): the names a session may carry; parties.config too
@@ -108,7 +108,7 @@ class SessionSpec:
     coordinator_identity: str = "coordinator"
     run_id: str = ""  # empty: the session belongs to no run
     first_run_step: int = 1  # the run step of the session's step 1
-    sign_precompute: str = "inline"  # sign mode: hss.protocols.SIGN_PRECOMPUTE (the same at every party)
+    sign_precompute: str = "inline"  # sign mode: hss.session.SIGN_PRECOMPUTE (the same at every party)
     precompute_ahead: bool = False  # sign mode: step k + 1's sign material made after step k (parties.ahead)
 
     def __post_init__(self) -> None:
@@ -159,7 +159,8 @@ class SessionSpec:
         except TypeError as exc:
             raise SpecError(f"model_params must be JSON-serialisable: {exc}") from exc
         try:
-            self.params().check_mode(self.reveal_mode)
+            params = self.params()
+            reveal_mode(self.reveal_mode).check_supported(params)
         except ValueError as exc:
             raise SpecError(str(exc)) from exc
         if self.lazy_coin:

@@ -23,18 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from hss.protocols import (
-    MODES,
-    SIGN_PRECOMPUTE,
-    PartyContext,
-    SessionParams,
-    decide_party,
-    decide_receiver,
-    key_setup,
-    precompute_sign,
-)
+from hss.modes import TERMS_MODES, TermsBatch, reveal_mode
+from hss.protocols import precompute_sign
 from hss.randomness import SecureRandom
 from hss.runtime import run_in_memory
+from hss.session import SIGN_PRECOMPUTE, PartyContext, SessionParams, key_setup
 from mechanisms.noise import gamma_shares
 
 HELP = "benchmark the secret-sharing engine in one process (no network)"
@@ -42,7 +35,9 @@ HELP = "benchmark the secret-sharing engine in one process (no network)"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, help="write the records to this JSON file")
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated reveal modes (default: all)")
+    p.add_argument(
+        "--modes", default=",".join(TERMS_MODES), help="comma-separated reveal modes (default: all)"
+    )
     p.add_argument("--parties", default="3,5,7", help="comma-separated m values (default 3,5,7)")
     p.add_argument("--batches", default="1,100,1000", help="comma-separated batch sizes (default 1,100,1000)")
     p.add_argument(
@@ -66,6 +61,7 @@ def bench_one(
         pooled = precompute == "pooled"
     blocks4 = precompute == "blocks4" and mode == "sign"
     pre_inline = 2 if blocks4 else (1 if mode == "sign" and not pooled else 0)  # in-machine precompute rounds
+    entry = reveal_mode(mode)
     params = SessionParams(m=m, t=(m - 1) // 2, session_id=os.urandom(16))
     rngs = {p: SecureRandom.from_os() for p in range(1, m + 1)}
     keys, _ = run_in_memory({p: key_setup(params, p, rngs[p]) for p in rngs})
@@ -87,14 +83,14 @@ def bench_one(
             step += 1
             pre_rounds, pre_messages, pre_bytes = tr_pre.rounds, tr_pre.messages, tr_pre.bytes
         machines = {
-            p: decide_party(
-                mode, c, values[p - 1], None, step, rngs[p], blind[p - 1], material=mats[p],
+            p: entry.machine(c, TermsBatch(
+                values[p - 1], None, step, rngs[p], blind=blind[p - 1], material=mats[p],
                 precompute="blocks4" if blocks4 else "inline",
-            )
+            ))
             for p, c in ctxs.items()
         }
         _, tr = run_in_memory(machines, keep_log=pre_inline > 0)
-        decide_receiver(mode, params, tr.to_receiver[-1], batch)
+        entry.receiver(params, tr.to_receiver[-1], batch)
         elapsed += time.perf_counter() - t0
         cpu += time.process_time() - c0
         decisions += batch
@@ -124,8 +120,8 @@ def bench_one(
 def run(args: argparse.Namespace) -> int:
     modes = [s for s in args.modes.split(",") if s]
     for mode in modes:
-        if mode not in MODES:
-            print(f"confar bench hss: unknown mode {mode!r}; expected some of {MODES}", file=sys.stderr)
+        if mode not in TERMS_MODES:
+            print(f"confar bench hss: unknown mode {mode!r}; expected some of {TERMS_MODES}", file=sys.stderr)
             return 2
     try:
         parties = [int(s) for s in args.parties.split(",")]

@@ -48,9 +48,10 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.api import Coordinator, SessionError
-from hss.protocols import MODES, SIGN_PRECOMPUTE, PartyContext, SessionParams, decide_party, key_setup
+from hss.modes import TERMS_MODES, TermsBatch, reveal_mode
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, run_in_memory
+from hss.session import SIGN_PRECOMPUTE, PartyContext, SessionParams, key_setup
 from parties.exchange import PROBE_MAX_ROUNDS
 from proto import party_pb2, serde
 from proto.records import Frame, Kind
@@ -85,7 +86,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, help="write the records to this JSON file")
     p.add_argument("--parties", help="comma-separated m values (default 3,5,7; --quick: 3)")
     p.add_argument("--batches", help="comma-separated batch sizes (default 1,100,1000; --quick: 1,100)")
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated reveal modes (default: all)")
+    p.add_argument(
+        "--modes", default=",".join(TERMS_MODES), help="comma-separated reveal modes (default: all)"
+    )
     p.add_argument("--topologies", default=",".join(TOPOLOGIES), help="mesh,relay (default: both)")
     p.add_argument(
         "--sign-precompute",
@@ -138,15 +141,9 @@ def protocol_shape(mode: str, m: int, batch: int, precompute: str = "inline") ->
     rngs = {p: SecureRandom.from_os() for p in range(1, m + 1)}
     keys, _ = run_in_memory({p: key_setup(params, p, rngs[p]) for p in rngs})
     machines = {
-        p: decide_party(
-            mode,
+        p: reveal_mode(mode).machine(
             PartyContext(params, keys[p]),
-            np.zeros(batch),
-            None,
-            1,
-            rngs[p],
-            blind=np.ones(batch),
-            precompute=precompute,
+            TermsBatch(np.zeros(batch), None, 1, rngs[p], blind=np.ones(batch), precompute=precompute),
         )
         for p in rngs
     }
@@ -493,10 +490,10 @@ def run(args: argparse.Namespace) -> int:
     warmup = args.warmup if args.warmup is not None else (1 if q else 3)
     floor_repeats = args.floor_repeats if args.floor_repeats is not None else (20 if q else 100)
     probe_rounds = args.probe_rounds if args.probe_rounds is not None else (10 if q else 50)
-    bad = [x for x in modes if x not in MODES] + [x for x in topologies if x not in TOPOLOGIES]
+    bad = [x for x in modes if x not in TERMS_MODES] + [x for x in topologies if x not in TOPOLOGIES]
     if bad or not modes or not topologies:
         print(
-            f"confar bench network: unknown modes/topologies {bad}; expected {MODES} / {TOPOLOGIES}",
+            f"confar bench network: unknown modes/topologies {bad}; expected {TERMS_MODES} / {TOPOLOGIES}",
             file=sys.stderr,
         )
         return 2

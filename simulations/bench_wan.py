@@ -64,9 +64,9 @@ from simulations.wan_net import (
 )
 
 HELP = "decision protocols between parties in network namespaces with an emulated WAN round-trip time"
-MODES = ("sum", "blinded", "sign")
+MODES = ("sum", "blinded", "sign")  # = hss.modes.TERMS_MODES (not imported here)
 TOPOLOGIES = ("mesh", "relay")
-SIGN_PRECOMPUTE = ("inline", "pooled", "blocks4")  # = hss.protocols.SIGN_PRECOMPUTE (not imported here)
+SIGN_PRECOMPUTE = ("inline", "pooled", "blocks4")  # = hss.session.SIGN_PRECOMPUTE (not imported here)
 _SELF = [sys.executable, "-m", "simulations.bench_wan"]  # this module's subprocess entry points (_main)
 
 
@@ -81,7 +81,7 @@ class WanSettings:
     repeats: int = 10
     warmup: int = 2
     records_per_party: int = 200
-    sign_precompute: str = "inline"  # hss.protocols.SIGN_PRECOMPUTE
+    sign_precompute: str = "inline"  # hss.session.SIGN_PRECOMPUTE
     precompute_ahead: bool = False  # sign: step k + 1's precompute made after answering step k
     gap_ms: float = 0.0  # untimed pause between batches
 

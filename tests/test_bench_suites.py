@@ -251,6 +251,7 @@ def test_sign_series_and_plots(tmp_path: Path) -> None:
 
 
 def test_wan_mirrors_the_protocol_constants() -> None:
-    from hss.protocols import MODES, SIGN_PRECOMPUTE
+    from hss.modes import TERMS_MODES
+    from hss.session import SIGN_PRECOMPUTE
 
-    assert bench_wan.MODES == MODES and bench_wan.SIGN_PRECOMPUTE == SIGN_PRECOMPUTE
+    assert bench_wan.MODES == TERMS_MODES and bench_wan.SIGN_PRECOMPUTE == SIGN_PRECOMPUTE

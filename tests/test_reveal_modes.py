@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from coordinator import experiment
-from hss.modes import FEATURES, REVEAL, REVEAL_MODES, TERMS, reveal_mode
-from hss.protocols import MODES, SessionParams
+from hss.modes import FEATURES, REVEAL, REVEAL_MODES, TERMS, TERMS_MODES, reveal_mode
+from hss.session import SessionParams
 from mechanisms.privacy import REVEAL_PRIVACY, SHAMIR_MODES, coalition_view, reveal_privacy
 from proto import spec
 
@@ -23,8 +23,10 @@ def test_both_tables_have_the_same_keys() -> None:
 def test_every_layer_lists_the_table() -> None:
     assert REVEAL_MODES == ("sum", "blinded", "sign", "svt")
     assert spec.REVEAL_MODES == experiment.REVEAL_MODES == REVEAL_MODES
-    assert tuple(k for k, e in REVEAL.items() if e.inputs == TERMS) == MODES
+    assert TERMS_MODES == ("sum", "blinded", "sign")
     assert all(e.inputs in (TERMS, FEATURES) for e in REVEAL.values())
+    # a mode that takes decision terms registers its party factory; one with other inputs starts its own
+    assert all((e.party is not None) == (e.inputs == TERMS) for e in REVEAL.values())
 
 
 def test_shamir_modes_need_an_honest_majority() -> None:
@@ -37,7 +39,7 @@ def test_shamir_modes_need_an_honest_majority() -> None:
     [
         reveal_mode,
         reveal_privacy,
-        lambda mode: SessionParams(3, 1, b"s" * 16).supports(mode),
+        lambda mode: reveal_mode(mode).supported_by(SessionParams(3, 1, b"s" * 16)),
         lambda mode: coalition_view(mode, 3, 1, 0),
     ],
 )
@@ -48,12 +50,18 @@ def test_unknown_mode_is_named_with_the_known_ones(lookup: Callable[[str], objec
 
 def test_rounds_and_support_come_from_the_entries() -> None:
     three, two = SessionParams(3, 1, b"s" * 16), SessionParams(2, 0, b"s" * 16)
-    assert {k: three.supports(k) for k in REVEAL} == {k: True for k in REVEAL}
-    assert {k: two.supports(k) for k in REVEAL} == {
+    assert {k: e.supported_by(three) for k, e in REVEAL.items()} == {k: True for k in REVEAL}
+    assert {k: e.supported_by(two) for k, e in REVEAL.items()} == {
         "sum": True, "blinded": False, "sign": False, "svt": False
     }
-    assert [three.rounds(k) for k in MODES] == [1, 2, 7]
-    assert three.rounds("sign", "pooled") == 9
-    assert three.rounds("sign", "blocks4") == 7 and three.sign_rounds_with("blocks4") == (2, 5)
+    assert [reveal_mode(k).rounds(three) for k in TERMS_MODES] == [1, 2, 7]
+    assert reveal_mode("sign").rounds(three, "pooled") == 9
+    assert reveal_mode("sign").rounds(three, "blocks4") == 7 and three.sign_rounds_with("blocks4") == (2, 5)
     with pytest.raises(ValueError, match="not fixed by the session"):
-        three.rounds("svt")
+        reveal_mode("svt").rounds(three)
+    for k, e in REVEAL.items():  # the check names the mode, and the modes a 2-party session can run
+        if e.honest_majority:
+            with pytest.raises(ValueError, match=rf"reveal mode '{k}' needs .* only 'sum' is available"):
+                e.check_supported(two)
+        else:
+            e.check_supported(two)

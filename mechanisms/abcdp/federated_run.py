@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from hss.protocols import PartyContext, SessionParams, key_setup
+from hss.modes import reveal_mode
 from hss.runtime import ProtocolError, run_in_memory
+from hss.session import PartyContext, SessionParams, key_setup
 from mechanisms.abcdp import events
 from mechanisms.abcdp.candidates import CandidateQueue, reference_decisions
 from mechanisms.abcdp.driver import AbcdpState, BatchPolicy, CallableProposer, SvtRequest, drive_abcdp
@@ -98,7 +99,7 @@ class _MpcDecider:
         self._svt = hsvt
         self.plan = plan
         self.params = SessionParams(m=m, t=(m - 1) // 2, session_id=public_rng.bytes(16))
-        self.params.check_mode("svt")
+        reveal_mode("svt").check_supported(self.params)
         keys, _ = run_in_memory({p: key_setup(self.params, p, secret_rngs[p]) for p in range(1, m + 1)})
         self.ctxs = {p: PartyContext(self.params, keys[p]) for p in range(1, m + 1)}
         self.fmt = plan.svt_format(m)

@@ -30,10 +30,11 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from hss.modes import REVEAL
-from hss.protocols import LazyCoin, PartyContext, SessionParams, decide_party, decide_receiver, key_setup
+from hss.lazy_coin import LazyCoin
+from hss.modes import REVEAL, TermsBatch, reveal_mode
 from hss.randomness import SecureRandom
 from hss.runtime import run_in_memory
+from hss.session import PartyContext, SessionParams, key_setup
 from mechanisms.models.base import Data, Model
 from mechanisms.samplers.requests import DecisionRequest
 from mechanisms.samplers.terms import log_ratio, party_terms
@@ -93,7 +94,7 @@ class HssDecide:
     ) -> HssDecide:
         sid = session_id or hashlib.sha256(b"confar/in-memory-session").digest()[:16]
         params = SessionParams(m=m, t=(m - 1) // 2, session_id=sid)
-        params.check_mode(mode)
+        reveal_mode(mode).check_supported(params)
         keys, _ = run_in_memory({p: key_setup(params, p, rngs[p]) for p in range(1, m + 1)})
         return cls(mode, params, {p: PartyContext(params, keys[p]) for p in keys}, rngs, lazy)
 
@@ -102,16 +103,18 @@ class HssDecide:
         if len(terms) != m:
             raise ValueError(f"expected terms from {m} parties, got {len(terms)}")
         self.step += 1
+        entry = reveal_mode(self.mode)
         machines = {
-            p: decide_party(
-                self.mode,
+            p: entry.machine(
                 self.ctxs[p],
-                terms[p - 1],
-                public,
-                self.step,
-                self.rngs[p],
-                blind=None if blind is None else blind[p - 1],
-                lazy=self.lazy,
+                TermsBatch(
+                    terms[p - 1],
+                    public,
+                    self.step,
+                    self.rngs[p],
+                    blind=None if blind is None else blind[p - 1],
+                    lazy=self.lazy,
+                ),
             )
             for p in range(1, m + 1)
         }
@@ -119,7 +122,7 @@ class HssDecide:
         self.rounds += tr.rounds
         self.messages += tr.messages
         self.nbytes += tr.bytes
-        out = decide_receiver(self.mode, self.params, tr.to_receiver[-1], len(public))
+        out = entry.receiver(self.params, tr.to_receiver[-1], len(public))
         self.last_revealed = out.revealed
         return out.accept
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hss.protocols import LazyCoin
+from hss.lazy_coin import LazyCoin
 from mechanisms.models.base import Model
 
 F64 = npt.NDArray[np.float64]
@@ -113,7 +113,7 @@ class Penalty:
 @dataclass(frozen=True)
 class Lazy:
     """Lazy acceptance (sign reveal only): accept iff the MH / rejection test passes AND a secret coin with
-    P(1) = ``gamma`` comes up, the coin made inside the sign protocol (``hss.protocols.LazyCoin``) so only
+    P(1) = ``gamma`` comes up, the coin made inside the sign protocol (``hss.lazy_coin.LazyCoin``) so only
     the AND is revealed. Lazy MH, γ·P_MH + (1 − γ)·I, is reversible with respect to the posterior (mixing
     slowed by 1/γ); lazy rejection sampling is rejection sampling with bound M/γ. ``gamma`` must be k/2^L
     with L <= 16. ``max_sensitivity`` (MH): a public cap on c(θ, θ*) = 2 × the model's per-record bound,

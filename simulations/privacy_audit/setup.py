@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from hss.protocols import LazyCoin
+from hss.lazy_coin import LazyCoin
 from mechanisms.models.base import Model, load_model
 from mechanisms.samplers.penalty import penalty_correction
 from mechanisms.samplers.requests import DecisionRequest, Lazy, Penalty

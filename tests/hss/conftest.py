@@ -5,9 +5,9 @@ from collections.abc import Callable
 
 import pytest
 
-from hss.protocols import PartyContext, SessionParams, key_setup
 from hss.randomness import SecureRandom
 from hss.runtime import run_in_memory
+from hss.session import PartyContext, SessionParams, key_setup
 
 
 def fixed_rng(label: str) -> SecureRandom:

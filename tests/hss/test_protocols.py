@@ -8,22 +8,12 @@ import pytest
 
 from hss import field as F
 from hss.fixedpoint import FixedPoint
-from hss.protocols import (
-    MODES,
-    Decisions,
-    PartyContext,
-    SessionParams,
-    decide_party,
-    decide_receiver,
-    multiply,
-    open_to_all,
-    open_to_receiver,
-    plaintext_decisions,
-    random_bits,
-    receive_opened,
-)
+from hss.modes import TERMS_MODES, TermsBatch, reveal_mode
+from hss.primitives import multiply, open_to_all, open_to_receiver, random_bits, receive_opened
+from hss.protocols import Decisions, blinded_party, plaintext_decisions, sign_party, sign_receiver
 from hss.randomness import SecureRandom
 from hss.runtime import ProtocolError, Transcript, run_in_memory
+from hss.session import PartyContext, SessionParams
 from hss.sharing import recombine, split
 from mechanisms.noise import gamma_shares
 from tests.hss.conftest import fixed_rng, make_session
@@ -39,14 +29,15 @@ def decide(
     step: int = 1,
     blind: Sequence[npt.NDArray[np.float64]] | None = None,
 ) -> tuple[Decisions, Transcript]:
+    entry = reveal_mode(mode)
     machines = {
-        p: decide_party(
-            mode, c, values[p - 1], public, step, rngs[p], None if blind is None else blind[p - 1]
+        p: entry.machine(
+            c, TermsBatch(values[p - 1], public, step, rngs[p], blind=None if blind is None else blind[p - 1])
         )
         for p, c in ctxs.items()
     }
     _, tr = run_in_memory(machines)
-    return decide_receiver(mode, params, tr.to_receiver[-1], len(values[0])), tr
+    return entry.receiver(params, tr.to_receiver[-1], len(values[0])), tr
 
 
 def test_rounds_match_documentation() -> None:
@@ -54,10 +45,10 @@ def test_rounds_match_documentation() -> None:
     vals = [np.zeros(3)] * 7
     blind = [np.ones(3)] * 7
     assert params.sign_rounds == (1, 6)
-    for mode in MODES:
+    for mode in TERMS_MODES:
         _, tr = decide(mode, params, ctxs, rngs, vals, None, blind=blind)
-        assert tr.rounds == params.rounds(mode), mode
-    assert params.rounds("sign") == 7 and params.rounds("blinded") == 2 and params.rounds("sum") == 1
+        assert tr.rounds == reveal_mode(mode).rounds(params), mode
+    assert [reveal_mode(k).rounds(params) for k in ("sign", "blinded", "sum")] == [7, 2, 1]
     small = SessionParams(m=3, t=1, session_id=b"12345678", fmt=FixedPoint(frac_bits=12, term_int_bits=12))
     assert small.sign_rounds == (1, 5)  # K = 29 bits -> 15 pair nodes -> 4 levels
 
@@ -90,7 +81,7 @@ def test_all_modes_equal_plaintext_on_edge_cases(m: int) -> None:
     want = plaintext_decisions(values, None, fmt)
     assert want.tolist()[:5] == [True, True, False, True, False]
     blind = [np.full_like(edge, 0.3) for _ in range(m)]
-    for mode in MODES:
+    for mode in TERMS_MODES:
         d, _ = decide(mode, params, ctxs, rngs, values, None, blind=blind)
         assert (d.accept == want).all(), (mode, d.accept, want)
     # all parties at the extremes at once: the sum spans the whole range without wrapping
@@ -152,7 +143,7 @@ def test_blinded_product_hides_divisors_and_zero() -> None:
         values = [np.full(n, s_val), np.zeros(n), np.zeros(n)]
         blind = [np.full(n, 0.7), np.full(n, 0.2), np.full(n, 0.1)]  # fixed W: the worst case for hiding
         machines = {
-            p: decide_party("blinded", c, values[p - 1], None, 5, rngs[p], blind[p - 1])
+            p: blinded_party(c, values[p - 1], None, 5, rngs[p], blind[p - 1])
             for p, c in ctxs.items()
         }
         _, tr = run_in_memory(machines)
@@ -188,17 +179,32 @@ def test_standalone_open_multiply_and_random_bits() -> None:
 def test_bad_inputs_and_modes_are_refused() -> None:
     _params, ctxs, rngs = make_session(3, seed="bad")
     with pytest.raises(ValueError, match="NaN"):
-        decide_party("sign", ctxs[1], np.array([np.nan]), None, 1, rngs[1])
+        sign_party(ctxs[1], np.array([np.nan]), None, 1, rngs[1])
     with pytest.raises(ValueError, match="blinding share"):
-        decide_party("blinded", ctxs[1], np.zeros(2), None, 1, rngs[1])
+        reveal_mode("blinded").machine(ctxs[1], TermsBatch(np.zeros(2), None, 1, rngs[1]))
+    with pytest.raises(ValueError, match="blinding shares have shape"):
+        blinded_party(ctxs[1], np.zeros(2), None, 1, rngs[1], np.ones(3))
     with pytest.raises(ValueError, match="public terms exceed"):
-        decide_party("sign", ctxs[1], np.zeros(2), np.array([0.0, 1e9]), 1, rngs[1])
+        sign_party(ctxs[1], np.zeros(2), np.array([0.0, 1e9]), 1, rngs[1])
+    with pytest.raises(ValueError, match="1-D batch"):
+        reveal_mode("sum").machine(ctxs[1], TermsBatch(np.zeros((2, 2)), None, 1, rngs[1]))
     with pytest.raises(ValueError, match="unknown reveal mode"):
-        decide_party("max", ctxs[1], np.zeros(2), None, 1, rngs[1])
+        reveal_mode("max")
     two = SessionParams(m=2, t=0, session_id=b"two-party")
-    assert two.supports("sum") and not two.supports("sign") and not two.supports("blinded")
+    assert [reveal_mode(k).supported_by(two) for k in ("sum", "sign", "blinded")] == [True, False, False]
+    assert not two.honest_majority and all(c.params.honest_majority for c in ctxs.values())
     with pytest.raises(ValueError, match="honest majority"):
-        two.check_mode("sign")
+        reveal_mode("sign").check_supported(two)
+    _, two_ctxs, two_rngs = make_session(2, t=0, seed="bad-two")
+    for refused in (
+        lambda: sign_party(two_ctxs[1], np.zeros(2), None, 1, two_rngs[1]),
+        lambda: blinded_party(two_ctxs[1], np.zeros(2), None, 1, two_rngs[1], np.ones(2)),
+        lambda: multiply(two_ctxs[1], F.zeros((2,)), F.zeros((2,)), two_rngs[1]),
+        lambda: random_bits(two_ctxs[1], 2, 1),
+    ):
+        with pytest.raises(ValueError, match="needs an honest majority with t >= 1"):
+            refused()
+    reveal_mode("sum").machine(two_ctxs[1], TermsBatch(np.zeros(2), None, 1, two_rngs[1]))  # any m >= 2
     with pytest.raises(ValueError, match="threshold"):
         SessionParams(m=4, t=2, session_id=b"12345678")
 
@@ -212,7 +218,7 @@ def test_corrupted_or_missing_messages_are_detected() -> None:
 
     with pytest.raises(ProtocolError, match="party 2 sent"):
         run_in_memory(
-            {p: decide_party("sign", c, values[p - 1], None, 1, rngs[p]) for p, c in ctxs.items()},
+            {p: sign_party(c, values[p - 1], None, 1, rngs[p]) for p, c in ctxs.items()},
             tamper=drop,
         )
 
@@ -222,10 +228,10 @@ def test_corrupted_or_missing_messages_are_detected() -> None:
             out[0] ^= np.uint64(1 << 40)
         return out
 
-    machines = {p: decide_party("sign", c, values[p - 1], None, 1, rngs[p]) for p, c in ctxs.items()}
+    machines = {p: sign_party(c, values[p - 1], None, 1, rngs[p]) for p, c in ctxs.items()}
     _, tr = run_in_memory(machines, tamper=flip)
     with pytest.raises(ProtocolError, match="not a bit"):
-        decide_receiver("sign", params, tr.to_receiver[-1], 2)
+        sign_receiver(params, tr.to_receiver[-1], 2)
 
 
 @pytest.mark.parametrize("m", [3, 4, 7])
@@ -240,14 +246,14 @@ def test_pooled_precompute_then_six_online_rounds(m: int) -> None:
     mats, tr_pre = run_in_memory({p: precompute_sign(c, n, 40, rngs[p]) for p, c in ctxs.items()})
     assert tr_pre.rounds == 3
     machines = {
-        p: decide_party("sign", c, values[p - 1], pub, 41, rngs[p], material=mats[p]) for p, c in ctxs.items()
+        p: sign_party(c, values[p - 1], pub, 41, rngs[p], material=mats[p]) for p, c in ctxs.items()
     }
     _, tr = run_in_memory(machines)
     assert tr.rounds == params.sign_rounds[1] == 6
-    d = decide_receiver("sign", params, tr.to_receiver[-1], n)
+    d = sign_receiver(params, tr.to_receiver[-1], n)
     assert (d.accept == plaintext_decisions(values, pub, params.fmt)).all()
     with pytest.raises(ValueError, match="material is for 500"):
-        decide_party("sign", ctxs[1], values[0][:10], None, 42, rngs[1], material=mats[1])
+        sign_party(ctxs[1], values[0][:10], None, 42, rngs[1], material=mats[1])
 
 
 @pytest.mark.parametrize("m", [3, 5])
@@ -263,13 +269,15 @@ def test_pooled_precompute_equals_plaintext_in_nine_rounds(m: int) -> None:
         v[:3] = 0.0
     public = np.zeros(n)
     machines = {
-        p: decide_party("sign", c, values[p - 1], public, 1, rngs[p], precompute="pooled")
+        p: sign_party(c, values[p - 1], public, 1, rngs[p], precompute="pooled")
         for p, c in ctxs.items()
     }
     _, tr = run_in_memory(machines)
-    dec = decide_receiver("sign", params, tr.to_receiver[-1], n)
+    dec = sign_receiver(params, tr.to_receiver[-1], n)
     np.testing.assert_array_equal(dec.accept, plaintext_decisions(values, public, params.fmt))
     assert dec.accept[:3].tolist() == [True, True, False]
-    assert tr.rounds == params.rounds("sign", "pooled") == 9
+    assert tr.rounds == reveal_mode("sign").rounds(params, "pooled") == 9
     with pytest.raises(ValueError, match="sign precompute 'eager'"):
-        decide_party("sign", ctxs[1], values[0], public, 2, rngs[1], precompute="eager")
+        sign_party(ctxs[1], values[0], public, 2, rngs[1], precompute="eager")
+    with pytest.raises(ValueError, match="sign precompute 'eager'"):  # the batch refuses it in any mode
+        TermsBatch(values[0], public, 2, rngs[1], precompute="eager")

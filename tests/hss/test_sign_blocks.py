@@ -19,17 +19,11 @@ import pytest
 from hss import field as F
 from hss.fixedpoint import FixedPoint
 from hss.lazy_coin import LazyCoin
-from hss.protocols import (
-    PartyContext,
-    SessionParams,
-    decide_party,
-    decide_receiver,
-    key_setup,
-    plaintext_decisions,
-    precompute_blocks,
-)
+from hss.modes import reveal_mode
+from hss.protocols import plaintext_decisions, precompute_blocks, sign_party, sign_receiver
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Transcript, run_in_memory
+from hss.session import PartyContext, SessionParams, key_setup
 from hss.sign_blocks import block_coefficients, blocks, monomials_per_block
 from tests.hss.conftest import fixed_rng
 from tests.hss.test_views import ALPHA, homogeneous, low_bits
@@ -61,11 +55,10 @@ def run_blocks(
     keep_log: bool = False,
 ) -> tuple[npt.NDArray[np.bool_], Transcript]:
     machines = {
-        p: decide_party("sign", c, values[p - 1], public, step, rngs[p], precompute="blocks4")
-        for p, c in ctxs.items()
+        p: sign_party(c, values[p - 1], public, step, rngs[p], precompute="blocks4") for p, c in ctxs.items()
     }
     _, tr = run_in_memory(machines, keep_log=keep_log)
-    return decide_receiver("sign", params, tr.to_receiver[-1], len(values[0])).accept, tr
+    return sign_receiver(params, tr.to_receiver[-1], len(values[0])).accept, tr
 
 
 @pytest.mark.parametrize("w", [1, 2, 3, 4])
@@ -111,7 +104,8 @@ def test_blocks4_equals_plaintext_bit_for_bit(m: int, kbits: int) -> None:
     assert want[:5].tolist() == [True, True, False, True, False]
     got, tr = run_blocks(params, ctxs, rngs, values, public)
     np.testing.assert_array_equal(got, want)
-    assert tr.rounds == params.rounds("sign", "blocks4") == sum(params.sign_rounds_with("blocks4"))
+    rounds = reveal_mode("sign").rounds(params, "blocks4")
+    assert tr.rounds == rounds == sum(params.sign_rounds_with("blocks4"))
     # every party at an extreme: the sum spans the whole range without wrapping
     for sign in (1.0, -1.0):
         ext = [np.full(4, sign * big) for _ in range(m)]
@@ -126,7 +120,7 @@ def test_five_online_rounds_after_two_input_independent_rounds(m: int) -> None:
     params, ctxs, rngs = session(m, 41, seed="rounds")
     assert params.sign_rounds_with("blocks4") == (2, 5)
     assert params.sign_rounds_with("inline") == params.sign_rounds == (1, 6)
-    assert params.rounds("sign", "blocks4") == params.rounds("sign") == 7
+    assert reveal_mode("sign").rounds(params, "blocks4") == reveal_mode("sign").rounds(params) == 7
     n = 20
     logs = []
     for mean in (-3.0, 3.0):
@@ -149,15 +143,15 @@ def test_blocks4_refuses_lazy_coins_and_pair_material() -> None:
     _, ctxs, rngs = session(3)
     vals = np.zeros(4)
     with pytest.raises(ValueError, match=r"inline sign precompute only.*'blocks4'"):
-        decide_party("sign", ctxs[1], vals, None, 1, rngs[1], precompute="blocks4", lazy=LazyCoin(1, 1))
+        sign_party(ctxs[1], vals, None, 1, rngs[1], precompute="blocks4", lazy=LazyCoin(1, 1))
     mats, _ = run_in_memory({p: precompute_sign(c, 4, 9, rngs[p]) for p, c in ctxs.items()})
     with pytest.raises(ValueError, match=r"blocks4.*pair-only"):
-        decide_party("sign", ctxs[1], vals, None, 1, rngs[1], material=mats[1], precompute="blocks4")
+        sign_party(ctxs[1], vals, None, 1, rngs[1], material=mats[1], precompute="blocks4")
     blk, _ = run_in_memory({p: precompute_blocks(c, 4, 10, rngs[p]) for p, c in ctxs.items()})
     with pytest.raises(ValueError, match=r"needs precompute 'blocks4'"):
-        decide_party("sign", ctxs[1], vals, None, 1, rngs[1], material=blk[1])
+        sign_party(ctxs[1], vals, None, 1, rngs[1], material=blk[1])
     with pytest.raises(ValueError, match="material is for 4"):
-        decide_party("sign", ctxs[1], np.zeros(5), None, 1, rngs[1], material=blk[1], precompute="blocks4")
+        sign_party(ctxs[1], np.zeros(5), None, 1, rngs[1], material=blk[1], precompute="blocks4")
 
 
 @pytest.mark.parametrize("m", [3, 7])
@@ -173,12 +167,12 @@ def test_blocks4_material_ahead_then_five_rounds(m: int) -> None:
     mats, tr_pre = run_in_memory({p: precompute_blocks(c, n, 50, rngs[p]) for p, c in ctxs.items()})
     assert tr_pre.rounds == 2
     machines = {
-        p: decide_party("sign", c, values[p - 1], None, 51, rngs[p], material=mats[p], precompute="blocks4")
+        p: sign_party(c, values[p - 1], None, 51, rngs[p], material=mats[p], precompute="blocks4")
         for p, c in ctxs.items()
     }
     _, tr = run_in_memory(machines)
     assert tr.rounds == params.sign_rounds_with("blocks4")[1] == 5
-    got = decide_receiver("sign", params, tr.to_receiver[-1], n).accept
+    got = sign_receiver(params, tr.to_receiver[-1], n).accept
     np.testing.assert_array_equal(got, plaintext_decisions(values, None, params.fmt))
     assert got[:3].tolist() == [True, True, False]
 

@@ -12,9 +12,10 @@ import pytest
 from scipy import stats
 
 from hss import field as F
-from hss.protocols import PartyContext, SessionParams, decide_party
+from hss.modes import TermsBatch, reveal_mode
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Payload, ProtocolError, Transcript, run_in_memory
+from hss.session import PartyContext, SessionParams
 from hss.svt import SvtFormat, svt_decide_party, svt_decide_receiver, svt_plaintext
 from mechanisms.abcdp.distances import RandomFourierFeatures
 from mechanisms.abcdp.svt import svt_decide_squared
@@ -251,11 +252,14 @@ def test_budget_and_bad_inputs_are_refused() -> None:
         with pytest.raises(ValueError, match=msg):
             call(**kwargs)  # type: ignore[arg-type]
     two = SessionParams(m=2, t=0, session_id=b"two-party")
-    assert params.supports("svt") and not two.supports("svt")
+    assert reveal_mode("svt").supported_by(params) and not reveal_mode("svt").supported_by(two)
     with pytest.raises(ValueError, match="honest majority"):
-        two.check_mode("svt")
-    with pytest.raises(ValueError, match="svt_decide_party"):
-        decide_party("svt", ctxs[1], np.zeros(2), None, 1, rngs[1])
+        reveal_mode("svt").check_supported(two)
+    with pytest.raises(ValueError, match="reveal mode 'svt' needs an honest majority"):
+        two_ctx = make_session(2, t=0, seed="svt-two")[1][1]
+        svt_decide_party(two_ctx, fmt, ok_s, ok_p, ok_t, 0.1, 1, 1, rngs[1])
+    with pytest.raises(ValueError, match="takes features, not decision terms"):
+        reveal_mode("svt").machine(ctxs[1], TermsBatch(np.zeros(2), None, 1, rngs[1]))
     _, ctx5, rng5 = make_session(5, seed="svt-bad5")
     with pytest.raises(ValueError, match="max_parties = 3"):
         svt_decide_party(ctx5[1], fmt, ok_s, ok_p, ok_t, 0.1, 1, 1, rng5[1])

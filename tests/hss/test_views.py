@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 
 from hss import field as F
-from hss.protocols import decide_party
+from hss.modes import TermsBatch, reveal_mode
 from hss.runtime import RECEIVER, Payload, Transcript, run_in_memory
 from tests.hss.conftest import make_session
 
@@ -40,7 +40,10 @@ def views(
     gen = np.random.default_rng(11)
     values = {p: (np.full(n, -0.75) if p in coalition else gen.normal(secrets, 3.0, n)) for p in ctxs}
     blind = {p: np.full(n, 0.5) for p in ctxs}
-    machines = {p: decide_party(mode, c, values[p], None, 1, rngs[p], blind[p]) for p, c in ctxs.items()}
+    entry = reveal_mode(mode)
+    machines = {
+        p: entry.machine(c, TermsBatch(values[p], None, 1, rngs[p], blind=blind[p])) for p, c in ctxs.items()
+    }
     _, tr = run_in_memory(machines, keep_log=True)
     seen: dict[int, list[npt.NDArray[np.int64]]] = defaultdict(list)
     # a broadcast reaches every member: count what one member (the lowest) receives, so no sample repeats

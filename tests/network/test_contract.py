@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hss.protocols import PartyContext, SessionParams, decide_party, decide_receiver, key_setup
+from hss.modes import TermsBatch, reveal_mode
 from hss.randomness import SecureRandom, derive_key
 from hss.runtime import run_in_memory
+from hss.session import PartyContext, SessionParams, key_setup
 from parties.analyses import Dataset
 from parties.registry import get_analysis
 from tests.network.helpers import coordinator_for, gaussian_terms, inproc_consortium, party_data
@@ -45,12 +46,12 @@ def reference(
             rng = SecureRandom(derive_key(noise_key, SID, b"step/%d" % step))
             analysis = get_analysis("gaussian-mean")  # the analysis the daemons serve under that name
             terms = analysis.terms(Dataset({"x": data[j - 1]}), params, inputs, n, m, mode, rng)
-            machines[j] = decide_party(
-                mode, ctx[j], terms.values, terms.public, step, proto[j], blind=terms.blind,
-                precompute=precompute,
+            batch = TermsBatch(
+                terms.values, terms.public, step, proto[j], blind=terms.blind, precompute=precompute
             )
+            machines[j] = reveal_mode(mode).machine(ctx[j], batch)
         _, tr = run_in_memory(machines)
-        out.append((decide_receiver(mode, sp, tr.to_receiver[-1], n), tr.to_receiver[-1]))
+        out.append((reveal_mode(mode).receiver(sp, tr.to_receiver[-1], n), tr.to_receiver[-1]))
     return out
 
 
@@ -89,7 +90,7 @@ def test_grpc_matches_in_memory(tmp_path: Path, mode: str, topology: str) -> Non
             for b in batches:
                 tr = await sess.evaluate_transcript(b, n)
                 inbox = {j: msgs[-1][1] for j, msgs in tr.messages.items()}
-                got.append((decide_receiver(mode, sess.spec.params(), inbox, n), inbox))
+                got.append((reveal_mode(mode).receiver(sess.spec.params(), inbox, n), inbox))
             await sess.close()
             return got
 

@@ -9,9 +9,10 @@ import time
 import numpy as np
 import pytest
 
-from hss.protocols import PartyContext, SessionParams, decide_party, decide_receiver, key_setup
+from hss.modes import TermsBatch, reveal_mode
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Machine, PartyGen, run_in_memory
+from hss.session import PartyContext, SessionParams, key_setup
 from parties.exchange import LinkLost, Mailbox, Refused, run_local
 from proto.records import Frame, Kind
 
@@ -61,14 +62,9 @@ def test_hss_protocols_identical_over_run_local(mode: str) -> None:
 
     def machines(rngs: dict[int, SecureRandom], keys: dict[int, object]) -> dict[int, Machine[object]]:
         return {
-            j: decide_party(
-                mode,
-                PartyContext(params, keys[j]),
-                vals[j],
-                None,
-                3,
-                rngs[j],  # type: ignore[arg-type]
-                blind=blind[j],
+            j: reveal_mode(mode).machine(
+                PartyContext(params, keys[j]),  # type: ignore[arg-type]
+                TermsBatch(vals[j], None, 3, rngs[j], blind=blind[j]),
             )
             for j in rngs
         }
@@ -82,8 +78,8 @@ def test_hss_protocols_identical_over_run_local(mode: str) -> None:
     assert len(rec) == len(tr.to_receiver)
     for j in range(1, m + 1):
         np.testing.assert_array_equal(rec[-1][j], tr.to_receiver[-1][j])
-    d1 = decide_receiver(mode, params, tr.to_receiver[-1], n)
-    d2 = decide_receiver(mode, params, rec[-1], n)
+    d1 = reveal_mode(mode).receiver(params, tr.to_receiver[-1], n)
+    d2 = reveal_mode(mode).receiver(params, rec[-1], n)
     np.testing.assert_array_equal(d1.accept, d2.accept)
 
 

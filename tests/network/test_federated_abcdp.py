@@ -28,7 +28,7 @@ import pytest
 from coordinator.abcdp import charged_epsilons, run_federated_abcdp, session_params
 from coordinator.api import BlockingCoordinator, SessionError
 from hss import field as F
-from hss.protocols import receive_opened
+from hss.primitives import receive_opened
 from hss.randomness import SecureRandom, derive_key
 from mechanisms.abcdp.candidates import CandidateQueue, reference_decisions
 from mechanisms.abcdp.federated import (

@@ -122,10 +122,10 @@ def test_ahead_gives_the_plaintext_decisions(tmp_path: Path, topology: str, prec
 
 
 def await_decisions(sess: Any, tr: Any, n: int) -> Any:
-    from hss.protocols import decide_receiver
+    from hss.protocols import sign_receiver
 
     inbox = {j: msgs[-1][1] for j, msgs in tr.messages.items()}
-    return decide_receiver("sign", sess.spec.params(), inbox, n).accept
+    return sign_receiver(sess.spec.params(), inbox, n).accept
 
 
 def test_probe_discards_the_pool_and_close_cancels_it(

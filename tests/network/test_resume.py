@@ -25,7 +25,7 @@ import pytest
 
 from coordinator.api import BlockingCoordinator, Coordinator, CoordinatorSession, SessionError, StepTranscript
 from coordinator.certs import party_identity
-from hss.protocols import decide_receiver
+from hss.modes import reveal_mode
 from mechanisms.privacy import GaussianEvent
 from parties.config import load_config
 from parties.daemon import PartyDaemon, reproducible
@@ -466,7 +466,7 @@ def test_resume_after_coordinator_crash_replays_without_a_second_charge(tmp_path
 
 def _decode(sess: CoordinatorSession, tr: StepTranscript) -> npt.NDArray[np.bool_]:
     inbox = {pid: msgs[-1][1] for pid, msgs in tr.messages.items()}
-    return decide_receiver(sess.spec.reveal_mode, sess.spec.params(), inbox, N).accept
+    return reveal_mode(sess.spec.reveal_mode).receiver(sess.spec.params(), inbox, N).accept
 
 
 def test_step_not_held_by_every_party_is_evaluated_afresh_and_charged_once(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hss.protocols import decide_receiver
+from hss.protocols import sign_receiver
 from tests.network.helpers import coordinator_for, inproc_consortium, party_data
 from tests.network.test_contract import SID, reference
 
@@ -50,7 +50,7 @@ def test_blocks4_over_grpc_matches_in_memory(tmp_path: Path, topology: str) -> N
                 tr = await sess.evaluate_transcript(b, n)
                 inbox = {j: msgs[-1][1] for j, msgs in tr.messages.items()}
                 rounds = max(msgs[-1][0] for msgs in tr.messages.values())
-                got.append((decide_receiver("sign", sess.spec.params(), inbox, n), inbox, rounds))
+                got.append((sign_receiver(sess.spec.params(), inbox, n), inbox, rounds))
             await sess.close()
             return got
 

@@ -11,8 +11,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from hss.protocols import LazyCoin, SessionParams, decide_party, decide_receiver
+from hss.lazy_coin import LazyCoin
+from hss.modes import TERMS_MODES, TermsBatch, reveal_mode
+from hss.protocols import sign_party, sign_receiver
 from hss.runtime import run_in_memory
+from hss.session import SessionParams
 from mechanisms.samplers import (
     ConfidentialRule,
     DecisionRequest,
@@ -73,20 +76,25 @@ def test_lazy_refuses_other_modes_and_pooled_precompute() -> None:
     params = SessionParams(m=3, t=1, session_id=b"s" * 16)
     dec = HssDecide.setup("blinded", 3, {p: fixed_rng(f"lz/{p}") for p in range(1, 4)})
     ctx, coin, z = dec.ctxs[1], LazyCoin(1, 1), np.zeros(2)
-    with pytest.raises(ValueError, match="reveal mode 'sign' only"):
-        decide_party("blinded", ctx, z, None, 1, fixed_rng("x"), blind=np.ones(2), lazy=coin)
+    for mode in TERMS_MODES:  # the table's lazy_coin flag is what the party machine accepts
+        batch = TermsBatch(z, None, 1, fixed_rng("x"), blind=np.ones(2), lazy=coin)
+        if reveal_mode(mode).lazy_coin:
+            reveal_mode(mode).machine(ctx, batch)
+        else:
+            with pytest.raises(ValueError, match=f"reveal mode 'sign' only, not '{mode}'"):
+                reveal_mode(mode).machine(ctx, batch)
     with pytest.raises(ValueError, match="inline sign precompute"):
-        decide_party("sign", ctx, z, None, 1, fixed_rng("x"), precompute="pooled", lazy=coin)
+        sign_party(ctx, z, None, 1, fixed_rng("x"), precompute="pooled", lazy=coin)
     with pytest.raises(ValueError, match="inline sign precompute only"):  # issue 16: not with blocks4
-        decide_party("sign", ctx, z, None, 1, fixed_rng("x"), precompute="blocks4", lazy=coin)
+        sign_party(ctx, z, None, 1, fixed_rng("x"), precompute="blocks4", lazy=coin)
     # a receiver cannot tell a lazy batch from a plain one: the output is a bit per decision
     sign = HssDecide.setup("sign", 3, {p: fixed_rng(f"lz2/{p}") for p in range(1, 4)}, lazy=LazyCoin(3, 2))
     machines = {
-        p: decide_party("sign", sign.ctxs[p], np.ones(4), None, 1, sign.rngs[p], lazy=LazyCoin(3, 2))
+        p: sign_party(sign.ctxs[p], np.ones(4), None, 1, sign.rngs[p], lazy=LazyCoin(3, 2))
         for p in range(1, 4)
     }
     _, tr = run_in_memory(machines)
-    out = decide_receiver("sign", params, tr.to_receiver[-1], 4)
+    out = sign_receiver(params, tr.to_receiver[-1], 4)
     assert out.revealed is None and out.accept.dtype == bool
 
 
