@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -264,12 +264,3 @@ def summed_noise_by_candidate(result: InMemoryAbcdpResult) -> FloatArray:
         for i in range(used):
             noise[int(bt.ids[i])] = float(total[i])
     return np.array([noise[int(i)] for i in result.decided_ids])
-
-
-def trace_params(result: InMemoryAbcdpResult) -> dict[str, Any]:
-    """Public counters of a run, JSON-able (for tables and audit logs)."""
-    return {
-        "n_evaluated": result.n_evaluated, "n_accepted": result.n_accepted, "halted": result.halted,
-        "n_suppressed": result.n_suppressed, "n_batches": result.n_batches, "rounds": result.rounds,
-        "messages": result.messages, "bytes": result.bytes_sent, "n_clamped": result.n_clamped,
-    }
