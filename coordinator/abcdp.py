@@ -90,10 +90,6 @@ class AbcdpProgress:
     sent: int
     elapsed_s: float
 
-    @property
-    def fraction(self) -> float:
-        return self.accepted / self.c
-
 
 ProgressFn = Callable[[AbcdpProgress], None]
 

@@ -40,7 +40,7 @@ import os
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import grpc
 import numpy as np
@@ -158,14 +158,21 @@ class Coordinator:
         method: str,
         step: int | None = None,
         timeout_s: float | None = None,
+        *,
+        failures: Literal["raise", "collect"] = "raise",
     ) -> dict[int, Any]:
-        """One unary RPC to every party in parallel; the first failure cancels the rest and raises."""
+        """One unary RPC to every party in parallel. ``failures="raise"``: the first failure cancels the rest
+        and raises :class:`SessionError`. ``"collect"`` (``confar privacy plan`` / ``report``, which print
+        what each party answers): a failed party's entry is the reason as text (``"CODE: details"``) and
+        the others still answer."""
         to = timeout_s or self.rpc_timeout_s
 
         async def one(pid: int) -> Any:
             try:
                 return await getattr(self._stubs[pid], method)(make(pid), timeout=to, metadata=self._md())
             except grpc.aio.AioRpcError as exc:
+                if failures == "collect":
+                    return f"{exc.code().name}: {exc.details()}"
                 where = f" at step {step}" if step is not None else ""
                 raise SessionError(
                     f"{what}{where}: party {pid} ({self.parties[pid - 1].identity}) failed: "

@@ -8,11 +8,10 @@ started has been stopped.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from typing import Any
 
-from coordinator.commands import COMMANDS, EXIT_FAILURE, EXIT_INTERRUPTED, Command, Target
+from coordinator.commands import COMMANDS, EXIT_FAILURE, EXIT_INTERRUPTED, Command, Target, import_by_name
 
 
 def _add(sub: Any, entries: list[tuple[str, Target]], depth: int) -> None:
@@ -23,7 +22,7 @@ def _add(sub: Any, entries: list[tuple[str, Target]], depth: int) -> None:
             p.set_defaults(_run=target.run)
             continue
         try:
-            mod = importlib.import_module(target)
+            mod = import_by_name(target)
         except ImportError as exc:  # a command whose module is missing must not break the others
             p = sub.add_parser(name, help=f"(unavailable: {exc})")
             p.set_defaults(_run=lambda _a, exc=exc: _unavailable(exc))

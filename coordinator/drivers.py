@@ -35,7 +35,6 @@ from coordinator.run_privacy import (
 from coordinator.sampler_settings import MH_KINDS
 from mechanisms.samplers import AdaptiveMH, AdaptiveState, MHState, PublicSeeds, RandomWalkMH
 from mechanisms.samplers.rejection import RejectionSampler
-from mechanisms.samplers.requests import DecisionRequest
 from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
 
@@ -237,18 +236,12 @@ class RejectionDriver(Driver):
             self.model, decide, batch_size=s.batch_size, max_sensitivity=s.max_sensitivity
         )
         n = min(s.batch_size, s.max_proposals - self.proposed)
-        ts, public = sampler.propose(self.seeds.rng(self.batch), n)
-        public = sampler.capped(ts, public)  # outside A = {range <= max_sensitivity}: rejected publicly
-        acc = np.zeros(n, dtype=bool)
-        ok = np.flatnonzero(np.isfinite(public))
-        if ok.size:
-            acc[ok] = decide(DecisionRequest(kind="rejection", theta_star=ts[ok], public=public[ok]))
-            self.asked += int(ok.size)
-        take = ts[acc][: s.n_accept - self.kept]
-        rows = np.column_stack([take, np.full(take.shape[0], float(self.batch))])
-        self.proposed += n
-        self.accepted += int(acc.sum())
-        self.kept += take.shape[0]
+        st = sampler.step(self.seeds.rng(self.batch), n, s.n_accept - self.kept)
+        rows = np.column_stack([st.kept, np.full(st.kept.shape[0], float(self.batch))])
+        self.asked += st.asked
+        self.proposed += st.proposed
+        self.accepted += st.accepted
+        self.kept += st.kept.shape[0]
         self.batch += 1
         return np.asarray(rows, dtype=np.float64)
 

@@ -53,9 +53,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import grpc
 import numpy as np
 
+from coordinator.api import Coordinator
 from coordinator.tables import Reader
 from hss.fixedpoint import FixedPoint, max_threshold
 from mechanisms.privacy import (
@@ -73,10 +73,10 @@ from mechanisms.privacy import (
     plot_tradeoffs,
     reveal_privacy,
 )
-from proto import party_pb2_grpc, serde_privacy
+from proto import serde_privacy
 from proto.records import LedgerReport, PlanAnswer
 from proto.spec import PartyEntry, SessionSpec, SpecError, default_identity
-from proto.tls import TlsError, TlsMaterial, call_metadata, secure_channel
+from proto.tls import TlsError, TlsMaterial
 
 RELAY_PLACEHOLDER = "plan.invalid:1"  # a relay session's spec needs an address; a plan never connects
 
@@ -232,21 +232,10 @@ def planned_spec(pf: PlanFile) -> SessionSpec:
 
 
 async def ask_all(pf: PlanFile, method: str, request: Any) -> dict[int, Any]:
-    """One unary call per party, in parallel; a party's entry is its response or an error string."""
-    md = call_metadata(pf.tls, pf.identity)
-
-    async def one(p: PartyEntry) -> Any:
-        ch = secure_channel(p.address, pf.tls, p.identity)
-        try:
-            stub = party_pb2_grpc.PartyStub(ch)
-            return await getattr(stub, method)(request, timeout=pf.rpc_timeout_s, metadata=md)
-        except grpc.aio.AioRpcError as exc:
-            return f"{exc.code().name}: {exc.details()}"
-        finally:
-            await ch.close(grace=None)
-
-    results = await asyncio.gather(*(one(p) for p in pf.parties))
-    return {p.id: r for p, r in zip(pf.parties, results, strict=True)}
+    """One unary call per party of ``pf``, in parallel (:meth:`coordinator.api.Coordinator.call_all`); a
+    party's entry is its response, or why it could not be asked (``"CODE: details"``)."""
+    async with Coordinator(pf.parties, pf.tls, identity=pf.identity, rpc_timeout_s=pf.rpc_timeout_s) as coord:
+        return await coord.call_all(method, lambda _: request, method, failures="collect")
 
 
 def plan(pf: PlanFile) -> dict[int, PlanAnswer | str]:

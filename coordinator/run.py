@@ -37,7 +37,6 @@ Exit codes: 0 done; 1 the run failed or a party refused (reasons printed); 2 bad
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import time
 from collections.abc import Callable
@@ -57,6 +56,7 @@ from coordinator.checkpoint import (
     load_resumed,
     now,
 )
+from coordinator.commands import import_by_name
 from coordinator.decider import NetworkDecider
 from coordinator.drivers import MHDriver, RejectionDriver, make_driver, run_abcdp
 from coordinator.experiment import Experiment, check_model, load_experiment
@@ -70,7 +70,7 @@ from proto.tls import TlsMaterial
 F64 = npt.NDArray[np.float64]
 
 HELP = "run an experiment file: privacy dry run, confidential sampling with checkpoints, outputs"
-SIMULATE_MODULE = "simulations.run_local"  # loaded by name: coordinator never imports simulations
+SIMULATE_MODULE = "simulations.run_local"  # through coordinator.commands.import_by_name (no import arrow)
 
 
 # ---- the run ---------------------------------------------------------------------------------------------
@@ -301,7 +301,7 @@ def check(exp: Experiment, simulate: bool) -> int:
 
     problems = check_model(exp)
     if simulate and not problems and exp.simulate is not None:
-        mod = importlib.import_module(SIMULATE_MODULE)
+        mod = import_by_name(SIMULATE_MODULE)
         try:
             data = mod.synthetic_data(exp)
         except ValueError as exc:
@@ -361,7 +361,7 @@ def run(args: argparse.Namespace) -> int:
     out_dir = args.resume if args.resume is not None else exp.output_dir
     try:
         if simulate:
-            mod = importlib.import_module(SIMULATE_MODULE)
+            mod = import_by_name(SIMULATE_MODULE)
             outcome = mod.simulate_experiment(
                 exp,
                 out_dir,

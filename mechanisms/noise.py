@@ -7,7 +7,6 @@ Gamma(1/m, 1) shares here make an accept-reject decision exact rather than provi
 
 * :func:`gamma_shares`: V_j ~ Gamma(1/m, 1). The sum of the m parties' shares is Exp(1) = -log U, which
   turns "accept iff r >= U" into "accept iff log r + sum_j V_j >= 0" (Aslett et al. 2025).
-* :func:`exp1`: W ~ Exp(1) (the blinding factor of the blinded reveal is a sum of Gamma(1/m, 1) shares).
 * :func:`normal`: λ ~ N(0, σ²) (a party's Yıldırım–Ermiş penalty noise), inverse CDF of CSPRNG uniforms.
 """
 
@@ -26,11 +25,6 @@ def gamma_shares(rng: SecureRandom, m: int, shape: int | tuple[int, ...]) -> npt
         raise ValueError(f"number of parties m must be >= 1, got {m}")
     u = rng.uniform(shape)
     return np.asarray(special.gammainccinv(1.0 / m, u), dtype=np.float64)
-
-
-def exp1(rng: SecureRandom, shape: int | tuple[int, ...]) -> npt.NDArray[np.float64]:
-    """Exp(1) draws: -log U with U uniform in (0, 1)."""
-    return -np.log(rng.uniform(shape))
 
 
 def normal(rng: SecureRandom, sigma: npt.ArrayLike, shape: int | tuple[int, ...]) -> npt.NDArray[np.float64]:

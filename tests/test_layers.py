@@ -11,12 +11,14 @@ the party's answers), mutual TLS (``proto.tls``) and durable writes (``proto.fil
 ``hss`` (a session's fixed-point format and protocol parameters) but not ``mechanisms``, and neither ``hss``
 nor ``mechanisms`` imports it. ``parties/`` and ``coordinator/`` both build on ``proto`` and never import
 each other: all they exchange goes through the wire contract. Only ``simulations/``, which launches both,
-imports both.
+imports both. One named exception: the coordinator loads modules of ``simulations/`` by name through one
+function (:data:`SIMULATIONS_BY_NAME`), and a second by-name import in ``coordinator/`` or ``parties/`` fails.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,6 +62,66 @@ def test_pure_layers_do_no_network_io() -> None:
     for pkg in ("hss", "mechanisms"):
         for path in (ROOT / pkg).rglob("*.py"):
             assert not imported_tops(path) & {"socket", "urllib", "http", "requests"}, path
+
+
+#: The one exception to "coordinator never imports simulations": the coordinator imports modules of
+#: ``simulations/`` by name, when called, through this one function (the command table's modules, ``confar run
+#: --simulate``'s local consortium, ``confar privacy audit``'s engine), so no import statement points up.
+SIMULATIONS_BY_NAME = ("coordinator/commands/__init__.py", "import_by_name")
+#: Calls that import a module named at run time.
+BY_NAME_CALLS = {
+    "import_module", "__import__", "spec_from_file_location", "module_from_spec", "run_module", "run_path"
+}
+
+
+def _by_name_imports(path: Path) -> set[tuple[str, str]]:
+    """(file, enclosing function) of every call in ``path`` that imports a module named at run time."""
+    rel = str(path.relative_to(ROOT))
+    found: set[tuple[str, str]] = set()
+
+    def visit(node: ast.AST, where: str) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            where = node.name
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in BY_NAME_CALLS:
+                found.add((rel, where))
+        for child in ast.iter_child_nodes(node):
+            visit(child, where)
+
+    visit(ast.parse(path.read_text(), filename=rel), "<module>")
+    return found
+
+
+def test_coordinator_reaches_simulations_only_through_its_one_by_name_import() -> None:
+    """``coordinator/`` and ``parties/`` import by name in exactly one place, :data:`SIMULATIONS_BY_NAME`: a
+    second such import (which the import checks above cannot see) fails here, and so does removing it
+    without removing this exception."""
+    paths = [p for pkg in ("coordinator", "parties") for p in sorted((ROOT / pkg).rglob("*.py"))]
+    found = set().union(*(_by_name_imports(p) for p in paths))
+    assert found == {SIMULATIONS_BY_NAME}, (
+        f"by-name imports in coordinator/ and parties/: {sorted(found)}; the one allowed is "
+        f"{SIMULATIONS_BY_NAME} (use it, or move the code to simulations/)"
+    )
+
+
+def test_by_name_imports_of_simulations_resolve() -> None:
+    """Every module of ``simulations/`` the coordinator names (for :data:`SIMULATIONS_BY_NAME`) exists, so a
+    by-name import never silently points at nothing; ``parties/`` names none."""
+    import importlib.util
+
+    for pkg in ("coordinator", "parties"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                    continue
+                name = node.value
+                if not re.fullmatch(r"simulations(\.\w+)*", name):
+                    continue
+                where = f"{path.relative_to(ROOT)}:{node.lineno} names {name!r}"
+                assert pkg == "coordinator", f"{where}: parties never reach simulations/"
+                assert importlib.util.find_spec(name) is not None, f"{where}: no such module"
 
 
 def _module_name(path: Path) -> str:

@@ -7,6 +7,11 @@ imported by name when the parser is built (an unimportable one is listed as unav
 ``simulations/`` (the composition layer, which may import everything: the benchmarks, the local
 consortium) add no import arrow from ``coordinator`` to ``simulations``.
 
+:func:`import_by_name` is the coordinator's one way to reach ``simulations/``: the command table's
+modules, ``confar run --simulate``'s local consortium and ``confar privacy audit``'s engine all go through
+it. ``tests/test_layers.py`` names it as the one exception to "coordinator never imports simulations" and
+fails on any other by-name import in ``coordinator/`` or ``parties/``.
+
 To add a command: an entry in a group's ``SUBCOMMANDS`` (a :class:`Command` next to its siblings, or a
 module), or a new group module listed here.
 
@@ -18,8 +23,10 @@ command started has been stopped. A command may add its own (``confar privacy au
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -34,6 +41,13 @@ class Command:
 
 
 Target = Command | str
+
+
+def import_by_name(name: str) -> ModuleType:
+    """Import the module ``name`` (dotted) when called, not when this package is loaded: how the coordinator
+    uses modules of ``simulations/``, the layer above it, without an import arrow pointing up."""
+    return importlib.import_module(name)
+
 COMMANDS: list[tuple[str, Target]] = [
     ("certs", "coordinator.commands.certs"),
     ("simulate", "simulations.launcher"),

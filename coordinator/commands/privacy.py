@@ -9,8 +9,9 @@
   ``mechanisms.privacy`` (GDP mu when every event has a GDP bound; eps at delta), and with ``--plot`` one
   trade-off plot per party. PLAN.toml's ``[session]`` is not needed. Exit 1 when a party could not be asked.
 * ``confar privacy audit AUDIT.toml --out DIR``: a membership-inference audit of a registry's stated
-  guarantee on the real protocol; the engine is :mod:`simulations.privacy_audit`, loaded by name (the
-  coordinator never imports simulations). Exit 0 consistent (or no finite claim, reported), 1 VIOLATED.
+  guarantee on the real protocol; the engine is :mod:`simulations.privacy_audit`, loaded by name
+  (``coordinator.commands.import_by_name``: the coordinator never imports simulations). Exit 0
+  consistent (or no finite claim, reported), 1 VIOLATED.
 
 PLAN.toml's schema is in :mod:`coordinator.privacy`. Exit 2: a bad file or argument.
 """
@@ -18,11 +19,10 @@ PLAN.toml's schema is in :mod:`coordinator.privacy`. Exit 2: a bad file or argum
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from pathlib import Path
 
-from coordinator.commands import Command, Target
+from coordinator.commands import Command, Target, import_by_name
 
 HELP = (
     "privacy budgets: plan (dry run of a session at every party), report (what each party spent) and audit "
@@ -110,7 +110,7 @@ def _audit_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    engine = importlib.import_module(AUDIT_ENGINE)
+    engine = import_by_name(AUDIT_ENGINE)
     return int(engine.run(args))
 
 

@@ -17,7 +17,7 @@ were made, exactly like the samplers' deciders (``mechanisms.samplers.decision``
 
 * ``mechanisms.abcdp.federated_run.LocalSvtParties`` — the m parties' SVT on shares in this process
   (``hss.svt`` over ``hss.runtime.run_in_memory``), or the float reference of the same gated decisions;
-* ``coordinator.abcdp.NetworkSvtDecider`` — one ``Evaluate`` step of a session in reveal mode ``svt``.
+* ``coordinator.decider.NetworkSvtDecider`` — one ``Evaluate`` step of a session in reveal mode ``svt``.
 
 Resume: ``on_step`` receives an :class:`AbcdpState` after every settled step — the candidate queue bit for
 bit, the proposer's public generator state, the steps and candidates sent — and ``AbcdpState.to_json`` /

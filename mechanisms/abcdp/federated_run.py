@@ -1,13 +1,14 @@
 """In-memory federated c-sample ABCDP: m party machines and the coordinator's queue in one process.
 
 :class:`LocalSvtParties` is the in-memory SVT decider of :func:`mechanisms.abcdp.driver.drive_abcdp` (the
-network one is ``coordinator.abcdp.NetworkSvtDecider``): the pieces of :mod:`mechanisms.abcdp.federated`
+network one is ``coordinator.decider.NetworkSvtDecider``): the pieces of :mod:`mechanisms.abcdp.federated`
 the way the party daemons run them, with :func:`hss.runtime.run_in_memory` as the transport: one key setup
 per run, then per batch every party computes its τ_j (:meth:`PartySvtState.noise_for_batch`), the parties
 run ``hss.svt.svt_decide_party`` on (S_j, φ̄, τ_j), the coordinator decodes the gated accept bits with
 ``hss.svt.svt_decide_receiver`` and the parties update their states; the driver settles its
 :class:`CandidateQueue` (suppressed candidates are re-evaluated with fresh noise).
-:func:`run_federated_abcdp` wires the two together. Used by tests (the federated decisions against the
+:func:`run_abcdp_in_memory` wires the two together (the run over the party network is
+``coordinator.abcdp.run_federated_abcdp``). Used by tests (the federated decisions against the
 single-owner ones for the same noise) and by the federated toy reproduction in ``simulations/abcdp_repro/``.
 
 ``backend="plaintext"`` replaces the protocol by :func:`candidates.reference_decisions` (float arithmetic,
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -61,7 +62,7 @@ class BatchTrace:
 
 
 @dataclass(frozen=True)
-class FederatedABCDPResult(ABCDPResult):
+class InMemoryAbcdpResult(ABCDPResult):
     """An :class:`ABCDPResult` of a federated run plus what the parties and the transport saw.
 
     Attributes (beyond ABCDPResult's):
@@ -180,7 +181,7 @@ class LocalSvtParties:
         return bits
 
 
-def run_federated_abcdp(
+def run_abcdp_in_memory(
     plan: FederatedSvtPlan,
     shards: Sequence[npt.ArrayLike],
     propose: FederatedProposer,
@@ -193,7 +194,7 @@ def run_federated_abcdp(
     keep_trace: bool = False,
     adaptive_batch: bool = True,
     min_batch: int = 8,
-) -> FederatedABCDPResult:
+) -> InMemoryAbcdpResult:
     """Run federated c-sample ABCDP until c accepts or ``max_candidates`` revealed decisions.
 
     ``shards[j - 1]`` are party j's records ((n_j, d), Σ n_j = plan.n_records); ``secret_rngs`` maps
@@ -227,10 +228,10 @@ def run_federated_abcdp(
     return _result(plan, end, parties)
 
 
-def _result(plan: FederatedSvtPlan, end: AbcdpState, parties: LocalSvtParties) -> FederatedABCDPResult:
+def _result(plan: FederatedSvtPlan, end: AbcdpState, parties: LocalSvtParties) -> InMemoryAbcdpResult:
     queue, mpc = end.queue, parties.mpc
     decisions = queue.decisions
-    return FederatedABCDPResult(
+    return InMemoryAbcdpResult(
         thetas=queue.accepted_thetas,
         accepted_index=np.flatnonzero(decisions).astype(np.int64),
         decisions=decisions,
@@ -249,7 +250,7 @@ def _result(plan: FederatedSvtPlan, end: AbcdpState, parties: LocalSvtParties) -
     )
 
 
-def summed_noise_by_candidate(result: FederatedABCDPResult) -> FloatArray:
+def summed_noise_by_candidate(result: InMemoryAbcdpResult) -> FloatArray:
     """Σ_j τ_j used at each decided candidate's revealed evaluation, in decision order (needs a trace).
 
     Suppressed evaluations are skipped: their noise never influenced a revealed bit.
@@ -264,12 +265,3 @@ def summed_noise_by_candidate(result: FederatedABCDPResult) -> FloatArray:
         for i in range(used):
             noise[int(bt.ids[i])] = float(total[i])
     return np.array([noise[int(i)] for i in result.decided_ids])
-
-
-def trace_params(result: FederatedABCDPResult) -> dict[str, Any]:
-    """Public counters of a run, JSON-able (for tables and audit logs)."""
-    return {
-        "n_evaluated": result.n_evaluated, "n_accepted": result.n_accepted, "halted": result.halted,
-        "n_suppressed": result.n_suppressed, "n_batches": result.n_batches, "rounds": result.rounds,
-        "messages": result.messages, "bytes": result.bytes_sent, "n_clamped": result.n_clamped,
-    }

@@ -7,7 +7,6 @@ numerically careful ``log(1 - exp(x))``, and composite Gauss–Legendre nodes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -65,8 +64,3 @@ def composite_gauss_legendre(panels: int, order: int) -> tuple[FloatArray, Float
     nodes = (mids[:, None] + half[:, None] * x[None, :]).ravel()
     weights = (half[:, None] * w[None, :]).ravel()
     return nodes.astype(np.float64), weights.astype(np.float64)
-
-
-def is_scalar(x: Any) -> bool:
-    """True when ``x`` is a Python/NumPy scalar or a 0-d array."""
-    return bool(np.ndim(x) == 0)

@@ -78,13 +78,6 @@ def penalty_gdp_mu(sensitivity: float, sigma: float, threat: ThreatModel) -> flo
     return sensitivity / (sigma * math.sqrt(threat.residual_parties))
 
 
-def _gdp_profile(mu: float, what: str, threat: ThreatModel) -> PrivacyProfile:
-    return PrivacyProfile.from_gdp(
-        mu,
-        description=f"{what}: GDP bound mu={mu:.6g} from the Gaussian penalty noise only ({threat.name})",
-    )
-
-
 def _eps_top(fn: Callable[[FloatArray], FloatArray], start: float = 1.0) -> float:
     top = start
     while float(np.asarray(fn(np.array([top])))[0]) > 1e-17 and top < 60.0:

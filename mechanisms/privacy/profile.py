@@ -40,7 +40,6 @@ from .tradeoff import EnvelopeTradeOff
 __all__ = ["METHODS", "PrivacyProfile"]
 
 METHODS = ("exact", "numerical bound", "numerical estimate")
-_RANK = {m: i for i, m in enumerate(METHODS)}
 
 
 @dataclass(frozen=True)
@@ -183,19 +182,6 @@ class PrivacyProfile:
         deltas = np.clip(deltas, 0.0, 1.0)
         pmf = pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(discretization, -top, top, deltas)
         return pld_lib.PrivacyLossDistribution(pmf)
-
-    # ----------------------------------------------------------------- combination
-    @staticmethod
-    def worst_case(profiles: list[PrivacyProfile], description: str = "") -> PrivacyProfile:
-        """Pointwise maximum (the profile valid for all of them), on the union of their grids."""
-        if not profiles:
-            raise ValueError("need at least one profile")
-        grid = np.unique(np.concatenate([np.asarray(p.eps) for p in profiles]))
-        deltas = np.max(np.stack([p.delta_at(grid) for p in profiles]), axis=0)
-        method = max((p.method for p in profiles), key=lambda m: _RANK[m])
-        pures = [p.pure_eps for p in profiles]
-        pure = None if any(x is None for x in pures) else max(x for x in pures if x is not None)
-        return PrivacyProfile(tuple(grid), tuple(deltas), description or "worst case", method, pure)
 
     # ----------------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:

@@ -48,11 +48,6 @@ class ThreatModel:
             )
 
     @classmethod
-    def outside_observer(cls, m: int) -> ThreatModel:
-        """The coordinator: sees only the revealed value."""
-        return cls(m, 0)
-
-    @classmethod
     def single_party(cls, m: int) -> ThreatModel:
         """One party that knows its own noise shares V_j (and λ_j, W_j)."""
         return cls(m, 1)
@@ -113,10 +108,6 @@ class RevealView:
     threat: ThreatModel
     note: str
     session_threshold: int
-
-    @property
-    def accountable(self) -> bool:
-        return self.observed != "everything"
 
 
 def _sign_beyond(m: int, t: int, threat: ThreatModel, beyond: str) -> RevealView:

@@ -10,7 +10,10 @@ With the confidential identity, accept ⟺ public + Σ_j (ℓ_j + V_j) ≥ 0 (DE
 exact, independent posterior draws. The overall acceptance rate is Z / (M_q Π_j M_j), Z the evidence.
 
 Runs batches of ``batch_size`` proposals until ``n_accept`` draws are accepted (keeping the first
-``n_accept`` in proposal order) or ``max_proposals`` proposals have been made.
+``n_accept`` in proposal order) or ``max_proposals`` proposals have been made. One batch is
+:meth:`RejectionSampler.step`: :meth:`RejectionSampler.run` loops over it in memory, and ``confar run``'s
+``coordinator.drivers.RejectionDriver`` calls it once per checkpointed batch, so both make the same requests
+from the same public seed.
 
 ``max_sensitivity`` (optional, public): proposals whose per-record log-likelihood range
 ``model.record_loglik_range(θ*)`` exceeds it are rejected without asking the parties. The accepted draws are
@@ -48,6 +51,16 @@ class RejectionResult:
         return self.accepted / self.proposed if self.proposed else float("nan")
 
 
+@dataclass(frozen=True)
+class RejectionStep:
+    """One batch of proposals, decided."""
+
+    kept: F64  # the accepted θ* in proposal order, at most the ``want`` asked for: (≤ want, d)
+    proposed: int
+    asked: int  # proposals the parties decided (the rest were rejected publicly: outside the support or A)
+    accepted: int  # accepts in the batch (may exceed len(kept))
+
+
 @dataclass
 class RejectionSampler:
     model: Model
@@ -81,23 +94,28 @@ class RejectionSampler:
             )
         return ts, public
 
+    def step(self, rng: np.random.Generator, n: int, want: int) -> RejectionStep:
+        """Propose ``n`` θ* from ``rng``, reject those outside the support or A publicly, ask ``decide``
+        about the rest; keep the first ``want`` accepted."""
+        ts, public = self.propose(rng, n)
+        public = self.capped(ts, public)  # outside A = {range <= max_sensitivity}: rejected publicly
+        acc = np.zeros(n, dtype=bool)
+        ok = np.flatnonzero(np.isfinite(public))
+        if ok.size:
+            acc[ok] = self.decide(DecisionRequest(kind="rejection", theta_star=ts[ok], public=public[ok]))
+        return RejectionStep(ts[acc][:want], n, int(ok.size), int(acc.sum()))
+
     def run(self, seeds: PublicSeeds, n_accept: int, max_proposals: int) -> RejectionResult:
         kept: list[F64] = []
         n_kept = proposed = accepted = batches = 0
         while n_kept < n_accept and proposed < max_proposals:
             n = min(self.batch_size, max_proposals - proposed)
-            ts, public = self.propose(seeds.rng(batches), n)
-            public = self.capped(ts, public)
-            acc = np.zeros(n, dtype=bool)
-            ok = np.flatnonzero(np.isfinite(public))
-            if ok.size:
-                acc[ok] = self.decide(DecisionRequest(kind="rejection", theta_star=ts[ok], public=public[ok]))
-            proposed += n
+            st = self.step(seeds.rng(batches), n, n_accept - n_kept)
+            proposed += st.proposed
             batches += 1
-            accepted += int(acc.sum())
-            take = ts[acc][: n_accept - n_kept]
-            kept.append(take)
-            n_kept += take.shape[0]
+            accepted += st.accepted
+            kept.append(st.kept)
+            n_kept += st.kept.shape[0]
         samples = np.concatenate(kept) if kept else np.zeros((0, self.model.d))
         return RejectionResult(
             samples, proposed, accepted, batches, "accepts" if n_kept >= n_accept else "budget"

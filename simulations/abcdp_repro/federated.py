@@ -92,7 +92,7 @@ def federated_repro(
 
     Per rep: one private data set of N points (split over the parties), one public feature map and one
     public candidate stream; every setting runs the single-owner sampler (``c_sample_abcdp`` on the
-    RFF-MMD distances) and the federated one (``run_federated_abcdp``) on the same candidates with
+    RFF-MMD distances) and the federated one (``run_abcdp_in_memory``) on the same candidates with
     independent noise. Per setting, a two-sample KS test compares the MAE of the posterior means over
     the reps (with ``noise_shares="exact"`` both have the same law, so small p-values would flag a bug;
     with ``"robust"`` the federated noise is √(m/h) times larger by design). With ε_total = ∞ the two
@@ -100,7 +100,7 @@ def federated_repro(
     difference can only come from a fixed-point tie inside the encoding margin).
     """
     from mechanisms.abcdp.federated import FederatedSvtPlan, distances_from_sum, party_feature_sum
-    from mechanisms.abcdp.federated_run import run_federated_abcdp
+    from mechanisms.abcdp.federated_run import run_abcdp_in_memory
 
     cfg = load_shared_json("abcdp_toy.json", data_dir)
     theta_true = np.asarray(cfg["theta_true"], dtype=np.float64)
@@ -134,7 +134,7 @@ def federated_repro(
             res_s = c_sample_abcdp(single_propose, plan.svt_config(), noise, max_candidates, batch_size)
             ts = time.time()
             secret = _party_randomness(parties, secure_noise, seed, r)
-            res_f = run_federated_abcdp(
+            res_f = run_abcdp_in_memory(
                 plan, shards, fed_propose, parties, batch_size, public, secret,
                 max_candidates=max_candidates, backend=backend,  # type: ignore[arg-type]
             )

@@ -87,13 +87,13 @@ def first_accepts(
 ) -> F64:
     """Minus the index of the first accept of each of ``runs`` runs (``n_cand`` where none accepts): large
     means an early accept, which suggests D."""
-    from mechanisms.abcdp.federated_run import run_federated_abcdp
+    from mechanisms.abcdp.federated_run import run_abcdp_in_memory
 
     m = len(data)
     out = np.empty(runs)
     for i in range(runs):
         rngs = {j: SecureRandom.from_os() for j in range(1, m + 1)}
-        res = run_federated_abcdp(
+        res = run_abcdp_in_memory(
             plan,
             data,
             propose,

@@ -405,8 +405,8 @@ def test_candidate_queue_refusals() -> None:
 # -- the in-memory federated runner -------------------------------------------------------------
 
 from mechanisms.abcdp.federated_run import (  # noqa: E402
-    FederatedABCDPResult,
-    run_federated_abcdp,
+    InMemoryAbcdpResult,
+    run_abcdp_in_memory,
     summed_noise_by_candidate,
 )
 from mechanisms.abcdp.svt import SVTNoise, svt_batch, svt_init, svt_step  # noqa: E402
@@ -456,9 +456,9 @@ def _toy_setup(
 def _run(
     plan: FederatedSvtPlan, shards: list[np.ndarray], stream: ToyStream, backend: str, batch: int,
     label: str, max_candidates: int = 5000, adaptive: bool = True,
-) -> FederatedABCDPResult:
+) -> InMemoryAbcdpResult:
     m = len(shards)
-    return run_federated_abcdp(
+    return run_abcdp_in_memory(
         plan, shards, stream, m, batch, np.random.default_rng(99),
         {p: srng(f"{label}/{p}") for p in range(1, m + 1)}, max_candidates=max_candidates,
         backend=backend, keep_trace=True, adaptive_batch=adaptive,  # type: ignore[arg-type]
@@ -528,15 +528,15 @@ def test_runner_input_checks() -> None:
     stream = ToyStream(plan, seed=1, n_sim=10)
     rngs = {p: srng(f"x/{p}") for p in (1, 2, 3)}
     with pytest.raises(ValueError, match="shards"):
-        run_federated_abcdp(plan, shards[:2], stream, 3, 8, np.random.default_rng(0), rngs)
+        run_abcdp_in_memory(plan, shards[:2], stream, 3, 8, np.random.default_rng(0), rngs)
     with pytest.raises(ValueError, match="n_records"):
-        run_federated_abcdp(
+        run_abcdp_in_memory(
             plan, [shards[0], shards[1], shards[2][:5]], stream, 3, 8, np.random.default_rng(0), rngs
         )
     with pytest.raises(ValueError, match=r"keys 1\.\.3"):
-        run_federated_abcdp(plan, shards, stream, 3, 8, np.random.default_rng(0), {1: rngs[1]})
+        run_abcdp_in_memory(plan, shards, stream, 3, 8, np.random.default_rng(0), {1: rngs[1]})
     with pytest.raises(ValueError, match="honest majority"):
-        run_federated_abcdp(plan, shards[:2], stream, 2, 8, np.random.default_rng(0), rngs)
+        run_abcdp_in_memory(plan, shards[:2], stream, 2, 8, np.random.default_rng(0), rngs)
 
 
 def test_federated_repro_command_smoke(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:

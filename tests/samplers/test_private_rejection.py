@@ -6,15 +6,25 @@ for each reveal mode against closed forms."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import special, stats
 
+from coordinator.drivers import RejectionDriver, make_driver
+from coordinator.experiment import load_experiment
 from mechanisms.models.beta_bernoulli import BetaBernoulli
 from mechanisms.models.logistic import BayesLogistic
 from mechanisms.privacy import ProfileEvent, ThreatModel, coalition_view, sum_reveal_delta
-from mechanisms.samplers import ConfidentialRule, HssDecide, LocalParties, PublicSeeds, RejectionSampler
+from mechanisms.samplers import (
+    BernoulliRule,
+    ConfidentialRule,
+    HssDecide,
+    LocalParties,
+    PublicSeeds,
+    RejectionSampler,
+)
 from parties.analyses import AnalysisError, Dataset, Unaccountable
 from parties.registry import get_analysis
 from tests.samplers.helpers import KS_ALPHA, MODEL, beta_bernoulli_data, fixed_rng, noise_rngs
@@ -146,3 +156,28 @@ def test_rejection_batches_outside_the_accounting_are_refused() -> None:
             a.check_params({**params, **bad})
     with pytest.raises(AnalysisError, match="rejection-sampling parameters"):
         a.check_params({"kind": "mh", "max_sensitivity": 1.0})
+
+
+def test_confar_run_driver_and_in_memory_run_make_the_same_draws() -> None:
+    """``confar run``'s rejection driver (one checkpointed batch per step) and ``RejectionSampler.run`` share
+    one batch loop: from the same public seed they ask the same questions and keep the same draws."""
+    exp = load_experiment(Path(__file__).resolve().parents[2] / "examples" / "private-rejection.toml")
+    s, model = exp.sampler, exp.model()
+    data = beta_bernoulli_data(sizes=(30, 30, 30), p=0.3, seed=5)
+
+    def parties() -> LocalParties:
+        return LocalParties(model, data, BernoulliRule(np.random.default_rng(9)), max_range=s.max_sensitivity)
+
+    driver = make_driver(exp)
+    assert isinstance(driver, RejectionDriver)
+    rows = []
+    decide = parties()
+    while not driver.finished:
+        rows.append(driver.step(decide))  # type: ignore[arg-type]
+    sampler = RejectionSampler(model, parties(), batch_size=s.batch_size, max_sensitivity=s.max_sensitivity)
+    res = sampler.run(PublicSeeds(exp.seed), s.n_accept, s.max_proposals)
+    draws, stats = driver.draws(np.concatenate(rows))
+    assert res.samples.shape[0] == s.n_accept
+    np.testing.assert_array_equal(draws[0], res.samples)
+    assert (driver.proposed, driver.accepted, driver.batch) == (res.proposed, res.accepted, res.batches)
+    assert stats["batch"][0, -1] == res.batches - 1
