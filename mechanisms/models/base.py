@@ -267,7 +267,20 @@ class Model(ABC):
         return None
 
     def check_data(self, raw: Mapping[str, Any], where: str = "data") -> dict[str, F64]:
-        return validate_columns(raw, self.schema, where)
+        """The records as float columns, checked against the schema (:class:`SchemaError` naming the columns
+        and rows) and clipped to the model's public bound (:meth:`clip_records`)."""
+        return self.check_records(raw, where)[0]
+
+    def check_records(self, raw: Mapping[str, Any], where: str = "data") -> tuple[dict[str, F64], int]:
+        """:meth:`check_data` and the number of records the public clipping moved (for a registry's own audit
+        log only: a count sent out would be a release)."""
+        return self.clip_records(validate_columns(raw, self.schema, where))
+
+    def clip_records(self, data: Data) -> tuple[dict[str, F64], int]:
+        """Records moved into the model's public per-record bound (e.g. covariates into a public ellipsoid,
+        :mod:`mechanisms.models.ellipsoid`) and how many moved; the default clips nothing. Clipping is a
+        modelling choice: the posterior is the posterior of the clipped records."""
+        return dict(data), 0
 
 
 LOGLIK_RECORDS = 5  # likelihood_problem evaluates the model on this many records ...

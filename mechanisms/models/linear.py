@@ -2,7 +2,9 @@
 
 Declared public bounds |x_k| ≤ x_bound and |y| ≤ y_bound give a public per-record log-ratio bound:
 with r = y − x̃·β, |r*² − r²| / (2σ²) = |x̃·Δ| |2y − x̃·(β + β*)| / (2σ²)
-≤ (Σ_k B_k |Δ_k|)(2 y_bound + Σ_k B_k |β_k + β*_k|) / (2σ²), B_0 = 1, B_k = x_bound.
+≤ (Σ_k B_k |Δ_k|)(2 y_bound + Σ_k B_k |β_k + β*_k|) / (2σ²), B_0 = 1, B_k = x_bound; with a public covariate
+ellipsoid (records clipped into it) each sup over x̃ is the tighter of the box's and the ellipsoid's
+(:mod:`mechanisms.models.ellipsoid`).
 The party's rejection bound is the log-likelihood at the least-squares fit.
 """
 
@@ -24,6 +26,9 @@ class LinearRegression(GaussianPriorRegression):
     x_bound: float = 5.0
     y_bound: float = 50.0
     outcome: str = "y"
+    x_center: tuple[float, ...] | None = None
+    x_cov: tuple[tuple[float, ...], ...] | None = None
+    x_radius: float | None = None
 
     name = "linear-regression"
 
@@ -44,6 +49,7 @@ class LinearRegression(GaussianPriorRegression):
             raise ValueError(f"number of covariates p must be a non-negative integer, got {self.p!r}")
         if not (self.sigma > 0 and self.prior_sd > 0 and self.x_bound > 0 and self.y_bound > 0):
             raise ValueError("sigma, prior_sd, x_bound and y_bound must be positive")
+        self._check_region()
 
     @property
     def schema(self) -> tuple[Column, ...]:
@@ -65,8 +71,10 @@ class LinearRegression(GaussianPriorRegression):
 
     def record_ratio_bound(self, theta: F64, theta_star: F64) -> F64 | None:
         th, ts = as_batch(theta, self.d), as_batch(theta_star, self.d)
-        b = np.r_[1.0, np.full(self.p, self.x_bound)]
-        return (np.abs(ts - th) @ b) * (2 * self.y_bound + np.abs(ts + th) @ b) / (2 * self.sigma**2)
+        diff, tot = ts - th, ts + th
+        change = self.eta_change_bound(diff[:, 0], diff[:, 1:])
+        level = 2 * self.y_bound + self.eta_change_bound(tot[:, 0], tot[:, 1:])
+        return np.asarray(change * level / (2 * self.sigma**2), dtype=np.float64)
 
     def max_log_likelihood(self, data: Data) -> float:
         x, y = self.design(data), data[self.outcome]

@@ -4,7 +4,9 @@ y_i ~ Bernoulli(σ(β_0 + Σ_k β_k x_ik)), β ~ N(0, prior_sd² I), d = 1 + p p
 declared public bound |x_k| ≤ x_bound (the schema refuses records outside it), so the per-record log-ratio
 is Lipschitz: |log p(y | x, β*) − log p(y | x, β)| ≤ |x̃ · (β* − β)| ≤ Σ_k B_k |β*_k − β_k| with B_0 = 1
 (intercept), B_k = x_bound (the derivative of log σ is bounded by 1). That public bound makes the
-Yıldırım–Ermiş penalty exact without clipping.
+Yıldırım–Ermiş penalty exact without clipping. With a public covariate ellipsoid (``x_center``, ``x_cov``,
+``x_radius``; records clipped into it) the bound is the tighter |Δβ_0 + μᵀΔβ| + R‖Δβ‖_B
+(:mod:`mechanisms.models.ellipsoid`): the posterior is then that of the clipped records.
 
 :func:`synthetic_registries` draws m registries of different sizes and case mixes (a shifted covariate
 distribution and a registry-specific case prevalence through the intercept), with covariates clipped to the
@@ -27,6 +29,9 @@ class BayesLogistic(GaussianPriorRegression):
     prior_sd: float = 2.5
     x_bound: float = 3.0
     outcome: str = "y"
+    x_center: tuple[float, ...] | None = None
+    x_cov: tuple[tuple[float, ...], ...] | None = None
+    x_radius: float | None = None
 
     name = "bayes-logistic"
 
@@ -39,6 +44,7 @@ class BayesLogistic(GaussianPriorRegression):
             raise ValueError(f"number of covariates p must be a non-negative integer, got {self.p!r}")
         if not (self.prior_sd > 0 and self.x_bound > 0):
             raise ValueError("prior_sd and x_bound must be positive")
+        self._check_region()
 
     @property
     def schema(self) -> tuple[Column, ...]:
@@ -54,15 +60,15 @@ class BayesLogistic(GaussianPriorRegression):
         return np.asarray(self.record_log_likelihood(data, theta).sum(axis=1), dtype=np.float64)
 
     def record_ratio_bound(self, theta: F64, theta_star: F64) -> F64 | None:
-        b = np.r_[1.0, np.full(self.p, self.x_bound)]
-        return np.abs(as_batch(theta_star, self.d) - as_batch(theta, self.d)) @ b
+        """sup over allowed records of |Δη| (log σ is 1-Lipschitz): the box's or the ellipsoid's."""
+        delta = as_batch(theta_star, self.d) - as_batch(theta, self.d)
+        return self.eta_change_bound(delta[:, 0], delta[:, 1:])
 
     def record_loglik_range(self, theta: F64) -> F64 | None:
         """H = |β_0| + x_bound Σ_k |β_k| bounds |η| over the schema, and log p(y | x, β) = −log(1 + e^{∓η})
         lies in [−log(1 + e^H), −log(1 + e^{−H})], a range of exactly H."""
         th = as_batch(theta, self.d)
-        b = np.r_[1.0, np.full(self.p, self.x_bound)]
-        return np.asarray(np.abs(th) @ b, dtype=np.float64)
+        return self.eta_change_bound(th[:, 0], th[:, 1:])
 
     def public_log_bound(self, n_records: int) -> float | None:
         """0: every record's likelihood is at most 1 (the parameter space is unbounded, so the data-dependent

@@ -10,8 +10,9 @@ record of a registry, declared in the schema), so a registry's daemon evaluates 
 
 Per-record bound (penalty, replace-one): |log p(y | x, θ*) − log p(y | x, θ)| ≤ |Δη| ≤ |Δβ_0| + x_bound Σ_k
 |Δβ_k| + max_j |Δu_j| (log σ is 1-Lipschitz in η; the maximum over j because the replaced record may belong to
-any registry the schema allows). Rejection: the record range at θ is |β_0| + x_bound Σ|β_k| + max_j |u_j|; the
-public bound is 0.
+any registry the schema allows; with a public covariate ellipsoid — ``x_center``, ``x_cov``, ``x_radius``,
+records clipped into it — the x part is the tighter of the box's and the ellipsoid's). Rejection: the record
+range at θ is |β_0| + x_bound Σ|β_k| + max_j |u_j| (or the ellipsoid's); the public bound is 0.
 
 What the posterior of u_j reveals: u_j is registry j's baseline log-odds relative to the others — an
 aggregate of its whole case mix, published with the posterior by design. The privacy accounting protects
@@ -27,11 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from mechanisms.models.base import F64, Column, Data, Model, as_batch
+from mechanisms.models.ellipsoid import CovariateRegion
 from mechanisms.models.logistic import BayesLogistic
 
 
 @dataclass(frozen=True)
-class LogisticRandomIntercept(Model):
+class LogisticRandomIntercept(CovariateRegion, Model):
     p: int = 2
     registries: int = 3
     prior_sd: float = 2.5
@@ -39,6 +41,9 @@ class LogisticRandomIntercept(Model):
     x_bound: float = 3.0
     outcome: str = "y"
     registry: str = "registry"
+    x_center: tuple[float, ...] | None = None
+    x_cov: tuple[tuple[float, ...], ...] | None = None
+    x_radius: float | None = None
 
     name = "logistic-random-intercept"
 
@@ -49,10 +54,7 @@ class LogisticRandomIntercept(Model):
             raise ValueError(f"registries must be a positive integer, got {self.registries!r}")
         if not (self.prior_sd > 0 and self.sigma_u_scale > 0 and self.x_bound > 0):
             raise ValueError("prior_sd, sigma_u_scale and x_bound must be positive")
-
-    @property
-    def covariates(self) -> tuple[str, ...]:
-        return tuple(f"x{k}" for k in range(1, self.p + 1))
+        self._check_region()
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -116,13 +118,12 @@ class LogisticRandomIntercept(Model):
     def record_ratio_bound(self, theta: F64, theta_star: F64) -> F64 | None:
         b0, _, u0 = self._split(theta)
         b1, _, u1 = self._split(theta_star)
-        weights = np.r_[1.0, np.full(self.p, self.x_bound)]
-        return np.asarray(np.abs(b1 - b0) @ weights + np.max(np.abs(u1 - u0), axis=1), dtype=np.float64)
+        db = b1 - b0
+        return np.asarray(self.eta_change_bound(db[:, 0], db[:, 1:]) + np.max(np.abs(u1 - u0), axis=1))
 
     def record_loglik_range(self, theta: F64) -> F64 | None:
         beta, _, u = self._split(theta)
-        weights = np.r_[1.0, np.full(self.p, self.x_bound)]
-        return np.asarray(np.abs(beta) @ weights + np.max(np.abs(u), axis=1), dtype=np.float64)
+        return np.asarray(self.eta_change_bound(beta[:, 0], beta[:, 1:]) + np.max(np.abs(u), axis=1))
 
     def public_log_bound(self, n_records: int) -> float | None:
         return 0.0

@@ -1,7 +1,9 @@
 """What the regression models share: an intercept and covariates x1..xp, β ~ N(0, prior_sd² I).
 
 Pure (no I/O). :class:`GaussianPriorRegression` is a base of ``linear.py`` and ``logistic.py``; each adds its
-own likelihood, schema and bounds as a frozen dataclass with the fields named here.
+own likelihood, schema and bounds as a frozen dataclass with the fields named here, and the covariate region
+of :class:`mechanisms.models.ellipsoid.CovariateRegion` (the schema's box, optionally a public ellipsoid the
+records are clipped into: model arguments ``x_center``, ``x_cov``, ``x_radius``).
 """
 
 from __future__ import annotations
@@ -9,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from mechanisms.models.base import F64, Data, Model, as_batch
+from mechanisms.models.ellipsoid import CovariateRegion
 
 
-class GaussianPriorRegression(Model):
+class GaussianPriorRegression(CovariateRegion, Model):
     """Parameters (intercept, b1..bp) of a linear predictor on covariates x1..xp, with an independent
     N(0, prior_sd²) prior on each; subclasses are frozen dataclasses with these fields."""
 
@@ -22,10 +25,6 @@ class GaussianPriorRegression(Model):
     @property
     def param_names(self) -> tuple[str, ...]:
         return ("intercept", *(f"b{k}" for k in range(1, self.p + 1)))
-
-    @property
-    def covariates(self) -> tuple[str, ...]:
-        return tuple(f"x{k}" for k in range(1, self.p + 1))
 
     def design(self, data: Data) -> F64:
         n = len(data[self.outcome])

@@ -10,7 +10,8 @@ log-likelihood of a record is
 θ = (log_shape, intercept, b1..bp), priors log k ~ N(0, 1), β ~ N(0, prior_sd² I). Censoring must be
 non-informative (as usual).
 
-Per-record bound (penalty, replace-one) — it exists because t and x are bounded, but it is loose: with
+Per-record bound (penalty) — it exists because t and x are bounded (x in the schema's box, or also in a public
+ellipsoid the records are clipped into: ``x_center``, ``x_cov``, ``x_radius``), but it is loose: with
 η = log λ linear in x, |Δ log p| ≤ |Δ log k| + sup_x |k η − k* η*| + |k* − k| max(|log t_min|, |log t_max|)
 + max_{θ', x} (t_max / λ')^{k'} over θ' ∈ {θ, θ*}: the survival term (t/λ)^k is bounded only by its value at
 the shortest scale in the box, which can dwarf the rest. So the penalty with ``c = "bound"`` needs very small
@@ -25,10 +26,11 @@ import numpy as np
 from scipy import optimize
 
 from mechanisms.models.base import F64, Column, Data, Model, as_batch
+from mechanisms.models.ellipsoid import CovariateRegion
 
 
 @dataclass(frozen=True)
-class WeibullRegression(Model):
+class WeibullRegression(CovariateRegion, Model):
     p: int = 2
     prior_sd: float = 2.0
     x_bound: float = 3.0
@@ -36,6 +38,9 @@ class WeibullRegression(Model):
     t_max: float = 20.0
     time: str = "time"
     event: str = "event"
+    x_center: tuple[float, ...] | None = None
+    x_cov: tuple[tuple[float, ...], ...] | None = None
+    x_radius: float | None = None
 
     name = "weibull-regression"
 
@@ -44,10 +49,7 @@ class WeibullRegression(Model):
             raise ValueError(f"number of covariates p must be a non-negative integer, got {self.p!r}")
         if not (self.prior_sd > 0 and self.x_bound > 0 and 0 < self.t_min < self.t_max < np.inf):
             raise ValueError("need prior_sd > 0, x_bound > 0 and 0 < t_min < t_max < inf")
-
-    @property
-    def covariates(self) -> tuple[str, ...]:
-        return tuple(f"x{k}" for k in range(1, self.p + 1))
+        self._check_region()
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -92,16 +94,14 @@ class WeibullRegression(Model):
         return np.asarray(delta * (log_k + z - log_t) - np.exp(z), dtype=np.float64)
 
     def _eta_range(self, beta: F64) -> tuple[F64, F64]:
-        w = np.r_[0.0, np.full(self.p, self.x_bound)]
-        spread = np.abs(beta) @ w
-        return beta[:, 0] - spread, beta[:, 0] + spread
+        return self.eta_extent(beta[:, 0], beta[:, 1:])
 
     def record_ratio_bound(self, theta: F64, theta_star: F64) -> F64 | None:
         """The loose public bound of the module docstring (finite because t and x are bounded)."""
         a, b = as_batch(theta, self.d), as_batch(theta_star, self.d)
         k0, k1 = np.exp(a[:, 0]), np.exp(b[:, 0])
         c = k0[:, None] * a[:, 1:] - k1[:, None] * b[:, 1:]
-        lin = np.abs(c[:, 0]) + self.x_bound * np.sum(np.abs(c[:, 1:]), axis=1)
+        lin = self.eta_change_bound(c[:, 0], c[:, 1:])
         log_t = max(abs(np.log(self.t_min)), abs(np.log(self.t_max)))
         surv = []
         for k, beta in ((k0, a[:, 1:]), (k1, b[:, 1:])):

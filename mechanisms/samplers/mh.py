@@ -128,7 +128,7 @@ def mh_decide(
         # proposal, so the chain keeps the same posterior)
         ok = ok & within_cap(c, penalty.max_sensitivity)
         idx = np.flatnonzero(ok)
-        sigma = np.where(ok, penalty.sigma_per_c * c, np.nan)
+        sigma = np.where(ok, penalty.sigma_of(np.where(ok, c, 0.0)), np.nan)
         public = np.where(ok, public + penalty_correction(sigma, m), -np.inf)
     accept = np.zeros(theta_star.shape[0], dtype=bool)
     if idx.size:

@@ -141,12 +141,15 @@ class DecisionPlan:
 
     def numbers(self) -> dict[str, float]:
         """The plan's public numbers by name, for a registry's ``[allow.bounds.<model>]`` ranges: the numeric
-        ``model_args``, then ``tau``, ``alpha``, ``n``, ``b`` (penalty), ``gamma`` (lazy),
+        ``model_args``, then ``tau``, ``alpha``, ``n`` or ``sd``, ``b`` (penalty), ``gamma`` (lazy),
         ``max_sensitivity`` (the step cap) and ``log_bound_margin``."""
         out = {k: float(v) for k, v in self.model_args.items() if _number(v)}
         if self.penalty is not None:
             p = self.penalty
-            out.update(tau=p.tau, alpha=p.alpha, n=float(p.n))
+            if p.tau is not None:
+                out.update(tau=p.tau, alpha=p.alpha, n=float(p.n))
+            if p.sd is not None:
+                out["sd"] = p.sd
             if p.b is not None:
                 out["b"] = p.b
         if self.lazy is not None:

@@ -33,7 +33,13 @@ C_MODES = ("bound", "clip")
 
 @dataclass(frozen=True)
 class Penalty:
-    """σ(θ, θ*) = tau · n^alpha · c(θ, θ*), the sd of each party's λ_j ~ N(0, σ²).
+    """σ(θ, θ*) = tau · n^alpha · c(θ, θ*), the sd of each party's λ_j ~ N(0, σ²) — or, with ``sd``, the same
+    σ = sd for every step (each party adds N(0, sd²), the total noise on the log-ratio is √m · sd).
+
+    The two forms differ in what a decision costs: with σ ∝ c every decision is 1/(τ n^α)-GDP whatever its
+    step (the noise grows with the step), while with a fixed ``sd`` a decision whose per-record sensitivity
+    is Δ is Δ/(sd √r)-GDP (``mechanisms.privacy.charge``: charged per decision at its own Δ under a GDP
+    filter), so small, posterior-scale steps cost little and acceptance does not fall with the step size.
 
     ``c = "bound"``: c = 2 · model.record_ratio_bound(θ, θ*), a public bound valid for every record the
     schema allows (e.g. a Lipschitz bound from bounded covariates), or the model's tighter
@@ -53,16 +59,21 @@ class Penalty:
     only the Gaussian (GDP) bound is charged.
     """
 
-    tau: float
-    alpha: float
-    n: int
+    tau: float | None
+    alpha: float = 0.0
+    n: int = 1
     c: str = "bound"
     b: float | None = None
     max_sensitivity: float | None = None
+    sd: float | None = None
 
     def __post_init__(self) -> None:
-        if not self.tau > 0:
+        if (self.tau is None) == (self.sd is None):
+            raise ValueError("penalty needs exactly one of tau (sigma = tau n^alpha c) and sd (fixed sigma)")
+        if self.tau is not None and not (self.tau > 0 and math.isfinite(self.tau)):
             raise ValueError(f"penalty tau must be > 0, got {self.tau}")
+        if self.sd is not None and not (self.sd > 0 and math.isfinite(self.sd)):
+            raise ValueError(f"penalty sd must be a finite number > 0, got {self.sd}")
         if not self.n >= 1:
             raise ValueError(f"penalty n (total records) must be >= 1, got {self.n}")
         if self.c not in C_MODES:
@@ -72,34 +83,54 @@ class Penalty:
         cap = self.max_sensitivity
         if cap is not None and not (cap > 0 and math.isfinite(cap)):
             raise ValueError(f"penalty max_sensitivity must be a finite number > 0, got {cap}")
-        if not math.isfinite(self.tau) or not math.isfinite(self.alpha):
-            raise ValueError(f"penalty tau and alpha must be finite, got {self.tau}, {self.alpha}")
+        if not math.isfinite(self.alpha):
+            raise ValueError(f"penalty alpha must be finite, got {self.alpha}")
 
     def to_params(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"tau": self.tau, "alpha": self.alpha, "n": self.n, "c": self.c, "b": self.b}
+        if self.sd is not None:
+            out: dict[str, Any] = {"sd": self.sd, "c": self.c, "b": self.b}
+        else:
+            out = {"tau": self.tau, "alpha": self.alpha, "n": self.n, "c": self.c, "b": self.b}
         if self.max_sensitivity is not None:
             out["max_sensitivity"] = self.max_sensitivity
         return out
 
     @classmethod
     def from_params(cls, p: dict[str, Any]) -> Penalty:
-        extra = set(p) - {"tau", "alpha", "n", "c", "b", "max_sensitivity"}
+        extra = set(p) - {"tau", "alpha", "n", "c", "b", "max_sensitivity", "sd"}
         if extra:
             raise ValueError(f"unknown penalty parameters {sorted(extra)}")
-        b, cap = p.get("b"), p.get("max_sensitivity")
+        b, cap, tau, sd = p.get("b"), p.get("max_sensitivity"), p.get("tau"), p.get("sd")
+        if sd is not None and ({"tau", "alpha", "n"} & set(p)):
+            raise ValueError("penalty sd (a fixed sigma) takes no tau, alpha or n")
         return cls(
-            tau=float(p["tau"]),
+            tau=None if tau is None else float(tau),
             alpha=float(p.get("alpha", 0.0)),
-            n=int(p["n"]),
+            n=int(p["n"]) if sd is None else 1,
             c=str(p.get("c", "bound")),
             b=None if b is None else float(b),
             max_sensitivity=None if cap is None else float(cap),
+            sd=None if sd is None else float(sd),
         )
 
     @property
+    def fixed(self) -> bool:
+        """Whether σ is the same for every step (``sd``) rather than proportional to c(θ, θ*)."""
+        return self.sd is not None
+
+    @property
     def sigma_per_c(self) -> float:
-        """σ / c = τ n^α (public; the per-step GDP μ is its inverse)."""
+        """σ / c = τ n^α (public; the per-step GDP μ is its inverse). Only for the tau form."""
+        if self.tau is None:
+            raise ValueError("a penalty with a fixed sd has no sigma per unit of c")
         return self.tau * float(self.n) ** self.alpha
+
+    def sigma_of(self, c: npt.ArrayLike) -> F64:
+        """σ per decision given its c(θ, θ*): sd, or τ n^α c."""
+        c = np.asarray(c, dtype=np.float64)
+        if self.sd is not None:
+            return np.full(c.shape, self.sd)
+        return np.asarray(self.sigma_per_c * c, dtype=np.float64)
 
     def sensitivity(self, model: Model, theta: F64, theta_star: F64) -> F64:
         """c(θ, θ*): the bound on the change of a party's log-ratio when one record is replaced."""
@@ -107,7 +138,7 @@ class Penalty:
 
     def sigma(self, model: Model, theta: F64, theta_star: F64) -> F64:
         """Per decision; symmetric in (θ, θ*)."""
-        return np.asarray(self.sigma_per_c * self.sensitivity(model, theta, theta_star), dtype=np.float64)
+        return self.sigma_of(self.sensitivity(model, theta, theta_star))
 
 
 @dataclass(frozen=True)
@@ -170,6 +201,37 @@ def record_sensitivity(
     if b is None:
         raise ValueError("c = 'clip' needs a clip constant b > 0")
     return np.asarray(2.0 * b * np.linalg.norm(theta_star - theta, axis=1), dtype=np.float64)
+
+
+#: the neighbouring datasets a registry protects: one record added or removed, or one record replaced
+NEIGHBOURS = ("add-remove", "replace-one")
+
+
+def step_sensitivity(
+    model: Model,
+    theta: F64,
+    theta_star: F64,
+    neighbours: str,
+    c: str = "bound",
+    b: float | None = None,
+) -> F64:
+    """Δ(θ, θ*) per decision: the most one record can move a registry's log-ratio ℓ_j under the registry's
+    neighbour relation. ``"replace-one"``: c(θ, θ*) of :func:`record_sensitivity`. ``"add-remove"``: the
+    model's public bound on |r(x)| itself (a record added or removed moves ℓ_j by r(x)), or b‖θ* − θ‖₂ with
+    clipped log-ratios. It is c/2 when c is twice the bound (the regression models), but it can exceed c/2
+    where c is the model's tighter range of r (e.g. gaussian-mean), so it is computed, not derived from c."""
+    if neighbours == "replace-one":
+        return record_sensitivity(model, theta, theta_star, c, b)
+    if neighbours != "add-remove":
+        raise ValueError(f"neighbours must be one of {NEIGHBOURS}, got {neighbours!r}")
+    if c == "bound":
+        bound = model.record_ratio_bound(theta, theta_star)
+        if bound is None:
+            raise ValueError(f"model {model.name} has no record_ratio_bound: use penalty c = 'clip'")
+        return np.asarray(bound, dtype=np.float64)
+    if b is None:
+        raise ValueError("c = 'clip' needs a clip constant b > 0")
+    return np.asarray(b * np.linalg.norm(theta_star - theta, axis=1), dtype=np.float64)
 
 
 def within_cap(sensitivity: F64, cap: float | None) -> npt.NDArray[np.bool_]:

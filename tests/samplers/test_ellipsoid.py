@@ -1,0 +1,150 @@
+"""The public covariate ellipsoid: clipping, the exact support function, and the per-record bounds of every
+built-in model that uses it, checked by brute force over records on the ellipsoid's boundary and the box's
+corners (the worst cases)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mechanisms.models import load_model
+from mechanisms.models.base import F64, Model
+from mechanisms.models.ellipsoid import Ellipsoid, ellipsoid_from_args
+
+P = 3
+CENTER = [0.2, -0.1, 0.3]
+COV = [[1.0, 0.4, 0.0], [0.4, 2.0, -0.3], [0.0, -0.3, 0.5]]
+RADIUS = 2.5
+ARGS = {"x_center": CENTER, "x_cov": COV, "x_radius": RADIUS}
+
+
+def _ell() -> Ellipsoid:
+    ell = ellipsoid_from_args(P, CENTER, COV, RADIUS)
+    assert ell is not None
+    return ell
+
+
+def test_clip_moves_outside_records_onto_the_boundary_along_the_ray() -> None:
+    ell = _ell()
+    rng = np.random.default_rng(1)
+    z = rng.normal(0.0, 2.5, (2000, P))
+    out, moved = ell.clip(z)
+    binv = np.linalg.inv(ell.matrix)
+    q_in = np.einsum("ij,jk,ik->i", z - ell.mu, binv, z - ell.mu)
+    q_out = np.einsum("ij,jk,ik->i", out - ell.mu, binv, out - ell.mu)
+    assert moved == int(np.count_nonzero(q_in > RADIUS**2)) > 0
+    assert (q_out <= RADIUS**2 * (1 + 1e-12)).all()
+    inside = q_in <= RADIUS**2
+    np.testing.assert_array_equal(out[inside], z[inside])  # records inside are untouched
+    np.testing.assert_allclose(q_out[~inside], RADIUS**2, rtol=1e-12)  # the others land on the boundary
+    dev_in, dev_out = (z - ell.mu)[~inside], (out - ell.mu)[~inside]
+    norms = np.linalg.norm(dev_in, axis=1) * np.linalg.norm(dev_out, axis=1)
+    cos = np.einsum("ij,ij->i", dev_in, dev_out) / norms
+    np.testing.assert_allclose(cos, 1.0, rtol=1e-12)  # same direction from the centre
+
+
+def test_support_is_the_maximum_over_the_boundary() -> None:
+    """sup over E of |a + zᵀv| = |a + μᵀv| + R‖v‖_B, reached on the boundary (dense sample of it)."""
+    ell = _ell()
+    rng = np.random.default_rng(2)
+    u = rng.normal(size=(200_000, P))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    boundary = ell.mu + RADIUS * u @ np.linalg.cholesky(ell.matrix).T
+    for _ in range(20):
+        a, v = rng.normal(), rng.normal(size=P)
+        brute = float(np.max(np.abs(a + boundary @ v)))
+        exact = float(ell.support(a, v[None, :])[0])
+        assert brute <= exact * (1 + 1e-12) and brute >= exact * (1 - 1e-3)
+        lo, hi = ell.extent(a, v[None, :])
+        values = a + boundary @ v
+        assert lo[0] <= float(np.min(values)) + 1e-12 and float(np.max(values)) <= hi[0] + 1e-12
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"x_center": CENTER}, "give x_radius"),
+        ({"x_radius": -1.0}, "x_radius must be"),
+        ({"x_radius": 1.0, "x_cov": [[1.0, 2.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]}, "symmetric"),
+        ({"x_radius": 1.0, "x_cov": [[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, 1.0]]}, "definite"),
+        ({"x_radius": 1.0, "x_center": [0.0, 0.0]}, r"x_center must be finite numbers of shape \(3,\)"),
+        ({"x_radius": 1.0, "x_center": [9.0, 0.0, 0.0]}, "must lie in the schema's box"),
+    ],
+)
+def test_bad_ellipsoid_arguments_are_refused(args: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        load_model("bayes-logistic", {"p": P, **args})
+
+
+def test_model_with_list_arguments_equals_one_with_tuples() -> None:
+    a = load_model("bayes-logistic", {"p": P, **ARGS})
+    tuples = {"x_center": tuple(CENTER), "x_cov": tuple(map(tuple, COV)), "x_radius": RADIUS}
+    b = load_model("bayes-logistic", {"p": P, **tuples})
+    assert a == b and hash(a) == hash(b)
+    assert a != load_model("bayes-logistic", {"p": P})
+
+
+def _worst_records(model: Model, rng: np.random.Generator, n: int) -> dict[str, F64]:
+    """Records the model allows at their worst: covariates on the box's corners and on the ellipsoid's
+    boundary (then clipped, as a registry's are), every outcome value, extreme times."""
+    ell = _ell()
+    u = rng.normal(size=(n, P))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    z = ell.mu + RADIUS * u @ np.linalg.cholesky(ell.matrix).T
+    corners = np.array(list(itertools.product(*[[-model.x_bound, model.x_bound]] * P)))  # type: ignore[attr-defined]
+    z = np.clip(np.vstack([z, corners]), -model.x_bound, model.x_bound)  # type: ignore[attr-defined]
+    k = z.shape[0]
+    cols: dict[str, F64] = {f"x{j + 1}": z[:, j] for j in range(P)}
+    for c in model.schema:
+        if c.name in cols:
+            continue
+        if c.values is not None:
+            cols[c.name] = rng.choice(np.asarray(c.values, dtype=float), k)
+        else:
+            cols[c.name] = rng.choice([c.lower, c.upper, 0.5 * (c.lower + c.upper)], k)
+    checked, _ = model.check_records(cols)
+    return checked
+
+
+@pytest.mark.parametrize(
+    ("name", "extra"),
+    [
+        ("bayes-logistic", {"x_bound": 3.0}),
+        ("linear-regression", {"x_bound": 3.0, "y_bound": 8.0}),
+        ("weibull-regression", {"x_bound": 3.0, "t_min": 0.5, "t_max": 5.0}),
+        ("logistic-random-intercept", {"x_bound": 3.0, "registries": 3}),
+    ],
+)
+def test_every_model_s_bound_holds_and_is_tighter_with_the_ellipsoid(
+    name: str, extra: dict[str, Any]
+) -> None:
+    boxed = load_model(name, {"p": P, **extra})
+    model = load_model(name, {"p": P, **extra, **ARGS})
+    rng = np.random.default_rng(3)
+    data = _worst_records(model, rng, 3000)
+    th = 0.3 * boxed.sample_prior(rng, 40)
+    ts = th + 0.05 * rng.normal(size=th.shape)
+    per = np.abs(model.record_log_likelihood(data, ts) - model.record_log_likelihood(data, th))
+    bound = model.record_ratio_bound(th, ts)
+    box_bound = boxed.record_ratio_bound(th, ts)
+    assert bound is not None and box_bound is not None
+    assert (per.max(axis=1) <= bound * (1 + 1e-9) + 1e-12).all()
+    assert (bound <= box_bound * (1 + 1e-12)).all() and (bound < box_bound).any()
+    np.testing.assert_allclose(bound, model.record_ratio_bound(ts, th), rtol=1e-12)  # symmetric
+
+
+def test_clipped_records_are_counted_and_the_rest_unchanged() -> None:
+    model = load_model("bayes-logistic", {"p": P, **ARGS})
+    rng = np.random.default_rng(4)
+    z = np.clip(rng.normal(0.0, 1.5, (500, P)), -3.0, 3.0)
+    cols = {f"x{j + 1}": z[:, j] for j in range(P)} | {"y": rng.integers(0, 2, 500).astype(float)}
+    out, moved = model.check_records(cols)
+    q = np.einsum("ij,jk,ik->i", z - np.array(CENTER), np.linalg.inv(np.array(COV)), z - np.array(CENTER))
+    assert moved == int(np.count_nonzero(q > RADIUS**2)) > 0
+    np.testing.assert_array_equal(out["y"], cols["y"])
+    np.testing.assert_array_equal(model.check_data(cols)["x1"], out["x1"])
+    plain, none = load_model("bayes-logistic", {"p": P}).check_records(cols)
+    assert none == 0 and np.array_equal(plain["x2"], z[:, 1])
