@@ -9,6 +9,14 @@ when the per-step loss is unbounded or unknown; a registry with a budget then re
 ===================== ============ ========================================================================
 plan                  observed     charged per decision
 ===================== ============ ========================================================================
+MH + penalty sd,      any          per decision at its own sensitivity: one GaussianEvent per batch with
+cap c̄                              μ² = Σ_t (Δ_t / (sd √r))², Δ_t = the most one record moves ℓ_j at the
+                                   step (θ_t, θ*_t) under the registry's neighbour relation
+                                   (``requests.step_sensitivity``). Valid under fully adaptive choice of
+                                   the steps as a GDP filter (Smith & Thakurta 2022, Koskela, Tobaben &
+                                   Honkela 2023): the ledger admits a batch only while the composed μ stays
+                                   within the budget. Without the batch (a dry run) every decision is
+                                   charged at Δ = the cap.
 MH + penalty, no cap  any          GaussianEvent μ = 1/(τ n^α √r), r the parties whose noise the coalition
                                    does not know (``penalty_gdp_mu``): every reveal mode is a
                                    post-processing of log r + N(0, rσ²)
@@ -34,7 +42,7 @@ from numpy.random import default_rng  # a fixed public probe point, not secret r
 from hss.modes import reveal_mode
 from mechanisms.models.base import Model
 from mechanisms.samplers.plan import DecisionPlan
-from mechanisms.samplers.requests import Lazy
+from mechanisms.samplers.requests import DecisionRequest, Lazy, Penalty, step_sensitivity
 
 from .events import AmplifiedGaussianEvent, GaussianEvent, PrivacyEvent, ProfileEvent
 from .penalty import penalty_gdp_mu, penalty_step_profile
@@ -50,11 +58,27 @@ class Unaccountable(ValueError):
 
 
 def decision_events(
-    plan: DecisionPlan, model: Model, mode: str, view: RevealView, n: int, name: str
+    plan: DecisionPlan,
+    model: Model,
+    mode: str,
+    view: RevealView,
+    n: int,
+    name: str,
+    request: DecisionRequest | None = None,
+    neighbours: str = "replace-one",
 ) -> list[PrivacyEvent]:
     """The events one batch of ``n`` decisions of ``plan`` adds to a registry's ledger, for what the
     coalition in ``view`` observes in reveal ``mode``; ``name`` (the analysis) starts every label and
-    message. Raises :class:`Unaccountable` (see the module's table)."""
+    message. ``request`` (the batch's public proposals) prices a fixed-sd penalty per decision;
+    ``neighbours`` is the registry's relation (``requests.NEIGHBOURS``). Raises :class:`Unaccountable` (see
+    the module's table)."""
+    if plan.penalty is not None and plan.penalty.fixed:
+        return _per_decision_events(plan.penalty, model, mode, view, n, name, request, neighbours)
+    if neighbours != "replace-one":
+        raise Unaccountable(
+            f"{name}: this plan is charged at a fixed per-step bound for replace-one neighbours only; "
+            "add-remove accounting needs the penalty with a fixed sd (charged per decision)"
+        )
     if plan.kind == "rejection":
         return _rejection_events(plan, model, mode, view, n, name)
     if plan.lazy is not None:
@@ -82,6 +106,39 @@ def decision_events(
             label=f"{label}, c <= {cap:g}: confidential amplification ({view.observed})",
         )
     ]
+
+
+def _per_decision_events(
+    pen: Penalty,
+    model: Model,
+    mode: str,
+    view: RevealView,
+    n: int,
+    name: str,
+    request: DecisionRequest | None,
+    neighbours: str,
+) -> list[PrivacyEvent]:
+    """A fixed-sd penalty step is a post-processing of ℓ_j + N(0, r sd²) for the coalition (r parties'
+    noise unknown to it), so a step of sensitivity Δ is Δ/(sd √r)-GDP; a batch composes to
+    μ = √(Σ_t μ_t²) (exact for Gaussians)."""
+    cap = pen.max_sensitivity
+    if cap is None:
+        raise Unaccountable(
+            f"{name}: a penalty with a fixed sd needs max_sensitivity, a public cap on c(theta, theta*) "
+            "(the worst case a dry run charges; larger steps are rejected publicly)"
+        )
+    assert pen.sd is not None
+    sd_res = pen.sd * (view.threat.residual_parties ** 0.5)
+    where = f"{name} penalty sd={pen.sd:g} {mode}, {neighbours}, per decision"
+    if request is None:
+        delta = np.full(n, float(cap))
+        what = f"{where} at the cap c <= {cap:g} (dry run)"
+    else:
+        assert request.theta is not None
+        delta = step_sensitivity(model, request.theta, request.theta_star, neighbours, pen.c, pen.b)
+        what = where
+    mu = float(np.sqrt(np.sum((delta / sd_res) ** 2)))
+    return [GaussianEvent(mu, count=1, label=what)]
 
 
 def _rejection_events(

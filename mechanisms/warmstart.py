@@ -1,0 +1,394 @@
+"""A differentially private warm start: the covariates' moments and a Laplace approximation of the posterior
+from noisy sums that the registries release on secret shares (issue 23, DESIGN.md §1 "Making ε useful").
+
+Every release is the sum over all registries' records of a per-record vector v_i whose L2 norm is bounded
+in public, plus Gaussian noise that the registries add themselves (each its own share, from its CSPRNG), and
+only the noisy total is revealed (the ``sum`` reveal: the coordinator sees Σ_j (S_j + N_j), no registry's
+S_j). Two kinds (:data:`STATISTICS`):
+
+* ``"moments"``: v_i = (z_i, vech(z_i z_iᵀ)) for the covariates z_i of a regression model, bounded by the
+  schema's box |z_k| <= x_bound: ‖v_i‖₂ <= √(‖z‖² + ‖z‖⁴) with ‖z‖² <= p·x_bound². From the totals the
+  coordinator gets a public centre μ and covariance B for the covariate ellipsoid
+  (:mod:`mechanisms.models.ellipsoid`).
+* ``"score"`` at a public θ: v_i = (s_i, vech(s_i s_iᵀ)) with s_i = ∇_θ log p(x_i | θ) clipped to the L2
+  ball of radius ``clip`` (‖v_i‖₂ <= √(C² + C⁴)). The totals are the gradient of the log-likelihood and its
+  empirical Fisher information; a few Fisher-scoring steps from a public start give θ̂ and
+  Â = F(θ̂) + the prior's precision, and N(θ̂, Â⁻¹) is the DP Laplace approximation. Clipping the scores
+  only makes the approximation worse, never the chain inexact: the approximation is a proposal.
+
+Privacy (per registry, for its neighbour relation and the coalition it assumes): each registry adds
+N(0, sd²) to each coordinate of the first block (Σ v or Σ s) of its own sum and N(0, sd2²) to each of the
+second (the vech of the Gram matrix), so a coalition that knows q registries' noise still faces (m − q)
+times those variances, and the release is the Gaussian mechanism with μ = √((Δ₁/sd)² + (Δ₂/sd2)²) / √(m − q),
+Δ₁, Δ₂ the blocks' L2 sensitivities (max ‖z‖ and ‖z‖², or C and C², for add-remove; twice those for
+replace-one) — :func:`release_mu`. Two noise scales let the Gram block, which needs little relative
+precision, carry much more noise than the gradient. Releases compose with each
+other and with the MCMC's per-decision charges in the same GDP ledger (exact for Gaussians, valid under
+adaptive choice as a GDP filter).
+
+The released values are scaled by 1/``scale`` (a public number, the total record count) so that they fit
+the fixed-point terms of the sum protocol; the coordinator multiplies back. Pure: no I/O; the secret noise
+generator comes in as an argument.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mechanisms.models.base import F64, Data, Model
+from mechanisms.models.ellipsoid import CovariateRegion
+
+__all__ = [
+    "STATISTICS",
+    "WarmStart",
+    "WarmStartPlan",
+    "in_memory_release",
+    "run_warm_start",
+    "LaplaceApproximation",
+    "Statistics",
+    "block_bounds",
+    "clipped_scores",
+    "covariate_moments",
+    "fisher_step",
+    "moments_from_totals",
+    "pack",
+    "record_vectors",
+    "release_mu",
+    "unpack",
+]
+
+#: what a release sums per record
+STATISTICS = ("moments", "score")
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """One release: ``what`` (:data:`STATISTICS`), the score's L2 ``clip`` (score only), each registry's
+    noise ``sd`` on the first block and ``sd2`` on the Gram block of its unscaled sum, and the public
+    ``scale`` the released values are divided by."""
+
+    what: str
+    sd: float
+    sd2: float
+    scale: float
+    clip: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.what not in STATISTICS:
+            raise ValueError(f"statistics must be one of {STATISTICS}, got {self.what!r}")
+        for key in ("sd", "sd2"):
+            v = getattr(self, key)
+            if not (math.isfinite(v) and v > 0):
+                raise ValueError(f"statistics {key} must be a finite number > 0, got {v!r}")
+        if not (math.isfinite(self.scale) and self.scale >= 1):
+            raise ValueError(f"statistics scale must be a finite number >= 1, got {self.scale!r}")
+        clip_ok = self.clip is not None and math.isfinite(self.clip) and self.clip > 0
+        if self.what == "score" and not clip_ok:
+            raise ValueError("a score release needs clip, a finite L2 bound > 0 on each record's score")
+        if self.what == "moments" and self.clip is not None:
+            raise ValueError("a moments release is bounded by the schema's box: it takes no clip")
+
+    def to_params(self) -> dict[str, float | str]:
+        out: dict[str, float | str] = {"what": self.what, "sd": self.sd, "sd2": self.sd2, "scale": self.scale}
+        if self.clip is not None:
+            out["clip"] = self.clip
+        return out
+
+    @classmethod
+    def from_params(cls, p: dict[str, object]) -> Statistics:
+        extra = set(p) - {"what", "sd", "sd2", "scale", "clip"}
+        if extra:
+            raise ValueError(f"unknown statistics parameters {sorted(extra)}")
+        clip = p.get("clip")
+        return cls(
+            what=str(p.get("what")),
+            sd=_num(p, "sd"),
+            sd2=_num(p, "sd2"),
+            scale=_num(p, "scale"),
+            clip=None if clip is None else _num(p, "clip"),
+        )
+
+
+def _num(p: dict[str, object], key: str) -> float:
+    v = p.get(key)
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        raise ValueError(f"statistics {key} must be a number, got {v!r}")
+    return float(v)
+
+
+def _vech(outer: F64) -> F64:
+    """The upper triangles (diagonal included) of a stack of square matrices (n, k, k) -> (n, k(k+1)/2)."""
+    k = outer.shape[-1]
+    iu = np.triu_indices(k)
+    return np.asarray(outer[:, iu[0], iu[1]], dtype=np.float64)
+
+
+def pack(first: F64, second: F64) -> F64:
+    """(Σ v, vech(Σ v vᵀ)) as one vector (the release's coordinates)."""
+    return np.concatenate([first, second])
+
+
+def unpack(total: F64, k: int) -> tuple[F64, F64]:
+    """The inverse of :func:`pack`: (k,) and the symmetric (k, k) matrix."""
+    first = np.asarray(total[:k], dtype=np.float64)
+    mat = np.zeros((k, k))
+    iu = np.triu_indices(k)
+    mat[iu] = total[k:]
+    mat = mat + np.triu(mat, 1).T
+    return first, mat
+
+
+def dimension(what: str, model: Model) -> int:
+    """The number of coordinates of a release (k + k(k + 1)/2, k = p covariates or d parameters)."""
+    k = _covariate_model(model).p if what == "moments" else model.d
+    return k + k * (k + 1) // 2
+
+
+def _covariate_model(model: Model) -> CovariateRegion:
+    if not isinstance(model, CovariateRegion):
+        raise ValueError(f"model {model.name!r} has no covariates in a public box (moments need them)")
+    return model
+
+
+def block_bounds(stats: Statistics, model: Model) -> tuple[float, float]:
+    """max over allowed records of the L2 norms of v_i's two blocks: (‖s‖, ‖vech(s sᵀ)‖) <= (C, C²) for
+    scores, (‖z‖, ‖z‖²) with ‖z‖² <= p x_bound² for moments (the add-remove sensitivities)."""
+    if stats.what == "score":
+        assert stats.clip is not None
+        return stats.clip, stats.clip**2
+    reg = _covariate_model(model)
+    z2 = reg.p * reg.x_bound**2
+    return math.sqrt(z2), z2
+
+
+def release_mu(stats: Statistics, model: Model, residual_parties: int, neighbours: str) -> float:
+    """GDP μ of one release for a registry whose assumed coalition leaves ``residual_parties`` registries'
+    noise unknown: √((Δ₁/sd)² + (Δ₂/sd2)²)/√r, Δ the block bounds (add-remove) or twice them (replace-one)."""
+    if residual_parties < 1:
+        raise ValueError("at least one registry's noise must be unknown to the coalition")
+    factor = {"add-remove": 1.0, "replace-one": 2.0}.get(neighbours)
+    if factor is None:
+        raise ValueError(f"neighbours must be 'add-remove' or 'replace-one', got {neighbours!r}")
+    d1, d2 = block_bounds(stats, model)
+    return factor * math.hypot(d1 / stats.sd, d2 / stats.sd2) / math.sqrt(residual_parties)
+
+
+def covariate_moments(model: Model, data: Data) -> F64:
+    """Σ_i (z_i, vech(z_i z_iᵀ)) over a registry's records (unscaled, no noise)."""
+    reg = _covariate_model(model)
+    cols = [np.asarray(data[c], dtype=np.float64) for c in reg.covariates]
+    z = np.column_stack(cols) if cols else np.zeros((model.n_records(data), 0))
+    return pack(z.sum(axis=0), _vech(z[:, :, None] * z[:, None, :]).sum(axis=0))
+
+
+def clipped_scores(model: Model, data: Data, theta: F64, clip: float, rel_step: float = 1e-6) -> F64:
+    """Per-record scores ∇_θ log p(x_i | θ) (central differences of ``record_log_likelihood``), each clipped
+    to the L2 ball of radius ``clip``: shape (records, d)."""
+    th = np.asarray(theta, dtype=np.float64).reshape(-1)
+    d = th.size
+    h = rel_step * np.maximum(1.0, np.abs(th))
+    steps = np.vstack([th + np.diag(h), th - np.diag(h)])  # (2d, d)
+    rec = np.asarray(model.record_log_likelihood(data, steps), dtype=np.float64)  # (2d, records)
+    score = ((rec[:d] - rec[d:]) / (2.0 * h[:, None])).T
+    norm = np.linalg.norm(score, axis=1)
+    return np.asarray(score * np.minimum(1.0, clip / np.maximum(norm, 1e-300))[:, None], dtype=np.float64)
+
+
+def record_vectors(stats: Statistics, model: Model, data: Data, theta: F64 | None) -> F64:
+    """A registry's unscaled, noise-free sum of the release's per-record vectors."""
+    if stats.what == "moments":
+        return covariate_moments(model, data)
+    if theta is None:
+        raise ValueError("a score release needs the public theta it is evaluated at")
+    assert stats.clip is not None
+    s = clipped_scores(model, data, theta, stats.clip)
+    return pack(s.sum(axis=0), _vech(s[:, :, None] * s[:, None, :]).sum(axis=0))
+
+
+def noisy_release(stats: Statistics, total: F64, k: int, normal: Callable[[int], F64]) -> F64:
+    """A registry's released values: (its sum + N(0, sd²) on the first ``k`` coordinates, N(0, sd2²) on the
+    Gram block) / scale; ``normal(j)`` draws j standard normals from the registry's CSPRNG."""
+    scales = np.r_[np.full(k, stats.sd), np.full(total.size - k, stats.sd2)]
+    return np.asarray((total + scales * normal(total.size)) / stats.scale, dtype=np.float64)
+
+
+def block_size(what: str, model: Model) -> int:
+    """k: the first block's length (p covariates or d parameters)."""
+    return _covariate_model(model).p if what == "moments" else model.d
+
+
+def _nearest_pd(mat: F64, floor: float) -> F64:
+    """The symmetric matrix with eigenvalues raised to ``floor`` (a noisy Gram matrix can be indefinite)."""
+    sym = 0.5 * (mat + mat.T)
+    w, v = np.linalg.eigh(sym)
+    return np.asarray((v * np.maximum(w, floor)) @ v.T, dtype=np.float64)
+
+
+def moments_from_totals(total: F64, p: int, n: int) -> tuple[F64, F64]:
+    """(centre μ, covariance B) of the covariates from a moments release's unscaled noisy total and the
+    public record count n; B is made positive definite (eigenvalues at least 1e-6 of its largest)."""
+    first, second = unpack(total, p)
+    mu = first / n
+    cov = second / n - np.outer(mu, mu)
+    top = float(np.max(np.abs(np.linalg.eigvalsh(0.5 * (cov + cov.T))), initial=1.0))
+    return np.asarray(mu, dtype=np.float64), _nearest_pd(cov, 1e-6 * max(top, 1e-12))
+
+
+@dataclass(frozen=True)
+class LaplaceApproximation:
+    """N(mean, cov): the DP Laplace approximation of the posterior (public: computed from released sums)."""
+
+    mean: F64
+    cov: F64
+
+    def sd(self) -> F64:
+        return np.asarray(np.sqrt(np.diag(self.cov)), dtype=np.float64)
+
+
+def prior_precision(model: Model, theta: F64, rel_step: float = 1e-4) -> tuple[F64, F64]:
+    """(∇ log π(θ), −∇² log π(θ)) by central differences (the prior is public)."""
+    th = np.asarray(theta, dtype=np.float64).reshape(-1)
+    d = th.size
+    h = rel_step * np.maximum(1.0, np.abs(th))
+
+    def lp(x: F64) -> F64:
+        return np.asarray(model.log_prior(np.atleast_2d(x)), dtype=np.float64)
+
+    eye = np.diag(h)
+    grad = (lp(th + eye) - lp(th - eye)) / (2 * h)
+    hess = np.zeros((d, d))
+    for i in range(d):
+        for j in range(i, d):
+            pp = lp(th + eye[i] + eye[j])[0]
+            pm = lp(th + eye[i] - eye[j])[0]
+            mp = lp(th - eye[i] + eye[j])[0]
+            mm = lp(th - eye[i] - eye[j])[0]
+            hess[i, j] = hess[j, i] = (pp - pm - mp + mm) / (4 * h[i] * h[j])
+    return np.asarray(grad, dtype=np.float64), _nearest_pd(-hess, 1e-12)
+
+
+def fisher_step(model: Model, theta: F64, total: F64, max_step: float | None = None) -> tuple[F64, F64]:
+    """One Fisher-scoring step on the posterior from a score release's unscaled noisy total at ``theta``:
+    θ' = θ + (F + P)⁻¹ (g + ∇ log π), F the empirical Fisher (made positive definite), P the prior's
+    precision; the step is shrunk to ``max_step`` in the (F + P) metric when given. Returns (θ', F + P at
+    θ)."""
+    d = model.d
+    grad, fisher = unpack(total, d)
+    lp_grad, prec = prior_precision(model, theta)
+    info = _nearest_pd(fisher, 1e-9 * max(1.0, float(np.trace(fisher)) / d)) + prec
+    step = np.linalg.solve(info, grad + lp_grad)
+    if max_step is not None:
+        length = float(np.sqrt(step @ info @ step))
+        if length > max_step:
+            step = step * (max_step / length)
+    return np.asarray(np.asarray(theta, dtype=np.float64).reshape(-1) + step, dtype=np.float64), info
+
+
+def laplace_from(theta: F64, info: F64, inflate: float = 1.0) -> LaplaceApproximation:
+    """N(θ̂, inflate² (F + P)⁻¹)."""
+    cov = np.linalg.inv(info) * inflate**2
+    return LaplaceApproximation(np.asarray(theta, dtype=np.float64), np.asarray(0.5 * (cov + cov.T)))
+
+
+def release_totals(parts: Sequence[F64], stats: Statistics) -> F64:
+    """The coordinator's unscaled total from the registries' released (scaled) values."""
+    return np.asarray(np.sum(np.asarray(parts), axis=0) * stats.scale, dtype=np.float64)
+
+
+#: a release function: (statistics, public θ or None) -> the unscaled noisy total over all registries
+Release = Callable[[Statistics, "F64 | None"], F64]
+
+
+@dataclass(frozen=True)
+class WarmStartPlan:
+    """The coordinator's public warm-start schedule: one moments release (when the model has covariates and
+    ``ellipsoid_quantile`` is set) then ``steps`` Fisher-scoring score releases from ``start``; the noise
+    scales of each release (``moments``, ``score``) and the Laplace covariance's ``inflate`` factor."""
+
+    score: Statistics
+    steps: int
+    moments: Statistics | None = None
+    ellipsoid_quantile: float | None = 0.99
+    inflate: float = 1.0
+    max_step: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.score.what != "score" or (self.moments is not None and self.moments.what != "moments"):
+            raise ValueError("a warm start is one moments release (optional) and score releases")
+        if not 1 <= self.steps <= 50:
+            raise ValueError(f"warm start steps must be in 1..50, got {self.steps}")
+        q = self.ellipsoid_quantile
+        if q is not None and not 0.5 <= q < 1.0:
+            raise ValueError(f"ellipsoid_quantile must be in [0.5, 1), got {q}")
+        if not (math.isfinite(self.inflate) and self.inflate >= 1.0):
+            raise ValueError(f"inflate must be a finite number >= 1, got {self.inflate}")
+
+    def releases(self) -> list[Statistics]:
+        """Every release, in order (what a registry's ledger will hold)."""
+        return ([self.moments] if self.moments is not None else []) + [self.score] * self.steps
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """The warm start's public results: the model with its covariate ellipsoid (if released), the DP Laplace
+    approximation, and the path of θ (public)."""
+
+    model: Model
+    laplace: LaplaceApproximation
+    path: tuple[F64, ...]
+
+
+def ellipsoid_radius(p: int, quantile: float) -> float:
+    """R with P(χ²_p <= R²) = quantile: the radius that keeps that share of Gaussian covariates unclipped."""
+    from scipy.stats import chi2
+
+    return float(math.sqrt(chi2.ppf(quantile, max(p, 1))))
+
+
+def run_warm_start(
+    model: Model, plan: WarmStartPlan, release: Release, n_total: int, start: F64
+) -> WarmStart:
+    """The coordinator's side of the warm start, over any transport (``release``)."""
+    import dataclasses
+
+    if plan.moments is not None:
+        reg = _covariate_model(model)
+        mu, cov = moments_from_totals(release(plan.moments, None), reg.p, n_total)
+        if plan.ellipsoid_quantile is not None:
+            mu = np.clip(mu, -reg.x_bound, reg.x_bound)  # the centre must lie in the schema's box
+            radius = ellipsoid_radius(reg.p, plan.ellipsoid_quantile)
+            model = dataclasses.replace(  # type: ignore[type-var]
+                model,
+                x_center=tuple(float(v) for v in mu),
+                x_cov=tuple(tuple(float(v) for v in row) for row in cov),
+                x_radius=radius,
+            )
+    theta = np.asarray(start, dtype=np.float64).reshape(-1)
+    path = [theta]
+    info = None
+    for _ in range(plan.steps):
+        theta, info = fisher_step(model, theta, release(plan.score, theta), plan.max_step)
+        path.append(theta)
+    assert info is not None
+    return WarmStart(model, laplace_from(theta, info, plan.inflate), tuple(path))
+
+
+def in_memory_release(
+    model: Model, datasets: Sequence[Data], normals: Sequence[Callable[[int], F64]]
+) -> Release:
+    """The release of ``len(datasets)`` registries in one process (tests, simulations): each adds its own
+    noise from its ``normals[j]`` and the totals are summed as the ``sum`` reveal would."""
+
+    def release(stats: Statistics, theta: F64 | None) -> F64:
+        k = block_size(stats.what, model)
+        parts = [
+            noisy_release(stats, record_vectors(stats, model, data, theta), k, draw)
+            for data, draw in zip(datasets, normals, strict=True)
+        ]
+        return release_totals(parts, stats)
+
+    return release
