@@ -44,20 +44,20 @@ from mechanisms.models.ellipsoid import CovariateRegion
 
 __all__ = [
     "STATISTICS",
-    "WarmStart",
-    "WarmStartPlan",
-    "in_memory_release",
-    "run_warm_start",
     "LaplaceApproximation",
     "Statistics",
+    "WarmStart",
+    "WarmStartPlan",
     "block_bounds",
     "clipped_scores",
     "covariate_moments",
     "fisher_step",
+    "in_memory_release",
     "moments_from_totals",
     "pack",
     "record_vectors",
     "release_mu",
+    "run_warm_start",
     "unpack",
 ]
 
