@@ -45,6 +45,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from parties.config import PartyConfig
+from parties.exchange import LinkLost
 from parties.policy import reproducible
 from parties.service import PartyService, cut
 from parties.session import LIVE, teardown
@@ -201,17 +202,22 @@ def _strict_party_handlers(d: PartyDaemon) -> grpc.GenericRpcHandler:
 
 def _strict_peer_handler(d: PartyDaemon) -> grpc.GenericRpcHandler:
     async def frames(raw_iter: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        async for raw in raw_iter:
-            try:
-                yield peer_pb2.PeerFrame.FromString(raw)
-            except DecodeError:
-                d.refused_frames += 1
-                d.audit.record(
-                    who=d.who(context),
-                    what="PeerFrame",
-                    outcome="INVALID_ARGUMENT",
-                    detail="undecodable PeerFrame",
-                )
+        """The stream's frames, parsed (an undecodable one is counted and audited, and skipped); a broken
+        stream is :class:`parties.exchange.LinkLost` naming its status (the domain knows no gRPC error)."""
+        try:
+            async for raw in raw_iter:
+                try:
+                    yield peer_pb2.PeerFrame.FromString(raw)
+                except DecodeError:
+                    d.refused_frames += 1
+                    d.audit.record(
+                        who=d.who(context),
+                        what="PeerFrame",
+                        outcome="INVALID_ARGUMENT",
+                        detail="undecodable PeerFrame",
+                    )
+        except grpc.aio.AioRpcError as exc:
+            raise LinkLost(f"{exc.code().name}: {exc.details()}") from exc
 
     async def handler(
         raw_iter: AsyncIterator[bytes], context: grpc.aio.ServicerContext

@@ -28,7 +28,6 @@ from parties.exchange import PROBE_MAX_ROUNDS, LinkLost, Refused, drive, probe_m
 from parties.links import LinkError
 from parties.peering import accept_stream, drive_step, open_links, sender, unwrap_frame, verify_bundles
 from parties.policy import (
-    Abort,
     check_analysis,
     check_batch,
     check_data_model,
@@ -38,6 +37,7 @@ from parties.policy import (
     svt_run_paid,
 )
 from parties.privacy_budget import charged_per_run
+from parties.refusal import Reason, Refusal
 from parties.registry import get_analysis
 from parties.session import (
     LIVE,
@@ -60,6 +60,10 @@ from proto.spec import SessionSpec, shown
 from proto.tls import TlsMaterial, caller_identity
 
 MAX_ERROR_CHARS = 2000  # an error message sent back is cut to this (inputs echoed in it: proto.spec.shown)
+
+#: Each refusal of the party's domain (``parties.refusal``) is answered with the gRPC status code of the same
+#: name: the one place where the domain's reasons become the transport's codes.
+STATUS: dict[Reason, grpc.StatusCode] = {reason: grpc.StatusCode[reason.name] for reason in Reason}
 
 
 class PartyService:
@@ -105,8 +109,8 @@ class PartyService:
     def require_coordinator(self, context: grpc.aio.ServicerContext) -> str:
         who = self.who(context)
         if who != self.cfg.coordinator_identity:
-            raise Abort(
-                grpc.StatusCode.PERMISSION_DENIED,
+            raise Refusal(
+                Reason.PERMISSION_DENIED,
                 f"caller {shown(who)} is not this party's coordinator ({self.cfg.coordinator_identity!r})",
             )
         return who
@@ -114,14 +118,14 @@ class PartyService:
     def session(self, sid: bytes, want: tuple[str, ...] = ("ready",)) -> Session:
         sess = self.sessions.get(bytes(sid))
         if sess is None:
-            raise Abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
+            raise Refusal(
+                Reason.FAILED_PRECONDITION,
                 f"unknown session {bytes(sid).hex()[:16]}…: open it first",
             )
         if sess.state not in want:
             extra = f" ({sess.failure})" if sess.failure else ""
-            raise Abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
+            raise Refusal(
+                Reason.FAILED_PRECONDITION,
                 f"session {sess.spec.session_id.hex()[:16]}… is {sess.state}{extra}; "
                 f"expected {'/'.join(want)}",
             )
@@ -149,7 +153,8 @@ class PartyService:
         session: bytes | None = None,
         step: int | None = None,
     ) -> Any:
-        """Run a unary handler: map Abort/unexpected errors to status codes; one audit line either way.
+        """Run a unary handler: map a Refusal (its :data:`STATUS`) or an unexpected error (INTERNAL) to a
+        status code; one audit line either way.
 
         The caller is checked first: a caller that is not this party's coordinator is refused before anything
         of its request is looked at, with one audit line of bounded size (every Party RPC is the
@@ -168,9 +173,9 @@ class PartyService:
         }
         try:
             resp, audit_extra = await fn()
-        except Abort as exc:
-            self.audit.record(**base, outcome=exc.code.name, detail=exc.message)
-            await context.abort(exc.code, cut(exc.message))
+        except Refusal as exc:
+            self.audit.record(**base, outcome=exc.reason.name, detail=exc.message)
+            await context.abort(STATUS[exc.reason], cut(exc.message))
             raise AssertionError("unreachable") from exc
         except asyncio.CancelledError:
             self.audit.record(**base, outcome="CANCELLED")
@@ -189,8 +194,9 @@ class PartyService:
         """PERMISSION_DENIED for a Party RPC from anyone but the coordinator; its audit line is bounded (the
         audit log cuts the session id and every string)."""
         msg = f"caller {shown(who)} is not this party's coordinator ({self.cfg.coordinator_identity!r})"
-        self.audit.record(who=who, what=what, outcome="PERMISSION_DENIED", session=session, detail=msg)
-        await context.abort(grpc.StatusCode.PERMISSION_DENIED, msg)
+        denied = Reason.PERMISSION_DENIED
+        self.audit.record(who=who, what=what, outcome=denied.name, session=session, detail=msg)
+        await context.abort(STATUS[denied], msg)
         raise AssertionError("unreachable")
 
     # ---- Party service -----------------------------------------------------------------------------------
@@ -199,17 +205,17 @@ class PartyService:
         async def run() -> tuple[Any, dict[str, Any]]:
             self.require_coordinator(context)
             if not self.serving:
-                raise Abort(grpc.StatusCode.UNAVAILABLE, "party is shutting down")
+                raise Refusal(Reason.UNAVAILABLE, "party is shutting down")
             if not req.HasField("spec"):
-                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "OpenSessionRequest.spec is missing")
+                raise Refusal(Reason.INVALID_ARGUMENT, "OpenSessionRequest.spec is missing")
             try:
                 spec = serde.spec_from_open_request(req)  # with its run binding (run_id, first_run_step)
             except serde.WireError as exc:
-                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+                raise Refusal(Reason.INVALID_ARGUMENT, str(exc)) from exc
             check_policy(self.cfg, spec, self.decisions_used)
             if spec.session_id in self.sessions:
-                raise Abort(
-                    grpc.StatusCode.ALREADY_EXISTS, f"session {spec.session_id.hex()[:16]}… already exists"
+                raise Refusal(
+                    Reason.ALREADY_EXISTS, f"session {spec.session_id.hex()[:16]}… already exists"
                 )
             held, superseded = run_resume_at_open(self.party, self.sessions, spec)
             live = sum(s.state in LIVE for k, s in self.sessions.items() if k not in superseded)
@@ -298,15 +304,15 @@ class PartyService:
                     timeout_s=self.timeout(context),
                 )
                 sess.ctx = PartyContext(sess.spec.params(), out.result)
-            except Abort:
+            except Refusal:
                 sess.fail("connect failed")
                 raise
             except (LinkError, LinkLost) as exc:
                 sess.fail(str(exc))
-                raise Abort(grpc.StatusCode.UNAVAILABLE, f"session setup: {exc}") from exc
+                raise Refusal(Reason.UNAVAILABLE, f"session setup: {exc}") from exc
             except ProtocolError as exc:
                 sess.fail(str(exc))
-                raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"session key setup failed: {exc}") from exc
+                raise Refusal(Reason.FAILED_PRECONDITION, f"session key setup failed: {exc}") from exc
             sess.state = "ready"
             answer = serde_session.connect_response_to_proto(sess.spec.session_id, out.rounds)
             return answer, {"step": 0, "rounds": out.rounds, **replay_audit(sess)}
@@ -339,15 +345,15 @@ class PartyService:
             sess = self.session(call.session_id)
             check_next_step(sess, step)
             if sess.spec.run_id:
-                raise Abort(
-                    grpc.StatusCode.FAILED_PRECONDITION,
+                raise Refusal(
+                    Reason.FAILED_PRECONDITION,
                     f"a link probe uses up a session step, which would shift the run steps of run "
                     f"{sess.spec.run_id!r}: probe in a session without run_id",
                 )
             rounds, words = call.rounds, call.words
             if not 1 <= rounds <= PROBE_MAX_ROUNDS or not 0 <= 8 * words <= self.cfg.max_message_bytes:
-                raise Abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
+                raise Refusal(
+                    Reason.INVALID_ARGUMENT,
                     f"a link probe needs rounds in 1..{PROBE_MAX_ROUNDS} and words in "
                     f"0..{self.cfg.max_message_bytes // 8} (limits.max_message_bytes), "
                     f"got {rounds} and {words}",
@@ -389,7 +395,7 @@ class PartyService:
             try:
                 call = serde_privacy.plan_request_from_proto(req)
             except serde.WireError as exc:
-                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+                raise Refusal(Reason.INVALID_ARGUMENT, str(exc)) from exc
             spec = call.spec
             analysis: Analysis | None = None
             refusal = ""
@@ -398,8 +404,8 @@ class PartyService:
                 analysis = get_analysis(spec.model)
                 analysis.check_params(spec.model_params)
                 check_data_model(self.cfg, spec, analysis)
-            except Abort as exc:
-                refusal = f"{exc.code.name}: {exc.message}"
+            except Refusal as exc:
+                refusal = f"{exc.reason.name}: {exc.message}"
             except AnalysisError as exc:
                 refusal = f"INVALID_ARGUMENT: {exc}"
             batches = call.batches
@@ -480,10 +486,10 @@ class PartyService:
         is counted, audited and answered with its status code."""
         who = self.who(context)
 
-        async def refuse(code: grpc.StatusCode, msg: str, sid: bytes | None = None) -> NoReturn:
+        async def refuse(reason: Reason, msg: str, sid: bytes | None = None) -> NoReturn:
             self.refused_frames += 1
-            self.audit.record(who=who, what="PeerExchange", outcome=code.name, session=sid, detail=msg)
-            await context.abort(code, cut(msg))
+            self.audit.record(who=who, what="PeerExchange", outcome=reason.name, session=sid, detail=msg)
+            await context.abort(STATUS[reason], cut(msg))
             raise AssertionError("unreachable")
 
         stream = accept_stream(self.party, self.sessions, who, request_iterator, refuse, self.on_frame)

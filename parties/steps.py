@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-import grpc
 import numpy as np
 
 from hss.modes import FEATURES, reveal_mode
@@ -25,8 +24,8 @@ from parties import abcdp, ahead
 from parties.analyses import AnalysisError, lazy_coin
 from parties.exchange import RunOutcome
 from parties.peering import drive_step
-from parties.policy import Abort, check_decision_budget, paid_run_step, recharge_reason
-from parties.privacy_budget import PrivacyRefusal
+from parties.policy import check_decision_budget, paid_run_step, recharge_reason
+from parties.refusal import Reason, Refusal
 from parties.replay import RunRecord, SvtStep, step_digest
 from parties.session import Party, Session, noise_rng, reveal_rng
 from proto import party_pb2, serde, serde_session
@@ -54,8 +53,8 @@ async def evaluate(party: Party, sess: Session, step: Step) -> tuple[Any, dict[s
     cfg, store = party.cfg, party.store
     run_step = sess.spec.run_step(step.number)  # 0: no run_id
     if run_step > MAX_RUN_STEP:  # refused before anything runs: run steps live in JSON files
-        raise Abort(
-            grpc.StatusCode.FAILED_PRECONDITION,
+        raise Refusal(
+            Reason.FAILED_PRECONDITION,
             f"step {step.number} would be run step {run_step} of run {sess.spec.run_id!r}, past 2^53",
         )
     digest, run_audit, replayed = run_step_check(party, sess, step, run_step)
@@ -88,12 +87,9 @@ async def _evaluate_decisions(
     # step k's precompute made after step k - 1 (parties.ahead): finished first, before anything is charged
     material, round_base, pool_audit = await ahead.take(sess, step.number, n)
     privacy_events: list[Any] = []
-    if paid is None:
-        try:  # privacy budget: this party's own events for the batch, dry-run before touching data
-            privacy_events = store.privacy.events_for(cfg, sess.analysis, spec, n)
-            store.privacy.check(privacy_events, f"step {step.number} (batch of {n})")
-        except PrivacyRefusal as exc:
-            raise Abort(exc.code, exc.message) from exc
+    if paid is None:  # privacy budget: this party's own events for the batch, dry-run before touching data
+        privacy_events = store.privacy.events_for(cfg, sess.analysis, spec, n)
+        store.privacy.check(privacy_events, f"step {step.number} (batch of {n})")
     t_terms = time.perf_counter()
     machine, clipped = _decision_machine(party, sess, step, material)
     prepare_s = time.perf_counter() - t_terms
@@ -172,7 +168,7 @@ def _decision_machine(
         )
         return machine, terms.clipped_records
     except (serde.WireError, AnalysisError, ValueError) as exc:
-        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
+        raise Refusal(Reason.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
 
 
 def _charge_decisions(party: Party, sess: Session, step: Step, privacy_events: list[Any]) -> None:
@@ -180,15 +176,12 @@ def _charge_decisions(party: Party, sess: Session, step: Step, privacy_events: l
     (fsync, atomic rename) with the run step, then the decision count."""
     store, spec = party.store, sess.spec
     assert sess.keys is not None
-    try:
-        sid16 = spec.session_id.hex()[:16]
-        charge = None
-        if step.run_step:
-            rs = step.run_step
-            charge = RunCharge(spec.run_id, sid16, rs, rs, step.n, step.digest.hex(), sess.keys.run_key_id)
-        store.privacy.commit(privacy_events, charge)
-    except PrivacyRefusal as exc:
-        raise Abort(exc.code, exc.message) from exc
+    sid16 = spec.session_id.hex()[:16]
+    charge = None
+    if step.run_step:
+        rs = step.run_step
+        charge = RunCharge(spec.run_id, sid16, rs, rs, step.n, step.digest.hex(), sess.keys.run_key_id)
+    store.privacy.commit(privacy_events, charge)
     store.count_decisions(step.n)
     store.freeze_point("after-charge", step.run_step)
 
@@ -227,15 +220,15 @@ def run_step_check(
     try:
         inputs = serde.inputs_from_proto(step.inputs, party.cfg.max_message_bytes)
     except serde.WireError as exc:
-        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
+        raise Refusal(Reason.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
     digest = step_digest(spec, run_step, n, inputs)
     audit: dict[str, Any] = {"run_id": spec.run_id, "run_step": run_step}
     held = sess.run.held
     if held is None or held.run_step != run_step:
         return digest, audit, None
     if held.ref.digest != digest:
-        raise Abort(
-            grpc.StatusCode.FAILED_PRECONDITION,
+        raise Refusal(
+            Reason.FAILED_PRECONDITION,
             f"run step {run_step} of run {spec.run_id!r} was completed here with other inputs "
             f"(digest {held.ref.digest.hex()[:16]}…, now {digest.hex()[:16]}…; batch {held.batch}, "
             f"now {n}); refusing to evaluate a completed run step with different inputs",
@@ -274,8 +267,8 @@ async def evaluate_svt(
     now = sess.svt.state.counters.to_dict() if sess.svt is not None else start.counters if start else {}
     if now.get("done"):
         count = now["count"]
-        raise Abort(
-            grpc.StatusCode.FAILED_PRECONDITION,
+        raise Refusal(
+            Reason.FAILED_PRECONDITION,
             f"step {number}: the ABCDP run is finished: c accepts reached ({count} of "
             f"c = {abcdp.plan_of(spec.model_params).c}); no further candidate is decided in this session "
             "(close it)",
@@ -284,7 +277,7 @@ async def evaluate_svt(
         inputs = serde.inputs_from_proto(step.inputs, party.cfg.max_message_bytes)
         phibar = abcdp.phibar_input(spec, inputs, n)
     except (serde.WireError, AnalysisError, ValueError) as exc:
-        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {number}: {exc}") from exc
+        raise Refusal(Reason.INVALID_ARGUMENT, f"step {number}: {exc}") from exc
     store.freeze_point("before-charge", run_step)
     run = sess.svt if sess.svt is not None else _svt_start(party, sess, step, extra)
     before = run.state.counters.to_dict()
@@ -298,9 +291,9 @@ async def evaluate_svt(
         machine = run.machine(sess.ctx, phibar, number, keys.proto_rng, query)
     except abcdp.SvtRunError as exc:
         sess.fail(f"step {number}: {exc}")
-        raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"step {number}: {exc}") from exc
+        raise Refusal(Reason.FAILED_PRECONDITION, f"step {number}: {exc}") from exc
     except (serde.WireError, AnalysisError, ValueError) as exc:
-        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {number}: {exc}") from exc
+        raise Refusal(Reason.INVALID_ARGUMENT, f"step {number}: {exc}") from exc
     prepare_s = time.perf_counter() - t_terms
     if redo is None:  # a step completed here before was counted then
         store.count_decisions(n)
@@ -339,7 +332,7 @@ def _settle_svt(sess: Session, run: abcdp.SvtRun, step: Step, out: RunOutcome, r
             )
     except abcdp.SvtRunError as exc:  # more accepts revealed than allowed: a deviation or corruption
         sess.fail(f"step {step.number}: {exc}")
-        raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"step {step.number}: {exc}") from exc
+        raise Refusal(Reason.FAILED_PRECONDITION, f"step {step.number}: {exc}") from exc
     return accepts
 
 
@@ -349,28 +342,26 @@ def _svt_start(party: Party, sess: Session, step: Step, extra: dict[str, Any]) -
     cfg, privacy, spec = party.cfg, party.store.privacy, sess.spec
     keys, start = sess.keys, sess.run.svt_resume
     assert keys is not None
-    try:  # the run's privacy event, before any record is touched: once per run (per session without)
-        events = privacy.events_for(cfg, sess.analysis, spec, 1)
-        plan = abcdp.plan_digest(spec) if spec.run_id else b""
-        paid = None
+    # the run's privacy event, before any record is touched: once per run (per session without)
+    events = privacy.events_for(cfg, sess.analysis, spec, 1)
+    plan = abcdp.plan_digest(spec) if spec.run_id else b""
+    paid = None
+    if spec.run_id:
+        paid = privacy.charged_run_step(spec.run_id, 0, plan, keys.run_key_id)
+    if paid is None:
+        privacy.check(events, "the ABCDP run (charged once)")
+        charge = None
         if spec.run_id:
-            paid = privacy.charged_run_step(spec.run_id, 0, plan, keys.run_key_id)
-        if paid is None:
-            privacy.check(events, "the ABCDP run (charged once)")
-            charge = None
-            if spec.run_id:
-                sid16 = spec.session_id.hex()[:16]
-                charge = RunCharge(spec.run_id, sid16, 0, 0, 0, plan.hex(), keys.run_key_id)
-            privacy.commit(events, charge)
-            extra["charged"] = [e.to_dict() for e in events]
-        else:
-            extra.update(
-                charged_in=paid.session,
-                detail=f"the ABCDP run's epsilon was charged in session {paid.session} (same plan, "
-                "same run key): not charged again",
-            )
-    except PrivacyRefusal as exc:
-        raise Abort(exc.code, exc.message) from exc
+            sid16 = spec.session_id.hex()[:16]
+            charge = RunCharge(spec.run_id, sid16, 0, 0, 0, plan.hex(), keys.run_key_id)
+        privacy.commit(events, charge)
+        extra["charged"] = [e.to_dict() for e in events]
+    else:
+        extra.update(
+            charged_in=paid.session,
+            detail=f"the ABCDP run's epsilon was charged in session {paid.session} (same plan, "
+            "same run key): not charged again",
+        )
     try:
         if spec.run_id:
             assert start is not None
@@ -387,5 +378,5 @@ def _svt_start(party: Party, sess: Session, step: Step, extra: dict[str, Any]) -
             sess.svt = abcdp.SvtRun.start(spec.model_params, party.data, spec.m, SecureRandom(key))
     except (AnalysisError, ValueError) as exc:
         sess.fail(f"step {step.number}: {exc}")  # charged: never charge it again
-        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
+        raise Refusal(Reason.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
     return sess.svt
