@@ -38,18 +38,17 @@ import os
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
 
 from parties.config import PartyConfig
-from parties.exchange import LinkLost
 from parties.policy import reproducible
-from parties.service import PartyService, cut
+from parties.service import PARTY_RPCS, PartyService
 from parties.session import LIVE, teardown
-from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2
+from proto import health_pb2, health_pb2_grpc, peer_pb2
 from proto.files import write_durable
 from proto.spec import shown
 from proto.tls import SERVER_OPTIONS, server_credentials
@@ -74,7 +73,7 @@ class PartyDaemon(PartyService):
     async def start(self) -> int:
         server = grpc.aio.server(options=SERVER_OPTIONS)
         health = _strict_health_handler(_HealthServicer(self))
-        server.add_generic_rpc_handlers((_strict_party_handlers(self), _strict_peer_handler(self), health))
+        server.add_generic_rpc_handlers((_party_handlers(self), _peer_handler(self), health))
         if self.tls is None:
             port = server.add_insecure_port(self.cfg.listen)
         else:
@@ -152,77 +151,30 @@ class PartyDaemon(PartyService):
         os._exit(EXIT_STOP_DEADLINE)
 
 
-_PARTY_METHODS: dict[str, tuple[Any, Any]] = {
-    "OpenSession": (party_pb2.OpenSessionRequest, party_pb2.OpenSessionResponse),
-    "ConnectSession": (party_pb2.ConnectSessionRequest, party_pb2.ConnectSessionResponse),
-    "Evaluate": (party_pb2.EvaluateRequest, party_pb2.EvaluateResponse),
-    "CloseSession": (party_pb2.CloseSessionRequest, party_pb2.CloseSessionResponse),
-    "Status": (party_pb2.StatusRequest, party_pb2.StatusResponse),
-    "PlanPrivacy": (party_pb2.PlanPrivacyRequest, party_pb2.PlanPrivacyResponse),
-    "PrivacyReport": (party_pb2.PrivacyReportRequest, party_pb2.PrivacyReportResponse),
-    "ProbeLinks": (party_pb2.ProbeLinksRequest, party_pb2.ProbeLinksResponse),
-}
+def _party_handlers(service: PartyService) -> grpc.GenericRpcHandler:
+    """The Party service with each request handed over as raw bytes: :meth:`PartyService.serve` checks the
+    caller before it parses them (undecodable bytes get INVALID_ARGUMENT, not grpc's UNKNOWN)."""
 
-
-def _strict_party_handlers(d: PartyDaemon) -> grpc.GenericRpcHandler:
-    """The Party service with requests parsed in the handler, so undecodable bytes get INVALID_ARGUMENT
-    (and an audit line) instead of grpc's UNKNOWN."""
-    impl: dict[str, Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]] = {
-        "OpenSession": d.open_session,
-        "ConnectSession": d.connect_session,
-        "Evaluate": d.evaluate,
-        "CloseSession": d.close_session,
-        "Status": d.status,
-        "PlanPrivacy": d.plan_privacy,
-        "PrivacyReport": d.privacy_report,
-        "ProbeLinks": d.probe_links,
-    }
-
-    def make(name: str) -> Any:
-        req_type, resp_type = _PARTY_METHODS[name]
-
+    def make(name: str, resp_type: Any) -> grpc.RpcMethodHandler:
         async def handler(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-            who = d.who(context)
-            if who != d.cfg.coordinator_identity:  # before the bytes are even parsed
-                await d.refuse_caller(context, name, who)
-            try:
-                req = req_type.FromString(raw)
-            except DecodeError as exc:
-                msg = f"{name}: request is not a valid {req_type.DESCRIPTOR.full_name}: {exc}"
-                d.audit.record(who=who, what=name, outcome="INVALID_ARGUMENT", detail=msg)
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, cut(msg))
-            return await impl[name](req, context)
+            return await service.serve(name, raw, context)
 
         return grpc.unary_unary_rpc_method_handler(
             handler, request_deserializer=None, response_serializer=resp_type.SerializeToString
         )
 
-    return grpc.method_handlers_generic_handler("confar.v1.Party", {n: make(n) for n in _PARTY_METHODS})
+    methods = {name: make(name, resp_type) for name, (_, resp_type) in PARTY_RPCS.items()}
+    return grpc.method_handlers_generic_handler("confar.v1.Party", methods)
 
 
-def _strict_peer_handler(d: PartyDaemon) -> grpc.GenericRpcHandler:
-    async def frames(raw_iter: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        """The stream's frames, parsed (an undecodable one is counted and audited, and skipped); a broken
-        stream is :class:`parties.exchange.LinkLost` naming its status (the domain knows no gRPC error)."""
-        try:
-            async for raw in raw_iter:
-                try:
-                    yield peer_pb2.PeerFrame.FromString(raw)
-                except DecodeError:
-                    d.refused_frames += 1
-                    d.audit.record(
-                        who=d.who(context),
-                        what="PeerFrame",
-                        outcome="INVALID_ARGUMENT",
-                        detail="undecodable PeerFrame",
-                    )
-        except grpc.aio.AioRpcError as exc:
-            raise LinkLost(f"{exc.code().name}: {exc.details()}") from exc
+def _peer_handler(service: PartyService) -> grpc.GenericRpcHandler:
+    """The Peer service's stream with its frames handed over as raw bytes (:meth:`PartyService.exchange`
+    parses them)."""
 
     async def handler(
         raw_iter: AsyncIterator[bytes], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Any]:
-        async for frame in d.exchange(frames(raw_iter, context), context):
+        async for frame in service.exchange(raw_iter, context):
             yield frame
 
     return grpc.method_handlers_generic_handler(

@@ -3,9 +3,10 @@
 and storage (``parties.storage``), and maps what they raise to a status code with one audit line.
 
 Services: ``Party`` (coordinator-facing: open/connect/evaluate/close/status, privacy plan/report, link
-probe) and ``Peer`` (the accepting side of mesh share exchange). Every Party RPC is the coordinator's: any
-other caller is refused before its request is looked at. Error messages sent back are cut to
-MAX_ERROR_CHARS (inputs echoed in them: ``proto.spec.shown``).
+probe) and ``Peer`` (the accepting side of mesh share exchange). Every Party RPC is the coordinator's: its
+caller is checked once, in :meth:`PartyService.serve`, before its request bytes are parsed; any other caller
+is refused there. Error messages sent back are cut to MAX_ERROR_CHARS (inputs echoed in them:
+``proto.spec.shown``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from hss.protocols import PartyContext, key_setup
 from hss.runtime import ProtocolError
@@ -65,6 +67,20 @@ MAX_ERROR_CHARS = 2000  # an error message sent back is cut to this (inputs echo
 #: name: the one place where the domain's reasons become the transport's codes.
 STATUS: dict[Reason, grpc.StatusCode] = {reason: grpc.StatusCode[reason.name] for reason in Reason}
 
+#: The Party service's RPCs by name: request and response message types (the request is parsed by
+#: :meth:`PartyService.serve`, after the caller check).
+PARTY_RPCS: dict[str, tuple[Any, Any]] = {
+    "OpenSession": (party_pb2.OpenSessionRequest, party_pb2.OpenSessionResponse),
+    "ConnectSession": (party_pb2.ConnectSessionRequest, party_pb2.ConnectSessionResponse),
+    "Evaluate": (party_pb2.EvaluateRequest, party_pb2.EvaluateResponse),
+    "CloseSession": (party_pb2.CloseSessionRequest, party_pb2.CloseSessionResponse),
+    "Status": (party_pb2.StatusRequest, party_pb2.StatusResponse),
+    "PlanPrivacy": (party_pb2.PlanPrivacyRequest, party_pb2.PlanPrivacyResponse),
+    "PrivacyReport": (party_pb2.PrivacyReportRequest, party_pb2.PrivacyReportResponse),
+    "ProbeLinks": (party_pb2.ProbeLinksRequest, party_pb2.ProbeLinksResponse),
+}
+Rpc = Callable[[Any, grpc.aio.ServicerContext, str], Awaitable[Any]]  # (request, context, caller)
+
 
 class PartyService:
     """The Party and Peer services of one daemon, and the state they share: its sessions by id."""
@@ -86,6 +102,17 @@ class PartyService:
         self.sessions: dict[bytes, Session] = {}
         self.refused_frames = 0
         self.serving = True
+        self.rpcs: dict[str, Rpc] = {
+            "OpenSession": self.open_session,
+            "ConnectSession": self.connect_session,
+            "Evaluate": self.evaluate,
+            "CloseSession": self.close_session,
+            "Status": self.status,
+            "PlanPrivacy": self.plan_privacy,
+            "PrivacyReport": self.privacy_report,
+            "ProbeLinks": self.probe_links,
+        }
+        assert set(self.rpcs) == set(PARTY_RPCS)
 
     @property
     def decisions_used(self) -> int:
@@ -105,15 +132,6 @@ class PartyService:
 
     def who(self, context: grpc.aio.ServicerContext) -> str | None:
         return caller_identity(context, self.insecure)
-
-    def require_coordinator(self, context: grpc.aio.ServicerContext) -> str:
-        who = self.who(context)
-        if who != self.cfg.coordinator_identity:
-            raise Refusal(
-                Reason.PERMISSION_DENIED,
-                f"caller {shown(who)} is not this party's coordinator ({self.cfg.coordinator_identity!r})",
-            )
-        return who
 
     def session(self, sid: bytes, want: tuple[str, ...] = ("ready",)) -> Session:
         sess = self.sessions.get(bytes(sid))
@@ -145,23 +163,37 @@ class PartyService:
             return {}
         return {"records": self.snapshot.records, "data_sha256": self.snapshot.sha256}
 
+    async def serve(self, name: str, raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        """The Party RPC ``name`` from its raw request bytes: the caller checked (once per RPC: every Party
+        RPC is the coordinator's; anyone else is refused before its bytes are parsed, with one audit line of
+        bounded size), then the request parsed (undecodable bytes get INVALID_ARGUMENT and an audit line
+        instead of grpc's UNKNOWN), then the RPC run by :meth:`handle`."""
+        who = self.who(context)
+        if who != self.cfg.coordinator_identity:
+            await self.refuse_caller(context, name, who)
+        req_type = PARTY_RPCS[name][0]
+        try:
+            req = req_type.FromString(raw)
+        except DecodeError as exc:
+            msg = f"{name}: request is not a valid {req_type.DESCRIPTOR.full_name}: {exc}"
+            invalid = Reason.INVALID_ARGUMENT
+            self.audit.record(who=who, what=name, outcome=invalid.name, detail=msg)
+            await context.abort(STATUS[invalid], cut(msg))
+            raise AssertionError("unreachable") from exc
+        return await self.rpcs[name](req, context, who)
+
     async def handle(
         self,
         context: grpc.aio.ServicerContext,
+        who: str,
         what: str,
         fn: Callable[[], Awaitable[Any]],
         session: bytes | None = None,
         step: int | None = None,
     ) -> Any:
-        """Run a unary handler: map a Refusal (its :data:`STATUS`) or an unexpected error (INTERNAL) to a
-        status code; one audit line either way.
-
-        The caller is checked first: a caller that is not this party's coordinator is refused before anything
-        of its request is looked at, with one audit line of bounded size (every Party RPC is the
-        coordinator's). Error messages sent back are cut to MAX_ERROR_CHARS."""
-        who = self.who(context)
-        if who != self.cfg.coordinator_identity:
-            await self.refuse_caller(context, what, who, session)
+        """Run a unary handler for the (checked) caller ``who``: map a Refusal (its :data:`STATUS`) or an
+        unexpected error (INTERNAL) to a status code; one audit line either way. Error messages sent back
+        are cut to MAX_ERROR_CHARS."""
         sess = self.sessions.get(bytes(session)) if session else None
         base: dict[str, Any] = {
             "who": who,
@@ -188,22 +220,21 @@ class PartyService:
         self.audit.record(**{**base, **audit_extra})
         return resp
 
-    async def refuse_caller(
-        self, context: grpc.aio.ServicerContext, what: str, who: str | None, session: bytes | None = None
-    ) -> NoReturn:
+    async def refuse_caller(self, context: grpc.aio.ServicerContext, what: str, who: str | None) -> NoReturn:
         """PERMISSION_DENIED for a Party RPC from anyone but the coordinator; its audit line is bounded (the
-        audit log cuts the session id and every string)."""
+        audit log cuts every string)."""
         msg = f"caller {shown(who)} is not this party's coordinator ({self.cfg.coordinator_identity!r})"
         denied = Reason.PERMISSION_DENIED
-        self.audit.record(who=who, what=what, outcome=denied.name, session=session, detail=msg)
+        self.audit.record(who=who, what=what, outcome=denied.name, session=None, detail=msg)
         await context.abort(STATUS[denied], msg)
         raise AssertionError("unreachable")
 
     # ---- Party service -----------------------------------------------------------------------------------
 
-    async def open_session(self, req: party_pb2.OpenSessionRequest, context: grpc.aio.ServicerContext) -> Any:
+    async def open_session(
+        self, req: party_pb2.OpenSessionRequest, context: grpc.aio.ServicerContext, who: str
+    ) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
-            self.require_coordinator(context)
             if not self.serving:
                 raise Refusal(Reason.UNAVAILABLE, "party is shutting down")
             if not req.HasField("spec"):
@@ -214,9 +245,7 @@ class PartyService:
                 raise Refusal(Reason.INVALID_ARGUMENT, str(exc)) from exc
             check_policy(self.cfg, spec, self.decisions_used)
             if spec.session_id in self.sessions:
-                raise Refusal(
-                    Reason.ALREADY_EXISTS, f"session {spec.session_id.hex()[:16]}… already exists"
-                )
+                raise Refusal(Reason.ALREADY_EXISTS, f"session {spec.session_id.hex()[:16]}… already exists")
             held, superseded = run_resume_at_open(self.party, self.sessions, spec)
             live = sum(s.state in LIVE for k, s in self.sessions.items() if k not in superseded)
             check_session_limit(self.cfg, live)
@@ -238,7 +267,11 @@ class PartyService:
             return self._opened(sess, superseded, run_key_audit)
 
         return await self.handle(
-            context, "OpenSession", run, session=bytes(req.spec.session_id) if req.HasField("spec") else None
+            context,
+            who,
+            "OpenSession",
+            run,
+            session=bytes(req.spec.session_id) if req.HasField("spec") else None,
         )
 
     def _opened(
@@ -276,10 +309,9 @@ class PartyService:
         }
 
     async def connect_session(
-        self, req: party_pb2.ConnectSessionRequest, context: grpc.aio.ServicerContext
+        self, req: party_pb2.ConnectSessionRequest, context: grpc.aio.ServicerContext, who: str
     ) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
-            self.require_coordinator(context)
             sess = self.session(req.session_id, ("open",))
             sess.run = replace(sess.run, replay=agreed_replay(self.cfg.id, sess, list(req.resume)))
             sess.state = "connecting"
@@ -317,14 +349,15 @@ class PartyService:
             answer = serde_session.connect_response_to_proto(sess.spec.session_id, out.rounds)
             return answer, {"step": 0, "rounds": out.rounds, **replay_audit(sess)}
 
-        return await self.handle(context, "ConnectSession", run, session=bytes(req.session_id), step=0)
+        return await self.handle(context, who, "ConnectSession", run, session=bytes(req.session_id), step=0)
 
-    async def evaluate(self, req: party_pb2.EvaluateRequest, context: grpc.aio.ServicerContext) -> Any:
+    async def evaluate(
+        self, req: party_pb2.EvaluateRequest, context: grpc.aio.ServicerContext, who: str
+    ) -> Any:
         step = int(req.step)
 
         async def run() -> tuple[Any, dict[str, Any]]:
             t_begin, cpu_begin = time.perf_counter(), time.process_time()
-            self.require_coordinator(context)
             sess = self.session(req.session_id)
             check_next_step(sess, step)
             n = int(req.batch)
@@ -332,16 +365,17 @@ class PartyService:
             ask = steps.Step(step, n, req.inputs, lambda: self.timeout(context), t_begin, cpu_begin)
             return await steps.evaluate(self.party, sess, ask)
 
-        return await self.handle(context, "Evaluate", run, session=bytes(req.session_id), step=step)
+        return await self.handle(context, who, "Evaluate", run, session=bytes(req.session_id), step=step)
 
-    async def probe_links(self, req: party_pb2.ProbeLinksRequest, context: grpc.aio.ServicerContext) -> Any:
+    async def probe_links(
+        self, req: party_pb2.ProbeLinksRequest, context: grpc.aio.ServicerContext, who: str
+    ) -> Any:
         """A transport probe at the next step: the exchange-round floor of this deployment, measured with the
         links and exchange code decisions use; all-zero payloads, no data, noise, randomness or charge."""
         call = serde_session.probe_request_from_proto(req)
         step = call.step
 
         async def run() -> tuple[Any, dict[str, Any]]:
-            self.require_coordinator(context)
             sess = self.session(call.session_id)
             check_next_step(sess, step)
             if sess.spec.run_id:
@@ -371,13 +405,12 @@ class PartyService:
                 **pool_audit,
             }
 
-        return await self.handle(context, "ProbeLinks", run, session=call.session_id, step=step)
+        return await self.handle(context, who, "ProbeLinks", run, session=call.session_id, step=step)
 
     async def close_session(
-        self, req: party_pb2.CloseSessionRequest, context: grpc.aio.ServicerContext
+        self, req: party_pb2.CloseSessionRequest, context: grpc.aio.ServicerContext, who: str
     ) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
-            self.require_coordinator(context)
             sess = self.session(session_id, ("open", "connecting", "ready", "failed"))
             await teardown(sess, "closed")
             return serde_session.close_response_to_proto(sess.spec.session_id, sess.last_step), {
@@ -385,13 +418,14 @@ class PartyService:
             }
 
         session_id, reason = serde_session.close_request_from_proto(req)
-        return await self.handle(context, "CloseSession", run, session=session_id)
+        return await self.handle(context, who, "CloseSession", run, session=session_id)
 
-    async def plan_privacy(self, req: party_pb2.PlanPrivacyRequest, context: grpc.aio.ServicerContext) -> Any:
+    async def plan_privacy(
+        self, req: party_pb2.PlanPrivacyRequest, context: grpc.aio.ServicerContext, who: str
+    ) -> Any:
         """Dry run of a planned session (parties.privacy_budget): no data, no session, no ledger change."""
 
         async def run() -> tuple[Any, dict[str, Any]]:
-            self.require_coordinator(context)
             try:
                 call = serde_privacy.plan_request_from_proto(req)
             except serde.WireError as exc:
@@ -429,20 +463,18 @@ class PartyService:
                 "would_refuse": answer.would_refuse,
             }
 
-        return await self.handle(context, "PlanPrivacy", run)
+        return await self.handle(context, who, "PlanPrivacy", run)
 
     async def privacy_report(
-        self, req: party_pb2.PrivacyReportRequest, context: grpc.aio.ServicerContext
+        self, req: party_pb2.PrivacyReportRequest, context: grpc.aio.ServicerContext, who: str
     ) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
-            self.require_coordinator(context)
             return serde_privacy.report_to_proto(self.privacy.report(self.cfg, self.decisions_used)), {}
 
-        return await self.handle(context, "PrivacyReport", run)
+        return await self.handle(context, who, "PrivacyReport", run)
 
-    async def status(self, req: party_pb2.StatusRequest, context: grpc.aio.ServicerContext) -> Any:
+    async def status(self, req: party_pb2.StatusRequest, context: grpc.aio.ServicerContext, who: str) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
-            self.require_coordinator(context)
             sessions = tuple(
                 SessionState(s.spec.session_id, s.last_step, s.state, s.spec.reveal_mode, s.spec.model)
                 for s in self.sessions.values()
@@ -457,7 +489,7 @@ class PartyService:
             )
             return serde_session.status_to_proto(status), {}
 
-        return await self.handle(context, "Status", run)
+        return await self.handle(context, who, "Status", run)
 
     # ---- Peer service (mesh, accepting side) ---------------------------------------------------------------
 
@@ -480,11 +512,27 @@ class PartyService:
                 )
 
     async def exchange(
-        self, request_iterator: AsyncIterator[peer_pb2.PeerFrame], context: grpc.aio.ServicerContext
+        self, raw_frames: AsyncIterator[bytes], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[peer_pb2.PeerFrame]:
-        """A mesh stream dialled by a lower-numbered peer (``parties.peering.accept_stream``); each refusal
-        is counted, audited and answered with its status code."""
+        """A mesh stream dialled by a lower-numbered peer (``parties.peering.accept_stream``, which checks
+        the caller before any frame is read). Its frames are parsed here: an undecodable one is counted,
+        audited and skipped; a broken stream is :class:`parties.exchange.LinkLost` naming its status. Each
+        refusal is counted, audited and answered with its status code."""
         who = self.who(context)
+
+        async def parsed() -> AsyncIterator[peer_pb2.PeerFrame]:
+            try:
+                async for raw in raw_frames:
+                    try:
+                        yield peer_pb2.PeerFrame.FromString(raw)
+                    except DecodeError:
+                        self.refused_frames += 1
+                        outcome = Reason.INVALID_ARGUMENT.name
+                        self.audit.record(
+                            who=who, what="PeerFrame", outcome=outcome, detail="undecodable PeerFrame"
+                        )
+            except grpc.aio.AioRpcError as exc:
+                raise LinkLost(f"{exc.code().name}: {exc.details()}") from exc
 
         async def refuse(reason: Reason, msg: str, sid: bytes | None = None) -> NoReturn:
             self.refused_frames += 1
@@ -492,7 +540,7 @@ class PartyService:
             await context.abort(STATUS[reason], cut(msg))
             raise AssertionError("unreachable")
 
-        stream = accept_stream(self.party, self.sessions, who, request_iterator, refuse, self.on_frame)
+        stream = accept_stream(self.party, self.sessions, who, parsed(), refuse, self.on_frame)
         async with contextlib.aclosing(stream) as frames:
             async for frame in frames:
                 yield frame
