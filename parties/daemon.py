@@ -18,14 +18,16 @@ fixed-point format: at most 64 parties, ``proto.serde.FMT_LIMITS``). SIGTERM / S
 within STOP_DEADLINE_S = 10 s, also with requests in flight: in-flight calls get 5 s, then a watchdog ends
 the process (exit code 3, ``parties.cli``).
 
-Status codes: INVALID_ARGUMENT (malformed message or parameters), PERMISSION_DENIED (wrong caller or not
+Status codes (the reasons of ``parties.refusal``, mapped once by ``parties.service.STATUS``):
+INVALID_ARGUMENT (malformed message or parameters), PERMISSION_DENIED (wrong caller or not
 allowed by this party's policy), FAILED_PRECONDITION (unknown / closed / failed session, step out of order
 or replayed, session busy, a completed run step asked with other inputs, a corrupt run record),
 RESOURCE_EXHAUSTED (budget or session limit), ALREADY_EXISTS (session id in
 use), DEADLINE_EXCEEDED / UNAVAILABLE (a peer did not answer in time or its link broke: the message names
 the peer and the step; the session is then failed and must be closed).
 
-This module is the entry (``parties.cli``): the services themselves are ``parties.service``, the rules
+This module is the entry (``parties.cli``): :class:`PartyDaemon` has a ``parties.service.PartyService``
+(the services and the party's state; the daemon owns only the server's life), the rules are
 ``parties.policy``, the session state machine ``parties.session`` / ``parties.peering`` / ``parties.steps``,
 the state directory ``parties.storage``.
 """
@@ -44,10 +46,14 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
+from parties.analyses import Dataset
+from parties.audit import AuditLog
 from parties.config import PartyConfig
 from parties.policy import reproducible
+from parties.replay import ReplayStore
 from parties.service import PARTY_RPCS, PartyService
-from parties.session import LIVE, teardown
+from parties.session import Party, Session
+from parties.sources import Snapshot
 from proto import health_pb2, health_pb2_grpc, peer_pb2
 from proto.files import write_durable
 from proto.spec import shown
@@ -60,24 +66,78 @@ STOP_DEADLINE_S = 10.0  # ... and the process is gone this long after the signal
 EXIT_STOP_DEADLINE = 3  # exit code when the watchdog had to end the process (parties.cli)
 
 
-class PartyDaemon(PartyService):
-    """The party's services (``parties.service``) on a gRPC server, from start to a signalled stop."""
+class PartyDaemon:
+    """One registry's daemon: its services (:class:`parties.service.PartyService`, which holds the party and
+    its sessions and answers every RPC) on a gRPC server, from start to a signalled stop. The daemon has a
+    service, it is not one: it owns the server, the health service and the stop watchdog, nothing else."""
 
     def __init__(self, cfg: PartyConfig, insecure: bool = False) -> None:
-        super().__init__(cfg, insecure)
+        self.cfg = cfg
+        self.service = PartyService(cfg, insecure)
         self.server: grpc.aio.Server | None = None
         self.port = 0
+
+    # ---- the party it serves, as operators' scripts and the tests read it ------------------------------
+
+    @property
+    def party(self) -> Party:
+        return self.service.party
+
+    @property
+    def sessions(self) -> dict[bytes, Session]:
+        return self.service.sessions
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        return self.party.snapshot
+
+    @property
+    def data(self) -> Dataset:
+        return self.party.data
+
+    @property
+    def audit(self) -> AuditLog:
+        return self.party.store.audit
+
+    @property
+    def replays(self) -> ReplayStore:
+        return self.party.store.replays
+
+    @property
+    def decisions_used(self) -> int:
+        return self.party.store.decisions_used
+
+    @decisions_used.setter
+    def decisions_used(self, value: int) -> None:
+        self.party.store.decisions_used = value
+
+    def _load_ledger(self) -> int:
+        return self.party.store.load_ledger()
+
+    def _save_ledger(self) -> None:
+        self.party.store.save_ledger()
+
+    def data_audit(self) -> dict[str, Any]:
+        return self.service.data_audit()
+
+    @property
+    def refused_frames(self) -> int:
+        return self.service.refused_frames
+
+    async def on_frame(self, sess: Session, src: int, msg: peer_pb2.PeerFrame) -> None:
+        await self.service.on_frame(sess, src, msg)
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
 
     async def start(self) -> int:
         server = grpc.aio.server(options=SERVER_OPTIONS)
-        health = _strict_health_handler(_HealthServicer(self))
-        server.add_generic_rpc_handlers((_party_handlers(self), _peer_handler(self), health))
-        if self.tls is None:
+        health = _strict_health_handler(_HealthServicer(self.service))
+        server.add_generic_rpc_handlers((_party_handlers(self.service), _peer_handler(self.service), health))
+        tls = self.party.tls
+        if tls is None:
             port = server.add_insecure_port(self.cfg.listen)
         else:
-            port = server.add_secure_port(self.cfg.listen, server_credentials(self.tls))
+            port = server.add_secure_port(self.cfg.listen, server_credentials(tls))
         if port == 0:
             raise RuntimeError(f"cannot listen on {self.cfg.listen}")
         await server.start()
@@ -90,16 +150,13 @@ class PartyDaemon(PartyService):
             who=self.cfg.identity,
             what="Start",
             detail=f"listening on {address}",
-            insecure=self.insecure,
+            insecure=self.service.insecure,
             fixed_rng=self.cfg.fixed_rng_key is not None,
         )
         return port
 
     async def stop(self, grace: float = 5.0) -> None:
-        self.serving = False
-        for sess in list(self.sessions.values()):
-            if sess.state in LIVE:
-                await teardown(sess, "closed")
+        await self.service.shut_down()
         if self.server is not None:
             await self.server.stop(grace)
         self.audit.record(who=self.cfg.identity, what="Stop")
@@ -213,15 +270,15 @@ def _strict_health_handler(servicer: _HealthServicer) -> grpc.GenericRpcHandler:
 
 
 class _HealthServicer(health_pb2_grpc.HealthServicer):
-    def __init__(self, d: PartyDaemon) -> None:
-        self.d = d
+    def __init__(self, service: PartyService) -> None:
+        self.service = service
 
     async def Check(self, request: Any, context: Any) -> Any:
         if request.service not in ("", "confar.v1.Party", "confar.v1.Peer"):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {shown(request.service)}")
         status = (
             health_pb2.HealthCheckResponse.SERVING
-            if self.d.serving
+            if self.service.serving
             else health_pb2.HealthCheckResponse.NOT_SERVING
         )
         return health_pb2.HealthCheckResponse(status=status)

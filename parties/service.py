@@ -83,7 +83,9 @@ Rpc = Callable[[Any, grpc.aio.ServicerContext, str], Awaitable[Any]]  # (request
 
 
 class PartyService:
-    """The Party and Peer services of one daemon, and the state they share: its sessions by id."""
+    """The Party and Peer services of one daemon and the state they share: the party (``Party``: its
+    configuration, TLS material, records and state directory) and its sessions by id. The gRPC server that
+    carries them is ``parties.daemon.PartyDaemon``, which has one of these."""
 
     def __init__(self, cfg: PartyConfig, insecure: bool = False) -> None:
         self.cfg = cfg
@@ -113,20 +115,6 @@ class PartyService:
             "ProbeLinks": self.probe_links,
         }
         assert set(self.rpcs) == set(PARTY_RPCS)
-
-    @property
-    def decisions_used(self) -> int:
-        return self.store.decisions_used
-
-    @decisions_used.setter
-    def decisions_used(self, value: int) -> None:
-        self.store.decisions_used = value
-
-    def _load_ledger(self) -> int:
-        return self.store.load_ledger()
-
-    def _save_ledger(self) -> None:
-        self.store.save_ledger()
 
     # ---- helpers -----------------------------------------------------------------------------------------
 
@@ -162,6 +150,13 @@ class PartyService:
         if self.snapshot is None:
             return {}
         return {"records": self.snapshot.records, "data_sha256": self.snapshot.sha256}
+
+    async def shut_down(self) -> None:
+        """Stop serving: new sessions are refused (UNAVAILABLE) and every live session is closed."""
+        self.serving = False
+        for sess in list(self.sessions.values()):
+            if sess.state in LIVE:
+                await teardown(sess, "closed")
 
     async def serve(self, name: str, raw: bytes, context: grpc.aio.ServicerContext) -> Any:
         """The Party RPC ``name`` from its raw request bytes: the caller checked (once per RPC: every Party
@@ -243,7 +238,7 @@ class PartyService:
                 spec = serde.spec_from_open_request(req)  # with its run binding (run_id, first_run_step)
             except serde.WireError as exc:
                 raise Refusal(Reason.INVALID_ARGUMENT, str(exc)) from exc
-            check_policy(self.cfg, spec, self.decisions_used)
+            check_policy(self.cfg, spec, self.store.decisions_used)
             if spec.session_id in self.sessions:
                 raise Refusal(Reason.ALREADY_EXISTS, f"session {spec.session_id.hex()[:16]}… already exists")
             held, superseded = run_resume_at_open(self.party, self.sessions, spec)
@@ -434,7 +429,7 @@ class PartyService:
             analysis: Analysis | None = None
             refusal = ""
             try:
-                check_policy(self.cfg, spec, self.decisions_used)
+                check_policy(self.cfg, spec, self.store.decisions_used)
                 analysis = get_analysis(spec.model)
                 analysis.check_params(spec.model_params)
                 check_data_model(self.cfg, spec, analysis)
@@ -453,7 +448,7 @@ class PartyService:
                 batches,
                 call.batch_size,
                 refusal,
-                self.decisions_used,
+                self.store.decisions_used,
             )
             return serde_privacy.plan_answer_to_proto(answer), {
                 "analysis": spec.model,
@@ -469,7 +464,7 @@ class PartyService:
         self, req: party_pb2.PrivacyReportRequest, context: grpc.aio.ServicerContext, who: str
     ) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
-            return serde_privacy.report_to_proto(self.privacy.report(self.cfg, self.decisions_used)), {}
+            return serde_privacy.report_to_proto(self.privacy.report(self.cfg, self.store.decisions_used)), {}
 
         return await self.handle(context, who, "PrivacyReport", run)
 
@@ -483,7 +478,7 @@ class PartyService:
                 self.cfg.id,
                 self.cfg.identity,
                 sessions,
-                self.decisions_used,
+                self.store.decisions_used,
                 self.cfg.max_decisions,
                 self.refused_frames,
             )
