@@ -21,7 +21,7 @@ from parties.config import PartyConfig
 from parties.privacy_budget import PrivacyBudgetStore, charged_per_run
 from parties.refusal import Reason, Refusal
 from parties.registry import get_analysis
-from parties.replay import ReplayFileError, ReplayStore, key_id
+from parties.replay import ReplayFileError, ReplayStore, key_id, plan_digest
 from proto.records import RunCharge
 from proto.spec import SessionSpec, shown
 
@@ -202,16 +202,17 @@ def recharge_reason(privacy: PrivacyBudgetStore, spec: SessionSpec, run_step: in
     )
 
 
-def svt_run_paid(
+def run_paid(
     privacy: PrivacyBudgetStore, replays: ReplayStore, cfg: PartyConfig, spec: SessionSpec
 ) -> RunCharge | None:
-    """The charge of ABCDP run ``spec.run_id`` in this party's ledger (its whole-run event, recorded as
-    run step 0 with the run's plan digest and run noise key id), or None. Reads the run key only if it
-    exists (a run never charged here has none, and nothing is created by asking)."""
+    """The charge of run ``spec.run_id`` in this party's ledger when its reveal mode is charged once per run
+    (federated ABCDP: its whole-run event, recorded as run step 0 with the run's plan digest and run noise key
+    id), or None. Reads the run key only if it exists (a run never charged here has none, and nothing is
+    created by asking)."""
     if not replays.key_path_for(spec.run_id).exists():
         return None
     try:
         key, _ = replays.run_key(spec.run_id, cfg.fixed_rng_key)
     except ReplayFileError as exc:
         raise Refusal(Reason.FAILED_PRECONDITION, str(exc)) from exc
-    return privacy.charged_run_step(spec.run_id, 0, abcdp.plan_digest(spec), key_id(key))
+    return privacy.charged_run_step(spec.run_id, 0, plan_digest(spec), key_id(key))

@@ -36,7 +36,7 @@ from parties.policy import (
     check_policy,
     check_privacy_at_open,
     check_session_limit,
-    svt_run_paid,
+    run_paid,
 )
 from parties.privacy_budget import charged_per_run
 from parties.refusal import Reason, Refusal
@@ -51,7 +51,7 @@ from parties.session import (
     new_session,
     replay_audit,
     run_resume_at_open,
-    svt_resume_at_open,
+    run_state_at_open,
     teardown,
 )
 from parties.sources import Snapshot
@@ -142,8 +142,8 @@ class PartyService:
         t = self.cfg.round_timeout_s
         return max(0.01, min(t, left - 0.05)) if left is not None else t
 
-    def svt_run_paid(self, spec: SessionSpec) -> RunCharge | None:
-        return svt_run_paid(self.privacy, self.replays, self.cfg, spec)
+    def run_paid(self, spec: SessionSpec) -> RunCharge | None:
+        return run_paid(self.privacy, self.replays, self.cfg, spec)
 
     def data_audit(self) -> dict[str, Any]:
         """The snapshot a session runs on (its records and content hash), for the session's audit line."""
@@ -245,21 +245,21 @@ class PartyService:
             live = sum(s.state in LIVE for k, s in self.sessions.items() if k not in superseded)
             check_session_limit(self.cfg, live)
             analysis = check_analysis(self.cfg, spec, self.data)
-            svt_resume = svt_resume_at_open(self.party, spec, held)
-            svt = charged_per_run(spec)
-            await check_privacy_at_open(  # an ABCDP run charged here before has nothing left to fit
+            state_audit = run_state_at_open(self.party, spec, analysis, held)
+            per_run = charged_per_run(spec)
+            await check_privacy_at_open(  # a run charged once that was charged here has nothing left to fit
                 self.privacy,
                 self.cfg,
                 analysis,
                 spec,
-                lambda: bool(svt and spec.run_id and self.svt_run_paid(spec) is not None),
+                lambda: bool(per_run and spec.run_id and self.run_paid(spec) is not None),
             )
-            sess, run_key_audit = new_session(self.party, spec, analysis, RunPosition(held, None, svt_resume))
+            sess, run_key_audit = new_session(self.party, spec, analysis, RunPosition(held, None))
             for old in superseded:  # the run's earlier session: its coordinator is gone
                 await teardown(self.sessions[old], "closed")
                 self.sessions[old].failure = f"superseded by session {spec.session_id.hex()[:16]}…"
             self.sessions[spec.session_id] = sess
-            return self._opened(sess, superseded, run_key_audit)
+            return self._opened(sess, superseded, {**run_key_audit, **state_audit})
 
         return await self.handle(
             context,
@@ -270,9 +270,10 @@ class PartyService:
         )
 
     def _opened(
-        self, sess: Session, superseded: list[bytes], run_key_audit: dict[str, Any]
+        self, sess: Session, superseded: list[bytes], run_open_audit: dict[str, Any]
     ) -> tuple[Any, dict[str, Any]]:
-        """OpenSession's answer (this party's signed X25519 key and what it holds of the run) and audit."""
+        """OpenSession's answer (this party's signed X25519 key and what it holds of the run) and audit
+        (``run_open_audit``: the run key's and, for an analysis with run state, where that state starts)."""
         spec, keys = sess.spec, sess.keys
         assert keys is not None
         pub = e2e.public_bytes(keys.x25519)
@@ -283,7 +284,7 @@ class PartyService:
         answer = serde_session.OpenAnswer(KeyBundle(self.cfg.id, pub, sig, cert))
         run_audit: dict[str, Any] = {}
         if spec.run_id:
-            held, svt_resume = sess.run.held, sess.run.svt_resume
+            held = sess.run.held
             ref = held.ref if held is not None else RunStepRef(spec.run_id, 0)
             answer = replace(answer, resume=(self.cfg.id, ref))
             run_audit = {
@@ -291,8 +292,7 @@ class PartyService:
                 "first_run_step": spec.first_run_step,
                 "held_run_step": ref.run_step,
                 "superseded": [k.hex()[:16] for k in superseded],
-                **run_key_audit,
-                **({"abcdp_start": svt_resume.counters} if svt_resume is not None else {}),
+                **run_open_audit,
             }
         return serde_session.open_response_to_proto(answer), {
             "analysis": spec.model,

@@ -10,6 +10,8 @@ refused as out-of-session, but its secrets (:class:`SessionKeys`) are dropped.
 What a session holds is grouped by when it is made: :class:`SessionKeys` at open (frozen; dropped at the
 end), :class:`RunPosition` at open and connect (frozen; replaced as run steps complete, ``parties.replay``),
 :class:`PeerWiring` at connect (``parties.peering``), and the protocol context at the end of key setup.
+An analysis that keeps its own state across steps (``parties.run_state``: federated ABCDP) keeps it in the
+session's analysis instance, not here; :func:`run_state_at_open` tells it where a run resumes.
 :class:`Party` is what every session sees of its daemon (configuration, TLS, records, state directory).
 """
 
@@ -23,13 +25,14 @@ from typing import Any, Literal
 from hss.modes import FEATURES, reveal_mode
 from hss.protocols import PartyContext
 from hss.randomness import SecureRandom, derive_key
-from parties import abcdp, e2e
+from parties import e2e
 from parties.analyses import Analysis, Dataset
 from parties.config import PartyConfig
 from parties.exchange import Mailbox
 from parties.links import MeshAcceptLink, RelayLink
 from parties.refusal import Reason, Refusal
 from parties.replay import ReplayFileError, RunRecord, agreed_record, key_id, run_step_keys
+from parties.run_state import ResumeError, run_state_of
 from parties.sources import Snapshot
 from parties.storage import PartyStorage
 from proto import party_pb2, serde
@@ -72,7 +75,6 @@ class RunPosition:
 
     held: RunRecord | None = None  # this party's last completed run step of the run (at open, then each step)
     replay: RunRecord | None = None  # ... and it again if every party holds it from one session (at connect)
-    svt_resume: abcdp.SvtResume | None = None  # reveal mode svt: where the run's SVT state starts
 
 
 @dataclass
@@ -98,7 +100,6 @@ class Session:
     last_step: int = 0
     busy: bool = False  # a step is being driven over the links
     ctx: PartyContext | None = None  # the key setup's result (ConnectSession)
-    svt: abcdp.SvtRun | None = None  # reveal mode svt: the ABCDP run's secret state (first Evaluate on)
     ahead: Any = None  # precompute_ahead: the next step's sign material being made (parties.ahead.Ahead)
 
     @property
@@ -176,25 +177,19 @@ def run_resume_at_open(
     return held, superseded
 
 
-def svt_resume_at_open(party: Party, spec: SessionSpec, held: RunRecord | None) -> abcdp.SvtResume | None:
-    """Reveal mode svt with a run_id: where the ABCDP run's SVT state starts (its last completed step
-    here); refused when that state cannot be rebuilt."""
-    if reveal_mode(spec.reveal_mode).inputs != FEATURES or not spec.run_id:
-        return None
+def run_state_at_open(
+    party: Party, spec: SessionSpec, analysis: Analysis, held: RunRecord | None
+) -> dict[str, Any]:
+    """A session of a run whose analysis keeps its own run state (``parties.run_state``: federated ABCDP):
+    where that state starts, from this party's last completed run step of the run; refused when it cannot be
+    rebuilt (FAILED_PRECONDITION). Returns the analysis's audit fields for the OpenSession line."""
+    state = run_state_of(analysis)
+    if state is None or not spec.run_id:
+        return {}
     try:
-        svt_resume = abcdp.resume_at_open(spec, held)
-    except abcdp.SvtResumeError as exc:
+        return state.open_run(spec, held, party.store.replays.key_path_for(spec.run_id))
+    except ResumeError as exc:
         raise Refusal(Reason.FAILED_PRECONDITION, str(exc)) from exc
-    key_path = party.store.replays.key_path_for(spec.run_id)
-    if held is not None and not key_path.exists():  # a new key would draw other noise
-        raise Refusal(
-            Reason.FAILED_PRECONDITION,
-            f"the run noise key {key_path} of ABCDP run {spec.run_id!r} is missing although run "
-            f"step {held.run_step} is recorded here: the run's sparse-vector state cannot be "
-            "rebuilt without it (another key draws other threshold noise); restore the key from "
-            "a backup, or start a new run",
-        )
-    return svt_resume
 
 
 def agreed_replay(me: int, sess: Session, resume: list[party_pb2.RunResume]) -> RunRecord | None:
