@@ -64,7 +64,8 @@ from hss.randomness import SecureRandom, derive_key
 from hss.runtime import Machine
 from hss.session import PartyContext
 from hss.svt import SvtFormat, SvtPartyResult, svt_decide_party
-from parties.analyses import AnalysisError, Dataset, Terms, Unaccountable
+from mechanisms.samplers.terms import Terms
+from parties.analyses import AnalysisError, Dataset, Unaccountable
 from parties.replay import SvtStep, plan_digest
 from parties.run_state import ResumeError, RunStateError
 
