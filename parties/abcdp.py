@@ -15,16 +15,16 @@ them to advance its own state (count, RESAMPLE epochs, the halt after c accepts)
 Runs (a session with a ``run_id``, as ``confar run`` opens them) are resumable after the coordinator or any
 registry died. The noise comes from the run noise key (``parties.replay``, secret, never leaves the party),
 not from the session: the threshold share of epoch e from a key derived from the run key, the run's plan
-digest (:func:`plan_digest`) and e (:func:`threshold_source`), the query shares of run step s from the key of
-s and its step digest (``parties.replay.run_step_keys``). Each completed run step is recorded durably with
-the SVT counters before it and its revealed bits (``parties.replay.SvtStep``: public; plus the records'
-snapshot hash) before the answer leaves; a later session of the run starting at run step f continues from
-the state after the recorded step s when f = s + 1, or starts from the state before it when f = s
-(:func:`resume_at_open`): the step is then replayed (every party holds it from one session) or evaluated
-again, with the same inputs only (another step digest is refused), so with the same noise from the same
-state it reveals exactly the same bits (checked), nothing new. Anything else is refused, as is a run whose
-records changed or whose record is damaged. Without a ``run_id`` the noise is keyed by the session, as a
-library caller running one session expects.
+digest (``parties.replay.plan_digest``) and e (:func:`threshold_source`), the query shares of run step s
+from the key of s and its step digest (``parties.replay.run_step_keys``). Each completed run step is
+recorded durably with the SVT counters before it and its revealed bits (``parties.replay.SvtStep``: public;
+plus the records' snapshot hash) before the answer leaves; a later session of the run starting at run step
+f continues from the state after the recorded step s when f = s + 1, or starts from the state before it
+when f = s (:func:`resume_at_open`): the step is then replayed (every party holds it from one session) or
+evaluated again, with the same inputs only (another step digest is refused), so with the same noise from
+the same state it reveals exactly the same bits (checked), nothing new. Anything else is refused, as is a
+run whose records changed or whose record is damaged. Without a ``run_id`` the noise is keyed by the
+session, as a library caller running one session expects.
 
 Session ``model_params`` (public, JSON): ``FederatedSvtPlan.to_params()`` (ε_abc, ε_total, c, RESAMPLE, N,
 the RFF map), plus optionally ``columns``: the data columns that hold this party's records of Y* (in that
@@ -44,6 +44,10 @@ yet the coalition knows its own noise shares, so only the other parties' shares 
 splits the noise so that any ``plan.share_parties(m)`` parties' shares already sum to the full Laplace noise;
 the number is therefore backed against up to :func:`tolerated_colluders` colluding parties, and a party whose
 ``[budget] colluding`` assumes more refuses the session (:func:`threat_refusal`).
+
+The party's ABCDP state of a session (where a run resumes, :class:`SvtResume`; the secret state,
+:class:`SvtRun`) belongs to the session's :class:`AbcdpRff` instance, which implements the daemon's run-state
+seam (``parties.run_state.RunStateAnalysis``): the daemon's session and step code never name it.
 """
 
 from __future__ import annotations
@@ -60,10 +64,15 @@ from hss.randomness import SecureRandom, derive_key
 from hss.runtime import Machine
 from hss.session import PartyContext
 from hss.svt import SvtFormat, SvtPartyResult, svt_decide_party
-from parties.analyses import AnalysisError, Dataset, Terms, Unaccountable
+from mechanisms.samplers.terms import Terms
+from parties.analyses import AnalysisError, Dataset, Unaccountable
+from parties.replay import SvtStep, plan_digest
+from parties.run_state import ResumeError, RunStateError
 
 if TYPE_CHECKING:  # imported when first used: mechanisms.abcdp pulls in dp_accounting and scipy.stats,
     # which every daemon would otherwise load at start-up whatever its allowlist
+    from pathlib import Path
+
     from mechanisms.abcdp.federated import FederatedSvtPlan
     from mechanisms.abcdp.svt_state import PartySvtState
     from mechanisms.privacy import PrivacyEvent, RevealView
@@ -107,9 +116,19 @@ def columns_of(params: dict[str, Any]) -> list[str] | None:
 
 
 class AbcdpRff:
-    """The ``abcdp-rff`` analysis (see the module docstring). Runs only in reveal mode ``svt``."""
+    """The ``abcdp-rff`` analysis (see the module docstring). Runs only in reveal mode ``svt``.
+
+    One instance per session (``parties.registry.get_analysis``) holds that session's ABCDP state at this
+    party, behind the run-state seam (``parties.run_state.RunStateAnalysis``): where a run resumes (set at
+    open) and the secret SVT state (made at the first evaluated step)."""
 
     name = ANALYSIS
+    whole_run = "the ABCDP run"
+
+    def __init__(self) -> None:
+        self._resume: SvtResume | None = None  # a run's: the counters it starts from (and the step to redo)
+        self._run: SvtRun | None = None  # the secret state, from the session's first evaluated step on
+        self._before: dict[str, int | bool] = {}  # the counters before the step being evaluated
 
     def check_params(self, params: dict[str, Any]) -> None:
         plan_of(params)
@@ -155,6 +174,106 @@ class AbcdpRff:
         rng: SecureRandom,
     ) -> Terms:
         raise AnalysisError(f"{ANALYSIS} runs only in reveal mode {SVT_MODE!r}, not {mode!r}")
+
+    # ---- its run state (parties.run_state.RunStateAnalysis) ----------------------------------------------
+
+    def open_run(self, spec: SessionSpec, held: RunRecord | None, key_path: Path) -> dict[str, Any]:
+        """Where the session of ABCDP run ``spec.run_id`` starts (:func:`resume_at_open`); refused when the
+        state cannot be rebuilt, also when the run noise key ``key_path`` is missing although a run step is
+        recorded (another key draws other threshold noise)."""
+        resume = resume_at_open(spec, held)
+        if held is not None and not key_path.exists():
+            raise SvtResumeError(
+                f"the run noise key {key_path} of ABCDP run {spec.run_id!r} is missing although run "
+                f"step {held.run_step} is recorded here: the run's sparse-vector state cannot be "
+                "rebuilt without it (another key draws other threshold noise); restore the key from "
+                "a backup, or start a new run"
+            )
+        self._resume = resume
+        return {"abcdp_start": resume.counters}
+
+    def replayed(self) -> dict[str, Any]:
+        """The session's first step, the run step completed here last, was replayed: the state after it."""
+        resumed = self._resume
+        if resumed is None or resumed.after_redo is None:
+            return {}
+        self._resume = SvtResume(resumed.after_redo)
+        return {"abcdp_count": resumed.after_redo["count"]}
+
+    def finished(self, spec: SessionSpec) -> str | None:
+        """Once c accepts have been revealed the session decides no further candidate."""
+        start = self._resume
+        now = self._run.state.counters.to_dict() if self._run is not None else start.counters if start else {}
+        if not now.get("done"):
+            return None
+        return (
+            f"the ABCDP run is finished: c accepts reached ({now['count']} of "
+            f"c = {plan_of(spec.model_params).c}); no further candidate is decided in this session "
+            "(close it)"
+        )
+
+    def step_input(self, spec: SessionSpec, inputs: dict[str, npt.NDArray[Any]], n: int) -> F64:
+        return phibar_input(spec, inputs, n)
+
+    @property
+    def started(self) -> bool:
+        return self._run is not None
+
+    def start(self, spec: SessionSpec, data: Dataset, noise_key: bytes) -> None:
+        """The feature sum S_j and the SVT noise state: for a run keyed by the run noise key and the plan
+        digest (threshold shares per epoch), from the counters the run resumes at; else from the session's
+        key."""
+        if spec.run_id:
+            assert self._resume is not None  # set at open for every session of a run
+            self._run = SvtRun.start(
+                spec.model_params,
+                data,
+                spec.m,
+                None,
+                threshold_rng=threshold_source(noise_key, plan_digest(spec)),
+                counters=self._resume.counters,
+            )
+        else:
+            key = derive_key(noise_key, spec.session_id, b"svt-state")
+            self._run = SvtRun.start(spec.model_params, data, spec.m, SecureRandom(key))
+
+    def machine(
+        self, ctx: PartyContext, public: F64, step: int, rng: SecureRandom, query_rng: SecureRandom | None
+    ) -> Machine[SvtPartyResult]:
+        assert self._run is not None
+        self._before = self._run.state.counters.to_dict()
+        return self._run.machine(ctx, public, step, rng, query_rng)
+
+    def _redo(self, run_step: int) -> RunRecord | None:
+        """The record of ``run_step`` when the session re-evaluates it (only its first step can)."""
+        redo = self._resume.redo if self._resume is not None else None
+        return redo if redo is not None and redo.run_step == run_step else None
+
+    def repeats(self, run_step: int) -> bool:
+        return self._redo(run_step) is not None
+
+    def settle(
+        self, spec: SessionSpec, run_step: int, revealed: npt.NDArray[np.bool_]
+    ) -> tuple[int, SvtStep | None]:
+        """Advance the state with the revealed bits; a re-evaluated run step must reveal the bits it revealed
+        the first time. The record part: the plan digest, the counters before the step and its bits."""
+        assert self._run is not None
+        accepts = self._run.settle(revealed)
+        redo = self._redo(run_step)
+        first = redo.svt.revealed if redo is not None and redo.svt is not None else None
+        if first is not None and not np.array_equal(revealed, first):
+            raise SvtRunError(
+                f"run step {run_step} of run {spec.run_id!r}, evaluated again with the same inputs "
+                "from the same state, revealed other bits than the first time; not answering"
+            )
+        if not run_step:
+            return accepts, None
+        bits = np.asarray(revealed, dtype=bool)
+        return accepts, SvtStep(plan_digest(spec), self._before, bits)
+
+    def audit(self) -> dict[str, Any]:
+        assert self._run is not None
+        return self._run.audit()
 
 
 def tolerated_colluders(plan: FederatedSvtPlan, m: int, t: int) -> int:
@@ -273,20 +392,12 @@ def phibar_input(spec: SessionSpec, inputs: dict[str, npt.NDArray[Any]], n: int)
     return a
 
 
-class SvtRunError(RuntimeError):
+class SvtRunError(RunStateError):
     """This session's ABCDP run cannot continue (its noise state is mid-batch or inconsistent): fail it."""
 
 
-class SvtResumeError(RuntimeError):
+class SvtResumeError(ResumeError):
     """A session of an ABCDP run cannot start where it asks to (the message names the run and both steps)."""
-
-
-def plan_digest(spec: SessionSpec) -> bytes:
-    """The digest of a run's plan: :func:`parties.replay.step_digest` of run step 0 without inputs (the run id
-    and the session's model, model_params, reveal mode, threshold, format and parties; no session id)."""
-    from parties.replay import step_digest
-
-    return step_digest(spec, 0, 0, {})
 
 
 def threshold_source(run_key: bytes, plan: bytes) -> Callable[[int], SecureRandom]:
@@ -313,7 +424,7 @@ def resume_at_open(spec: SessionSpec, held: RunRecord | None) -> SvtResume:
     """The start of a session of ABCDP run ``spec.run_id`` at its ``first_run_step`` f, given this party's
     last completed run step ``held`` of the run (parties.replay). f = held + 1 continues from the state after
     it; f = held starts from the state before it (the step is then replayed or evaluated again, with the same
-    inputs only: parties.daemon refuses other inputs by the step digest); anything else is refused
+    inputs only: parties.steps refuses other inputs by the step digest); anything else is refused
     (:class:`SvtResumeError`), as is a record of another plan or of a session in another reveal mode."""
     from mechanisms.abcdp.svt_state import SvtCounters
 

@@ -29,14 +29,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
-
 from hss.protocols import precompute_blocks, precompute_sign
 from hss.randomness import SecureRandom
 from hss.runtime import Machine, ProtocolError
 from parties.exchange import RunOutcome, drive
 from parties.peering import offload_to_thread, sender
-from parties.policy import Abort
+from parties.refusal import Reason, Refusal
 from parties.session import Party, Session
 
 
@@ -136,12 +134,12 @@ async def take(sess: Session, step: int, n: int) -> tuple[Any, int, dict[str, An
         waited = time.perf_counter() - waited
     except asyncio.CancelledError:
         if ahead.task.cancelled():  # the session was torn down meanwhile (teardown cancels the pool)
-            raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"step {step}: session {sess.state}") from None
+            raise Refusal(Reason.FAILED_PRECONDITION, f"step {step}: session {sess.state}") from None
         raise
     finally:
         sess.busy = False
     if out is None:
-        raise Abort(grpc.StatusCode.UNAVAILABLE, ahead.error or f"step {step}: precompute ahead failed")
+        raise Refusal(Reason.UNAVAILABLE, ahead.error or f"step {step}: precompute ahead failed")
     # used once: the material leaves the pool now, the rounds it took stay (a retry of the step after an
     # early refusal runs its own precompute after them, never this material again)
     ahead.used, ahead.base, ahead.task = True, out.rounds, None

@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from hss.lazy_coin import LazyCoin
 from hss.randomness import SecureRandom
+from mechanisms.samplers.terms import Terms
 
 if TYPE_CHECKING:
     from mechanisms.privacy import PrivacyEvent, RevealView
@@ -43,14 +44,6 @@ class Dataset:
         if name not in self.columns:
             raise AnalysisError(f"data has no column {name!r}; columns: {sorted(self.columns)}")
         return self.columns[name]
-
-
-@dataclass(frozen=True)
-class Terms:
-    values: F64  # this party's l_j + V_j, one per decision
-    public: F64 | None  # the public term (the same at every party) or None
-    blind: F64 | None  # W_j for blinded mode
-    clipped_records: int | None = None  # record log-ratios clipped (penalty c = "clip"): for the audit line
 
 
 class Unaccountable(AnalysisError):

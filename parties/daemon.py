@@ -18,14 +18,16 @@ fixed-point format: at most 64 parties, ``proto.serde.FMT_LIMITS``). SIGTERM / S
 within STOP_DEADLINE_S = 10 s, also with requests in flight: in-flight calls get 5 s, then a watchdog ends
 the process (exit code 3, ``parties.cli``).
 
-Status codes: INVALID_ARGUMENT (malformed message or parameters), PERMISSION_DENIED (wrong caller or not
+Status codes (the reasons of ``parties.refusal``, mapped once by ``parties.service.STATUS``):
+INVALID_ARGUMENT (malformed message or parameters), PERMISSION_DENIED (wrong caller or not
 allowed by this party's policy), FAILED_PRECONDITION (unknown / closed / failed session, step out of order
 or replayed, session busy, a completed run step asked with other inputs, a corrupt run record),
 RESOURCE_EXHAUSTED (budget or session limit), ALREADY_EXISTS (session id in
 use), DEADLINE_EXCEEDED / UNAVAILABLE (a peer did not answer in time or its link broke: the message names
 the peer and the step; the session is then failed and must be closed).
 
-This module is the entry (``parties.cli``): the services themselves are ``parties.service``, the rules
+This module is the entry (``parties.cli``): :class:`PartyDaemon` has a ``parties.service.PartyService``
+(the services and the party's state; the daemon owns only the server's life), the rules are
 ``parties.policy``, the session state machine ``parties.session`` / ``parties.peering`` / ``parties.steps``,
 the state directory ``parties.storage``.
 """
@@ -38,17 +40,21 @@ import os
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
 
+from parties.analyses import Dataset
+from parties.audit import AuditLog
 from parties.config import PartyConfig
 from parties.policy import reproducible
-from parties.service import PartyService, cut
-from parties.session import LIVE, teardown
-from proto import health_pb2, health_pb2_grpc, party_pb2, peer_pb2
+from parties.replay import ReplayStore
+from parties.service import PARTY_RPCS, PartyService
+from parties.session import Party, Session
+from parties.sources import Snapshot
+from proto import health_pb2, health_pb2_grpc, peer_pb2
 from proto.files import write_durable
 from proto.spec import shown
 from proto.tls import SERVER_OPTIONS, server_credentials
@@ -60,24 +66,78 @@ STOP_DEADLINE_S = 10.0  # ... and the process is gone this long after the signal
 EXIT_STOP_DEADLINE = 3  # exit code when the watchdog had to end the process (parties.cli)
 
 
-class PartyDaemon(PartyService):
-    """The party's services (``parties.service``) on a gRPC server, from start to a signalled stop."""
+class PartyDaemon:
+    """One registry's daemon: its services (:class:`parties.service.PartyService`, which holds the party and
+    its sessions and answers every RPC) on a gRPC server, from start to a signalled stop. The daemon has a
+    service, it is not one: it owns the server, the health service and the stop watchdog, nothing else."""
 
     def __init__(self, cfg: PartyConfig, insecure: bool = False) -> None:
-        super().__init__(cfg, insecure)
+        self.cfg = cfg
+        self.service = PartyService(cfg, insecure)
         self.server: grpc.aio.Server | None = None
         self.port = 0
+
+    # ---- the party it serves, as operators' scripts and the tests read it ------------------------------
+
+    @property
+    def party(self) -> Party:
+        return self.service.party
+
+    @property
+    def sessions(self) -> dict[bytes, Session]:
+        return self.service.sessions
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        return self.party.snapshot
+
+    @property
+    def data(self) -> Dataset:
+        return self.party.data
+
+    @property
+    def audit(self) -> AuditLog:
+        return self.party.store.audit
+
+    @property
+    def replays(self) -> ReplayStore:
+        return self.party.store.replays
+
+    @property
+    def decisions_used(self) -> int:
+        return self.party.store.decisions_used
+
+    @decisions_used.setter
+    def decisions_used(self, value: int) -> None:
+        self.party.store.decisions_used = value
+
+    def _load_ledger(self) -> int:
+        return self.party.store.load_ledger()
+
+    def _save_ledger(self) -> None:
+        self.party.store.save_ledger()
+
+    def data_audit(self) -> dict[str, Any]:
+        return self.service.data_audit()
+
+    @property
+    def refused_frames(self) -> int:
+        return self.service.refused_frames
+
+    async def on_frame(self, sess: Session, src: int, msg: peer_pb2.PeerFrame) -> None:
+        await self.service.on_frame(sess, src, msg)
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
 
     async def start(self) -> int:
         server = grpc.aio.server(options=SERVER_OPTIONS)
-        health = _strict_health_handler(_HealthServicer(self))
-        server.add_generic_rpc_handlers((_strict_party_handlers(self), _strict_peer_handler(self), health))
-        if self.tls is None:
+        health = _strict_health_handler(_HealthServicer(self.service))
+        server.add_generic_rpc_handlers((_party_handlers(self.service), _peer_handler(self.service), health))
+        tls = self.party.tls
+        if tls is None:
             port = server.add_insecure_port(self.cfg.listen)
         else:
-            port = server.add_secure_port(self.cfg.listen, server_credentials(self.tls))
+            port = server.add_secure_port(self.cfg.listen, server_credentials(tls))
         if port == 0:
             raise RuntimeError(f"cannot listen on {self.cfg.listen}")
         await server.start()
@@ -90,16 +150,13 @@ class PartyDaemon(PartyService):
             who=self.cfg.identity,
             what="Start",
             detail=f"listening on {address}",
-            insecure=self.insecure,
+            insecure=self.service.insecure,
             fixed_rng=self.cfg.fixed_rng_key is not None,
         )
         return port
 
     async def stop(self, grace: float = 5.0) -> None:
-        self.serving = False
-        for sess in list(self.sessions.values()):
-            if sess.state in LIVE:
-                await teardown(sess, "closed")
+        await self.service.shut_down()
         if self.server is not None:
             await self.server.stop(grace)
         self.audit.record(who=self.cfg.identity, what="Stop")
@@ -151,72 +208,30 @@ class PartyDaemon(PartyService):
         os._exit(EXIT_STOP_DEADLINE)
 
 
-_PARTY_METHODS: dict[str, tuple[Any, Any]] = {
-    "OpenSession": (party_pb2.OpenSessionRequest, party_pb2.OpenSessionResponse),
-    "ConnectSession": (party_pb2.ConnectSessionRequest, party_pb2.ConnectSessionResponse),
-    "Evaluate": (party_pb2.EvaluateRequest, party_pb2.EvaluateResponse),
-    "CloseSession": (party_pb2.CloseSessionRequest, party_pb2.CloseSessionResponse),
-    "Status": (party_pb2.StatusRequest, party_pb2.StatusResponse),
-    "PlanPrivacy": (party_pb2.PlanPrivacyRequest, party_pb2.PlanPrivacyResponse),
-    "PrivacyReport": (party_pb2.PrivacyReportRequest, party_pb2.PrivacyReportResponse),
-    "ProbeLinks": (party_pb2.ProbeLinksRequest, party_pb2.ProbeLinksResponse),
-}
+def _party_handlers(service: PartyService) -> grpc.GenericRpcHandler:
+    """The Party service with each request handed over as raw bytes: :meth:`PartyService.serve` checks the
+    caller before it parses them (undecodable bytes get INVALID_ARGUMENT, not grpc's UNKNOWN)."""
 
-
-def _strict_party_handlers(d: PartyDaemon) -> grpc.GenericRpcHandler:
-    """The Party service with requests parsed in the handler, so undecodable bytes get INVALID_ARGUMENT
-    (and an audit line) instead of grpc's UNKNOWN."""
-    impl: dict[str, Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]] = {
-        "OpenSession": d.open_session,
-        "ConnectSession": d.connect_session,
-        "Evaluate": d.evaluate,
-        "CloseSession": d.close_session,
-        "Status": d.status,
-        "PlanPrivacy": d.plan_privacy,
-        "PrivacyReport": d.privacy_report,
-        "ProbeLinks": d.probe_links,
-    }
-
-    def make(name: str) -> Any:
-        req_type, resp_type = _PARTY_METHODS[name]
-
+    def make(name: str, resp_type: Any) -> grpc.RpcMethodHandler:
         async def handler(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-            who = d.who(context)
-            if who != d.cfg.coordinator_identity:  # before the bytes are even parsed
-                await d.refuse_caller(context, name, who)
-            try:
-                req = req_type.FromString(raw)
-            except DecodeError as exc:
-                msg = f"{name}: request is not a valid {req_type.DESCRIPTOR.full_name}: {exc}"
-                d.audit.record(who=who, what=name, outcome="INVALID_ARGUMENT", detail=msg)
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, cut(msg))
-            return await impl[name](req, context)
+            return await service.serve(name, raw, context)
 
         return grpc.unary_unary_rpc_method_handler(
             handler, request_deserializer=None, response_serializer=resp_type.SerializeToString
         )
 
-    return grpc.method_handlers_generic_handler("confar.v1.Party", {n: make(n) for n in _PARTY_METHODS})
+    methods = {name: make(name, resp_type) for name, (_, resp_type) in PARTY_RPCS.items()}
+    return grpc.method_handlers_generic_handler("confar.v1.Party", methods)
 
 
-def _strict_peer_handler(d: PartyDaemon) -> grpc.GenericRpcHandler:
-    async def frames(raw_iter: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        async for raw in raw_iter:
-            try:
-                yield peer_pb2.PeerFrame.FromString(raw)
-            except DecodeError:
-                d.refused_frames += 1
-                d.audit.record(
-                    who=d.who(context),
-                    what="PeerFrame",
-                    outcome="INVALID_ARGUMENT",
-                    detail="undecodable PeerFrame",
-                )
+def _peer_handler(service: PartyService) -> grpc.GenericRpcHandler:
+    """The Peer service's stream with its frames handed over as raw bytes (:meth:`PartyService.exchange`
+    parses them)."""
 
     async def handler(
         raw_iter: AsyncIterator[bytes], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Any]:
-        async for frame in d.exchange(frames(raw_iter, context), context):
+        async for frame in service.exchange(raw_iter, context):
             yield frame
 
     return grpc.method_handlers_generic_handler(
@@ -255,15 +270,15 @@ def _strict_health_handler(servicer: _HealthServicer) -> grpc.GenericRpcHandler:
 
 
 class _HealthServicer(health_pb2_grpc.HealthServicer):
-    def __init__(self, d: PartyDaemon) -> None:
-        self.d = d
+    def __init__(self, service: PartyService) -> None:
+        self.service = service
 
     async def Check(self, request: Any, context: Any) -> Any:
         if request.service not in ("", "confar.v1.Party", "confar.v1.Peer"):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {shown(request.service)}")
         status = (
             health_pb2.HealthCheckResponse.SERVING
-            if self.d.serving
+            if self.service.serving
             else health_pb2.HealthCheckResponse.NOT_SERVING
         )
         return health_pb2.HealthCheckResponse(status=status)

@@ -30,8 +30,8 @@ from hss.randomness import SecureRandom
 from mechanisms.models.base import Model, SchemaError, load_model
 from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.requests import DecisionRequest, record_sensitivity, within_cap
-from mechanisms.samplers.terms import party_terms
-from parties.analyses import AnalysisError, Dataset, Terms, Unaccountable
+from mechanisms.samplers.terms import Terms, party_terms
+from parties.analyses import AnalysisError, Dataset, Unaccountable
 
 if TYPE_CHECKING:
     from hss.lazy_coin import LazyCoin
@@ -213,6 +213,4 @@ class ModelAnalysis:
             req.theta is not None and not model.in_bounds(req.theta).all()
         ):
             raise AnalysisError(f"{self.name}: proposals outside the parameter bounds must not be sent")
-        out = party_terms(model, cols, req, m, rng, mode, log_bound=log_bound, exp_noise=plan.exp_noise)
-        clipped = out.clipped_records if req.penalty is not None and req.penalty.c == "clip" else None
-        return Terms(values=out.values, public=req.public, blind=out.blind, clipped_records=clipped)
+        return party_terms(model, cols, req, m, rng, mode, log_bound=log_bound, exp_noise=plan.exp_noise)

@@ -13,13 +13,11 @@ import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn
 
-import grpc
-
 from hss.runtime import ProtocolError
 from parties import e2e
 from parties.exchange import LinkLost, Refused, RunOutcome, drive
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, OnFrame, RelayLink
-from parties.policy import Abort
+from parties.refusal import Reason, Refusal
 from parties.session import LIVE, Party, Session
 from proto import peer_pb2, serde
 from proto.records import Frame, KeyBundle, Kind
@@ -29,7 +27,7 @@ OFFLOAD_MIN_BATCH = 64  # machine steps on batches at least this big run in a wo
 
 Refuse = Callable[
     ..., Awaitable[NoReturn]
-]  # (status code, message, session id=None): counted, audited, aborted
+]  # (parties.refusal.Reason, message, session id=None): counted, audited, answered by the service
 
 
 async def verify_bundles(party: Party, sess: Session, bundles: list[KeyBundle]) -> None:
@@ -37,8 +35,8 @@ async def verify_bundles(party: Party, sess: Session, bundles: list[KeyBundle]) 
     assert sess.keys is not None
     by_party = {int(b.party): b for b in bundles}
     if sorted(by_party) != list(range(1, spec.m + 1)) or len(bundles) != spec.m:
-        raise Abort(
-            grpc.StatusCode.INVALID_ARGUMENT,
+        raise Refusal(
+            Reason.INVALID_ARGUMENT,
             f"need exactly one key bundle per party 1..{spec.m}, got parties {sorted(by_party)}",
         )
     ciphers: dict[int, e2e.PairCipher] = {}
@@ -56,11 +54,11 @@ async def verify_bundles(party: Party, sess: Session, bundles: list[KeyBundle]) 
                     b.signature,
                 )
             except e2e.KeyExchangeError as exc:
-                raise Abort(grpc.StatusCode.PERMISSION_DENIED, str(exc)) from exc
+                raise Refusal(Reason.PERMISSION_DENIED, str(exc)) from exc
         try:
             key = e2e.pair_key(sess.keys.x25519, b.x25519_public, spec.session_id, sess.me, q)
         except ValueError as exc:
-            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"party {q}: bad X25519 key: {exc}") from exc
+            raise Refusal(Reason.INVALID_ARGUMENT, f"party {q}: bad X25519 key: {exc}") from exc
         ciphers[q] = e2e.PairCipher(key)
     if spec.topology == "relay":
         sess.wiring.relay = RelayLink(spec.session_id, sess.me, ciphers)
@@ -97,7 +95,7 @@ async def open_links(party: Party, sess: Session, on_frame: OnFrame) -> None:
         if q > me:
             addr = cfg_addr.get(q) or spec.party(q).address
             if not addr:
-                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"no address for party {q} (mesh topology)")
+                raise Refusal(Reason.INVALID_ARGUMENT, f"no address for party {q} (mesh topology)")
             link = MeshDialLink(spec.session_id, me, q)
             wiring.links[q] = link
             dials.append(link.open(addr, spec.party(q).identity, party.tls, my_ident, on_frame, on_lost, to))
@@ -176,7 +174,8 @@ async def drive_step(
     round_base: int = 0,
 ) -> RunOutcome:
     """Run this party's protocol machine for one step over the session's peer links (large batches on
-    a worker thread); a lost link or a protocol error fails the session, with the gRPC code to return.
+    a worker thread); a lost link or a protocol error fails the session and is refused (UNAVAILABLE,
+    FAILED_PRECONDITION).
     ``round_base``: the step's first rounds already run ahead (``parties.ahead``)."""
     sess.busy = True
     offload = offload_to_thread if n >= OFFLOAD_MIN_BATCH else None
@@ -195,10 +194,10 @@ async def drive_step(
         )
     except LinkLost as exc:
         sess.fail(f"step {step}: {exc}")
-        raise Abort(grpc.StatusCode.UNAVAILABLE, str(exc)) from exc
+        raise Refusal(Reason.UNAVAILABLE, str(exc)) from exc
     except ProtocolError as exc:
         sess.fail(f"step {step}: {exc}")
-        raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"step {step}: protocol error: {exc}") from exc
+        raise Refusal(Reason.FAILED_PRECONDITION, f"step {step}: protocol error: {exc}") from exc
     finally:
         sess.busy = False
 
@@ -213,15 +212,17 @@ async def accept_stream(
 ) -> AsyncGenerator[peer_pb2.PeerFrame, None]:
     """The accepting side of a mesh link: the caller ``who`` (from its certificate) is checked before any
     frame is read, then its HELLO (session, party, direction); the link is handed to the session's
-    :func:`open_links`, frames read are filed by ``on_frame``, frames to send are yielded."""
+    :func:`open_links`, frames read are filed by ``on_frame``, frames to send are yielded. The service hands
+    in the stream's frames (``request_iterator``, raising :class:`LinkLost` naming the status when the stream
+    breaks) and the ``refuse`` that answers a refusal."""
     if who not in {p.identity for p in party.cfg.peers}:  # the caller first, before any frame is read
         msg = f"caller {shown(who)} is not a consortium member of this party"
-        await refuse(grpc.StatusCode.PERMISSION_DENIED, msg)
+        await refuse(Reason.PERMISSION_DENIED, msg)
 
     try:
         first = await asyncio.wait_for(request_iterator.__anext__(), party.cfg.round_timeout_s)
     except (StopAsyncIteration, TimeoutError):
-        await refuse(grpc.StatusCode.INVALID_ARGUMENT, "a peer stream must start with a HELLO frame")
+        await refuse(Reason.INVALID_ARGUMENT, "a peer stream must start with a HELLO frame")
     sess, q, sid = await _check_hello(party, sessions, who, first, refuse)
     waiters = sess.wiring.accept_waiters
     fut = waiters.get(q)
@@ -229,7 +230,7 @@ async def accept_stream(
         fut = asyncio.get_running_loop().create_future()
         waiters[q] = fut
     if fut.done():
-        await refuse(grpc.StatusCode.ALREADY_EXISTS, f"party {q} already has a link in this session", sid)
+        await refuse(Reason.ALREADY_EXISTS, f"party {q} already has a link in this session", sid)
     link = MeshAcceptLink(q)
     fut.set_result(link)
     party.store.audit.record(
@@ -245,8 +246,8 @@ async def accept_stream(
         try:
             async for msg in request_iterator:
                 await on_frame(sess, q, msg)
-        except grpc.aio.AioRpcError as exc:
-            why = f"{exc.code().name}: {exc.details()}"
+        except LinkLost as exc:  # the stream broke (the service names its status)
+            why = str(exc)
         except asyncio.CancelledError:
             why = "stream cancelled"
         await sess.mailbox.lose(q, why)
@@ -271,26 +272,22 @@ async def _check_hello(
     the party its certificate names, which dials this party in that session."""
     sid = bytes(first.session_id)
     if first.kind != Kind.HELLO:
-        await refuse(
-            grpc.StatusCode.INVALID_ARGUMENT, "a peer stream must start with a HELLO frame", sid[:64]
-        )
+        await refuse(Reason.INVALID_ARGUMENT, "a peer stream must start with a HELLO frame", sid[:64])
     sess = sessions.get(sid)
     if sess is None or sess.state not in LIVE:
-        await refuse(grpc.StatusCode.FAILED_PRECONDITION, "unknown or closed session", sid[:64])
+        await refuse(Reason.FAILED_PRECONDITION, "unknown or closed session", sid[:64])
     q = sess.spec.id_of(who) if who else None
     if q is None or q == party.cfg.id:
-        await refuse(
-            grpc.StatusCode.PERMISSION_DENIED, f"caller {shown(who)} is not a party of this session", sid
-        )
+        await refuse(Reason.PERMISSION_DENIED, f"caller {shown(who)} is not a party of this session", sid)
     if int(first.src) != q:
         await refuse(
-            grpc.StatusCode.PERMISSION_DENIED,
+            Reason.PERMISSION_DENIED,
             f"caller is {shown(who)} (party {q}) but claims to be party {first.src}",
             sid,
         )
     if q > party.cfg.id or sess.spec.topology != "mesh":
         await refuse(
-            grpc.StatusCode.FAILED_PRECONDITION,
+            Reason.FAILED_PRECONDITION,
             f"party {q} must not dial party {party.cfg.id} in this session",
             sid,
         )

@@ -3,9 +3,10 @@ reveal modes, topologies, parameter bounds, consortium members and coordinator),
 privacy budget at open, the session limit, and when a run step is already paid for (run resume: the same
 inputs under the same run noise key reveal exactly what was charged, ``parties.replay``).
 
-A refusal is an :class:`Abort`, carrying the gRPC status code it is answered with: INVALID_ARGUMENT for a
-session that does not fit this daemon, PERMISSION_DENIED for what the allowlist does not allow,
-RESOURCE_EXHAUSTED for budgets and limits. The coordinator cannot override any of it (DESIGN.md section 2).
+A refusal is a :class:`parties.refusal.Refusal` with its reason: INVALID_ARGUMENT for a session that does
+not fit this daemon, PERMISSION_DENIED for what the allowlist does not allow, RESOURCE_EXHAUSTED for budgets
+and limits (answered with the status code of that name). The coordinator cannot override any of it
+(DESIGN.md section 2).
 """
 
 from __future__ import annotations
@@ -13,25 +14,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import grpc
-
 from hss.modes import FEATURES, reveal_mode
 from parties import abcdp
 from parties.analyses import Analysis, AnalysisError, Dataset
 from parties.config import PartyConfig
-from parties.privacy_budget import PrivacyBudgetStore, PrivacyRefusal, charged_per_run
+from parties.privacy_budget import PrivacyBudgetStore, charged_per_run
+from parties.refusal import Reason, Refusal
 from parties.registry import get_analysis
-from parties.replay import ReplayFileError, ReplayStore, key_id
+from parties.replay import ReplayFileError, ReplayStore, key_id, plan_digest
 from proto.records import RunCharge
 from proto.spec import SessionSpec, shown
-
-
-class Abort(Exception):
-    """Raised inside handlers: becomes a gRPC status with a clear message (and an audit line)."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code, self.message = code, message
 
 
 def check_policy(cfg: PartyConfig, spec: SessionSpec, decisions_used: int) -> None:
@@ -40,51 +32,51 @@ def check_policy(cfg: PartyConfig, spec: SessionSpec, decisions_used: int) -> No
     try:
         mine = spec.party(cfg.id)
     except ValueError as exc:
-        raise Abort(
-            grpc.StatusCode.INVALID_ARGUMENT, f"this daemon is party {cfg.id}, absent from the session"
+        raise Refusal(
+            Reason.INVALID_ARGUMENT, f"this daemon is party {cfg.id}, absent from the session"
         ) from exc
     if mine.identity != cfg.identity:
-        raise Abort(
-            grpc.StatusCode.INVALID_ARGUMENT,
+        raise Refusal(
+            Reason.INVALID_ARGUMENT,
             f"the session calls party {cfg.id} {shown(mine.identity)}, but this daemon is {cfg.identity!r}",
         )
     known = {p.id: p.identity for p in cfg.peers}
     for p in spec.parties:
         if p.id != cfg.id and known.get(p.id) != p.identity:
-            raise Abort(
-                grpc.StatusCode.PERMISSION_DENIED,
+            raise Refusal(
+                Reason.PERMISSION_DENIED,
                 f"party {p.id} ({shown(p.identity)}) is not a consortium member in this party's config",
             )
     if spec.coordinator_identity != cfg.coordinator_identity:
-        raise Abort(
-            grpc.StatusCode.PERMISSION_DENIED,
+        raise Refusal(
+            Reason.PERMISSION_DENIED,
             f"coordinator {shown(spec.coordinator_identity)} is not this party's "
             f"({cfg.coordinator_identity!r})",
         )
     _check_allowlist(cfg, spec)
     if decisions_used >= cfg.max_decisions:
-        raise Abort(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
+        raise Refusal(
+            Reason.RESOURCE_EXHAUSTED,
             f"decision budget exhausted ({decisions_used} of {cfg.max_decisions} used)",
         )
 
 
 def _check_allowlist(cfg: PartyConfig, spec: SessionSpec) -> None:
     if spec.model not in cfg.allow_models:
-        raise Abort(
-            grpc.StatusCode.PERMISSION_DENIED,
+        raise Refusal(
+            Reason.PERMISSION_DENIED,
             f"model {shown(spec.model)} is not allowed by this party "
             f"(allow.models = {list(cfg.allow_models)})",
         )
     if spec.reveal_mode not in cfg.allow_modes:
-        raise Abort(
-            grpc.StatusCode.PERMISSION_DENIED,
+        raise Refusal(
+            Reason.PERMISSION_DENIED,
             f"reveal mode {shown(spec.reveal_mode)} is not allowed "
             f"(allow.reveal_modes = {list(cfg.allow_modes)})",
         )
     if spec.topology not in cfg.allow_topologies:
-        raise Abort(
-            grpc.StatusCode.PERMISSION_DENIED,
+        raise Refusal(
+            Reason.PERMISSION_DENIED,
             f"topology {shown(spec.topology)} is not allowed "
             f"(allow.topologies = {list(cfg.allow_topologies)})",
         )
@@ -92,8 +84,8 @@ def _check_allowlist(cfg: PartyConfig, spec: SessionSpec) -> None:
 
 def check_session_limit(cfg: PartyConfig, live: int) -> None:
     if live >= cfg.max_sessions:
-        raise Abort(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
+        raise Refusal(
+            Reason.RESOURCE_EXHAUSTED,
             f"{live} sessions open, limits.max_sessions = {cfg.max_sessions}",
         )
 
@@ -109,7 +101,7 @@ def check_analysis(cfg: PartyConfig, spec: SessionSpec, data: Dataset) -> Analys
         if reveal_mode(spec.reveal_mode).inputs == FEATURES or spec.model == abcdp.ANALYSIS:
             abcdp.check_session(spec, data)  # column names only: no record is read
     except AnalysisError as exc:
-        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+        raise Refusal(Reason.INVALID_ARGUMENT, str(exc)) from exc
     return analysis
 
 
@@ -119,8 +111,8 @@ def _check_bounds(cfg: PartyConfig, spec: SessionSpec, numbers: dict[str, float]
     for key, (lo, hi) in cfg.bounds.get(spec.model, {}).items():
         v = numbers.get(key)
         if v is None or not lo <= v <= hi:
-            raise Abort(
-                grpc.StatusCode.PERMISSION_DENIED,
+            raise Refusal(
+                Reason.PERMISSION_DENIED,
                 f"model parameter {key} = {shown(v)} is outside this party's bounds [{lo}, {hi}]",
             )
 
@@ -159,28 +151,23 @@ async def check_privacy_at_open(
     privacy budget, are refused at open; an ABCDP run already ``paid()`` here has nothing to fit (asked
     last, after the events are known)."""
     svt = charged_per_run(spec)
-    try:
-        what = "the ABCDP run (charged once)" if svt else "a single decision"
-        # numerical profiles and PLD capacities can take seconds: off the event loop, once per session
-        one = await asyncio.to_thread(privacy.events_for, cfg, analysis, spec, 1)
-        await asyncio.to_thread(privacy.warm, one)
-        if not paid():
-            privacy.check(one, what)
-    except PrivacyRefusal as exc:
-        raise Abort(exc.code, exc.message) from exc
+    what = "the ABCDP run (charged once)" if svt else "a single decision"
+    # numerical profiles and PLD capacities can take seconds: off the event loop, once per session
+    one = await asyncio.to_thread(privacy.events_for, cfg, analysis, spec, 1)
+    await asyncio.to_thread(privacy.warm, one)
+    if not paid():
+        privacy.check(one, what)
 
 
 def check_batch(cfg: PartyConfig, n: int) -> None:
     if not 1 <= n <= cfg.max_batch:
-        raise Abort(
-            grpc.StatusCode.INVALID_ARGUMENT, f"batch {n} must be in 1..{cfg.max_batch} (limits.max_batch)"
-        )
+        raise Refusal(Reason.INVALID_ARGUMENT, f"batch {n} must be in 1..{cfg.max_batch} (limits.max_batch)")
 
 
 def check_decision_budget(cfg: PartyConfig, decisions_used: int, n: int) -> None:
     if decisions_used + n > cfg.max_decisions:
-        raise Abort(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
+        raise Refusal(
+            Reason.RESOURCE_EXHAUSTED,
             f"batch of {n} would exceed this party's decision budget "
             f"({decisions_used} of {cfg.max_decisions} used)",
         )
@@ -221,16 +208,17 @@ def recharge_reason(privacy: PrivacyBudgetStore, spec: SessionSpec, run_step: in
     )
 
 
-def svt_run_paid(
+def run_paid(
     privacy: PrivacyBudgetStore, replays: ReplayStore, cfg: PartyConfig, spec: SessionSpec
 ) -> RunCharge | None:
-    """The charge of ABCDP run ``spec.run_id`` in this party's ledger (its whole-run event, recorded as
-    run step 0 with the run's plan digest and run noise key id), or None. Reads the run key only if it
-    exists (a run never charged here has none, and nothing is created by asking)."""
+    """The charge of run ``spec.run_id`` in this party's ledger when its reveal mode is charged once per run
+    (federated ABCDP: its whole-run event, recorded as run step 0 with the run's plan digest and run noise key
+    id), or None. Reads the run key only if it exists (a run never charged here has none, and nothing is
+    created by asking)."""
     if not replays.key_path_for(spec.run_id).exists():
         return None
     try:
         key, _ = replays.run_key(spec.run_id, cfg.fixed_rng_key)
     except ReplayFileError as exc:
-        raise Abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
-    return privacy.charged_run_step(spec.run_id, 0, abcdp.plan_digest(spec), key_id(key))
+        raise Refusal(Reason.FAILED_PRECONDITION, str(exc)) from exc
+    return privacy.charged_run_step(spec.run_id, 0, plan_digest(spec), key_id(key))

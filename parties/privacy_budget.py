@@ -52,10 +52,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import grpc
-
 from parties.analyses import Analysis, PrivacyAccounted, Unaccountable
 from parties.config import PartyConfig
+from parties.refusal import Reason, Refusal
 from proto.files import write_durable
 from proto.records import BudgetState, LedgerReport, PlanAnswer, RunCharge
 from proto.spec import SessionSpec
@@ -79,12 +78,9 @@ class LedgerFileError(RuntimeError):
     """The ledger file cannot be read or trusted; the daemon must not start (the message names the file)."""
 
 
-class PrivacyRefusal(Exception):
-    """A batch or session this party refuses on privacy grounds (``code`` is the gRPC status to send)."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code, self.message = code, message
+class PrivacyRefusal(Refusal):
+    """A batch or session this party refuses on privacy grounds: RESOURCE_EXHAUSTED past the budget,
+    FAILED_PRECONDITION for what the ledger cannot account for."""
 
 
 def configured_budget(cfg: PartyConfig) -> Budget | None:
@@ -294,7 +290,7 @@ class PrivacyBudgetStore:
             return self.batch_events(cfg, analysis, spec, n)
         except Unaccountable as exc:
             reason = _refusal_message(spec, str(exc))
-            raise PrivacyRefusal(grpc.StatusCode.FAILED_PRECONDITION, reason) from exc
+            raise PrivacyRefusal(Reason.FAILED_PRECONDITION, reason) from exc
 
     def _fits_by_capacity(self, events: Sequence[PrivacyEvent]) -> bool:
         """Fast path for eps-at-delta budgets (a PLD composition costs 0.1-2 s, too slow per batch): when the
@@ -360,10 +356,10 @@ class PrivacyBudgetStore:
         try:
             report = self.ledger.check(events)
         except UnsupportedEventError as exc:
-            raise PrivacyRefusal(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
+            raise PrivacyRefusal(Reason.FAILED_PRECONDITION, str(exc)) from exc
         if not report.allowed:
             raise PrivacyRefusal(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                Reason.RESOURCE_EXHAUSTED,
                 f"{what} would exceed this party's privacy budget ({_budget_text(self.ledger.budget)}): "
                 f"{report.unit} spent {report.spent_before:.6g}, would be {report.spent_after:.6g}",
             )
@@ -382,7 +378,7 @@ class PrivacyBudgetStore:
             else:
                 grown = self.ledger.commit(events)
         except BudgetExceededError as exc:
-            raise PrivacyRefusal(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)) from exc
+            raise PrivacyRefusal(Reason.RESOURCE_EXHAUSTED, str(exc)) from exc
         merged = PrivacyLedger(grown.budget, _merge(grown.events))
         charges = self.run_charges if run is None else merge_run_charge(self.run_charges, run)
         self._write(merged, charges)

@@ -149,6 +149,14 @@ def step_digest(
     return h.digest()
 
 
+def plan_digest(spec: SessionSpec) -> bytes:
+    """The digest of a run's plan: :func:`step_digest` of run step 0 without inputs (the run id and the
+    session's model, model_params, reveal mode, threshold, format and parties; no session id). A reveal mode
+    charged once per run records that charge under it (as run step 0, ``parties.privacy_budget``); an ABCDP
+    run step's record keeps it (:class:`SvtStep`)."""
+    return step_digest(spec, 0, 0, {})
+
+
 def key_id(key: bytes) -> str:
     """A public name of a run noise key (32 hex digits of a domain-separated SHA-256; not the key)."""
     return hashlib.sha256(_KEY_ID_DOMAIN + key).hexdigest()[:32]

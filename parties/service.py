@@ -3,9 +3,10 @@
 and storage (``parties.storage``), and maps what they raise to a status code with one audit line.
 
 Services: ``Party`` (coordinator-facing: open/connect/evaluate/close/status, privacy plan/report, link
-probe) and ``Peer`` (the accepting side of mesh share exchange). Every Party RPC is the coordinator's: any
-other caller is refused before its request is looked at. Error messages sent back are cut to
-MAX_ERROR_CHARS (inputs echoed in them: ``proto.spec.shown``).
+probe) and ``Peer`` (the accepting side of mesh share exchange). Every Party RPC is the coordinator's: its
+caller is checked once, in :meth:`PartyService.serve`, before its request bytes are parsed; any other caller
+is refused there. Error messages sent back are cut to MAX_ERROR_CHARS (inputs echoed in them:
+``proto.spec.shown``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from hss.runtime import ProtocolError
 from hss.session import PartyContext, key_setup
@@ -28,16 +30,16 @@ from parties.exchange import PROBE_MAX_ROUNDS, LinkLost, Refused, drive, probe_m
 from parties.links import LinkError
 from parties.peering import accept_stream, drive_step, open_links, sender, unwrap_frame, verify_bundles
 from parties.policy import (
-    Abort,
     check_analysis,
     check_batch,
     check_data_model,
     check_policy,
     check_privacy_at_open,
     check_session_limit,
-    svt_run_paid,
+    run_paid,
 )
 from parties.privacy_budget import charged_per_run
+from parties.refusal import Reason, Refusal
 from parties.registry import get_analysis
 from parties.session import (
     LIVE,
@@ -49,7 +51,7 @@ from parties.session import (
     new_session,
     replay_audit,
     run_resume_at_open,
-    svt_resume_at_open,
+    run_state_at_open,
     teardown,
 )
 from parties.sources import Snapshot
@@ -61,9 +63,29 @@ from proto.tls import TlsMaterial, caller_identity
 
 MAX_ERROR_CHARS = 2000  # an error message sent back is cut to this (inputs echoed in it: proto.spec.shown)
 
+#: Each refusal of the party's domain (``parties.refusal``) is answered with the gRPC status code of the same
+#: name: the one place where the domain's reasons become the transport's codes.
+STATUS: dict[Reason, grpc.StatusCode] = {reason: grpc.StatusCode[reason.name] for reason in Reason}
+
+#: The Party service's RPCs by name: request and response message types (the request is parsed by
+#: :meth:`PartyService.serve`, after the caller check).
+PARTY_RPCS: dict[str, tuple[Any, Any]] = {
+    "OpenSession": (party_pb2.OpenSessionRequest, party_pb2.OpenSessionResponse),
+    "ConnectSession": (party_pb2.ConnectSessionRequest, party_pb2.ConnectSessionResponse),
+    "Evaluate": (party_pb2.EvaluateRequest, party_pb2.EvaluateResponse),
+    "CloseSession": (party_pb2.CloseSessionRequest, party_pb2.CloseSessionResponse),
+    "Status": (party_pb2.StatusRequest, party_pb2.StatusResponse),
+    "PlanPrivacy": (party_pb2.PlanPrivacyRequest, party_pb2.PlanPrivacyResponse),
+    "PrivacyReport": (party_pb2.PrivacyReportRequest, party_pb2.PrivacyReportResponse),
+    "ProbeLinks": (party_pb2.ProbeLinksRequest, party_pb2.ProbeLinksResponse),
+}
+Rpc = Callable[[Any, grpc.aio.ServicerContext, str], Awaitable[Any]]  # (request, context, caller)
+
 
 class PartyService:
-    """The Party and Peer services of one daemon, and the state they share: its sessions by id."""
+    """The Party and Peer services of one daemon and the state they share: the party (``Party``: its
+    configuration, TLS material, records and state directory) and its sessions by id. The gRPC server that
+    carries them is ``parties.daemon.PartyDaemon``, which has one of these."""
 
     def __init__(self, cfg: PartyConfig, insecure: bool = False) -> None:
         self.cfg = cfg
@@ -82,46 +104,34 @@ class PartyService:
         self.sessions: dict[bytes, Session] = {}
         self.refused_frames = 0
         self.serving = True
-
-    @property
-    def decisions_used(self) -> int:
-        return self.store.decisions_used
-
-    @decisions_used.setter
-    def decisions_used(self, value: int) -> None:
-        self.store.decisions_used = value
-
-    def _load_ledger(self) -> int:
-        return self.store.load_ledger()
-
-    def _save_ledger(self) -> None:
-        self.store.save_ledger()
+        self.rpcs: dict[str, Rpc] = {
+            "OpenSession": self.open_session,
+            "ConnectSession": self.connect_session,
+            "Evaluate": self.evaluate,
+            "CloseSession": self.close_session,
+            "Status": self.status,
+            "PlanPrivacy": self.plan_privacy,
+            "PrivacyReport": self.privacy_report,
+            "ProbeLinks": self.probe_links,
+        }
+        assert set(self.rpcs) == set(PARTY_RPCS)
 
     # ---- helpers -----------------------------------------------------------------------------------------
 
     def who(self, context: grpc.aio.ServicerContext) -> str | None:
         return caller_identity(context, self.insecure)
 
-    def require_coordinator(self, context: grpc.aio.ServicerContext) -> str:
-        who = self.who(context)
-        if who != self.cfg.coordinator_identity:
-            raise Abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"caller {shown(who)} is not this party's coordinator ({self.cfg.coordinator_identity!r})",
-            )
-        return who
-
     def session(self, sid: bytes, want: tuple[str, ...] = ("ready",)) -> Session:
         sess = self.sessions.get(bytes(sid))
         if sess is None:
-            raise Abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
+            raise Refusal(
+                Reason.FAILED_PRECONDITION,
                 f"unknown session {bytes(sid).hex()[:16]}…: open it first",
             )
         if sess.state not in want:
             extra = f" ({sess.failure})" if sess.failure else ""
-            raise Abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
+            raise Refusal(
+                Reason.FAILED_PRECONDITION,
                 f"session {sess.spec.session_id.hex()[:16]}… is {sess.state}{extra}; "
                 f"expected {'/'.join(want)}",
             )
@@ -132,8 +142,8 @@ class PartyService:
         t = self.cfg.round_timeout_s
         return max(0.01, min(t, left - 0.05)) if left is not None else t
 
-    def svt_run_paid(self, spec: SessionSpec) -> RunCharge | None:
-        return svt_run_paid(self.privacy, self.replays, self.cfg, spec)
+    def run_paid(self, spec: SessionSpec) -> RunCharge | None:
+        return run_paid(self.privacy, self.replays, self.cfg, spec)
 
     def data_audit(self) -> dict[str, Any]:
         """The snapshot a session runs on (its records and content hash), for the session's audit line."""
@@ -141,22 +151,44 @@ class PartyService:
             return {}
         return {"records": self.snapshot.records, "data_sha256": self.snapshot.sha256}
 
+    async def shut_down(self) -> None:
+        """Stop serving: new sessions are refused (UNAVAILABLE) and every live session is closed."""
+        self.serving = False
+        for sess in list(self.sessions.values()):
+            if sess.state in LIVE:
+                await teardown(sess, "closed")
+
+    async def serve(self, name: str, raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        """The Party RPC ``name`` from its raw request bytes: the caller checked (once per RPC: every Party
+        RPC is the coordinator's; anyone else is refused before its bytes are parsed, with one audit line of
+        bounded size), then the request parsed (undecodable bytes get INVALID_ARGUMENT and an audit line
+        instead of grpc's UNKNOWN), then the RPC run by :meth:`handle`."""
+        who = self.who(context)
+        if who != self.cfg.coordinator_identity:
+            await self.refuse_caller(context, name, who)
+        req_type = PARTY_RPCS[name][0]
+        try:
+            req = req_type.FromString(raw)
+        except DecodeError as exc:
+            msg = f"{name}: request is not a valid {req_type.DESCRIPTOR.full_name}: {exc}"
+            invalid = Reason.INVALID_ARGUMENT
+            self.audit.record(who=who, what=name, outcome=invalid.name, detail=msg)
+            await context.abort(STATUS[invalid], cut(msg))
+            raise AssertionError("unreachable") from exc
+        return await self.rpcs[name](req, context, who)
+
     async def handle(
         self,
         context: grpc.aio.ServicerContext,
+        who: str,
         what: str,
         fn: Callable[[], Awaitable[Any]],
         session: bytes | None = None,
         step: int | None = None,
     ) -> Any:
-        """Run a unary handler: map Abort/unexpected errors to status codes; one audit line either way.
-
-        The caller is checked first: a caller that is not this party's coordinator is refused before anything
-        of its request is looked at, with one audit line of bounded size (every Party RPC is the
-        coordinator's). Error messages sent back are cut to MAX_ERROR_CHARS."""
-        who = self.who(context)
-        if who != self.cfg.coordinator_identity:
-            await self.refuse_caller(context, what, who, session)
+        """Run a unary handler for the (checked) caller ``who``: map a Refusal (its :data:`STATUS`) or an
+        unexpected error (INTERNAL) to a status code; one audit line either way. Error messages sent back
+        are cut to MAX_ERROR_CHARS."""
         sess = self.sessions.get(bytes(session)) if session else None
         base: dict[str, Any] = {
             "who": who,
@@ -168,9 +200,9 @@ class PartyService:
         }
         try:
             resp, audit_extra = await fn()
-        except Abort as exc:
-            self.audit.record(**base, outcome=exc.code.name, detail=exc.message)
-            await context.abort(exc.code, cut(exc.message))
+        except Refusal as exc:
+            self.audit.record(**base, outcome=exc.reason.name, detail=exc.message)
+            await context.abort(STATUS[exc.reason], cut(exc.message))
             raise AssertionError("unreachable") from exc
         except asyncio.CancelledError:
             self.audit.record(**base, outcome="CANCELLED")
@@ -183,62 +215,65 @@ class PartyService:
         self.audit.record(**{**base, **audit_extra})
         return resp
 
-    async def refuse_caller(
-        self, context: grpc.aio.ServicerContext, what: str, who: str | None, session: bytes | None = None
-    ) -> NoReturn:
+    async def refuse_caller(self, context: grpc.aio.ServicerContext, what: str, who: str | None) -> NoReturn:
         """PERMISSION_DENIED for a Party RPC from anyone but the coordinator; its audit line is bounded (the
-        audit log cuts the session id and every string)."""
+        audit log cuts every string)."""
         msg = f"caller {shown(who)} is not this party's coordinator ({self.cfg.coordinator_identity!r})"
-        self.audit.record(who=who, what=what, outcome="PERMISSION_DENIED", session=session, detail=msg)
-        await context.abort(grpc.StatusCode.PERMISSION_DENIED, msg)
+        denied = Reason.PERMISSION_DENIED
+        self.audit.record(who=who, what=what, outcome=denied.name, session=None, detail=msg)
+        await context.abort(STATUS[denied], msg)
         raise AssertionError("unreachable")
 
     # ---- Party service -----------------------------------------------------------------------------------
 
-    async def open_session(self, req: party_pb2.OpenSessionRequest, context: grpc.aio.ServicerContext) -> Any:
+    async def open_session(
+        self, req: party_pb2.OpenSessionRequest, context: grpc.aio.ServicerContext, who: str
+    ) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
-            self.require_coordinator(context)
             if not self.serving:
-                raise Abort(grpc.StatusCode.UNAVAILABLE, "party is shutting down")
+                raise Refusal(Reason.UNAVAILABLE, "party is shutting down")
             if not req.HasField("spec"):
-                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "OpenSessionRequest.spec is missing")
+                raise Refusal(Reason.INVALID_ARGUMENT, "OpenSessionRequest.spec is missing")
             try:
                 spec = serde.spec_from_open_request(req)  # with its run binding (run_id, first_run_step)
             except serde.WireError as exc:
-                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
-            check_policy(self.cfg, spec, self.decisions_used)
+                raise Refusal(Reason.INVALID_ARGUMENT, str(exc)) from exc
+            check_policy(self.cfg, spec, self.store.decisions_used)
             if spec.session_id in self.sessions:
-                raise Abort(
-                    grpc.StatusCode.ALREADY_EXISTS, f"session {spec.session_id.hex()[:16]}… already exists"
-                )
+                raise Refusal(Reason.ALREADY_EXISTS, f"session {spec.session_id.hex()[:16]}… already exists")
             held, superseded = run_resume_at_open(self.party, self.sessions, spec)
             live = sum(s.state in LIVE for k, s in self.sessions.items() if k not in superseded)
             check_session_limit(self.cfg, live)
             analysis = check_analysis(self.cfg, spec, self.data)
-            svt_resume = svt_resume_at_open(self.party, spec, held)
-            svt = charged_per_run(spec)
-            await check_privacy_at_open(  # an ABCDP run charged here before has nothing left to fit
+            state_audit = run_state_at_open(self.party, spec, analysis, held)
+            per_run = charged_per_run(spec)
+            await check_privacy_at_open(  # a run charged once that was charged here has nothing left to fit
                 self.privacy,
                 self.cfg,
                 analysis,
                 spec,
-                lambda: bool(svt and spec.run_id and self.svt_run_paid(spec) is not None),
+                lambda: bool(per_run and spec.run_id and self.run_paid(spec) is not None),
             )
-            sess, run_key_audit = new_session(self.party, spec, analysis, RunPosition(held, None, svt_resume))
+            sess, run_key_audit = new_session(self.party, spec, analysis, RunPosition(held, None))
             for old in superseded:  # the run's earlier session: its coordinator is gone
                 await teardown(self.sessions[old], "closed")
                 self.sessions[old].failure = f"superseded by session {spec.session_id.hex()[:16]}…"
             self.sessions[spec.session_id] = sess
-            return self._opened(sess, superseded, run_key_audit)
+            return self._opened(sess, superseded, {**run_key_audit, **state_audit})
 
         return await self.handle(
-            context, "OpenSession", run, session=bytes(req.spec.session_id) if req.HasField("spec") else None
+            context,
+            who,
+            "OpenSession",
+            run,
+            session=bytes(req.spec.session_id) if req.HasField("spec") else None,
         )
 
     def _opened(
-        self, sess: Session, superseded: list[bytes], run_key_audit: dict[str, Any]
+        self, sess: Session, superseded: list[bytes], run_open_audit: dict[str, Any]
     ) -> tuple[Any, dict[str, Any]]:
-        """OpenSession's answer (this party's signed X25519 key and what it holds of the run) and audit."""
+        """OpenSession's answer (this party's signed X25519 key and what it holds of the run) and audit
+        (``run_open_audit``: the run key's and, for an analysis with run state, where that state starts)."""
         spec, keys = sess.spec, sess.keys
         assert keys is not None
         pub = e2e.public_bytes(keys.x25519)
@@ -249,7 +284,7 @@ class PartyService:
         answer = serde_session.OpenAnswer(KeyBundle(self.cfg.id, pub, sig, cert))
         run_audit: dict[str, Any] = {}
         if spec.run_id:
-            held, svt_resume = sess.run.held, sess.run.svt_resume
+            held = sess.run.held
             ref = held.ref if held is not None else RunStepRef(spec.run_id, 0)
             answer = replace(answer, resume=(self.cfg.id, ref))
             run_audit = {
@@ -257,8 +292,7 @@ class PartyService:
                 "first_run_step": spec.first_run_step,
                 "held_run_step": ref.run_step,
                 "superseded": [k.hex()[:16] for k in superseded],
-                **run_key_audit,
-                **({"abcdp_start": svt_resume.counters} if svt_resume is not None else {}),
+                **run_open_audit,
             }
         return serde_session.open_response_to_proto(answer), {
             "analysis": spec.model,
@@ -270,10 +304,9 @@ class PartyService:
         }
 
     async def connect_session(
-        self, req: party_pb2.ConnectSessionRequest, context: grpc.aio.ServicerContext
+        self, req: party_pb2.ConnectSessionRequest, context: grpc.aio.ServicerContext, who: str
     ) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
-            self.require_coordinator(context)
             sess = self.session(req.session_id, ("open",))
             sess.run = replace(sess.run, replay=agreed_replay(self.cfg.id, sess, list(req.resume)))
             sess.state = "connecting"
@@ -298,27 +331,28 @@ class PartyService:
                     timeout_s=self.timeout(context),
                 )
                 sess.ctx = PartyContext(sess.spec.params(), out.result)
-            except Abort:
+            except Refusal:
                 sess.fail("connect failed")
                 raise
             except (LinkError, LinkLost) as exc:
                 sess.fail(str(exc))
-                raise Abort(grpc.StatusCode.UNAVAILABLE, f"session setup: {exc}") from exc
+                raise Refusal(Reason.UNAVAILABLE, f"session setup: {exc}") from exc
             except ProtocolError as exc:
                 sess.fail(str(exc))
-                raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"session key setup failed: {exc}") from exc
+                raise Refusal(Reason.FAILED_PRECONDITION, f"session key setup failed: {exc}") from exc
             sess.state = "ready"
             answer = serde_session.connect_response_to_proto(sess.spec.session_id, out.rounds)
             return answer, {"step": 0, "rounds": out.rounds, **replay_audit(sess)}
 
-        return await self.handle(context, "ConnectSession", run, session=bytes(req.session_id), step=0)
+        return await self.handle(context, who, "ConnectSession", run, session=bytes(req.session_id), step=0)
 
-    async def evaluate(self, req: party_pb2.EvaluateRequest, context: grpc.aio.ServicerContext) -> Any:
+    async def evaluate(
+        self, req: party_pb2.EvaluateRequest, context: grpc.aio.ServicerContext, who: str
+    ) -> Any:
         step = int(req.step)
 
         async def run() -> tuple[Any, dict[str, Any]]:
             t_begin, cpu_begin = time.perf_counter(), time.process_time()
-            self.require_coordinator(context)
             sess = self.session(req.session_id)
             check_next_step(sess, step)
             n = int(req.batch)
@@ -326,28 +360,29 @@ class PartyService:
             ask = steps.Step(step, n, req.inputs, lambda: self.timeout(context), t_begin, cpu_begin)
             return await steps.evaluate(self.party, sess, ask)
 
-        return await self.handle(context, "Evaluate", run, session=bytes(req.session_id), step=step)
+        return await self.handle(context, who, "Evaluate", run, session=bytes(req.session_id), step=step)
 
-    async def probe_links(self, req: party_pb2.ProbeLinksRequest, context: grpc.aio.ServicerContext) -> Any:
+    async def probe_links(
+        self, req: party_pb2.ProbeLinksRequest, context: grpc.aio.ServicerContext, who: str
+    ) -> Any:
         """A transport probe at the next step: the exchange-round floor of this deployment, measured with the
         links and exchange code decisions use; all-zero payloads, no data, noise, randomness or charge."""
         call = serde_session.probe_request_from_proto(req)
         step = call.step
 
         async def run() -> tuple[Any, dict[str, Any]]:
-            self.require_coordinator(context)
             sess = self.session(call.session_id)
             check_next_step(sess, step)
             if sess.spec.run_id:
-                raise Abort(
-                    grpc.StatusCode.FAILED_PRECONDITION,
+                raise Refusal(
+                    Reason.FAILED_PRECONDITION,
                     f"a link probe uses up a session step, which would shift the run steps of run "
                     f"{sess.spec.run_id!r}: probe in a session without run_id",
                 )
             rounds, words = call.rounds, call.words
             if not 1 <= rounds <= PROBE_MAX_ROUNDS or not 0 <= 8 * words <= self.cfg.max_message_bytes:
-                raise Abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
+                raise Refusal(
+                    Reason.INVALID_ARGUMENT,
                     f"a link probe needs rounds in 1..{PROBE_MAX_ROUNDS} and words in "
                     f"0..{self.cfg.max_message_bytes // 8} (limits.max_message_bytes), "
                     f"got {rounds} and {words}",
@@ -365,13 +400,12 @@ class PartyService:
                 **pool_audit,
             }
 
-        return await self.handle(context, "ProbeLinks", run, session=call.session_id, step=step)
+        return await self.handle(context, who, "ProbeLinks", run, session=call.session_id, step=step)
 
     async def close_session(
-        self, req: party_pb2.CloseSessionRequest, context: grpc.aio.ServicerContext
+        self, req: party_pb2.CloseSessionRequest, context: grpc.aio.ServicerContext, who: str
     ) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
-            self.require_coordinator(context)
             sess = self.session(session_id, ("open", "connecting", "ready", "failed"))
             await teardown(sess, "closed")
             return serde_session.close_response_to_proto(sess.spec.session_id, sess.last_step), {
@@ -379,27 +413,28 @@ class PartyService:
             }
 
         session_id, reason = serde_session.close_request_from_proto(req)
-        return await self.handle(context, "CloseSession", run, session=session_id)
+        return await self.handle(context, who, "CloseSession", run, session=session_id)
 
-    async def plan_privacy(self, req: party_pb2.PlanPrivacyRequest, context: grpc.aio.ServicerContext) -> Any:
+    async def plan_privacy(
+        self, req: party_pb2.PlanPrivacyRequest, context: grpc.aio.ServicerContext, who: str
+    ) -> Any:
         """Dry run of a planned session (parties.privacy_budget): no data, no session, no ledger change."""
 
         async def run() -> tuple[Any, dict[str, Any]]:
-            self.require_coordinator(context)
             try:
                 call = serde_privacy.plan_request_from_proto(req)
             except serde.WireError as exc:
-                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+                raise Refusal(Reason.INVALID_ARGUMENT, str(exc)) from exc
             spec = call.spec
             analysis: Analysis | None = None
             refusal = ""
             try:
-                check_policy(self.cfg, spec, self.decisions_used)
+                check_policy(self.cfg, spec, self.store.decisions_used)
                 analysis = get_analysis(spec.model)
                 analysis.check_params(spec.model_params)
                 check_data_model(self.cfg, spec, analysis)
-            except Abort as exc:
-                refusal = f"{exc.code.name}: {exc.message}"
+            except Refusal as exc:
+                refusal = f"{exc.reason.name}: {exc.message}"
             except AnalysisError as exc:
                 refusal = f"INVALID_ARGUMENT: {exc}"
             batches = call.batches
@@ -413,7 +448,7 @@ class PartyService:
                 batches,
                 call.batch_size,
                 refusal,
-                self.decisions_used,
+                self.store.decisions_used,
             )
             return serde_privacy.plan_answer_to_proto(answer), {
                 "analysis": spec.model,
@@ -423,20 +458,18 @@ class PartyService:
                 "would_refuse": answer.would_refuse,
             }
 
-        return await self.handle(context, "PlanPrivacy", run)
+        return await self.handle(context, who, "PlanPrivacy", run)
 
     async def privacy_report(
-        self, req: party_pb2.PrivacyReportRequest, context: grpc.aio.ServicerContext
+        self, req: party_pb2.PrivacyReportRequest, context: grpc.aio.ServicerContext, who: str
     ) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
-            self.require_coordinator(context)
-            return serde_privacy.report_to_proto(self.privacy.report(self.cfg, self.decisions_used)), {}
+            return serde_privacy.report_to_proto(self.privacy.report(self.cfg, self.store.decisions_used)), {}
 
-        return await self.handle(context, "PrivacyReport", run)
+        return await self.handle(context, who, "PrivacyReport", run)
 
-    async def status(self, req: party_pb2.StatusRequest, context: grpc.aio.ServicerContext) -> Any:
+    async def status(self, req: party_pb2.StatusRequest, context: grpc.aio.ServicerContext, who: str) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
-            self.require_coordinator(context)
             sessions = tuple(
                 SessionState(s.spec.session_id, s.last_step, s.state, s.spec.reveal_mode, s.spec.model)
                 for s in self.sessions.values()
@@ -445,13 +478,13 @@ class PartyService:
                 self.cfg.id,
                 self.cfg.identity,
                 sessions,
-                self.decisions_used,
+                self.store.decisions_used,
                 self.cfg.max_decisions,
                 self.refused_frames,
             )
             return serde_session.status_to_proto(status), {}
 
-        return await self.handle(context, "Status", run)
+        return await self.handle(context, who, "Status", run)
 
     # ---- Peer service (mesh, accepting side) ---------------------------------------------------------------
 
@@ -474,19 +507,35 @@ class PartyService:
                 )
 
     async def exchange(
-        self, request_iterator: AsyncIterator[peer_pb2.PeerFrame], context: grpc.aio.ServicerContext
+        self, raw_frames: AsyncIterator[bytes], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[peer_pb2.PeerFrame]:
-        """A mesh stream dialled by a lower-numbered peer (``parties.peering.accept_stream``); each refusal
-        is counted, audited and answered with its status code."""
+        """A mesh stream dialled by a lower-numbered peer (``parties.peering.accept_stream``, which checks
+        the caller before any frame is read). Its frames are parsed here: an undecodable one is counted,
+        audited and skipped; a broken stream is :class:`parties.exchange.LinkLost` naming its status. Each
+        refusal is counted, audited and answered with its status code."""
         who = self.who(context)
 
-        async def refuse(code: grpc.StatusCode, msg: str, sid: bytes | None = None) -> NoReturn:
+        async def parsed() -> AsyncIterator[peer_pb2.PeerFrame]:
+            try:
+                async for raw in raw_frames:
+                    try:
+                        yield peer_pb2.PeerFrame.FromString(raw)
+                    except DecodeError:
+                        self.refused_frames += 1
+                        outcome = Reason.INVALID_ARGUMENT.name
+                        self.audit.record(
+                            who=who, what="PeerFrame", outcome=outcome, detail="undecodable PeerFrame"
+                        )
+            except grpc.aio.AioRpcError as exc:
+                raise LinkLost(f"{exc.code().name}: {exc.details()}") from exc
+
+        async def refuse(reason: Reason, msg: str, sid: bytes | None = None) -> NoReturn:
             self.refused_frames += 1
-            self.audit.record(who=who, what="PeerExchange", outcome=code.name, session=sid, detail=msg)
-            await context.abort(code, cut(msg))
+            self.audit.record(who=who, what="PeerExchange", outcome=reason.name, session=sid, detail=msg)
+            await context.abort(STATUS[reason], cut(msg))
             raise AssertionError("unreachable")
 
-        stream = accept_stream(self.party, self.sessions, who, request_iterator, refuse, self.on_frame)
+        stream = accept_stream(self.party, self.sessions, who, parsed(), refuse, self.on_frame)
         async with contextlib.aclosing(stream) as frames:
             async for frame in frames:
                 yield frame

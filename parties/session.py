@@ -10,6 +10,8 @@ refused as out-of-session, but its secrets (:class:`SessionKeys`) are dropped.
 What a session holds is grouped by when it is made: :class:`SessionKeys` at open (frozen; dropped at the
 end), :class:`RunPosition` at open and connect (frozen; replaced as run steps complete, ``parties.replay``),
 :class:`PeerWiring` at connect (``parties.peering``), and the protocol context at the end of key setup.
+An analysis that keeps its own state across steps (``parties.run_state``: federated ABCDP) keeps it in the
+session's analysis instance, not here; :func:`run_state_at_open` tells it where a run resumes.
 :class:`Party` is what every session sees of its daemon (configuration, TLS, records, state directory).
 """
 
@@ -20,18 +22,17 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import grpc
-
 from hss.modes import FEATURES, reveal_mode
 from hss.randomness import SecureRandom, derive_key
 from hss.session import PartyContext
-from parties import abcdp, e2e
+from parties import e2e
 from parties.analyses import Analysis, Dataset
 from parties.config import PartyConfig
 from parties.exchange import Mailbox
 from parties.links import MeshAcceptLink, RelayLink
-from parties.policy import Abort
+from parties.refusal import Reason, Refusal
 from parties.replay import ReplayFileError, RunRecord, agreed_record, key_id, run_step_keys
+from parties.run_state import ResumeError, run_state_of
 from parties.sources import Snapshot
 from parties.storage import PartyStorage
 from proto import party_pb2, serde
@@ -74,7 +75,6 @@ class RunPosition:
 
     held: RunRecord | None = None  # this party's last completed run step of the run (at open, then each step)
     replay: RunRecord | None = None  # ... and it again if every party holds it from one session (at connect)
-    svt_resume: abcdp.SvtResume | None = None  # reveal mode svt: where the run's SVT state starts
 
 
 @dataclass
@@ -100,7 +100,6 @@ class Session:
     last_step: int = 0
     busy: bool = False  # a step is being driven over the links
     ctx: PartyContext | None = None  # the key setup's result (ConnectSession)
-    svt: abcdp.SvtRun | None = None  # reveal mode svt: the ABCDP run's secret state (first Evaluate on)
     ahead: Any = None  # precompute_ahead: the next step's sign material being made (parties.ahead.Ahead)
 
     @property
@@ -129,7 +128,7 @@ def new_session(
         try:
             noise_key, created = party.store.replays.run_key(spec.run_id, cfg.fixed_rng_key)
         except ReplayFileError as exc:
-            raise Abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
+            raise Refusal(Reason.FAILED_PRECONDITION, str(exc)) from exc
         run_key_id = key_id(noise_key)
         run_key_audit = {"run_key": "created" if created else "read"}
     else:
@@ -151,8 +150,8 @@ def run_resume_at_open(
     for k, s in sessions.items():
         if s.spec.run_id == spec.run_id and s.state in LIVE:
             if s.busy:
-                raise Abort(
-                    grpc.StatusCode.FAILED_PRECONDITION,
+                raise Refusal(
+                    Reason.FAILED_PRECONDITION,
                     f"run {spec.run_id!r} is mid-step {s.last_step + 1} in session {k.hex()[:16]}…; "
                     "retry when it has finished",
                 )
@@ -160,43 +159,37 @@ def run_resume_at_open(
     try:
         held = party.store.replays.load(spec.run_id)
     except ReplayFileError as exc:
-        raise Abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
+        raise Refusal(Reason.FAILED_PRECONDITION, str(exc)) from exc
     now = party.data_sha256
     if held is not None and held.data_sha256 and held.data_sha256 != now:
-        raise Abort(
-            grpc.StatusCode.FAILED_PRECONDITION,
+        raise Refusal(
+            Reason.FAILED_PRECONDITION,
             f"this party's records changed since run step {held.run_step} of run {spec.run_id!r} "
             f"(snapshot sha256 {held.data_sha256[:16]}… then, {now[:16] or 'none'}… now): the run cannot "
             "continue exactly on other data; start a new run (or restore the records)",
         )
     if held is not None and held.svt is not None and reveal_mode(spec.reveal_mode).inputs != FEATURES:
-        raise Abort(
-            grpc.StatusCode.FAILED_PRECONDITION,
+        raise Refusal(
+            Reason.FAILED_PRECONDITION,
             f"run {spec.run_id!r} is an ABCDP run (reveal mode svt) at this party, not a "
             f"{spec.reveal_mode!r} one: a run keeps its reveal mode",
         )
     return held, superseded
 
 
-def svt_resume_at_open(party: Party, spec: SessionSpec, held: RunRecord | None) -> abcdp.SvtResume | None:
-    """Reveal mode svt with a run_id: where the ABCDP run's SVT state starts (its last completed step
-    here); refused when that state cannot be rebuilt."""
-    if reveal_mode(spec.reveal_mode).inputs != FEATURES or not spec.run_id:
-        return None
+def run_state_at_open(
+    party: Party, spec: SessionSpec, analysis: Analysis, held: RunRecord | None
+) -> dict[str, Any]:
+    """A session of a run whose analysis keeps its own run state (``parties.run_state``: federated ABCDP):
+    where that state starts, from this party's last completed run step of the run; refused when it cannot be
+    rebuilt (FAILED_PRECONDITION). Returns the analysis's audit fields for the OpenSession line."""
+    state = run_state_of(analysis)
+    if state is None or not spec.run_id:
+        return {}
     try:
-        svt_resume = abcdp.resume_at_open(spec, held)
-    except abcdp.SvtResumeError as exc:
-        raise Abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
-    key_path = party.store.replays.key_path_for(spec.run_id)
-    if held is not None and not key_path.exists():  # a new key would draw other noise
-        raise Abort(
-            grpc.StatusCode.FAILED_PRECONDITION,
-            f"the run noise key {key_path} of ABCDP run {spec.run_id!r} is missing although run "
-            f"step {held.run_step} is recorded here: the run's sparse-vector state cannot be "
-            "rebuilt without it (another key draws other threshold noise); restore the key from "
-            "a backup, or start a new run",
-        )
-    return svt_resume
+        return state.open_run(spec, held, party.store.replays.key_path_for(spec.run_id))
+    except ResumeError as exc:
+        raise Refusal(Reason.FAILED_PRECONDITION, str(exc)) from exc
 
 
 def agreed_replay(me: int, sess: Session, resume: list[party_pb2.RunResume]) -> RunRecord | None:
@@ -208,22 +201,22 @@ def agreed_replay(me: int, sess: Session, resume: list[party_pb2.RunResume]) -> 
     spec, held = sess.spec, sess.run.held
     if not spec.run_id:
         if resume:
-            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "resume reports for a session without run_id")
+            raise Refusal(Reason.INVALID_ARGUMENT, "resume reports for a session without run_id")
         return None
     try:
         reports = dict(serde.run_ref_from_proto(r) for r in resume)
     except serde.WireError as exc:
-        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+        raise Refusal(Reason.INVALID_ARGUMENT, str(exc)) from exc
     if sorted(reports) != list(range(1, spec.m + 1)) or len(resume) != spec.m:
-        raise Abort(
-            grpc.StatusCode.INVALID_ARGUMENT,
+        raise Refusal(
+            Reason.INVALID_ARGUMENT,
             f"ConnectSession of run {spec.run_id!r} needs exactly one resume report per party "
             f"1..{spec.m} (each party's OpenSession answer), got parties {sorted(reports)}",
         )
     own = held.ref if held is not None else RunStepRef(spec.run_id, 0)
     if reports[me] != own or any(r.run_id != spec.run_id for r in reports.values()):
-        raise Abort(
-            grpc.StatusCode.INVALID_ARGUMENT,
+        raise Refusal(
+            Reason.INVALID_ARGUMENT,
             f"the resume reports do not match what the parties reported for run {spec.run_id!r} "
             f"(this party holds run step {own.run_step})",
         )
@@ -244,15 +237,15 @@ def replay_audit(sess: Session) -> dict[str, Any]:
 
 def check_next_step(sess: Session, step: int) -> None:
     if sess.busy:
-        raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"session busy with step {sess.last_step + 1}")
+        raise Refusal(Reason.FAILED_PRECONDITION, f"session busy with step {sess.last_step + 1}")
     if step <= sess.last_step:
-        raise Abort(
-            grpc.StatusCode.FAILED_PRECONDITION,
+        raise Refusal(
+            Reason.FAILED_PRECONDITION,
             f"step {step} replayed: step {sess.last_step} is done; the next step is {sess.last_step + 1}",
         )
     if step != sess.last_step + 1:
-        raise Abort(
-            grpc.StatusCode.FAILED_PRECONDITION,
+        raise Refusal(
+            Reason.FAILED_PRECONDITION,
             f"step {step} out of order: the next step is {sess.last_step + 1}",
         )
 

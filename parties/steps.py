@@ -3,10 +3,11 @@ run resume (replay a step every party holds; do not charge again a step whose ch
 budgets checked and charged before any share leaves this party, the terms and the protocol machine, the
 step driven over the peer links, the run record kept durably before the answer leaves.
 
-Two paths: a decision step (reveal modes sum / blinded / sign: the mode's ``hss.modes`` machine on the
-analysis's terms) and a federated ABCDP step (reveal mode svt, ``parties.abcdp``: the run's epsilon charged
-once, the SVT state advanced with the revealed bits). The mathematics and the protocols are not here: this
-module orders their calls and says what is charged, kept and audited.
+Two paths, chosen by the session's analysis: a decision step (reveal modes sum / blinded / sign: the reveal
+mode's party machine on the analysis's terms, charged per batch) and a step of an analysis with its own run
+state (``parties.run_state``; federated ABCDP, ``parties.abcdp``: the run's epsilon charged once, the state
+advanced with the revealed output). The mathematics and the protocols are not here: this module orders their
+calls and says what is charged, kept and audited.
 """
 
 from __future__ import annotations
@@ -16,18 +17,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-import grpc
 import numpy as np
 
-from hss.modes import FEATURES, TermsBatch, reveal_mode
-from hss.randomness import SecureRandom, derive_key
-from parties import abcdp, ahead
+from hss.modes import TermsBatch, reveal_mode
+from parties import ahead
 from parties.analyses import AnalysisError
 from parties.exchange import RunOutcome
 from parties.peering import drive_step
-from parties.policy import Abort, check_decision_budget, paid_run_step, recharge_reason
-from parties.privacy_budget import PrivacyRefusal
-from parties.replay import RunRecord, SvtStep, step_digest
+from parties.policy import check_decision_budget, paid_run_step, recharge_reason
+from parties.refusal import Reason, Refusal
+from parties.replay import RunRecord, SvtStep, plan_digest, step_digest
+from parties.run_state import RunStateAnalysis, RunStateError, run_state_of
 from parties.session import Party, Session, noise_rng, reveal_rng
 from proto import party_pb2, serde, serde_session
 from proto.records import EvaluateAnswer, RunCharge, RunStepRef
@@ -54,21 +54,20 @@ async def evaluate(party: Party, sess: Session, step: Step) -> tuple[Any, dict[s
     cfg, store = party.cfg, party.store
     run_step = sess.spec.run_step(step.number)  # 0: no run_id
     if run_step > MAX_RUN_STEP:  # refused before anything runs: run steps live in JSON files
-        raise Abort(
-            grpc.StatusCode.FAILED_PRECONDITION,
+        raise Refusal(
+            Reason.FAILED_PRECONDITION,
             f"step {step.number} would be run step {run_step} of run {sess.spec.run_id!r}, past 2^53",
         )
     digest, run_audit, replayed = run_step_check(party, sess, step, run_step)
     step = replace(step, run_step=run_step, digest=digest)
+    state = run_state_of(sess.analysis)
     if replayed is not None:  # run resume: stored messages, nothing computed or charged
         if sess.ahead is not None:  # (a replayed step is a session's step 1, which has no pool)
             pooled, sess.ahead = sess.ahead, None
             await pooled.cancel()
         await sess.mailbox.finish(step.number)  # no frames were exchanged for it; the next step is step + 1
-        resumed = sess.run.svt_resume
-        if resumed is not None and resumed.after_redo is not None:  # ABCDP: the state after the step
-            sess.run = replace(sess.run, svt_resume=abcdp.SvtResume(resumed.after_redo))
-            run_audit["abcdp_count"] = resumed.after_redo["count"]
+        if state is not None:  # the analysis's run state moves past the step
+            run_audit.update(state.replayed())
         return replayed, run_audit
     assert sess.keys is not None  # a ready session has its keys
     # charged before: same inputs, same noise
@@ -76,8 +75,8 @@ async def evaluate(party: Party, sess: Session, step: Step) -> tuple[Any, dict[s
     recharge = recharge_reason(store.privacy, sess.spec, run_step) if paid is None else ""
     if paid is None:
         check_decision_budget(cfg, store.decisions_used, step.n)
-    if reveal_mode(sess.spec.reveal_mode).inputs == FEATURES:  # federated ABCDP: own charging and protocol
-        return await evaluate_svt(party, sess, step, run_audit)
+    if state is not None:  # an analysis with its own run state: charged once per run, its own protocol
+        return await _evaluate_run_state(party, sess, step, run_audit, state)
     return await _evaluate_decisions(party, sess, step, paid, recharge, run_audit)
 
 
@@ -88,12 +87,9 @@ async def _evaluate_decisions(
     # step k's precompute made after step k - 1 (parties.ahead): finished first, before anything is charged
     material, round_base, pool_audit = await ahead.take(sess, step.number, n)
     privacy_events: list[Any] = []
-    if paid is None:
-        try:  # privacy budget: this party's own events for the batch, dry-run before touching data
-            privacy_events = store.privacy.events_for(cfg, sess.analysis, spec, n)
-            store.privacy.check(privacy_events, f"step {step.number} (batch of {n})")
-        except PrivacyRefusal as exc:
-            raise Abort(exc.code, exc.message) from exc
+    if paid is None:  # privacy budget: this party's own events for the batch, dry-run before touching data
+        privacy_events = store.privacy.events_for(cfg, sess.analysis, spec, n)
+        store.privacy.check(privacy_events, f"step {step.number} (batch of {n})")
     t_terms = time.perf_counter()
     machine, clipped = _decision_machine(party, sess, step, material)
     prepare_s = time.perf_counter() - t_terms
@@ -172,7 +168,7 @@ def _decision_machine(
         machine = reveal_mode(spec.reveal_mode).machine(sess.ctx, batch)  # the mode's own party factory
         return machine, terms.clipped_records
     except (serde.WireError, AnalysisError, ValueError) as exc:
-        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
+        raise Refusal(Reason.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
 
 
 def _charge_decisions(party: Party, sess: Session, step: Step, privacy_events: list[Any]) -> None:
@@ -180,25 +176,23 @@ def _charge_decisions(party: Party, sess: Session, step: Step, privacy_events: l
     (fsync, atomic rename) with the run step, then the decision count."""
     store, spec = party.store, sess.spec
     assert sess.keys is not None
-    try:
-        sid16 = spec.session_id.hex()[:16]
-        charge = None
-        if step.run_step:
-            rs = step.run_step
-            charge = RunCharge(spec.run_id, sid16, rs, rs, step.n, step.digest.hex(), sess.keys.run_key_id)
-        store.privacy.commit(privacy_events, charge)
-    except PrivacyRefusal as exc:
-        raise Abort(exc.code, exc.message) from exc
+    sid16 = spec.session_id.hex()[:16]
+    charge = None
+    if step.run_step:
+        rs = step.run_step
+        charge = RunCharge(spec.run_id, sid16, rs, rs, step.n, step.digest.hex(), sess.keys.run_key_id)
+    store.privacy.commit(privacy_events, charge)
     store.count_decisions(step.n)
     store.freeze_point("after-charge", step.run_step)
 
 
-def _keep(party: Party, sess: Session, step: Step, out: RunOutcome, svt: SvtStep | None = None) -> None:
-    """A completed run step, kept durably before the messages leave (unless the session was superseded)."""
+def _keep(party: Party, sess: Session, step: Step, out: RunOutcome, state: SvtStep | None = None) -> None:
+    """A completed run step, kept durably before the messages leave (unless the session was superseded);
+    ``state``: the public run state an analysis with run state keeps with it."""
     if step.run_step and sess.state == "ready":
         ref = RunStepRef(sess.spec.run_id, step.run_step, step.digest, sess.spec.session_id)
         held = RunRecord(
-            ref, step.n, out.rounds, tuple(out.to_receiver), data_sha256=party.data_sha256, svt=svt
+            ref, step.n, out.rounds, tuple(out.to_receiver), data_sha256=party.data_sha256, svt=state
         )
         sess.run = replace(sess.run, held=held)
         party.store.replays.save(held)
@@ -227,15 +221,15 @@ def run_step_check(
     try:
         inputs = serde.inputs_from_proto(step.inputs, party.cfg.max_message_bytes)
     except serde.WireError as exc:
-        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
+        raise Refusal(Reason.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
     digest = step_digest(spec, run_step, n, inputs)
     audit: dict[str, Any] = {"run_id": spec.run_id, "run_step": run_step}
     held = sess.run.held
     if held is None or held.run_step != run_step:
         return digest, audit, None
     if held.ref.digest != digest:
-        raise Abort(
-            grpc.StatusCode.FAILED_PRECONDITION,
+        raise Refusal(
+            Reason.FAILED_PRECONDITION,
             f"run step {run_step} of run {spec.run_id!r} was completed here with other inputs "
             f"(digest {held.ref.digest.hex()[:16]}…, now {digest.hex()[:16]}…; batch {held.batch}, "
             f"now {n}); refusing to evaluate a completed run step with different inputs",
@@ -251,67 +245,61 @@ def run_step_check(
     return digest, audit, resp
 
 
-async def evaluate_svt(
-    party: Party, sess: Session, step: Step, run_audit: dict[str, Any]
+async def _evaluate_run_state(
+    party: Party, sess: Session, step: Step, run_audit: dict[str, Any], state: RunStateAnalysis
 ) -> tuple[Any, dict[str, Any]]:
-    """One batch of federated ABCDP candidates (reveal mode svt, ``parties.abcdp``).
+    """One step of an analysis with its own run state (``parties.run_state``; federated ABCDP's batch of
+    candidates, ``parties.abcdp``).
 
-    The run's whole-run epsilon is charged once, at the session's first step, checked and persisted
-    before any record is read; the feature sum and the SVT noise state live in the session. Once c
-    accepts have been revealed the session refuses further steps.
+    The run's whole privacy event is charged once, at the session's first step, checked and persisted
+    before any record is read; the analysis then makes its state from the records and advances it with each
+    step's revealed output. A finished state refuses further steps.
 
-    A session of a run (``run_id``) is resumable: the run's epsilon is charged once per run (recorded as
-    run step 0 of the run and recognised by every later session under the same run noise key); the
-    threshold share of each epoch and the query noise of each run step come from the run noise key (the
-    latter keyed by the step digest); the SVT state starts where :func:`parties.abcdp.resume_at_open`
-    put it; and each completed step is kept (its record with the SVT counters before it and its bits,
-    ``parties.replay``) before its answer leaves. A re-evaluated run step (same inputs, from the state
-    before it) reveals the bits it revealed the first time, which is checked."""
+    A session of a run (``run_id``) is resumable: the run is charged once per run (recorded as run step 0 of
+    the run and recognised by every later session under the same run noise key); a run step's noise comes
+    from the run noise key (keyed by the step digest); the state starts where the analysis put it at open
+    (``parties.session.run_state_at_open``); and each completed step is kept (its record with the public
+    state, ``parties.replay``) before its answer leaves. A re-evaluated run step (same inputs, from the state
+    before it) must reveal what it revealed the first time, which the analysis checks."""
     spec, store, n, number, run_step = sess.spec, party.store, step.n, step.number, step.run_step
     extra: dict[str, Any] = dict(run_audit)
     t_terms = time.perf_counter()
-    start = sess.run.svt_resume
-    now = sess.svt.state.counters.to_dict() if sess.svt is not None else start.counters if start else {}
-    if now.get("done"):
-        count = now["count"]
-        raise Abort(
-            grpc.StatusCode.FAILED_PRECONDITION,
-            f"step {number}: the ABCDP run is finished: c accepts reached ({count} of "
-            f"c = {abcdp.plan_of(spec.model_params).c}); no further candidate is decided in this session "
-            "(close it)",
-        )
+    finished = state.finished(spec)
+    if finished is not None:
+        raise Refusal(Reason.FAILED_PRECONDITION, f"step {number}: {finished}")
     try:  # the public inputs first: a malformed request is refused before anything is charged
         inputs = serde.inputs_from_proto(step.inputs, party.cfg.max_message_bytes)
-        phibar = abcdp.phibar_input(spec, inputs, n)
+        public = state.step_input(spec, inputs, n)
     except (serde.WireError, AnalysisError, ValueError) as exc:
-        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {number}: {exc}") from exc
+        raise Refusal(Reason.INVALID_ARGUMENT, f"step {number}: {exc}") from exc
     store.freeze_point("before-charge", run_step)
-    run = sess.svt if sess.svt is not None else _svt_start(party, sess, step, extra)
-    before = run.state.counters.to_dict()
-    redo = start.redo if start is not None and start.redo is not None else None
-    if redo is not None and redo.run_step != run_step:
-        redo = None  # only the session's first step re-evaluates the step completed here last
+    if not state.started:
+        _charge_whole_run(party, sess, state, extra)
+        _start_run_state(party, sess, state, step)
     keys = sess.keys
     try:
         assert sess.ctx is not None and keys is not None
         query = noise_rng(keys, spec, number, step.digest) if spec.run_id else None
-        machine = run.machine(sess.ctx, phibar, number, keys.proto_rng, query)
-    except abcdp.SvtRunError as exc:
+        machine = state.machine(sess.ctx, public, number, keys.proto_rng, query)
+    except RunStateError as exc:
         sess.fail(f"step {number}: {exc}")
-        raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"step {number}: {exc}") from exc
+        raise Refusal(Reason.FAILED_PRECONDITION, f"step {number}: {exc}") from exc
     except (serde.WireError, AnalysisError, ValueError) as exc:
-        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {number}: {exc}") from exc
+        raise Refusal(Reason.INVALID_ARGUMENT, f"step {number}: {exc}") from exc
     prepare_s = time.perf_counter() - t_terms
-    if redo is None:  # a step completed here before was counted then
+    if not state.repeats(run_step):  # a step completed here before was counted then
         store.count_decisions(n)
     else:
         extra.update(decisions_charged=0, detail=f"run step {run_step} evaluated again (same inputs)")
     store.freeze_point("after-charge", run_step)
     out = await drive_step(party, sess, machine, number, n, step.timeout)
     sess.last_step = number
-    accepts = _settle_svt(sess, run, step, out, redo)
-    bits = np.asarray(out.result.revealed, dtype=bool)
-    _keep(party, sess, step, out, SvtStep(abcdp.plan_digest(spec), before, bits) if run_step else None)
+    try:
+        accepts, kept = state.settle(spec, run_step, out.result.revealed)
+    except RunStateError as exc:  # more accepts revealed than allowed, other bits: a deviation or corruption
+        sess.fail(f"step {number}: {exc}")
+        raise Refusal(Reason.FAILED_PRECONDITION, f"step {number}: {exc}") from exc
+    _keep(party, sess, step, out, kept)
     clamped = int(np.count_nonzero(out.result.clamped))
     return _answer(sess, step, out, clamped), {
         **extra,
@@ -319,73 +307,45 @@ async def evaluate_svt(
         "rounds": out.rounds,
         "clamped": clamped,
         "accepts": accepts,
-        **run.audit(),
+        **state.audit(),
         "compute_ms": round((prepare_s + out.stepped_s) * 1e3, 3),
         "handler_ms": round((time.perf_counter() - step.t_begin) * 1e3, 3),
         "cpu_ms": round((time.process_time() - step.cpu_begin) * 1e3, 3),
     }
 
 
-def _settle_svt(sess: Session, run: abcdp.SvtRun, step: Step, out: RunOutcome, redo: RunRecord | None) -> int:
-    """Advance the SVT state with the revealed bits; a re-evaluated run step must reveal the bits it revealed
-    the first time. Either failing fails the session (a deviation or corruption): no answer."""
-    try:
-        accepts = run.settle(out.result.revealed)
-        first = redo.svt.revealed if redo is not None and redo.svt is not None else None
-        if first is not None and not np.array_equal(out.result.revealed, first):
-            raise abcdp.SvtRunError(
-                f"run step {step.run_step} of run {sess.spec.run_id!r}, evaluated again with the same inputs "
-                "from the same state, revealed other bits than the first time; not answering"
-            )
-    except abcdp.SvtRunError as exc:  # more accepts revealed than allowed: a deviation or corruption
-        sess.fail(f"step {step.number}: {exc}")
-        raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"step {step.number}: {exc}") from exc
-    return accepts
-
-
-def _svt_start(party: Party, sess: Session, step: Step, extra: dict[str, Any]) -> abcdp.SvtRun:
-    """The session's first ABCDP step: the run's privacy event charged (once per run; per session without a
-    run) before any record is touched, then the feature sum and the SVT state made."""
-    cfg, privacy, spec = party.cfg, party.store.privacy, sess.spec
-    keys, start = sess.keys, sess.run.svt_resume
+def _charge_whole_run(party: Party, sess: Session, state: RunStateAnalysis, extra: dict[str, Any]) -> None:
+    """The run's privacy event, before any record is touched: once per run (per session without a run;
+    a run's charge is run step 0 under the run's plan digest and noise key, found by its later sessions)."""
+    cfg, privacy, spec, keys = party.cfg, party.store.privacy, sess.spec, sess.keys
     assert keys is not None
-    try:  # the run's privacy event, before any record is touched: once per run (per session without)
-        events = privacy.events_for(cfg, sess.analysis, spec, 1)
-        plan = abcdp.plan_digest(spec) if spec.run_id else b""
-        paid = None
+    events = privacy.events_for(cfg, sess.analysis, spec, 1)
+    plan = plan_digest(spec) if spec.run_id else b""
+    paid = None
+    if spec.run_id:
+        paid = privacy.charged_run_step(spec.run_id, 0, plan, keys.run_key_id)
+    if paid is None:
+        privacy.check(events, f"{state.whole_run} (charged once)")
+        charge = None
         if spec.run_id:
-            paid = privacy.charged_run_step(spec.run_id, 0, plan, keys.run_key_id)
-        if paid is None:
-            privacy.check(events, "the ABCDP run (charged once)")
-            charge = None
-            if spec.run_id:
-                sid16 = spec.session_id.hex()[:16]
-                charge = RunCharge(spec.run_id, sid16, 0, 0, 0, plan.hex(), keys.run_key_id)
-            privacy.commit(events, charge)
-            extra["charged"] = [e.to_dict() for e in events]
-        else:
-            extra.update(
-                charged_in=paid.session,
-                detail=f"the ABCDP run's epsilon was charged in session {paid.session} (same plan, "
-                "same run key): not charged again",
-            )
-    except PrivacyRefusal as exc:
-        raise Abort(exc.code, exc.message) from exc
+            sid16 = spec.session_id.hex()[:16]
+            charge = RunCharge(spec.run_id, sid16, 0, 0, 0, plan.hex(), keys.run_key_id)
+        privacy.commit(events, charge)
+        extra["charged"] = [e.to_dict() for e in events]
+    else:
+        extra.update(
+            charged_in=paid.session,
+            detail=f"{state.whole_run}'s epsilon was charged in session {paid.session} (same plan, "
+            "same run key): not charged again",
+        )
+
+
+def _start_run_state(party: Party, sess: Session, state: RunStateAnalysis, step: Step) -> None:
+    """The analysis's state made from the records (after the charge: a failure fails the session, which is
+    never charged again)."""
+    assert sess.keys is not None
     try:
-        if spec.run_id:
-            assert start is not None
-            sess.svt = abcdp.SvtRun.start(
-                spec.model_params,
-                party.data,
-                spec.m,
-                None,
-                threshold_rng=abcdp.threshold_source(keys.noise_key, plan),
-                counters=start.counters,
-            )
-        else:
-            key = derive_key(keys.noise_key, spec.session_id, b"svt-state")
-            sess.svt = abcdp.SvtRun.start(spec.model_params, party.data, spec.m, SecureRandom(key))
+        state.start(sess.spec, party.data, sess.keys.noise_key)
     except (AnalysisError, ValueError) as exc:
         sess.fail(f"step {step.number}: {exc}")  # charged: never charge it again
-        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
-    return sess.svt
+        raise Refusal(Reason.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc

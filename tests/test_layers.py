@@ -58,6 +58,35 @@ def test_no_wrong_way_imports() -> None:
     assert not bad, "wrong-way imports:\n" + "\n".join(bad)
 
 
+#: The transport modules of ``parties/``, the only ones that may import grpc: the Party and Peer services and
+#: their boundary (``service.py``: a domain refusal mapped to its status code, once), the server and its
+#: lifecycle (``daemon.py``) and the peer links' gRPC streams (``links.py``). Every other module of
+#: ``parties/`` is the party's domain (policy, sessions, peering, steps, ledgers, analyses, sources): it says
+#: no with ``parties.refusal.Refusal`` and knows no transport.
+PARTIES_TRANSPORT = {"parties/service.py", "parties/daemon.py", "parties/links.py"}
+
+
+def test_party_domain_imports_no_grpc() -> None:
+    """No domain module of ``parties/`` imports grpc, not even inside a function."""
+    bad = [
+        path.relative_to(ROOT).as_posix()
+        for path in sorted((ROOT / "parties").rglob("*.py"))
+        if path.relative_to(ROOT).as_posix() not in PARTIES_TRANSPORT and "grpc" in imported_tops(path)
+    ]
+    assert not bad, f"grpc imported outside the transport modules {sorted(PARTIES_TRANSPORT)}: {bad}"
+    assert all((ROOT / rel).exists() for rel in PARTIES_TRANSPORT)
+
+
+def test_each_refusal_reason_is_answered_with_its_status_code() -> None:
+    """The service maps every reason of ``parties.refusal.Reason`` to the gRPC status code of the same name
+    (also the audit line's outcome), and nothing else."""
+    from parties.refusal import Reason
+    from parties.service import STATUS
+
+    assert set(STATUS) == set(Reason)
+    assert all(code.name == reason.name for reason, code in STATUS.items())
+
+
 def test_pure_layers_do_no_network_io() -> None:
     for pkg in ("hss", "mechanisms"):
         for path in (ROOT / pkg).rglob("*.py"):

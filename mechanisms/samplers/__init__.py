@@ -25,7 +25,7 @@ from mechanisms.samplers.penalty import penalty_acceptance, penalty_correction
 from mechanisms.samplers.rejection import RejectionResult, RejectionSampler
 from mechanisms.samplers.requests import DecisionRequest, Lazy, Penalty
 from mechanisms.samplers.seeds import PublicSeeds, public_rng
-from mechanisms.samplers.terms import PartyTerms, log_ratio, party_noise, party_terms
+from mechanisms.samplers.terms import Terms, log_ratio, party_noise, party_terms
 
 __all__ = [
     "AdaptiveMH",
@@ -42,12 +42,12 @@ __all__ = [
     "LocalParties",
     "MHInfo",
     "MHState",
-    "PartyTerms",
     "Penalty",
     "PublicSeeds",
     "RandomWalkMH",
     "RejectionResult",
     "RejectionSampler",
+    "Terms",
     "Trace",
     "ess",
     "ess_batch_means",

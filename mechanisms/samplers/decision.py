@@ -207,7 +207,7 @@ class ConfidentialRule:
             )
             for j, data in enumerate(parties.datasets)
         ]
-        self.clipped_records += sum(t.clipped_records for t in terms)
+        self.clipped_records += sum(t.clipped_records or 0 for t in terms)
         blinding = self.mode in REVEAL and REVEAL[self.mode].blinding
         blind = [t.blind for t in terms if t.blind is not None] if blinding else None
         return self.decide([t.values for t in terms], request.public, blind)

@@ -26,10 +26,14 @@ F64 = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
-class PartyTerms:
+class Terms:
+    """One party's terms of a batch: what it brings to the decision protocol (the one type for the daemon's
+    analyses and the in-memory parties)."""
+
     values: F64  # ℓ_j + noise, one per decision
     blind: F64 | None  # W_j (blinded reveal)
-    clipped_records: int = 0  # penalty with c = "clip": records whose log-ratio was clipped
+    public: F64 | None = None  # the public term (the same at every party), when the party sends it
+    clipped_records: int | None = None  # penalty with c = "clip": log-ratios clipped (None: no clipping)
 
 
 def log_ratio(
@@ -79,7 +83,7 @@ def party_terms(
     mode: str,
     log_bound: float | None = None,
     exp_noise: bool = True,
-) -> PartyTerms:
+) -> Terms:
     """This party's terms x_j = ℓ_j + λ_j + V_j (and W_j for the blinded reveal)."""
     ell, clipped = log_ratio(model, data, request, log_bound)
     sigma = None
@@ -90,4 +94,5 @@ def party_terms(
     values = ell + nz
     if not np.isfinite(values).all():
         raise ValueError("a party term is not finite (a proposal outside the model's support?)")
-    return PartyTerms(values=values, blind=blind, clipped_records=clipped)
+    clipping = request.penalty is not None and request.penalty.c == "clip"
+    return Terms(values, blind, public=request.public, clipped_records=clipped if clipping else None)

@@ -26,6 +26,7 @@ from parties import cli as party_cli
 from parties.analyses import AnalysisError, Dataset, Unaccountable
 from parties.config import ConfigError, PartyConfig, load_config
 from parties.privacy_budget import LEDGER_FILE, LedgerFileError, PrivacyBudgetStore, PrivacyRefusal
+from parties.refusal import Reason
 from parties.registry import get_analysis
 from proto import serde_privacy
 from proto.spec import PartyEntry, SessionSpec
@@ -173,7 +174,7 @@ def test_ledger_refuses_persists_and_reloads(tmp_path: Path) -> None:
     assert doc["ledger"]["events"][0]["count"] == 90
     with pytest.raises(PrivacyRefusal) as ei:
         store.check(store.events_for(cfg, gm, spec, 30))
-    assert ei.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert ei.value.reason is Reason.RESOURCE_EXHAUSTED
     assert "privacy budget" in ei.value.message and "GDP mu_max = 1" in ei.value.message
     again = PrivacyBudgetStore.load(cfg)  # a restart keeps the spend
     assert again.ledger is not None and again.ledger.spent() == pytest.approx(math.sqrt(90) / TAU)
@@ -182,7 +183,7 @@ def test_ledger_refuses_persists_and_reloads(tmp_path: Path) -> None:
     # unbounded analyses are refused under a budget, with the reason
     with pytest.raises(PrivacyRefusal) as ei:
         store.events_for(cfg, gm, _spec(gm_params(1.0)), 1)
-    assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert ei.value.reason is Reason.FAILED_PRECONDITION
     assert "without the penalty has unbounded or unknown per-step privacy loss" in ei.value.message
     assert "session threshold t = " in ei.value.message
 
