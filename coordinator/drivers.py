@@ -33,7 +33,15 @@ from coordinator.run_privacy import (
     privacy_reports,
 )
 from coordinator.sampler_settings import MH_KINDS
-from mechanisms.samplers import AdaptiveMH, AdaptiveState, MHState, PublicSeeds, RandomWalkMH
+from mechanisms.samplers import (
+    AdaptiveMH,
+    AdaptiveState,
+    GaussianProposal,
+    IndependenceMH,
+    MHState,
+    PublicSeeds,
+    RandomWalkMH,
+)
 from mechanisms.samplers.rejection import RejectionSampler
 from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
@@ -124,8 +132,14 @@ class MHDriver(Driver):
     def n_draws(self) -> int:
         return self.batch * self.chains
 
-    def kernel(self, decide: Any) -> RandomWalkMH | AdaptiveMH:
+    def kernel(self, decide: Any) -> RandomWalkMH | AdaptiveMH | IndependenceMH:
         s, m = self.exp.sampler, self.exp.m
+        if s.proposal == "laplace":  # the warm start's DP Laplace approximation (coordinator.warm_start)
+            if s.laplace is None:
+                raise RunError("sampler.proposal = 'laplace' before the warm start has run")
+            inflate = self.exp.warm_start.inflate if self.exp.warm_start is not None else 1.0
+            proposal = GaussianProposal(s.laplace.mean, inflate**2 * s.laplace.cov)
+            return IndependenceMH(self.model, decide, proposal, penalty=s.penalty, m=m, lazy=s.lazy)
         assert s.proposal_cov is not None
         if s.adaptive:
             return AdaptiveMH(
@@ -146,7 +160,10 @@ class MHDriver(Driver):
 
     def initial(self) -> None:
         s = self.exp.sampler
-        if isinstance(s.init, str):
+        if s.proposal == "laplace" and s.laplace is not None and isinstance(s.init, str):
+            lap = GaussianProposal(s.laplace.mean, s.laplace.cov)  # chains start at draws of it (public seed)
+            theta0 = lap.sample(self.seeds.init_rng(), self.chains)
+        elif isinstance(s.init, str):
             theta0 = s.init_scale * self.model.sample_prior(self.seeds.init_rng(), self.chains)
         else:
             theta0 = s.init
@@ -183,6 +200,8 @@ class MHDriver(Driver):
         self.mh = state
         if isinstance(state, AdaptiveState):
             cov = state.cov  # the covariance this step used
+        elif isinstance(kernel, IndependenceMH):
+            cov = np.asarray(kernel.proposal.cov, dtype=np.float64)  # type: ignore[attr-defined]
         else:
             assert isinstance(kernel, RandomWalkMH)
             cov = np.asarray(kernel.cov, dtype=np.float64)

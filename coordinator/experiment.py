@@ -109,6 +109,7 @@ EXPERIMENT.toml::
     # party_epsilon = 50.0          # its eps-at-delta budget (with party_delta); else none
     # party_delta = 1e-5
     # party_colluding = 3           # optional: [budget] colluding of every party (default "all": m - 1)
+    # party_neighbours = "add-remove"  # optional: [budget] neighbours of every party (default replace-one)
     sources = ["csv", "postgresql", "sparql"]   # optional: where each registry keeps its records (one per
                                     # party, or one for all; default "csv"): csv, parquet, sqlite,
                                     # postgresql (a throwaway local cluster), sparql (a local Oxigraph
@@ -123,6 +124,8 @@ brings its own certificates and addresses).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 import tomllib
 from dataclasses import dataclass
@@ -132,13 +135,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.sampler_settings import KINDS, SAMPLER_KEYS, SamplerSettings, read_sampler
+from coordinator.sampler_settings import KINDS, MH_KINDS, SAMPLER_KEYS, SamplerSettings, read_sampler
 from coordinator.tables import CoordinatorSettings, ExperimentError, Reader, read_coordinator, read_parties
+from coordinator.warm_start import WarmStartSettings, read_warm_start
 from hss.fixedpoint import max_threshold
 from hss.modes import FEATURES, REVEAL_MODES, reveal_mode
 from hss.session import SIGN_PRECOMPUTE
 from mechanisms.models.base import Model, add_import_path, load_model
 from mechanisms.samplers.plan import DecisionPlan
+from mechanisms.samplers.requests import NEIGHBOURS
 from proto.spec import PartyEntry
 
 F64 = npt.NDArray[np.float64]
@@ -154,6 +159,7 @@ TABLES = (
     "coordinator",
     "parties",
     "model",
+    "warm_start",
     "sampler",
     "reveal",
     "privacy",
@@ -187,6 +193,7 @@ class SimulateSettings:
     party_epsilon: float | None = None
     party_delta: float | None = None
     party_colluding: int | None = None  # None: the daemon's default ("all": m - 1)
+    party_neighbours: str | None = None  # None: the daemon's default ("replace-one")
     sources: tuple[str, ...] = ()  # per party (SIMULATE_SOURCES); empty: every party reads a CSV file
     data: tuple[Path, ...] = ()  # per party: its records (CSV or Parquet), not the model's synthetic data
 
@@ -202,6 +209,8 @@ class SimulateSettings:
             out.update(epsilon=self.party_epsilon, delta=self.party_delta)
         if self.party_colluding is not None:
             out["colluding"] = self.party_colluding
+        if self.party_neighbours is not None:
+            out["neighbours"] = self.party_neighbours
         return out
 
 
@@ -227,6 +236,7 @@ class Experiment:
     sign_precompute: str = "inline"  # reveal.sign_precompute (hss.session.SIGN_PRECOMPUTE)
     precompute_ahead: bool = False  # reveal.precompute_ahead (parties.ahead, issue 16)
     model_path: tuple[Path, ...] = ()  # model.path: folders of model plug-ins (on the import path)
+    warm_start: WarmStartSettings | None = None  # [warm_start]: the DP warm start (coordinator.warm_start)
 
     @property
     def m(self) -> int:
@@ -358,6 +368,18 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
     model, model_name, model_params, model_path = _model(r, r.table(doc, "model"), kind)
 
     sampler = read_sampler(r, samp, kind, model, seed)
+    if sampler.penalty is not None and sampler.penalty_total_sd is not None:  # sd: each registry's share
+        per = sampler.penalty_total_sd / math.sqrt(m)
+        sampler = dataclasses.replace(sampler, penalty=dataclasses.replace(sampler.penalty, sd=per))
+    warm_tbl = r.table(doc, "warm_start")
+    warm = None
+    if warm_tbl is not None:
+        if kind not in MH_KINDS:
+            raise r.err("warm_start", f"a warm start precedes MCMC (mh, adaptive-mh, penalty), not {kind!r}")
+        n_default = sum(simulate.records) if simulate is not None and simulate.records else None
+        warm = read_warm_start(r, warm_tbl, n_default)
+    if sampler.proposal == "laplace" and warm is None:
+        raise r.err("sampler.proposal", "'laplace' is the warm start's approximation: add [warm_start]")
 
     reveal_tbl = r.table(doc, "reveal", required=True)
     mode, topology, threshold, sign_precompute, ahead = _reveal(r, reveal_tbl, kind, m)
@@ -395,6 +417,7 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         simulate=simulate,
         sign_precompute=sign_precompute,
         precompute_ahead=ahead,
+        warm_start=warm,
     )
 
 
@@ -500,6 +523,7 @@ def _simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int) ->
             "party_epsilon",
             "party_delta",
             "party_colluding",
+            "party_neighbours",
             "sources",
             "data",
         ),
@@ -561,6 +585,9 @@ def _simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int) ->
         party_epsilon=eps,
         party_delta=delta,
         party_colluding=colluding,
+        party_neighbours=r.choice(tbl, "simulate", "party_neighbours", NEIGHBOURS, None)
+        if "party_neighbours" in tbl
+        else None,
         sources=tuple(srcs),
         data=files,
     )

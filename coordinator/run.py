@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from coordinator import warm_start as warm
 from coordinator.api import BlockingCoordinator, BlockingSession
 from coordinator.checkpoint import (
     DrawLog,
@@ -85,7 +86,7 @@ def run_experiment(
     *,
     resume: bool = False,
     stop_after_batches: int | None = None,
-    reference: F64 | None = None,
+    reference: F64 | Callable[[Experiment], F64 | None] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Run (or, with ``resume``, continue) ``exp`` against ``endpoints``; write outputs into ``out_dir``.
@@ -94,8 +95,13 @@ def run_experiment(
     there stops the run after that batch's checkpoint). ``stop_after_batches`` = K stops the run as if it
     crashed after K batches of this invocation were decided but before the K-th checkpoint was written
     (raises :class:`StopRequested`); resuming then asks that batch again and the parties replay it.
-    ``reference`` (chains, draws, d), e.g. a centralised run of a simulation, goes to the outputs.
-    """
+    ``reference`` (chains, draws, d), e.g. a centralised run of a simulation, goes to the outputs; a
+    callable is given the experiment the sampler ran (after a warm start: with its covariate region)."""
+    if callable(reference):
+        ref_of: Callable[[Experiment], F64 | None] | None = reference
+        reference = None
+    else:
+        ref_of = None
     say = log or (lambda msg: print(f"confar run: {msg}", file=sys.stderr))
     if exp.sampler.kind == "abcdp":
         return run_abcdp(
@@ -110,7 +116,11 @@ def run_experiment(
         )
     out_dir = Path(out_dir)
     rf = RunFolder(out_dir)
-    meta, driver, dlog, run_step = _start(exp, rf, resume, say)
+    meta, ckpt = rf.open(exp, resume)
+    warm_steps = 0
+    if exp.warm_start is not None:  # the DP warm start: released once, kept in the run folder
+        exp, warm_steps = _warm_start(exp, rf, meta, endpoints, tls, say)
+    driver, dlog, run_step = _start(exp, rf, meta, ckpt, warm_steps, say)
     run_id: str = meta["run_id"]
     remaining = max(driver.total - driver.batch, 0)
     plan = None
@@ -152,20 +162,55 @@ def run_experiment(
         w = f"rejection sampling stopped at max_proposals = {exp.sampler.max_proposals}: {driver.kept} draws"
         say(f"WARNING: {w}")
         outcome.warnings.append(w)
+    if ref_of is not None:
+        reference = ref_of(exp)
     outcome.written = write_run_outputs(exp, outcome, endpoints, reference, plan)
     return outcome
 
 
+def _warm_start(
+    exp: Experiment,
+    rf: RunFolder,
+    meta: dict[str, Any],
+    endpoints: list[PartyEntry],
+    tls: TlsMaterial | None,
+    say: Callable[[str], None],
+) -> tuple[Experiment, int]:
+    """The experiment after the warm start (``coordinator.warm_start``) and the run steps it took: read from
+    ``warm_start.json`` when an earlier invocation finished it, else released now (a release the registries
+    answered before is replayed from their records, not charged again) and saved."""
+    result = warm.load_result(rf.out_dir)
+    if result is None:
+        def record(session_id: str, first: int) -> None:
+            meta.setdefault("sessions", []).append(
+                {"session_id": session_id, "first_run_step": first, "opened": now(), "warm_start": True}
+            )
+            rf.save_meta(meta)
+
+        with BlockingCoordinator(
+            endpoints, tls, identity=exp.coordinator.identity, rpc_timeout_s=exp.coordinator.rpc_timeout_s
+        ) as coord:
+            result = warm.network_warm_start(coord, exp, meta["run_id"], say, record)
+        warm.save_result(rf.out_dir, result)
+        mean = np.round(result.laplace.mean, 4)
+        say(f"warm start done: {result.run_steps} releases; DP Laplace mean {mean}")
+    return warm.after_warm_start(exp, result), result.run_steps
+
+
 def _start(
-    exp: Experiment, rf: RunFolder, resume: bool, say: Callable[[str], None]
-) -> tuple[dict[str, Any], MHDriver | RejectionDriver, DrawLog, int]:
-    """The run folder's ``run.json``, the driver and draw log at the last checkpoint (a new run's: at the
-    start) and the checkpoint's run step."""
-    meta, ckpt = rf.open(exp, resume)
+    exp: Experiment,
+    rf: RunFolder,
+    meta: dict[str, Any],
+    ckpt: dict[str, Any] | None,
+    first_step: int,
+    say: Callable[[str], None],
+) -> tuple[MHDriver | RejectionDriver, DrawLog, int]:
+    """The driver and draw log at the last checkpoint (a new run's: at the start, after ``first_step`` run
+    steps of the warm start) and the checkpoint's run step."""
     run_id: str = meta["run_id"]
     driver = make_driver(exp)
     dlog = DrawLog(rf.ckpt / "draws.bin", driver.width)
-    run_step = 0
+    run_step = first_step
     if ckpt is None:  # a new run, or a resumed one stopped before its first checkpoint
         driver.initial()
         dlog.path.unlink(missing_ok=True)
@@ -176,7 +221,7 @@ def _start(
         dlog.open(int(ckpt["rows"]))
     if ckpt is not None and ckpt.get("done"):
         say(f"run {run_id} already finished its sampling; writing the outputs again")
-    return meta, driver, dlog, run_step
+    return driver, dlog, run_step
 
 
 def _open_session(

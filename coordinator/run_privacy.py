@@ -46,9 +46,12 @@ class PrivacyPlan:
     per_batch: dict[int, list[Any]]  # party -> events of one batch (what the party reported)
     text: str
     composed: dict[int, cprivacy.Spend] = field(default_factory=dict)
+    per_decision: bool = False  # decisions charged at their own sensitivity: per_batch is the cap's bound
 
     def spent_text(self, run_steps: int) -> str:
         """Largest GDP μ over parties after ``run_steps`` batches, when every event has a GDP bound."""
+        if self.per_decision:
+            return "privacy: charged per decision by each registry (its ledger; `confar privacy report`)"
         mus = []
         if any(not events for events in self.per_batch.values()):
             return "privacy: not accounted (a party keeps no budget: no number is stated)"
@@ -73,6 +76,19 @@ def check_privacy(
     text, _ = cprivacy.format_plan(pf, answers)
     refusing = {pid for pid, r in answers.items() if isinstance(r, str) or r.would_refuse}
     moot = {pid for pid in refusing if pid in already_charged and not isinstance(answers[pid], str)}
+    pen = exp.sampler.penalty
+    per_decision = pen is not None and pen.fixed
+    upper: set[int] = set()
+    if per_decision:  # charged per decision at its own sensitivity: the dry run is an upper bound
+        assert pen is not None
+        upper = {pid for pid in refusing if not isinstance(a := answers[pid], str) and a.events_json}
+        if upper:  # accountable, only the projection at the cap is over budget: not a refusal
+            text += (
+                f"\nparties {sorted(upper)}: the dry run charges every decision at the cap "
+                f"max_sensitivity = {pen.max_sensitivity:g}, an upper bound; each decision is charged at "
+                "its own sensitivity, and a registry refuses a batch past its budget when it comes"
+            )
+        refusing -= upper
     if refusing - moot:
         raise RunError(f"the privacy dry run failed ({len(refusing - moot)} party/parties refused):\n{text}")
     if moot:
@@ -83,10 +99,10 @@ def check_privacy(
     per_batch = {  # every party answered here (one that could not be asked refuses above)
         pid: cprivacy.parse_events(r.events_json) for pid, r in answers.items() if not isinstance(r, str)
     }
-    plan = PrivacyPlan(per_batch, text)
+    plan = PrivacyPlan(per_batch, text, per_decision=per_decision)
     target = exp.privacy
-    if target is None:
-        return plan
+    if target is None or (pen is not None and pen.fixed):  # per decision: checked against the plan's
+        return plan  # expected charge (coordinator.planner), not the cap; each registry enforces its budget
     total = exp.sampler.batches if exp.sampler.kind != "abcdp" else 1
     misses = []
     for pid, events in sorted(per_batch.items()):

@@ -18,6 +18,7 @@ import numpy.typing as npt
 from coordinator.tables import Reader
 from mechanisms.models.base import Model
 from mechanisms.samplers.requests import Lazy, Penalty
+from mechanisms.warmstart import LaplaceApproximation
 
 F64 = npt.NDArray[np.float64]
 
@@ -43,7 +44,9 @@ ADAPT_KEYS = {"adapt_start", "adapt_every", "adapt_stop", "history_from", "final
 SAMPLER_KEYS: dict[str, set[str]] = {
     "mh": MH_KEYS | LAZY_KEYS,
     "adaptive-mh": MH_KEYS | LAZY_KEYS | ADAPT_KEYS,
-    "penalty": MH_KEYS | ADAPT_KEYS | {"tau", "alpha", "n_records", "c", "b", "max_sensitivity"},
+    "penalty": MH_KEYS
+    | ADAPT_KEYS
+    | {"tau", "alpha", "n_records", "c", "b", "max_sensitivity", "sd", "proposal"},
     "rejection": {
         "kind",
         "n_accept",
@@ -87,6 +90,9 @@ class SamplerSettings:
     independence_scale: float = 1.0
     history_from: int = 0
     penalty: Penalty | None = None
+    penalty_total_sd: float | None = None  # penalty sd: the total noise sd on the log-ratio (sqrt(m) x each)
+    proposal: str = "random-walk"  # "random-walk" | "laplace" (independence sampler from the warm start)
+    laplace: LaplaceApproximation | None = None  # set once the warm start has run
     lazy: Lazy | None = None  # lazy acceptance (sign reveal): a secret coin of probability gamma
     # rejection
     n_accept: int = 0
@@ -199,17 +205,24 @@ def _mh(r: Reader, s: dict[str, Any], kind: str, model: Model) -> SamplerSetting
             f"must be >= adapt_stop = {adapt['adapt_stop']}: draws made while the proposal still adapts "
             "are not draws of a fixed posterior-invariant kernel",
         )
-    penalty = _penalty(r, s, model) if kind == "penalty" else None
+    penalty, total_sd = _penalty(r, s, model) if kind == "penalty" else (None, None)
     lazy = _lazy(r, s, model)
+    proposal = r.choice(s, "sampler", "proposal", ("random-walk", "laplace"), "random-walk")
+    if proposal == "laplace" and adapt:
+        raise r.err("sampler.proposal", "the Laplace proposal is fixed: no adapt_* keys with it")
+    if proposal == "laplace" and ("proposal_scale" in s or "proposal_cov" in s):
+        raise r.err("sampler.proposal", "'laplace' comes from the warm start: no proposal_scale or _cov")
     return SamplerSettings(
         kind=kind,
         chains=chains,
         iterations=iterations,
         warmup=warmup,
-        proposal_cov=_proposal(r, s, model.d),
+        proposal_cov=None if proposal == "laplace" else _proposal(r, s, model.d),
         init=_init(r, s, chains, model),
         init_scale=_init_scale(r, s, model),
         penalty=penalty,
+        penalty_total_sd=total_sd,
+        proposal=proposal,
         lazy=lazy,
         **adapt,
     )
@@ -239,10 +252,26 @@ def _adapt(r: Reader, s: dict[str, Any], iterations: int) -> dict[str, Any]:
     return adapt
 
 
-def _penalty(r: Reader, s: dict[str, Any], model: Model) -> Penalty:
-    """The penalty method's keys: tau, alpha, n_records, c, b, max_sensitivity."""
-    if "tau" not in s:
-        raise r.err("sampler.tau", "missing: the penalty method needs a noise scale tau > 0")
+def _penalty(r: Reader, s: dict[str, Any], model: Model) -> tuple[Penalty, float | None]:
+    """The penalty method's keys: tau, alpha, n_records (sigma = tau n^alpha c), or sd (a fixed total noise
+    sd, charged per decision at its own sensitivity; needs max_sensitivity), and c, b, max_sensitivity.
+    With sd the Penalty is made once m is known (:func:`with_parties`)."""
+    if ("tau" in s) == ("sd" in s):
+        raise r.err(
+            "sampler.tau",
+            "give tau (sigma = tau n^alpha c(theta, theta*)) or sd (a fixed total noise sd on the log "
+            "acceptance ratio, charged per decision at its own sensitivity), not both and not neither",
+        )
+    if "sd" in s:
+        for key in ("alpha", "n_records"):
+            if key in s:
+                raise r.err(f"sampler.{key}", "belongs to the tau form of the penalty, not to sd")
+        if "max_sensitivity" not in s:
+            raise r.err("sampler.max_sensitivity", "missing: a penalty with sd needs a public cap on c")
+        cap = r.number(s, "sampler", "max_sensitivity", gt=0.0)
+        total = r.number(s, "sampler", "sd", gt=0.0)
+        # each registry's sd is total / sqrt(m): set by coordinator.experiment once m is known
+        return Penalty(tau=None, sd=total, max_sensitivity=cap), total
     tau = r.number(s, "sampler", "tau", gt=0.0)
     alpha = r.number(s, "sampler", "alpha", 0.0, ge=0.0)
     n_records = r.integer(s, "sampler", "n_records", lo=1)
@@ -256,7 +285,7 @@ def _penalty(r: Reader, s: dict[str, Any], model: Model) -> Penalty:
     if c == "bound" and model.record_ratio_bound(th[:1], th[1:]) is None:
         raise r.err("sampler.c", f"model {model.name!r} has no public per-record bound: use c = 'clip'")
     cap = r.number(s, "sampler", "max_sensitivity", None, gt=0.0)
-    return Penalty(tau=tau, alpha=alpha, n=n_records, c=c, b=b, max_sensitivity=cap)
+    return Penalty(tau=tau, alpha=alpha, n=n_records, c=c, b=b, max_sensitivity=cap), None
 
 
 def _rejection(r: Reader, s: dict[str, Any], model: Model | None) -> SamplerSettings:

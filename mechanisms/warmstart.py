@@ -15,6 +15,10 @@ S_j). Two kinds (:data:`STATISTICS`):
   empirical Fisher information; a few Fisher-scoring steps from a public start give θ̂ and
   Â = F(θ̂) + the prior's precision, and N(θ̂, Â⁻¹) is the DP Laplace approximation. Clipping the scores
   only makes the approximation worse, never the chain inexact: the approximation is a proposal.
+* ``"gradient"`` at a public θ: v_i = s_i alone (‖v_i‖₂ <= C). The Gram block needs little relative
+  precision but costs C² of sensitivity, so the schedule releases it twice only — at the start (the Newton
+  steps' curvature) and at the last step (the Laplace covariance) — and the steps between release the
+  gradient alone (Newton with a fixed curvature: linear convergence, fast for log-concave likelihoods).
 
 Privacy (per registry, for its neighbour relation and the coalition it assumes): each registry adds
 N(0, sd²) to each coordinate of the first block (Σ v or Σ s) of its own sum and N(0, sd2²) to each of the
@@ -62,7 +66,7 @@ __all__ = [
 ]
 
 #: what a release sums per record
-STATISTICS = ("moments", "score")
+STATISTICS = ("moments", "score", "gradient")
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ class Statistics:
         if not (math.isfinite(self.scale) and self.scale >= 1):
             raise ValueError(f"statistics scale must be a finite number >= 1, got {self.scale!r}")
         clip_ok = self.clip is not None and math.isfinite(self.clip) and self.clip > 0
-        if self.what == "score" and not clip_ok:
+        if self.what in ("score", "gradient") and not clip_ok:
             raise ValueError("a score release needs clip, a finite L2 bound > 0 on each record's score")
         if self.what == "moments" and self.clip is not None:
             raise ValueError("a moments release is bounded by the schema's box: it takes no clip")
@@ -143,9 +147,10 @@ def unpack(total: F64, k: int) -> tuple[F64, F64]:
 
 
 def dimension(what: str, model: Model) -> int:
-    """The number of coordinates of a release (k + k(k + 1)/2, k = p covariates or d parameters)."""
+    """The number of coordinates of a release (k + k(k + 1)/2, k = p covariates or d parameters; k for a
+    gradient release)."""
     k = _covariate_model(model).p if what == "moments" else model.d
-    return k + k * (k + 1) // 2
+    return k if what == "gradient" else k + k * (k + 1) // 2
 
 
 def _covariate_model(model: Model) -> CovariateRegion:
@@ -157,9 +162,9 @@ def _covariate_model(model: Model) -> CovariateRegion:
 def block_bounds(stats: Statistics, model: Model) -> tuple[float, float]:
     """max over allowed records of the L2 norms of v_i's two blocks: (‖s‖, ‖vech(s sᵀ)‖) <= (C, C²) for
     scores, (‖z‖, ‖z‖²) with ‖z‖² <= p x_bound² for moments (the add-remove sensitivities)."""
-    if stats.what == "score":
+    if stats.what in ("score", "gradient"):
         assert stats.clip is not None
-        return stats.clip, stats.clip**2
+        return stats.clip, (stats.clip**2 if stats.what == "score" else 0.0)
     reg = _covariate_model(model)
     z2 = reg.p * reg.x_bound**2
     return math.sqrt(z2), z2
@@ -174,6 +179,7 @@ def release_mu(stats: Statistics, model: Model, residual_parties: int, neighbour
     if factor is None:
         raise ValueError(f"neighbours must be 'add-remove' or 'replace-one', got {neighbours!r}")
     d1, d2 = block_bounds(stats, model)
+    # a gradient release has no Gram block (d2 = 0)
     return factor * math.hypot(d1 / stats.sd, d2 / stats.sd2) / math.sqrt(residual_parties)
 
 
@@ -206,6 +212,8 @@ def record_vectors(stats: Statistics, model: Model, data: Data, theta: F64 | Non
         raise ValueError("a score release needs the public theta it is evaluated at")
     assert stats.clip is not None
     s = clipped_scores(model, data, theta, stats.clip)
+    if stats.what == "gradient":
+        return np.asarray(s.sum(axis=0), dtype=np.float64)
     return pack(s.sum(axis=0), _vech(s[:, :, None] * s[:, None, :]).sum(axis=0))
 
 
@@ -271,15 +279,20 @@ def prior_precision(model: Model, theta: F64, rel_step: float = 1e-4) -> tuple[F
     return np.asarray(grad, dtype=np.float64), _nearest_pd(-hess, 1e-12)
 
 
-def fisher_step(model: Model, theta: F64, total: F64, max_step: float | None = None) -> tuple[F64, F64]:
+def fisher_step(
+    model: Model, theta: F64, total: F64, max_step: float | None = None, gram_noise: float = 0.0
+) -> tuple[F64, F64]:
     """One Fisher-scoring step on the posterior from a score release's unscaled noisy total at ``theta``:
-    θ' = θ + (F + P)⁻¹ (g + ∇ log π), F the empirical Fisher (made positive definite), P the prior's
+    θ' = θ + (F + P)⁻¹ (g + ∇ log π), F the empirical Fisher with its eigenvalues raised to 3 x the noise
+    of each entry (``gram_noise``; to first order an eigenvalue moves by vᵀEv, of that size), so the noise
+    cannot make a direction look flat; P the prior's
     precision; the step is shrunk to ``max_step`` in the (F + P) metric when given. Returns (θ', F + P at
     θ)."""
     d = model.d
     grad, fisher = unpack(total, d)
     lp_grad, prec = prior_precision(model, theta)
-    info = _nearest_pd(fisher, 1e-9 * max(1.0, float(np.trace(fisher)) / d)) + prec
+    floor = max(3.0 * gram_noise, 1e-9 * max(1.0, float(np.trace(fisher)) / d))
+    info = _nearest_pd(fisher, floor) + prec
     step = np.linalg.solve(info, grad + lp_grad)
     if max_step is not None:
         length = float(np.sqrt(step @ info @ step))
@@ -299,19 +312,23 @@ def release_totals(parts: Sequence[F64], stats: Statistics) -> F64:
     return np.asarray(np.sum(np.asarray(parts), axis=0) * stats.scale, dtype=np.float64)
 
 
-#: a release function: (statistics, public θ or None) -> the unscaled noisy total over all registries
-Release = Callable[[Statistics, "F64 | None"], F64]
+#: a release function: (statistics, public θ or None, the model the registries evaluate it with — the
+#: covariate ellipsoid of a score release included, which clips their records) -> the unscaled noisy total
+Release = Callable[[Statistics, "F64 | None", Model], F64]
 
 
 @dataclass(frozen=True)
 class WarmStartPlan:
     """The coordinator's public warm-start schedule: one moments release (when the model has covariates and
-    ``ellipsoid_quantile`` is set) then ``steps`` Fisher-scoring score releases from ``start``; the noise
-    scales of each release (``moments``, ``score``) and the Laplace covariance's ``inflate`` factor."""
+    ``ellipsoid_quantile`` is set) then ``steps`` Fisher-scoring steps from ``start``: a full ``score``
+    release at the first and the last step, ``gradient`` releases between them (:meth:`schedule`); the
+    noise scales of each release, and ``inflate``, the factor on the Laplace sds for a proposal drawn from
+    it (:meth:`proposal_cov`; the approximation itself is not inflated)."""
 
     score: Statistics
     steps: int
     moments: Statistics | None = None
+    gradient: Statistics | None = None
     ellipsoid_quantile: float | None = 0.99
     inflate: float = 1.0
     max_step: float | None = None
@@ -321,15 +338,30 @@ class WarmStartPlan:
             raise ValueError("a warm start is one moments release (optional) and score releases")
         if not 1 <= self.steps <= 50:
             raise ValueError(f"warm start steps must be in 1..50, got {self.steps}")
+        if (self.gradient is not None) != (self.steps >= 3) or (
+            self.gradient is not None and self.gradient.what != "gradient"
+        ):
+            raise ValueError("the steps between the first and the last release the gradient alone")
         q = self.ellipsoid_quantile
         if q is not None and not 0.5 <= q < 1.0:
             raise ValueError(f"ellipsoid_quantile must be in [0.5, 1), got {q}")
         if not (math.isfinite(self.inflate) and self.inflate >= 1.0):
             raise ValueError(f"inflate must be a finite number >= 1, got {self.inflate}")
 
+    def proposal_cov(self, laplace: LaplaceApproximation) -> F64:
+        return np.asarray(self.inflate**2 * laplace.cov, dtype=np.float64)
+
+    def schedule(self) -> list[Statistics]:
+        """The Fisher-scoring steps' releases: score, gradient x (steps - 2), score."""
+        if self.steps == 1:
+            return [self.score]
+        assert self.steps == 2 or self.gradient is not None
+        middle = [self.gradient] * (self.steps - 2) if self.gradient is not None else []
+        return [self.score, *middle, self.score]
+
     def releases(self) -> list[Statistics]:
         """Every release, in order (what a registry's ledger will hold)."""
-        return ([self.moments] if self.moments is not None else []) + [self.score] * self.steps
+        return ([self.moments] if self.moments is not None else []) + self.schedule()
 
 
 @dataclass(frozen=True)
@@ -350,14 +382,15 @@ def ellipsoid_radius(p: int, quantile: float) -> float:
 
 
 def run_warm_start(
-    model: Model, plan: WarmStartPlan, release: Release, n_total: int, start: F64
+    model: Model, plan: WarmStartPlan, release: Release, n_total: int, start: F64, m: int
 ) -> WarmStart:
-    """The coordinator's side of the warm start, over any transport (``release``)."""
+    """The coordinator's side of the warm start, over any transport (``release``), for ``m`` registries
+    (each adds its noise share: the total's noise sd is √m times a registry's)."""
     import dataclasses
 
     if plan.moments is not None:
         reg = _covariate_model(model)
-        mu, cov = moments_from_totals(release(plan.moments, None), reg.p, n_total)
+        mu, cov = moments_from_totals(release(plan.moments, None, model), reg.p, n_total)
         if plan.ellipsoid_quantile is not None:
             mu = np.clip(mu, -reg.x_bound, reg.x_bound)  # the centre must lie in the schema's box
             radius = ellipsoid_radius(reg.p, plan.ellipsoid_quantile)
@@ -369,24 +402,29 @@ def run_warm_start(
             )
     theta = np.asarray(start, dtype=np.float64).reshape(-1)
     path = [theta]
-    info = None
-    for _ in range(plan.steps):
-        theta, info = fisher_step(model, theta, release(plan.score, theta), plan.max_step)
+    info: F64 | None = None
+    for stats in plan.schedule():
+        total = release(stats, theta, model)
+        if stats.what == "score":
+            theta, info = fisher_step(model, theta, total, plan.max_step, stats.sd2 * math.sqrt(m))
+        else:  # the gradient alone, with the curvature of the last score release
+            assert info is not None
+            lp_grad, _ = prior_precision(model, theta)
+            theta = np.asarray(theta + np.linalg.solve(info, total + lp_grad), dtype=np.float64)
         path.append(theta)
     assert info is not None
-    return WarmStart(model, laplace_from(theta, info, plan.inflate), tuple(path))
+    return WarmStart(model, laplace_from(theta, info), tuple(path))
 
 
-def in_memory_release(
-    model: Model, datasets: Sequence[Data], normals: Sequence[Callable[[int], F64]]
-) -> Release:
-    """The release of ``len(datasets)`` registries in one process (tests, simulations): each adds its own
-    noise from its ``normals[j]`` and the totals are summed as the ``sum`` reveal would."""
+def in_memory_release(datasets: Sequence[Data], normals: Sequence[Callable[[int], F64]]) -> Release:
+    """The release of ``len(datasets)`` registries in one process (tests, simulations): each checks (and
+    clips) its records with the release's model, adds its own noise from its ``normals[j]``, and the totals
+    are summed as the ``sum`` reveal would."""
 
-    def release(stats: Statistics, theta: F64 | None) -> F64:
+    def release(stats: Statistics, theta: F64 | None, model: Model) -> F64:
         k = block_size(stats.what, model)
         parts = [
-            noisy_release(stats, record_vectors(stats, model, data, theta), k, draw)
+            noisy_release(stats, record_vectors(stats, model, model.check_data(data), theta), k, draw)
             for data, draw in zip(datasets, normals, strict=True)
         ]
         return release_totals(parts, stats)

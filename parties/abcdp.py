@@ -144,9 +144,18 @@ class AbcdpRff:
         return {k: float(v) for k, v in raw.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
     def privacy_events(
-        self, params: dict[str, Any], mode: str, view: RevealView, n: int
+        self,
+        params: dict[str, Any],
+        mode: str,
+        view: RevealView,
+        n: int,
+        batch: dict[str, npt.NDArray[Any]] | None = None,
+        neighbours: str = "replace-one",
     ) -> list[PrivacyEvent]:
-        """The whole run's event (count 1, whatever ``n``): the daemon charges it once per run.
+        """The whole run's event (count 1, whatever ``n``): the daemon charges it once per run, for either
+        neighbour relation: the plan's ε is for the replace-one sensitivity Δ_ρ = 2/N of the mean embedding,
+        and adding or removing a record moves it by at most 1/N (it divides by the public N), so the same
+        charge bounds add-remove too.
 
         ``view`` says what the coalition this party's accounting assumes (``[budget] colluding``, default
         m - 1) observes given the session threshold t. :class:`Unaccountable` (refused under a budget) when

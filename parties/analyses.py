@@ -92,5 +92,11 @@ class PrivacyAccounted(Protocol):
     """The optional privacy method of an :class:`Analysis` (checked with ``isinstance``)."""
 
     def privacy_events(
-        self, params: dict[str, Any], mode: str, view: RevealView, n: int
+        self,
+        params: dict[str, Any],
+        mode: str,
+        view: RevealView,
+        n: int,
+        batch: dict[str, npt.NDArray[Any]] | None = None,
+        neighbours: str = "replace-one",
     ) -> list[PrivacyEvent]: ...

@@ -51,6 +51,9 @@ Example (all keys; optional ones marked)::
     gdp_mu = 2.0                   # a GDP filter: sqrt(sum_t mu_t^2) <= gdp_mu (fully adaptive composition)
     # epsilon = 10.0               # or an eps-at-delta budget (PLD composition): eps(delta) <= epsilon ...
     # delta = 1e-6                 # ... at this delta, 0 < delta < 1 (required with epsilon)
+    neighbours = "add-remove"      # optional: the neighbouring datasets the budget protects, "add-remove"
+                                   # (one record more or less) or "replace-one" (default: one record
+                                   # replaced; about twice the add-remove charge for the same release)
     colluding = "all"              # optional: threat model of the accounting, how many other parties may
                                    # pool their noise: an integer >= 0 or "all" (default: m - 1, i.e. only
                                    # this party's own noise is relied on)
@@ -75,6 +78,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mechanisms.samplers.requests import NEIGHBOURS
 from parties.sources import DataConfig, read_data_config
 from proto.spec import (
     REVEAL_MODES,
@@ -119,6 +123,7 @@ class PartyConfig:
     delta: float | None = None
     gdp_mu: float | None = None
     colluding: int | None = None  # None = "all" (m - 1 at each session)
+    neighbours: str = "replace-one"  # the neighbouring datasets protected: "add-remove" | "replace-one"
     round_timeout_s: float = 30.0
     max_batch: int = 100_000
     max_sessions: int = 4
@@ -197,11 +202,17 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
     data = read_data_config(r.table("data", required=False), path, r.err)  # parties.sources
     allow = _allow_section(r)
     budget = r.table("budget")
-    _check_unknown(r, budget, "budget", {"max_decisions", "epsilon", "delta", "gdp_mu", "colluding"})
+    keys = {"max_decisions", "epsilon", "delta", "gdp_mu", "colluding", "neighbours"}
+    _check_unknown(r, budget, "budget", keys)
     max_decisions = r.get(budget, "budget", "max_decisions", int)
     if max_decisions < 0:
         raise r.err("budget.max_decisions", f"must be >= 0, got {max_decisions}")
     eps, delta, gdp_mu, colluding = _privacy_budget(r, budget)
+    neighbours = r.get(budget, "budget", "neighbours", str, "replace-one")
+    if neighbours not in NEIGHBOURS:
+        raise r.err("budget.neighbours", f"must be one of {list(NEIGHBOURS)}, got {neighbours!r}")
+    if "neighbours" in budget and gdp_mu is None and eps is None:
+        raise r.err("budget.neighbours", "only used with a privacy budget (gdp_mu or epsilon/delta)")
     return PartyConfig(
         source=path,
         id=pid,
@@ -220,6 +231,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         delta=delta,
         gdp_mu=gdp_mu,
         colluding=colluding,
+        neighbours=neighbours,
         **allow,
         **_limits_section(r),
         **_testing_section(r),

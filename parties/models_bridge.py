@@ -20,6 +20,7 @@ the model under ``[data] model`` (``parties.sources``).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,10 +28,12 @@ import numpy as np
 import numpy.typing as npt
 
 from hss.randomness import SecureRandom
+from mechanisms import noise, warmstart
 from mechanisms.models.base import Model, SchemaError, load_model
 from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.requests import DecisionRequest, record_sensitivity, within_cap
 from mechanisms.samplers.terms import Terms, party_terms
+from mechanisms.warmstart import Statistics
 from parties.analyses import AnalysisError, Dataset, Unaccountable
 
 if TYPE_CHECKING:
@@ -53,6 +56,7 @@ class ModelAnalysis:
     _plan: tuple[dict[str, Any], DecisionPlan] | None = field(default=None, repr=False)
     _model: Model | None = field(default=None, repr=False)
     _checked: dict[int, dict[str, F64]] = field(default_factory=dict, repr=False)
+    _moved: int | None = field(default=None, repr=False)  # records clipped at the check, not yet audited
     _log_bound: float | None = field(default=None, repr=False)
 
     def plan(self, params: dict[str, Any]) -> DecisionPlan:
@@ -130,14 +134,24 @@ class ModelAnalysis:
             )
 
     def privacy_events(
-        self, params: dict[str, Any], mode: str, view: RevealView, n: int
+        self,
+        params: dict[str, Any],
+        mode: str,
+        view: RevealView,
+        n: int,
+        batch: dict[str, npt.NDArray[Any]] | None = None,
+        neighbours: str = "replace-one",
     ) -> list[PrivacyEvent]:
-        """Per-decision privacy of this analysis, from public parameters only:
+        """Per-decision privacy of this analysis, from public values only (the plan, and the batch's public
+        proposals when a decision is charged at its own sensitivity):
         :func:`mechanisms.privacy.charge.decision_events` (its docstring has the table of cases)."""
         from mechanisms.privacy import charge
 
+        plan, model = self.plan(params), self.model(params)
+        per_decision = plan.penalty is not None and plan.penalty.fixed
+        request = self.request(model, plan, batch, n) if per_decision and batch is not None else None
         try:
-            return charge.decision_events(self.plan(params), self.model(params), mode, view, n, self.name)
+            return charge.decision_events(plan, model, mode, view, n, self.name, request, neighbours)
         except charge.Unaccountable as exc:
             raise Unaccountable(str(exc)) from exc
 
@@ -145,7 +159,8 @@ class ModelAnalysis:
         key = id(data)
         if key not in self._checked:
             try:
-                self._checked = {key: model.check_data(data.columns, where="this party's data")}
+                cols, moved = model.check_records(data.columns, where="this party's data")
+                self._checked, self._moved = {key: cols}, moved
             except SchemaError as exc:
                 raise DataSchemaError(str(exc)) from exc
         return self._checked[key]
@@ -202,6 +217,56 @@ class ModelAnalysis:
         clipped-record count (penalty c = "clip") goes with them, for the batch's audit line."""
         plan, model = self.plan(params), self.model(params)
         cols = self.records(model, data)
+        if plan.statistics is not None:
+            out = self.release_terms(model, cols, plan.statistics, inputs, n, mode, rng)
+        else:
+            out = self.decision_terms(model, cols, plan, inputs, n, m, mode, rng)
+        moved, self._moved = self._moved, None  # audited once, on the batch that checked the records
+        return out if moved is None else dataclasses.replace(out, clipped_covariates=moved)
+
+    def release_terms(
+        self,
+        model: Model,
+        cols: dict[str, F64],
+        stats: Statistics,
+        inputs: dict[str, npt.NDArray[Any]],
+        n: int,
+        mode: str,
+        rng: SecureRandom,
+    ) -> Terms:
+        """A warm-start release (:mod:`mechanisms.warmstart`): this registry's sums of the per-record vectors
+        plus its own Gaussian noise (CSPRNG), scaled; revealed only as the total (reveal mode ``sum``)."""
+        if mode != "sum":
+            raise AnalysisError(f"{self.name}: a statistics release runs in reveal mode 'sum', not {mode!r}")
+        want = warmstart.dimension(stats.what, model)
+        if n != want:
+            raise AnalysisError(f"{self.name}: a {stats.what} release has {want} values, got a batch of {n}")
+        theta = None
+        if stats.what != "moments":  # score and gradient releases are evaluated at a public theta
+            raw = np.asarray(inputs.get("theta", np.zeros(0)), dtype=np.float64).reshape(-1)
+            if raw.shape != (model.d,) or not np.isfinite(raw).all():
+                need = f"input 'theta' ({model.d} finite numbers)"
+                raise AnalysisError(f"{self.name}: a score release needs {need}")
+            theta = raw
+            if not model.in_bounds(theta[None, :]).all():
+                raise AnalysisError(f"{self.name}: the release's theta lies outside the parameter bounds")
+        total = warmstart.record_vectors(stats, model, cols, theta)
+        k = warmstart.block_size(stats.what, model)
+        values = warmstart.noisy_release(stats, total, k, lambda j: noise.normal(rng, 1.0, j))
+        return Terms(values, None, public=np.zeros(n))
+
+    def decision_terms(
+        self,
+        model: Model,
+        cols: dict[str, F64],
+        plan: DecisionPlan,
+        inputs: dict[str, npt.NDArray[Any]],
+        n: int,
+        m: int,
+        mode: str,
+        rng: SecureRandom,
+    ) -> Terms:
+        """This party's terms of a batch of accept-reject decisions, after the checks it makes on it."""
         req = self.request(model, plan, inputs, n)
         log_bound = None
         if req.kind == "rejection":

@@ -119,9 +119,11 @@ def _check_bounds(cfg: PartyConfig, spec: SessionSpec, numbers: dict[str, float]
 
 def check_data_model(cfg: PartyConfig, spec: SessionSpec, analysis: Analysis) -> None:
     """A model's public arguments have one place, the experiment's ``[model.params]`` (the session's
-    ``model_args``); when the session's model is this registry's ``[data] model``, they must build the
-    same model as its ``[data.model_args]`` (the schema its records were checked against at start-up),
-    else the session is refused naming both."""
+    ``model_args``); when the session's model is this registry's ``[data] model``, they must build a model
+    with the same schema as its ``[data.model_args]`` (the columns and public bounds its records were
+    checked against at start-up), else the session is refused naming both. Arguments that do not change the
+    schema may differ: the prior, or the covariate ellipsoid a warm start sets (records are clipped into it
+    when the session uses them)."""
     from mechanisms.models.base import BUILTIN, load_model
     from parties.models_bridge import ModelAnalysis
 
@@ -130,7 +132,7 @@ def check_data_model(cfg: PartyConfig, spec: SessionSpec, analysis: Analysis) ->
         return
     if BUILTIN.get(d.model, d.model) != BUILTIN.get(analysis.model_ref, analysis.model_ref):
         return
-    if analysis.model(spec.model_params) != load_model(d.model, d.model_args):
+    if analysis.model(spec.model_params).schema != load_model(d.model, d.model_args).schema:
         theirs = shown(dict(analysis.plan(spec.model_params).model_args))
         raise AnalysisError(
             f"{spec.model}: the session's model_args {theirs} differ from this registry's "

@@ -50,7 +50,9 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy.typing as npt
 
 from parties.analyses import Analysis, PrivacyAccounted, Unaccountable
 from parties.config import PartyConfig
@@ -264,30 +266,45 @@ class PrivacyBudgetStore:
     # ---- per batch ---------------------------------------------------------------------------------------
 
     def batch_events(
-        self, cfg: PartyConfig, analysis: Analysis, spec: SessionSpec, n: int
+        self,
+        cfg: PartyConfig,
+        analysis: Analysis,
+        spec: SessionSpec,
+        n: int,
+        batch: dict[str, npt.NDArray[Any]] | None = None,
     ) -> list[PrivacyEvent]:
         """The events one batch of ``n`` decisions adds, computed by this party for the coalition its
-        ``[budget] colluding`` assumes and the session's threshold (:func:`session_view`). Raises
-        :class:`Unaccountable` with the reason when the analysis cannot back a per-step bound."""
+        ``[budget] colluding`` assumes and the session's threshold (:func:`session_view`) and for its
+        ``[budget] neighbours``; ``batch`` (the batch's public inputs) prices decisions charged at their
+        own sensitivity (None: a dry run at the worst case). Raises :class:`Unaccountable` with the reason
+        when the analysis cannot back a per-step bound."""
         if not isinstance(analysis, PrivacyAccounted):
             raise Unaccountable(f"analysis {spec.model!r} states no privacy accounting")
         view = session_view(cfg, spec)
-        events = analysis.privacy_events(spec.model_params, spec.reveal_mode, view, n)
+        events = analysis.privacy_events(spec.model_params, spec.reveal_mode, view, n, batch, cfg.neighbours)
         where = f"session {spec.session_id.hex()[:16]}" + (f"; run {spec.run_id}" if spec.run_id else "")
-        threat = f"assumes q = {assumed_colluding(cfg, spec.m)} colluding, session t = {spec.t}"
+        threat = (
+            f"{cfg.neighbours} neighbours, assumes q = {assumed_colluding(cfg, spec.m)} colluding, "
+            f"session t = {spec.t}"
+        )
         if view.threat.residual_parties == 1 and spec.m > 1:
             threat += " (only this party's own noise counts)"
         return [dataclasses.replace(e, label=f"{e.label or spec.model}; {threat}; {where}") for e in events]
 
     def events_for(
-        self, cfg: PartyConfig, analysis: Analysis, spec: SessionSpec, n: int
+        self,
+        cfg: PartyConfig,
+        analysis: Analysis,
+        spec: SessionSpec,
+        n: int,
+        batch: dict[str, npt.NDArray[Any]] | None = None,
     ) -> list[PrivacyEvent]:
-        """Events to charge for a batch; raises FAILED_PRECONDITION (with the reason) if the analysis cannot
-        be accounted under a budget."""
+        """Events to charge for a batch (its public inputs ``batch``, or None for the worst case); raises
+        FAILED_PRECONDITION (with the reason) if the analysis cannot be accounted under a budget."""
         if not self.enforced:
             return []
         try:
-            return self.batch_events(cfg, analysis, spec, n)
+            return self.batch_events(cfg, analysis, spec, n, batch)
         except Unaccountable as exc:
             reason = _refusal_message(spec, str(exc))
             raise PrivacyRefusal(Reason.FAILED_PRECONDITION, reason) from exc

@@ -87,11 +87,15 @@ async def _evaluate_decisions(
     # step k's precompute made after step k - 1 (parties.ahead): finished first, before anything is charged
     material, round_base, pool_audit = await ahead.take(sess, step.number, n)
     privacy_events: list[Any] = []
+    inputs = _inputs(party, step)  # public: the batch's proposals, read before any record is touched
     if paid is None:  # privacy budget: this party's own events for the batch, dry-run before touching data
-        privacy_events = store.privacy.events_for(cfg, sess.analysis, spec, n)
+        try:
+            privacy_events = store.privacy.events_for(cfg, sess.analysis, spec, n, inputs)
+        except AnalysisError as exc:  # a batch that cannot even be priced (bad inputs)
+            raise Refusal(Reason.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
         store.privacy.check(privacy_events, f"step {step.number} (batch of {n})")
     t_terms = time.perf_counter()
-    machine, clipped = _decision_machine(party, sess, step, material)
+    machine, clipped = _decision_machine(party, sess, step, inputs, material)  # counts for the audit only
     prepare_s = time.perf_counter() - t_terms
     store.freeze_point("before-charge", step.run_step)
     if paid is None:
@@ -123,7 +127,7 @@ async def _evaluate_decisions(
         "decisions": n,
         "rounds": out.rounds,
         "clamped": clamped,
-        **({} if clipped is None else {"clipped_records": clipped}),
+        **clipped,
         "compute_ms": round((prepare_s + out.stepped_s) * 1e3, 3),
         "charge_ms": round((t_drive - t_terms - prepare_s) * 1e3, 3),
         "send_ms": round(out.sent_s * 1e3, 3),
@@ -133,17 +137,25 @@ async def _evaluate_decisions(
     }
 
 
+def _inputs(party: Party, step: Step) -> dict[str, Any]:
+    """The batch's public input arrays (INVALID_ARGUMENT when they do not decode)."""
+    try:
+        return serde.inputs_from_proto(step.inputs, party.cfg.max_message_bytes)
+    except serde.WireError as exc:
+        raise Refusal(Reason.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
+
+
 def _decision_machine(
-    party: Party, sess: Session, step: Step, material: Any = None
-) -> tuple[Any, int | None]:
+    party: Party, sess: Session, step: Step, inputs: dict[str, Any], material: Any = None
+) -> tuple[Any, dict[str, int]]:
     """The analysis's terms for the batch and this party's decision machine (sign mode: with ``material``
-    made ahead, only the online rounds), with the batch's count of clipped log-ratios (None: the penalty
-    does not clip; the count goes to this party's audit line only); INVALID_ARGUMENT on bad inputs."""
+    made ahead, only the online rounds), with the batch's counts for this party's audit line only: clipped
+    log-ratios (a penalty with c = "clip") and, on the session's first batch, records moved into the model's
+    public covariate region; INVALID_ARGUMENT on bad inputs."""
     spec = sess.spec
     keys = sess.keys
     assert keys is not None
     try:
-        inputs = serde.inputs_from_proto(step.inputs, party.cfg.max_message_bytes)
         terms = sess.analysis.terms(
             party.data,
             spec.model_params,
@@ -166,7 +178,8 @@ def _decision_machine(
             reveal_rng=reveal_rng(keys, spec, step.number, step.digest),
         )
         machine = reveal_mode(spec.reveal_mode).machine(sess.ctx, batch)  # the mode's own party factory
-        return machine, terms.clipped_records
+        counts = {"clipped_records": terms.clipped_records, "clipped_covariates": terms.clipped_covariates}
+        return machine, {k: v for k, v in counts.items() if v is not None}
     except (serde.WireError, AnalysisError, ValueError) as exc:
         raise Refusal(Reason.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
 

@@ -53,6 +53,7 @@ from mechanisms.samplers import AdaptiveMH, BernoulliRule, LocalParties, PublicS
 from parties.sources import DEFAULT_MAX_RECORDS, CsvSource, ParquetSource, SourceError, take_snapshot
 from simulations import registries
 from simulations.launcher import LocalConsortium, party_config_text, write_csv
+from simulations.reference import plain_reference
 from simulations.servers import PostgresServer, SparqlServer
 
 F64 = npt.NDArray[np.float64]
@@ -176,7 +177,7 @@ def consortium(exp: Experiment, workdir: Path, data: list[dict[str, F64]]) -> It
                         data_table=tables[pid - 1],
                         models=(exp.analysis(),),
                         model_path=exp.model_path,
-                        modes=(exp.reveal_mode,),
+                        modes=(exp.reveal_mode, "sum") if exp.warm_start else (exp.reveal_mode,),
                         data_model=None if exp.sampler.kind == "abcdp" else exp.model_name,
                         data_model_args=None if exp.sampler.kind == "abcdp" else exp.model_params,
                         fixed_rng_key=noise_key(pid) if sim.fixed_noise_keys else None,
@@ -267,7 +268,16 @@ def simulate_experiment(
     data = synthetic_data(exp)
     if exp.simulate is not None and exp.simulate.fixed_noise_keys and log is None:
         print("confar run: WARNING: [simulate] fixed_noise_keys: party noise is REPEATABLE (testing only)")
-    reference = reference_draws(exp, data)  # deterministic (public seeds): the same on resume
+    reference: Any
+    if exp.warm_start is not None:  # the converged plain posterior of the records as the sampler saw them
+
+        def reference(ran: Experiment) -> F64:
+            ref = plain_reference(ran.model(), data, exp.seed, min_ess=2000.0)
+            (log or (lambda msg: print(f"confar run: {msg}")))(f"reference: {ref.label()}")
+            return ref.draws
+
+    else:
+        reference = reference_draws(exp, data)  # deterministic (public seeds): the same on resume
     with consortium(exp, out_dir / "simulation", data) as lc:
         eps = lc.endpoints()
         coord = dataclasses.replace(exp.coordinator, identity=COORDINATOR_IDENTITY, insecure=False)

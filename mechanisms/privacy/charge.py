@@ -17,6 +17,9 @@ cap c̄                              μ² = Σ_t (Δ_t / (sd √r))², Δ_t = th
                                    Honkela 2023): the ledger admits a batch only while the composed μ stays
                                    within the budget. Without the batch (a dry run) every decision is
                                    charged at Δ = the cap.
+statistics (warm       sum          one GaussianEvent per release: μ = √((Δ₁/sd)² + (Δ₂/sd2)²)/√r
+start release)                     (``mechanisms.warmstart.release_mu``: the Gaussian mechanism on the
+                                   per-record vector's two blocks, twice Δ for replace-one)
 MH + penalty, no cap  any          GaussianEvent μ = 1/(τ n^α √r), r the parties whose noise the coalition
                                    does not know (``penalty_gdp_mu``): every reveal mode is a
                                    post-processing of log r + N(0, rσ²)
@@ -43,6 +46,7 @@ from hss.modes import reveal_mode
 from mechanisms.models.base import Model
 from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.requests import DecisionRequest, Lazy, Penalty, step_sensitivity
+from mechanisms.warmstart import release_mu
 
 from .events import AmplifiedGaussianEvent, GaussianEvent, PrivacyEvent, ProfileEvent
 from .penalty import penalty_gdp_mu, penalty_step_profile
@@ -72,6 +76,16 @@ def decision_events(
     message. ``request`` (the batch's public proposals) prices a fixed-sd penalty per decision;
     ``neighbours`` is the registry's relation (``requests.NEIGHBOURS``). Raises :class:`Unaccountable` (see
     the module's table)."""
+    if plan.statistics is not None:
+        if view.observed != "sum":
+            raise Unaccountable(
+                f"{name}: a warm-start release is accounted only when the coalition sees the noisy sum "
+                f"(reveal mode 'sum'), not {view.observed!r}: {view.note}"
+            )
+        stats = plan.statistics
+        mu = release_mu(stats, model, view.threat.residual_parties, neighbours)
+        label = f"{name} warm start: {stats.what} release, {neighbours}, sd={stats.sd:g}/{stats.sd2:g}"
+        return [GaussianEvent(mu, count=1, label=label)]
     if plan.penalty is not None and plan.penalty.fixed:
         return _per_decision_events(plan.penalty, model, mode, view, n, name, request, neighbours)
     if neighbours != "replace-one":

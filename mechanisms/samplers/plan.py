@@ -11,12 +11,16 @@ reads the dict.
 Keys of ``model_params`` (every key optional but ``model_args`` defaults to ``{}``):
 
 * ``model_args``: the model's public arguments (an object);
-* ``kind``: ``"mh"`` (default) or ``"rejection"`` (:data:`KINDS`);
+* ``kind``: ``"mh"`` (default), ``"rejection"`` or ``"statistics"`` (:data:`PLAN_KINDS`);
 * ``penalty``: ``{"tau", "alpha", "n", "c", "b", "max_sensitivity"}`` (:class:`Penalty`, MH only);
 * ``lazy``: ``{"gamma", "max_sensitivity"}`` (:class:`Lazy`; not with the penalty);
 * ``noise``: ``"exp"`` (default: V_j ~ Gamma(1/m, 1), the confidential identity) or ``"none"`` (tests);
 * rejection sampling only: ``log_bound_margin`` (>= 0), ``bound`` (``"data"`` or ``"public"``),
-  ``max_sensitivity`` (a public cap on a proposal's per-record log-likelihood range).
+  ``max_sensitivity`` (a public cap on a proposal's per-record log-likelihood range);
+* ``statistics`` (kind ``"statistics"`` only): a release of the differentially private warm start
+  (:class:`mechanisms.warmstart.Statistics`: ``what``, ``sd``, ``sd2``, ``scale``, ``clip``) — not an
+  accept-reject decision: each registry's terms are its noisy per-record sums, revealed as their total in
+  reveal mode ``sum``.
 
 :meth:`to_params` writes only what differs from the defaults (``kind`` always), so a plan and its JSON are
 one-to-one. Errors are ``ValueError`` naming the key.
@@ -30,11 +34,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mechanisms.samplers.requests import KINDS, Lazy, Penalty
+from mechanisms.warmstart import Statistics
 
-__all__ = ["BOUNDS", "NOISES", "PARAMS", "DecisionPlan"]
+__all__ = ["BOUNDS", "NOISES", "PARAMS", "PLAN_KINDS", "DecisionPlan"]
 
 #: the keys of a model session's ``model_params``
-PARAMS = ("model_args", "kind", "penalty", "lazy", "noise", "log_bound_margin", "bound", "max_sensitivity")
+PARAMS = (
+    "model_args",
+    "kind",
+    "penalty",
+    "lazy",
+    "noise",
+    "log_bound_margin",
+    "bound",
+    "max_sensitivity",
+    "statistics",
+)
+#: what a model session's batches are: accept-reject decisions (MH, rejection) or warm-start releases
+PLAN_KINDS = (*KINDS, "statistics")
 #: rejection sampling's bound M_j: each party's own maximum likelihood, or the model's public bound
 BOUNDS = ("data", "public")
 #: the confidential noise each party adds: Gamma(1/m, 1) shares of Exp(1), or none (tests only)
@@ -57,12 +74,17 @@ class DecisionPlan:
     log_bound_margin: float = 0.0
     bound: str = "data"
     max_sensitivity: float | None = None  # rejection sampling: cap on a proposal's record range
+    statistics: Statistics | None = None  # kind "statistics": the warm-start release
 
     def __post_init__(self) -> None:
         if not isinstance(self.model_args, Mapping):
             raise ValueError(f"model_args must be an object, got {self.model_args!r}")
-        if self.kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        if self.kind not in PLAN_KINDS:
+            raise ValueError(f"kind must be one of {PLAN_KINDS}, got {self.kind!r}")
+        if (self.kind == "statistics") != (self.statistics is not None):
+            raise ValueError("kind 'statistics' and the statistics release go together")
+        if self.statistics is not None and (self.penalty is not None or self.lazy is not None):
+            raise ValueError("a statistics release takes no penalty or lazy acceptance")
         if self.noise not in NOISES:
             raise ValueError(f"noise must be 'exp' or 'none', got {self.noise!r}")
         margin = self.log_bound_margin
@@ -100,6 +122,8 @@ class DecisionPlan:
             out["bound"] = self.bound
         if self.max_sensitivity is not None:
             out["max_sensitivity"] = self.max_sensitivity
+        if self.statistics is not None:
+            out["statistics"] = self.statistics.to_params()
         return out
 
     @classmethod
@@ -119,6 +143,7 @@ class DecisionPlan:
             log_bound_margin=params.get("log_bound_margin", 0.0),
             bound=params.get("bound", "data"),
             max_sensitivity=params.get("max_sensitivity"),
+            statistics=_part(params, "statistics", Statistics.from_params),
         )
 
     # ---- what the plan implies ----------------------------------------------------------------------------

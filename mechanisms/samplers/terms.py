@@ -34,6 +34,7 @@ class Terms:
     blind: F64 | None  # W_j (blinded reveal)
     public: F64 | None = None  # the public term (the same at every party), when the party sends it
     clipped_records: int | None = None  # penalty with c = "clip": log-ratios clipped (None: no clipping)
+    clipped_covariates: int | None = None  # records moved into the model's public covariate region (once)
 
 
 def log_ratio(

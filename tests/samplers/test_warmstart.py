@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
+from coordinator.warm_start import WarmStartSettings, warm_start_plan
 from mechanisms.models import load_model
 from mechanisms.models.base import F64
 from mechanisms.models.logistic import synthetic_registries
 from mechanisms.warmstart import (
     Statistics,
-    WarmStartPlan,
     block_bounds,
     clipped_scores,
     covariate_moments,
@@ -120,19 +120,13 @@ def test_dp_laplace_approximation_at_registry_scale() -> None:
     sizes = (15000, 5000, 9000, 4000, 19000, 7000, 11000)
     rng = np.random.default_rng(5)
     data = [model.check_data(d) for d in synthetic_registries(rng, model, sizes=sizes)]
-    n, m, clip = sum(sizes), len(sizes), 4.0
-    mom_mu, score_mu = 0.09, 0.3 * math.sqrt(1 - 0.09) / 2.0  # 1 moments + 4 score releases: μ = 0.3
-
-    def scales(b1: float, b2: float, mu: float, share: float) -> tuple[float, float]:
-        return b1 / (mu * math.sqrt(share * m)), b2 / (mu * math.sqrt((1 - share) * m))
-
-    mom = Statistics("moments", *scales(6.0, 36.0, mom_mu, 0.5), scale=float(n))
-    score = Statistics("score", *scales(clip, clip**2, score_mu, 0.9), scale=float(n), clip=clip)
-    plan = WarmStartPlan(score=score, steps=4, moments=mom)
+    n, m = sum(sizes), len(sizes)
+    plan = warm_start_plan(WarmStartSettings(mu=0.3, steps=4, n_records=n), model, m)
+    assert [s.what for s in plan.releases()] == ["moments", "score", "gradient", "gradient", "score"]
     mus = [release_mu(s, model, m, "add-remove") for s in plan.releases()]
     assert math.sqrt(sum(mu**2 for mu in mus)) == pytest.approx(0.3, rel=1e-9)
     noise = [np.random.default_rng(100 + j).standard_normal for j in range(m)]
-    ws = run_warm_start(model, plan, in_memory_release(model, data, noise), n, np.zeros(model.d))
+    ws = run_warm_start(model, plan, in_memory_release(data, noise), n, np.zeros(model.d), m)
     assert ws.model.x_radius is not None  # the ellipsoid came from the moments release
     clipped = [ws.model.check_data(d) for d in data]
     mode, cov = _exact_mode(ws.model, clipped)
