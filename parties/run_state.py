@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from hss.protocols import PartyContext
+    from hss.session import PartyContext
     from hss.randomness import SecureRandom
     from hss.runtime import Machine
     from parties.analyses import Dataset
