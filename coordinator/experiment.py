@@ -135,6 +135,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from coordinator.planner import BudgetTarget, read_target
 from coordinator.sampler_settings import KINDS, MH_KINDS, SAMPLER_KEYS, SamplerSettings, read_sampler
 from coordinator.tables import CoordinatorSettings, ExperimentError, Reader, read_coordinator, read_parties
 from coordinator.warm_start import WarmStartSettings, read_warm_start
@@ -237,6 +238,7 @@ class Experiment:
     precompute_ahead: bool = False  # reveal.precompute_ahead (parties.ahead, issue 16)
     model_path: tuple[Path, ...] = ()  # model.path: folders of model plug-ins (on the import path)
     warm_start: WarmStartSettings | None = None  # [warm_start]: the DP warm start (coordinator.warm_start)
+    budget_target: BudgetTarget | None = None  # [privacy] target_epsilon: a planned run (coordinator.planner)
 
     @property
     def m(self) -> int:
@@ -392,7 +394,20 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         )
     if sampler.lazy is not None and ahead:
         raise r.err("reveal.precompute_ahead", "lazy acceptance makes its coin in the step: not offered")
-    privacy = _privacy(r, r.table(doc, "privacy"), kind, sampler.lazy is not None)
+    privacy_tbl = r.table(doc, "privacy")
+    budget_target = None
+    if privacy_tbl is not None and "target_epsilon" in privacy_tbl:
+        budget_target = read_target(r, privacy_tbl, m)
+        pen = sampler.penalty
+        if pen is None or not pen.fixed or sampler.proposal != "laplace" or warm is None:
+            raise r.err(
+                "privacy.target_epsilon",
+                "a planned run needs [sampler] kind = 'penalty' with sd, proposal = 'laplace' and a "
+                "[warm_start] (the plan prices decisions charged at their own sensitivity)",
+            )
+        privacy = None
+    else:
+        privacy = _privacy(r, privacy_tbl, kind, sampler.lazy is not None)
 
     formats = _formats(r, r.table(doc, "output") or {})
 
@@ -418,6 +433,7 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         sign_precompute=sign_precompute,
         precompute_ahead=ahead,
         warm_start=warm,
+        budget_target=budget_target,
     )
 
 

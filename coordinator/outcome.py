@@ -31,6 +31,14 @@ REFERENCE_LABEL = "centralised (pooled data, plain MH, same seed)"
 
 
 @dataclass(frozen=True)
+class LabelledDraws:
+    """A reference posterior's draws (chains, draws, d) with what they are (shown with the comparison)."""
+
+    label: str
+    draws: F64
+
+
+@dataclass(frozen=True)
 class ProgressInfo:
     done: int  # batches done (MH: iterations; rejection / abcdp: proposal batches)
     total: int
@@ -121,7 +129,7 @@ def write_run_outputs(
     exp: Experiment,
     outcome: Outcome,
     endpoints: list[PartyEntry],
-    reference: F64 | None,
+    reference: F64 | LabelledDraws | None,
     plan: PrivacyPlan | None,
 ) -> dict[str, Path]:
     """Hand the run to ``coordinator.outputs.write_outputs`` (skipped with ``[output] formats = []``)."""
@@ -140,6 +148,8 @@ def write_run_outputs(
         warmup_sample_stats={k: v[:, :w] for k, v in stats.items()} if w else None,
         reference=None
         if reference is None
+        else outputs.ReferencePosterior.from_draws(reference.label, reference.draws)
+        if isinstance(reference, LabelledDraws)
         else outputs.ReferencePosterior.from_draws(REFERENCE_LABEL, reference),
         privacy_reports=outcome.privacy_reports,
         privacy_delta=exp.privacy.delta if exp.privacy is not None and exp.privacy.delta else 1e-5,

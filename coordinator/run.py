@@ -43,13 +43,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import grpc
 import numpy as np
 import numpy.typing as npt
 
+from coordinator import planner
 from coordinator import warm_start as warm
-from coordinator.api import BlockingCoordinator, BlockingSession
+from coordinator.api import BlockingCoordinator, BlockingSession, SessionError
 from coordinator.checkpoint import (
     DrawLog,
+    RunError,
     RunFolder,
     StopRequested,
     check_resume,
@@ -61,7 +64,14 @@ from coordinator.commands import import_by_name
 from coordinator.decider import NetworkDecider
 from coordinator.drivers import MHDriver, RejectionDriver, make_driver, run_abcdp
 from coordinator.experiment import Experiment, check_model, load_experiment
-from coordinator.outcome import Outcome, ProgressBar, ProgressInfo, summary_text, write_run_outputs
+from coordinator.outcome import (
+    LabelledDraws,
+    Outcome,
+    ProgressBar,
+    ProgressInfo,
+    summary_text,
+    write_run_outputs,
+)
 from coordinator.run_privacy import PrivacyPlan, check_privacy, plan_file, privacy_reports
 from coordinator.sampler_settings import MH_KINDS
 from coordinator.tables import ExperimentError
@@ -86,7 +96,7 @@ def run_experiment(
     *,
     resume: bool = False,
     stop_after_batches: int | None = None,
-    reference: F64 | Callable[[Experiment], F64 | None] | None = None,
+    reference: F64 | LabelledDraws | Callable[[Experiment], F64 | LabelledDraws | None] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Run (or, with ``resume``, continue) ``exp`` against ``endpoints``; write outputs into ``out_dir``.
@@ -98,7 +108,7 @@ def run_experiment(
     ``reference`` (chains, draws, d), e.g. a centralised run of a simulation, goes to the outputs; a
     callable is given the experiment the sampler ran (after a warm start: with its covariate region)."""
     if callable(reference):
-        ref_of: Callable[[Experiment], F64 | None] | None = reference
+        ref_of: Callable[[Experiment], F64 | LabelledDraws | None] | None = reference
         reference = None
     else:
         ref_of = None
@@ -116,10 +126,14 @@ def run_experiment(
         )
     out_dir = Path(out_dir)
     rf = RunFolder(out_dir)
+    if exp.budget_target is not None:  # budget first: refused before anything is released if unusable
+        _plan(exp, exp.model(), None, say)
     meta, ckpt = rf.open(exp, resume)
     warm_steps = 0
     if exp.warm_start is not None:  # the DP warm start: released once, kept in the run folder
         exp, warm_steps = _warm_start(exp, rf, meta, endpoints, tls, say)
+        if exp.budget_target is not None:  # the run's length from the DP Laplace approximation
+            exp = _plan(exp, exp.model(), exp.sampler.laplace, say)
     driver, dlog, run_step = _start(exp, rf, meta, ckpt, warm_steps, say)
     run_id: str = meta["run_id"]
     remaining = max(driver.total - driver.batch, 0)
@@ -138,9 +152,17 @@ def run_experiment(
         if not driver.finished:
             sess = _open_session(coord, exp, rf, meta, run_step, warnings, say)
             session_ids.append(sess.spec.session_id.hex())
-            run_step = _sample(
+            run_step, ran_out = _sample(
                 sess, driver, dlog, rf, run_id, run_step, plan, progress, stop_after_batches, t_start
             )
+            if ran_out:
+                w = (
+                    f"a registry's privacy budget ran out at batch {driver.batch + 1} of {driver.total}: the "
+                    f"run ends with the {driver.n_draws} draws made before it ({ran_out}). Give the "
+                    "registries more budget, or plan a shorter run ([privacy] target_epsilon)"
+                )
+                say(f"WARNING: {w}")
+                warnings.append(w)
         reports = privacy_reports(exp, endpoints, tls)
     draws, stats = driver.draws(dlog.read())
     warmup = exp.sampler.warmup if exp.sampler.kind in MH_KINDS else 0
@@ -166,6 +188,26 @@ def run_experiment(
         reference = ref_of(exp)
     outcome.written = write_run_outputs(exp, outcome, endpoints, reference, plan)
     return outcome
+
+
+def _plan(
+    exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None]
+) -> Experiment:
+    """The planned run (``coordinator.planner``): from a pilot before the warm start (``laplace`` None),
+    from the DP Laplace approximation after it; RunError when the budget buys too little."""
+    what = "plan from the pilot (the model's synthetic registries at the public sizes)"
+    if laplace is None:
+        laplace = planner.pilot_laplace(exp, model)
+    else:
+        what = "plan from the DP Laplace approximation"
+    try:
+        p = planner.plan(exp, model, laplace)
+        planner.check_usable(exp, p, what)
+    except planner.PlanRefused as exc:
+        raise RunError(str(exc)) from exc
+    assert exp.budget_target is not None
+    say(f"{what}, for {exp.budget_target.text()}: {p.text()}")
+    return planner.planned_experiment(exp, p)
 
 
 def _warm_start(
@@ -269,17 +311,24 @@ def _sample(
     progress: Callable[[ProgressInfo], None] | None,
     stop_after_batches: int | None,
     t_start: float,
-) -> int:
+) -> tuple[int, str]:
     """Drive the sampler to its end in ``sess``, one ``Evaluate`` step per batch, appending to the draw log
     and writing a checkpoint after each; the session is aborted on any exception, else closed. Returns the
-    last run step (decisions/s count from ``t_start``)."""
+    last run step (decisions/s count from ``t_start``) and, when a registry refused a batch because its
+    privacy budget ran out, its reason (the sampling ends there; the draws so far are kept)."""
     decisions0 = 0
     decide = NetworkDecider(sess)
     base_step = run_step
     done_here = 0
     try:
         while not driver.finished:
-            rows = driver.step(decide)
+            try:
+                rows = driver.step(decide)
+            except SessionError as exc:
+                if exc.code != grpc.StatusCode.RESOURCE_EXHAUSTED or "privacy budget" not in str(exc):
+                    raise
+                sess.abort("a registry's privacy budget ran out")
+                return run_step, str(exc)
             run_step = base_step + decide.calls
             done_here += 1
             if stop_after_batches is not None and done_here >= stop_after_batches:
@@ -304,7 +353,7 @@ def _sample(
         sess.abort("coordinator stopped")
         raise
     sess.close("done")
-    return run_step
+    return run_step, ""
 
 
 # ---- the command -----------------------------------------------------------------------------------------

@@ -259,8 +259,10 @@ def _penalty(r: Reader, s: dict[str, Any], model: Model) -> tuple[Penalty, float
     if ("tau" in s) == ("sd" in s):
         raise r.err(
             "sampler.tau",
-            "give tau (sigma = tau n^alpha c(theta, theta*)) or sd (a fixed total noise sd on the log "
-            "acceptance ratio, charged per decision at its own sensitivity), not both and not neither",
+            ("missing" if "tau" not in s else "given with sd")
+            + ": the penalty method needs one noise scale, tau > 0 (sigma = tau n^alpha c(theta, theta*)) or "
+            "sd (a fixed total noise sd on the log acceptance ratio, charged per decision at its own "
+            "sensitivity)",
         )
     if "sd" in s:
         for key in ("alpha", "n_records"):

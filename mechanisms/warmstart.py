@@ -42,6 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import optimize
 
 from mechanisms.models.base import F64, Data, Model
 from mechanisms.models.ellipsoid import CovariateRegion
@@ -430,3 +431,40 @@ def in_memory_release(datasets: Sequence[Data], normals: Sequence[Callable[[int]
         return release_totals(parts, stats)
 
     return release
+
+
+def _hessian(f: object, x: F64, h: F64) -> F64:
+    d = x.size
+    eye = np.diag(h)
+    out = np.zeros((d, d))
+    fx = f(x)  # type: ignore[operator]
+    for i in range(d):
+        for j in range(i, d):
+            if i == j:
+                v = (f(x + eye[i]) - 2 * fx + f(x - eye[i])) / h[i] ** 2  # type: ignore[operator]
+            else:
+                v = (
+                    f(x + eye[i] + eye[j]) - f(x + eye[i] - eye[j]) - f(x - eye[i] + eye[j])  # type: ignore[operator]
+                    + f(x - eye[i] - eye[j])  # type: ignore[operator]
+                ) / (4 * h[i] * h[j])
+            out[i, j] = out[j, i] = v
+    return out
+
+
+def exact_laplace(model: Model, pooled: Data) -> tuple[F64, F64]:
+    """(mode, inverse Hessian) of the log posterior of ``pooled`` (records in one place: a simulation's
+    reference, or a planning pilot on public synthetic records; never a registry's private data)."""
+
+    def neg(th: F64) -> float:
+        t = np.atleast_2d(th)
+        return -float(model.log_prior(t)[0] + model.log_likelihood(pooled, t)[0])
+
+    start = np.clip(np.zeros(model.d), model.lower + 1e-6, model.upper - 1e-6)
+    res = optimize.minimize(neg, start, method="BFGS", options={"gtol": 1e-8, "maxiter": 2000})
+    mode = np.asarray(res.x, dtype=np.float64)
+    h = 1e-4 * np.maximum(1.0, np.abs(mode))
+    hess = _hessian(neg, mode, h)
+    hess = 0.5 * (hess + hess.T)
+    w, v = np.linalg.eigh(hess)
+    cov = (v / np.maximum(w, 1e-12)) @ v.T
+    return mode, np.asarray(cov, dtype=np.float64)

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import arviz as az
 import numpy as np
 import numpy.typing as npt
-from scipy import optimize
 
 from mechanisms.models.base import F64, Data, Model
 from mechanisms.samplers import BernoulliRule, GaussianProposal, IndependenceMH, LocalParties, PublicSeeds
+from mechanisms.warmstart import exact_laplace
 
 
 @dataclass(frozen=True)
@@ -46,42 +46,6 @@ class Reference:
         )
 
 
-def _hessian(f: object, x: F64, h: F64) -> F64:
-    d = x.size
-    eye = np.diag(h)
-    out = np.zeros((d, d))
-    fx = f(x)  # type: ignore[operator]
-    for i in range(d):
-        for j in range(i, d):
-            if i == j:
-                v = (f(x + eye[i]) - 2 * fx + f(x - eye[i])) / h[i] ** 2  # type: ignore[operator]
-            else:
-                v = (
-                    f(x + eye[i] + eye[j]) - f(x + eye[i] - eye[j]) - f(x - eye[i] + eye[j])  # type: ignore[operator]
-                    + f(x - eye[i] - eye[j])  # type: ignore[operator]
-                ) / (4 * h[i] * h[j])
-            out[i, j] = out[j, i] = v
-    return out
-
-
-def laplace(model: Model, pooled: Data) -> tuple[F64, F64]:
-    """(mode, inverse Hessian) of the log posterior of ``pooled``."""
-
-    def neg(th: F64) -> float:
-        t = np.atleast_2d(th)
-        return -float(model.log_prior(t)[0] + model.log_likelihood(pooled, t)[0])
-
-    start = np.clip(np.zeros(model.d), model.lower + 1e-6, model.upper - 1e-6)
-    res = optimize.minimize(neg, start, method="BFGS", options={"gtol": 1e-8, "maxiter": 2000})
-    mode = np.asarray(res.x, dtype=np.float64)
-    h = 1e-4 * np.maximum(1.0, np.abs(mode))
-    hess = _hessian(neg, mode, h)
-    hess = 0.5 * (hess + hess.T)
-    w, v = np.linalg.eigh(hess)
-    cov = (v / np.maximum(w, 1e-12)) @ v.T
-    return mode, np.asarray(cov, dtype=np.float64)
-
-
 def _diagnostics(draws: F64) -> tuple[float, float, float]:
     ds = az.convert_to_dataset(draws)
     bulk = float(np.min(az.ess(ds, method="bulk").to_array().values))
@@ -104,7 +68,7 @@ def plain_reference(
     """The converged plain posterior of the pooled records (checked and clipped as a registry would)."""
     checked = [model.check_data(d) for d in datasets]
     pooled = {k: np.concatenate([d[k] for d in checked]) for k in checked[0]}
-    mode, cov = laplace(model, pooled)
+    mode, cov = exact_laplace(model, pooled)
     seeds = PublicSeeds(seed)
     decide = LocalParties(model, [pooled], BernoulliRule(seeds.rng(0, party=98)))
     kernel = IndependenceMH(model, decide, GaussianProposal(mode, inflate**2 * cov))

@@ -44,7 +44,7 @@ import numpy.typing as npt
 
 from coordinator.certs import COORDINATOR_IDENTITY, init_consortium
 from coordinator.experiment import Experiment
-from coordinator.outcome import Outcome, ProgressInfo
+from coordinator.outcome import LabelledDraws, Outcome, ProgressInfo
 from coordinator.run import run_experiment
 from coordinator.sampler_settings import MH_KINDS
 from hss.fixedpoint import max_threshold
@@ -271,10 +271,9 @@ def simulate_experiment(
     reference: Any
     if exp.warm_start is not None:  # the converged plain posterior of the records as the sampler saw them
 
-        def reference(ran: Experiment) -> F64:
+        def reference(ran: Experiment) -> LabelledDraws:
             ref = plain_reference(ran.model(), data, exp.seed, min_ess=2000.0)
-            (log or (lambda msg: print(f"confar run: {msg}")))(f"reference: {ref.label()}")
-            return ref.draws
+            return LabelledDraws(f"converged reference: {ref.label()}", ref.draws)
 
     else:
         reference = reference_draws(exp, data)  # deterministic (public seeds): the same on resume

@@ -4,6 +4,11 @@
   events the planned session (analysis, parameters, reveal mode, batches x batch size) would add to its
   ledger and answers with its projected spend, remaining budget and whether it would refuse. No session is
   opened, no data is read, no ledger changes. Exit 1 when a party would refuse.
+* ``confar privacy plan EXPERIMENT.toml [--epsilon E]``: offline, no daemon: what a budget buys the
+  experiment (``coordinator.planner``: a warm start and a fixed-sd penalty run, priced from a pilot — the
+  model's synthetic registries at the public sizes): iterations, expected ESS and Monte Carlo error, the ε it
+  spends, and the ε a usable posterior needs. ``--epsilon`` asks about other budgets than
+  ``[privacy] target_epsilon``. Exit 1 when the target cannot buy ``min_ess``.
 * ``confar privacy report PLAN.toml [--plot DIR] [--delta D]``: every party's ledger (the events its data
   took part in, its budget and its own spend in the budget's unit), recomposed here with
   ``mechanisms.privacy`` (GDP mu when every event has a GDP bound; eps at delta), and with ``--plot`` one
@@ -33,11 +38,82 @@ AUDIT_ENGINE = "simulations.privacy_audit"
 
 def _plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "plan", type=Path, help="PLAN.toml: parties, coordinator TLS, [session] (see coordinator.privacy)"
+        "plan",
+        type=Path,
+        help="PLAN.toml: parties, coordinator TLS, [session] (see coordinator.privacy); or an experiment "
+        "file (offline: what its budget buys)",
+    )
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        action="append",
+        metavar="E",
+        help="experiment file: also plan for this target epsilon (repeatable)",
     )
 
 
+def _is_experiment(path: Path) -> bool:
+    import tomllib
+
+    try:
+        return "experiment" in tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+
+
+def _offline_plan(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from coordinator import planner
+    from coordinator.experiment import load_experiment
+    from coordinator.tables import ExperimentError
+    from mechanisms.privacy.conversions import gdp_eps
+
+    try:
+        exp = load_experiment(args.plan)
+    except ExperimentError as exc:
+        print(f"confar privacy plan: {exc}", file=sys.stderr)
+        return 2
+    target = exp.budget_target
+    if target is None:
+        print(
+            "confar privacy plan: the experiment has no [privacy] target_epsilon (a planned run: penalty "
+            "with sd, proposal = 'laplace', [warm_start])",
+            file=sys.stderr,
+        )
+        return 2
+    model = exp.model()
+    try:
+        lap = planner.pilot_laplace(exp, model)
+    except planner.PlanRefused as exc:
+        print(f"confar privacy plan: {exc}", file=sys.stderr)
+        return 2
+    n = exp.warm_start.n_records if exp.warm_start else "?"
+    print(
+        f"offline plan for {args.plan} ({exp.m} registries, {n} records; pilot: the exact Laplace "
+        "approximation of the model's synthetic registries at these sizes, standing in for the posterior; "
+        "the registries charge what each decision really is)"
+    )
+    code = 0
+    for eps in [target.epsilon, *(args.epsilon or [])]:
+        e = dataclasses.replace(exp, budget_target=dataclasses.replace(target, epsilon=eps))
+        p = planner.plan(e, model, lap)
+        verdict = "usable" if p.ess >= target.min_ess else f"REFUSED (min_ess = {target.min_ess:g})"
+        print(f"  eps = {eps:g}: {p.text()} -> {verdict}")
+        if eps == target.epsilon and p.ess < target.min_ess:
+            code = 1
+    p = planner.plan(exp, model, lap)
+    per_mu2 = (p.mu_total**2 - p.mu_warm**2) / max(p.ess, 1e-9)
+    for ess in (100.0, 400.0):
+        mu = (p.mu_warm**2 + per_mu2 * ess / p.margin) ** 0.5  # as a planned run (with its margin) needs
+        need = gdp_eps(mu, target.delta)
+        print(f"  an ESS of {ess:.0f} needs eps = {need:.3g} at delta = {target.delta:g}")
+    return code
+
+
 def _plan(args: argparse.Namespace) -> int:
+    if _is_experiment(args.plan):
+        return _offline_plan(args)
     from coordinator.privacy import (
         PlanFileError,
         format_plan,

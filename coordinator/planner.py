@@ -1,0 +1,145 @@
+"""Budget first: ``[privacy] target_epsilon`` chooses the run's length, and says what it will buy, before the
+MCMC charges anything (:mod:`mechanisms.planning` has the law).
+
+``[privacy]`` for a planned run::
+
+    [privacy]
+    target_epsilon = 3.0      # what each registry may spend on the whole run, warm start included
+    delta = 1e-5
+    neighbours = "add-remove" # the relation the target is for (default: add-remove)
+    colluding = 0             # the coalition it is for (0: the coordinator alone)
+    min_ess = 100             # refuse the run when the plan buys fewer effective draws
+
+It needs the penalty with a fixed ``sd``, ``[sampler] proposal = "laplace"`` and a ``[warm_start]``.
+Twice: before the warm start from a **pilot** — the exact Laplace approximation of the model's public
+synthetic registries at the registries' public sizes (the posterior's shape is assumed to be like that of
+synthetic data of the same size; stated with the plan) — so that a budget that cannot buy a usable
+posterior is refused before anything is released; and after the warm start from the DP Laplace
+approximation itself, which sets ``[sampler] iterations`` (the file's value is a maximum). Everything used is
+public. The registries charge what each decision really is; the run's report states what was spent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from coordinator.tables import Reader
+from mechanisms.models.base import Model
+from mechanisms.planning import McmcPlan, plan_mcmc, proposal_statistics
+from mechanisms.samplers.requests import NEIGHBOURS
+from mechanisms.warmstart import LaplaceApproximation, exact_laplace
+
+if TYPE_CHECKING:
+    from coordinator.experiment import Experiment
+
+KEYS = ("target_epsilon", "delta", "neighbours", "colluding", "min_ess")
+
+
+@dataclass(frozen=True)
+class BudgetTarget:
+    epsilon: float
+    delta: float
+    neighbours: str = "add-remove"
+    colluding: int = 0
+    min_ess: float = 100.0
+
+    def text(self) -> str:
+        who = "the coordinator" if self.colluding == 0 else f"{self.colluding} colluding registries"
+        return f"eps = {self.epsilon:g} at delta = {self.delta:g}, {self.neighbours}, against {who}"
+
+
+def read_target(r: Reader, tbl: dict[str, object], m: int) -> BudgetTarget:
+    r.only(tbl, "privacy", KEYS)
+    if "delta" not in tbl:
+        raise r.err("privacy.delta", "missing: target_epsilon is at this delta")
+    return BudgetTarget(
+        epsilon=r.number(tbl, "privacy", "target_epsilon", gt=0.0),
+        delta=r.number(tbl, "privacy", "delta", gt=0.0, lt=1.0),
+        neighbours=r.choice(tbl, "privacy", "neighbours", NEIGHBOURS, "add-remove"),
+        colluding=r.integer(tbl, "privacy", "colluding", 0, lo=0, hi=m - 1),
+        min_ess=r.number(tbl, "privacy", "min_ess", 100.0, gt=0.0),
+    )
+
+
+class PlanRefused(ValueError):
+    """The budget cannot buy a usable posterior (the message says what would)."""
+
+
+def pilot_laplace(exp: Experiment, model: Model) -> LaplaceApproximation:
+    """The exact Laplace approximation of the model's public synthetic registries at the public sizes."""
+    assert exp.simulate is not None or exp.warm_start is not None
+    n = exp.warm_start.n_records if exp.warm_start is not None else None
+    sizes: tuple[int, ...]
+    if exp.simulate is not None and exp.simulate.records:
+        sizes = exp.simulate.records
+    else:
+        assert n is not None
+        sizes = tuple([n // exp.m] * exp.m)
+    data = model.synthetic_data(np.random.default_rng(exp.seed), sizes)
+    if data is None:
+        raise PlanRefused(f"model {model.name!r} has no synthetic_data, so no pilot can be planned from it")
+    checked = [model.check_data(d) for d in data]
+    pooled = {k: np.concatenate([d[k] for d in checked]) for k in checked[0]}
+    mean, cov = exact_laplace(model, pooled)
+    return LaplaceApproximation(mean, cov)
+
+
+def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPlan:
+    """The plan for ``exp``'s target given a Laplace approximation (pilot or DP)."""
+    target, pen, ws = exp.budget_target, exp.sampler.penalty, exp.warm_start
+    assert target is not None and pen is not None and pen.sd is not None and ws is not None
+    sd_total = pen.sd * math.sqrt(exp.m)
+    residual = exp.m - target.colluding
+    stats = proposal_statistics(
+        model,
+        laplace.mean,
+        laplace.cov,
+        ws.inflate,
+        sd_total,
+        target.neighbours,
+        np.random.default_rng(exp.seed),
+        cap=pen.max_sensitivity,
+    )
+    factor = 1.0 if target.neighbours == "add-remove" else 2.0
+    mu_warm = ws.mu * factor * math.sqrt(exp.m / residual)  # the warm start's μ for this view
+    return plan_mcmc(
+        stats,
+        sd_total=sd_total,
+        m=exp.m,
+        residual=residual,
+        chains=exp.sampler.chains,
+        eps=target.epsilon,
+        delta=target.delta,
+        mu_warm=mu_warm,
+    )
+
+
+def check_usable(exp: Experiment, p: McmcPlan, what: str) -> None:
+    target = exp.budget_target
+    assert target is not None
+    if p.ess >= target.min_ess:
+        return
+    need = target.min_ess / max(p.ess, 1e-9)  # ESS grows with the decisions, i.e. with mu^2 - mu_warm^2
+    per_mu2 = (p.mu_total**2 - p.mu_warm**2) / max(p.ess, 1e-9)
+    mu_needed = math.sqrt(p.mu_warm**2 + per_mu2 * target.min_ess / p.margin)  # the plan keeps a margin
+    from mechanisms.privacy.conversions import gdp_eps
+
+    raise PlanRefused(
+        f"{what}: the budget {target.text()} buys an expected ESS of {p.ess:.0f} ({p.text()}), below "
+        f"min_ess = {target.min_ess:g}. It would fit with target_epsilon >= "
+        f"{gdp_eps(mu_needed, target.delta):.3g}, or about {need:.1f}x the records (the cost of a decision "
+        "falls like 1/n), or a smaller min_ess"
+    )
+
+
+def planned_experiment(exp: Experiment, p: McmcPlan) -> Experiment:
+    """``exp`` with the planned iterations (at most the file's) and a warm-up of a tenth of them."""
+    s = exp.sampler
+    iterations = max(2, min(p.iterations, s.iterations))
+    warmup = min(max(1, iterations // 10), iterations - 1)
+    return dataclasses.replace(exp, sampler=dataclasses.replace(s, iterations=iterations, warmup=warmup))
