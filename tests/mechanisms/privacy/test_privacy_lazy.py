@@ -10,9 +10,9 @@ import math
 import mpmath
 import numpy as np
 import pytest
-from privacy_testing import consistent_with, refutes, threshold_points
 
 from mechanisms.privacy import EpsDeltaTradeOff, ThreatModel, sign_step_profile
+from tests.mechanisms.privacy.privacy_testing import consistent_with, refutes, threshold_points
 
 
 def _brute_delta(gamma: float, k: float, shift: float, eps: float, a_max: float = 0.5) -> float:

@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pytest
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
-from privacy_testing import consistent_with, refutes
 
 from mechanisms.privacy import (
     LazyAcceptance,
@@ -17,6 +16,7 @@ from mechanisms.privacy import (
     bernoulli_delta,
     sign_reveal_privacy,
 )
+from tests.mechanisms.privacy.privacy_testing import consistent_with, refutes
 
 
 @pytest.mark.parametrize(("p", "q"), [(0.3, 0.5), (0.9, 0.2), (0.01, 0.02), (1.0, 0.7)])

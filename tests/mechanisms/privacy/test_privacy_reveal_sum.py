@@ -8,7 +8,6 @@ import math
 import mpmath
 import numpy as np
 import pytest
-from privacy_testing import consistent_with, refutes, threshold_points
 from scipy import optimize, special, stats
 
 from mechanisms.privacy import (
@@ -22,6 +21,7 @@ from mechanisms.privacy import (
     sum_reveal_slide_bound,
     sum_reveal_tradeoff,
 )
+from tests.mechanisms.privacy.privacy_testing import consistent_with, refutes, threshold_points
 
 THREATS = [ThreatModel(3), ThreatModel.single_party(3), ThreatModel(5, colluding=3), ThreatModel(2, 1)]
 

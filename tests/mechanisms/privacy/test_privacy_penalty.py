@@ -8,7 +8,6 @@ import math
 import mpmath
 import numpy as np
 import pytest
-from privacy_testing import consistent_with, refutes, threshold_points
 from scipy import optimize, stats
 
 from mechanisms.privacy import (
@@ -26,6 +25,7 @@ from mechanisms.privacy import (
     penalty_sign_profile,
     penalty_sum_profile,
 )
+from tests.mechanisms.privacy.privacy_testing import consistent_with, refutes, threshold_points
 
 
 def test_penalty_mu_is_c_over_sigma() -> None:

@@ -10,7 +10,6 @@ import math
 import mpmath
 import numpy as np
 import pytest
-from privacy_testing import consistent_with, refutes, threshold_points
 from scipy import optimize
 
 from mechanisms.privacy import (
@@ -25,6 +24,7 @@ from mechanisms.privacy import (
     penalty_sum_profile,
 )
 from mechanisms.privacy.residual import ExGammaNoise, ResidualPenaltyAcceptance, residual_shift_delta
+from tests.mechanisms.privacy.privacy_testing import consistent_with, refutes, threshold_points
 
 
 def _mp_expect(s: float, k: float, x: float, h: object) -> mpmath.mpf:
