@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FORBIDDEN = {"grpc", "proto", "parties", "coordinator", "simulations",
              "socket", "requests", "urllib", "shutil"}
 

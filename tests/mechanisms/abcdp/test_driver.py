@@ -24,7 +24,7 @@ from mechanisms.abcdp.driver import (
 from mechanisms.abcdp.federated import FederatedSvtPlan
 from mechanisms.abcdp.federated_run import LocalSvtParties
 from mechanisms.simulators.toy import ToyMixtureModel
-from tests.abcdp.test_federated import THETA_TRUE, make_plan, srng
+from tests.mechanisms.abcdp.test_federated import THETA_TRUE, make_plan, srng
 
 MODEL = ToyMixtureModel()
 N_OBS = 300
