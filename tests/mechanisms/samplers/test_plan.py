@@ -12,7 +12,7 @@ from coordinator.experiment import load_experiment
 from mechanisms.samplers.plan import PARAMS, DecisionPlan
 from mechanisms.samplers.requests import Lazy, Penalty
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 PLANS = [
     DecisionPlan(),

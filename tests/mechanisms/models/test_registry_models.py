@@ -24,7 +24,7 @@ from mechanisms.samplers import (
     mcse_mean,
     run_kernel,
 )
-from tests.samplers.helpers import fixed_rng, noise_rngs
+from tests.mechanisms.samplers.helpers import fixed_rng, noise_rngs
 
 MODELS: list[Model] = [WeibullRegression(p=2), LogisticRandomIntercept(p=2, registries=3)]
 

@@ -24,7 +24,7 @@ from mechanisms.samplers import (
     run_kernel,
 )
 from mechanisms.samplers.decision import DecisionRule
-from tests.samplers.helpers import (
+from tests.mechanisms.samplers.helpers import (
     KS_ALPHA,
     MODEL,
     Z,

@@ -18,7 +18,7 @@ from parties.registry import get_analysis, known_analyses
 from parties.sources import DataConfig, Snapshot, snapshot
 from parties.sources.files import CsvSource, ParquetSource
 from simulations.launcher import party_config_text, write_csv
-from tests.samplers.helpers import fixed_rng
+from tests.mechanisms.samplers.helpers import fixed_rng
 
 MODEL = BayesLogistic(p=2)
 

@@ -25,7 +25,7 @@ from mechanisms.samplers import (
     run_kernel,
 )
 from simulations.launcher import LocalConsortium
-from tests.samplers.helpers import Z
+from tests.mechanisms.samplers.helpers import Z
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from mechanisms.samplers import DecisionRequest, Penalty, party_terms
 from mechanisms.samplers.requests import record_sensitivity
 from parties.analyses import AnalysisError, Dataset, Unaccountable
 from parties.registry import get_analysis
-from tests.samplers.helpers import fixed_rng
+from tests.mechanisms.samplers.helpers import fixed_rng
 
 CLIP = (-4.0, 6.0)
 MODEL = GaussianMean(sigma=1.5, clip=CLIP)

@@ -22,7 +22,13 @@ from mechanisms.samplers import (
     RejectionSampler,
     run_kernel,
 )
-from tests.samplers.helpers import MODEL, RecordingDecide, beta_bernoulli_data, hss_decide, noise_rngs
+from tests.mechanisms.samplers.helpers import (
+    MODEL,
+    RecordingDecide,
+    beta_bernoulli_data,
+    hss_decide,
+    noise_rngs,
+)
 
 TIE = 16 * 2.0**-21
 M = 3

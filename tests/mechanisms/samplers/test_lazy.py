@@ -29,7 +29,7 @@ from mechanisms.samplers import (
     run_kernel,
 )
 from mechanisms.samplers.terms import log_ratio
-from tests.samplers.helpers import (
+from tests.mechanisms.samplers.helpers import (
     KS_ALPHA,
     MODEL,
     beta_bernoulli_data,

@@ -27,7 +27,7 @@ from mechanisms.samplers import (
 )
 from parties.analyses import AnalysisError, Dataset, Unaccountable
 from parties.registry import get_analysis
-from tests.samplers.helpers import KS_ALPHA, MODEL, beta_bernoulli_data, fixed_rng, noise_rngs
+from tests.mechanisms.samplers.helpers import KS_ALPHA, MODEL, beta_bernoulli_data, fixed_rng, noise_rngs
 
 M = 3
 
@@ -161,7 +161,7 @@ def test_rejection_batches_outside_the_accounting_are_refused() -> None:
 def test_confar_run_driver_and_in_memory_run_make_the_same_draws() -> None:
     """``confar run``'s rejection driver (one checkpointed batch per step) and ``RejectionSampler.run`` share
     one batch loop: from the same public seed they ask the same questions and keep the same draws."""
-    exp = load_experiment(Path(__file__).resolve().parents[2] / "examples" / "private-rejection.toml")
+    exp = load_experiment(Path(__file__).resolve().parents[3] / "examples" / "private-rejection.toml")
     s, model = exp.sampler, exp.model()
     data = beta_bernoulli_data(sizes=(30, 30, 30), p=0.3, seed=5)
 
