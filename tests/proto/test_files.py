@@ -16,7 +16,7 @@ import pytest
 
 from proto.files import PRIVATE_MODE, staged, tmp_path_of, write_durable
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SIZE = 4 << 20  # 4 MiB per version: a write takes long enough to be interrupted in the middle
 
 WRITER = """

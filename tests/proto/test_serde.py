@@ -134,6 +134,18 @@ def test_fmt_round_trip() -> None:
     assert serde.fmt_from_proto(serde.fmt_to_proto(f)) == f
 
 
+def test_the_format_check_is_the_partys_own_limit() -> None:
+    ok = serde.fmt_to_proto(FixedPoint(max_parties=15))
+    assert serde.fmt_from_proto(ok) == FixedPoint(max_parties=15)
+    for field, value in (("max_parties", 65), ("max_terms", 66), ("frac_bits", 127), ("kappa", 2**32 - 1)):
+        msg = serde.fmt_to_proto(FixedPoint())
+        setattr(msg, field, value)
+        with pytest.raises(serde.WireError, match=f"fmt.{field} = {value} exceeds this party's limit"):
+            serde.fmt_from_proto(msg)
+    with pytest.raises(ValueError, match="max_parties = 4294967294 exceeds 128"):
+        FixedPoint(frac_bits=1, term_int_bits=1, kappa=40, max_parties=2**32 - 2, max_terms=2**32 - 1)
+
+
 def test_frame_round_trip() -> None:
     for f in (
         Frame(3, 2, 1, 2, Kind.DATA, np.arange(6, dtype=np.uint64)),
