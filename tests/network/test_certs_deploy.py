@@ -19,7 +19,7 @@ from coordinator import cli as confar_cli
 from coordinator.api import Coordinator
 from coordinator.certs import load_ca, sign_request
 from proto.tls import TlsMaterial, certificate_identity
-from tests.network.helpers import inproc_consortium
+from tests.parties.helpers import inproc_consortium
 
 
 def _csr(cn: str, sans: list[str] | None = None, key: object = None) -> bytes:

@@ -19,7 +19,7 @@ from proto import party_pb2, party_pb2_grpc, peer_pb2, peer_pb2_grpc, serde
 from proto.records import Kind
 from proto.tls import secure_channel
 from simulations.fuzz import Mutator, method_table, run_fuzz
-from tests.network.helpers import coordinator_for, gaussian_terms, inproc_consortium, party_data, tls_for
+from tests.parties.helpers import coordinator_for, gaussian_terms, inproc_consortium, party_data, tls_for
 
 EXPECTED = {
     grpc.StatusCode.INVALID_ARGUMENT,

@@ -25,7 +25,7 @@ from proto import common_pb2, health_pb2, health_pb2_grpc, party_pb2, party_pb2_
 from proto.spec import PartyEntry, SessionSpec
 from proto.tls import TlsMaterial, secure_channel
 from simulations.launcher import LocalConsortium, party_config_text, write_csv
-from tests.network.helpers import party_data, tls_for
+from tests.parties.helpers import party_data, tls_for
 
 pytestmark = pytest.mark.slow
 

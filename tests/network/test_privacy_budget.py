@@ -31,7 +31,7 @@ from parties.registry import get_analysis
 from proto import serde_privacy
 from proto.spec import PartyEntry, SessionSpec
 from simulations.launcher import LocalConsortium, party_config_text
-from tests.network.helpers import coordinator_for, gm_inputs, gm_params, inproc_consortium, party_data
+from tests.parties.helpers import coordinator_for, gm_inputs, gm_params, inproc_consortium, party_data
 
 TAU = 10.0  # per-decision mu = 1/tau with colluding = "all"
 PARAMS: dict[str, Any] = gm_params(1.0, (-4.0, 6.0), tau=TAU)

@@ -14,7 +14,7 @@ from coordinator.relay import RelayHub, RelayRecord, _Dest
 from proto import peer_pb2, relay_pb2
 from proto.records import Kind
 from proto.spec import PartyEntry, SessionSpec
-from tests.network.helpers import coordinator_for, inproc_consortium
+from tests.parties.helpers import coordinator_for, inproc_consortium
 
 SID = b"\x07" * 16
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from coordinator.relay import RelayRecord
-from tests.network.helpers import coordinator_for, inproc_consortium
+from tests.parties.helpers import coordinator_for, inproc_consortium
 
 
 def relay_view(root: Path, data: list[np.ndarray], mode: str) -> list[RelayRecord]:

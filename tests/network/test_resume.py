@@ -50,7 +50,7 @@ from proto import party_pb2, serde
 from proto.records import RunCharge, RunStepRef
 from proto.spec import PartyEntry, SessionSpec, SpecError
 from simulations.launcher import LocalConsortium, party_config_text, write_csv
-from tests.network.helpers import gm_inputs, gm_params, make_certs, party_data, tls_for
+from tests.parties.helpers import gm_inputs, gm_params, make_certs, party_data, tls_for
 
 M, N = 3, 16
 PARAMS: dict[str, Any] = gm_params(1.0, (-4.0, 6.0), tau=10.0)  # bounded: 0.1-GDP per decision

@@ -19,7 +19,7 @@ import pytest
 from coordinator.checkpoint import RunError, StopRequested
 from coordinator.experiment import Experiment, load_experiment
 from coordinator.run import run_experiment
-from tests.network.helpers import inproc_consortium, tls_for
+from tests.parties.helpers import inproc_consortium, tls_for
 
 M = 3
 ITER, CHAINS, STOP = 12, 4, 5

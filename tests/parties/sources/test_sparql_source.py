@@ -266,7 +266,7 @@ def tls_front(server: SparqlServer, tmp_path_factory: pytest.TempPathFactory) ->
             str(d / "basic"),
         ],
         stdout=subprocess.PIPE,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=Path(__file__).resolve().parents[3],
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"listening"

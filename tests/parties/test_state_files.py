@@ -15,7 +15,7 @@ import pytest
 
 from parties.audit import MAX_LINE_BYTES, AuditLog
 from proto import files
-from tests.network.helpers import coordinator_for, gm_inputs, gm_params, inproc_consortium
+from tests.parties.helpers import coordinator_for, gm_inputs, gm_params, inproc_consortium
 
 BUDGET = {"gdp_mu": 5.0}
 PARAMS = gm_params(1.0, (-4.0, 6.0), tau=2.0)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.network.helpers import coordinator_for, gm_params, inproc_consortium, party_data
+from tests.parties.helpers import coordinator_for, gm_params, inproc_consortium, party_data
 
 
 def _evaluate_lines(root: Path, pid: int) -> list[dict[str, Any]]:

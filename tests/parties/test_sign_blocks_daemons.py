@@ -1,6 +1,7 @@
 """sign_precompute = "blocks4" (issue 16) through real gRPC daemons, mesh and relay: the same accept bits,
 and the same messages to the receiver, as the in-memory runner with the same randomness (the contract of
-tests/network/test_contract.py, whose ``reference`` this reuses), in 7 rounds of which 5 are online."""
+tests/parties/test_transport_contract.py, whose ``reference`` this reuses), in 7 rounds of which 5 are
+online."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import numpy as np
 import pytest
 
 from hss.protocols import sign_receiver
-from tests.network.helpers import coordinator_for, inproc_consortium, party_data
-from tests.network.test_contract import SID, reference
+from tests.parties.helpers import coordinator_for, inproc_consortium, party_data
+from tests.parties.test_transport_contract import SID, reference
 
 
 @pytest.mark.parametrize("topology", ["mesh", "relay"])

@@ -13,7 +13,7 @@ from coordinator import cli as confar_cli
 from coordinator.certs import init_consortium
 from proto import party_pb2, party_pb2_grpc, peer_pb2, peer_pb2_grpc
 from proto.tls import TlsMaterial, certificate_identity, secure_channel
-from tests.network.helpers import coordinator_for, inproc_consortium, tls_for
+from tests.parties.helpers import coordinator_for, inproc_consortium, tls_for
 
 
 def test_certs_init_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,6 +1,7 @@
-"""In-process consortia for the network tests: real PartyDaemon gRPC servers (mTLS on loopback) in the
-test's event loop, so most tests avoid process start-up costs. Multi-process tests use
-simulations.launcher instead."""
+"""In-process consortia for the party and coordinator integration tests: real PartyDaemon gRPC servers (mTLS
+on loopback) in the test's event loop, so these tests avoid process start-up costs. The cross-process tests
+(tests/network) start daemon processes with simulations.launcher instead and borrow the data and TLS helpers
+from here."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import pytest
 from parties import cli
 from parties.config import ConfigError, load_config
 from simulations.launcher import party_config_text, write_csv
-from tests.network.helpers import make_certs
+from tests.parties.helpers import make_certs
 
 
 @pytest.fixture()

@@ -15,7 +15,7 @@ from coordinator.api import SessionError
 from coordinator.relay import RelayRecord
 from hss.runtime import run_in_memory
 from parties.exchange import probe_machine
-from tests.network.helpers import coordinator_for, gaussian_terms, inproc_consortium, party_data
+from tests.parties.helpers import coordinator_for, gaussian_terms, inproc_consortium, party_data
 
 
 def test_the_probe_machine_sends_only_zeros_and_reports_each_round() -> None:

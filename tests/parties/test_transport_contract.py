@@ -18,7 +18,7 @@ from hss.runtime import run_in_memory
 from hss.session import PartyContext, SessionParams, key_setup
 from parties.analyses import Dataset
 from parties.registry import get_analysis
-from tests.network.helpers import coordinator_for, gaussian_terms, inproc_consortium, party_data
+from tests.parties.helpers import coordinator_for, gaussian_terms, inproc_consortium, party_data
 
 SID = bytes(range(16))
 

@@ -23,8 +23,8 @@ from parties import ahead
 from parties.analyses import Dataset
 from parties.registry import get_analysis
 from proto.spec import FixedPoint, SessionSpec, SpecError
-from tests.network.helpers import coordinator_for, inproc_consortium, party_data
-from tests.network.test_contract import SID
+from tests.parties.helpers import coordinator_for, inproc_consortium, party_data
+from tests.parties.test_transport_contract import SID
 
 PARAMS: dict[str, object] = {"model_args": {"sigma": 1.0}}
 
