@@ -243,7 +243,7 @@ def test_run_resume_supersedes_a_pending_pool_and_replays(tmp_path: Path) -> Non
     the next session of the run supersedes the old one (its pool cancelled), replays run step 3 (no pool:
     a replayed step is step 1), computes run step 4 with its own precompute and run step 5 from the pool.
     Every run step is charged once."""
-    from tests.network.test_resume import Consortium, M, N, _decode, _inputs, _open, _steps
+    from tests.parties.test_resume import Consortium, M, N, _decode, _inputs, _open, _steps
 
     run = "ahead-run"
 
