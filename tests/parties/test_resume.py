@@ -4,7 +4,8 @@ privacy charge; a different input for a completed step is refused; a step not he
 evaluated afresh (with a warning) with the same noise, from each party's run noise key, and not charged
 again; a fresh run behaves exactly like a session without a run. Unit tests for the record file, the run
 key file, the step digest, the spec binding and the ledger's run charges, then real daemons (m = 3) over
-gRPC with mutual TLS, with fixed_rng_keys and with keys from the OS CSPRNG."""
+gRPC with mutual TLS, with fixed_rng_keys and with keys from the OS CSPRNG. The daemons run in the test's
+process; tests/network/test_resume.py resumes a run over daemon processes."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from coordinator.api import BlockingCoordinator, Coordinator, CoordinatorSession, SessionError, StepTranscript
+from coordinator.api import Coordinator, CoordinatorSession, SessionError, StepTranscript
 from coordinator.certs import party_identity
 from hss.modes import reveal_mode
 from mechanisms.privacy import GaussianEvent
@@ -46,10 +47,10 @@ from parties.replay import (
     run_step_keys,
     step_digest,
 )
-from proto import party_pb2, serde
+from proto import serde
 from proto.records import RunCharge, RunStepRef
 from proto.spec import PartyEntry, SessionSpec, SpecError
-from simulations.launcher import LocalConsortium, party_config_text, write_csv
+from simulations.launcher import party_config_text, write_csv
 from tests.parties.helpers import gm_inputs, gm_params, make_certs, party_data, tls_for
 
 M, N = 3, 16
@@ -616,41 +617,6 @@ def test_fresh_run_behaves_as_a_session_without_run(tmp_path: Path) -> None:
         assert plain == fresh
 
     asyncio.run(main())
-
-
-@pytest.mark.slow
-def test_multiprocess_resume_reports_each_run_step_charged_once(tmp_path: Path) -> None:
-    """Party daemons as separate processes; the PrivacyReport RPC shows each run step charged once."""
-    k, run, work = 2, "chain-D", tmp_path / "consortium"
-    data = party_data(M, 30, seed=7)
-    with LocalConsortium.start(
-        M, data, workdir=work, fixed_rng_keys=KEYS, privacy_budget=BUDGET, round_timeout_s=10.0
-    ) as lc:
-        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=20.0) as c1:
-            s1 = c1.open_session(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS, run_id=run)
-            dropped = [s1.evaluate(_inputs(s), N).accept for s in range(1, k + 1)][-1]
-        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=20.0) as c2:
-            s2 = c2.open_session(
-                reveal_mode="sign", model="gaussian-mean", model_params=PARAMS, run_id=run, first_run_step=k
-            )
-            assert s2.resume == {1: k, 2: k, 3: k} and s2.warnings == []
-            tr = s2.evaluate_transcript(_inputs(k), N)
-            assert tr.replayed and np.array_equal(_decode(s2.session, tr), dropped)
-            s2.evaluate(_inputs(k + 1), N)
-            s2.close()
-            reports = c2._run(
-                c2.coord.call_all(
-                    "privacy report", lambda _: party_pb2.PrivacyReportRequest(), "PrivacyReport"
-                )
-            )
-    for r in reports.values():
-        charges = [RunCharge.from_dict(c) for c in json.loads(r.run_charges_json)]
-        assert run_step_counts(charges, run) == {s: 1 for s in range(1, k + 2)}
-        assert sum(e["count"] for e in json.loads(r.events_json)) == (k + 1) * N
-        assert r.decisions_used == (k + 1) * N
-    for pid in range(1, M + 1):
-        audit = (work / f"party-{pid}" / "state" / "audit.log").read_text()
-        assert audit.count(f'"detail": "replayed run step {k}"') == 1
 
 
 def test_changed_records_refuse_to_continue_a_run(tmp_path: Path) -> None:
