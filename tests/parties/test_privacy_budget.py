@@ -1,6 +1,7 @@
 """Party-enforced privacy budgets (issue 5): config keys, gaussian-mean's per-decision events, the persisted
-ledger (refusal, restart, corrupt file), the PlanPrivacy dry run and the PrivacyReport, in process and with
-real daemons (``confar privacy plan`` / ``report``)."""
+ledger (refusal, restart, corrupt file), the PlanPrivacy dry run and the PrivacyReport, with the daemons in
+the test's process. The same over daemon processes (``confar privacy plan`` / ``report``) is
+tests/network/test_privacy_budget.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import dataclasses
 import json
 import math
 import re
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +17,10 @@ import grpc
 import numpy as np
 import pytest
 
-from coordinator import cli as confar_cli
 from coordinator import privacy as cprivacy
-from coordinator.api import BlockingCoordinator, SessionError
+from coordinator.api import SessionError
 from hss.randomness import SecureRandom
-from mechanisms.privacy import GaussianEvent, coalition_view, compose_events, gdp_eps
+from mechanisms.privacy import GaussianEvent, coalition_view
 from parties import cli as party_cli
 from parties.analyses import AnalysisError, Dataset, Unaccountable
 from parties.config import ConfigError, PartyConfig, load_config
@@ -30,8 +29,8 @@ from parties.refusal import Reason
 from parties.registry import get_analysis
 from proto import serde_privacy
 from proto.spec import PartyEntry, SessionSpec
-from simulations.launcher import LocalConsortium, party_config_text
-from tests.parties.helpers import coordinator_for, gm_inputs, gm_params, inproc_consortium, party_data
+from simulations.launcher import party_config_text
+from tests.parties.helpers import coordinator_for, gm_inputs, gm_params, inproc_consortium
 
 TAU = 10.0  # per-decision mu = 1/tau with colluding = "all"
 PARAMS: dict[str, Any] = gm_params(1.0, (-4.0, 6.0), tau=TAU)
@@ -299,71 +298,3 @@ def _plan_request(pf: cprivacy.PlanFile) -> Any:
     call = serde_privacy.PlanCall(cprivacy.planned_spec(pf), pf.session.batches, pf.session.batch_size)
     return serde_privacy.plan_request_to_proto(call)
 
-
-# ---- real daemons: refusal survives a restart; confar privacy plan / report -----------------------------
-
-
-@pytest.mark.slow
-def test_multiprocess_budget_restart_plan_and_report(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    m, n = 3, 30
-    data = party_data(m, 30, seed=3)
-    th, ts = np.zeros(n), np.linspace(-0.05, 0.05, n)
-    work = tmp_path / "consortium"
-    with LocalConsortium.start(m, data, workdir=work, round_timeout_s=5.0, privacy_budget=BUDGET) as lc:
-        plan_path = _plan_file(tmp_path, lc.endpoints(), lc.certs)
-        ledgers = [work / f"party-{p}" / "state" / LEDGER_FILE for p in range(1, m + 1)]
-
-        # dry run: projected spend printed per party, nothing touched
-        rc = confar_cli.main(["privacy", "plan", str(plan_path)])
-        out = capsys.readouterr().out
-        assert rc == 1  # 4 batches of 30 exceed mu_max = 1 (100 decisions of mu = 0.1)
-        assert out.count("WOULD REFUSE") == m and "batches that fit: 3 of 4" in out
-        assert f"projected {math.sqrt(120) / TAU:.6g}" in out
-        assert not any(p.exists() for p in ledgers)
-        audit = (work / "party-1" / "state" / "audit.log").read_text()
-        assert '"what": "PlanPrivacy"' in audit and '"what": "Evaluate"' not in audit
-
-        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=10.0) as coord:
-            s = coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS)
-            for _ in range(3):
-                s.evaluate(gm_inputs(th, ts, PARAMS, m), n)
-            with pytest.raises(SessionError) as ei:
-                s.evaluate(gm_inputs(th, ts, PARAMS, m), n)
-            assert ei.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
-            assert "privacy budget" in str(ei.value)
-            s.abort("budget exhausted")
-
-        # restart party 1 (SIGTERM to the process we started): it loads its ledger and still refuses
-        pp = lc.procs[1]
-        pp.proc.send_signal(signal.SIGTERM)
-        assert pp.proc.wait(10) == 0
-        lc.spawn(1, pp.config, insecure=False)
-        lc.wait_ready(30.0)
-        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=10.0) as coord:
-            s = coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS)
-            with pytest.raises(SessionError) as ei:
-                s.evaluate(gm_inputs(th, ts, PARAMS, m), n)
-            assert ei.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
-            s.abort("budget exhausted")
-
-        # report: the spend equals an independent composition of the same mechanism
-        report_path = _plan_file(tmp_path, lc.endpoints(), lc.certs, session=False)
-        rc = confar_cli.main(["privacy", "report", str(report_path), "--plot", str(tmp_path / "plots")])
-        out = capsys.readouterr().out
-        assert rc == 0, out
-    ref = compose_events([GaussianEvent(1 / TAU, count=90)])
-    assert ref.mu is not None and ref.mu == pytest.approx(math.sqrt(90) / TAU)
-    eps_ref = ref.eps_at(1e-5)
-    assert eps_ref == pytest.approx(gdp_eps(math.sqrt(90) / TAU, 1e-5))
-    spent = [float(x) for x in re.findall(r"spent mu = ([0-9.e+-]+) of 1", out)]
-    assert len(spent) == m and all(v == pytest.approx(ref.mu, rel=1e-5) for v in spent)
-    mus = [float(x) for x in re.findall(r"GDP mu = ([0-9.e+-]+);", out)]
-    epss = [float(x) for x in re.findall(r"eps = ([0-9.e+-]+) at delta = 1e-05", out)]
-    assert len(mus) == len(epss) == m
-    assert all(v == pytest.approx(ref.mu, rel=1e-5) for v in mus)
-    assert all(v == pytest.approx(eps_ref, rel=1e-5) for v in epss)
-    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
-        f"party-{i}-tradeoff.png" for i in (1, 2, 3)
-    ]
