@@ -13,7 +13,7 @@ from coordinator.cli import main
 from coordinator.experiment import load_experiment
 from coordinator.tables import ExperimentError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
 
 BASE = """
