@@ -1,6 +1,7 @@
 """``confar run`` over real party daemons (in-process gRPC servers with mTLS on loopback): a penalty-MH run,
 a run stopped after k batches (as if the coordinator crashed before its k-th checkpoint) and resumed, the
-parties' ledgers charging each run step once, and the privacy dry run refusing before any session opens."""
+parties' ledgers charging each run step once, and the privacy dry run refusing before any session opens.
+``confar run --simulate`` over daemon processes, stopped and resumed, is tests/network/test_run.py."""
 
 from __future__ import annotations
 
@@ -194,26 +195,3 @@ def test_privacy_target_and_budget_refusals_before_any_session(tmp_path: Path) -
         # nothing was charged: no session was opened
         for pid in range(1, M + 1):
             assert not (tmp_path / "p" / f"party-{pid}" / "state" / "privacy_ledger.json").exists()
-
-
-@pytest.mark.slow
-def test_cli_simulate_stop_and_resume_restarts_the_daemons(tmp_path: Path) -> None:
-    """`confar run --simulate` (real daemon processes), stopped after 3 batches, resumed with `--resume`: the
-    daemons restart on their persisted state and replay the run step the coordinator never checkpointed."""
-    from coordinator.cli import main
-
-    full = EXPERIMENT.format(chains=CHAINS, iterations=8, target=5.0)
-    text = full.split("[coordinator]")[0] + "[model]" + full.split("[model]")[1]  # no coordinator, no parties
-    text += "[simulate]\nparties = 3\nrecords = 60\nparty_gdp_mu = 10.0\n"
-    cfg = tmp_path / "exp.toml"
-    cfg.write_text(text)
-    out = tmp_path / "out"
-    assert main(["run", str(cfg), "--simulate", "--no-progress", "--stop-after-batches", "3"]) == 130
-    assert json.loads((out / "checkpoint" / "state.json").read_text())["run_step"] == 2
-    assert main(["run", "--resume", str(out), "--no-progress"]) == 0
-    st = json.loads((out / "checkpoint" / "state.json").read_text())
-    assert st["done"] and st["run_step"] == 8 and st["rows"] == 8
-    sim = out / "simulation"
-    for pid in range(1, M + 1):
-        assert charged_steps(sim, pid) == list(range(1, 9))
-        assert "replayed run step 3" in (sim / f"party-{pid}" / "state" / "audit.log").read_text()

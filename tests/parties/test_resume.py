@@ -586,8 +586,8 @@ def test_reevaluated_step_reveals_the_same_with_os_keys_across_restarts(tmp_path
 def test_fresh_run_behaves_as_a_session_without_run(tmp_path: Path) -> None:
     """Same session id and fixed keys: a session of a new run runs the same protocol as a session without a
     run (same rounds and message sizes; the values differ because a run's noise is keyed by its run id and
-    run step, see test_run.py::test_resumed_run_equals_uninterrupted) and is charged the same; only the run
-    charges differ."""
+    run step, see tests/coordinator/test_run.py::test_resumed_run_equals_uninterrupted) and is charged the
+    same; only the run charges differ."""
     sid = bytes(range(16))
 
     async def run_once(root: Path, run_id: str | None) -> list[Any]:
