@@ -1,25 +1,21 @@
-"""A consortium's own model, end to end (issue 14): a plug-in folder on the coordinator's and on every
-daemon's import path, --simulate with the model's synthetic data or with per-registry files, ``confar run
---check`` and ``confar-party check-config`` that import the model and evaluate it on the data, and one place
-for the model's public arguments."""
+"""A consortium's own model (issue 14), the coordinator's side: a plug-in folder on the coordinator's import
+path (``[model] path``), and ``confar run --check --simulate`` that imports the model and evaluates it on the
+model's synthetic data or on per-registry files, before any daemon starts. The registry's side
+(``confar-party check-config``) is tests/parties/test_plugin_workflow.py; one place for the model's public
+arguments and a run with a plug-in over daemon processes are tests/network/test_plugin_workflow.py."""
 
 from __future__ import annotations
 
-import shutil
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from coordinator.api import BlockingCoordinator, SessionError
 from coordinator.cli import main as confar
 from coordinator.experiment import load_experiment
 from coordinator.tables import ExperimentError
-from mechanisms.models.logistic import BayesLogistic, synthetic_registries
-from parties.cli import main as confar_party
-from parties.config import ConfigError, load_config
-from simulations.launcher import LocalConsortium, party_config_text, write_csv
+from simulations.launcher import write_csv
 from simulations.run_local import synthetic_data
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,122 +168,3 @@ def test_run_check_names_model_and_simulate_problems(
     ):
         with pytest.raises(ExperimentError, match=key):
             load_experiment(experiment(tmp_path, "broken_models:NoSynthetic", extra=bad))
-
-
-def test_check_config_imports_allowed_models_and_evaluates_the_likelihood(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    experiment(tmp_path, "broken_models:NoSynthetic")  # writes mymodels/
-    pdir = tmp_path / "party-1"
-    pdir.mkdir()
-    write_csv(pdir / "data.csv", {"x": np.r_[np.zeros(3), 6.0, 1.0]})
-
-    def party(models: str, data_model: str, path: str = '"../mymodels"') -> Path:
-        text = party_config_text(1, 3, tmp_path, None, None, models=())
-        text = text.replace("models = []", f"models = {models}\nmodel_path = [{path}]")
-        cfg = pdir / "party.toml"
-        cfg.write_text(text + f'\n[data]\npath = "data.csv"\nmodel = "{data_model}"\n')
-        return cfg
-
-    ok = party('["broken_models:NoSynthetic"]', "broken_models:NoSynthetic")
-    assert confar_party(["check-config", "--config", str(ok), "--insecure"]) == 0
-    out = capsys.readouterr().out
-    assert "allow: analyses broken_models:NoSynthetic found" in out
-    assert "model: broken_models:NoSynthetic: log-likelihood finite on 5 records at 3 prior draws" in out
-    # an allowed model that does not import, a misspelled class: exit 2, the key named
-    cfg = party('["broken_models:NoSynthetic", "broken_models:NoSuchClass"]', "broken_models:NoSynthetic")
-    assert confar_party(["check-config", "--config", str(cfg), "--insecure"]) == 2
-    err = capsys.readouterr().err
-    assert "allow.models[1]:" in err and "has no class 'NoSuchClass'" in err
-    # the log-likelihood is evaluated on the first records: row 4 gives -inf, its value is not shown
-    cfg = party('["broken_models:InfiniteLik"]', "broken_models:InfiniteLik")
-    assert confar_party(["check-config", "--config", str(cfg), "--insecure"]) == 2
-    err = capsys.readouterr().err
-    assert "data.model: record_log_likelihood is not finite at prior draws in row 4" in err
-    assert "6.0" not in err
-    # the plug-in folder must exist
-    cfg = party('["broken_models:NoSynthetic"]', "broken_models:NoSynthetic", path='"../nothere"')
-    with pytest.raises(ConfigError, match=r"allow\.model_path\[0\]: no such folder"):
-        load_config(cfg, insecure=True)
-
-
-def test_model_args_have_one_place(tmp_path: Path) -> None:
-    """A registry whose [data] names the session's model refuses other model_args, naming both keys; the
-    same model written differently (defaults spelled out) is accepted."""
-    g = np.random.default_rng(5)
-    data = synthetic_registries(g, BayesLogistic(p=2), sizes=(40, 40, 40))
-    with LocalConsortium.start(
-        3,
-        data,
-        models=("bayes-logistic",),
-        modes=("sign",),
-        data_model="bayes-logistic",
-        data_model_args={"p": 2},
-    ) as lc:
-        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls()) as coord:
-            same = {"model_args": {"p": 2, "x_bound": 3.0}, "kind": "mh"}  # x_bound = 3.0 is the default
-            sess = coord.open_session(reveal_mode="sign", model="bayes-logistic", model_params=same)
-            sess.close()
-            other = {"model_args": {"p": 2, "x_bound": 5.0}, "kind": "mh"}
-            with pytest.raises(
-                SessionError,
-                match=r"session's model_args .*x_bound.* differ from this "
-                r"registry's \[data\.model_args\] \{'p': 2\}.*\[model\.params\]",
-            ):
-                coord.open_session(reveal_mode="sign", model="bayes-logistic", model_params=other)
-
-
-@pytest.mark.slow
-def test_plugin_model_with_registry_files_runs_simulated(tmp_path: Path) -> None:
-    """The example's plug-in with ``[simulate] data`` files instead of its synthetic_data: the daemons
-    import it from ``[allow] model_path`` and hold exactly the files' records; the run completes."""
-    import sys
-
-    shutil.copytree(PLUGINS, tmp_path / "plugins")
-    sys.path.insert(0, str(tmp_path / "plugins"))
-    try:
-        from registry_models import PoissonRegression  # type: ignore[import-not-found]
-    finally:
-        sys.path.remove(str(tmp_path / "plugins"))
-    model = PoissonRegression(p=1)
-    regs = model.synthetic_data(np.random.default_rng(9), (60, 80, 70))
-    names = []
-    for i, cols in enumerate(regs, start=1):
-        write_csv(tmp_path / f"reg{i}.csv", cols)
-        names.append(f"reg{i}.csv")
-    cfg = tmp_path / "exp.toml"
-    cfg.write_text(
-        textwrap.dedent(
-            f"""
-            [experiment]
-            name = "plugin-files"
-            output_dir = "out"
-            seed = 4
-            [model]
-            name = "registry_models:PoissonRegression"
-            path = "plugins"
-            [model.params]
-            p = 1
-            [sampler]
-            kind = "mh"
-            chains = 2
-            iterations = 20
-            warmup = 5
-            proposal_scale = 0.05
-            [reveal]
-            mode = "sign"
-            [simulate]
-            parties = 3
-            data = {names!r}
-            """
-        ).replace("'", '"')
-    )
-    out = tmp_path / "out"
-    assert confar(["run", str(cfg), "--simulate", "--no-progress", "--out", str(out)]) == 0
-    assert (out / "posterior.nc").is_file()
-    for i, cols in enumerate(regs, start=1):
-        party = (out / "simulation" / f"party-{i}" / "party.toml").read_text()
-        assert str((tmp_path / "plugins").resolve()) in party  # [allow] model_path
-        held = np.genfromtxt(out / "simulation" / f"party-{i}" / "data.csv", delimiter=",", names=True)
-        for name, col in cols.items():
-            np.testing.assert_array_equal(held[name], col)
