@@ -14,7 +14,7 @@ import pytest
 
 from coordinator.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "audit"
 
 
