@@ -1,8 +1,8 @@
 """``confar privacy audit`` at a small size: every reveal mode of the penalty is consistent with the
 registry's own claim, a deliberately broken mechanism (noise scaled by 1/4, claim unchanged) is flagged
 VIOLATED with exit code 1, exact MH's sign reveal has no finite claim and its empirical lower bound grows
-with the runs, colluders' and multi-step audits run, a confirmation over real daemons agrees, and a bad
-file is refused naming the key."""
+with the runs, colluders' and multi-step audits run, and a bad file is refused naming the key. Every audit
+here runs ``--no-daemons``; the confirmation over daemon processes is tests/network/test_privacy_audit.py."""
 
 from __future__ import annotations
 
@@ -81,20 +81,6 @@ def test_colluders_and_transcripts(tmp_path: Path, capsys: Capsys, example: str)
     assert rc == 0 and doc["verdict"].startswith("in memory: consistent")
     if "colluder" in example:
         assert "1 colluding parties" in doc["threat"]
-
-
-@pytest.mark.slow
-def test_confirmation_over_real_daemons(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    text = (EXAMPLES / "penalty-sign.toml").read_text()
-    text = re.sub(r"(?m)^runs = .*$", "runs = 2000", text)
-    text = re.sub(r"(?m)^daemon_runs = .*$", "daemon_runs = 400", text)
-    cfg = tmp_path / "a.toml"
-    cfg.write_text(text)
-    assert main(["privacy", "audit", str(cfg), "--out", str(tmp_path / "o")]) == 0
-    doc = json.loads((tmp_path / "o" / "penalty-sign.json").read_text())
-    assert doc["daemons"]["runs_per_dataset"] == 400 and doc["daemons"]["violated_by"] is None
-    assert "daemons: consistent" in doc["verdict"]
-    capsys.readouterr()
 
 
 def test_bad_file_is_refused_naming_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
