@@ -1,7 +1,8 @@
 """The ledger's limit rule (issue 12, item 7): spend <= limit * (1 + LIMIT_RTOL), LIMIT_RTOL = 1e-9.
 
 A plan whose last batch lands exactly on the limit is admitted although its floating-point spend is a few
-ulps above it; anything more than the relative tolerance above is refused, under both budgets."""
+ulps above it; anything more than the relative tolerance above is refused. Here the rule itself and the GDP
+filter's float sum; the rule under both budgets is test_budget_contract.py."""
 
 from __future__ import annotations
 
@@ -11,11 +12,9 @@ import pytest
 
 from mechanisms.privacy import (
     BudgetExceededError,
-    EpsDeltaBudget,
     GaussianEvent,
     GDPBudget,
     PrivacyLedger,
-    gdp_eps,
 )
 from mechanisms.privacy.ledger import LIMIT_RTOL, within_limit
 
@@ -38,14 +37,3 @@ def test_gdp_last_batch_exactly_on_the_limit_is_admitted() -> None:
     assert ledger.would_exceed([GaussianEvent(1e-4)])  # 0.3 * (1 + 5.6e-8): beyond the tolerance
     with pytest.raises(BudgetExceededError):
         ledger.commit([GaussianEvent(1e-4)])
-
-
-def test_eps_delta_last_batch_on_the_limit_is_admitted() -> None:
-    batch = [GaussianEvent(0.2, count=10)]
-    budget_eps = PrivacyLedger(EpsDeltaBudget(eps_max=100.0, delta=1e-6)).check(batch).spent_after
-    ledger = PrivacyLedger(EpsDeltaBudget(eps_max=budget_eps, delta=1e-6))
-    report = ledger.check(batch)
-    assert report.allowed and report.spent_after == budget_eps
-    assert report.spent_after == pytest.approx(gdp_eps(0.2 * math.sqrt(10), 1e-6), rel=1e-9)
-    below = PrivacyLedger(EpsDeltaBudget(eps_max=budget_eps * (1 - 1e-6), delta=1e-6))
-    assert not below.check(batch).allowed
