@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import pytest
 from coordinator import privacy as cprivacy
 from coordinator.api import SessionError
 from hss.randomness import SecureRandom
-from mechanisms.privacy import GaussianEvent, coalition_view
+from mechanisms.privacy import GaussianEvent, coalition_view, gdp_eps
 from parties import cli as party_cli
 from parties.analyses import AnalysisError, Dataset, Unaccountable
 from parties.config import ConfigError, PartyConfig, load_config
@@ -159,24 +160,40 @@ def test_gaussian_mean_penalty_noise_is_exactly_corrected() -> None:
 # ---- the persisted ledger ----------------------------------------------------------------------------------
 
 
-def test_ledger_refuses_persists_and_reloads(tmp_path: Path) -> None:
-    cfg = _cfg(tmp_path, BUDGET)
+# Both budgets a registry can configure, each admitting exactly 100 decisions of mu = 0.1 (gaussian-mean
+# with the penalty, TAU = 10): the store's contract (dry run, durable commit, refusal past the limit, reload
+# after a restart) is the same under both; the eps-at-delta budget takes the store's capacity fast path.
+EPS_AT_MU_1 = gdp_eps(1.0, 1e-6)
+STORE_BUDGETS: dict[str, tuple[dict[str, Any], Callable[[float], float], str]] = {
+    "gdp": (BUDGET, lambda mu: mu, "GDP mu_max = 1"),
+    "eps_delta": (
+        {"epsilon": EPS_AT_MU_1, "delta": 1e-6},
+        lambda mu: gdp_eps(mu, 1e-6),
+        f"eps_max = {EPS_AT_MU_1:g} at delta = 1e-06",
+    ),
+}
+
+
+@pytest.mark.parametrize("budget", list(STORE_BUDGETS))
+def test_ledger_refuses_persists_and_reloads(tmp_path: Path, budget: str) -> None:
+    config, spend_at, named = STORE_BUDGETS[budget]
+    cfg = _cfg(tmp_path, config)
     store = PrivacyBudgetStore.load(cfg)
     spec, gm = _spec(PARAMS), get_analysis("gaussian-mean")
     for _ in range(3):
         ev = store.events_for(cfg, gm, spec, 30)
         store.check(ev)
         store.commit(ev)
-    assert store.ledger is not None and store.ledger.spent() == pytest.approx(math.sqrt(90) / TAU)
+    assert store.ledger is not None and store.ledger.spent() == pytest.approx(spend_at(math.sqrt(90) / TAU))
     doc = json.loads((cfg.state_dir / LEDGER_FILE).read_text())
     assert doc["party"] == "party-1" and len(doc["ledger"]["events"]) == 1  # one session: merged
     assert doc["ledger"]["events"][0]["count"] == 90
     with pytest.raises(PrivacyRefusal) as ei:
         store.check(store.events_for(cfg, gm, spec, 30))
     assert ei.value.reason is Reason.RESOURCE_EXHAUSTED
-    assert "privacy budget" in ei.value.message and "GDP mu_max = 1" in ei.value.message
+    assert "privacy budget" in ei.value.message and named in ei.value.message
     again = PrivacyBudgetStore.load(cfg)  # a restart keeps the spend
-    assert again.ledger is not None and again.ledger.spent() == pytest.approx(math.sqrt(90) / TAU)
+    assert again.ledger is not None and again.ledger.spent() == pytest.approx(spend_at(math.sqrt(90) / TAU))
     with pytest.raises(PrivacyRefusal):
         again.check(again.events_for(cfg, gm, spec, 30))
     # unbounded analyses are refused under a budget, with the reason
