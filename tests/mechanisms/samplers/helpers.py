@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import hashlib
 import math
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
+from hss.modes import TERMS_MODES
 from hss.randomness import SecureRandom
 from mechanisms.models.beta_bernoulli import BetaBernoulli
-from mechanisms.samplers import HssDecide, ess
+from mechanisms.samplers import BernoulliRule, ConfidentialRule, HssDecide, ess, plaintext_decide
+from mechanisms.samplers.decision import DecisionRule
 
 F64 = npt.NDArray[np.float64]
 Z = 4.0  # two-sided normal quantile: false-failure rate 6e-5 per check
@@ -31,6 +34,20 @@ def noise_rngs(m: int, label: str = "noise") -> list[SecureRandom]:
 
 def hss_decide(mode: str, m: int, label: str = "proto") -> HssDecide:
     return HssDecide.setup(mode, m, {p: fixed_rng(f"{label}/{p}") for p in range(1, m + 1)})
+
+
+#: every accept rule: the plaintext reference (BernoulliRule), the confidential rule deciding the noisy sum in
+#: the clear (plaintext_decide) and through the secret-sharing engine in each reveal mode that takes terms
+RULES = ["bernoulli", "plaintext-shares", *TERMS_MODES]
+
+
+def rule_for(mode: str, label: str, m: int = 3) -> DecisionRule:
+    """The accept rule ``mode`` (one of RULES) for m parties, its randomness keyed by ``label``."""
+    if mode == "bernoulli":
+        return BernoulliRule(np.random.default_rng(zlib.crc32(label.encode())))  # hash() varies per process
+    if mode == "plaintext-shares":
+        return ConfidentialRule(plaintext_decide, noise_rngs(m, label), "sign")
+    return ConfidentialRule(hss_decide(mode, m, label), noise_rngs(m, label), mode)
 
 
 MODEL = BetaBernoulli(a=2.0, b=3.0)

@@ -4,7 +4,6 @@ rejection sampler's acceptance rate matches Z / (M_q Π_j M_j) in a binomial tes
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,7 +12,6 @@ from scipy import stats
 
 from mechanisms.samplers import (
     AdaptiveMH,
-    BernoulliRule,
     ConfidentialRule,
     IndependenceMH,
     LocalParties,
@@ -23,31 +21,22 @@ from mechanisms.samplers import (
     plaintext_decide,
     run_kernel,
 )
-from mechanisms.samplers.decision import DecisionRule
 from tests.mechanisms.samplers.helpers import (
     KS_ALPHA,
     MODEL,
+    RULES,
     Z,
     beta_bernoulli_data,
     check_draws_match,
     exact_posterior,
-    hss_decide,
     noise_rngs,
+    rule_for,
 )
 
 M = 3
-MODES = ["bernoulli", "plaintext-shares", "sum", "blinded", "sign"]
 
 
-def rule_for(mode: str, label: str) -> DecisionRule:
-    if mode == "bernoulli":
-        return BernoulliRule(np.random.default_rng(zlib.crc32(label.encode())))  # hash() varies per process
-    if mode == "plaintext-shares":
-        return ConfidentialRule(plaintext_decide, noise_rngs(M, label), "sign")
-    return ConfidentialRule(hss_decide(mode, M, label), noise_rngs(M, label), mode)
-
-
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", RULES)
 def test_random_walk_mh_recovers_posterior(mode: str) -> None:
     data = beta_bernoulli_data()
     steps = 250 if mode == "sign" else 400
@@ -97,7 +86,7 @@ def test_independence_and_adaptive_mh_recover_posterior() -> None:
     check_draws_match(tr.draws[120:, :, 0], post, "adaptive MH, independence after adaptation")
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", RULES)
 def test_rejection_sampling_exact_and_acceptance_rate(mode: str) -> None:
     data = beta_bernoulli_data((8, 12, 5))
     parties = LocalParties(MODEL, data, rule_for(mode, f"rs/{mode}"))
