@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from hss.session import PartyContext
     from hss.randomness import SecureRandom
     from hss.runtime import Machine
+    from hss.session import PartyContext
     from parties.analyses import Dataset
     from parties.replay import RunRecord, SvtStep
     from proto.spec import SessionSpec
