@@ -5,7 +5,7 @@ folder (checkpoint, run.json), its outputs and the consortium's keys and certifi
 same way: a temporary file next to the target, written, flushed and fsynced, renamed atomically onto the
 target, and the folder fsynced so the rename itself survives a crash. A reader (or a process restarted
 after a kill at any instant) therefore finds either the old file or the new one, never a torn one
-(``tests/test_files.py`` kills a writer mid-write again and again and checks exactly that).
+(``tests/proto/test_files.py`` kills a writer mid-write again and again and checks exactly that).
 
 Modes: ``private=True`` (state files, private keys) creates the temporary file 0600 before a byte is
 written, whatever the umask, so the target is 0600 even when it replaces a looser file; otherwise the

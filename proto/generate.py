@@ -2,7 +2,7 @@
 
 The .proto files are the single source of truth of the wire format. Generated modules are committed so
 that an installed confar needs no protoc; ``python -m proto.generate --check`` (and the test
-tests/network/test_proto_generated.py) fails when they differ from what the .proto files generate.
+tests/proto/test_proto_generated.py) fails when they differ from what the .proto files generate.
 
 Run from anywhere: paths are resolved relative to the repository root, so imports in the generated code
 read ``from proto import common_pb2``.

@@ -2,7 +2,7 @@
 pieces, built on by :mod:`proto.serde_session` (the party service's session calls) and
 :mod:`proto.serde_privacy` (its privacy calls). Protobuf messages are built and read only in ``proto/``.
 
-``x_to_proto`` / ``x_from_proto`` pairs, each with a round-trip test (tests/network/test_serde.py).
+``x_to_proto`` / ``x_from_proto`` pairs, each with a round-trip test (tests/proto/test_serde.py).
 Everything read from the wire is validated here: arrays must have an allowed dtype, a shape whose size
 matches the byte count, and at most ``max_bytes``; a malformed message raises :class:`WireError`, which
 the services turn into INVALID_ARGUMENT. Payloads are packed with numpy (``tobytes`` / ``frombuffer``):

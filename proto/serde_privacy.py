@@ -5,7 +5,7 @@
 A party answers with :class:`~proto.records.PlanAnswer` / :class:`~proto.records.LedgerReport`
 (``parties.privacy_budget``); the coordinator reads them back as the same records (``coordinator.privacy``,
 ``coordinator.outputs``). The request a party reads is validated here (:class:`proto.serde.WireError`, which
-the party turns into INVALID_ARGUMENT). Each pair has a round-trip test in ``tests/network/test_serde.py``.
+the party turns into INVALID_ARGUMENT). Each pair has a round-trip test in ``tests/proto/test_serde.py``.
 """
 
 from __future__ import annotations

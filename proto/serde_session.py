@@ -7,7 +7,7 @@ messages and peer frames, which these build on) to keep each module short.
 The party builds its answers here (``parties.service``, ``parties.steps``), the coordinator its requests
 (``coordinator.api``, ``coordinator.relay``) and reads the answers back. What a ``from`` function reads
 from the wire it validates (:class:`proto.serde.WireError`). Each pair has a round-trip test in
-``tests/network/test_serde.py``.
+``tests/proto/test_serde.py``.
 """
 
 from __future__ import annotations

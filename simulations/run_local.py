@@ -18,7 +18,7 @@ Parquet file, an SQLite file, a database of one throwaway PostgreSQL cluster, or
 SPARQL server (FAIRVASC-like RDF, read in pages), each written from the same synthetic columns and read back
 by the daemon through its ``[data]`` table (``simulations.registries``); the servers are started before the
 daemons and stopped by PID after them (``simulations.servers``). The records are bit-for-bit the same
-whatever the source, so is the run (``tests/sources/test_consortium_sources.py``).
+whatever the source, so is the run (``tests/network/test_consortium_sources.py``).
 
 For MH samplers a reference posterior is computed too: the same kernel and public seed in plain numpy on the
 pooled records (the Bernoulli rule: what a centralised analysis would get), shown beside the run's.

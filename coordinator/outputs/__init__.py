@@ -24,9 +24,9 @@ The modules, in dependency order: ``result`` (:class:`RunResult`, :class:`Refere
 encoding), ``summary`` (InferenceData, ``arviz.summary``, :func:`format_summary`), ``plots`` (trace and
 marginals); this module writes them all. ArviZ is the source of the summary diagnostics;
 ``mechanisms.samplers.diagnostics`` (non-rank-normalised Geyer ESS and split R-hat) stays as the pure,
-dependency-free cross-check (``tests/test_outputs.py`` compares them). Every file is written to a temporary
-name in the same folder and renamed into place, so an interrupted run never leaves a half-written file under a
-final name; an existing non-empty output folder is refused unless ``overwrite=True``.
+dependency-free cross-check (``tests/coordinator/test_outputs.py`` compares them). Every file is written to a
+temporary name in the same folder and renamed into place, so an interrupted run never leaves a half-written
+file under a final name; an existing non-empty output folder is refused unless ``overwrite=True``.
 """
 
 from __future__ import annotations

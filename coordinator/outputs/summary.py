@@ -1,7 +1,7 @@
 """A run as ArviZ ``InferenceData`` (``posterior.nc``), its ``arviz.summary`` (``summary.csv``) and the table
 printed at the end of a run (:func:`format_summary`, the head of ``summary.txt``). ArviZ is the source of
 the summary diagnostics; ``mechanisms.samplers.diagnostics`` (non-rank-normalised Geyer ESS and split R-hat)
-stays as the pure, dependency-free cross-check (``tests/test_outputs.py`` compares them)."""
+stays as the pure, dependency-free cross-check (``tests/coordinator/test_outputs.py`` compares them)."""
 
 from __future__ import annotations
 

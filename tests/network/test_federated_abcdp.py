@@ -10,7 +10,8 @@ driven by ``coordinator.abcdp``, and ``confar simulate --sampler abcdp``.
   ("c accepts reached"); the coordinator's transcript holds one masked message per party that opens to bits;
   a run past the budget is refused at open, and at the first step when another run took the budget meanwhile,
   before any record is read; bad model_params are refused naming the key.
-Unit tests for the analysis' checks run in process."""
+The analysis' checks and the plan's collusion reason, which need no daemon, are
+tests/parties/test_federated_abcdp.py."""
 
 from __future__ import annotations
 
@@ -39,11 +40,9 @@ from mechanisms.abcdp.federated import (
 )
 from mechanisms.abcdp.svt import run_svt_on_distances
 from mechanisms.abcdp.svt_state import PartySvtState
-from mechanisms.privacy import EpsDeltaBudget, EpsDeltaEvent, coalition_view
+from mechanisms.privacy import EpsDeltaBudget, EpsDeltaEvent
 from mechanisms.simulators.toy import ToyMixtureModel
-from parties.abcdp import AbcdpRff, check_session, threat_refusal, tolerated_colluders
-from parties.analyses import AnalysisError, Dataset, Unaccountable
-from proto.spec import PartyEntry, SessionSpec, SpecError
+from parties.abcdp import tolerated_colluders
 from simulations.launcher import LocalConsortium
 
 M, PER_PARTY, N_SIM, D, BATCH = 3, 200, 200, 20, 16
@@ -105,87 +104,6 @@ def _events(coord: BlockingCoordinator) -> dict[int, list[dict[str, Any]]]:
         coord.coord.call_all("report", lambda _: party_pb2.PrivacyReportRequest(), "PrivacyReport")
     )
     return {pid: json.loads(r.events_json or "[]") for pid, r in answers.items()}
-
-
-# ---- in process: the analysis' checks --------------------------------------------------------------------
-
-
-def _spec(params: dict[str, Any], mode: str = "svt", model: str = "abcdp-rff", m: int = 3) -> SessionSpec:
-    return SessionSpec(
-        session_id=b"a" * 16,
-        parties=tuple(PartyEntry(i, f"party-{i}") for i in range(1, m + 1)),
-        t=(m - 1) // 2,
-        reveal_mode=mode,
-        model=model,
-        model_params=params,
-    )
-
-
-def test_analysis_checks() -> None:
-    plan = FederatedSvtPlan(
-        eps_abc=0.1,
-        eps_total=1.0,
-        c=3,
-        resample=False,
-        n_records=N,
-        n_features=D,
-        bandwidth=0.6,
-        dim=1,
-        map_seed=5,
-    )
-    a = AbcdpRff()
-    a.check_params(plan.to_params())
-    for bad, key in (({"c": "three"}, "'c'"), ({"bandwidth": -1.0}, "bandwidth"), ({"foo": 1}, "foo")):
-        with pytest.raises(AnalysisError, match=key):
-            a.check_params({**plan.to_params(), **bad})
-    with pytest.raises(AnalysisError, match="missing"):
-        a.check_params({k: v for k, v in plan.to_params().items() if k != "n_records"})
-    with pytest.raises(AnalysisError, match="columns"):
-        a.check_params({**plan.to_params(), "columns": "y"})
-    data = Dataset({"y": np.zeros(3), "z": np.ones(3)})
-    check_session(_spec({**plan.to_params(), "columns": ["y"]}), data)
-    with pytest.raises(AnalysisError, match="dimension is 1"):
-        check_session(_spec(plan.to_params()), data)  # two columns, plan dim 1
-    with pytest.raises(AnalysisError, match=r"no column\(s\) \['w'\]"):
-        check_session(_spec({**plan.to_params(), "columns": ["w"]}), data)
-    with pytest.raises(AnalysisError, match="exactly the analysis"):
-        check_session(_spec(plan.to_params(), mode="sign"), data)
-    with pytest.raises(SpecError, match="honest majority"):
-        _spec(plan.to_params(), m=2)
-    # the run's epsilon, once, whatever the batch size; None where it is not backed
-    outside = coalition_view("svt", 3, 1, 0)
-    ev = a.privacy_events({**plan.to_params(), "columns": ["y"]}, "svt", outside, 64)
-    assert len(ev) == 1 and ev[0].count == 1
-    assert isinstance(ev[0], EpsDeltaEvent) and ev[0].eps == pytest.approx(plan.privacy_event().eps)
-    assert "up to 1 colluding parties, not more" in ev[0].label  # every report carries its threat model
-    exact_ev = a.privacy_events(
-        {**dataclasses.replace(plan, noise_shares="exact").to_params(), "columns": ["y"]},
-        "svt",
-        coalition_view("svt", 3, 1, 0),
-        64,
-    )
-    assert "coordinator only" in exact_ev[0].label
-    ok = tolerated_colluders(plan, 3, 1)
-    assert threat_refusal(plan, coalition_view("svt", 3, 1, ok)) is None
-    msg = threat_refusal(plan, coalition_view("svt", 3, 1, ok + 1))
-    assert msg is not None and "colluding" in msg
-    with pytest.raises(Unaccountable, match="holds against at most 1 colluding"):
-        a.privacy_events(plan.to_params(), "svt", coalition_view("svt", 3, 1, ok + 1), 64)
-    assert ok == 1 and tolerated_colluders(plan, 7, 3) == 3  # robust shares: any h = m - t sum to Lap
-    # a session opened with a lower threshold tolerates fewer: q > t parties rebuild the shared sums
-    assert tolerated_colluders(plan, 7, 1) == 1
-    low_t = threat_refusal(plan, coalition_view("svt", 7, 1, 2))
-    assert low_t is not None and "session threshold t = 1" in low_t
-    assert "limit is the session threshold" in low_t
-    exact = dataclasses.replace(plan, noise_shares="exact")
-    assert tolerated_colluders(exact, 7, 3) == 0 and threat_refusal(exact, coalition_view("svt", 7, 3, 1))
-    inf = dataclasses.replace(plan, eps_total=math.inf)
-    assert threat_refusal(inf, coalition_view("svt", 3, 1, 0)) is not None
-    with pytest.raises(Unaccountable, match="non-private"):
-        a.privacy_events(inf.to_params(), "svt", coalition_view("svt", 3, 1, 0), 1)
-
-
-# ---- real daemons ----------------------------------------------------------------------------------------
 
 
 def test_no_noise_equals_single_owner_rejection_abc(tmp_path: Path) -> None:
@@ -409,42 +327,3 @@ def test_confar_simulate_abcdp(capsys: pytest.CaptureFixture[str]) -> None:
     assert rc == 0, out
     assert "accepted 3 of c = 3" in out and "posterior mean" in out and "decisions/s" in out
     assert "party 1: 2, party 2: 2, party 3: 2" in out
-
-
-def test_plan_names_the_collusion_reason_and_charges_the_run_once(tmp_path: Path) -> None:
-    """confar privacy plan for an ABCDP run: a party assuming m - 1 colluders gets the collusion reason
-    (not the generic 'unbounded' one), and a run charged once is not reported in batches."""
-    from coordinator import privacy as cprivacy
-    from parties.config import load_config
-    from parties.privacy_budget import PrivacyBudgetStore
-    from proto.spec import PartyEntry
-    from simulations.launcher import party_config_text
-
-    plan = _plan(2.0, 3, False, 5, 0.1)
-    params = {**plan.to_params(), "columns": ["y"]}
-    answers = {}
-    for pid, colluding in ((1, "all"), (2, 1), (3, 1)):
-        path = tmp_path / f"party-{pid}.toml"
-        budget = {"epsilon": BUDGET_EPS, "delta": BUDGET_DELTA, "colluding": colluding}
-        path.write_text(
-            party_config_text(
-                pid, M, tmp_path, None, None, models=("abcdp-rff",), modes=("svt",), privacy_budget=budget
-            )
-        )
-        cfg = load_config(path, insecure=True)
-        answers[pid] = PrivacyBudgetStore.load(cfg).plan(cfg, AbcdpRff(), _spec(params), 1, 64, "", 0)
-    assert answers[1].would_refuse and "holds against at most 1 colluding parties" in answers[1].message
-    assert "colluding assumes 2" in answers[1].message and "unbounded" not in answers[1].message
-    assert not answers[2].would_refuse and answers[2].batches_allowed == 1
-    pf = cprivacy.PlanFile(
-        source=tmp_path / "plan.toml",
-        identity="coordinator",
-        tls=None,
-        rpc_timeout_s=1.0,
-        parties=[PartyEntry(p, f"party-{p}", "127.0.0.1:1") for p in range(1, M + 1)],
-        session=cprivacy.PlannedSession("abcdp-rff", "svt", params, "mesh", None, 50, 64),
-    )
-    text, bad = cprivacy.format_plan(pf, answers)
-    assert bad == 1 and "batches that fit" not in text
-    assert text.count("the ABCDP run is charged once, whatever its batches: it fits") == 2
-    assert "it does not fit" in text and "for the whole run: eps_delta" in text

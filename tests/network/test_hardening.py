@@ -20,13 +20,12 @@ import numpy as np
 import pytest
 
 from coordinator.api import Coordinator
-from hss.fixedpoint import FixedPoint
 from parties.daemon import EXIT_STOP_DEADLINE, STOP_DEADLINE_S
 from proto import common_pb2, health_pb2, health_pb2_grpc, party_pb2, party_pb2_grpc, peer_pb2_grpc, serde
 from proto.spec import PartyEntry, SessionSpec
 from proto.tls import TlsMaterial, secure_channel
 from simulations.launcher import LocalConsortium, party_config_text, write_csv
-from tests.network.helpers import party_data, tls_for
+from tests.parties.helpers import party_data, tls_for
 
 pytestmark = pytest.mark.slow
 
@@ -101,18 +100,6 @@ def test_huge_format_is_refused_at_once_and_the_daemon_keeps_serving(
         assert await _health(tls, eps[0]) == health_pb2.HealthCheckResponse.SERVING
 
     asyncio.run(main())
-
-
-def test_the_format_check_is_the_partys_own_limit() -> None:
-    ok = serde.fmt_to_proto(FixedPoint(max_parties=15))
-    assert serde.fmt_from_proto(ok) == FixedPoint(max_parties=15)
-    for field, value in (("max_parties", 65), ("max_terms", 66), ("frac_bits", 127), ("kappa", 2**32 - 1)):
-        msg = serde.fmt_to_proto(FixedPoint())
-        setattr(msg, field, value)
-        with pytest.raises(serde.WireError, match=f"fmt.{field} = {value} exceeds this party's limit"):
-            serde.fmt_from_proto(msg)
-    with pytest.raises(ValueError, match="max_parties = 4294967294 exceeds 128"):
-        FixedPoint(frac_bits=1, term_int_bits=1, kappa=40, max_parties=2**32 - 2, max_terms=2**32 - 1)
 
 
 def _wait_exit(proc: subprocess.Popen[bytes], within: float) -> int | None:

@@ -12,7 +12,7 @@ import pytest
 from coordinator import cli as confar_cli
 from coordinator.api import BlockingCoordinator, SessionError
 from simulations.launcher import LocalConsortium
-from tests.network.helpers import gaussian_terms, party_data
+from tests.parties.helpers import gaussian_terms, party_data
 
 pytestmark = pytest.mark.slow
 

@@ -8,6 +8,9 @@ coordinator API, with the testing-only fixed noise keys so that runs can be comp
 * a step not every party completed is evaluated again from the SVT state before it (the run noise key gives
   the same threshold and query noise) and reveals the same bits; the run's epsilon stays charged once;
 * records changed after a restart, and a damaged run record, are refused naming the hashes, resp. the file.
+
+The run record's SVT part and the whole-run charge are tested without daemons in
+tests/parties/test_resume_abcdp.py, the coordinator's run state in tests/coordinator/test_resume_abcdp.py.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +37,9 @@ from mechanisms.abcdp.federated import (
 )
 from mechanisms.simulators.toy import ToyMixtureModel
 from parties.abcdp import tolerated_colluders
-from parties.privacy_budget import LEDGER_FILE, merge_run_charge, run_step_counts
-from parties.replay import ReplayFileError, ReplayStore, RunRecord, SvtStep, _checksum
-from proto.records import RunCharge, RunStepRef
+from parties.privacy_budget import LEDGER_FILE, run_step_counts
+from parties.replay import ReplayStore
+from proto.records import RunCharge
 from simulations.launcher import LocalConsortium
 
 M, PER_PARTY, N_SIM, D, BATCH = 3, 200, 100, 16, 8
@@ -154,87 +156,6 @@ def audit(lc: LocalConsortium, pid: int) -> list[dict[str, Any]]:
 
 def store(lc: LocalConsortium, pid: int) -> ReplayStore:
     return ReplayStore(lc.workdir / f"party-{pid}" / "state", f"party-{pid}")
-
-
-# ---- in process: the record's SVT part and the whole-run charge -------------------------------------------
-
-
-def test_run_record_keeps_the_svt_part_and_refuses_a_damaged_one(tmp_path: Path) -> None:
-    bits = np.array([False, True] + [False] * 9)
-    before: dict[str, int | bool] = {"count": 2, "epoch": 2, "n_decided": 17, "done": False}
-    rec = RunRecord(
-        RunStepRef("r-1", 4, b"d" * 32, b"e" * 16),
-        bits.shape[0],
-        7,
-        ((7, np.arange(22, dtype=np.uint64)),),
-        data_sha256="ab" * 32,
-        svt=SvtStep(b"p" * 32, before, bits),
-    )
-    st = ReplayStore(tmp_path, "party-1")
-    st.save(rec)
-    got = st.load("r-1")
-    assert got is not None and got.svt is not None and got.ref == rec.ref
-    assert got.svt.plan_digest == b"p" * 32 and got.svt.before == before
-    np.testing.assert_array_equal(got.svt.revealed, bits)
-    assert st.path_for("r-1").stat().st_mode & 0o777 == 0o600
-    doc = json.loads(st.path_for("r-1").read_text())
-    for change, what in [
-        (lambda d: d["svt"].pop("revealed"), "exactly plan_digest, before, revealed"),
-        (lambda d: d["svt"]["before"].update(count=-1), "integers >= 0"),
-        (lambda d: d["svt"]["before"].update(done=1), "done a bool"),
-        (lambda d: d["svt"].update(revealed="AAAA"), "not the 2 of 11 bits"),
-        (lambda d: d["svt"].update(revealed="AAg="), "bits past the batch"),
-        (lambda d: d["svt"].update(plan_digest="ab"), "32 bytes"),
-    ]:
-        bad = json.loads(json.dumps(doc))
-        change(bad)
-        bad["checksum"] = _checksum({k: v for k, v in bad.items() if k != "checksum"})  # well-formed file
-        st.path_for("r-1").write_text(json.dumps(bad))
-        with pytest.raises(ReplayFileError, match=re.escape(str(st.path_for("r-1"))) + ".*" + what):
-            st.load("r-1")
-
-
-def test_whole_run_charge_is_run_step_zero_and_never_merged() -> None:
-    whole = RunCharge("r", "aa", 0, 0, 0, "a" * 64, "b" * 32)
-    assert whole.is_whole_run and RunCharge.from_dict(whole.to_dict()) == whole
-    cs = merge_run_charge([whole], RunCharge("r", "aa", 1, 1, 4, "c" * 64, "b" * 32))
-    assert len(cs) == 2 and run_step_counts(cs, "r") == {0: 1, 1: 1}
-    assert merge_run_charge([RunCharge("r", "aa", 1, 1, 4)], RunCharge("r", "aa", 0, 0, 0))[-1].is_whole_run
-    for bad in ({"to_step": 1}, {"decisions": 3}):
-        with pytest.raises(ValueError, match="whole-run charge"):
-            RunCharge.from_dict({**whole.to_dict(), **bad})
-
-
-def test_coordinator_state_round_trips_bit_for_bit() -> None:
-    from coordinator.abcdp import AbcdpState
-
-    plan = make_plan()
-    drv = Driver.new(plan)
-    for bits in ([False] * BATCH, [False, True] + [False] * (BATCH - 2)):
-        drv.batch()
-        drv.queue.settle(np.array(bits))
-    st = AbcdpState(drv.queue, dict(drv.rng.bit_generator.state), 2, 2 * BATCH)
-    doc = json.loads(json.dumps(st.to_json()))
-    again = AbcdpState.from_json(plan, doc)
-    assert (again.steps, again.sent, again.rng_state) == (2, 2 * BATCH, st.rng_state)
-    for k, v in again.queue.export().items():
-        w = drv.queue.export()[k]
-        if isinstance(v, np.ndarray):
-            assert (v.tobytes(), v.dtype, v.shape) == (w.tobytes(), w.dtype, w.shape), k
-        else:
-            assert v == w, k
-    a, b = Driver(plan, again.queue, np.random.default_rng()), drv.copy()
-    a.rng.bit_generator.state = again.rng_state
-    np.testing.assert_array_equal(a.batch(), b.batch())  # the same next candidates
-    for bad, what in [
-        ({**doc, "rng_state": {"bit_generator": "MT19937"}}, "not a PCG64 generator state"),
-        ({**doc, "steps": -1}, "steps -1"),
-        ({k: v for k, v in doc.items() if k != "queue"}, "missing or malformed"),
-        ({**doc, "queue": {**doc["queue"], "count": 3}}, "inconsistent"),
-        ({**doc, "queue": {**doc["queue"], "ids": {"dtype": "<f4", "shape": [0], "data": ""}}}, "dtype"),
-    ]:
-        with pytest.raises(ValueError, match=what):
-            AbcdpState.from_json(plan, bad)
 
 
 # ---- real daemons ------------------------------------------------------------------------------------------

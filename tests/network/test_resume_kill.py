@@ -29,7 +29,7 @@ from parties.config import FREEZE_PHASES, load_config
 from parties.privacy_budget import LEDGER_FILE, PrivacyBudgetStore, run_step_counts
 from proto.records import RunCharge
 from simulations.launcher import LocalConsortium, party_config_text
-from tests.network.helpers import gm_inputs, gm_params, party_data
+from tests.parties.helpers import gm_inputs, gm_params, party_data
 
 M, N, STEPS = 3, 16, 4  # each run: run steps base + 1 .. base + STEPS, killed at run step base + 2
 PARAMS: dict[str, Any] = gm_params(1.0, (-4.0, 6.0), tau=10.0)

@@ -1,0 +1,197 @@
+"""``confar run`` over real party daemons (in-process gRPC servers with mTLS on loopback): a penalty-MH run,
+a run stopped after k batches (as if the coordinator crashed before its k-th checkpoint) and resumed, the
+parties' ledgers charging each run step once, and the privacy dry run refusing before any session opens.
+``confar run --simulate`` over daemon processes, stopped and resumed, is tests/network/test_run.py."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from coordinator.checkpoint import RunError, StopRequested
+from coordinator.experiment import Experiment, load_experiment
+from coordinator.run import run_experiment
+from tests.parties.helpers import inproc_consortium, tls_for
+
+M = 3
+ITER, CHAINS, STOP = 12, 4, 5
+
+EXPERIMENT = """
+[experiment]
+name = "resume-test"
+output_dir = "out"
+seed = 99
+
+[coordinator]
+insecure = true
+
+[[parties]]
+id = 1
+address = "127.0.0.1:1"
+[[parties]]
+id = 2
+address = "127.0.0.1:2"
+[[parties]]
+id = 3
+address = "127.0.0.1:3"
+
+[model]
+name = "beta-bernoulli"
+[model.params]
+column = "x"
+
+[sampler]
+kind = "penalty"
+chains = {chains}
+iterations = {iterations}
+warmup = 4
+proposal_scale = 0.05
+init = [0.3]
+tau = 20.0
+n_records = 180
+
+[reveal]
+mode = "sign"
+
+[privacy]
+gdp_mu = {target}
+
+[output]
+formats = []
+"""
+
+
+def experiment(tmp_path: Path, target: float = 5.0) -> Experiment:
+    p = tmp_path / "exp.toml"
+    p.write_text(EXPERIMENT.format(chains=CHAINS, iterations=ITER, target=target))
+    return load_experiment(p)
+
+
+def fixed_key(pid: int) -> bytes:
+    return hashlib.sha256(b"test-run/%d" % pid).digest()
+
+
+@contextlib.contextmanager
+def parties(root: Path) -> Iterator[tuple[list[Any], Any]]:
+    """In-process daemons (budget mu_max = 10, fixed noise keys) served from a background event loop."""
+    loop = asyncio.new_event_loop()
+    th = threading.Thread(target=loop.run_forever, daemon=True)
+    th.start()
+    rng = np.random.default_rng(5)
+    data = [(rng.random(60) < 0.3).astype(np.float64) for _ in range(M)]
+    cm = inproc_consortium(
+        root,
+        M,
+        data,
+        fixed_keys={pid: fixed_key(pid) for pid in range(1, M + 1)},
+        models=("beta-bernoulli",),
+        modes=("sign",),
+        privacy_budget={"gdp_mu": 10.0},
+    )
+    _daemons, eps, certs = asyncio.run_coroutine_threadsafe(cm.__aenter__(), loop).result(60)
+    try:
+        yield eps, tls_for(certs, "coordinator")
+    finally:
+        asyncio.run_coroutine_threadsafe(cm.__aexit__(None, None, None), loop).result(60)
+        loop.call_soon_threadsafe(loop.stop)
+        th.join(5)
+
+
+def ledger_counts(root: Path) -> dict[int, int]:
+    """Decisions each party's persisted ledger accounted (sum of event counts)."""
+    out = {}
+    for pid in range(1, M + 1):
+        doc = json.loads((root / f"party-{pid}" / "state" / "privacy_ledger.json").read_text())
+        out[pid] = sum(int(e.get("count", 1)) for e in doc["ledger"]["events"])
+    return out
+
+
+def charged_steps(root: Path, pid: int) -> list[int]:
+    """The run steps a party's ledger charged, one entry per charge (its ``run_charges``)."""
+    doc = json.loads((root / f"party-{pid}" / "state" / "privacy_ledger.json").read_text())
+    return sorted(s for c in doc["run_charges"] for s in range(int(c["from_step"]), int(c["to_step"]) + 1))
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+def test_run_stop_resume_charges_each_step_once(tmp_path: Path) -> None:
+    exp = experiment(tmp_path)
+    with parties(tmp_path / "a") as (eps, tls):
+        full = run_experiment(exp, eps, tls, tmp_path / "out-a", log=quiet)
+    assert full.draws.shape == (CHAINS, ITER, 1) and full.run_steps == ITER
+    assert np.isfinite(full.draws).all() and ((full.draws > 0) & (full.draws < 1)).all()
+    asked_a = json.loads((tmp_path / "out-a" / "checkpoint" / "state.json").read_text())["asked"]
+    assert ledger_counts(tmp_path / "a") == dict.fromkeys(range(1, M + 1), asked_a)
+
+    out_b = tmp_path / "out-b"
+    seen: list[int] = []
+    with parties(tmp_path / "b") as (eps, tls):
+        with pytest.raises(StopRequested):
+            run_experiment(
+                exp, eps, tls, out_b, progress=lambda p: seen.append(p.done), stop_after_batches=STOP
+            )
+        st = json.loads((out_b / "checkpoint" / "state.json").read_text())
+        assert (
+            st["batch"] == STOP - 1 and st["run_step"] == STOP - 1
+        )  # the STOP-th batch was never checkpointed
+        assert seen == list(range(1, STOP))
+        resumed = run_experiment(exp, eps, tls, out_b, resume=True, log=quiet)
+    meta = json.loads((out_b / "run.json").read_text())
+    assert len(meta["sessions"]) == 2 and meta["sessions"][1]["first_run_step"] == STOP
+    assert resumed.run_id == meta["run_id"] and resumed.run_steps == ITER
+    assert resumed.draws.shape == full.draws.shape
+    # the checkpointed batches are kept as they were (runs a and b had different session ids, hence noise)
+    assert np.isfinite(resumed.draws).all() and ((resumed.draws > 0) & (resumed.draws < 1)).all()
+    for pid in range(1, M + 1):  # batch STOP (done by the parties, never checkpointed) was replayed
+        audit = (tmp_path / "b" / f"party-{pid}" / "state" / "audit.log").read_text()
+        assert f"replayed run step {STOP}" in audit or f"replayed run step {STOP}" in audit.replace('"', "")
+    # every run step charged once at every party (the replayed step STOP was not charged again)
+    asked_b = json.loads((out_b / "checkpoint" / "state.json").read_text())["asked"]
+    assert ledger_counts(tmp_path / "b") == dict.fromkeys(range(1, M + 1), asked_b)
+    for pid in range(1, M + 1):
+        assert charged_steps(tmp_path / "b", pid) == list(range(1, ITER + 1))
+    assert not resumed.warnings  # every party held step STOP from one session: a replay, no re-charge
+
+
+def test_resumed_run_equals_uninterrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With fixed noise keys the parties key their noise by (run id, run step), so a run stopped after k
+    batches and resumed in a new session draws exactly what a run never interrupted draws. Both runs get
+    the same run id (fresh random otherwise) so that their noise can be the same."""
+    import coordinator.checkpoint
+
+    monkeypatch.setattr(coordinator.checkpoint.secrets, "token_hex", lambda n: "ab" * n)
+    exp = experiment(tmp_path)
+    with parties(tmp_path / "a") as (eps, tls):
+        full = run_experiment(exp, eps, tls, tmp_path / "out-a", log=quiet)
+    with parties(tmp_path / "b") as (eps, tls):
+        with pytest.raises(StopRequested):
+            run_experiment(exp, eps, tls, tmp_path / "out-b", stop_after_batches=STOP, log=quiet)
+        resumed = run_experiment(exp, eps, tls, tmp_path / "out-b", resume=True, log=quiet)
+    np.testing.assert_array_equal(resumed.draws, full.draws)
+
+
+def test_privacy_target_and_budget_refusals_before_any_session(tmp_path: Path) -> None:
+    with parties(tmp_path / "p") as (eps, tls):
+        # 12 batches x 4 decisions at mu = 0.05 each: sqrt(48) * 0.05 = 0.35 > target 0.1
+        with pytest.raises(RunError, match=r"(?s)does not fit the privacy target.*party 1 .*mu = 0\.346"):
+            run_experiment(experiment(tmp_path, target=0.1), eps, tls, tmp_path / "out-1", log=quiet)
+        big = experiment(tmp_path)
+        from dataclasses import replace
+
+        over = replace(big, sampler=replace(big.sampler, iterations=20000, warmup=4))
+        with pytest.raises(RunError, match=r"(?s)privacy dry run failed.*WOULD REFUSE"):
+            run_experiment(over, eps, tls, tmp_path / "out-2", log=quiet)
+        # nothing was charged: no session was opened
+        for pid in range(1, M + 1):
+            assert not (tmp_path / "p" / f"party-{pid}" / "state" / "privacy_ledger.json").exists()

@@ -1,0 +1,182 @@
+"""Smoke tests of the benchmark suites added for ``confar bench mpyc / wan / all`` (tiny settings), in this
+process:
+
+* MPyC: the arguments and the comparison of decision rates.
+* The WAN delay proxy forwards a byte stream intact in both directions and delays a round trip by at
+  least the configured 2 x one-way delay (a lower bound only: no upper timing bound on a shared machine);
+  routes, settings and the party config of the namespace suite; it refuses a namespace it did not create.
+* ``bench all``'s summary turns records into series and PNGs.
+
+The suites' runs over processes (MPyC parties, the namespace suite's daemons) are
+tests/network/test_bench_suites.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simulations import bench_all, bench_mpyc, bench_wan, wan_net
+
+# ---- MPyC ------------------------------------------------------------------------------------------------
+
+
+def test_ints_parses_space_and_comma_separated() -> None:
+    assert bench_mpyc.ints(["3", "5,7"], [1]) == [3, 5, 7]
+    assert bench_mpyc.ints(None, [1, 2]) == [1, 2]
+    with pytest.raises(ValueError):
+        bench_mpyc.ints(["x"], [])
+
+
+def test_compare_ratios() -> None:
+    mp = [{"m": 3, "batch": 10, "decisions_per_s": 50.0}]
+    ours = [
+        {
+            "suite": "network",
+            "mode": "sign",
+            "topology": "mesh",
+            "m": 3,
+            "batch": 10,
+            "decisions_per_s": 200.0,
+        },
+        {
+            "suite": "network",
+            "mode": "sign",
+            "topology": "relay",
+            "m": 3,
+            "batch": 10,
+            "decisions_per_s": 1.0,
+        },
+        {
+            "suite": "hss",
+            "mode": "sign",
+            "precompute": "inline",
+            "m": 3,
+            "batch": 10,
+            "decisions_per_s": 100.0,
+        },
+    ]
+    (row,) = bench_mpyc.compare(mp, ours)
+    assert row["ours_network_mesh_over_mpyc"] == 4.0
+    assert row["ours_hss_inline_over_mpyc"] == 2.0
+    assert row["ours_hss_pooled_over_mpyc"] is None
+
+
+# ---- the delay proxy -------------------------------------------------------------------------------------
+
+
+async def _through_proxy(delay_s: float, payload: bytes) -> tuple[float, bytes]:
+    async def echo(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        while data := await r.read(1 << 16):
+            w.write(data)
+            await w.drain()
+        w.write_eof()
+
+    srv = await asyncio.start_server(echo, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    proxy = wan_net.DelayProxy([wan_net.Route(("127.0.0.1", 0), ("127.0.0.1", port), delay_s)])
+    await proxy.start()
+    try:
+        host, pport = proxy.bound()[0]
+        r, w = await asyncio.open_connection(host, pport)
+        t0 = time.monotonic()
+        w.write(b"p")
+        await w.drain()
+        assert await r.readexactly(1) == b"p"
+        rtt = time.monotonic() - t0
+        w.write(payload)
+        await w.drain()
+        w.write_eof()
+        got = await r.read(-1)
+        w.close()
+        return rtt, got
+    finally:
+        await proxy.close()
+        srv.close()
+        await srv.wait_closed()
+
+
+def test_delay_proxy_delays_round_trip_and_keeps_bytes() -> None:
+    delay = 0.03
+    payload = os.urandom(3 << 20) + bytes(range(256))
+    rtt, got = asyncio.run(_through_proxy(delay, payload))
+    assert rtt >= 2 * delay  # each direction held at least `delay` (lower bound only)
+    assert got == payload
+
+
+def test_route_parse_roundtrip_and_errors() -> None:
+    r = wan_net.Route.parse("127.0.0.1:17002=10.77.0.12:7000@12.5")
+    assert r == wan_net.Route(("127.0.0.1", 17002), ("10.77.0.12", 7000), 0.0125)
+    assert wan_net.Route.parse(r.text()) == r
+    with pytest.raises(ValueError, match="bad route"):
+        wan_net.Route.parse("127.0.0.1:1=nowhere")
+
+
+def test_wan_config_listens_on_veth(tmp_path: Path) -> None:
+    text = wan_net.wan_party_config(2, 3, tmp_path, tmp_path / "certs", tmp_path / "d.csv")
+    assert f'listen = "{wan_net.party_ip(2)}:{wan_net.PARTY_PORT}"' in text
+    assert "127.0.0.1:0" not in text
+    assert f'address = "127.0.0.1:{wan_net.PROXY_BASE + 3}"' in text
+
+
+def test_wan_settings_reject_bad_input() -> None:
+    ap = argparse.ArgumentParser()
+    bench_wan.add_arguments(ap)
+    with pytest.raises(ValueError, match="unknown modes"):
+        bench_wan.settings_from_args(ap.parse_args(["--modes", "sign,nope"]))
+    with pytest.raises(ValueError, match="parties"):
+        bench_wan.settings_from_args(ap.parse_args(["--parties", "2"]))
+    s = bench_wan.settings_from_args(ap.parse_args(["--batch", "1", "10,100"]))
+    assert s.batches == (1, 10, 100) and s.m == 7 and s.c_rtt_ms == 25.0
+
+
+# ---- the namespace suite (root) --------------------------------------------------------------------------
+
+
+def test_wannet_refuses_foreign_namespace(tmp_path: Path) -> None:
+    net = wan_net.WanNet(3)
+    with pytest.raises(wan_net.NetnsError, match="not created by this run"):
+        net.spawn("some-other-ns", ["true"], tmp_path / "log")
+
+
+# ---- bench all summary -----------------------------------------------------------------------------------
+
+
+def _sections() -> dict[str, Any]:
+    def rec(suite: str, m: int, b: int, v: float, **kw: Any) -> dict[str, Any]:
+        return {"suite": suite, "mode": "sign", "m": m, "batch": b, "decisions_per_s": v, **kw}
+
+    return {
+        "machine": bench_all.machine_facts(),
+        "hss": {
+            "records": [rec("hss", m, b, 10.0 * m * b, precompute="inline") for m in (3, 5) for b in (1, 10)]
+        },
+        "network": {"records": [rec("network", 3, b, 5.0 * b, topology="mesh") for b in (1, 10)]},
+        "mpyc": {"records": [rec("mpyc", 3, b, 2.0 * b) for b in (1, 10)]},
+        "wan": {"skipped": "no root"},
+    }
+
+
+def test_sign_series_and_plots(tmp_path: Path) -> None:
+    sec = _sections()
+    series = bench_all.sign_series(sec)
+    assert series["hss (inline, one process)"][(5, 10)] == 500.0
+    assert series["MPyC 0.11 (processes, TCP)"][(3, 1)] == 2.0
+    paths = bench_all.plot(sec, tmp_path)
+    assert [p.name for p in paths] == ["bench-batch.png", "bench-parties.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
+    facts = sec["machine"]
+    assert facts["cores"] and facts["date"] and "cpu_model" in facts
+
+
+def test_wan_mirrors_the_protocol_constants() -> None:
+    from hss.modes import TERMS_MODES
+    from hss.session import SIGN_PRECOMPUTE
+
+    assert bench_wan.MODES == TERMS_MODES and bench_wan.SIGN_PRECOMPUTE == SIGN_PRECOMPUTE
