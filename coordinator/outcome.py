@@ -96,6 +96,7 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     finished: bool = True
     counts: dict[str, int] = field(default_factory=dict)  # decisions asked, accepted, proposals made
+    notes: list[str] = field(default_factory=list)  # e.g. the run's privacy in other views (planned runs)
 
 
 def provenance(exp: Experiment, outcome: Outcome, endpoints: list[PartyEntry]) -> dict[str, Any]:
@@ -187,6 +188,7 @@ def summary_text(outcome: Outcome) -> str:
     if summary is not None and summary.is_file():
         lines.append(summary.read_text(encoding="utf-8").rstrip())
     lines += privacy_lines(outcome)
+    lines += outcome.notes
     lines.append(f"outputs in {outcome.out_dir}: " + ", ".join(sorted(outcome.written)))
     lines += [f"WARNING: {w}" for w in outcome.warnings]
     return "\n".join(lines)

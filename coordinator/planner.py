@@ -137,6 +137,42 @@ def check_usable(exp: Experiment, p: McmcPlan, what: str) -> None:
     )
 
 
+def other_views(exp: Experiment, model: Model, reports: dict[int, object], run_id: str) -> list[str]:
+    """The run's privacy in the views beside the target's: each registry's ledger charges this run with
+    Gaussian events whose μ is Δ √m / (sd √r) (decisions) or Δ / (sd √r) (warm-start releases), so another
+    coalition size scales every μ by √(r / r') and replace-one doubles every Δ of these models (their c is
+    twice their bound: no ``record_ratio_range``). Recomputed from the ledger's own events of this run; the
+    lines say for which registry and which view."""
+    from coordinator.privacy import parse_events
+    from mechanisms.privacy import GaussianEvent
+    from mechanisms.privacy.conversions import gdp_eps
+
+    target = exp.budget_target
+    if target is None or model.record_ratio_range(np.zeros((1, model.d)), np.zeros((1, model.d))) is not None:
+        return []
+    lines = []
+    for pid, r in sorted(reports.items()):
+        events_json = getattr(r, "events_json", "")
+        events = [e for e in parse_events(events_json) if f"run {run_id}" in (e.label or "")]
+        if not events or not all(isinstance(e, GaussianEvent) for e in events):
+            continue
+        mu = math.sqrt(sum(e.count * e.mu**2 for e in events))  # type: ignore[attr-defined]
+        r_now = exp.m - target.colluding
+        views = []
+        for q in sorted({0, min(3, exp.m - 1), (exp.m - 1) // 2} - {target.colluding}):
+            mu_q = mu * math.sqrt(r_now / (exp.m - q))
+            views.append(f"q = {q} colluding: eps = {gdp_eps(mu_q, target.delta):.3g}")
+        other = "replace-one" if target.neighbours == "add-remove" else "add-remove"
+        mu_n = mu * (2.0 if other == "replace-one" else 0.5)
+        views.append(f"{other}: eps = {gdp_eps(mu_n, target.delta):.3g}")
+        lines.append(
+            f"  registry {pid}, this run's events (mu = {mu:.4g}, eps = {gdp_eps(mu, target.delta):.3g} for "
+            f"{target.text()}) in other views: " + "; ".join(views)
+        )
+        break  # every registry with the same view charges the same events
+    return ["privacy of this run in other views (the same events, scaled exactly):", *lines] if lines else []
+
+
 def planned_experiment(exp: Experiment, p: McmcPlan) -> Experiment:
     """``exp`` with the planned iterations (at most the file's) and a warm-up of a tenth of them."""
     s = exp.sampler
