@@ -61,8 +61,10 @@ EXPERIMENT.toml::
     #   L <= 16); the chain stays exact (lazy MH is reversible), mixing slows by 1/gamma, and each step is
     #   charged at a bounded accept-bit loss. Needs max_sensitivity (the public cap on c(theta, theta*) =
     #   2 x the model's per-record bound; larger steps are rejected without asking the parties).
-    # penalty (Yildirim-Ermis; each party adds N(0, sigma^2), sigma = tau n^alpha c(theta, theta*)):
-    #   tau (required: the noise scale), alpha (default 0), n_records (required: public total n),
+    # penalty (Yildirim-Ermis; each party adds N(0, sigma^2)): either sd (a fixed total noise sd on the log
+    #   acceptance ratio, each registry adding N(0, sd^2 / m); each decision charged at its own per-record
+    #   sensitivity; needs max_sensitivity), or sigma = tau n^alpha c(theta, theta*):
+    #   tau (the noise scale), alpha (default 0), n_records (required: public total n),
     #   c = "bound" (default; the model's public per-record bound) | "clip" (needs b > 0),
     #   max_sensitivity (optional: a public cap on c(theta, theta*); larger steps are rejected without
     #   asking the parties, which keeps the posterior, and the registries then charge each step at its
@@ -81,6 +83,13 @@ EXPERIMENT.toml::
     #   data size), batch_size, max_proposals. Resumable like the samplers (checkpoint after every step;
     #   each registry charges the run's eps once per run and keeps its SVT state per run step).
 
+    # penalty with sd: proposal = "laplace" (default "random-walk"): an independence sampler from the DP
+    #   Laplace approximation of [warm_start] (no proposal_scale / proposal_cov / adapt_* keys).
+
+    [warm_start]                    # optional, before MCMC: a differentially private warm start (the keys
+    mu = 0.3                        # are in coordinator/warm_start.py): noisy sums on secret shares (reveal
+    steps = 4                       # sum), the covariates' public ellipsoid, a DP Laplace approximation
+
     [reveal]
     mode = "sign"                   # sum | blinded | sign | svt  (blinded, sign and svt need m >= 3)
     topology = "mesh"               # mesh | relay
@@ -96,6 +105,9 @@ EXPERIMENT.toml::
     # epsilon = 3.0                 # epsilon and delta (0 < delta < 1).
     # delta = 1e-6                  # Only a sampler with a privacy bound can have a target
                                     # (penalty, abcdp); each party's own budget applies in any case.
+    # Or a planned run (penalty with sd, proposal "laplace", [warm_start]; coordinator/planner.py):
+    # target_epsilon = 18.0         # the run's length is what this buys (with delta, neighbours =
+    #                               # "add-remove" | "replace-one", colluding, min_ess = 100: refused below)
 
     [output]
     formats = ["netcdf", "csv", "summary", "plots", "privacy", "provenance"]   # default: all

@@ -32,7 +32,7 @@ from coordinator.tables import Reader
 from mechanisms.models.base import Model
 from mechanisms.planning import McmcPlan, plan_mcmc, proposal_statistics
 from mechanisms.samplers.requests import NEIGHBOURS
-from mechanisms.warmstart import LaplaceApproximation, exact_laplace
+from mechanisms.warmstart import LaplaceApproximation, exact_laplace, mean_error_cov
 
 if TYPE_CHECKING:
     from coordinator.experiment import Experiment
@@ -95,6 +95,9 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
     assert target is not None and pen is not None and pen.sd is not None and ws is not None
     sd_total = pen.sd * math.sqrt(exp.m)
     residual = exp.m - target.colluding
+    from coordinator.warm_start import warm_start_plan
+
+    offset = mean_error_cov(warm_start_plan(ws, model, exp.m), laplace, exp.m)
     stats = proposal_statistics(
         model,
         laplace.mean,
@@ -104,6 +107,7 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
         target.neighbours,
         np.random.default_rng(exp.seed),
         cap=pen.max_sensitivity,
+        offset_cov=offset,
     )
     factor = 1.0 if target.neighbours == "add-remove" else 2.0
     mu_warm = ws.mu * factor * math.sqrt(exp.m / residual)  # the warm start's μ for this view

@@ -54,35 +54,40 @@ def proposal_statistics(
     cap_quantile: float = 0.999,
     chains: int = 32,
     steps: int = 400,
+    offset_cov: F64 | None = None,
 ) -> ProposalStatistics:
     """The independence sampler N(mean, inflate² cov) run on the Gaussian stand-in N(mean, cov) for the
     posterior with the penalty's exact decision law (accept iff a + N(−s²/2, s²) + Exp(1) >= 0; proposals
     with c(θ, θ*) above the cap rejected without asking): E[Δ²] over the decisions asked, the acceptance, and
     ESS per proposal measured on the simulated chains (ArviZ bulk ESS, the smallest over the parameters).
-    ``cap`` None: the ``cap_quantile`` quantile of c(θ, θ*) under the proposal."""
+    ``cap`` None: the ``cap_quantile`` quantile of c(θ, θ*) under the proposal. ``offset_cov``: the
+    covariance of the DP approximation's error in its mean (public: from the warm start's noise scales): the
+    stand-in posterior is then centred at ``mean`` plus a draw of that error, the proposal stays at ``mean``
+    (an approximation a little off centre costs acceptance and ESS)."""
     import arviz as az
 
     d = mean.shape[0]
     chol = np.linalg.cholesky(cov)
     prec = np.linalg.inv(cov)
+    centre = mean if offset_cov is None else mean + np.linalg.cholesky(offset_cov) @ rng.standard_normal(d)
 
-    def quad(x: F64) -> F64:
-        z = x - mean
+    def quad(x: F64, at: F64 = mean) -> F64:
+        z = x - at
         return np.asarray(np.einsum("ij,jk,ik->i", z, prec, z), dtype=np.float64)
 
     if cap is None:
         t0 = mean + rng.standard_normal((20_000, d)) @ chol.T
         t1 = mean + inflate * rng.standard_normal((20_000, d)) @ chol.T
         cap = float(np.quantile(record_sensitivity(model, t0, t1), cap_quantile))
-    theta = mean + rng.standard_normal((chains, d)) @ chol.T
+    theta = centre + rng.standard_normal((chains, d)) @ chol.T
     trace = np.empty((steps, chains, d))
     delta2: list[F64] = []
     asked = accepted = 0
     for k in range(steps):
         star = mean + inflate * rng.standard_normal((chains, d)) @ chol.T
         ok = model.in_bounds(star) & (record_sensitivity(model, theta, star) <= cap)
-        # log π̂(θ*) − log π̂(θ) + log q(θ) − log q(θ*), π̂ = N(mean, cov), q = N(mean, inflate² cov)
-        a = -0.5 * (quad(star) - quad(theta)) * (1.0 - 1.0 / inflate**2)
+        # log π̂(θ*) − log π̂(θ) + log q(θ) − log q(θ*), π̂ = N(centre, cov), q = N(mean, inflate² cov)
+        a = -0.5 * (quad(star, centre) - quad(theta, centre)) + 0.5 * (quad(star) - quad(theta)) / inflate**2
         noise = rng.normal(-0.5 * sd_total**2, sd_total, chains) + rng.exponential(1.0, chains)
         move = ok & (a + noise >= 0.0)
         if ok.any():

@@ -468,3 +468,11 @@ def exact_laplace(model: Model, pooled: Data) -> tuple[F64, F64]:
     w, v = np.linalg.eigh(hess)
     cov = (v / np.maximum(w, 1e-12)) @ v.T
     return mode, np.asarray(cov, dtype=np.float64)
+
+
+def mean_error_cov(plan: WarmStartPlan, laplace: LaplaceApproximation, m: int) -> F64:
+    """The covariance of the DP Laplace mean's error from the last release's gradient noise: the final step
+    is θ̂ = θ + Â⁻¹(g + e), e ~ N(0, m sd² I) (every registry's share), so the error is about Â⁻¹ e with
+    covariance m sd² Â⁻²  (Â⁻¹ = the approximation's covariance). Public: the noise scales are the plan's."""
+    cov = laplace.cov
+    return np.asarray(m * plan.score.sd**2 * cov @ cov, dtype=np.float64)
