@@ -164,8 +164,9 @@ def claim_of(setup: Setup) -> tuple[TradeOff | None, float | None, str, list[Pri
     cfg = setup.cfg
     view = coalition_view(cfg.reveal, cfg.m, cfg.threshold, cfg.colluding)
     try:
+        batch = {k: np.asarray(v) for k, v in setup.request(cfg.steps).to_inputs().items()}
         events = get_analysis(cfg.model_name).privacy_events(  # type: ignore[attr-defined]
-            setup.session_params, cfg.reveal, view, cfg.steps
+            setup.session_params, cfg.reveal, view, cfg.steps, batch  # priced per decision where it is
         )
     except Unaccountable as exc:
         return None, None, f"no finite claim: {exc}", []
