@@ -100,8 +100,8 @@ class SessionSpec:
     parties: tuple[PartyEntry, ...]
     t: int
     reveal_mode: str
-    model: str
-    model_params: dict[str, Any] = field(default_factory=dict)
+    model: str  # the ANALYSIS the session runs (a model plug-in, or abcdp-rff); the wire field's name
+    model_params: dict[str, Any] = field(default_factory=dict)  # public parameters (a model's DecisionPlan)
     fmt: FixedPoint = field(default_factory=FixedPoint)
     topology: str = "mesh"
     relay_address: str = ""
