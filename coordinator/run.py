@@ -61,6 +61,7 @@ from coordinator.checkpoint import (
     now,
 )
 from coordinator.commands import import_by_name
+from coordinator.convergence import convergence_warnings
 from coordinator.decider import NetworkDecider
 from coordinator.drivers import MHDriver, RejectionDriver, make_driver, run_abcdp
 from coordinator.experiment import Experiment, check_model, load_experiment
@@ -185,9 +186,22 @@ def run_experiment(
         w = f"rejection sampling stopped at max_proposals = {exp.sampler.max_proposals}: {driver.kept} draws"
         say(f"WARNING: {w}")
         outcome.warnings.append(w)
+    if exp.sampler.kind in MH_KINDS:  # convergence warnings (coordinator.convergence)
+        w0 = min(warmup, draws.shape[1])
+        proposed = driver.batch * exp.sampler.chains
+        planned = exp.budget_target is not None
+        for w in convergence_warnings(
+            draws[:, w0:], outcome.param_names, driver.accepted, proposed, driver.asked, planned
+        ):
+            say(f"WARNING: {w}")
+            outcome.warnings.append(w)
     if ref_of is not None:
         reference = ref_of(exp)
     outcome.written = write_run_outputs(exp, outcome, endpoints, reference, plan)
+    summary = outcome.written.get("summary.txt")
+    if summary is not None and outcome.warnings:
+        with open(summary, "a", encoding="utf-8") as fh:
+            fh.write("\nwarnings:\n" + "".join(f"  {w}\n" for w in outcome.warnings))
     return outcome
 
 

@@ -1,0 +1,75 @@
+"""Warnings when a run's posterior is not one to publish yet: each names what was seen, the likely cause and
+the experiment key to change (they go to the terminal, ``summary.txt`` and ``provenance.json``).
+
+Thresholds (Vehtari et al. 2021 for R-hat and ESS): max rank-normalised split R-hat > 1.01; min bulk or tail
+ESS < 100; acceptance outside [0.05, 0.9]; more than half the proposals refused by the public sensitivity cap
+before any registry was asked. ArviZ's own warnings raised while computing these are passed on, not hidden.
+"""
+
+from __future__ import annotations
+
+import warnings as py_warnings
+
+import numpy as np
+import numpy.typing as npt
+
+F64 = npt.NDArray[np.float64]
+
+RHAT_MAX, ESS_MIN, ACCEPT_LOW, ACCEPT_HIGH, CAPPED_MAX = 1.01, 100.0, 0.05, 0.9, 0.5
+
+
+def convergence_warnings(
+    draws: F64, param_names: tuple[str, ...], accepted: int, proposed: int, asked: int, planned: bool = False
+) -> list[str]:
+    """``draws`` (chains, draws, d) after warm-up; ``accepted`` / ``proposed`` / ``asked`` over the run."""
+    import arviz as az
+
+    out: list[str] = []
+    if draws.size == 0 or draws.shape[1] < 4:
+        return [
+            f"only {draws.shape[1] if draws.ndim > 1 else 0} draws per chain after warm-up: no diagnostics"
+        ]
+    with py_warnings.catch_warnings(record=True) as caught:
+        py_warnings.simplefilter("always")
+        ds = az.convert_to_dataset(draws)
+        rhat = np.asarray(az.rhat(ds).to_array().values).ravel()
+        bulk = np.asarray(az.ess(ds, method="bulk").to_array().values).ravel()
+        tail = np.asarray(az.ess(ds, method="tail").to_array().values).ravel()
+    names = list(param_names) or [f"theta[{k}]" for k in range(rhat.size)]
+    longer = (
+        "a larger [privacy] target_epsilon (more decisions), or fewer, longer chains"
+        if planned
+        else "more [sampler] iterations (or fewer, longer chains)"
+    )
+    if np.nanmax(rhat) > RHAT_MAX:
+        k = int(np.nanargmax(rhat))
+        out.append(
+            f"not converged: R-hat of {names[k]} is {rhat[k]:.3f} > {RHAT_MAX} (the chains disagree); likely "
+            f"cause: chains too short for their mixing; change: {longer}"
+        )
+    for what, ess in (("bulk", bulk), ("tail", tail)):
+        if np.nanmin(ess) < ESS_MIN:
+            k = int(np.nanargmin(ess))
+            out.append(
+                f"{what} ESS of {names[k]} is {ess[k]:.0f} < {ESS_MIN:.0f}: its Monte Carlo error is above "
+                f"{1 / np.sqrt(max(ess[k], 1.0)):.2f} posterior sd; change: {longer}"
+            )
+    rate = accepted / max(asked, 1)
+    if asked and not ACCEPT_LOW <= rate <= ACCEPT_HIGH:
+        side = "below" if rate < ACCEPT_LOW else "above"
+        cause = (
+            "proposals too far or penalty noise too large; change: [sampler] proposal_scale smaller, or "
+            "sd / tau smaller"
+            if rate < ACCEPT_LOW
+            else "proposals too close (the chain barely moves); change: [sampler] proposal_scale larger"
+        )
+        out.append(f"acceptance {rate:.3f} is {side} [{ACCEPT_LOW}, {ACCEPT_HIGH}]; likely cause: {cause}")
+    refused = proposed - asked
+    if proposed and refused / proposed > CAPPED_MAX:
+        out.append(
+            f"{refused} of {proposed} proposals ({refused / proposed:.0%}) were refused by the public "
+            "sensitivity cap before any registry was asked; change: [sampler] max_sensitivity larger, or "
+            "smaller steps (proposal_scale)"
+        )
+    out += [f"ArviZ: {w.message}" for w in caught]
+    return out
