@@ -444,6 +444,8 @@ def run(args: argparse.Namespace) -> int:
     if args.resume is not None and (args.out is not None or args.overwrite):
         print("confar run: --out and --overwrite do not go with --resume DIR", file=sys.stderr)
         return 2
+    if args.resume is not None:  # as --out: a relative folder is the caller's, whatever the run's cwd later
+        args.resume = args.resume.expanduser().absolute()
     try:
         exp = load_resumed(args.resume) if args.resume is not None else load_experiment(args.config)
         simulate = args.simulate or (args.resume is not None and _was_simulated(exp))

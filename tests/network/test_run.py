@@ -34,3 +34,23 @@ def test_cli_simulate_stop_and_resume_restarts_the_daemons(tmp_path: Path) -> No
     for pid in range(1, M + 1):
         assert charged_steps(sim, pid) == list(range(1, 9))
         assert "replayed run step 3" in (sim / f"party-{pid}" / "state" / "audit.log").read_text()
+
+
+@pytest.mark.slow
+def test_relative_resume_folder_from_another_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24 item 8: `--resume RELATIVE_DIR` resolves against the caller's working directory, as --out
+    does (it used to resolve the daemons' TLS files against it twice)."""
+    from coordinator.cli import main
+
+    full = EXPERIMENT.format(chains=CHAINS, iterations=6, target=5.0)
+    text = full.split("[coordinator]")[0] + "[model]" + full.split("[model]")[1]
+    text += "[simulate]\nparties = 3\nrecords = 60\nparty_gdp_mu = 10.0\n"
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "exp.toml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "exp/exp.toml", "--simulate", "--no-progress", "--out", "runs/a"]
+    assert main([*args, "--stop-after-batches", "2"]) == 130
+    assert main(["run", "--resume", "runs/a", "--no-progress"]) == 0
+    assert json.loads((tmp_path / "runs" / "a" / "checkpoint" / "state.json").read_text())["done"]
