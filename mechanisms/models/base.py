@@ -239,9 +239,11 @@ class Model(ABC):
         bound), r(x) = log p(x | θ*) − log p(x | θ)."""
         return None
 
-    @abstractmethod
-    def max_log_likelihood(self, data: Data) -> float:
-        """sup_θ log p(X | θ) over θ in the bounds (a party's private rejection bound log M_j)."""
+    def max_log_likelihood(self, data: Data) -> float | None:
+        """sup_θ log p(X | θ) over θ in the bounds (a party's private rejection bound log M_j); optional: only
+        rejection sampling with ``bound = "data"`` needs it, and a model without it (None, the default) is
+        refused there, naming the method."""
+        return None
 
     def record_loglik_range(self, theta: F64) -> F64 | None:
         """Per proposal: sup over schema-allowed records x, x' of |log p(x | θ) − log p(x' | θ)|."""

@@ -150,7 +150,10 @@ class LocalParties:
         """Each party's private rejection bound log M_j (computed by that party from its own records)."""
         if self._log_bounds is None:
             if self.max_range is None:
-                self._log_bounds = [self.model.max_log_likelihood(d) for d in self.datasets]
+                plain = [self.model.max_log_likelihood(d) for d in self.datasets]
+                if any(b is None for b in plain):
+                    raise ValueError(f"model {self.model.name} has no max_log_likelihood (rejection bound)")
+                self._log_bounds = [float(b) for b in plain if b is not None]
             else:
                 within = [self.model.max_log_likelihood_within(d, self.max_range) for d in self.datasets]
                 if any(b is None for b in within):

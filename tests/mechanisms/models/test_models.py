@@ -101,3 +101,41 @@ def test_a_misspelled_class_says_no_such_class() -> None:
         load_model("mechanisms.models.beta_bernoulli:BetaBernouli")
     with pytest.raises(ValueError, match=r"is not a mechanisms\.models\.Model subclass"):
         load_model("mechanisms.models.base:Column")
+
+
+def test_an_mh_only_model_needs_no_max_log_likelihood() -> None:
+    """Issue 24 item 7: max_log_likelihood is optional; rejection sampling refuses a model without it,
+    naming the method (it used to be abstract, so an MH-only plug-in had to implement it)."""
+    from dataclasses import dataclass
+
+    from mechanisms.models.base import F64, Column, Data, Model
+    from mechanisms.samplers import BernoulliRule, LocalParties
+    from mechanisms.samplers.requests import DecisionRequest
+
+    @dataclass(frozen=True)
+    class Mean(Model):
+        name = "mean-only"
+
+        @property
+        def param_names(self) -> tuple[str, ...]:
+            return ("mu",)
+
+        @property
+        def schema(self) -> tuple[Column, ...]:
+            return (Column("x", -5.0, 5.0),)
+
+        def log_prior(self, theta: F64) -> F64:
+            return -0.5 * np.asarray(theta, dtype=np.float64).reshape(-1, 1)[:, 0] ** 2
+
+        def sample_prior(self, rng: np.random.Generator, n: int) -> F64:
+            return rng.normal(size=(n, 1))
+
+        def record_log_likelihood(self, data: Data, theta: F64) -> F64:
+            return -0.5 * (data["x"][None, :] - np.asarray(theta).reshape(-1, 1)) ** 2
+
+    model = Mean()
+    assert model.max_log_likelihood({"x": np.zeros(3)}) is None
+    parties = LocalParties(model, [{"x": np.zeros(3)}], BernoulliRule(np.random.default_rng(0)))
+    req = DecisionRequest("rejection", np.zeros((2, 1)), np.zeros(2))
+    with pytest.raises(ValueError, match="has no max_log_likelihood"):
+        parties(req)
