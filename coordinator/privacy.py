@@ -233,23 +233,43 @@ def planned_spec(pf: PlanFile) -> SessionSpec:
 
 async def ask_all(pf: PlanFile, method: str, request: Any) -> dict[int, Any]:
     """One unary call per party of ``pf``, in parallel (:meth:`coordinator.api.Coordinator.call_all`); a
-    party's entry is its response, or why it could not be asked (``"CODE: details"``)."""
+    party's entry is its response, or why it could not be asked (``"CODE: details"``; a timeout names the
+    setting that bounds it)."""
     async with Coordinator(pf.parties, pf.tls, identity=pf.identity, rpc_timeout_s=pf.rpc_timeout_s) as coord:
-        return await coord.call_all(method, lambda _: request, method, failures="collect")
+        out = await coord.call_all(method, lambda _: request, method, failures="collect")
+    hint = (
+        f" (no answer within [coordinator] rpc_timeout_s = {pf.rpc_timeout_s:g} s: a registry's privacy "
+        "accounting can take longer on a loaded machine; raise rpc_timeout_s)"
+    )
+    late = {pid for pid, r in out.items() if isinstance(r, str) and r.startswith("DEADLINE_EXCEEDED")}
+    return {pid: r + hint if pid in late else r for pid, r in out.items()}
+
+
+def run_sync(coro: Any) -> Any:
+    """``asyncio.run(coro)``, also from inside a running event loop (a notebook cell): then in a thread of
+    its own, with its own loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def plan(pf: PlanFile) -> dict[int, PlanAnswer | str]:
     """Ask every party what the planned session would spend (PlanPrivacy)."""
     assert pf.session is not None
     call = serde_privacy.PlanCall(planned_spec(pf), pf.session.batches, pf.session.batch_size)
-    answers = asyncio.run(ask_all(pf, "PlanPrivacy", serde_privacy.plan_request_to_proto(call)))
+    answers = run_sync(ask_all(pf, "PlanPrivacy", serde_privacy.plan_request_to_proto(call)))
     read = serde_privacy.plan_answer_from_proto
     return {pid: r if isinstance(r, str) else read(r) for pid, r in answers.items()}
 
 
 def report(pf: PlanFile) -> dict[int, LedgerReport | str]:
     """Ask every party for its privacy ledger (PrivacyReport)."""
-    answers = asyncio.run(ask_all(pf, "PrivacyReport", serde_privacy.report_request_to_proto()))
+    answers = run_sync(ask_all(pf, "PrivacyReport", serde_privacy.report_request_to_proto()))
     read = serde_privacy.report_from_proto
     return {pid: r if isinstance(r, str) else read(r) for pid, r in answers.items()}
 
