@@ -30,7 +30,7 @@ import numpy as np
 
 from coordinator.tables import Reader
 from mechanisms.models.base import Model
-from mechanisms.planning import McmcPlan, plan_mcmc, proposal_statistics
+from mechanisms.planning import McmcPlan, ProposalStatistics, plan_mcmc, proposal_statistics, warmup_of
 from mechanisms.samplers.requests import NEIGHBOURS
 from mechanisms.warmstart import LaplaceApproximation, exact_laplace, mean_error_cov
 
@@ -98,29 +98,43 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
     from coordinator.warm_start import warm_start_plan
 
     offset = mean_error_cov(warm_start_plan(ws, model, exp.m), laplace, exp.m)
-    stats = proposal_statistics(
-        model,
-        laplace.mean,
-        laplace.cov,
-        ws.inflate,
-        sd_total,
-        target.neighbours,
-        np.random.default_rng(exp.seed),
-        cap=pen.max_sensitivity,
-        offset_cov=offset,
-    )
+    chains = exp.sampler.chains
+
+    def simulate(steps: int, seed: int) -> ProposalStatistics:
+        return proposal_statistics(
+            model,
+            laplace.mean,
+            laplace.cov,
+            ws.inflate,
+            sd_total,
+            target.neighbours,
+            np.random.default_rng(seed),
+            cap=pen.max_sensitivity,
+            offset_cov=offset,
+            chains=chains,
+            steps=steps,
+        )
+
     factor = 1.0 if target.neighbours == "add-remove" else 2.0
     mu_warm = ws.mu * factor * math.sqrt(exp.m / residual)  # the warm start's μ for this view
-    return plan_mcmc(
-        stats,
-        sd_total=sd_total,
-        m=exp.m,
-        residual=residual,
-        chains=exp.sampler.chains,
-        eps=target.epsilon,
-        delta=target.delta,
-        mu_warm=mu_warm,
-    )
+
+    def plan_with(stats: ProposalStatistics) -> McmcPlan:
+        return plan_mcmc(
+            stats,
+            sd_total=sd_total,
+            m=exp.m,
+            residual=residual,
+            chains=chains,
+            eps=target.epsilon,
+            delta=target.delta,
+            mu_warm=mu_warm,
+        )
+
+    first = plan_with(simulate(400, exp.seed))
+    # ESS per proposal measured on chains of the planned length (short chains mix worse per draw), 3 draws
+    steps = max(50, first.iterations - warmup_of(first.stats, first.iterations))
+    ess = float(np.mean([simulate(steps, exp.seed + k).ess_per_proposal for k in range(1, 4)]))
+    return plan_with(dataclasses.replace(first.stats, ess_per_proposal=ess))
 
 
 def check_usable(exp: Experiment, p: McmcPlan, what: str) -> None:
@@ -178,8 +192,8 @@ def other_views(exp: Experiment, model: Model, reports: dict[int, object], run_i
 
 
 def planned_experiment(exp: Experiment, p: McmcPlan) -> Experiment:
-    """``exp`` with the planned iterations (at most the file's) and a warm-up of a tenth of them."""
+    """``exp`` with the planned iterations (at most the file's) and the plan's warm-up."""
     s = exp.sampler
     iterations = max(2, min(p.iterations, s.iterations))
-    warmup = min(max(1, iterations // 10), iterations - 1)
+    warmup = max(1, warmup_of(p.stats, iterations))
     return dataclasses.replace(exp, sampler=dataclasses.replace(s, iterations=iterations, warmup=warmup))

@@ -146,6 +146,12 @@ def _mu_per_decision(stats: ProposalStatistics, sd_total: float, m: int, residua
     return stats.asked * stats.mean_delta2 * m / (sd_total**2 * residual)
 
 
+def warmup_of(stats: ProposalStatistics, iterations: int) -> int:
+    """Warm-up iterations of a planned run: a tenth of it, and at least the ~5 acceptances a chain started at
+    a draw of the approximation (off the posterior by the approximation's error) needs to forget its start."""
+    return min(max(iterations // 10, math.ceil(5.0 / max(stats.acceptance, 1e-3))), max(iterations - 1, 0))
+
+
 def plan_mcmc(
     stats: ProposalStatistics,
     *,
@@ -159,14 +165,15 @@ def plan_mcmc(
     margin: float = 0.85,
 ) -> McmcPlan:
     """The iterations that spend the budget ε(δ) (for a registry whose view leaves ``residual`` registries'
-    noise unknown), and what they buy; ``margin`` of the μ² left after the warm start is planned (the
-    prediction rests on the Gaussian stand-in: the real steps cost somewhat more, 8 % in the demo)."""
+    noise unknown), and what they buy after the warm-up (:func:`warmup_of`); ``margin`` of the μ² left after
+    the warm start is planned (the prediction rests on the Gaussian stand-in: the real steps cost somewhat
+    more, 8 % in the demo)."""
     mu_max = gdp_mu(eps, delta)
     left = margin * max(mu_max**2 - mu_warm**2, 0.0)
     per = _mu_per_decision(stats, sd_total, m, residual)
     iterations = int(left / (chains * per)) if per > 0 else 0
     mu_total = math.sqrt(mu_warm**2 + chains * iterations * per)
-    ess = chains * iterations * stats.ess_per_proposal
+    ess = chains * max(iterations - warmup_of(stats, iterations), 0) * stats.ess_per_proposal
     return McmcPlan(
         iterations=iterations,
         chains=chains,

@@ -125,8 +125,11 @@ def dp_warm_start(model: Model, data: list[dict[str, F64]], n: int, mu: float, s
     return run_warm_start(model, warm_plan(model, n, mu), in_memory_release(data, normals), n, start, M)
 
 
-def averaged_statistics(ws: WarmStart, inflate: float, offset: F64, seed: int, repeats: int = 3) -> Any:
-    """proposal_statistics averaged over ``repeats`` draws of the DP mean's error (one draw is noisy)."""
+def averaged_statistics(
+    ws: WarmStart, inflate: float, offset: F64, seed: int, repeats: int = 3, steps: int = 400
+) -> Any:
+    """proposal_statistics averaged over ``repeats`` draws of the DP mean's error (one draw is noisy), for
+    ``CHAINS`` chains of ``steps`` proposals (ESS per proposal depends on the chains' length)."""
     runs = [
         proposal_statistics(
             ws.model,
@@ -137,6 +140,8 @@ def averaged_statistics(ws: WarmStart, inflate: float, offset: F64, seed: int, r
             "add-remove",
             np.random.default_rng(seed * 100 + k),
             offset_cov=offset,
+            chains=CHAINS,
+            steps=steps,
         )
         for k in range(repeats)
     ]
@@ -153,7 +158,8 @@ def eps_for_ess(stats: Any, residual: int, ess: float, mu_warm: float) -> tuple[
     """(ε at δ, iterations per chain) that buy ``ess`` with the warm start's μ spent first (the warm start's
     μ is against the coordinator; against a coalition of registries it scales like the decisions')."""
     per = stats.asked * stats.mean_delta2 * M / (SD_TOTAL**2 * residual)  # E[μ_t²] per proposal
-    proposals = ess / stats.ess_per_proposal
+    warm = CHAINS * math.ceil(5.0 / max(stats.acceptance, 1e-3))  # the warm-up's proposals (warmup_of)
+    proposals = ess / stats.ess_per_proposal + warm
     mu = math.sqrt(mu_warm**2 * M / residual + per * proposals)
     return gdp_eps(mu, DELTA), math.ceil(proposals / CHAINS)
 
@@ -204,7 +210,7 @@ def confidential_chain(
     seeds = PublicSeeds(seed)
     theta0 = GaussianProposal(ws.laplace.mean, ws.laplace.cov).sample(seeds.init_rng(), CHAINS)
     _, trace = run_kernel(kernel, kernel.init(theta0), iterations, seeds)
-    warm = max(1, iterations // 10)
+    warm = max(iterations // 10, math.ceil(5.0 / 0.3))  # as warmup_of at the planned acceptance
     return np.ascontiguousarray(trace.draws[warm:].transpose(1, 0, 2))
 
 
@@ -227,6 +233,11 @@ def one(name: str, n: int, validate: bool, seed: int) -> dict[str, Any]:
     assert best is not None
     _, ws, stats, mu_warm, inflate = best
     model = ws.model
+    _, first = eps_for_ess(stats, M, ESS_TARGET, mu_warm)  # then ESS per proposal at the planned length
+    warmup = math.ceil(5.0 / max(stats.acceptance, 1e-3))
+    offset = mean_error_cov(warm_plan(base, n, mu_warm), ws.laplace, M)
+    short = averaged_statistics(ws, inflate, offset, seed + 7, steps=max(50, first - warmup))
+    stats = dataclasses.replace(stats, ess_per_proposal=short.ess_per_proposal)
     eps, iterations = eps_for_ess(stats, M, ESS_TARGET, mu_warm)
     eps_plain, _ = eps_for_ess(stats, 1, ESS_TARGET, mu_warm)
     row: dict[str, Any] = {

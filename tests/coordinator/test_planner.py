@@ -31,7 +31,7 @@ def _variant(tmp_path: Path, old: str, new: str) -> Path:
     [
         ("\nmu = 0.3", "\n#", "warm_start.mu"),
         ("max_sensitivity = 0.6", "#", "sampler.max_sensitivity"),
-        ("target_epsilon = 20.0", "target_epsilon = 20.0\nfoo = 1", "privacy"),
+        ("target_epsilon = 25.0", "target_epsilon = 25.0\nfoo = 1", "privacy"),
         ('proposal = "laplace"', 'proposal = "random-walk"\nproposal_scale = 0.01', "privacy.target_epsilon"),
         ("sd = 2.0", "sd = 2.0\ntau = 1.0", "sampler.tau"),
         ('neighbours = "add-remove"', 'neighbours = "swap"', "privacy.neighbours"),
@@ -77,5 +77,5 @@ def test_offline_plan_says_what_a_budget_buys(capsys: pytest.CaptureFixture[str]
     need = [
         float(line.split("needs eps = ")[1].split()[0]) for line in out.splitlines() if "needs eps" in line
     ]
-    assert len(need) == 2 and need[0] < need[1] <= 20.0
+    assert len(need) == 2 and need[0] < need[1] <= 25.0
     assert np.isfinite(need).all()
