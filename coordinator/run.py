@@ -180,7 +180,8 @@ def run_experiment(
         warnings=warnings,
         counts={"decisions_asked": driver.asked, "accepted": driver.accepted}
         | ({"proposed": driver.proposed} if isinstance(driver, RejectionDriver) else {}),
-        notes=planner.other_views(exp, driver.model, reports, run_id) if exp.budget_target else [],
+        notes=(planner.other_views(exp, driver.model, reports, run_id) if exp.budget_target else [])
+        + laplace_lines(exp, driver.model.param_names, draws[:, min(warmup, draws.shape[1]) :]),
     )
     if isinstance(driver, RejectionDriver) and driver.kept < exp.sampler.n_accept:
         w = f"rejection sampling stopped at max_proposals = {exp.sampler.max_proposals}: {driver.kept} draws"
@@ -203,6 +204,21 @@ def run_experiment(
         with open(summary, "a", encoding="utf-8") as fh:
             fh.write("\nwarnings:\n" + "".join(f"  {w}\n" for w in outcome.warnings))
     return outcome
+
+
+def laplace_lines(exp: Experiment, names: Any, draws: F64) -> list[str]:
+    """The warm start's DP Laplace approximation beside the MCMC posterior (the baseline it has to beat;
+    public: computed from the released sums), in posterior sds of the MCMC draws."""
+    lap = exp.sampler.laplace
+    if lap is None or draws.size == 0:
+        return []
+    flat = draws.reshape(-1, draws.shape[-1])
+    mean, sd = flat.mean(axis=0), flat.std(axis=0)
+    lines = ["the warm start's DP Laplace approximation (the baseline): mean, sd, (mean - MCMC mean) / MCMC sd"]
+    for k, name in enumerate(names):
+        z = (lap.mean[k] - mean[k]) / sd[k] if sd[k] > 0 else float("nan")
+        lines.append(f"  {name:<12} {lap.mean[k]:10.4f} {lap.sd()[k]:9.4f} {z:+7.2f}")
+    return lines
 
 
 def _plan(
