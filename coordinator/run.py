@@ -214,7 +214,7 @@ def laplace_lines(exp: Experiment, names: Any, draws: F64) -> list[str]:
         return []
     flat = draws.reshape(-1, draws.shape[-1])
     mean, sd = flat.mean(axis=0), flat.std(axis=0)
-    lines = ["the warm start's DP Laplace approximation (the baseline): mean, sd, (mean - MCMC mean) / MCMC sd"]
+    lines = ["the warm start's DP Laplace approximation (the baseline): mean, sd, (mean - MCMC mean)/MCMC sd"]
     for k, name in enumerate(names):
         z = (lap.mean[k] - mean[k]) / sd[k] if sd[k] > 0 else float("nan")
         lines.append(f"  {name:<12} {lap.mean[k]:10.4f} {lap.sd()[k]:9.4f} {z:+7.2f}")
