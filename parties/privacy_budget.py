@@ -132,12 +132,24 @@ def _refusal_message(spec: SessionSpec, reason: str) -> str:
 
 
 def _merge(events: Sequence[PrivacyEvent]) -> tuple[PrivacyEvent, ...]:
-    """Merge consecutive events of the same mechanism and label (counts add; composition is unchanged)."""
+    """Merge consecutive events of the same mechanism and label (counts add), and consecutive Gaussian events
+    of the same label into one with μ² summed (the per-decision charges of a session: GDP composition is
+    exactly that); composition is unchanged either way, and the ledger grows with sessions, not batches."""
+    from mechanisms.privacy import GaussianEvent
+
     out: list[PrivacyEvent] = []
     for e in events:
         last = out[-1] if out else None
         if last is not None and last.label == e.label and last.mechanism_key() == e.mechanism_key():
             out[-1] = dataclasses.replace(last, count=last.count + e.count)
+        elif (
+            isinstance(last, GaussianEvent)
+            and isinstance(e, GaussianEvent)
+            and last.label == e.label
+            and "per decision" in (e.label or "")
+        ):
+            mu2 = last.count * last.mu**2 + e.count * e.mu**2
+            out[-1] = dataclasses.replace(last, mu=mu2**0.5, count=1)
         else:
             out.append(e)
     return tuple(out)

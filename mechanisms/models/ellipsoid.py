@@ -24,6 +24,7 @@ Pure: no I/O, no randomness.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -154,8 +155,9 @@ class CovariateRegion:
         object.__setattr__(self, "x_cov", ell.cov)
         object.__setattr__(self, "x_radius", ell.radius)
 
-    @property
+    @functools.cached_property
     def ellipsoid(self) -> Ellipsoid | None:
+        """The model's ellipsoid (built once per model object: its arguments are frozen)."""
         return ellipsoid_from_args(self.p, self.x_center, self.x_cov, self.x_radius)
 
     def eta_change_bound(self, offset: npt.ArrayLike, v: F64) -> F64:

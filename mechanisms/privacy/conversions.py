@@ -62,6 +62,16 @@ def _gdp_delta_array(mu: FloatArray, eps: FloatArray) -> FloatArray:
     return np.clip(out, 0.0, 1.0)
 
 
+def _gdp_delta_scalar(mu: float, eps: float) -> float:
+    """:func:`_gdp_delta_array` for one finite μ > 0 and ε (the same log-space formula, without arrays: the
+    root finding of :func:`gdp_eps` calls it a few dozen times, and a registry checks a batch with it)."""
+    log_a = float(special.log_ndtr(-eps / mu + mu / 2.0))
+    if not math.isfinite(log_a):
+        return 0.0
+    log_b = eps + float(special.log_ndtr(-eps / mu - mu / 2.0))
+    return min(max(math.exp(log_a) * -math.expm1(min(log_b - log_a, 0.0)), 0.0), 1.0)
+
+
 @overload
 def gdp_delta(mu: float, eps: float) -> float: ...
 @overload
@@ -93,13 +103,16 @@ def gdp_eps(mu: float, delta: float) -> float:
         return 0.0
     if delta <= 0.0:
         return math.inf
+    if math.isinf(mu):
+        return math.inf
+    f = _gdp_delta_scalar
     hi = 1.0
-    while gdp_delta(mu, hi) > delta:
+    while f(mu, hi) > delta:
         hi *= 2.0
         if hi > 1e8:
             return math.inf
-    eps = float(optimize.brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, hi, xtol=1e-13, rtol=1e-14))
-    while gdp_delta(mu, eps) > delta:  # conservative rounding
+    eps = float(optimize.brentq(lambda e: f(mu, e) - delta, 0.0, hi, xtol=1e-13, rtol=1e-14))
+    while f(mu, eps) > delta or gdp_delta(mu, eps) > delta:  # conservative rounding
         eps = math.nextafter(eps, math.inf) if eps > 1 else eps + 1e-13
     return eps
 

@@ -101,3 +101,14 @@ def test_est_epsdelta_lies_below_points_and_warns() -> None:
         est = est_epsdelta(alphas, betas, delta=0.01)
     assert 1.2 - 1e-9 <= est <= 1.2 * (1 + 1e-3)
     assert np.all(EpsDeltaTradeOff(est, 0.01)(alphas) <= betas + 1e-12)
+
+
+def test_scalar_gdp_delta_equals_the_array_form() -> None:
+    """gdp_eps's root finding uses a scalar δ(ε) (fast enough for a registry's per-batch check): it must be
+    the same function as the array form it replaces there."""
+    from mechanisms.privacy.conversions import _gdp_delta_scalar
+
+    for mu in (1e-3, 0.01, 0.3, 1.0, 3.0, 10.0, 50.0):
+        for eps in (0.0, 1e-3, 0.5, 3.0, 20.0, 80.0, 300.0):
+            want = gdp_delta(mu, eps)
+            assert abs(_gdp_delta_scalar(mu, eps) - want) <= 1e-15 + 1e-12 * want, (mu, eps)
