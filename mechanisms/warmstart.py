@@ -37,6 +37,7 @@ generator comes in as an argument.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -387,7 +388,6 @@ def run_warm_start(
 ) -> WarmStart:
     """The coordinator's side of the warm start, over any transport (``release``), for ``m`` registries
     (each adds its noise share: the total's noise sd is √m times a registry's)."""
-    import dataclasses
 
     if plan.moments is not None:
         reg = _covariate_model(model)
@@ -401,6 +401,13 @@ def run_warm_start(
                 x_cov=tuple(tuple(float(v) for v in row) for row in cov),
                 x_radius=radius,
             )
+    bound = model.score_norm_bound() if hasattr(model, "score_norm_bound") else None
+    if bound is not None:  # no record's score is clipped: the releases are unbiased (same μ, scaled noise)
+        plan = dataclasses.replace(
+            plan,
+            score=_reclip(plan.score, bound),
+            gradient=None if plan.gradient is None else _reclip(plan.gradient, bound),
+        )
     theta = np.asarray(start, dtype=np.float64).reshape(-1)
     path = [theta]
     info: F64 | None = None
@@ -415,6 +422,13 @@ def run_warm_start(
         path.append(theta)
     assert info is not None
     return WarmStart(model, laplace_from(theta, info), tuple(path))
+
+
+def _reclip(stats: Statistics, clip: float) -> Statistics:
+    """``stats`` with the clip ``clip`` and its noise scaled so that μ is unchanged (Δ₁ = C, Δ₂ = C²)."""
+    assert stats.clip is not None
+    k = clip / stats.clip
+    return dataclasses.replace(stats, clip=clip, sd=stats.sd * k, sd2=stats.sd2 * k * k)
 
 
 def in_memory_release(datasets: Sequence[Data], normals: Sequence[Callable[[int], F64]]) -> Release:

@@ -148,3 +148,18 @@ def test_clipped_records_are_counted_and_the_rest_unchanged() -> None:
     np.testing.assert_array_equal(model.check_data(cols)["x1"], out["x1"])
     plain, none = load_model("bayes-logistic", {"p": P}).check_records(cols)
     assert none == 0 and np.array_equal(plain["x2"], z[:, 1])
+
+
+def test_logistic_score_norm_bound_holds_for_every_allowed_record() -> None:
+    """The warm start clips scores at this bound, so it must hold (then nothing is clipped: unbiased)."""
+    from mechanisms.warmstart import clipped_scores
+
+    model = load_model("bayes-logistic", {"p": P, **ARGS})
+    boxed = load_model("bayes-logistic", {"p": P})
+    assert model.score_norm_bound() < boxed.score_norm_bound()  # type: ignore[attr-defined]
+    rng = np.random.default_rng(9)
+    data = _worst_records(model, rng, 3000)
+    for _ in range(5):
+        theta = rng.normal(0.0, 2.0, model.d)
+        s = clipped_scores(model, data, theta, clip=1e9)
+        assert np.linalg.norm(s, axis=1).max() <= model.score_norm_bound() * (1 + 1e-6)  # type: ignore[attr-defined]
