@@ -88,7 +88,7 @@ EXPERIMENT.toml::
 
     [warm_start]                    # optional, before MCMC: a differentially private warm start (the keys
     mu = 0.3                        # are in coordinator/warm_start.py): noisy sums on secret shares (reveal
-    steps = 4                       # sum), the covariates' public ellipsoid, a DP Laplace approximation
+    steps = 5                       # sum), the covariates' public ellipsoid, a DP Laplace approximation
 
     [reveal]
     mode = "sign"                   # sum | blinded | sign | svt  (blinded, sign and svt need m >= 3)

@@ -6,7 +6,7 @@ reveal mode ``sum``, the DP Laplace approximation, and what the MCMC then starts
     [warm_start]
     mu = 0.3              # its GDP budget against the coordinator for add-remove neighbours (each registry
                           # charges its own view: more for a coalition it assumes, twice for replace-one)
-    steps = 4             # Fisher-scoring steps, one score release each
+    steps = 5             # Fisher-scoring steps: a score release first and last, gradients between
     clip = 4.0            # L2 bound on each record's score (a modelling choice of the warm start only)
     ellipsoid = 0.99      # first a moments release, then the covariates' public ellipsoid keeps this share
                           # of Gaussian covariates unclipped (P(chi2_p <= R^2)); false: no moments release
@@ -60,7 +60,7 @@ KEYS = ("mu", "steps", "clip", "ellipsoid", "inflate", "n_records", "moments_sha
 @dataclass(frozen=True)
 class WarmStartSettings:
     mu: float
-    steps: int = 4
+    steps: int = 5
     clip: float = 4.0
     ellipsoid: float | None = 0.99
     inflate: float = 1.2
@@ -85,7 +85,7 @@ def read_warm_start(r: Reader, tbl: dict[str, Any], n_default: int | None) -> Wa
         raise r.err("warm_start.n_records", "missing: the public total number of records")
     return WarmStartSettings(
         mu=r.number(tbl, "warm_start", "mu", gt=0.0),
-        steps=r.integer(tbl, "warm_start", "steps", 4, lo=1, hi=50),
+        steps=r.integer(tbl, "warm_start", "steps", 5, lo=1, hi=50),
         clip=r.number(tbl, "warm_start", "clip", 4.0, gt=0.0),
         ellipsoid=ellipsoid,
         inflate=r.number(tbl, "warm_start", "inflate", 1.2, ge=1.0),

@@ -18,7 +18,9 @@ S_j). Two kinds (:data:`STATISTICS`):
 * ``"gradient"`` at a public θ: v_i = s_i alone (‖v_i‖₂ <= C). The Gram block needs little relative
   precision but costs C² of sensitivity, so the schedule releases it twice only — at the start (the Newton
   steps' curvature) and at the last step (the Laplace covariance) — and the steps between release the
-  gradient alone (Newton with a fixed curvature: linear convergence, fast for log-concave likelihoods).
+  gradient alone, their curvature the first Fisher information secant-updated (BFGS) with each step's
+  change of the gradient: a fixed curvature converges linearly, too slowly — the empirical Fisher away from
+  the mode is too large (measured in :func:`secant_update`). A later score release renews the covariance.
 
 Privacy (per registry, for its neighbour relation and the coalition it assumes): each registry adds
 N(0, sd²) to each coordinate of the first block (Σ v or Σ s) of its own sum and N(0, sd2²) to each of the
@@ -411,17 +413,47 @@ def run_warm_start(
     theta = np.asarray(start, dtype=np.float64).reshape(-1)
     path = [theta]
     info: F64 | None = None
+    curvature: F64 | None = None  # the gradient steps' curvature: the last Fisher, secant-updated
+    previous: tuple[F64, F64, float] | None = None  # (θ, ∇ log posterior at θ, its noise sd) last released
     for stats in plan.schedule():
         total = release(stats, theta, model)
-        if stats.what == "score":
-            theta, info = fisher_step(model, theta, total, plan.max_step, stats.sd2 * math.sqrt(m))
-        else:  # the gradient alone, with the curvature of the last score release
-            assert info is not None
-            lp_grad, _ = prior_precision(model, theta)
-            theta = np.asarray(theta + np.linalg.solve(info, total + lp_grad), dtype=np.float64)
+        lp_grad, _ = prior_precision(model, theta)
+        grad = (unpack(total, model.d)[0] if stats.what == "score" else total) + lp_grad
+        if previous is None:  # the first step: Fisher scoring
+            new_theta, info = fisher_step(model, theta, total, plan.max_step, stats.sd2 * math.sqrt(m))
+            curvature = info
+        else:  # later steps: the secant-updated curvature; a score release renews the covariance only
+            assert curvature is not None
+            if stats.what == "score":
+                info = fisher_step(model, theta, total, None, stats.sd2 * math.sqrt(m))[1]
+            noise = math.sqrt(m) * math.hypot(previous[2], stats.sd)  # the sd of y's noise per coordinate
+            curvature = secant_update(curvature, theta - previous[0], previous[1] - grad, noise)
+            new_theta = np.asarray(theta + np.linalg.solve(curvature, grad), dtype=np.float64)
+        previous = (theta, grad, stats.sd)
+        theta = new_theta
         path.append(theta)
     assert info is not None
     return WarmStart(model, laplace_from(theta, info), tuple(path))
+
+
+def secant_update(info: F64, s: F64, y: F64, noise_sd: float = 0.0) -> F64:
+    """The BFGS update of a curvature (negative Hessian) ``info`` from a step ``s`` and the fall of the
+    gradient along it ``y`` (≈ H s): the gradient-only steps would otherwise keep the curvature of the
+    first score release, whose empirical Fisher away from the mode is too large, so that every step leaves
+    about half the distance (measured: four steps left the mean 0.7 posterior sd off at 100,000 logistic
+    records; five secant steps reach it within 0.002 sd without noise). Skipped when yᵀs <= 0 (no positive
+    curvature seen), so the result stays positive definite, and when y is not at least ten times its noise
+    (``noise_sd`` per coordinate, the two gradient releases' DP noise): near the mode the steps are as
+    small as the noise and their secant would be noise."""
+    if float(np.linalg.norm(y)) < 10.0 * noise_sd * math.sqrt(y.size):
+        return info
+    ys = float(y @ s)
+    bs = info @ s
+    sbs = float(s @ bs)
+    if not (ys > 0.0 and sbs > 0.0):
+        return info
+    out = info - np.outer(bs, bs) / sbs + np.outer(y, y) / ys
+    return np.asarray(0.5 * (out + out.T), dtype=np.float64)
 
 
 def _reclip(stats: Statistics, clip: float) -> Statistics:

@@ -87,7 +87,7 @@ def registries(model: Model, n: int, seed: int) -> list[dict[str, F64]]:
     return data
 
 
-def warm_plan(model: Model, n: int, mu: float, steps: int = 4) -> WarmStartPlan:
+def warm_plan(model: Model, n: int, mu: float, steps: int = 5) -> WarmStartPlan:
     """The coordinator's schedule (``coordinator.warm_start.warm_start_plan``'s shares: 10 % of μ² on the
     moments, 30 % of the rest on the two Gram blocks)."""
     scale = float(n)

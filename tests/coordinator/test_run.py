@@ -161,7 +161,9 @@ def test_run_stop_resume_charges_each_step_once(tmp_path: Path) -> None:
     assert ledger_counts(tmp_path / "b") == dict.fromkeys(range(1, M + 1), asked_b)
     for pid in range(1, M + 1):
         assert charged_steps(tmp_path / "b", pid) == list(range(1, ITER + 1))
-    assert not resumed.warnings  # every party held step STOP from one session: a replay, no re-charge
+    # every party held step STOP from one session: a replay, no re-charge (the run is short: its
+    # convergence warnings are expected and not about the resume)
+    assert not [w for w in resumed.warnings if "run step" in w or "budget" in w], resumed.warnings
 
 
 def test_resumed_run_equals_uninterrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,6 +3,7 @@ and the Laplace approximation it yields, against the exact posterior mode and cu
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -25,6 +26,7 @@ from mechanisms.warmstart import (
     pack,
     release_mu,
     run_warm_start,
+    secant_update,
     unpack,
 )
 
@@ -121,8 +123,8 @@ def test_dp_laplace_approximation_at_registry_scale() -> None:
     rng = np.random.default_rng(5)
     data = [model.check_data(d) for d in synthetic_registries(rng, model, sizes=sizes)]
     n, m = sum(sizes), len(sizes)
-    plan = warm_start_plan(WarmStartSettings(mu=0.3, steps=4, n_records=n), model, m)
-    assert [s.what for s in plan.releases()] == ["moments", "score", "gradient", "gradient", "score"]
+    plan = warm_start_plan(WarmStartSettings(mu=0.3, steps=5, n_records=n), model, m)
+    assert [s.what for s in plan.releases()] == ["moments", "score", *["gradient"] * 3, "score"]
     mus = [release_mu(s, model, m, "add-remove") for s in plan.releases()]
     assert math.sqrt(sum(mu**2 for mu in mus)) == pytest.approx(0.3, rel=1e-9)
     noise = [np.random.default_rng(100 + j).standard_normal for j in range(m)]
@@ -133,3 +135,36 @@ def test_dp_laplace_approximation_at_registry_scale() -> None:
     sd = np.sqrt(np.diag(cov))
     assert np.all(np.abs(ws.laplace.mean - mode) / sd < 0.5), (ws.laplace.mean - mode) / sd
     np.testing.assert_allclose(ws.laplace.sd(), sd, rtol=0.1)
+
+
+def test_secant_update_meets_the_secant_equation_and_stays_positive_definite() -> None:
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((4, 4))
+    info = a @ a.T + 4 * np.eye(4)
+    s = rng.standard_normal(4)
+    b = rng.standard_normal((4, 4))
+    hess = b @ b.T + np.eye(4)  # the curvature the step saw
+    y = hess @ s
+    new = secant_update(info, s, y)
+    np.testing.assert_allclose(new @ s, y, rtol=1e-10)
+    assert np.all(np.linalg.eigvalsh(new) > 0)
+    assert secant_update(info, s, -y) is info  # no positive curvature seen: unchanged
+    assert secant_update(info, s, y, noise_sd=float(np.linalg.norm(y))) is info  # y within its noise
+
+
+def test_noiseless_warm_start_reaches_the_exact_mode() -> None:
+    """Without noise the five steps (score, three secant gradient steps, score) land on the posterior mode
+    within 0.02 posterior sd at 40,000 records, with the Laplace sds within 3 % of the exact ones. A fixed
+    curvature (the first Fisher information) left the mean 0.7 sd off at 100,000 records in four steps."""
+    model, beta = MODEL, np.array([-1.2, 0.8, -0.5, 0.3])
+    rng = np.random.default_rng(9)
+    data = [model.check_data(d) for d in synthetic_registries(rng, model, beta, (25000, 15000))]
+    n, m = 40000, 2
+    plan = warm_start_plan(WarmStartSettings(mu=1.0, steps=5, n_records=n), model, m)
+    plan = dataclasses.replace(plan, moments=None)
+    zeros = [np.zeros for _ in range(m)]
+    ws = run_warm_start(model, plan, in_memory_release(data, zeros), n, np.zeros(model.d), m)
+    mode, cov = _exact_mode(model, data)
+    sd = np.sqrt(np.diag(cov))
+    assert np.all(np.abs(ws.laplace.mean - mode) / sd < 0.02), (ws.laplace.mean - mode) / sd
+    np.testing.assert_allclose(ws.laplace.sd(), sd, rtol=0.03)
