@@ -252,7 +252,10 @@ def _warm_start(
     """The experiment after the warm start (``coordinator.warm_start``) and the run steps it took: read from
     ``warm_start.json`` when an earlier invocation finished it, else released now (a release the registries
     answered before is replayed from their records, not charged again) and saved."""
-    result = warm.load_result(rf.out_dir)
+    try:
+        result = warm.load_result(rf.out_dir)
+    except ValueError as exc:
+        raise RunError(str(exc)) from exc
     if result is None:
         def record(session_id: str, first: int) -> None:
             meta.setdefault("sessions", []).append(

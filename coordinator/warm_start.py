@@ -183,15 +183,14 @@ class WarmResult:
 
 
 def load_result(out_dir: Path) -> WarmResult | None:
+    """The saved warm start of the run in ``out_dir``, None before it ran; ValueError if unreadable."""
     path = out_dir / WARM_FILE
     if not path.exists():
         return None
     try:
         return WarmResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        from coordinator.checkpoint import RunError
-
-        raise RunError(f"{path}: cannot read the warm start ({exc}); remove it to release again") from exc
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # the run turns it into a RunError
+        raise ValueError(f"{path}: cannot read the warm start ({exc}); remove it to release again") from exc
 
 
 def network_warm_start(
