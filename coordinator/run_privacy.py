@@ -82,12 +82,10 @@ def check_privacy(
     if per_decision:  # charged per decision at its own sensitivity: the dry run is an upper bound
         assert pen is not None
         upper = {pid for pid in refusing if not isinstance(a := answers[pid], str) and a.events_json}
-        if upper:  # accountable, only the projection at the cap is over budget: not a refusal
-            text += (
-                f"\nparties {sorted(upper)}: the dry run charges every decision at the cap "
-                f"max_sensitivity = {pen.max_sensitivity:g}, an upper bound; each decision is charged at "
-                "its own sensitivity, and a registry refuses a batch past its budget when it comes"
-            )
+        if upper and not refusing - upper - moot:  # only the projection at the cap is over budget
+            text = _per_decision_text(pf, answers, upper, pen.max_sensitivity)
+        elif upper:  # another party refuses: its reasons are in the full text
+            text += f"\nparties {sorted(upper)}: {_cap_note(pen.max_sensitivity)}"
         refusing -= upper
     if refusing - moot:
         raise RunError(f"the privacy dry run failed ({len(refusing - moot)} party/parties refused):\n{text}")
@@ -131,6 +129,33 @@ def check_privacy(
             f"{exp.sampler.decisions_per_batch} decisions):\n  " + "\n  ".join(misses)
         )
     return plan
+
+
+_CAP_NOTE = (
+    "the dry run charges every decision at the cap max_sensitivity = {cap}, an upper bound, not the "
+    "charge (the plan gives the expected spend); each decision is charged at its own sensitivity, and a "
+    "registry refuses a batch past its budget when it comes"
+)
+
+
+def _cap_note(cap: float | None) -> str:
+    return _CAP_NOTE.format(cap="none" if cap is None else f"{cap:g}")
+
+
+def _per_decision_text(pf: Any, answers: dict[int, Any], upper: set[int], cap: float | None) -> str:
+    """The dry run of a run charged per decision whose projection at the cap exceeds some budgets, every
+    other party accepting: each such party's numbers, without the verdict "WOULD REFUSE" (it refuses a
+    batch past its budget when it comes, at the decision's own sensitivity)."""
+    lines = [f"parties {sorted(upper)} accept the session: {_cap_note(cap)}"]
+    for pid in sorted(upper):
+        r = answers[pid]
+        b = r.budget
+        who = f"party {pid} ({pf.parties[pid - 1].identity})"
+        lines.append(
+            f"  {who}: {b.unit}: spent {b.spent:.4g} of {b.limit:.4g}; at the cap the whole run would "
+            f"reach {r.projected:.4g}"
+        )
+    return "\n".join(lines)
 
 
 def parties_charged_for_run(pf: Any, run_id: str) -> set[int]:

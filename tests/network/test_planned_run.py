@@ -34,7 +34,6 @@ p = 2
 
 [warm_start]
 mu = 0.5
-steps = 3
 inflate = 1.1
 
 [sampler]
@@ -79,8 +78,11 @@ def test_planned_run_spends_within_budget_matches_the_reference_and_resumes(tmp_
     logs: list[str] = []
     with pytest.raises(StopRequested):
         simulate_experiment(exp, tmp_path / "a", stop_after_batches=7, log=logs.append)
+    # charged per decision: the dry run's projection at the cap is an upper bound, not a refusal
+    dry = logs[next(i for i, line in enumerate(logs) if line.startswith("privacy dry run")) :]
+    assert "accept the session" in "\n".join(dry[:2]) and not any("WOULD REFUSE" in line for line in logs)
     warm = json.loads((tmp_path / "a" / "warm_start.json").read_text())
-    assert warm["run_steps"] == 4  # moments, score, gradient, score
+    assert warm["run_steps"] == 6  # moments, score, 3 x gradient, score
     out = simulate_experiment(exp, tmp_path / "a", resume=True, log=logs.append)
     assert not any(
         "warm start: run step" in line
@@ -95,7 +97,7 @@ def test_planned_run_spends_within_budget_matches_the_reference_and_resumes(tmp_
         counts = run_step_counts(charges, out.run_id)
         assert sorted(counts) == list(range(1, out.run_steps + 1)) and set(counts.values()) == {1}
         events = _ledger_events(tmp_path / "a", pid)
-        assert sum(int(e.get("count", 1)) for e in events if "warm start" in str(e.get("label"))) == 4
+        assert sum(int(e.get("count", 1)) for e in events if "warm start" in str(e.get("label"))) == 6
     for r in out.privacy_reports.values():
         assert not isinstance(r, str)
         assert r.budget.spent <= 25.0 * (1 + 1e-9)
