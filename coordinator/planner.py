@@ -97,7 +97,7 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
     residual = exp.m - target.colluding
     from coordinator.warm_start import warm_start_plan
 
-    offset = mean_error_cov(warm_start_plan(ws, model, exp.m), laplace, exp.m)
+    offset = mean_error_cov(warm_start_plan(ws, model, exp.m), model, laplace, exp.m)
     chains = exp.sampler.chains
 
     def simulate(steps: int, seed: int) -> ProposalStatistics:

@@ -221,9 +221,7 @@ def laplace_lines(exp: Experiment, names: Any, draws: F64) -> list[str]:
     return lines
 
 
-def _plan(
-    exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None]
-) -> Experiment:
+def _plan(exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None]) -> Experiment:
     """The planned run (``coordinator.planner``): from a pilot before the warm start (``laplace`` None),
     from the DP Laplace approximation after it; RunError when the budget buys too little."""
     what = "plan from the pilot (the model's synthetic registries at the public sizes)"
@@ -257,6 +255,7 @@ def _warm_start(
     except ValueError as exc:
         raise RunError(str(exc)) from exc
     if result is None:
+
         def record(session_id: str, first: int) -> None:
             meta.setdefault("sessions", []).append(
                 {"session_id": session_id, "first_run_step": first, "opened": now(), "warm_start": True}
@@ -270,6 +269,12 @@ def _warm_start(
         warm.save_result(rf.out_dir, result)
         mean = np.round(result.laplace.mean, 4)
         say(f"warm start done: {result.run_steps} releases; DP Laplace mean {mean}")
+        after = warm.after_warm_start(exp, result)
+        w = warm.unconverged(after, result)
+        if w is not None:  # kept in run.json: a resumed run reports it too
+            say(f"WARNING: {w}")
+            meta.setdefault("warnings", []).append(w)
+            rf.save_meta(meta)
     return warm.after_warm_start(exp, result), result.run_steps
 
 

@@ -47,6 +47,7 @@ from mechanisms.warmstart import (
     dimension,
     run_warm_start,
 )
+from mechanisms.warmstart import unconverged as warmstart_unconverged
 from proto.files import write_durable
 
 if TYPE_CHECKING:
@@ -245,6 +246,14 @@ def network_warm_start(
 
 def save_result(out_dir: Path, result: WarmResult) -> None:
     write_durable(out_dir / WARM_FILE, json.dumps(result.to_dict(), indent=1).encode("utf-8"))
+
+
+def unconverged(after: Experiment, result: WarmResult) -> str | None:
+    """The warning of :func:`mechanisms.warmstart.unconverged` for the experiment after the warm start."""
+    assert after.warm_start is not None
+    model = after.model()
+    plan = warm_start_plan(after.warm_start, model, after.m)
+    return warmstart_unconverged(plan, model, result.path, result.laplace, after.m)
 
 
 def after_warm_start(exp: Experiment, result: WarmResult) -> Experiment:

@@ -352,6 +352,19 @@ class WarmStartPlan:
         if not (math.isfinite(self.inflate) and self.inflate >= 1.0):
             raise ValueError(f"inflate must be a finite number >= 1, got {self.inflate}")
 
+    def clipped_for(self, model: Model) -> WarmStartPlan:
+        """The plan as released for ``model`` (its ellipsoid set): when the model has a public bound on a
+        record's score norm, that is the clip, so that no record's score is clipped and the releases are
+        unbiased, with the noise scaled to keep each release's μ."""
+        bound = model.score_norm_bound() if hasattr(model, "score_norm_bound") else None
+        if bound is None:
+            return self
+        return dataclasses.replace(
+            self,
+            score=_reclip(self.score, bound),
+            gradient=None if self.gradient is None else _reclip(self.gradient, bound),
+        )
+
     def proposal_cov(self, laplace: LaplaceApproximation) -> F64:
         return np.asarray(self.inflate**2 * laplace.cov, dtype=np.float64)
 
@@ -403,13 +416,7 @@ def run_warm_start(
                 x_cov=tuple(tuple(float(v) for v in row) for row in cov),
                 x_radius=radius,
             )
-    bound = model.score_norm_bound() if hasattr(model, "score_norm_bound") else None
-    if bound is not None:  # no record's score is clipped: the releases are unbiased (same μ, scaled noise)
-        plan = dataclasses.replace(
-            plan,
-            score=_reclip(plan.score, bound),
-            gradient=None if plan.gradient is None else _reclip(plan.gradient, bound),
-        )
+    plan = plan.clipped_for(model)
     theta = np.asarray(start, dtype=np.float64).reshape(-1)
     path = [theta]
     info: F64 | None = None
@@ -516,9 +523,36 @@ def exact_laplace(model: Model, pooled: Data) -> tuple[F64, F64]:
     return mode, np.asarray(cov, dtype=np.float64)
 
 
-def mean_error_cov(plan: WarmStartPlan, laplace: LaplaceApproximation, m: int) -> F64:
+def mean_error_cov(plan: WarmStartPlan, model: Model, laplace: LaplaceApproximation, m: int) -> F64:
     """The covariance of the DP Laplace mean's error from the last release's gradient noise: the final step
     is θ̂ = θ + Â⁻¹(g + e), e ~ N(0, m sd² I) (every registry's share), so the error is about Â⁻¹ e with
-    covariance m sd² Â⁻²  (Â⁻¹ = the approximation's covariance). Public: the noise scales are the plan's."""
+    covariance m sd² Â⁻²  (Â⁻¹ = the approximation's covariance). Public: the noise scales are the plan's
+    as released for ``model`` (the model after the moments release: :meth:`WarmStartPlan.clipped_for`)."""
     cov = laplace.cov
-    return np.asarray(m * plan.score.sd**2 * cov @ cov, dtype=np.float64)
+    return np.asarray(m * plan.clipped_for(model).score.sd**2 * cov @ cov, dtype=np.float64)
+
+
+def last_move(path: Sequence[F64], laplace: LaplaceApproximation) -> float:
+    """The warm start's last step in posterior sds (the approximation's metric): about the DP noise's
+    error once the steps have converged, larger while they have not."""
+    d = np.asarray(path[-1]) - np.asarray(path[-2])
+    return float(np.sqrt(d @ np.linalg.solve(laplace.cov, d)))
+
+
+def unconverged(
+    plan: WarmStartPlan, model: Model, path: Sequence[F64], laplace: LaplaceApproximation, m: int
+) -> str | None:
+    """A warning when the warm start's last step moved the mean by more than 1.5 posterior sd and by more
+    than twice what its DP noise explains (measured at 12,000 logistic records, μ = 0.5: three steps
+    ended with moves of 2.4-4.1 sd against a noise of 0.66; five with 0.3-1.2 against 0.87), else None."""
+    if len(path) < 2:
+        return None
+    move = last_move(path, laplace)
+    noise = float(np.sqrt(np.trace(mean_error_cov(plan, model, laplace, m) @ np.linalg.inv(laplace.cov))))
+    if move <= max(1.5, 2.0 * noise):
+        return None
+    return (
+        f"the warm start had not converged: its last step moved the mean by {move:.2g} posterior sd (its "
+        f"DP noise explains about {noise:.2g}); the independence proposal is off, so the chains mix slowly "
+        "and the plan's ESS is optimistic; change: more [warm_start] steps (or a larger mu)"
+    )

@@ -224,7 +224,7 @@ def one(name: str, n: int, validate: bool, seed: int) -> dict[str, Any]:
     for mu_warm in MU_WARMS:  # the design choices a planner would make from public numbers alone
         plan = warm_plan(base, n, mu_warm)
         ws_try = dp_warm_start(base, data, n, mu_warm, seed)
-        offset = mean_error_cov(plan, ws_try.laplace, M)
+        offset = mean_error_cov(plan, ws_try.model, ws_try.laplace, M)
         for inflate in INFLATES:
             st = averaged_statistics(ws_try, inflate, offset, seed)
             eps_try, _ = eps_for_ess(st, M, ESS_TARGET, mu_warm)
@@ -235,7 +235,7 @@ def one(name: str, n: int, validate: bool, seed: int) -> dict[str, Any]:
     model = ws.model
     _, first = eps_for_ess(stats, M, ESS_TARGET, mu_warm)  # then ESS per proposal at the planned length
     warmup = math.ceil(5.0 / max(stats.acceptance, 1e-3))
-    offset = mean_error_cov(warm_plan(base, n, mu_warm), ws.laplace, M)
+    offset = mean_error_cov(warm_plan(base, n, mu_warm), ws.model, ws.laplace, M)
     short = averaged_statistics(ws, inflate, offset, seed + 7, steps=max(50, first - warmup))
     stats = dataclasses.replace(stats, ess_per_proposal=short.ess_per_proposal)
     eps, iterations = eps_for_ess(stats, M, ESS_TARGET, mu_warm)
