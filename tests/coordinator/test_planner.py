@@ -29,7 +29,7 @@ def _variant(tmp_path: Path, old: str, new: str) -> Path:
 @pytest.mark.parametrize(
     ("old", "new", "key"),
     [
-        ("\nmu = 0.3", "\n#", "warm_start.mu"),
+        ("\nmu = 1.0", "\n#", "warm_start.mu"),
         ("max_sensitivity = 0.6", "#", "sampler.max_sensitivity"),
         ("target_epsilon = 25.0", "target_epsilon = 25.0\nfoo = 1", "privacy"),
         ('proposal = "laplace"', 'proposal = "random-walk"\nproposal_scale = 0.01', "privacy.target_epsilon"),
