@@ -189,7 +189,9 @@ def clear_run_folder(out_dir: Path) -> None:
         return
     if not out_dir.is_dir():
         raise ExperimentError(f"--overwrite: {out_dir} is not a folder; not touched")
-    if not (out_dir / "run.json").is_file() and any(out_dir.iterdir()):
+    # a run refused before its first step leaves only the simulated consortium's folder (simulation/)
+    own = {"simulation"}
+    if not (out_dir / "run.json").is_file() and any(p.name not in own for p in out_dir.iterdir()):
         raise ExperimentError(
             f"--overwrite: {out_dir} is not empty and holds no run.json (not a run folder); not touched"
         )

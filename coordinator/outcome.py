@@ -155,9 +155,32 @@ def write_run_outputs(
         privacy_reports=outcome.privacy_reports,
         privacy_delta=exp.privacy.delta if exp.privacy is not None and exp.privacy.delta else 1e-5,
         provenance=provenance(exp, outcome, endpoints),
+        prior_draws=_prior_draws(exp, outcome.draws.shape[0], outcome.draws.shape[1] - w),
+        constant_data=_constant_data(exp, len(endpoints)),
     )
     # the folder is this run's own (run.json, checkpoint/): replace the outputs of an earlier attempt
     return dict(outputs.write_outputs(outcome.out_dir, result, overwrite=True))
+
+
+def _prior_draws(exp: Experiment, chains: int, draws: int) -> F64 | None:
+    """As many draws from the model's prior as the posterior has (public seed: the prior is public)."""
+    if draws < 1 or exp.sampler.kind == "abcdp":  # ABCDP's simulator models have their own priors
+        return None
+    model = exp.model()
+    rng = np.random.default_rng([exp.seed, 0x9E10])
+    x = np.asarray(model.sample_prior(rng, chains * draws), dtype=np.float64)
+    return x.reshape(chains, draws, -1) if x.size == chains * draws * model.d else None
+
+
+def _constant_data(exp: Experiment, m: int) -> dict[str, npt.NDArray[Any]]:
+    """Public constants: the number of registries and, where public (a simulation, or the warm start's
+    n_records), their record counts."""
+    out: dict[str, npt.NDArray[Any]] = {"registries": np.array([m])}
+    if exp.simulate is not None and exp.simulate.records:
+        out["registry_records"] = np.asarray(exp.simulate.records, dtype=np.int64)
+    elif exp.warm_start is not None and exp.warm_start.n_records:
+        out["total_records"] = np.array([exp.warm_start.n_records], dtype=np.int64)
+    return out
 
 
 def privacy_lines(outcome: Outcome) -> list[str]:

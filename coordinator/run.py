@@ -473,47 +473,27 @@ def run(args: argparse.Namespace) -> int:
     try:
         exp = load_resumed(args.resume) if args.resume is not None else load_experiment(args.config)
         simulate = args.simulate or (args.resume is not None and _was_simulated(exp))
-        if simulate and exp.simulate is None:
-            from dataclasses import replace
-
-            from coordinator.experiment import SimulateSettings
-
-            m = len(exp.parties) or 3
-            exp = replace(exp, simulate=SimulateSettings(m, (500,) * m, exp.seed))
-        tls = None if simulate else exp.coordinator.tls(source=str(exp.source))
+        exp = _with_simulation(exp, simulate)
         if args.out is not None:
             from dataclasses import replace
 
             exp = replace(exp, output_dir=args.out.expanduser().absolute())
-        if args.overwrite and not args.check:
-            clear_run_folder(exp.output_dir)
     except ExperimentError as exc:
         print(f"confar run: {exc}", file=sys.stderr)
         return 2
     if args.check:
         return check(exp, simulate)
     bar: Callable[[ProgressInfo], None] | None = ProgressBar(tty=False if args.no_progress else None)
-    out_dir = args.resume if args.resume is not None else exp.output_dir
+    out_dir = exp.output_dir
     try:
-        if simulate:
-            mod = import_by_name(SIMULATE_MODULE)
-            outcome = mod.simulate_experiment(
-                exp,
-                out_dir,
-                progress=bar,
-                resume=args.resume is not None,
-                stop_after_batches=args.stop_after_batches,
-            )
-        else:
-            outcome = run_experiment(
-                exp,
-                exp.parties,
-                tls,
-                out_dir,
-                progress=bar,
-                resume=args.resume is not None,
-                stop_after_batches=args.stop_after_batches,
-            )
+        outcome = execute(
+            exp,
+            simulate=simulate,
+            resume=args.resume is not None,
+            overwrite=args.overwrite,
+            progress=bar,
+            stop_after_batches=args.stop_after_batches,
+        )
     except ExperimentError as exc:
         print(f"confar run: {exc}", file=sys.stderr)
         return 2
@@ -528,6 +508,51 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(summary_text(outcome))
     return 0
+
+
+def _with_simulation(exp: Experiment, simulate: bool) -> Experiment:
+    """A simulated run of a file without [simulate]: three registries of 500 records (or one per
+    [[parties]] entry)."""
+    if not simulate or exp.simulate is not None:
+        return exp
+    from dataclasses import replace
+
+    from coordinator.experiment import SimulateSettings
+
+    m = len(exp.parties) or 3
+    return replace(exp, simulate=SimulateSettings(m, (500,) * m, exp.seed))
+
+
+def execute(
+    exp: Experiment,
+    *,
+    simulate: bool,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: Callable[[ProgressInfo], None] | None = None,
+    stop_after_batches: int | None = None,
+) -> Outcome:
+    """Run ``exp`` into its output_dir, against its [[parties]] or (``simulate``) a local consortium of
+    daemons: what ``confar run`` and ``coordinator.study.fit`` both do."""
+    exp = _with_simulation(exp, simulate)
+    if overwrite:
+        clear_run_folder(exp.output_dir)
+    if simulate:
+        mod = import_by_name(SIMULATE_MODULE)
+        outcome: Outcome = mod.simulate_experiment(
+            exp, exp.output_dir, progress=progress, resume=resume, stop_after_batches=stop_after_batches
+        )
+        return outcome
+    tls = exp.coordinator.tls(source=str(exp.source))
+    return run_experiment(
+        exp,
+        exp.parties,
+        tls,
+        exp.output_dir,
+        progress=progress,
+        resume=resume,
+        stop_after_batches=stop_after_batches,
+    )
 
 
 def _was_simulated(exp: Experiment) -> bool:

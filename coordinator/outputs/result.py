@@ -175,7 +175,8 @@ class RunResult:
     stats optionally in ``warmup_draws`` (chains, warmup, dims) / ``warmup_sample_stats``; ``reference``: an
     optional reference posterior for comparison; ``privacy_reports``: per party id, its ``PrivacyReport``
     answer (proto, :func:`privacy_report_dict` dict, or the error string when the party could not be asked);
-    ``privacy_delta``: δ for ε at δ when a party's budget is not itself an ε-at-δ budget; ``chain_groups``:
+    ``privacy_delta``: δ for ε at δ when a party's budget is not itself an ε-at-δ budget; ``prior_draws``
+    and ``constant_data``: InferenceData's ``prior`` and ``constant_data`` groups (public); ``chain_groups``:
     named sets of chain indices for the acceptance table (default: all chains); ``provenance``: what the
     caller knows about the run (config text, seeds, party identities, session id, run id, timestamps;
     :func:`write_outputs` adds versions and platform). Validated on construction (``ValueError`` naming the
@@ -193,6 +194,8 @@ class RunResult:
     privacy_delta: float = 1e-5
     chain_groups: dict[str, list[int]] | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
+    prior_draws: F64 | None = None  # (chains, draws, dims) from the model's prior (public)
+    constant_data: dict[str, npt.NDArray[Any]] = field(default_factory=dict)  # public: registry sizes, ...
 
     def __post_init__(self) -> None:
         x = _as_array("draws", self.draws)

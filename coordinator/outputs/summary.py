@@ -23,10 +23,16 @@ from coordinator.outputs.provenance import jsonable
 from coordinator.outputs.result import QUANTILES, RunResult, qcol
 
 HDI_PROB = 0.9
+PRIVATE_GROUPS = (
+    "log_likelihood, observed_data and posterior_predictive are absent by design: they hold per-record "
+    "values, and the records never leave their registry (az.loo and az.waic need them); the prior and the "
+    "public constants (registry sizes) are here"
+)
 
 
 def to_inference_data(result: RunResult) -> az.InferenceData:
-    """The run as an ArviZ InferenceData (posterior, sample_stats, warm-up groups when given)."""
+    """The run as an ArviZ InferenceData (posterior, sample_stats, prior, constant_data, warm-up groups when
+    given; ``attrs["private_groups"]`` says why the per-record groups are absent)."""
     post = {nm: result.draws[:, :, k] for k, nm in enumerate(result.param_names)}
     kwargs: dict[str, Any] = {"posterior": post}
     if result.sample_stats:
@@ -38,7 +44,11 @@ def to_inference_data(result: RunResult) -> az.InferenceData:
         if result.warmup_sample_stats:
             kwargs["warmup_sample_stats"] = dict(result.warmup_sample_stats)
         kwargs["save_warmup"] = True
-    attrs = {"producer": "confar", "warmup_per_chain": result.warmup}
+    if result.prior_draws is not None:
+        kwargs["prior"] = {nm: result.prior_draws[:, :, k] for k, nm in enumerate(result.param_names)}
+    if result.constant_data:
+        kwargs["constant_data"] = dict(result.constant_data)
+    attrs = {"producer": "confar", "warmup_per_chain": result.warmup, "private_groups": PRIVATE_GROUPS}
     for key in ("run_id", "session_id"):
         if key in result.provenance:
             attrs[key] = str(jsonable(result.provenance[key]))

@@ -1,0 +1,74 @@
+"""The Python API (coordinator.study; issue 24 items 2 and 10): settings changed with the file's own
+validation and recorded as run, a run from inside a running event loop (a notebook cell), InferenceData with
+the prior and the public constants, each registry's privacy statement."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coordinator import study
+from coordinator.tables import ExperimentError
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SMALL = {
+    "sampler.chains": 4,
+    "sampler.iterations": 60,
+    "sampler.warmup": 20,
+    "simulate.records": [400, 300, 500],
+}
+
+
+def test_settings_are_validated_and_keep_the_file_s_comments() -> None:
+    settings = {"sampler.iterations": 77, "sampler.warmup": 7, "model.params.p": 3}
+    exp = study.load(EXAMPLES / "mh.toml", settings)
+    assert exp.sampler.iterations == 77 and exp.model_params["p"] == 3
+    assert "# confar certs init" in exp.text  # the file's comments kept
+    assert tomllib.loads(exp.text)["sampler"]["iterations"] == 77
+    with pytest.raises(ExperimentError, match=r"sampler\.iterations"):
+        study.change(exp, {"sampler.iterations": -5})
+    with pytest.raises(ExperimentError, match=r"sampler\.foo"):
+        study.change(exp, {"sampler.foo": 1})
+    with pytest.raises(ExperimentError, match=r"table\.key"):
+        study.change(exp, {"iterations": 1})
+    with pytest.raises(ExperimentError, match="a value, not a table"):
+        study.change(exp, {"sampler.iterations.x": 1})
+
+
+@pytest.mark.slow
+def test_fit_inside_a_running_event_loop_records_what_ran(tmp_path: Path) -> None:
+    exp = study.load(EXAMPLES / "penalty.toml", SMALL)
+
+    async def cell() -> study.Fit:  # what a Jupyter cell is: code inside a running loop
+        return study.fit(exp, simulate=True, out=tmp_path / "run", overwrite=True)
+
+    fit = asyncio.run(cell())
+    post = fit.idata.posterior
+    assert (post.sizes["chain"], post.sizes["draw"]) == (4, 40)
+    assert {"posterior", "sample_stats", "prior", "constant_data"} <= set(fit.idata.groups())
+    assert fit.idata.prior.sizes["draw"] == 40
+    np.testing.assert_array_equal(fit.idata.constant_data["registry_records"].values, [400, 300, 500])
+    assert "absent by design" in fit.idata.attrs["private_groups"]
+    assert sorted(fit.privacy) == ["party-1", "party-2", "party-3"]
+    assert all(p["epsilon"] is not None and p["epsilon"] > 0 and p["statement"] for p in fit.privacy.values())
+    # the run folder records the settings that ran, not the file's
+    recorded = tomllib.loads((tmp_path / "run" / "experiment.toml").read_text())
+    assert recorded["sampler"]["iterations"] == 60 and recorded["sampler"]["chains"] == 4
+    assert recorded["experiment"]["output_dir"] == str(tmp_path / "run")
+    prov = json.loads((tmp_path / "run" / "provenance.json").read_text())
+    assert tomllib.loads(prov["config_text"])["sampler"]["iterations"] == 60
+    assert "4 chains x 40 draws" in repr(fit)
+
+
+def test_fit_without_a_simulation_table_says_how_to_add_one(tmp_path: Path) -> None:
+    text = (EXAMPLES / "mh.toml").read_text()
+    path = tmp_path / "exp.toml"
+    path.write_text(text[: text.index("[simulate]")].replace('"certs/', f'"{EXAMPLES}/certs/'))
+    exp = study.load(path)
+    with pytest.raises(ExperimentError, match=r"\[simulate\]"):
+        study.fit(exp, simulate=True, out=tmp_path)
