@@ -446,6 +446,7 @@ def check(exp: Experiment, simulate: bool) -> int:
                     what = likelihood_problem(model, cols)
                     if what is not None:
                         problems.append(f"simulate: registry {pid}'s records: {what}")
+                problems += _budget_refusals(exp)
     for p in problems:
         print(f"confar run: {exp.source}: {p}", file=sys.stderr)
     if problems:
@@ -456,6 +457,40 @@ def check(exp: Experiment, simulate: bool) -> int:
         if simulate:
             print(f"simulate: {exp.m} registries' records fit the model, log-likelihood finite")
     return 0
+
+
+#: the session's wire keys, as the experiment file says them (a registry's refusal names the wire)
+WIRE_KEYS = {"model_params.penalty": '[sampler] kind = "penalty"', "model_params.lazy": "[sampler] lazy"}
+
+
+def in_file_keys(message: str) -> str:
+    for wire, key in WIRE_KEYS.items():
+        message = message.replace(wire, key)
+    return message
+
+
+def _budget_refusals(exp: Experiment) -> list[str]:
+    """What a simulated registry with a privacy budget refuses before the first batch: a plan whose
+    decisions it cannot account (``mechanisms.privacy.charge``, the rule its daemon applies)."""
+    sim = exp.simulate
+    if sim is None or (sim.party_epsilon is None and sim.party_gdp_mu is None):
+        return []
+    from mechanisms.privacy.charge import Unaccountable, decision_events
+    from mechanisms.privacy.threat import coalition_view
+
+    colluding = exp.m - 1 if sim.party_colluding is None else sim.party_colluding
+    view = coalition_view(exp.reveal_mode, exp.m, exp.t, colluding)
+    plan = exp.decision_plan()
+    if plan.penalty is not None and plan.penalty.fixed:
+        return []  # charged per decision at each batch's own sensitivity: accountable by construction
+    try:
+        decision_events(plan, exp.model(), exp.reveal_mode, view, 1, exp.model_name)
+    except Unaccountable as exc:
+        return [
+            f"the simulated registries have privacy budgets ([simulate] party_epsilon / party_gdp_mu) and "
+            f"would refuse this run: {in_file_keys(str(exc))}"
+        ]
+    return []
 
 
 def run(args: argparse.Namespace) -> int:
@@ -504,7 +539,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"confar run: interrupted; continue with `confar run --resume {out_dir}`", file=sys.stderr)
         return 130
     except (RuntimeError, OSError, ValueError) as exc:  # RunError, SessionError, a daemon that did not start
-        print(f"confar run: {exc}", file=sys.stderr)
+        print(f"confar run: {in_file_keys(str(exc))}", file=sys.stderr)
         return 1
     print(summary_text(outcome))
     return 0

@@ -248,3 +248,21 @@ def test_sign_precompute_default_and_pooled(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match=r"sampler.lazy.*sign_precompute 'inline', got 'sign' / 'blocks4'"):
         load(tmp_path, lazy_blocks)
+
+
+def test_check_simulate_refuses_what_budgeted_registries_refuse(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24 item 5: exact MH against registries with budgets passed --check --simulate and was then
+    refused by every registry, naming the wire key model_params.penalty; --check now refuses it, in the
+    experiment file's keys."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    text = (examples / "mh.toml").read_text().replace('"certs/', f'"{examples}/certs/')
+    p = tmp_path / "mh.toml"
+    p.write_text(text.replace("[simulate]", "[simulate]\nparty_epsilon = 50.0\nparty_delta = 1e-5", 1))
+    assert main(["run", str(p), "--check", "--simulate"]) == 2
+    err = capsys.readouterr().err
+    assert 'would refuse this run' in err and '[sampler] kind = "penalty"' in err
+    assert "model_params" not in err
+    p.write_text(text)  # no budgets: the same run is fine
+    assert main(["run", str(p), "--check", "--simulate"]) == 0
