@@ -483,12 +483,32 @@ def _budget_refusals(exp: Experiment) -> list[str]:
     plan = exp.decision_plan()
     if plan.penalty is not None and plan.penalty.fixed:
         return []  # charged per decision at each batch's own sensitivity: accountable by construction
+    neighbours = sim.party_neighbours or "replace-one"
+    n = exp.sampler.decisions_per_batch
     try:
-        decision_events(plan, exp.model(), exp.reveal_mode, view, 1, exp.model_name)
+        model = exp.model()
+        events = decision_events(plan, model, exp.reveal_mode, view, n, exp.model_name, None, neighbours)
     except Unaccountable as exc:
         return [
             f"the simulated registries have privacy budgets ([simulate] party_epsilon / party_gdp_mu) and "
             f"would refuse this run: {in_file_keys(str(exc))}"
+        ]
+    from coordinator.privacy import recompose
+    from mechanisms.privacy.events import scaled
+
+    batches = exp.sampler.batches
+    delta = sim.party_delta if sim.party_delta is not None else 1e-5
+    spend = recompose(scaled(events, batches), delta)
+    if sim.party_epsilon is not None and spend.eps > sim.party_epsilon * (1 + 1e-12):
+        return [
+            f"the simulated registries' budget ([simulate] party_epsilon = {sim.party_epsilon:g} at delta = "
+            f"{delta:g}, {neighbours}) does not fit the run: {batches} batches of {n} decisions spend eps = "
+            f"{spend.eps:.4g} (fewer [sampler] iterations, more noise, or a larger budget)"
+        ]
+    if sim.party_gdp_mu is not None and spend.gdp_mu is not None and spend.gdp_mu > sim.party_gdp_mu:
+        return [
+            f"the simulated registries' budget ([simulate] party_gdp_mu = {sim.party_gdp_mu:g}) does not fit "
+            f"the run: {batches} batches of {n} decisions spend mu = {spend.gdp_mu:.4g}"
         ]
     return []
 

@@ -266,3 +266,20 @@ def test_check_simulate_refuses_what_budgeted_registries_refuse(
     assert "model_params" not in err
     p.write_text(text)  # no budgets: the same run is fine
     assert main(["run", str(p), "--check", "--simulate"]) == 0
+
+
+def test_check_simulate_refuses_a_run_over_the_registries_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The whole run's projected spend, composed as each registry's ledger composes it: 600 batches of the
+    penalty example spend eps = 344.9 at delta = 1e-5 (the daemons' own dry run says 344.884), over a budget
+    of 300; the example's own budget (1000) fits."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    text = (examples / "penalty.toml").read_text().replace('"certs/', f'"{examples}/certs/')
+    p = tmp_path / "penalty.toml"
+    p.write_text(text.replace("party_epsilon = 1000.0", "party_epsilon = 300.0"))
+    assert main(["run", str(p), "--check", "--simulate"]) == 2
+    err = capsys.readouterr().err
+    assert "party_epsilon = 300" in err and "spend eps = 344.9" in err
+    p.write_text(text)
+    assert main(["run", str(p), "--check", "--simulate"]) == 0
