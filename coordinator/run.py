@@ -447,11 +447,37 @@ def check(exp: Experiment, simulate: bool) -> int:
                     if what is not None:
                         problems.append(f"simulate: registry {pid}'s records: {what}")
                 problems += _budget_refusals(exp)
+    plan_text = ""
+    if not problems and exp.budget_target is not None:  # a planned run: the pilot plan, as the run makes it
+        what = "plan from the pilot (the model's synthetic registries at the public sizes)"
+        try:
+            model = exp.model()
+            mp = planner.plan(exp, model, planner.pilot_laplace(exp, model))
+            planner.check_usable(exp, mp, what)
+            plan_text = f"{what}, for {exp.budget_target.text()}: {mp.text()}"
+        except planner.PlanRefused as exc:
+            problems.append(str(exc))
+        sim = exp.simulate
+        target = exp.budget_target
+        if (
+            simulate
+            and sim is not None
+            and sim.party_epsilon is not None
+            and target.epsilon is not None
+            and target.epsilon > sim.party_epsilon
+        ):
+            problems.append(
+                f"[privacy] target_epsilon = {target.epsilon:g} is above the simulated registries' budget "
+                f"([simulate] party_epsilon = {sim.party_epsilon:g}): they would stop the run when it is "
+                "spent"
+            )
     for p in problems:
         print(f"confar run: {exp.source}: {p}", file=sys.stderr)
     if problems:
         return 2
     print(f"{exp.source}: valid ({exp.sampler.kind}, {exp.m} parties, reveal {exp.reveal_mode})")
+    if plan_text:
+        print(plan_text)
     if exp.sampler.kind != "abcdp":
         print(f"model: {exp.model_name}: prior draws in bounds with a finite log prior")
         if simulate:

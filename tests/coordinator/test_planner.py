@@ -80,3 +80,17 @@ def test_offline_plan_says_what_a_budget_buys(capsys: pytest.CaptureFixture[str]
     ]
     assert len(need) == 2 and need[0] < need[1] <= 25.0
     assert np.isfinite(need).all()
+
+
+@pytest.mark.slow
+def test_check_refuses_what_the_planned_run_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24 item 5: --check makes the run's pilot plan (before, it passed a budget the run refused)."""
+    assert confar(["run", str(_variant(tmp_path, "min_ess = 400", "min_ess = 5000")), "--check"]) == 2
+    assert "below min_ess = 5000" in capsys.readouterr().err
+    over = _variant(tmp_path, "party_epsilon = 25.0", "party_epsilon = 20.0")
+    assert confar(["run", str(over), "--check", "--simulate"]) == 2
+    assert "above the simulated registries' budget" in capsys.readouterr().err
+    assert confar(["run", str(DEMO), "--check"]) == 0
+    assert "plan from the pilot" in capsys.readouterr().out
