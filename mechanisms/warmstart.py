@@ -283,6 +283,14 @@ def prior_precision(model: Model, theta: F64, rel_step: float = 1e-4) -> tuple[F
     return np.asarray(grad, dtype=np.float64), _nearest_pd(-hess, 1e-12)
 
 
+def floored_fisher(model: Model, total: F64, gram_noise: float) -> tuple[F64, F64]:
+    """(the likelihood's gradient, its empirical Fisher with eigenvalues raised to 3 x ``gram_noise``)
+    from a score release's unscaled total."""
+    grad, fisher = unpack(total, model.d)
+    floor = max(3.0 * gram_noise, 1e-9 * max(1.0, float(np.trace(fisher)) / model.d))
+    return grad, _nearest_pd(fisher, floor)
+
+
 def fisher_step(
     model: Model, theta: F64, total: F64, max_step: float | None = None, gram_noise: float = 0.0
 ) -> tuple[F64, F64]:
@@ -292,11 +300,9 @@ def fisher_step(
     cannot make a direction look flat; P the prior's
     precision; the step is shrunk to ``max_step`` in the (F + P) metric when given. Returns (θ', F + P at
     θ)."""
-    d = model.d
-    grad, fisher = unpack(total, d)
+    grad, fisher = floored_fisher(model, total, gram_noise)
     lp_grad, prec = prior_precision(model, theta)
-    floor = max(3.0 * gram_noise, 1e-9 * max(1.0, float(np.trace(fisher)) / d))
-    info = _nearest_pd(fisher, floor) + prec
+    info = fisher + prec
     step = np.linalg.solve(info, grad + lp_grad)
     if max_step is not None:
         length = float(np.sqrt(step @ info @ step))
@@ -421,22 +427,32 @@ def run_warm_start(
     path = [theta]
     info: F64 | None = None
     curvature: F64 | None = None  # the gradient steps' curvature: the last Fisher, secant-updated
-    previous: tuple[F64, F64, float] | None = None  # (θ, ∇ log posterior at θ, its noise sd) last released
+    # (θ, ∇ log posterior at θ, its noise sd, whether the step from it was a jump) of the last release
+    previous: tuple[F64, F64, float, bool] | None = None
     for stats in plan.schedule():
         total = release(stats, theta, model)
         lp_grad, _ = prior_precision(model, theta)
         grad = (unpack(total, model.d)[0] if stats.what == "score" else total) + lp_grad
-        if previous is None:  # the first step: Fisher scoring
+        jumped = False
+        if previous is None:  # the first step: Fisher scoring, or the model's public jump
             new_theta, info = fisher_step(model, theta, total, plan.max_step, stats.sd2 * math.sqrt(m))
+            jump = getattr(model, "warm_start_jump", None)
+            lik_grad, fisher = floored_fisher(model, total, stats.sd2 * math.sqrt(m))
+            to = jump(theta, lik_grad, fisher, n_total) if jump is not None else None
+            if to is not None:  # e.g. logistic: the intercept at the released prevalence's logit
+                new_theta, curv = to
+                info = curv + prior_precision(model, new_theta)[1]
+                jumped = True
             curvature = info
         else:  # later steps: the secant-updated curvature; a score release renews the covariance only
             assert curvature is not None
             if stats.what == "score":
                 info = fisher_step(model, theta, total, None, stats.sd2 * math.sqrt(m))[1]
-            noise = math.sqrt(m) * math.hypot(previous[2], stats.sd)  # the sd of y's noise per coordinate
-            curvature = secant_update(curvature, theta - previous[0], previous[1] - grad, noise)
+            if previous[3] is False:  # no secant across a jump: its path is long and curved
+                noise = math.sqrt(m) * math.hypot(previous[2], stats.sd)  # the sd of y's noise
+                curvature = secant_update(curvature, theta - previous[0], previous[1] - grad, noise)
             new_theta = np.asarray(theta + np.linalg.solve(curvature, grad), dtype=np.float64)
-        previous = (theta, grad, stats.sd)
+        previous = (theta, grad, stats.sd, jumped)
         theta = new_theta
         path.append(theta)
     assert info is not None

@@ -186,3 +186,31 @@ def test_a_warm_start_stopped_short_of_the_mode_is_named(steps: int, warns: bool
     assert (w is not None) == warns, (last_move(ws.path, ws.laplace), w)
     if warns:
         assert w is not None and "[warm_start] steps" in w
+
+
+def test_a_rare_outcome_starts_at_its_released_prevalence() -> None:
+    """1-2 % prevalence, 30,000 records, no noise: the first score release's intercept component gives the
+    prevalence, the warm start jumps to its logit (BayesLogistic.warm_start_jump) and five steps end near
+    the mode; from θ = 0 by Fisher scoring alone they end many posterior sds short."""
+    model = load_model("bayes-logistic", {"p": 2, "x_bound": 3.0})
+    beta = np.array([-5.0, 0.8, -0.5])
+    data = [
+        model.check_data(d)
+        for d in synthetic_registries(np.random.default_rng(11), model, beta, (18000, 12000))
+    ]
+    n, m = 30000, 2
+    plan = dataclasses.replace(
+        warm_start_plan(WarmStartSettings(mu=1.0, steps=5, n_records=n), model, m), moments=None
+    )
+    zeros = [np.zeros for _ in range(m)]
+    mode, cov = _exact_mode(model, data)
+    sd = np.sqrt(np.diag(cov))
+    ws = run_warm_start(model, plan, in_memory_release(data, zeros), n, np.zeros(model.d), m)
+    ybar = np.mean(np.concatenate([d["y"] for d in data]))
+    assert ws.path[1][0] == pytest.approx(math.log(ybar / (1 - ybar)), rel=1e-6)
+    err = np.abs(ws.laplace.mean - mode) / sd
+    no_jump = dataclasses.replace(model, x_radius=None)  # the same model, its jump disabled below
+    object.__setattr__(no_jump, "warm_start_jump", lambda *a: None)
+    ws0 = run_warm_start(no_jump, plan, in_memory_release(data, zeros), n, np.zeros(model.d), m)
+    err0 = np.abs(ws0.laplace.mean - mode) / sd
+    assert err.max() < 1.0 < 5.0 < err0.max(), (err, err0)
