@@ -74,15 +74,22 @@ PROPORTIONS = np.array([21, 7, 13, 5, 27, 10, 17], dtype=float) / 100.0
 SIZES = (10_000, 30_000, 100_000, 300_000, 1_000_000)
 MODELS = {
     "logistic": ("bayes-logistic", {"p": 4}),
+    "rare": ("bayes-logistic", {"p": 4}),  # the same model, a rare outcome (intercept -5: ~1.4 % prevalence)
     "weibull": ("weibull-regression", {"p": 2, "t_max": 3.0}),
 }
+RARE_BETA = np.r_[-5.0, [0.8 * (-0.6) ** k for k in range(4)]]
 SD_TOTAL, DELTA, ESS_TARGET, CHAINS = 2.0, 1e-5, 200.0, 16
 MU_WARMS, INFLATES = (0.3, 0.6, 1.0), (1.1, 1.3)  # inflate >= 1.1: the tails against a misfit
 M = len(PROPORTIONS)
 
 
-def registries(model: Model, n: int, seed: int) -> list[dict[str, F64]]:
+def registries(model: Model, n: int, seed: int, rare: bool = False) -> list[dict[str, F64]]:
     sizes = tuple(round(n * float(p)) for p in PROPORTIONS)
+    if rare:
+        from mechanisms.models.logistic import BayesLogistic, synthetic_registries
+
+        assert isinstance(model, BayesLogistic)
+        return synthetic_registries(np.random.default_rng(seed), model, RARE_BETA, sizes)
     data = model.synthetic_data(np.random.default_rng(seed), sizes)
     assert data is not None
     return data
@@ -219,7 +226,7 @@ def one(name: str, n: int, validate: bool, seed: int) -> dict[str, Any]:
     ref_name, args = MODELS[name]
     assert isinstance(args, dict)
     base = load_model(ref_name, args)
-    data = registries(base, n, seed)
+    data = registries(base, n, seed, rare=name == "rare")
     t0 = time.perf_counter()
     best: tuple[float, Any, Any, float, float] | None = None
     for mu_warm in MU_WARMS:  # the design choices a planner would make from public numbers alone
@@ -289,7 +296,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, marker in (("logistic", "o"), ("weibull", "s")):
+    for name, marker in (("logistic", "o"), ("rare", "^"), ("weibull", "s")):
         rs = sorted((r for r in rows if r["model"] == name), key=lambda r: r["n"])
         if not rs:
             continue
@@ -330,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="two sizes of the logistic model, no validation")
     ap.add_argument("--sizes", type=str, default=None, help="comma-separated n (default: 1e4 .. 1e6)")
     ap.add_argument("--validate", type=str, default="10000,100000,1000000", help="n at which the chains run")
-    ap.add_argument("--models", type=str, default="logistic", help="logistic (default) and/or weibull")
+    ap.add_argument("--models", type=str, default="logistic", help="logistic (default), rare, weibull")
     ap.add_argument("--seed", type=int, default=3)
     args = ap.parse_args(argv)
     sizes = (
