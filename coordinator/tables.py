@@ -15,6 +15,8 @@ from typing import Any
 from proto.spec import PartyEntry, default_identity, identity_problem
 from proto.tls import TlsError, TlsMaterial
 
+M_MIN, M_MAX = 2, 15  # registries in a session (the [[parties]] list, [simulate] parties)
+
 
 class ExperimentError(ValueError):
     """A problem in the experiment file; the message names the file and the dotted key path."""

@@ -435,10 +435,10 @@ def run_warm_start(
         grad = (unpack(total, model.d)[0] if stats.what == "score" else total) + lp_grad
         jumped = False
         if previous is None:  # the first step: Fisher scoring, or the model's public jump
-            new_theta, info = fisher_step(model, theta, total, plan.max_step, stats.sd2 * math.sqrt(m))
+            gram_noise = stats.sd2 * math.sqrt(m)
+            new_theta, info = fisher_step(model, theta, total, plan.max_step, gram_noise)
             jump = getattr(model, "warm_start_jump", None)
-            lik_grad, fisher = floored_fisher(model, total, stats.sd2 * math.sqrt(m))
-            to = jump(theta, lik_grad, fisher, n_total) if jump is not None else None
+            to = jump(theta, *floored_fisher(model, total, gram_noise), n_total) if jump else None
             if to is not None:  # e.g. logistic: the intercept at the released prevalence's logit
                 new_theta, curv = to
                 info = curv + prior_precision(model, new_theta)[1]

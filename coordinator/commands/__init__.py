@@ -48,6 +48,9 @@ def import_by_name(name: str) -> ModuleType:
     uses modules of ``simulations/``, the layer above it, without an import arrow pointing up."""
     return importlib.import_module(name)
 
+
+SIMULATE_MODULE = "simulations.run_local"  # the local consortium of `confar run --simulate` (and --check)
+
 COMMANDS: list[tuple[str, Target]] = [
     ("certs", "coordinator.commands.certs"),
     ("simulate", "simulations.launcher"),

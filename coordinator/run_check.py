@@ -1,0 +1,124 @@
+"""``confar run --check``: what a run would refuse, found before anything is contacted — the file, the
+model's public side, with ``--simulate`` the simulated registries' records and what their budgets refuse
+(their own charge rule on the plan, the whole run's projected spend), and a planned run's pilot plan.
+Refusals name the experiment file's keys, not the session's wire keys (:func:`in_file_keys`)."""
+
+from __future__ import annotations
+
+import sys
+
+from coordinator import planner
+from coordinator.commands import SIMULATE_MODULE, import_by_name
+from coordinator.experiment import Experiment, check_model
+
+
+def check(exp: Experiment, simulate: bool) -> int:
+    """``confar run --check``: the file, the model's public side and, with --simulate, each simulated
+    registry's data against the model (schema and log-likelihood); no party is contacted. Exit 0 or 2."""
+    from mechanisms.models.base import likelihood_problem
+
+    problems = check_model(exp)
+    if simulate and not problems and exp.simulate is not None:
+        mod = import_by_name(SIMULATE_MODULE)
+        try:
+            data = mod.synthetic_data(exp)
+        except ValueError as exc:
+            problems.append(f"simulate: {exc}")
+        else:
+            if exp.sampler.kind != "abcdp":
+                model = exp.model()
+                for pid, cols in enumerate(data, start=1):
+                    what = likelihood_problem(model, cols)
+                    if what is not None:
+                        problems.append(f"simulate: registry {pid}'s records: {what}")
+                problems += _budget_refusals(exp)
+    plan_text = ""
+    if not problems and exp.budget_target is not None:  # a planned run: the pilot plan, as the run makes it
+        what = "plan from the pilot (the model's synthetic registries at the public sizes)"
+        try:
+            model = exp.model()
+            mp = planner.plan(exp, model, planner.pilot_laplace(exp, model))
+            planner.check_usable(exp, mp, what)
+            plan_text = f"{what}, for {exp.budget_target.text()}: {mp.text()}"
+        except planner.PlanRefused as exc:
+            problems.append(str(exc))
+        sim = exp.simulate
+        target = exp.budget_target
+        if (
+            simulate
+            and sim is not None
+            and sim.party_epsilon is not None
+            and target.epsilon is not None
+            and target.epsilon > sim.party_epsilon
+        ):
+            problems.append(
+                f"[privacy] target_epsilon = {target.epsilon:g} is above the simulated registries' budget "
+                f"([simulate] party_epsilon = {sim.party_epsilon:g}): they would stop the run when it is "
+                "spent"
+            )
+    for p in problems:
+        print(f"confar run: {exp.source}: {p}", file=sys.stderr)
+    if problems:
+        return 2
+    print(f"{exp.source}: valid ({exp.sampler.kind}, {exp.m} parties, reveal {exp.reveal_mode})")
+    if plan_text:
+        print(plan_text)
+    if exp.sampler.kind != "abcdp":
+        print(f"model: {exp.model_name}: prior draws in bounds with a finite log prior")
+        if simulate:
+            print(f"simulate: {exp.m} registries' records fit the model, log-likelihood finite")
+    return 0
+
+
+#: the session's wire keys, as the experiment file says them (a registry's refusal names the wire)
+WIRE_KEYS = {"model_params.penalty": '[sampler] kind = "penalty"', "model_params.lazy": "[sampler] lazy"}
+
+
+def in_file_keys(message: str) -> str:
+    for wire, key in WIRE_KEYS.items():
+        message = message.replace(wire, key)
+    return message
+
+
+def _budget_refusals(exp: Experiment) -> list[str]:
+    """What a simulated registry with a privacy budget refuses before the first batch: a plan whose
+    decisions it cannot account (``mechanisms.privacy.charge``, the rule its daemon applies)."""
+    sim = exp.simulate
+    if sim is None or (sim.party_epsilon is None and sim.party_gdp_mu is None):
+        return []
+    from mechanisms.privacy.charge import Unaccountable, decision_events
+    from mechanisms.privacy.threat import coalition_view
+
+    colluding = exp.m - 1 if sim.party_colluding is None else sim.party_colluding
+    view = coalition_view(exp.reveal_mode, exp.m, exp.t, colluding)
+    plan = exp.decision_plan()
+    if plan.penalty is not None and plan.penalty.fixed:
+        return []  # charged per decision at each batch's own sensitivity: accountable by construction
+    neighbours = sim.party_neighbours or "replace-one"
+    n = exp.sampler.decisions_per_batch
+    try:
+        model = exp.model()
+        events = decision_events(plan, model, exp.reveal_mode, view, n, exp.model_name, None, neighbours)
+    except Unaccountable as exc:
+        return [
+            f"the simulated registries have privacy budgets ([simulate] party_epsilon / party_gdp_mu) and "
+            f"would refuse this run: {in_file_keys(str(exc))}"
+        ]
+    from coordinator.privacy import recompose
+    from mechanisms.privacy.events import scaled
+
+    batches = exp.sampler.batches
+    delta = sim.party_delta if sim.party_delta is not None else 1e-5
+    spend = recompose(scaled(events, batches), delta)
+    if sim.party_epsilon is not None and spend.eps > sim.party_epsilon * (1 + 1e-12):
+        return [
+            f"the simulated registries' budget ([simulate] party_epsilon = {sim.party_epsilon:g} at delta = "
+            f"{delta:g}, {neighbours}) does not fit the run: {batches} batches of {n} decisions spend eps = "
+            f"{spend.eps:.4g} (fewer [sampler] iterations, more noise, or a larger budget)"
+        ]
+    if sim.party_gdp_mu is not None and spend.gdp_mu is not None and spend.gdp_mu > sim.party_gdp_mu:
+        return [
+            f"the simulated registries' budget ([simulate] party_gdp_mu = {sim.party_gdp_mu:g}) does not fit "
+            f"the run: {batches} batches of {n} decisions spend mu = {spend.gdp_mu:.4g}"
+        ]
+    return []
