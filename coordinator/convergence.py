@@ -49,9 +49,17 @@ def chains_agree_p(x: F64) -> float:
 
 
 def convergence_warnings(
-    draws: F64, param_names: tuple[str, ...], accepted: int, proposed: int, asked: int, planned: bool = False
+    draws: F64,
+    param_names: tuple[str, ...],
+    accepted: int,
+    proposed: int,
+    asked: int,
+    planned: bool = False,
+    tuned: bool = False,
 ) -> list[str]:
-    """``draws`` (chains, draws, d) after warm-up; ``accepted`` / ``proposed`` / ``asked`` over the run."""
+    """``draws`` (chains, draws, d) after warm-up; ``accepted`` / ``proposed`` / ``asked`` over the run;
+    ``tuned``: the proposal's scale was tuned from the accept bits during the warm-up (no proposal_scale),
+    so the advice is a longer adaptation, not another scale."""
     import arviz as az
 
     out: list[str] = []
@@ -91,19 +99,31 @@ def convergence_warnings(
     rate = accepted / max(asked, 1)
     if asked and not ACCEPT_LOW <= rate <= ACCEPT_HIGH:
         side = "below" if rate < ACCEPT_LOW else "above"
-        cause = (
-            "proposals too far or penalty noise too large; change: [sampler] proposal_scale smaller, or "
-            "sd / tau smaller"
-            if rate < ACCEPT_LOW
-            else "proposals too close (the chain barely moves); change: [sampler] proposal_scale larger"
-        )
+        if tuned:
+            cause = (
+                "the automatic proposal tuning had too few warm-up iterations to reach its target, or "
+                "penalty noise too large; change: more warm-up iterations ([sampler] adapt_stop and warmup "
+                "larger, with iterations), or sd / tau smaller"
+                if rate < ACCEPT_LOW
+                else "proposals too close (the chain barely moves): the automatic proposal tuning had too "
+                "few warm-up iterations to reach its target; change: more warm-up iterations ([sampler] "
+                "adapt_stop and warmup larger, with iterations)"
+            )
+        else:
+            cause = (
+                "proposals too far or penalty noise too large; change: [sampler] proposal_scale smaller, or "
+                "sd / tau smaller"
+                if rate < ACCEPT_LOW
+                else "proposals too close (the chain barely moves); change: [sampler] proposal_scale larger"
+            )
         out.append(f"acceptance {rate:.3f} is {side} [{ACCEPT_LOW}, {ACCEPT_HIGH}]; likely cause: {cause}")
     refused = proposed - asked
     if proposed and refused / proposed > CAPPED_MAX:
+        steps = "a higher target_accept (smaller tuned steps)" if tuned else "smaller steps (proposal_scale)"
         out.append(
             f"{refused} of {proposed} proposals ({refused / proposed:.0%}) were refused by the public "
-            "sensitivity cap before any registry was asked; change: [sampler] max_sensitivity larger, or "
-            "smaller steps (proposal_scale)"
+            f"sensitivity cap before any registry was asked; change: [sampler] max_sensitivity larger, or "
+            f"{steps}"
         )
     out += [f"ArviZ: {w.message}" for w in caught]
     return out

@@ -11,7 +11,6 @@ resumed run makes the same requests. Each driver says what its checkpoint holds 
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -155,6 +154,8 @@ class MHDriver(Driver):
                 lazy=s.lazy,
                 final=s.final,
                 independence_scale=s.independence_scale,
+                scale_adapt=s.scale_adapt,
+                target_accept=s.target_accept,
             )
         return RandomWalkMH(self.model, decide, s.proposal_cov, penalty=s.penalty, m=m, lazy=s.lazy)
 
@@ -176,6 +177,8 @@ class MHDriver(Driver):
         if isinstance(st, AdaptiveState):
             out |= {"t": st.t, "count": st.count, "mean": st.mean.tolist(), "m2": st.m2.tolist()}
             out["cov"] = st.cov.tolist()
+            scales = np.zeros(self.chains) if st.log_scale is None else st.log_scale
+            out["log_scale"] = scales.tolist()  # each chain's Robbins-Monro log scale
         return out
 
     def restore(self, st: dict[str, Any]) -> None:
@@ -189,6 +192,8 @@ class MHDriver(Driver):
                 _arr(st["mean"]).reshape(self.chains, self.d),
                 _arr(st["m2"]).reshape(self.d, self.d),
                 _arr(st["cov"]).reshape(self.d, self.d),
+                # each chain's log scale (checkpoints from before the scale adaptation have none: 0)
+                _arr(st.get("log_scale", np.zeros(self.chains))).reshape(self.chains),
             )
         else:
             self.mh = MHState(theta, lp)
@@ -198,18 +203,11 @@ class MHDriver(Driver):
         kernel = self.kernel(decide)
         state, info = kernel.step(self.seeds.rng(self.batch), self.mh)  # type: ignore[arg-type]
         self.mh = state
-        if isinstance(state, AdaptiveState):
-            cov = state.cov  # the covariance this step used
-        elif isinstance(kernel, IndependenceMH):
-            cov = np.asarray(kernel.proposal.cov, dtype=np.float64)  # type: ignore[attr-defined]
-        else:
-            assert isinstance(kernel, RandomWalkMH)
-            cov = np.asarray(kernel.cov, dtype=np.float64)
-        step_size = math.sqrt(float(np.trace(np.atleast_2d(cov))) / self.d)
+        assert info.step_size is not None  # every kernel here proposes from a Gaussian: √(tr Σ / d) per chain
         self.batch += 1
         self.accepted += int(info.accept.sum())
         self.asked += info.asked
-        row = np.column_stack([state.theta, info.accept.astype(np.float64), np.full(self.chains, step_size)])
+        row = np.column_stack([state.theta, info.accept.astype(np.float64), info.step_size])
         return np.asarray(row.reshape(1, -1), dtype=np.float64)
 
     def draws(self, rows: F64) -> tuple[F64, dict[str, npt.NDArray[Any]]]:

@@ -45,17 +45,28 @@ EXPERIMENT.toml::
     chains = 16                     # 1..4096
     iterations = 2000               # per chain, including warmup
     warmup = 1000                   # first draws kept as warmup (alias: burn_in); default iterations // 2
-    proposal_scale = 0.1            # random-walk sd (cov = scale^2 I), or:
-    # proposal_cov = [[...], ...]   # a d x d symmetric positive-definite covariance
+                                    # (adapt_stop when the proposal adapts)
+    # proposal_scale = 0.1          # optional: a fixed random-walk sd (cov = scale^2 I), or:
+    # proposal_cov = [[...], ...]   # a d x d symmetric positive-definite covariance; with neither (the
+                                    # default) the proposal is tuned automatically (below)
     init = "prior"                  # "prior" (a draw from the prior per chain, from the public seed),
                                     # [theta] for every chain, or [[theta], ...] one per chain
     init_scale = 0.1                # with init = "prior": start at init_scale x the prior draw (default 1)
+    # automatic proposal (mh, adaptive-mh, penalty with the random-walk proposal and no proposal_scale /
+    #   proposal_cov): adaptive MH from a public start (2.38^2 / d) diag(0.1 x the prior's spread)^2; until
+    #   adapt_stop each chain's scale follows its own accept bits (Robbins-Monro) to target_accept
+    #   (optional, 0 < x < 1; default 0.44 for d = 1, 0.35 for d = 2..4, 0.234 for d >= 5; lower with lazy
+    #   or a penalty sd) and the covariance is Haario's (adapt_* keys below) from the later states only
+    #   (the history restarts in doubling windows, as Stan's); from adapt_stop on the kernel is frozen.
+    #   With kind = "mh", giving proposal_scale / proposal_cov switches it off (a plain random walk, no
+    #   adapt_* / target_accept keys).
     # adaptive-mh (Haario et al.; mechanisms.samplers.AdaptiveMH): adapt_start (default iterations // 10),
     #   adapt_every (iterations // 40), adapt_stop (iterations // 2), history_from (iterations // 20);
     #   warmup must be >= adapt_stop (only draws of the frozen kernel are posterior draws); final =
     #   "random-walk" (default) | "independence" (from adapt_stop on, proposals N(mean, k^2 cov) fitted to
     #   the history, k = independence_scale, default 1: nearly independent draws per decision). The penalty
-    #   kind takes these keys too (then it is adaptive).
+    #   kind takes these keys too (then it is adaptive); target_accept with a given proposal_scale also
+    #   tunes the scale.
     # mh, adaptive-mh: lazy = 0.5 (optional; reveal sign, sign_precompute inline): accept only if the MH
     #   test passes AND a secret coin with P(1) = lazy comes up, made inside the protocol (gamma = k / 2^L,
     #   L <= 16); the chain stays exact (lazy MH is reversible), mixing slows by 1/gamma, and each step is
@@ -84,7 +95,8 @@ EXPERIMENT.toml::
     #   each registry charges the run's eps once per run and keeps its SVT state per run step).
 
     # penalty with sd: proposal = "laplace" (default "random-walk"): an independence sampler from the DP
-    #   Laplace approximation of [warm_start] (no proposal_scale / proposal_cov / adapt_* keys).
+    #   Laplace approximation of [warm_start] (no proposal_scale / proposal_cov /
+    #   adapt_* / target_accept keys).
 
     [warm_start]                    # optional, before MCMC: a differentially private warm start (the keys
     mu = 0.3                        # are in coordinator/warm_start.py): noisy sums on secret shares (reveal

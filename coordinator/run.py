@@ -191,8 +191,9 @@ def run_experiment(
         w0 = min(warmup, draws.shape[1])
         proposed = driver.batch * exp.sampler.chains
         planned = exp.budget_target is not None
+        tuned = exp.sampler.scale_adapt
         for w in convergence_warnings(
-            draws[:, w0:], outcome.param_names, driver.accepted, proposed, driver.asked, planned
+            draws[:, w0:], outcome.param_names, driver.accepted, proposed, driver.asked, planned, tuned
         ):
             say(f"WARNING: {w}")
             outcome.warnings.append(w)

@@ -63,6 +63,8 @@ def check(exp: Experiment, simulate: bool) -> int:
     print(f"{exp.source}: valid ({exp.sampler.kind}, {exp.m} parties, reveal {exp.reveal_mode})")
     if plan_text:
         print(plan_text)
+    if exp.sampler.scale_adapt:
+        print(_auto_proposal_line(exp))
     if exp.sampler.kind != "abcdp":
         print(f"model: {exp.model_name}: prior draws in bounds with a finite log prior")
         if simulate:
@@ -72,6 +74,19 @@ def check(exp: Experiment, simulate: bool) -> int:
 
 #: the session's wire keys, as the experiment file says them (a registry's refusal names the wire)
 WIRE_KEYS = {"model_params.penalty": '[sampler] kind = "penalty"', "model_params.lazy": "[sampler] lazy"}
+
+
+def _auto_proposal_line(exp: Experiment) -> str:
+    """What the automatic proposal (no proposal_scale) will do: the acceptance its accept bits are steered
+    to (lowered for a lazy coin or a penalty sd: ``AdaptiveMH.accept_target``) and until when."""
+    from mechanisms.samplers.mh import accept_target
+
+    s = exp.sampler
+    rate = accept_target(exp.model().d, s.target_accept, s.penalty, exp.m, s.lazy)
+    return (
+        f"proposal: tuned automatically: each chain's scale steered to acceptance {rate:.3g} by its accept "
+        f"bits until adapt_stop = {s.adapt_stop}, frozen from there (warmup = {s.warmup})"
+    )
 
 
 def in_file_keys(message: str) -> str:

@@ -5,6 +5,15 @@ warm-up, proposal, start, adaptation, the penalty; rejection: proposals, batches
 acceptance; federated ABCDP: the public run parameters of its ``FederatedSvtPlan``). :func:`read_sampler`
 reads it for a given kind (``SAMPLER_KEYS`` lists the keys each kind takes) with errors naming
 ``sampler.<key>``; the key reference is the docstring of :mod:`coordinator.experiment`.
+
+Automatic proposal (kinds mh, adaptive-mh, penalty with the random-walk proposal, when neither
+``proposal_scale`` nor ``proposal_cov`` is given): the run is adaptive MH with Robbins–Monro scaling
+(:class:`mechanisms.samplers.AdaptiveMH` with ``scale_adapt``; the adapt_* keys and their defaults, and
+``target_accept``), from the public initial covariance Σ₀ = (2.38²/d) diag(0.1 ŝ_k)², ŝ_k the prior's
+spread in coordinate k (:func:`prior_proposal_cov`). The proposal then adapts to the released accept bits
+and public chain states until adapt_stop and is frozen after it; warmup >= adapt_stop keeps only draws of
+the frozen kernel. The kind stays what the file says: the privacy charge is per decision on the public
+(θ, θ*) and does not depend on how θ* was proposed.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import numpy.typing as npt
 
 from coordinator.tables import Reader
 from mechanisms.models.base import Model
+from mechanisms.samplers.mh import prior_proposal_cov
 from mechanisms.samplers.requests import Lazy, Penalty
 from mechanisms.warmstart import LaplaceApproximation
 
@@ -38,11 +48,12 @@ MH_KEYS = {
     "proposal_cov",
     "init",
     "init_scale",
+    "target_accept",
 }
 LAZY_KEYS = {"lazy", "max_sensitivity"}
 ADAPT_KEYS = {"adapt_start", "adapt_every", "adapt_stop", "history_from", "final", "independence_scale"}
 SAMPLER_KEYS: dict[str, set[str]] = {
-    "mh": MH_KEYS | LAZY_KEYS,
+    "mh": MH_KEYS | LAZY_KEYS | ADAPT_KEYS,  # adapt_* and target_accept: with the automatic proposal only
     "adaptive-mh": MH_KEYS | LAZY_KEYS | ADAPT_KEYS,
     "penalty": MH_KEYS
     | ADAPT_KEYS
@@ -89,6 +100,8 @@ class SamplerSettings:
     final: str = "random-walk"  # adaptive: the fixed kernel after adapt_stop (random-walk | independence)
     independence_scale: float = 1.0
     history_from: int = 0
+    scale_adapt: bool = False  # adaptive: Robbins-Monro scaling to target_accept until adapt_stop
+    target_accept: float | None = None  # scale_adapt: the target (None: the default for the dimension)
     penalty: Penalty | None = None
     penalty_total_sd: float | None = None  # penalty sd: the total noise sd on the log-ratio (sqrt(m) x each)
     proposal: str = "random-walk"  # "random-walk" | "laplace" (independence sampler from the warm start)
@@ -107,7 +120,7 @@ class SamplerSettings:
 
     @property
     def adaptive(self) -> bool:
-        """Adaptive MH (kind adaptive-mh, or penalty with the adapt_* keys)."""
+        """Adaptive MH (kind adaptive-mh, penalty with the adapt_* keys, or the automatic proposal)."""
         return self.adapt_stop > 0
 
     @property
@@ -178,6 +191,16 @@ def _proposal(r: Reader, s: dict[str, Any], d: int) -> F64:
     return np.asarray(scale**2 * np.eye(d), dtype=np.float64)
 
 
+def _start_cov(r: Reader, s: dict[str, Any], model: Model, auto: bool) -> F64:
+    """The file's proposal covariance, or the automatic proposal's start from the prior."""
+    if not auto:
+        return _proposal(r, s, model.d)
+    try:
+        return prior_proposal_cov(model)
+    except ValueError as exc:
+        raise r.err("sampler.proposal_scale", f"missing, and no automatic proposal: {exc}") from exc
+
+
 def read_sampler(r: Reader, s: dict[str, Any], kind: str, model: Model | None, seed: int) -> SamplerSettings:
     """The ``[sampler]`` table of ``kind`` (its keys were checked against ``SAMPLER_KEYS[kind]``)."""
     if kind in MH_KINDS:
@@ -194,9 +217,28 @@ def _mh(r: Reader, s: dict[str, Any], kind: str, model: Model) -> SamplerSetting
     if "warmup" in s and "burn_in" in s:
         raise r.err("sampler.burn_in", "give warmup or burn_in (the same thing), not both")
     wkey = "burn_in" if "burn_in" in s else "warmup"
+    proposal = r.choice(s, "sampler", "proposal", ("random-walk", "laplace"), "random-walk")
+    given = "proposal_scale" in s or "proposal_cov" in s
+    auto = proposal == "random-walk" and not given  # the automatic proposal (module docstring)
+    tuning = sorted((ADAPT_KEYS | {"target_accept"}) & set(s))
+    if kind == "mh" and given and tuning:
+        raise r.err(
+            f"sampler.{tuning[0]}",
+            "tunes the automatic proposal of kind 'mh' (no proposal_scale / proposal_cov): remove it, "
+            "remove proposal_scale / proposal_cov, or use kind = 'adaptive-mh'",
+        )
     adapt: dict[str, Any] = {}
-    if kind == "adaptive-mh" or (kind == "penalty" and ADAPT_KEYS & set(s)):
+    if auto or kind == "adaptive-mh" or (kind == "penalty" and ADAPT_KEYS & set(s)):
         adapt = _adapt(r, s, iterations)
+    if "target_accept" in s and not adapt:
+        raise r.err(
+            "sampler.target_accept",
+            "steers an adaptive proposal: only without proposal_scale / proposal_cov, with kind "
+            "'adaptive-mh', or with the adapt_* keys",
+        )
+    if adapt:
+        adapt["scale_adapt"] = auto or "target_accept" in s
+        adapt["target_accept"] = r.number(s, "sampler", "target_accept", None, gt=0.0, lt=1.0)
     default_warmup = adapt["adapt_stop"] if adapt else iterations // 2
     warmup = r.integer(s, "sampler", wkey, default_warmup, lo=0, hi=iterations - 1)
     if adapt and warmup < adapt["adapt_stop"]:
@@ -207,7 +249,6 @@ def _mh(r: Reader, s: dict[str, Any], kind: str, model: Model) -> SamplerSetting
         )
     penalty, total_sd = _penalty(r, s, model) if kind == "penalty" else (None, None)
     lazy = _lazy(r, s, model)
-    proposal = r.choice(s, "sampler", "proposal", ("random-walk", "laplace"), "random-walk")
     if proposal == "laplace" and adapt:
         raise r.err("sampler.proposal", "the Laplace proposal is fixed: no adapt_* keys with it")
     if proposal == "laplace" and ("proposal_scale" in s or "proposal_cov" in s):
@@ -217,7 +258,7 @@ def _mh(r: Reader, s: dict[str, Any], kind: str, model: Model) -> SamplerSetting
         chains=chains,
         iterations=iterations,
         warmup=warmup,
-        proposal_cov=None if proposal == "laplace" else _proposal(r, s, model.d),
+        proposal_cov=None if proposal == "laplace" else _start_cov(r, s, model, auto),
         init=_init(r, s, chains, model),
         init_scale=_init_scale(r, s, model),
         penalty=penalty,

@@ -129,6 +129,8 @@ def reference_draws(exp: Experiment, data: list[dict[str, F64]]) -> F64 | None:
             s.history_from,
             final=s.final,
             independence_scale=s.independence_scale,
+            scale_adapt=s.scale_adapt,  # tunes to the noise-free target: no penalty, no lazy coin here
+            target_accept=s.target_accept,
         )
     else:
         kernel = RandomWalkMH(model, decide, s.proposal_cov)

@@ -31,6 +31,18 @@ def test_acceptance_and_the_cap_are_reported_with_the_key_to_change() -> None:
     )
 
 
+def test_a_tuned_proposal_is_told_to_adapt_longer_not_to_set_a_scale() -> None:
+    rng = np.random.default_rng(2)
+    draws = rng.normal(size=(4, 500, 1))
+    for accepted in (2, 990):  # below and above
+        out = convergence_warnings(draws, ("a",), accepted, 1000, 1000, tuned=True)
+        (w,) = [w for w in out if w.startswith("acceptance")]
+        assert "automatic proposal tuning" in w and "adapt_stop" in w and "proposal_scale" not in w, w
+    out = convergence_warnings(draws, ("a",), 2, 2000, 400, tuned=True)
+    (w,) = [w for w in out if "sensitivity cap" in w]
+    assert "target_accept" in w and "proposal_scale" not in w, w
+
+
 def _ar1(rng: np.random.Generator, chains: int, n: int, rho: float) -> np.ndarray:
     x = np.empty((chains, n))
     x[:, 0] = rng.normal(size=chains)

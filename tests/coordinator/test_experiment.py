@@ -118,6 +118,25 @@ REFUSALS = [
         "adapt_start < adapt_stop",
     ),
     (('kind = "mh"', 'kind = "adaptive-mh"\nwarmup = 2'), "sampler.warmup", "adapt_stop"),
+    # the automatic proposal (no proposal_scale / proposal_cov): target_accept in (0, 1), its keys only there
+    (("proposal_scale = 0.1", "target_accept = 1.5"), "sampler.target_accept", "must be < 1"),
+    (("proposal_scale = 0.1", "target_accept = 0.0"), "sampler.target_accept", "must be > 0"),
+    (("proposal_scale = 0.1", "warmup = 2"), "sampler.warmup", "adapt_stop"),
+    (
+        ("proposal_scale = 0.1", "proposal_scale = 0.1\ntarget_accept = 0.3"),
+        "sampler.target_accept",
+        "automatic proposal of kind 'mh'",
+    ),
+    (
+        ("proposal_scale = 0.1", "proposal_scale = 0.1\nadapt_stop = 5"),
+        "sampler.adapt_stop",
+        "kind = 'adaptive-mh'",
+    ),
+    (
+        ('kind = "mh"', 'kind = "penalty"\ntau = 1.0\nn_records = 9\ntarget_accept = 0.3'),
+        "sampler.target_accept",
+        "adaptive proposal",
+    ),
     (('mode = "sign"', 'mode = "loud"'), "reveal.mode", "must be one of"),
     (('mode = "sign"', 'mode = "svt"'), "reveal.mode", "federated ABCDP"),
     (('mode = "sign"', 'mode = "sign"\nthreshold = 2'), "reveal.threshold", "1 <= t < m/2"),
@@ -145,6 +164,47 @@ def test_refusals_name_the_key(tmp_path: Path, edit: tuple[str, str], key: str, 
     msg = str(ei.value)
     assert msg.startswith(f"{tmp_path / 'exp.toml'}: {key}:"), msg
     assert words in msg, msg
+
+
+def test_without_proposal_scale_the_proposal_is_tuned_automatically(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24 item 9: no proposal_scale / proposal_cov: adaptive MH with Robbins-Monro scaling from the
+    prior's spread, the adapt_* defaults from iterations, the kind as written; given a scale, as before."""
+    from mechanisms.samplers.mh import prior_proposal_cov
+
+    auto = load(
+        tmp_path, _edit("proposal_scale = 0.1\n", "iterations = 400\n").replace("iterations = 10\n", "")
+    )
+    s = auto.sampler  # type: ignore[attr-defined]
+    assert s.kind == "mh" and s.adaptive and s.scale_adapt and s.target_accept is None
+    assert (s.adapt_start, s.adapt_every, s.adapt_stop, s.history_from) == (40, 10, 200, 20)
+    assert s.warmup == s.adapt_stop  # only the frozen kernel's draws are kept
+    np.testing.assert_array_equal(s.proposal_cov, prior_proposal_cov(auto.model()))  # type: ignore[attr-defined]
+    assert auto.session_params() == {"model_args": {}, "kind": "mh"}  # type: ignore[attr-defined]
+    assert main(["run", str(tmp_path / "exp.toml"), "--check"]) == 0  # says what it will do
+    assert "tuned automatically: each chain's scale steered to acceptance 0.44" in capsys.readouterr().out
+
+    given = load(tmp_path, BASE).sampler  # type: ignore[attr-defined]
+    assert not given.adaptive and not given.scale_adapt  # exactly as before: plain random-walk MH
+
+    tuned = load(tmp_path, _edit("proposal_scale = 0.1", "target_accept = 0.3\nadapt_stop = 6")).sampler  # type: ignore[attr-defined]
+    assert tuned.scale_adapt and tuned.target_accept == 0.3 and tuned.adapt_stop == 6
+    # adaptive-mh: Haario alone with a given scale; scaled too without one, or with target_accept
+    amh = _edit('kind = "mh"', 'kind = "adaptive-mh"')
+    assert not load(tmp_path, amh).sampler.scale_adapt  # type: ignore[attr-defined]
+    assert load(tmp_path, amh.replace("proposal_scale = 0.1", "")).sampler.scale_adapt  # type: ignore[attr-defined]
+    with_target = amh.replace("proposal_scale = 0.1", "proposal_scale = 0.1\ntarget_accept = 0.25")
+    assert load(tmp_path, with_target).sampler.scale_adapt  # type: ignore[attr-defined]
+    # penalty stays penalty (its charge is per decision on the public theta, theta*)
+    pen = load(
+        tmp_path,
+        _edit('kind = "mh"', 'kind = "penalty"\ntau = 1.0\nn_records = 9').replace(
+            "proposal_scale = 0.1\n", ""
+        ),
+    )
+    assert pen.sampler.kind == "penalty" and pen.sampler.scale_adapt  # type: ignore[attr-defined]
+    assert pen.session_params()["penalty"]["tau"] == 1.0  # type: ignore[attr-defined]
 
 
 def _two_parties(mode: str) -> str:

@@ -33,6 +33,7 @@ def _variant(tmp_path: Path, old: str, new: str) -> Path:
         ("max_sensitivity = 0.6", "#", "sampler.max_sensitivity"),
         ("target_epsilon = 25.0", "target_epsilon = 25.0\nfoo = 1", "privacy"),
         ('proposal = "laplace"', 'proposal = "random-walk"\nproposal_scale = 0.01', "privacy.target_epsilon"),
+        ('proposal = "laplace"', 'proposal = "random-walk"', "privacy.target_epsilon"),  # automatic proposal
         ("sd = 2.0", "sd = 2.0\ntau = 1.0", "sampler.tau"),
         ('neighbours = "add-remove"', 'neighbours = "swap"', "privacy.neighbours"),
     ],

@@ -70,9 +70,12 @@ formats = []
 """
 
 
-def experiment(tmp_path: Path, target: float = 5.0) -> Experiment:
+def experiment(tmp_path: Path, target: float = 5.0, auto: bool = False) -> Experiment:
     p = tmp_path / "exp.toml"
-    p.write_text(EXPERIMENT.format(chains=CHAINS, iterations=ITER, target=target))
+    text = EXPERIMENT.format(chains=CHAINS, iterations=ITER, target=target)
+    if auto:  # the automatic proposal (issue 24 item 9): no proposal_scale; the warm-up covers adapt_stop = 6
+        text = text.replace("warmup = 4\nproposal_scale = 0.05\n", "warmup = 6\n")
+    p.write_text(text)
     return load_experiment(p)
 
 
@@ -166,14 +169,20 @@ def test_run_stop_resume_charges_each_step_once(tmp_path: Path) -> None:
     assert not [w for w in resumed.warnings if "run step" in w or "budget" in w], resumed.warnings
 
 
-def test_resumed_run_equals_uninterrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("auto", [False, True], ids=["proposal_scale", "automatic-proposal"])
+def test_resumed_run_equals_uninterrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, auto: bool
+) -> None:
     """With fixed noise keys the parties key their noise by (run id, run step), so a run stopped after k
     batches and resumed in a new session draws exactly what a run never interrupted draws. Both runs get
-    the same run id (fresh random otherwise) so that their noise can be the same."""
+    the same run id (fresh random otherwise) so that their noise can be the same. With the automatic
+    proposal the run stops while the chains' scales still adapt (STOP < adapt_stop): the checkpoint carries
+    them."""
     import coordinator.checkpoint
 
     monkeypatch.setattr(coordinator.checkpoint.secrets, "token_hex", lambda n: "ab" * n)
-    exp = experiment(tmp_path)
+    exp = experiment(tmp_path, auto=auto)
+    assert exp.sampler.scale_adapt == auto and STOP < (exp.sampler.adapt_stop if auto else ITER)
     with parties(tmp_path / "a") as (eps, tls):
         full = run_experiment(exp, eps, tls, tmp_path / "out-a", log=quiet)
     with parties(tmp_path / "b") as (eps, tls):
