@@ -37,6 +37,12 @@ EXPERIMENT.toml::
     [model.params]                  # THE place of the model's public arguments (checked by the model
     p = 4                           # class); a registry whose [data] names the same model with other
                                     # [data.model_args] refuses the session, naming both
+    # or a formula (docs/MODELS.md, "Formulas"; mechanisms/models/formula.py) instead of name:
+    # formula = "deaths ~ age + C(sex) + (1 | registry)"
+    # family = "poisson"            # bernoulli | poisson | gaussian | weibull
+    # columns = { deaths = { lower = 0, upper = 30, integer = true }, age = [18, 100], ... }
+    #                               # every column's public bounds: the schema and the per-record bound
+    # [model.params] then holds the rest: offset, event, sigma, prior_sd, sigma_u_scale
 
     [sampler]
     kind = "mh"                     # mh | adaptive-mh | penalty | rejection | abcdp
@@ -436,6 +442,9 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
     )
 
 
+FORMULA_KEYS = frozenset({"formula", "family", "columns"})  # [model] keys of mechanisms.models.formula
+
+
 def _model(
     r: Reader, model_tbl: dict[str, Any] | None, kind: str
 ) -> tuple[Model | None, str, dict[str, Any], tuple[Path, ...]]:
@@ -451,15 +460,25 @@ def _model(
     else:
         if model_tbl is None:
             raise r.err("model", "missing table (required)")
-        r.only(model_tbl, "model", ("name", "params", "path"))
-        model_name = r.get(model_tbl, "model", "name", str)
+        r.only(model_tbl, "model", ("name", "params", "path", *FORMULA_KEYS))
         model_params = dict(r.get(model_tbl, "model", "params", dict, {}))
+        if FORMULA_KEYS & set(model_tbl):  # [model] formula = "y ~ x", family, columns: the formula model
+            if model_tbl.get("name", "formula") != "formula":
+                raise r.err("model.formula", "a formula is the model: remove model.name")
+            for key in sorted(FORMULA_KEYS & set(model_tbl)):
+                if key in model_params:
+                    raise r.err(f"model.params.{key}", f"given twice: as model.{key} and model.params.{key}")
+                model_params[key] = model_tbl[key]
+            model_name = "formula"
+        else:
+            model_name = r.get(model_tbl, "model", "name", str)
         model_path = _folders(r, model_tbl, "model", "path")
         add_import_path(model_path)
         try:
             model = load_model(model_name, model_params)
         except ValueError as exc:
             key = "model.params" if model_params else "model.name"
+            key = "model" if FORMULA_KEYS & set(model_tbl) else key
             raise r.err(key, str(exc)) from exc
     return model, model_name, model_params, model_path
 

@@ -50,6 +50,10 @@ def _toml_value(v: Any) -> str:
         return json.dumps(v, ensure_ascii=False)  # a TOML basic string: JSON's escapes are TOML's
     if isinstance(v, list | tuple):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):  # an inline table (a formula model's columns)
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    if v is None:
+        raise TypeError("cannot write None to TOML (leave the key out)")
     raise TypeError(f"cannot write {v!r} to TOML")
 
 

@@ -330,6 +330,7 @@ BUILTIN: dict[str, str] = {
     "linear-regression": "mechanisms.models.linear:LinearRegression",
     "weibull-regression": "mechanisms.models.weibull:WeibullRegression",
     "logistic-random-intercept": "mechanisms.models.random_effects:LogisticRandomIntercept",
+    "formula": "mechanisms.models.formula:FormulaModel",
 }
 
 

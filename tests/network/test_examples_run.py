@@ -50,6 +50,8 @@ def test_every_example_is_covered() -> None:
         "demo",
         "registries",
         "plugin",
+        "poisson-rate",
+        "poisson-rate-plugin",
     }
 
 
@@ -62,6 +64,7 @@ def test_example_runs_simulated(example: Path, tmp_path: Path, capsys: pytest.Ca
         pytest.skip("oxigraph (pip install oxigraph) not installed")
     if (ROOT / "examples" / "plugins").is_dir():  # [model] path = "plugins" is relative to the file
         shutil.copytree(ROOT / "examples" / "plugins", tmp_path / "plugins")
+    shutil.copytree(ROOT / "examples" / "poisson", tmp_path / "poisson")  # [simulate] data files
     cfg = tmp_path / example.name
     cfg.write_text(shrunk(example.read_text(encoding="utf-8")), encoding="utf-8")
     out = tmp_path / "out"

@@ -41,6 +41,7 @@ MODEL_PARAMS: dict[str, dict[str, Any]] = {
     "rejection": {"kind": "rejection"},
     "rejection-cap": {"kind": "rejection", "max_sensitivity": 0.5},
 }
+FORMULA_ARGS = {"formula": "y ~ x", "family": "bernoulli", "columns": {"y": {"values": [0, 1]}, "x": [-2, 2]}}
 MODEL_JUNK: list[dict[str, Any]] = [
     {"no_such_parameter": 1},
     {"kind": "gibbs"},
@@ -94,7 +95,11 @@ class Case:
 
 CASES: dict[str, Case] = {
     ABCDP: Case(ABCDP_PARAMS, ABCDP_JUNK, features=True),
-    **{name: Case(MODEL_PARAMS, MODEL_JUNK) for name in BUILTIN},
+    **{name: Case(MODEL_PARAMS, MODEL_JUNK) for name in BUILTIN if name != "formula"},
+    "formula": Case(  # a formula has no default: every form names one (mechanisms/models/formula.py)
+        {k: {**v, "model_args": FORMULA_ARGS} for k, v in MODEL_PARAMS.items()},
+        [*MODEL_JUNK, {"kind": "mh"}, {"model_args": FORMULA_ARGS | {"formula": "y ~ np.log(x)"}}],
+    ),
 }
 NAMES = sorted(ANALYSES)
 

@@ -1,0 +1,522 @@
+"""A model written as a formula: ``y ~ age + C(sex) + age:creat + (1 | registry)`` and a family.
+
+The formula is parsed by ``formulaic`` (Wilkinson formulas, as in R, brms, bambi); confar adds what a
+confidential run needs and a formula does not say: every column's *public* bounds (model argument
+``columns``), from which the schema, the design and the per-record bound of the log acceptance ratio are
+derived, so no per-model hand derivation is needed.
+
+Arguments (all public; the model is a frozen dataclass and compares by value, so the coordinator's and every
+registry's copy are the same model exactly when their arguments are):
+
+* ``formula``: ``outcome ~ terms``; terms are columns (numeric), ``C(column)`` (categorical, reference-coded;
+  the column must declare its ``values``), interactions ``a:b`` / ``a*b``, ``- 1`` / ``0 +`` (no intercept),
+  and at most one registry random intercept ``(1 | column)``, the column holding the registry's number (its
+  declared values are the registries). Other transforms (``np.log(x)``, ``I(x**2)``) are refused: make the
+  transformed column in the registry's data source and declare its bounds, or write a plug-in.
+* ``family``: ``bernoulli`` (logit link; the outcome's values are {0, 1}), ``poisson`` (log link; a count
+  in [0, upper]; ``offset`` names an exposure column t > 0, e.g. person-years: log t is added to η),
+  ``gaussian`` (identity link, known noise sd ``sigma``), ``weibull`` (accelerated failure time: log of the
+  scale = η; the outcome is the follow-up time, ``event`` names the censoring column: 1 = event, 0 = censored;
+  one more parameter, ``log_shape``).
+* ``columns``: ``{name = [lower, upper]}`` or ``{name = {lower, upper, integer, values}}`` for every
+  column the formula, ``offset`` and ``event`` use. A registry's records outside them are refused when it
+  loads them.
+* ``prior_sd``, ``autoscale``: β_k ~ N(0, (prior_sd / s_k)²) with s_k the half-range of design column k over
+  the declared box (rstanarm's autoscaling, with the public bounds in place of the data's sd: a coefficient's
+  prior then says how much the column can move η across its range, whatever its unit; s_k = 1 for a
+  constant column, the intercept); ``autoscale = false``: s_k = 1. ``log_shape`` ~ N(0, 1); the random
+  intercept u_j = σ_u z_j, z_j ~ N(0, 1), σ_u ~ HalfNormal(``sigma_u_scale``) (sampled as log σ_u,
+  Jacobian included).
+
+Per-record bound (replace-one; used by the penalty, the sensitivity cap and the privacy charge). Each design
+column is a product of numeric columns and category indicators, so the linear predictor is multilinear in the
+numeric columns and its extremes over the box of declared bounds are attained at the box's corners: with K the
+design at every corner (numeric columns at their bounds, categorical columns at each value), the extent of
+a·z over every allowed record is exactly [min K a, max K a], and with the random intercept the extent of
+a·z + v_j is that plus [min_j v_j, max_j v_j]. ``D`` = sup |Δη| over records (exact). Per family, for any
+record the schema allows (proofs in the methods):
+
+* bernoulli: |Δ log p| ≤ D (log σ is 1-Lipschitz in η);
+* poisson: |y Δη − t (e^{η*} − e^{η})| ≤ max(y_max D, t_max e^{H} D), H the largest η or η* over records
+  (the two terms have the same sign; mean value theorem);
+* gaussian: |Δη| |2y − η − η*| / (2σ²) ≤ D · max(2 y_max − min(η + η*), max(η + η*) − 2 y_min) / (2σ²);
+* weibull: |Δ log k| + sup |k*η* − kη| + |k* − k| max|log t| + max over θ' ∈ {θ, θ*} of
+  (t_max e^{−η'_min})^{k'}
+  (as :mod:`mechanisms.models.weibull`; loose for the survival term).
+
+Pure: no I/O, no randomness except through the generators passed in.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import re
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from mechanisms.models.base import F64, Column, Data, Model, as_batch
+
+FAMILIES = ("bernoulli", "poisson", "gaussian", "weibull")
+MAX_CORNERS = 1 << 16  # the design is evaluated at every corner of the declared box
+_RANDOM = re.compile(r"\(\s*1\s*\|\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)")
+_CATEGORICAL = re.compile(r"^C\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+ColumnSpec = tuple[str, float, float, bool, tuple[float, ...] | None]
+
+
+def _column_spec(name: str, raw: Any) -> ColumnSpec:
+    """One entry of ``columns`` as (name, lower, upper, integer, values), checked."""
+    where = f"columns.{name}"
+    if not _NAME.match(name):
+        raise ValueError(f"{where}: a column name is letters, digits and _, not starting with a digit")
+    if isinstance(raw, Mapping):
+        extra = set(raw) - {"lower", "upper", "integer", "values"}
+        if extra:
+            raise ValueError(f"{where}: unknown keys {sorted(extra)} (lower, upper, integer, values)")
+        values = raw.get("values")
+        vals = None if values is None else tuple(sorted({float(v) for v in values}))
+        lower = raw.get("lower", min(vals) if vals else None)
+        upper = raw.get("upper", max(vals) if vals else None)
+        integer = raw.get("integer", False)
+    elif isinstance(raw, list | tuple) and len(raw) == 2:
+        lower, upper, integer, vals = raw[0], raw[1], False, None
+    elif isinstance(raw, list | tuple) and len(raw) == 5:  # the canonical form (a round trip of config())
+        lower, upper, integer = raw[1], raw[2], raw[3]
+        vals = None if raw[4] is None else tuple(float(v) for v in raw[4])
+    else:
+        raise ValueError(f"{where}: give [lower, upper] or {{lower, upper, integer, values}}, got {raw!r}")
+    if not isinstance(integer, bool):
+        raise ValueError(f"{where}.integer must be true or false, got {integer!r}")
+    try:
+        lo, hi = float(lower), float(upper)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: lower and upper must be numbers, got {lower!r}, {upper!r}") from exc
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+        raise ValueError(f"{where}: need finite public bounds lower <= upper, got [{lo:g}, {hi:g}]")
+    if vals is not None:
+        if not vals or not all(math.isfinite(v) and lo <= v <= hi for v in vals):
+            raise ValueError(f"{where}.values must be finite numbers within [{lo:g}, {hi:g}]")
+        if integer and any(v != round(v) for v in vals):
+            raise ValueError(f"{where}.values must be integers (integer = true)")
+    return (name, lo, hi, integer, vals)
+
+
+def _columns(raw: Any) -> tuple[ColumnSpec, ...]:
+    if isinstance(raw, Mapping):
+        items = [_column_spec(str(k), v) for k, v in raw.items()]
+    elif isinstance(raw, list | tuple):
+        items = [_column_spec(str(c[0]), c) for c in raw if isinstance(c, list | tuple) and c]
+        if len(items) != len(raw):
+            raise ValueError("columns: give a table {name = [lower, upper], ...}")
+    else:
+        raise ValueError(f"columns: give a table {{name = [lower, upper], ...}}, got {raw!r}")
+    return tuple(sorted(items))
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """What the formula means, derived once per model: the outcome, the design's recipe and its corners."""
+
+    outcome: str
+    variables: tuple[str, ...]  # the columns the design reads
+    spec: Any  # formulaic ModelSpec (levels fixed by the declared values)
+    names: tuple[str, ...]  # design column names
+    corners: F64  # the design at every corner of the declared box
+    group: str | None  # the random intercept's column
+    levels: tuple[float, ...]  # its values (the registries)
+
+
+def _parse(model: FormulaModel) -> _Parsed:
+    import pandas as pd
+    from formulaic import Formula, model_matrix
+
+    text = model.formula
+    if not isinstance(text, str) or text.count("~") != 1:
+        raise ValueError(f"formula must be 'outcome ~ terms', got {text!r}")
+    lhs, rhs = (s.strip() for s in text.split("~"))
+    if not _NAME.match(lhs):
+        raise ValueError(f"formula: the outcome must be one column name, got {lhs!r}")
+    groups = _RANDOM.findall(rhs)
+    if len(groups) > 1:
+        raise ValueError(f"formula: at most one random intercept (1 | registry), got {len(groups)}")
+    if groups:  # the random intercept is confar's; formulaic parses the fixed part
+        rhs = _RANDOM.sub("", rhs)
+        while re.search(r"\+\s*\+", rhs):
+            rhs = re.sub(r"\+\s*\+", "+", rhs)
+        rhs = rhs.strip().strip("+").strip() or "1"
+    if "|" in rhs:
+        raise ValueError(
+            "formula: only a random intercept '(1 | column)' is supported (no random slopes or other '|')"
+        )
+    declared = {c[0]: c for c in model.columns}
+    try:
+        parsed = Formula(rhs)
+    except Exception as exc:  # formulaic's own parse error, with its position marker
+        raise ValueError(f"formula {text!r}: {exc}") from exc
+    variables: list[str] = []
+    categorical: set[str] = set()
+    for term in parsed:
+        for factor in term.factors:
+            expr = str(factor.expr).strip()
+            method = str(getattr(factor.eval_method, "value", factor.eval_method))
+            if method == "literal":
+                continue
+            cat = _CATEGORICAL.match(expr)
+            name = cat.group(1) if cat else expr
+            if method == "python" and not cat:
+                raise ValueError(
+                    f"formula: the term {expr!r} is a transform confar cannot bound; make the transformed "
+                    "column in the registry's data source and declare its bounds in columns, or write a "
+                    "plug-in (docs/MODELS.md)"
+                )
+            if name not in declared:
+                raise ValueError(f"formula: column {name!r} has no declared bounds: add columns.{name}")
+            if cat:
+                if declared[name][4] is None:
+                    raise ValueError(
+                        f"formula: C({name}) needs the column's values declared: columns.{name} = "
+                        "{values = [...]}"
+                    )
+                categorical.add(name)
+            if name not in variables:
+                variables.append(name)
+    for need, why in ((lhs, "the outcome"), (model.offset, "offset"), (model.event, "event")):
+        if need is not None and need not in declared:
+            raise ValueError(f"{why}: column {need!r} has no declared bounds: add columns.{need}")
+    group = groups[0] if groups else None
+    levels: tuple[float, ...] = ()
+    if group is not None:
+        if group not in declared:
+            raise ValueError(f"formula: (1 | {group}): add columns.{group} (the registries' numbers)")
+        g = declared[group]
+        levels = g[4] if g[4] is not None else ()
+        if not levels:
+            if not g[3]:
+                raise ValueError(f"columns.{group}: declare integer = true or values for (1 | {group})")
+            levels = tuple(float(v) for v in range(int(g[1]), int(g[2]) + 1))
+        if group in variables:
+            raise ValueError(f"formula: {group} is both a fixed term and the random intercept's grouping")
+    axes = []
+    for v in variables:
+        c = declared[v]
+        axes.append(sorted({c[1], c[2], *(c[4] or ())}) if v in categorical or c[4] else [c[1], c[2]])
+    count = math.prod(len(a) for a in axes)
+    if count > MAX_CORNERS:
+        raise ValueError(f"formula: {count} corners of the declared box (at most {MAX_CORNERS}); fewer terms")
+    frame = pd.DataFrame(list(itertools.product(*axes)) or [()], columns=variables, dtype=np.float64)
+    if not variables:
+        frame = pd.DataFrame(index=range(1))
+    mm = model_matrix(rhs, frame, na_action="raise")
+    names = tuple(str(c) for c in mm.columns)
+    if not names:
+        raise ValueError(f"formula {text!r} has no terms (a fixed intercept at least)")
+    return _Parsed(
+        lhs, tuple(variables), mm.model_spec, names, np.asarray(mm, dtype=np.float64), group, levels
+    )
+
+
+class _DesignCache:
+    """The design of a registry's records, computed once per records object (formulaic takes milliseconds;
+    a step evaluates the likelihood many times on the same records). Entries are found by the identity of
+    the column arrays (weak references: no record is kept alive by the cache)."""
+
+    def __init__(self, size: int = 32) -> None:
+        self.size = size
+        self.entries: dict[tuple[int, ...], tuple[tuple[weakref.ref[Any], ...], F64]] = {}
+
+    def get(self, arrays: tuple[Any, ...], make: Any) -> F64:
+        key = tuple(id(a) for a in arrays)
+        hit = self.entries.get(key)
+        if hit is not None and all(r() is a for r, a in zip(hit[0], arrays, strict=True)):
+            return hit[1]
+        value = np.asarray(make(), dtype=np.float64)
+        try:
+            refs = tuple(weakref.ref(a) for a in arrays)
+        except TypeError:  # not weak-referenceable (a plain list): not cached
+            return value
+        if len(self.entries) >= self.size:
+            self.entries.pop(next(iter(self.entries)))
+        self.entries[key] = (refs, value)
+        return value
+
+
+_CACHE = _DesignCache()
+
+
+@dataclass(frozen=True)
+class FormulaModel(Model):
+    formula: str = "y ~ 1"
+    family: str = "gaussian"
+    columns: Any = ()
+    prior_sd: float = 2.5
+    autoscale: bool = True
+    sigma: float | None = None
+    offset: str | None = None
+    event: str | None = None
+    sigma_u_scale: float = 1.0
+
+    name = "formula"
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {list(FAMILIES)}, got {self.family!r}")
+        object.__setattr__(self, "columns", _columns(self.columns))
+        if not (isinstance(self.prior_sd, int | float) and self.prior_sd > 0):
+            raise ValueError(f"prior_sd must be a number > 0, got {self.prior_sd!r}")
+        if not isinstance(self.autoscale, bool):
+            raise ValueError(f"autoscale must be true or false, got {self.autoscale!r}")
+        if not (isinstance(self.sigma_u_scale, int | float) and self.sigma_u_scale > 0):
+            raise ValueError(f"sigma_u_scale must be a number > 0, got {self.sigma_u_scale!r}")
+        fam = self.family
+        if (self.sigma is not None) != (fam == "gaussian"):
+            raise ValueError("sigma (the known noise sd) is given for family 'gaussian' and only for it")
+        if self.sigma is not None and not (isinstance(self.sigma, int | float) and self.sigma > 0):
+            raise ValueError(f"sigma must be a number > 0, got {self.sigma!r}")
+        if self.offset is not None and fam != "poisson":
+            raise ValueError("offset (an exposure column) is for family 'poisson' only")
+        if (self.event is not None) != (fam == "weibull"):
+            raise ValueError(
+                "event (the censoring column: 1 = event, 0 = censored) is for family 'weibull' only"
+            )
+        parsed = self.parsed  # parsed now: a bad formula is refused at construction
+        cols = {c[0]: c for c in self.columns}
+        y = cols[parsed.outcome]
+        if fam == "bernoulli" and not set(y[4] or (y[1], y[2])) <= {0.0, 1.0}:
+            raise ValueError(f"columns.{y[0]}: a bernoulli outcome takes the values 0 and 1")
+        if fam == "poisson" and not (y[1] >= 0 and y[3]):
+            raise ValueError(f"columns.{y[0]}: a poisson outcome is a count: integer = true, lower >= 0")
+        if fam == "weibull" and not y[1] > 0:
+            raise ValueError(f"columns.{y[0]}: a weibull outcome is a time: lower > 0")
+        if self.offset is not None and not cols[self.offset][1] > 0:
+            raise ValueError(f"columns.{self.offset}: an exposure (offset) needs lower > 0")
+        if self.event is not None and not set(
+            cols[self.event][4] or (cols[self.event][1], cols[self.event][2])
+        ) <= {0.0, 1.0}:
+            raise ValueError(f"columns.{self.event}: the event column takes the values 0 and 1")
+
+    @functools.cached_property
+    def parsed(self) -> _Parsed:
+        """The formula's meaning (not a field: the model compares and hashes by its arguments)."""
+        return _parse(self)
+
+    # ---- public description ------------------------------------------------------------------------------
+
+    @property
+    def k(self) -> int:
+        """The number of design columns (fixed effects)."""
+        return len(self.parsed.names)
+
+    @functools.cached_property
+    def coefficient_sd(self) -> F64:
+        """The prior sd of each design coefficient: prior_sd / s_k (``autoscale``) or prior_sd."""
+        corners = self.parsed.corners
+        half = (corners.max(axis=0) - corners.min(axis=0)) / 2.0
+        scale = np.where(half > 0, half, 1.0) if self.autoscale else np.ones(self.k)
+        return np.asarray(self.prior_sd / scale, dtype=np.float64)
+
+    @property
+    def m_groups(self) -> int:
+        return len(self.parsed.levels)
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        p = self.parsed
+        head = ("log_shape",) if self.family == "weibull" else ()
+        tail: tuple[str, ...] = ()
+        if p.group is not None:
+            tail = (f"{p.group}_log_sd", *(f"{p.group}_z{v:g}" for v in p.levels))
+        return (*head, *p.names, *tail)
+
+    @property
+    def schema(self) -> tuple[Column, ...]:
+        p = self.parsed
+        used = {p.outcome, *p.variables} | {c for c in (self.offset, self.event, p.group) if c is not None}
+        out = []
+        for name, lo, hi, integer, vals in self.columns:
+            if name not in used:
+                continue
+            if (self.family == "bernoulli" and name == p.outcome) or name == self.event:
+                vals, integer = (0.0, 1.0), True
+            if name == p.group and vals is None:
+                vals, integer = p.levels, True
+            out.append(Column(name, lo, hi, integer=integer, values=vals))
+        return tuple(out)
+
+    def n_records(self, data: Data) -> int:
+        return len(data[self.parsed.outcome])
+
+    # ---- parameters ----------------------------------------------------------------------------------------
+
+    def _split(self, theta: F64) -> tuple[F64 | None, F64, F64 | None]:
+        """(log shape (n,) or None, β (n, k), u (n, groups) or None)."""
+        th = as_batch(theta, self.d)
+        i = 1 if self.family == "weibull" else 0
+        beta = th[:, i : i + self.k]
+        u = None
+        if self.parsed.group is not None:
+            u = np.exp(th[:, i + self.k])[:, None] * th[:, i + self.k + 1 :]
+        return (th[:, 0] if i else None), beta, u
+
+    def log_prior(self, theta: F64) -> F64:
+        th = as_batch(theta, self.d)
+        i = 1 if self.family == "weibull" else 0
+        beta = th[:, i : i + self.k]
+        sd = self.coefficient_sd
+        lp = -0.5 * np.sum((beta / sd) ** 2, axis=1) - float(np.sum(np.log(sd * math.sqrt(2 * math.pi))))
+        if i:
+            lp = lp - 0.5 * th[:, 0] ** 2 - 0.5 * math.log(2 * math.pi)
+        if self.parsed.group is not None:
+            log_s = th[:, i + self.k]
+            s, scale = np.exp(log_s), self.sigma_u_scale
+            lp = (
+                lp + math.log(2.0) - 0.5 * (s / scale) ** 2 - math.log(scale * math.sqrt(2 * math.pi)) + log_s
+            )
+            z = th[:, i + self.k + 1 :]
+            lp = lp - 0.5 * np.sum(z**2, axis=1) - self.m_groups * 0.5 * math.log(2 * math.pi)
+        return np.asarray(lp, dtype=np.float64)
+
+    def sample_prior(self, rng: np.random.Generator, n: int) -> F64:
+        parts = []
+        if self.family == "weibull":
+            parts.append(rng.normal(0.0, 1.0, (n, 1)))
+        parts.append(rng.normal(0.0, 1.0, (n, self.k)) * self.coefficient_sd)
+        if self.parsed.group is not None:
+            parts.append(np.log(np.abs(rng.normal(0.0, self.sigma_u_scale, (n, 1)))))
+            parts.append(rng.normal(0.0, 1.0, (n, self.m_groups)))
+        return np.asarray(np.hstack(parts), dtype=np.float64)
+
+    # ---- likelihood ----------------------------------------------------------------------------------------
+
+    def design(self, data: Data) -> F64:
+        """The design (records, k), by formulaic with the levels the declared values fix."""
+        p = self.parsed
+        arrays = tuple(data[v] for v in p.variables) or (data[p.outcome],)
+
+        def make() -> F64:
+            import pandas as pd
+
+            n = len(data[p.outcome])
+            frame = pd.DataFrame(
+                {v: np.asarray(data[v], dtype=np.float64) for v in p.variables}, index=range(n)
+            )
+            return np.asarray(p.spec.get_model_matrix(frame, na_action="raise"), dtype=np.float64)
+
+        return _CACHE.get((*arrays, data[p.outcome]), make)
+
+    def eta(self, data: Data, theta: F64) -> F64:
+        """The linear predictor (proposals, records), without the offset."""
+        _, beta, u = self._split(theta)
+        out = beta @ self.design(data).T
+        group = self.parsed.group
+        if u is not None and group is not None:
+            levels, g = np.asarray(self.parsed.levels), np.asarray(data[group], dtype=np.float64)
+            idx = np.minimum(np.searchsorted(levels, g), levels.size - 1)
+            if not np.array_equal(levels[idx], g):
+                raise ValueError(f"column {group!r}: values outside the declared registries {list(levels)}")
+            out = out + u[:, idx]
+        return np.asarray(out, dtype=np.float64)
+
+    def record_log_likelihood(self, data: Data, theta: F64) -> F64:
+        eta = self.eta(data, theta)
+        y = np.asarray(data[self.parsed.outcome], dtype=np.float64)[None, :]
+        fam = self.family
+        if fam == "bernoulli":
+            return np.asarray(-np.logaddexp(0.0, -(2.0 * y - 1.0) * eta), dtype=np.float64)
+        if fam == "poisson":
+            log_t = np.log(data[self.offset])[None, :] if self.offset is not None else 0.0
+            mu_log = eta + log_t
+            return np.asarray(y * mu_log - np.exp(mu_log) - special.gammaln(y + 1.0), dtype=np.float64)
+        if fam == "gaussian":
+            s = float(self.sigma)  # type: ignore[arg-type]
+            return np.asarray(-0.5 * ((y - eta) / s) ** 2 - math.log(s * math.sqrt(2 * math.pi)))
+        log_k = self._split(theta)[0]
+        assert log_k is not None and self.event is not None
+        k = np.exp(log_k)[:, None]
+        log_t = np.log(y)
+        z = k * (log_t - eta)
+        delta = np.asarray(data[self.event], dtype=np.float64)[None, :]
+        return np.asarray(delta * (log_k[:, None] + z - log_t) - np.exp(z), dtype=np.float64)
+
+    # ---- public bounds (replace-one) ---------------------------------------------------------------------
+
+    def extent(self, beta: F64, u: F64 | None) -> tuple[F64, F64]:
+        """(min, max) over every record the schema allows of β·z + u_registry, per proposal (exact)."""
+        lin = beta @ self.parsed.corners.T  # (proposals, corners)
+        lo, hi = lin.min(axis=1), lin.max(axis=1)
+        if u is not None:
+            lo, hi = lo + u.min(axis=1), hi + u.max(axis=1)
+        return np.asarray(lo), np.asarray(hi)
+
+    def sup_abs(self, beta: F64, u: F64 | None) -> F64:
+        lo, hi = self.extent(beta, u)
+        return np.asarray(np.maximum(hi, -lo), dtype=np.float64)
+
+    def _bound(self, col: str, which: int) -> float:
+        return float(next(c[which] for c in self.columns if c[0] == col))
+
+    def record_ratio_bound(self, theta: F64, theta_star: F64) -> F64 | None:
+        """sup over records the schema allows of |log p(x | θ*) − log p(x | θ)| (the module docstring)."""
+        k0, b0, u0 = self._split(theta)
+        k1, b1, u1 = self._split(theta_star)
+        du = None if u0 is None or u1 is None else u1 - u0
+        fam, y = self.family, self.parsed.outcome
+        if fam == "weibull":
+            assert k0 is not None and k1 is not None
+            e0, e1 = np.exp(k0), np.exp(k1)
+            cu = None if u0 is None or u1 is None else e1[:, None] * u1 - e0[:, None] * u0
+            lin = self.sup_abs(e1[:, None] * b1 - e0[:, None] * b0, cu)
+            t_lo, t_hi = self._bound(y, 1), self._bound(y, 2)
+            log_t = max(abs(math.log(t_lo)), abs(math.log(t_hi)))
+            surv = [
+                np.exp(np.minimum(kk * (math.log(t_hi) - self.extent(b, u)[0]), 700.0))
+                for kk, b, u in ((e0, b0, u0), (e1, b1, u1))
+            ]
+            out = np.abs(k1 - k0) + lin + np.abs(e1 - e0) * log_t + np.maximum(surv[0], surv[1])
+            return np.asarray(out, dtype=np.float64)
+        d = self.sup_abs(b1 - b0, du)
+        if fam == "bernoulli":
+            return d
+        if fam == "poisson":
+            t_hi = self._bound(self.offset, 2) if self.offset is not None else 1.0
+            h = np.maximum(self.extent(b0, u0)[1], self.extent(b1, u1)[1])
+            rate = t_hi * np.exp(np.minimum(h, 700.0))
+            return np.asarray(np.maximum(self._bound(y, 2) * d, rate * d), dtype=np.float64)
+        su = None if u0 is None or u1 is None else u1 + u0
+        lo, hi = self.extent(b1 + b0, su)
+        level = np.maximum(2.0 * self._bound(y, 2) - lo, hi - 2.0 * self._bound(y, 1))
+        return np.asarray(d * level / (2.0 * float(self.sigma) ** 2), dtype=np.float64)  # type: ignore[arg-type]
+
+    def record_loglik_range(self, theta: F64) -> F64 | None:
+        """bernoulli only: log p(y | η) over the allowed records has a range of sup |η| (as the built-in
+        logistic model); the other families have none here (rejection sampling under a budget refuses)."""
+        if self.family != "bernoulli":
+            return None
+        _, beta, u = self._split(theta)
+        return self.sup_abs(beta, u)
+
+    def public_log_bound(self, n_records: int) -> float | None:
+        """0 for bernoulli (every record's likelihood is at most 1); None otherwise."""
+        return 0.0 if self.family == "bernoulli" else None
+
+
+def corner_records(model: FormulaModel) -> dict[str, F64]:
+    """Every corner of the declared box as records (tests: the brute force the bound is checked against),
+    with every value of the outcome's, the offset's and the event's bounds or values."""
+    cols = {c[0]: c for c in model.columns}
+    names = [c.name for c in model.schema]
+    axes = [sorted({cols[n][1], cols[n][2], *(cols[n][4] or ())}) for n in names]
+    if model.family == "bernoulli":
+        axes[names.index(model.parsed.outcome)] = [0.0, 1.0]
+    grid = np.array(list(itertools.product(*axes)), dtype=np.float64)
+    return {n: np.ascontiguousarray(grid[:, i]) for i, n in enumerate(names)}
+
+
+__all__ = ["FAMILIES", "FormulaModel", "corner_records"]
