@@ -88,6 +88,9 @@ HELP = "run an experiment file: privacy dry run, confidential sampling with chec
 # ---- the run ---------------------------------------------------------------------------------------------
 
 
+ReferenceOf = Callable[[Experiment, F64], F64 | LabelledDraws | None]
+
+
 def run_experiment(
     exp: Experiment,
     endpoints: list[PartyEntry],
@@ -97,7 +100,7 @@ def run_experiment(
     *,
     resume: bool = False,
     stop_after_batches: int | None = None,
-    reference: F64 | LabelledDraws | Callable[[Experiment], F64 | LabelledDraws | None] | None = None,
+    reference: F64 | LabelledDraws | ReferenceOf | None = None,
     log: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Run (or, with ``resume``, continue) ``exp`` against ``endpoints``; write outputs into ``out_dir``.
@@ -107,9 +110,10 @@ def run_experiment(
     crashed after K batches of this invocation were decided but before the K-th checkpoint was written
     (raises :class:`StopRequested`); resuming then asks that batch again and the parties replay it.
     ``reference`` (chains, draws, d), e.g. a centralised run of a simulation, goes to the outputs; a
-    callable is given the experiment the sampler ran (after a warm start: with its covariate region)."""
+    callable is given the experiment the sampler ran (after a warm start: with its covariate region) and the
+    run's draws after warm-up (chains, draws, d), e.g. to size the reference's ESS by the run's."""
     if callable(reference):
-        ref_of: Callable[[Experiment], F64 | LabelledDraws | None] | None = reference
+        ref_of: ReferenceOf | None = reference
         reference = None
     else:
         ref_of = None
@@ -198,7 +202,7 @@ def run_experiment(
             say(f"WARNING: {w}")
             outcome.warnings.append(w)
     if ref_of is not None:
-        reference = ref_of(exp)
+        reference = ref_of(exp, draws[:, min(warmup, draws.shape[1]) :])
     outcome.written = write_run_outputs(exp, outcome, endpoints, reference, plan)
     summary = outcome.written.get("summary.txt")
     if summary is not None and outcome.warnings:

@@ -54,6 +54,18 @@ def _diagnostics(draws: F64) -> tuple[float, float, float]:
     return bulk, tail, rhat
 
 
+REFERENCE_MIN_ESS = 2000.0  # the reference's min bulk and tail ESS, at least ...
+REFERENCE_ESS_RATIO = 4.0  # ... this many times the confidential run's
+
+
+def run_ess(draws: F64) -> float:
+    """The smallest bulk ESS over the parameters of draws (chains, draws, d); 0 when too short to say."""
+    if draws.ndim != 3 or draws.shape[1] < 4:
+        return 0.0
+    ess = float(np.min(az.ess(az.convert_to_dataset(draws), method="bulk").to_array().values))
+    return ess if np.isfinite(ess) else 0.0
+
+
 def plain_reference(
     model: Model,
     datasets: Sequence[Data],

@@ -20,8 +20,10 @@ by the daemon through its ``[data]`` table (``simulations.registries``); the ser
 daemons and stopped by PID after them (``simulations.servers``). The records are bit-for-bit the same
 whatever the source, so is the run (``tests/network/test_consortium_sources.py``).
 
-For MH samplers a reference posterior is computed too: the same kernel and public seed in plain numpy on the
-pooled records (the Bernoulli rule: what a centralised analysis would get), shown beside the run's.
+For MH samplers a reference posterior is computed too: a converged plain fit of the pooled records
+(:func:`simulations.reference.plain_reference`: a tuned independence sampler run until its bulk and tail ESS
+are at least 4x the confidential run's and 2,000, its own R-hat checked and shown in its label), what a
+centralised analysis would get; the z-scores of the outputs are computed against it.
 
 For ABCDP the simulated parties assume the protocols' honest-majority threat model (``[budget] colluding
 = (m - 1) // 2``: the SVT ε is backed against that many colluders, see ``parties/abcdp.py``) and, unless
@@ -49,11 +51,10 @@ from coordinator.run import run_experiment
 from coordinator.sampler_settings import MH_KINDS
 from hss.fixedpoint import max_threshold
 from mechanisms.models.base import Model, SchemaError
-from mechanisms.samplers import AdaptiveMH, BernoulliRule, LocalParties, PublicSeeds, RandomWalkMH, run_kernel
 from parties.sources import DEFAULT_MAX_RECORDS, CsvSource, ParquetSource, SourceError, take_snapshot
 from simulations import registries
 from simulations.launcher import LocalConsortium, party_config_text, write_csv
-from simulations.reference import plain_reference
+from simulations.reference import REFERENCE_ESS_RATIO, REFERENCE_MIN_ESS, plain_reference, run_ess
 from simulations.servers import PostgresServer, SparqlServer
 
 F64 = npt.NDArray[np.float64]
@@ -105,40 +106,6 @@ def registry_file(model: Model, name: str, path: Path, pid: int) -> dict[str, F6
     except SourceError as exc:
         raise ValueError(f"simulate.data[{pid - 1}] ({path}): {exc}") from exc
     return {c.name: snap.dataset.columns[c.name] for c in model.schema}
-
-
-def reference_draws(exp: Experiment, data: list[dict[str, F64]]) -> F64 | None:
-    """Plain MH on the pooled records with the same kernel and public seed: (chains, draws, d)."""
-    s = exp.sampler
-    if s.kind not in MH_KINDS:
-        return None
-    model: Model = exp.model()
-    pooled = {k: np.concatenate([d[k] for d in data]) for k in data[0]}
-    seeds = PublicSeeds(exp.seed)
-    decide = LocalParties(model, [pooled], BernoulliRule(seeds.rng(0, party=99)))
-    assert s.proposal_cov is not None
-    kernel: RandomWalkMH | AdaptiveMH
-    if s.adaptive:  # the same kernel without the privacy machinery (no penalty noise, no lazy coin)
-        kernel = AdaptiveMH(
-            model,
-            decide,
-            s.proposal_cov,
-            s.adapt_start,
-            s.adapt_every,
-            s.adapt_stop,
-            s.history_from,
-            final=s.final,
-            independence_scale=s.independence_scale,
-            scale_adapt=s.scale_adapt,  # tunes to the noise-free target: no penalty, no lazy coin here
-            target_accept=s.target_accept,
-        )
-    else:
-        kernel = RandomWalkMH(model, decide, s.proposal_cov)
-    theta0 = (
-        s.init_scale * model.sample_prior(seeds.init_rng(), s.chains) if isinstance(s.init, str) else s.init
-    )
-    _, trace = run_kernel(kernel, kernel.init(theta0), s.iterations, seeds)
-    return np.ascontiguousarray(trace.draws[s.warmup :].transpose(1, 0, 2))
 
 
 def noise_key(pid: int) -> bytes:
@@ -270,15 +237,14 @@ def simulate_experiment(
     data = synthetic_data(exp)
     if exp.simulate is not None and exp.simulate.fixed_noise_keys and log is None:
         print("confar run: WARNING: [simulate] fixed_noise_keys: party noise is REPEATABLE (testing only)")
-    reference: Any
-    if exp.warm_start is not None:  # the converged plain posterior of the records as the sampler saw them
+    reference: Any = None
+    if exp.sampler.kind in MH_KINDS:  # the converged plain posterior of the records as the sampler saw them
 
-        def reference(ran: Experiment) -> LabelledDraws:
-            ref = plain_reference(ran.model(), data, exp.seed, min_ess=2000.0)
+        def reference(ran: Experiment, draws: F64) -> LabelledDraws:
+            min_ess = max(REFERENCE_MIN_ESS, REFERENCE_ESS_RATIO * run_ess(draws))
+            ref = plain_reference(ran.model(), data, exp.seed, min_ess=min_ess)
             return LabelledDraws(f"converged reference: {ref.label()}", ref.draws)
 
-    else:
-        reference = reference_draws(exp, data)  # deterministic (public seeds): the same on resume
     with consortium(exp, out_dir / "simulation", data) as lc:
         eps = lc.endpoints()
         coord = dataclasses.replace(exp.coordinator, identity=COORDINATOR_IDENTITY, insecure=False)
