@@ -40,9 +40,9 @@ record the schema allows (proofs in the methods):
 * poisson: |y Δη − t (e^{η*} − e^{η})| ≤ max(y_max D, t_max e^{H} D), H the largest η or η* over records
   (the two terms have the same sign; mean value theorem);
 * gaussian: |Δη| |2y − η − η*| / (2σ²) ≤ D · max(2 y_max − min(η + η*), max(η + η*) − 2 y_min) / (2σ²);
-* weibull: |Δ log k| + sup |k*η* − kη| + |k* − k| max|log t| + max over θ' ∈ {θ, θ*} of
-  (t_max e^{−η'_min})^{k'}
-  (as :mod:`mechanisms.models.weibull`; loose for the survival term).
+* weibull: |Δ log k| + D_z + min(e^Z, e^Z D_z), z = k (log t − η), D_z = sup |Δz| ≤ |k* − k| max|log t| +
+  sup |k*η* − kη|, e^Z = max over θ' ∈ {θ, θ*} of (t_max e^{−η'_min})^{k'} (the survival term by the mean
+  value theorem, as :mod:`mechanisms.models.weibull`).
 
 Pure: no I/O, no randomness except through the generators passed in.
 """
@@ -479,7 +479,9 @@ class FormulaModel(Model):
                 np.exp(np.minimum(kk * (math.log(t_hi) - self.extent(b, u)[0]), 700.0))
                 for kk, b, u in ((e0, b0, u0), (e1, b1, u1))
             ]
-            out = np.abs(k1 - k0) + lin + np.abs(e1 - e0) * log_t + np.maximum(surv[0], surv[1])
+            top = np.maximum(surv[0], surv[1])  # e^Z: the largest (t/λ)^k any allowed record reaches
+            change = np.abs(e1 - e0) * log_t + lin  # sup |z* - z|, z = k (log t - η)
+            out = np.abs(k1 - k0) + change + np.minimum(top, top * change)  # |Δ log k| + |Δz| + survival
             return np.asarray(out, dtype=np.float64)
         d = self.sup_abs(b1 - b0, du)
         if fam == "bernoulli":

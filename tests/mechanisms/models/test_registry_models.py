@@ -57,6 +57,22 @@ def test_record_bound_holds_for_every_allowed_record(model: Model) -> None:
         assert np.all(ll.max(axis=1) - ll.min(axis=1) <= rng_ * (1 + 1e-12) + 1e-12)
 
 
+def test_weibull_bound_shrinks_with_the_step() -> None:
+    """The survival term by the mean value theorem: the bound is proportional to the step (the old bound, the
+    survival term's largest value e^Z alone, stayed ~11 for any step here), and still above a brute force."""
+    model = WeibullRegression(p=2, t_max=3.0)
+    rng = np.random.default_rng(2)
+    theta = np.tile([np.log(1.4), 1.5, 0.4, -0.3], (200, 1))
+    recs = _records(model)
+    for sd in (1e-4, 1e-3, 1e-2):
+        theta_star = theta + rng.normal(0.0, sd, theta.shape)
+        bound = model.record_ratio_bound(theta, theta_star)
+        assert bound is not None
+        diff = model.record_log_likelihood(recs, theta_star) - model.record_log_likelihood(recs, theta)
+        assert np.all(np.abs(diff).max(axis=1) <= bound * (1 + 1e-12))
+        assert np.sqrt(np.mean(bound**2)) < 250.0 * sd  # ~190 x the step's sd here; e^Z alone was ~11
+
+
 def _chain(model: Model, decide: object, chains: int, iterations: int, stop: int) -> np.ndarray:
     kernel = AdaptiveMH(
         model,
