@@ -11,6 +11,7 @@ not converge is labelled as such.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,13 +33,15 @@ class Reference:
     ess_tail: float
     rhat: float  # max over parameters
     iterations: int
+    min_ess: float = 0.0  # the ESS it was run to
 
     @property
     def converged(self) -> bool:
-        return self.rhat <= 1.01
+        """R-hat <= 1.01 and the bulk and tail ESS it was asked for."""
+        return self.rhat <= 1.01 and min(self.ess_bulk, self.ess_tail) >= self.min_ess
 
     def label(self) -> str:
-        state = "converged" if self.converged else "NOT converged"
+        state = "converged" if self.converged else f"NOT converged: target ESS {self.min_ess:.0f}, R-hat 1.01"
         return (
             "plain independence MH on the pooled records from their Laplace approximation, "
             f"{self.iterations} iterations x {self.draws.shape[0]} chains, min bulk ESS {self.ess_bulk:.0f}, "
@@ -74,10 +77,14 @@ def plain_reference(
     min_ess: float = 2000.0,
     chains: int = 16,
     block: int = 250,
-    max_iterations: int = 20_000,
+    max_iterations: int | None = None,
     inflate: float = 1.3,
 ) -> Reference:
-    """The converged plain posterior of the pooled records (checked and clipped as a registry would)."""
+    """The converged plain posterior of the pooled records (checked and clipped as a registry would);
+    ``max_iterations`` (default: enough for min_ess at 0.1 effective draws per draw, at least 20,000) stops
+    a reference that does not get there, which its label then says."""
+    if max_iterations is None:
+        max_iterations = max(20_000, math.ceil(10.0 * min_ess / chains))
     checked = [model.check_data(d) for d in datasets]
     pooled = {k: np.concatenate([d[k] for d in checked]) for k in checked[0]}
     mode, cov = exact_laplace(model, pooled)
@@ -97,4 +104,4 @@ def plain_reference(
         draws = np.concatenate(blocks).transpose(1, 0, 2)
         bulk, tail, rhat = _diagnostics(draws)
         if (min(bulk, tail) >= min_ess and rhat <= 1.01) or it >= max_iterations:
-            return Reference(np.ascontiguousarray(draws), mode, cov, bulk, tail, rhat, it)
+            return Reference(np.ascontiguousarray(draws), mode, cov, bulk, tail, rhat, it, min_ess)

@@ -53,6 +53,7 @@ import functools
 import itertools
 import math
 import re
+import threading
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -67,6 +68,7 @@ FAMILIES = ("bernoulli", "poisson", "gaussian", "weibull")
 MAX_CORNERS = 1 << 16  # the design is evaluated at every corner of the declared box
 _RANDOM = re.compile(r"\(\s*1\s*\|\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)")
 _CATEGORICAL = re.compile(r"^C\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 ColumnSpec = tuple[str, float, float, bool, tuple[float, ...] | None]
@@ -82,13 +84,18 @@ def _column_spec(name: str, raw: Any) -> ColumnSpec:
         if extra:
             raise ValueError(f"{where}: unknown keys {sorted(extra)} (lower, upper, integer, values)")
         values = raw.get("values")
-        vals = None if values is None else tuple(sorted({float(v) for v in values}))
+        try:
+            vals = None if values is None else tuple(sorted({float(v) for v in values}))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}.values must be a list of numbers, got {values!r}") from exc
         lower = raw.get("lower", min(vals) if vals else None)
         upper = raw.get("upper", max(vals) if vals else None)
         integer = raw.get("integer", False)
     elif isinstance(raw, list | tuple) and len(raw) == 2:
         lower, upper, integer, vals = raw[0], raw[1], False, None
     elif isinstance(raw, list | tuple) and len(raw) == 5:  # the canonical form (a round trip of config())
+        if raw[0] != name:
+            raise ValueError(f"{where}: the canonical form names another column, got {raw!r}")
         lower, upper, integer = raw[1], raw[2], raw[3]
         vals = None if raw[4] is None else tuple(float(v) for v in raw[4])
     else:
@@ -118,6 +125,10 @@ def _columns(raw: Any) -> tuple[ColumnSpec, ...]:
             raise ValueError("columns: give a table {name = [lower, upper], ...}")
     else:
         raise ValueError(f"columns: give a table {{name = [lower, upper], ...}}, got {raw!r}")
+    names = [c[0] for c in items]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"columns: {twice} declared more than once")
     return tuple(sorted(items))
 
 
@@ -127,6 +138,7 @@ class _Parsed:
 
     outcome: str
     variables: tuple[str, ...]  # the columns the design reads
+    categorical: tuple[str, ...]  # those read as C(column)
     spec: Any  # formulaic ModelSpec (levels fixed by the declared values)
     names: tuple[str, ...]  # design column names
     corners: F64  # the design at every corner of the declared box
@@ -159,8 +171,9 @@ def _parse(model: FormulaModel) -> _Parsed:
     declared = {c[0]: c for c in model.columns}
     try:
         parsed = Formula(rhs)
-    except Exception as exc:  # formulaic's own parse error, with its position marker
-        raise ValueError(f"formula {text!r}: {exc}") from exc
+    except Exception as exc:  # formulaic's own parse error, with its position marker (terminal colours gone)
+        why = _ANSI.sub("", str(exc))
+        raise ValueError(f"formula {text!r}: {why}") from exc
     variables: list[str] = []
     categorical: set[str] = set()
     for term in parsed:
@@ -199,15 +212,18 @@ def _parse(model: FormulaModel) -> _Parsed:
         g = declared[group]
         levels = g[4] if g[4] is not None else ()
         if not levels:
-            if not g[3]:
-                raise ValueError(f"columns.{group}: declare integer = true or values for (1 | {group})")
+            if not (g[3] and g[1] == round(g[1]) and g[2] == round(g[2])):
+                raise ValueError(
+                    f"columns.{group}: declare values, or integer = true with integer bounds, for "
+                    f"(1 | {group})"
+                )
             levels = tuple(float(v) for v in range(int(g[1]), int(g[2]) + 1))
         if group in variables:
             raise ValueError(f"formula: {group} is both a fixed term and the random intercept's grouping")
     axes = []
     for v in variables:
         c = declared[v]
-        axes.append(sorted({c[1], c[2], *(c[4] or ())}) if v in categorical or c[4] else [c[1], c[2]])
+        axes.append(sorted(c[4]) if c[4] else [c[1], c[2]])  # declared values: only those can occur
     count = math.prod(len(a) for a in axes)
     if count > MAX_CORNERS:
         raise ValueError(f"formula: {count} corners of the declared box (at most {MAX_CORNERS}); fewer terms")
@@ -218,33 +234,41 @@ def _parse(model: FormulaModel) -> _Parsed:
     names = tuple(str(c) for c in mm.columns)
     if not names:
         raise ValueError(f"formula {text!r} has no terms (a fixed intercept at least)")
-    return _Parsed(
-        lhs, tuple(variables), mm.model_spec, names, np.asarray(mm, dtype=np.float64), group, levels
-    )
+    corners = np.asarray(mm, dtype=np.float64)
+    cats = tuple(v for v in variables if v in categorical)
+    return _Parsed(lhs, tuple(variables), cats, mm.model_spec, names, corners, group, levels)
 
 
 class _DesignCache:
-    """The design of a registry's records, computed once per records object (formulaic takes milliseconds;
-    a step evaluates the likelihood many times on the same records). Entries are found by the identity of
-    the column arrays (weak references: no record is kept alive by the cache)."""
+    """The design of a registry's records, computed once per (model, records) (formulaic takes milliseconds;
+    a step evaluates the likelihood many times on the same records). Only read-only arrays are cached (a
+    registry's checked records are: :meth:`FormulaModel.clip_records`), so an entry cannot go stale by an
+    in-place change; entries are found by the model and the identity of the arrays, held by weak references
+    (an entry goes with its records: no record outlives them here), and the table is locked (the daemon
+    evaluates on worker threads)."""
 
     def __init__(self, size: int = 32) -> None:
         self.size = size
-        self.entries: dict[tuple[int, ...], tuple[tuple[weakref.ref[Any], ...], F64]] = {}
+        self.lock = threading.Lock()
+        self.entries: dict[tuple[Any, ...], tuple[tuple[weakref.ref[Any], ...], F64]] = {}
 
-    def get(self, arrays: tuple[Any, ...], make: Any) -> F64:
-        key = tuple(id(a) for a in arrays)
-        hit = self.entries.get(key)
-        if hit is not None and all(r() is a for r, a in zip(hit[0], arrays, strict=True)):
-            return hit[1]
+    def get(self, model: Any, arrays: tuple[Any, ...], make: Any) -> F64:
+        with self.lock:
+            for k in [k for k, (refs, _) in self.entries.items() if any(r() is None for r in refs)]:
+                del self.entries[k]  # records gone: their design goes too
+        if any(not isinstance(a, np.ndarray) or a.flags.writeable for a in arrays):
+            return np.asarray(make(), dtype=np.float64)
+        key = (model, *(id(a) for a in arrays))
+        with self.lock:
+            hit = self.entries.get(key)
+            if hit is not None and all(r() is a for r, a in zip(hit[0], arrays, strict=True)):
+                return hit[1]
         value = np.asarray(make(), dtype=np.float64)
-        try:
-            refs = tuple(weakref.ref(a) for a in arrays)
-        except TypeError:  # not weak-referenceable (a plain list): not cached
-            return value
-        if len(self.entries) >= self.size:
-            self.entries.pop(next(iter(self.entries)))
-        self.entries[key] = (refs, value)
+        value.setflags(write=False)
+        with self.lock:
+            if len(self.entries) >= self.size:
+                self.entries.pop(next(iter(self.entries)), None)
+            self.entries[key] = (tuple(weakref.ref(a) for a in arrays), value)
         return value
 
 
@@ -253,9 +277,9 @@ _CACHE = _DesignCache()
 
 @dataclass(frozen=True)
 class FormulaModel(Model):
-    formula: str = "y ~ 1"
-    family: str = "gaussian"
-    columns: Any = ()
+    formula: str
+    family: str
+    columns: Any
     prior_sd: float = 2.5
     autoscale: bool = True
     sigma: float | None = None
@@ -291,7 +315,8 @@ class FormulaModel(Model):
         y = cols[parsed.outcome]
         if fam == "bernoulli" and not set(y[4] or (y[1], y[2])) <= {0.0, 1.0}:
             raise ValueError(f"columns.{y[0]}: a bernoulli outcome takes the values 0 and 1")
-        if fam == "poisson" and not (y[1] >= 0 and y[3]):
+        counts = y[3] or (y[4] is not None and all(v == round(v) for v in y[4]))
+        if fam == "poisson" and not (y[1] >= 0 and counts):
             raise ValueError(f"columns.{y[0]}: a poisson outcome is a count: integer = true, lower >= 0")
         if fam == "weibull" and not y[1] > 0:
             raise ValueError(f"columns.{y[0]}: a weibull outcome is a time: lower > 0")
@@ -353,6 +378,16 @@ class FormulaModel(Model):
     def n_records(self, data: Data) -> int:
         return len(data[self.parsed.outcome])
 
+    def clip_records(self, data: Data) -> tuple[dict[str, F64], int]:
+        """The checked records as read-only arrays (nothing clipped): a registry's records do not change
+        during a session, and read-only is what lets their design be computed once (``_DesignCache``)."""
+        out = {}
+        for name, col in data.items():
+            view = np.asarray(col, dtype=np.float64).view()
+            view.setflags(write=False)
+            out[name] = view
+        return out, 0
+
     # ---- parameters ----------------------------------------------------------------------------------------
 
     def _split(self, theta: F64) -> tuple[F64 | None, F64, F64 | None]:
@@ -403,13 +438,17 @@ class FormulaModel(Model):
         def make() -> F64:
             import pandas as pd
 
+            for v in p.categorical:  # formulaic would code an undeclared level as the reference, silently
+                known = np.asarray(next(c[4] for c in self.columns if c[0] == v))
+                if not np.isin(np.asarray(data[v], dtype=np.float64), known).all():
+                    raise ValueError(f"column {v!r}: values outside the declared values {known.tolist()}")
             n = len(data[p.outcome])
             frame = pd.DataFrame(
                 {v: np.asarray(data[v], dtype=np.float64) for v in p.variables}, index=range(n)
             )
             return np.asarray(p.spec.get_model_matrix(frame, na_action="raise"), dtype=np.float64)
 
-        return _CACHE.get((*arrays, data[p.outcome]), make)
+        return _CACHE.get(self, (*arrays, data[p.outcome]), make)
 
     def eta(self, data: Data, theta: F64) -> F64:
         """The linear predictor (proposals, records), without the offset."""
@@ -463,7 +502,14 @@ class FormulaModel(Model):
         return float(next(c[which] for c in self.columns if c[0] == col))
 
     def record_ratio_bound(self, theta: F64, theta_star: F64) -> F64 | None:
-        """sup over records the schema allows of |log p(x | θ*) − log p(x | θ)| (the module docstring)."""
+        """sup over records the schema allows of |log p(x | θ*) − log p(x | θ)| (the module docstring), raised
+        by a relative 1e-12 so that float rounding of a bound that is attained (bernoulli) never leaves it
+        below the evaluated change; +inf where an exponential term overflows (no finite bound claimed)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = self._ratio_bound(theta, theta_star)
+        return np.asarray(np.where(np.isnan(out), np.inf, out) * (1.0 + 1e-12), dtype=np.float64)
+
+    def _ratio_bound(self, theta: F64, theta_star: F64) -> F64:
         k0, b0, u0 = self._split(theta)
         k1, b1, u1 = self._split(theta_star)
         du = None if u0 is None or u1 is None else u1 - u0
@@ -475,13 +521,12 @@ class FormulaModel(Model):
             lin = self.sup_abs(e1[:, None] * b1 - e0[:, None] * b0, cu)
             t_lo, t_hi = self._bound(y, 1), self._bound(y, 2)
             log_t = max(abs(math.log(t_lo)), abs(math.log(t_hi)))
-            surv = [
-                np.exp(np.minimum(kk * (math.log(t_hi) - self.extent(b, u)[0]), 700.0))
-                for kk, b, u in ((e0, b0, u0), (e1, b1, u1))
-            ]
-            top = np.maximum(surv[0], surv[1])  # e^Z: the largest (t/λ)^k any allowed record reaches
+            pairs = ((e0, b0, u0), (e1, b1, u1))
+            surv = [np.exp(kk * (math.log(t_hi) - self.extent(b, u)[0])) for kk, b, u in pairs]
+            top = np.maximum(surv[0], surv[1])  # e^Z: the largest (t/λ)^k any allowed record reaches (or inf)
             change = np.abs(e1 - e0) * log_t + lin  # sup |z* - z|, z = k (log t - η)
-            out = np.abs(k1 - k0) + change + np.minimum(top, top * change)  # |Δ log k| + |Δz| + survival
+            survival = np.where(change == 0.0, 0.0, np.minimum(top, top * change))
+            out = np.abs(k1 - k0) + change + survival  # |Δ log k| + |Δz| + sup |e^{z*} - e^z|
             return np.asarray(out, dtype=np.float64)
         d = self.sup_abs(b1 - b0, du)
         if fam == "bernoulli":
@@ -489,8 +534,8 @@ class FormulaModel(Model):
         if fam == "poisson":
             t_hi = self._bound(self.offset, 2) if self.offset is not None else 1.0
             h = np.maximum(self.extent(b0, u0)[1], self.extent(b1, u1)[1])
-            rate = t_hi * np.exp(np.minimum(h, 700.0))
-            return np.asarray(np.maximum(self._bound(y, 2) * d, rate * d), dtype=np.float64)
+            rate = np.where(d == 0.0, 0.0, t_hi * np.exp(h) * d)  # t_max e^H D (inf when e^H overflows)
+            return np.asarray(np.maximum(self._bound(y, 2) * d, rate), dtype=np.float64)
         su = None if u0 is None or u1 is None else u1 + u0
         lo, hi = self.extent(b1 + b0, su)
         level = np.maximum(2.0 * self._bound(y, 2) - lo, hi - 2.0 * self._bound(y, 1))
@@ -512,11 +557,9 @@ class FormulaModel(Model):
 def corner_records(model: FormulaModel) -> dict[str, F64]:
     """Every corner of the declared box as records (tests: the brute force the bound is checked against),
     with every value of the outcome's, the offset's and the event's bounds or values."""
-    cols = {c[0]: c for c in model.columns}
-    names = [c.name for c in model.schema]
-    axes = [sorted({cols[n][1], cols[n][2], *(cols[n][4] or ())}) for n in names]
-    if model.family == "bernoulli":
-        axes[names.index(model.parsed.outcome)] = [0.0, 1.0]
+    schema = model.schema
+    axes = [sorted(c.values) if c.values is not None else [c.lower, c.upper] for c in schema]
+    names = [c.name for c in schema]
     grid = np.array(list(itertools.product(*axes)), dtype=np.float64)
     return {n: np.ascontiguousarray(grid[:, i]) for i, n in enumerate(names)}
 

@@ -348,12 +348,12 @@ class AdaptiveMH:
         return self.start // 2 if self.history_from is None else self.history_from
 
     def window_starts(self) -> frozenset[int]:
-        """With ``scale_adapt``: the iterations where the history restarts, h·2, h·4, ... (h = history_from)
-        while the window that starts there fits before ``stop`` at least once (the last one runs to
-        ``stop``), as Stan's doubling slow windows: the covariance a chain ends the warm-up with is
-        estimated from the later states only, not from its way in from a start far out in the prior."""
-        h = max(self._history_from(), 1)
-        out, r = set(), 2 * h
+        """With ``scale_adapt``: the iterations where the history restarts, 2s, 4s, ... (s = start: the first
+        Haario update uses the whole history from history_from) while the window that starts there fits before
+        ``stop`` at least once (the last one runs to ``stop``), as Stan's doubling slow windows: the
+        covariance a chain ends the warm-up with is estimated from the later states only, not from its way in
+        from a start far out in the prior."""
+        out, r = set(), 2 * max(self.start, 1)  # after the first Haario update: its history is kept for it
         while 2 * r <= self.stop:
             out.add(r)
             r *= 2

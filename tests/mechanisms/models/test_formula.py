@@ -160,7 +160,7 @@ def test_same_model_as_the_poisson_rate_plugin() -> None:
     ts = th + 0.002 * rng.normal(size=th.shape)
     for reg in registries():
         np.testing.assert_array_equal(f.record_log_likelihood(reg, th), p.record_log_likelihood(reg, th))
-    np.testing.assert_allclose(f.record_ratio_bound(th, ts), p.record_ratio_bound(th, ts), rtol=1e-12)
+    np.testing.assert_allclose(f.record_ratio_bound(th, ts), p.record_ratio_bound(th, ts), rtol=1e-11)
     np.testing.assert_allclose(f.log_prior(th), p.log_prior(th), rtol=1e-12)
     assert f.param_names == p.param_names
 
@@ -245,3 +245,81 @@ def test_corner_records_cover_the_box() -> None:
     c = corner_records(m)
     got = set(zip(c["age"], c["sex"], c["y"], strict=True))
     assert got == set(itertools.product([20.0, 90.0], [0.0, 1.0], [0.0, 1.0]))
+
+
+def test_the_design_cache_is_per_model_and_read_only_records() -> None:
+    """Two formulas over the same checked records each get their own design (a shared cache keyed by the
+    records alone once gave the second formula the first one's, and a bound below the change); writeable
+    records are never cached (an in-place change cannot leave a stale design); an entry goes with its
+    records."""
+    from mechanisms.models import formula as fm
+
+    cols = {"y": [-5, 5], "x": [0, 0.01], "z": [-100, 100]}
+    m1 = FormulaModel("y ~ x + z", "gaussian", cols, sigma=1.0)
+    m2 = FormulaModel("y ~ x + x:z", "gaussian", cols, sigma=1.0)
+    raw = {"y": np.array([0.0]), "x": np.array([0.01]), "z": np.array([100.0])}
+    checked = m1.check_data(raw)
+    assert not any(a.flags.writeable for a in checked.values())
+    np.testing.assert_array_equal(m1.design(checked), [[1.0, 0.01, 100.0]])
+    np.testing.assert_array_equal(m2.design(checked), [[1.0, 0.01, 1.0]])
+    th, ts = np.zeros((1, 3)), np.array([[0.0, 0.0, 1.0]])
+    change = np.abs(m2.record_log_likelihood(checked, ts) - m2.record_log_likelihood(checked, th))
+    assert change.max() <= m2.record_ratio_bound(th, ts)[0]
+    before = m1.design(raw)
+    raw["z"][0] = -100.0  # writeable: recomputed, never stale
+    assert m1.design(raw)[0, 2] == -100.0 and before[0, 2] == 100.0
+    del checked
+    import gc
+
+    gc.collect()
+    m1.design({"y": np.zeros(1), "x": np.zeros(1), "z": np.zeros(1)})  # a lookup purges dead entries
+    assert all(all(r() is not None for r in refs) for refs, _ in fm._CACHE.entries.values())
+
+
+def test_declared_values_are_the_levels_and_nothing_else() -> None:
+    cols = {"y": [-5, 5], "g": {"lower": 0, "upper": 3, "values": [1, 2]}}
+    m = FormulaModel("y ~ C(g)", "gaussian", cols, sigma=1.0)
+    assert m.param_names == ("Intercept", "C(g)[T.2.0]")  # not levels 0 and 3 of the bounds
+    with pytest.raises(ValueError, match=r"column 'g': values outside the declared values \[1.0, 2.0\]"):
+        m.design({"y": np.zeros(2), "g": np.array([1.0, 3.0])})
+
+
+def test_an_overflowing_bound_is_infinite_not_capped() -> None:
+    """A bound whose exponential overflows is +inf (no finite bound claimed), not a capped exponent times a
+    tiny step (which once gave 1e4 where the true sup was ~5e25)."""
+    m = FormulaModel("y ~ x", "poisson", {"y": {"lower": 0, "upper": 10, "integer": True}, "x": [0, 1]})
+    assert m.record_ratio_bound([[0.0, 750.0]], [[1e-300, 750.0]])[0] == np.inf
+    assert m.record_ratio_bound([[0.0, 750.0]], [[0.0, 750.0]])[0] == 0.0  # no step, no change
+    w = FormulaModel("t ~ x", "weibull", {"t": [0.01, 20], "x": [0, 1], "e": {"values": [0, 1]}}, event="e")
+    assert w.record_ratio_bound([[3.0, -300.0, 0.0]], [[3.0, -300.0, 1e-9]])[0] == np.inf
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (dict(columns=[["y", 0, 1, False, [0.0, 1.0]], ["y", 0, 1, False, None]]), "declared more than once"),
+        (dict(columns={"y": {"values": "ab"}}), "columns.y.values must be a list of numbers"),
+        (dict(formula="y ~ x +"), "formula 'y ~ x +': "),
+        (
+            dict(
+                formula="y ~ (1 | g)",
+                columns={"y": {"values": [0, 1]}, "g": {"lower": 0.5, "upper": 3.5, "integer": True}},
+            ),
+            "declare values, or integer = true with integer bounds",
+        ),
+    ],
+)
+def test_more_refusals(args: dict, message: str) -> None:
+    full = {
+        "formula": "y ~ 1",
+        "family": "bernoulli",
+        "columns": {"y": {"values": [0, 1]}, "x": [0, 1]},
+    } | args
+    with pytest.raises(ValueError, match=pytest.importorskip("re").escape(message)) as info:
+        FormulaModel(**full)
+    assert "\x1b[" not in str(info.value)  # formulaic's terminal colours are not in the message
+
+
+def test_formula_and_family_are_required() -> None:
+    with pytest.raises(ValueError, match="bad arguments"):
+        load_model("formula", {"columns": {"y": [0, 1]}})

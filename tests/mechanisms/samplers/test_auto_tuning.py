@@ -240,16 +240,19 @@ def test_a_fixed_sd_penalty_is_tuned_to_a_target_it_can_reach() -> None:
 
 
 def test_history_restarts_in_doubling_windows() -> None:
-    """With scale_adapt the Haario history restarts at h·2, h·4, ... while a window fits before stop (the
-    last one runs to stop), so the frozen covariance comes from the later states only; without it the
-    history runs from history_from to stop, as before."""
+    """With scale_adapt the Haario history restarts at 2 start, 4 start, ... while a window fits before stop
+    (the last one runs to stop), so the frozen covariance comes from the later states only and the first
+    update still has the whole history since history_from; without it the history runs from history_from to
+    stop, as before."""
     case = regression_case(1)
     decide = LocalParties(case.model, case.data, BernoulliRule(np.random.default_rng(1)))
     cov = prior_proposal_cov(case.model)
     tuned = AdaptiveMH(
         case.model, decide, cov, start=150, every=37, stop=750, history_from=75, scale_adapt=True
     )
-    assert tuned.window_starts() == frozenset({150, 300})
+    assert tuned.window_starts() == frozenset({300})
+    odd = AdaptiveMH(case.model, decide, cov, start=75, every=18, stop=750, history_from=37, scale_adapt=True)
+    assert odd.window_starts() == frozenset({150, 300})  # iterations = 750's defaults: none before start
     seeds = PublicSeeds(3)
     state, _ = run_kernel(tuned, tuned.init(case.model.sample_prior(seeds.init_rng(), 8)), 760, seeds)
     assert state.count == 750 - 300  # the last window: iterations 300..749
