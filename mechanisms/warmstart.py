@@ -528,8 +528,16 @@ def exact_laplace(model: Model, pooled: Data) -> tuple[F64, F64]:
         t = np.atleast_2d(th)
         return -float(model.log_prior(t)[0] + model.log_likelihood(pooled, t)[0])
 
-    start = np.clip(np.zeros(model.d), model.lower + 1e-6, model.upper - 1e-6)
-    res = optimize.minimize(neg, start, method="BFGS", options={"gtol": 1e-8, "maxiter": 2000})
+    lo, hi = np.asarray(model.lower, dtype=np.float64), np.asarray(model.upper, dtype=np.float64)
+    start = np.clip(np.zeros(model.d), lo + 1e-6, hi - 1e-6)
+    if np.isfinite(lo).any() or np.isfinite(hi).any():  # a bounded parameter (a probability): stay inside
+        inner = [
+            (a + 1e-9 if np.isfinite(a) else None, b - 1e-9 if np.isfinite(b) else None)
+            for a, b in zip(lo, hi, strict=True)
+        ]
+        res = optimize.minimize(neg, start, method="L-BFGS-B", bounds=inner, options={"maxiter": 2000})
+    else:
+        res = optimize.minimize(neg, start, method="BFGS", options={"gtol": 1e-8, "maxiter": 2000})
     mode = np.asarray(res.x, dtype=np.float64)
     h = 1e-4 * np.maximum(1.0, np.abs(mode))
     hess = _hessian(neg, mode, h)

@@ -91,7 +91,11 @@ def plain_reference(
     seeds = PublicSeeds(seed)
     decide = LocalParties(model, [pooled], BernoulliRule(seeds.rng(0, party=98)))
     kernel = IndependenceMH(model, decide, GaussianProposal(mode, inflate**2 * cov))
-    state = kernel.init(GaussianProposal(mode, cov).sample(seeds.init_rng(), chains))
+    if not np.isfinite(model.log_prior(mode[None, :])[0]):
+        raise ValueError(f"the pooled records' posterior mode {mode.tolist()} is outside the prior's support")
+    start = GaussianProposal(mode, cov).sample(seeds.init_rng(), chains)
+    start[~np.isfinite(model.log_prior(start))] = mode  # a bounded parameter (a probability): start inside
+    state = kernel.init(start)
     blocks: list[npt.NDArray[np.float64]] = []
     it = 0
     while True:

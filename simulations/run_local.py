@@ -37,6 +37,7 @@ import contextlib
 import dataclasses
 import hashlib
 import math
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -240,9 +241,14 @@ def simulate_experiment(
     reference: Any = None
     if exp.sampler.kind in MH_KINDS:  # the converged plain posterior of the records as the sampler saw them
 
-        def reference(ran: Experiment, draws: F64) -> LabelledDraws:
+        def reference(ran: Experiment, draws: F64) -> LabelledDraws | None:
             min_ess = max(REFERENCE_MIN_ESS, REFERENCE_ESS_RATIO * run_ess(draws))
-            ref = plain_reference(ran.model(), data, exp.seed, min_ess=min_ess)
+            try:
+                ref = plain_reference(ran.model(), data, exp.seed, min_ess=min_ess)
+            except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:  # the run stands without it
+                say = log or (lambda msg: print(f"confar run: {msg}", file=sys.stderr))
+                say(f"WARNING: no reference posterior (the pooled records' fit failed: {exc})")
+                return None
             return LabelledDraws(f"converged reference: {ref.label()}", ref.draws)
 
     with consortium(exp, out_dir / "simulation", data) as lc:
