@@ -12,29 +12,12 @@ import pytest
 from coordinator.cli import main
 from coordinator.experiment import load_experiment
 from coordinator.tables import ExperimentError
+from tests.coordinator.experiment_text import head
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
 
-BASE = """
-[experiment]
-name = "t"
-output_dir = "out"
-seed = 1
-
-[coordinator]
-insecure = true
-
-[[parties]]
-id = 1
-address = "127.0.0.1:1"
-[[parties]]
-id = 2
-address = "127.0.0.1:2"
-[[parties]]
-id = 3
-address = "127.0.0.1:3"
-
+BASE = head("t", 1) + """
 [model]
 name = "beta-bernoulli"
 

@@ -12,28 +12,11 @@ from coordinator.experiment import load_experiment
 from coordinator.tables import ExperimentError
 from mechanisms.models.base import load_model
 from mechanisms.models.formula import FormulaModel
+from tests.coordinator.experiment_text import head
 
 ROOT = Path(__file__).resolve().parents[2]
 
-HEAD = """
-[experiment]
-name = "t"
-output_dir = "out"
-seed = 1
-
-[coordinator]
-insecure = true
-
-[[parties]]
-id = 1
-address = "127.0.0.1:1"
-[[parties]]
-id = 2
-address = "127.0.0.1:2"
-[[parties]]
-id = 3
-address = "127.0.0.1:3"
-
+HEAD = head("t", 1) + """
 [sampler]
 kind = "mh"
 chains = 4

@@ -16,26 +16,9 @@ import pytest
 from coordinator.drivers import MHDriver
 from coordinator.experiment import Experiment, load_experiment
 from mechanisms.samplers import AdaptiveState, BernoulliRule, LocalParties, PublicSeeds
+from tests.coordinator.experiment_text import head
 
-EXPERIMENT = """
-[experiment]
-name = "auto-proposal"
-output_dir = "out"
-seed = 7
-
-[coordinator]
-insecure = true
-
-[[parties]]
-id = 1
-address = "127.0.0.1:1"
-[[parties]]
-id = 2
-address = "127.0.0.1:2"
-[[parties]]
-id = 3
-address = "127.0.0.1:3"
-
+EXPERIMENT = head("auto-proposal", 7) + """
 [model]
 name = "beta-bernoulli"
 

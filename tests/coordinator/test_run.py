@@ -20,30 +20,13 @@ import pytest
 from coordinator.checkpoint import RunError, StopRequested
 from coordinator.experiment import Experiment, load_experiment
 from coordinator.run import run_experiment
+from tests.coordinator.experiment_text import head
 from tests.parties.helpers import inproc_consortium, tls_for
 
 M = 3
 ITER, CHAINS, STOP = 12, 4, 5
 
-EXPERIMENT = """
-[experiment]
-name = "resume-test"
-output_dir = "out"
-seed = 99
-
-[coordinator]
-insecure = true
-
-[[parties]]
-id = 1
-address = "127.0.0.1:1"
-[[parties]]
-id = 2
-address = "127.0.0.1:2"
-[[parties]]
-id = 3
-address = "127.0.0.1:3"
-
+EXPERIMENT = head("resume-test", 99) + """
 [model]
 name = "beta-bernoulli"
 [model.params]
