@@ -46,6 +46,18 @@ def decider(exp: Experiment) -> LocalParties:
     return LocalParties(model, data, BernoulliRule(np.random.default_rng(11)))
 
 
+def started(exp: Experiment) -> MHDriver:
+    """A driver of ``exp`` from its public seed, chains initialised."""
+    driver = MHDriver(exp, PublicSeeds(exp.seed))
+    driver.initial()
+    return driver
+
+
+def uninterrupted(exp: Experiment) -> np.ndarray:
+    """The rows of ``exp`` run for BATCHES batches without a checkpoint."""
+    return rows(started(exp), decider(exp), BATCHES)
+
+
 def rows(driver: MHDriver, decide: Any, n: int) -> np.ndarray:
     return np.vstack([driver.step(decide) for _ in range(n)])
 
@@ -53,12 +65,9 @@ def rows(driver: MHDriver, decide: Any, n: int) -> np.ndarray:
 def test_the_log_scales_survive_a_checkpoint(tmp_path: Path) -> None:
     exp = experiment(tmp_path)
     assert exp.sampler.scale_adapt and exp.sampler.adapt_stop == 40
-    full = MHDriver(exp, PublicSeeds(exp.seed))
-    full.initial()
-    want = rows(full, decider(exp), BATCHES)
+    want = uninterrupted(exp)
 
-    first = MHDriver(exp, PublicSeeds(exp.seed))
-    first.initial()
+    first = started(exp)
     decide = decider(exp)
     got = [rows(first, decide, STOP_AT)]
     ckpt = json.loads(json.dumps(first.checkpoint("run", STOP_AT, STOP_AT)))  # as state.json holds it
@@ -86,12 +95,9 @@ def test_a_checkpoint_from_before_the_scale_adaptation_restores_with_scale_zero(
     p.write_text(text)
     exp = load_experiment(p)
     assert exp.sampler.adaptive and not exp.sampler.scale_adapt
-    full = MHDriver(exp, PublicSeeds(exp.seed))
-    full.initial()
-    want = rows(full, decider(exp), BATCHES)
+    want = uninterrupted(exp)
 
-    first = MHDriver(exp, PublicSeeds(exp.seed))
-    first.initial()
+    first = started(exp)
     decide = decider(exp)
     head = rows(first, decide, STOP_AT)
     ckpt = json.loads(json.dumps(first.checkpoint("run", STOP_AT, STOP_AT)))
