@@ -24,8 +24,9 @@ MH + penalty, no cap  any          GaussianEvent μ = 1/(τ n^α √r), r the pa
                                    does not know (``penalty_gdp_mu``): every reveal mode is a
                                    post-processing of log r + N(0, rσ²)
 MH + penalty, cap c̄   sum/blinded/ AmplifiedGaussianEvent: the same μ (GDP budgets) with the profile of
-                      sign         what is observed of log r + N(0, rσ²) + Gamma(r/m, 1) at c = c̄
-                                   (``penalty_step_profile``; ε-at-δ budgets)
+                      sign         log r + N(0, rσ²) + Gamma(r/m, 1) revealed at c = c̄ (blinded and sign
+                                   by post-processing; ``penalty_step_profile``; ε-at-δ budgets, where the
+                                   composition also keeps the GDP reading and charges the smaller)
 lazy MH γ, cap c̄      sign         ProfileEvent: the Bernoulli cover of γ·P(a + Gamma(r/m) ≥ 0) at Δ = c̄
                                    (``sign_step_profile``; pure ε for the outside observer)
 rejection, cap c̄      sign         ProfileEvent: the Bernoulli cover of P(a + Gamma(r/m) ≥ 0) (lazy: × γ)

@@ -22,6 +22,8 @@ Budgets:
   advance; with privacy parameters chosen adaptively from outputs it is not a proven filter
   (Whitehouse, Ramdas, Rogers, Wu, 2023, give filters for that case). Use it with fixed per-step
   worst-case events (the same profile every step), or use the GDP filter.
+  When every event also has a GDP bound the spend is the smaller of the PLD and the GDP composition
+  (``composition.compose_events``): never above the GDP bound of the same events.
 
 The limit rule: a batch is admitted when the spend after it is ``≤ limit · (1 + LIMIT_RTOL)``, with
 ``LIMIT_RTOL = 1e-9``. Spends are floating-point sums (and square roots) of per-batch numbers, so a plan

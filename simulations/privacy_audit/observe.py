@@ -172,7 +172,8 @@ def claim_of(setup: Setup) -> tuple[TradeOff | None, float | None, str, list[Pri
         return None, None, f"no finite claim: {exc}", []
     comp = compose_events(events)
     eps = comp.eps_at(cfg.delta)
-    if comp.mu is not None:
+    if comp.gdp_only:
+        assert comp.mu is not None
         return GaussianTradeOff(comp.mu), eps, f"{comp.mu:.6g}-GDP (the ledger's events)", events
     top = min(700.0, max(30.0, 1.5 * eps))
     grid = np.linspace(0.0, top, 1201)
