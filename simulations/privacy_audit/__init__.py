@@ -21,8 +21,10 @@ claim, reported as such), 1 VIOLATED, 2 bad file or arguments.
 
 Modules, in dependency order: ``config`` (AUDIT.toml read and checked), ``setup`` (the neighbouring datasets
 and the audited proposal), ``observe`` (the decision run in memory or on daemons, the observer's tests and
-the claim), ``report`` (the JSON document and the plot), ``svt`` (the federated ABCDP audit), ``command``
-(the whole audit and the entry point ``run``).
+the claim), ``report`` (the JSON document and the plot), ``svt`` (the federated ABCDP audit), ``release``
+(the DP warm start's releases, kind ``warm-start``: the noisy sums the observer sees in reveal mode ``sum``,
+tested by the Gaussian likelihood ratio against the release's μ), ``command`` (the whole audit and the entry
+point ``run``).
 """
 
 from simulations.privacy_audit.command import HELP, run, run_audit

@@ -21,9 +21,15 @@ HELP = "membership-inference audit of a registry's stated privacy guarantee on t
 
 
 def run_audit(cfg: AuditConfig, out_dir: Path, daemons: bool = True) -> dict[str, Any]:
-    """The audit of ``cfg`` (the SVT audit for kind ``abcdp``); writes ``NAME.json`` and ``NAME.png``."""
+    """The audit of ``cfg`` (the SVT audit for kind ``abcdp``, the release audit for ``warm-start``); writes
+    ``NAME.json`` and ``NAME.png``."""
     if cfg.kind == "abcdp":
         return run_svt_audit(cfg, out_dir)
+    if cfg.kind == "warm-start":
+        # imported here: ``python -m simulations.privacy_audit.release`` runs that module as __main__
+        from simulations.privacy_audit.release import run_release_audit
+
+        return run_release_audit(cfg, out_dir)
     t0 = time.perf_counter()
     setup = build(cfg)
     b0, b1 = setup.log_bounds

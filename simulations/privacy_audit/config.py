@@ -21,7 +21,7 @@ AUDIT.toml::
     data_seed = 7
 
     [mechanism]
-    kind = "mh"               # mh | rejection
+    kind = "mh"               # mh | rejection | abcdp (see svt.py) | warm-start (below)
     reveal = "sign"           # sum | blinded | sign
     # threshold = 1           # the session's Shamir threshold (default (m - 1) // 2)
     # theta = [0.3]           # the current state (mh); default: a pair placed around a = 0 (worst for sign)
@@ -31,6 +31,22 @@ AUDIT.toml::
     [threat]
     colluding = 0             # q: 0 = the coordinator; q >= 1 colluders who know their own noise
 
+Kind ``warm-start`` audits one release of the DP warm start (``simulations.privacy_audit.release``): the
+noisy sums each registry adds its Gaussian share to, observed as their total (reveal ``sum``), registry 1
+holding D or D plus a canary (add-remove). Its noise is what ``confar run`` sets for the ``[warm_start]``
+table below (the experiment file's table, the same keys and checks; ``n_records`` defaults to parties x
+records), the claim the release's μ as registry 1 charges it (``mechanisms.warmstart.release_mu``)::
+
+    [mechanism]
+    kind = "warm-start"
+    release = "score"         # moments | score | gradient: which of the warm start's releases
+    # theta = [-0.5, 0.3, -0.2]   # the public θ a score or gradient release is evaluated at (default 0)
+    [warm_start]
+    mu = 1.0                  # the whole warm start's μ against the coordinator (each release gets a share)
+
+It takes ``[model] name = "bayes-logistic"``, ``reveal = "sum"``, ``steps = 1`` and no daemon runs, no
+``theta_star`` and no ``[mechanism.params]``; ``[audit] noise_scale`` scales every registry's noise while
+the claim stays (TESTING ONLY: a deliberately under-noised registry).
 """
 
 from __future__ import annotations
@@ -43,8 +59,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from coordinator.tables import Reader
+from coordinator.warm_start import WarmStartSettings, read_warm_start
+
 F64 = npt.NDArray[np.float64]
 MODELS = ("beta-bernoulli", "bayes-logistic")
+KINDS = ("mh", "rejection", "abcdp", "warm-start")
+RELEASES = ("moments", "score", "gradient")
 
 
 class AuditConfigError(ValueError):
@@ -75,6 +96,8 @@ class AuditConfig:
     colluding: int
     noise_scale: float = 1.0  # TESTING ONLY: each registry's noise multiplied by this (a broken mechanism)
     protocol_runs: int = 0  # abcdp: runs through the SVT protocol in memory (the bulk uses its specification)
+    release: str | None = None  # warm-start: the audited release (moments, score or gradient)
+    warm_start: WarmStartSettings | None = None  # warm-start: the [warm_start] table that sets its noise
 
     @property
     def m(self) -> int:
@@ -128,7 +151,7 @@ def _read(path: Path) -> _Doc:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise AuditConfigError(f"{path}: not valid TOML: {exc}") from exc
     r = _Doc(path, doc)
-    allowed = {"audit", "model", "data", "mechanism", "threat"}
+    allowed = {"audit", "model", "data", "mechanism", "threat", "warm_start"}
     for k in doc:
         if k not in allowed:
             raise r.err(k, f"unknown table (allowed: {', '.join(sorted(allowed))})")
@@ -146,7 +169,7 @@ def _check_keys(r: _Doc) -> None:
     )
     r.only(mo, "model", {"name", "params"})
     r.only(da, "data", {"parties", "records", "data_seed"})
-    r.only(me, "mechanism", {"kind", "reveal", "threshold", "theta", "theta_star", "params"})
+    r.only(me, "mechanism", {"kind", "reveal", "threshold", "theta", "theta_star", "params", "release"})
     r.only(th, "threat", {"colluding"})
 
 
@@ -185,13 +208,15 @@ def _model_and_data(r: _Doc) -> dict[str, Any]:
     """[mechanism] kind, [model] and [data] sizes."""
     mo, da = r.table("model"), r.table("data")
     kind = r.get(r.table("mechanism"), "mechanism", "kind", str, "mh")
-    if kind not in ("mh", "rejection", "abcdp"):
-        raise r.err("mechanism.kind", f"must be 'mh', 'rejection' or 'abcdp', got {kind!r}")
+    if kind not in KINDS:
+        raise r.err("mechanism.kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")
     if kind == "abcdp" and mo:
         raise r.err("model", "kind 'abcdp' audits federated ABCDP on 1-d records: remove [model]")
     model_name = r.get(mo, "model", "name", str, "beta-bernoulli" if kind == "abcdp" else ...)
     if model_name not in MODELS:
         raise r.err("model.name", f"the audit builds synthetic registries for {MODELS}, got {model_name!r}")
+    if kind == "warm-start" and model_name != "bayes-logistic":
+        raise r.err("model.name", f"kind 'warm-start' audits bayes-logistic's releases, got {model_name!r}")
     model_args = dict(r.get(mo, "model", "params", dict, {}))
     parties = r.get(da, "data", "parties", int, 3)
     if not 2 <= parties <= 15:
@@ -211,9 +236,11 @@ def _model_and_data(r: _Doc) -> dict[str, Any]:
 def _reveal_and_threat(r: _Doc, kind: str, parties: int, steps: int) -> dict[str, Any]:
     """[mechanism] reveal and threshold, [audit] protocol_runs and [threat], checked against each other."""
     a, me, th = r.table("audit"), r.table("mechanism"), r.table("threat")
-    reveal = r.get(me, "mechanism", "reveal", str, "svt" if kind == "abcdp" else "sign")
-    if reveal not in (("svt",) if kind == "abcdp" else ("sum", "blinded", "sign")):
-        want = "svt" if kind == "abcdp" else "sum, blinded or sign"
+    default = {"abcdp": "svt", "warm-start": "sum"}.get(kind, "sign")
+    reveal = r.get(me, "mechanism", "reveal", str, default)
+    allowed = {"abcdp": ("svt",), "warm-start": ("sum",)}.get(kind, ("sum", "blinded", "sign"))
+    if reveal not in allowed:
+        want = "sum, blinded or sign" if len(allowed) > 1 else allowed[0]
         raise r.err("mechanism.reveal", f"must be {want}, got {reveal!r}")
     protocol_runs = r.get(a, "audit", "protocol_runs", int, 0)
     if not 0 <= protocol_runs <= 1_000_000 or (protocol_runs and kind != "abcdp"):
@@ -248,6 +275,37 @@ def _thetas(r: _Doc) -> dict[str, F64 | None]:
     return arrs
 
 
+def _warm_start(r: _Doc, kind: str, parties: int, records: int, sampling: dict[str, Any]) -> dict[str, Any]:
+    """[mechanism] release and [warm_start] (read as the experiment file's table) for kind warm-start;
+    refused for the other kinds, as are the keys a release audit does not take."""
+    me, ws = r.table("mechanism"), r.table("warm_start")
+    if kind != "warm-start":
+        for where, present in (("mechanism.release", "release" in me), ("warm_start", bool(ws))):
+            if present:
+                raise r.err(where, "kind 'warm-start' only")
+        return {}
+    release = r.get(me, "mechanism", "release", str)
+    if release not in RELEASES:
+        raise r.err("mechanism.release", f"must be one of {', '.join(RELEASES)}, got {release!r}")
+    for key in ("theta_star", "params"):
+        if key in me:
+            raise r.err(f"mechanism.{key}", "a warm-start audit takes none ([warm_start] sets its noise)")
+    if "theta" in me and release == "moments":
+        raise r.err("mechanism.theta", "a moments release is evaluated at no theta")
+    if sampling["steps"] != 1:
+        raise r.err("audit.steps", "a warm-start audit observes one release per run: must be 1")
+    if sampling["daemon_runs"]:
+        raise r.err("audit.daemon_runs", "a warm-start audit runs in memory only: must be 0")
+    if not ws:
+        raise r.err("warm_start", "missing table: kind 'warm-start' needs the [warm_start] of its noise")
+    settings = read_warm_start(Reader(r.path, r.path.parent, AuditConfigError), ws, parties * records)
+    if release == "moments" and settings.ellipsoid is None:
+        raise r.err("mechanism.release", "warm_start.ellipsoid = false: the warm start releases no moments")
+    if release == "gradient" and settings.steps < 3:
+        raise r.err("mechanism.release", "only a warm start of 3 or more steps releases gradients")
+    return {"release": release, "warm_start": settings}
+
+
 def load_audit(path: str | Path) -> AuditConfig:
     """Read and check AUDIT.toml (schema in the module docstring); errors name the file and the key."""
     path = Path(path)
@@ -257,6 +315,7 @@ def load_audit(path: str | Path) -> AuditConfig:
     md = _model_and_data(r)
     rt = _reveal_and_threat(r, md["kind"], md["parties"], sampling["steps"])
     thetas = _thetas(r)
+    ws = _warm_start(r, md["kind"], md["parties"], md["records"], sampling)
     params = dict(r.get(r.table("mechanism"), "mechanism", "params", dict, {}))
     a = r.table("audit")
     return AuditConfig(
@@ -270,4 +329,5 @@ def load_audit(path: str | Path) -> AuditConfig:
         **rt,
         theta=thetas["theta"],
         theta_star=thetas["theta_star"],
+        **ws,
     )

@@ -12,22 +12,31 @@ their own noise, which leaves m - q shares). The test is the Neyman-Pearson one 
 or out). A release whose noise is scaled down (``under_noise``) while claiming the nominal μ must be flagged.
 
     python -m simulations.privacy_audit.release    # the moments and score releases, and an under-noised one
+
+As ``confar privacy audit`` kind ``warm-start`` (:func:`run_release_audit`; AUDIT.toml in
+:mod:`simulations.privacy_audit.config`, examples in ``examples/audit/warm-start-*.toml``), the release's
+noise is what ``confar run`` sets for the file's ``[warm_start]`` table (``coordinator.warm_start``).
 """
 
 from __future__ import annotations
 
 import itertools
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from coordinator.warm_start import warm_start_plan
 from hss.randomness import SecureRandom
 from mechanisms import noise
 from mechanisms.models import load_model
 from mechanisms.models.base import F64, Model
 from mechanisms.models.logistic import BayesLogistic, synthetic_registries
+from mechanisms.privacy import coalition_view
 from mechanisms.privacy.audit import AuditResult, audit, statistic_points
 from mechanisms.privacy.conversions import gdp_eps
 from mechanisms.privacy.tradeoff import GaussianTradeOff
@@ -38,6 +47,9 @@ from mechanisms.warmstart import (
     record_vectors,
     release_mu,
 )
+from simulations.privacy_audit.config import AuditConfig, AuditConfigError
+from simulations.privacy_audit.report import finish, header, result_doc, sampling
+from simulations.privacy_audit.setup import synthetic
 
 
 @dataclass(frozen=True)
@@ -112,6 +124,75 @@ def audit_release(
     points = statistic_points(stat[0], stat[1], name=f"{stats.what} LLR")
     result = audit(points, GaussianTradeOff(mu), gdp_eps(mu, delta), delta, confidence)
     return ReleaseAudit(stats.what, mu, result)
+
+
+def release_of(cfg: AuditConfig, model: Model) -> tuple[Statistics, F64 | None]:
+    """The audited release as ``confar run`` would make it for ``cfg.warm_start`` on ``cfg.m`` registries
+    (``warm_start_plan``, clipped for the model), and the public θ it is evaluated at (None for moments)."""
+    assert cfg.warm_start is not None and cfg.release is not None
+    plan = warm_start_plan(cfg.warm_start, model, cfg.m).clipped_for(model)
+    stats = {"moments": plan.moments, "score": plan.score, "gradient": plan.gradient}[cfg.release]
+    assert stats is not None  # the config checked ellipsoid and steps
+    if cfg.release == "moments":
+        return stats, None
+    theta = np.zeros(model.d) if cfg.theta is None else cfg.theta
+    if theta.shape != (model.d,):
+        raise AuditConfigError(f"{cfg.source}: mechanism.theta: needs {model.d} numbers, got {theta.size}")
+    return stats, theta
+
+
+def run_release_audit(cfg: AuditConfig, out_dir: Path) -> dict[str, Any]:
+    """Kind ``warm-start``: :func:`audit_release` of the configured release, reported as every audit is
+    (``NAME.json``, ``NAME.png``, the verdict)."""
+    t0 = time.perf_counter()
+    try:
+        model = load_model(cfg.model_name, cfg.model_args)
+    except (TypeError, ValueError) as exc:
+        raise AuditConfigError(f"{cfg.source}: model.params: {exc}") from exc
+    stats, theta = release_of(cfg, model)
+    data = synthetic(cfg, model)
+    a = audit_release(
+        model,
+        stats,
+        data,
+        theta,
+        runs=cfg.runs,
+        colluding=cfg.colluding,
+        under_noise=cfg.noise_scale,
+        confidence=cfg.confidence,
+        delta=cfg.delta,
+    )
+    assert cfg.warm_start is not None
+    eps = gdp_eps(a.mu_claimed, cfg.delta)
+    view = coalition_view(cfg.reveal, cfg.m, cfg.threshold, cfg.colluding)
+    doc: dict[str, Any] = {
+        **header(cfg),
+        "mechanism": {
+            "model": cfg.model_name,
+            "kind": cfg.kind,
+            "reveal": cfg.reveal,
+            "release": cfg.release,
+            "statistics": stats.to_params(),
+            "warm_start": {k: v for k, v in vars(cfg.warm_start).items() if v is not None},
+            "m": cfg.m,
+            "noise_scale": cfg.noise_scale,
+        },
+        "threat": view.note,
+        "neighbours": {
+            "registry": 1,
+            "relation": "add-remove: D' is D with the canary added to registry 1",
+            "record_in_D_prime": {k: float(v[0]) for k, v in canary(model, stats, theta).items()},
+            "theta": None if theta is None else theta.tolist(),
+        },
+        "audit_sampling": sampling(cfg),
+        "claim": {
+            "text": f"{a.mu_claimed:.6g}-GDP (release_mu: this release as registry 1 charges it)",
+            "eps_at_delta": eps,
+            "delta": cfg.delta,
+        },
+        "in_memory": result_doc(a.result, cfg.runs),
+    }
+    return finish(doc, [("in memory", a.result)], GaussianTradeOff(a.mu_claimed), cfg, out_dir, t0)
 
 
 def main(argv: list[str] | None = None) -> int:

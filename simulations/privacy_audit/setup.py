@@ -52,7 +52,8 @@ class Setup:
         return float(self.public + sum(ells))
 
 
-def _synthetic(cfg: AuditConfig, model: Model) -> list[dict[str, F64]]:
+def synthetic(cfg: AuditConfig, model: Model) -> list[dict[str, F64]]:
+    """The registries' synthetic records (``parties`` x ``records``) from the public ``data_seed``."""
     rng = np.random.default_rng(cfg.data_seed)
     if cfg.model_name == "bayes-logistic":
         from mechanisms.models.logistic import BayesLogistic, synthetic_registries
@@ -86,7 +87,7 @@ def _record_ratio(
 def build(cfg: AuditConfig) -> Setup:
     """The two neighbouring datasets and the audited public proposal (see the module docstring)."""
     model = load_model(cfg.model_name, cfg.model_args)
-    data = _synthetic(cfg, model)
+    data = synthetic(cfg, model)
     params = {"model_args": cfg.model_args, "kind": cfg.kind, **cfg.params}
     from parties.analyses import AnalysisError
     from parties.registry import get_analysis

@@ -1,7 +1,8 @@
 """``confar privacy audit`` at a small size: every reveal mode of the penalty is consistent with the
 registry's own claim, a deliberately broken mechanism (noise scaled by 1/4, claim unchanged) is flagged
 VIOLATED with exit code 1, exact MH's sign reveal has no finite claim and its empirical lower bound grows
-with the runs, colluders' and multi-step audits run, and a bad file is refused naming the key. Every audit
+with the runs, colluders' and multi-step audits run, the warm start's releases (kind ``warm-start``) are
+consistent and an under-noised one is VIOLATED, and a bad file is refused naming the key. Every audit
 here runs ``--no-daemons``; the confirmation over daemon processes is tests/network/test_privacy_audit.py."""
 
 from __future__ import annotations
@@ -109,3 +110,49 @@ def test_abcdp_svt_audit(tmp_path: Path, capsys: Capsys) -> None:
     assert doc["neighbours"]["distance_shift"] <= doc["neighbours"]["sensitivity_bound"] + 1e-12
     rc, doc = _audit(tmp_path, "abcdp-svt", capsys, runs=4000, protocol_runs=0, noise_scale=0.125)
     assert rc == 1 and "VIOLATED" in doc["verdict"]
+
+
+@pytest.mark.parametrize("example", ["warm-start-moments", "warm-start-score"])
+def test_warm_start_releases_are_consistent(tmp_path: Path, capsys: Capsys, example: str) -> None:
+    """The warm start's moments release (coordinator) and score release (one colluder) at the noise
+    ``confar run`` sets for their [warm_start]: no test beats the release's μ as registry 1 charges it."""
+    rc, doc = _audit(tmp_path, example, capsys, runs=6000)
+    assert rc == 0 and doc["verdict"].startswith("in memory: consistent")
+    assert doc["mechanism"]["kind"] == "warm-start" and doc["mechanism"]["release"] in example
+    res = doc["in_memory"]
+    assert res["violated_by"] is None and 0 < res["empirical_eps_lower"] <= doc["claim"]["eps_at_delta"]
+    assert ("1 colluding parties" in doc["threat"]) == example.endswith("score")
+
+
+def test_under_noised_warm_start_is_violated(tmp_path: Path, capsys: Capsys) -> None:
+    rc, doc = _audit(tmp_path, "broken-warm-start", capsys, runs=6000)
+    assert rc == 1 and "VIOLATED" in doc["verdict"] and doc["mechanism"]["noise_scale"] == 0.25
+    assert doc["in_memory"]["violated_by"].startswith("score LLR")
+    assert doc["in_memory"]["empirical_eps_lower"] > doc["claim"]["eps_at_delta"]
+
+
+BAD_WARM_START = [  # (edits of broken-warm-start.toml, the message)
+    ({'release = "score"': 'release = "hessian"'}, "mechanism.release: must be one of moments"),
+    ({"mu = 1.0": "mu = -1.0"}, "warm_start.mu: must be > 0"),
+    ({'release = "score"': 'release = "gradient"', "steps = 5": "steps = 2"}, "mechanism.release: only a"),
+    ({"steps = 5": "step = 5"}, "warm_start.step: unknown key"),
+    ({'name = "bayes-logistic"': 'name = "beta-bernoulli"'}, "model.name: kind 'warm-start' audits"),
+    ({"theta = [-0.5, 0.3, -0.2]": "theta = [0.1]"}, "mechanism.theta: needs 3 numbers"),
+    ({'reveal = "sum"': 'reveal = "sign"'}, "mechanism.reveal: must be sum"),
+    ({"runs = 20000": "runs = 20000\nsteps = 4"}, "audit.steps: a warm-start audit observes one release"),
+    ({"[warm_start]\nmu = 1.0\nsteps = 5": ""}, "warm_start: missing table"),
+]
+
+
+@pytest.mark.parametrize(("edits", "message"), BAD_WARM_START)
+def test_bad_warm_start_file_is_refused_naming_the_key(
+    tmp_path: Path, capsys: Capsys, edits: dict[str, str], message: str
+) -> None:
+    text = (EXAMPLES / "broken-warm-start.toml").read_text()
+    for old, new in edits.items():
+        assert old in text
+        text = text.replace(old, new, 1)
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    assert main(["privacy", "audit", str(cfg), "--out", str(tmp_path / "o")]) == 2
+    assert message in capsys.readouterr().err
