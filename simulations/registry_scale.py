@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from coordinator.warm_start import WarmStartSettings, warm_start_plan
 from hss.randomness import SecureRandom
 from mechanisms import noise
 from mechanisms.models import load_model
@@ -60,10 +61,8 @@ from mechanisms.samplers import (
 )
 from mechanisms.samplers.requests import Penalty
 from mechanisms.warmstart import (
-    Statistics,
     WarmStart,
     WarmStartPlan,
-    block_bounds,
     in_memory_release,
     mean_error_cov,
     run_warm_start,
@@ -96,19 +95,9 @@ def registries(model: Model, n: int, seed: int, rare: bool = False) -> list[dict
 
 
 def warm_plan(model: Model, n: int, mu: float, steps: int = 5) -> WarmStartPlan:
-    """The coordinator's schedule (``coordinator.warm_start.warm_start_plan``'s shares: 10 % of μ² on the
-    moments, 30 % of the rest on the two Gram blocks)."""
-    scale = float(n)
-    mu_m = mu * math.sqrt(0.1)
-    left = mu * math.sqrt(0.9)
-    d1, d2 = block_bounds(Statistics("moments", 1.0, 1.0, scale), model)
-    moments = Statistics("moments", d1 / (mu_m * math.sqrt(0.5 * M)), d2 / (mu_m * math.sqrt(0.5 * M)), scale)
-    c = 4.0
-    mu_gram = left * math.sqrt(0.3 / 2)
-    mu_grad = left * math.sqrt(0.7 / steps)
-    score = Statistics("score", c / (mu_grad * math.sqrt(M)), c**2 / (mu_gram * math.sqrt(M)), scale, clip=c)
-    gradient = Statistics("gradient", c / (mu_grad * math.sqrt(M)), 1.0, scale, clip=c)
-    return WarmStartPlan(score=score, steps=steps, moments=moments, gradient=gradient)
+    """The coordinator's schedule (``coordinator.warm_start.warm_start_plan`` with its defaults: 10 % of μ²
+    on the moments, 30 % of the rest on the Gram blocks, clip 4, the model's curvature)."""
+    return warm_start_plan(WarmStartSettings(mu=mu, steps=steps, n_records=n), model, M)
 
 
 def _normals(key: SecureRandom) -> Any:
