@@ -7,8 +7,10 @@ in the demo's proportions):
 
 1. the DP warm start in memory against the coordinator (add-remove), μ_warm the best of 0.3, 0.6 and 1.0
    for the plan (a choice from public numbers alone): a moments release, the covariate ellipsoid, 5
-   Fisher-scoring releases with secant-updated gradient steps (``mechanisms.warmstart``, each registry's
-   noise from its own keyed CSPRNG; the same arithmetic the registries run);
+   Fisher-scoring releases (``coordinator.warm_start.warm_start_plan``'s defaults: secant-updated gradient
+   steps for logistic, a score release at every step for Weibull, whose gradient block is clipped at the
+   model's score bound at each θ; ``mechanisms.warmstart``, each registry's noise from its own keyed
+   CSPRNG; the same arithmetic the registries run);
 2. the plan (``mechanisms.planning``): ε at δ = 1e-5 that buys ESS >= 200 (a Monte Carlo error of 0.07
    posterior sd) for the independence penalty sampler from the DP Laplace approximation (sd = 2, cap at the
    99.9 % quantile of c), charged per decision against the coordinator (q = 0, add-remove) — and, beside it,
@@ -26,7 +28,10 @@ Command (about 2.5 minutes on 2 cores with validation at 10⁴ and 10⁵; ``--qu
 
     python -m simulations.registry_scale --out docs/privacy_utility --validate 10000,100000
 
-writes ``registry_scale.csv`` and ``registry_scale.png``.
+writes ``registry_scale.csv`` and ``registry_scale.png``. The Weibull half (3 min 45 s)::
+
+    python -m simulations.registry_scale --out docs/privacy_utility/weibull --models weibull \
+        --validate 10000,100000
 """
 
 from __future__ import annotations
