@@ -13,7 +13,11 @@ reveal mode ``sum``, the DP Laplace approximation, and what the MCMC then starts
     inflate = 1.2         # the independence proposal's covariance is inflate^2 x the Laplace covariance
     n_records = 100000    # the public total number of records (default: the [simulate] sizes' sum)
     moments_share = 0.1   # the share of mu^2 spent on the moments release
-    gram_share = 0.3      # the share of the steps' mu^2 spent on the two Gram blocks (first and last step)
+    gram_share = 0.3      # the share of the steps' mu^2 spent on the Gram blocks (first and last step, or
+                          # every step with curvature = "fisher")
+    curvature = "secant"  # "secant": gradient releases between the first and last score release, their
+                          # curvature secant-updated; "fisher": a score release (fresh Fisher) every step
+                          # (default: the model's warm_start_curvature, else "secant")
 
 The coordinator turns these into each release's noise scales for m registries
 (:func:`warm_start_plan`): each registry then adds N(0, sd²) / N(0, sd2²) per coordinate of its own sums,
@@ -40,6 +44,7 @@ from coordinator.tables import Reader
 from mechanisms.models.base import F64, Model
 from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.warmstart import (
+    CURVATURES,
     LaplaceApproximation,
     Statistics,
     WarmStartPlan,
@@ -55,7 +60,17 @@ if TYPE_CHECKING:
     from coordinator.experiment import Experiment
 
 WARM_FILE = "warm_start.json"
-KEYS = ("mu", "steps", "clip", "ellipsoid", "inflate", "n_records", "moments_share", "gram_share")
+KEYS = (
+    "mu",
+    "steps",
+    "clip",
+    "ellipsoid",
+    "inflate",
+    "n_records",
+    "moments_share",
+    "gram_share",
+    "curvature",
+)
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,7 @@ class WarmStartSettings:
     n_records: int | None = None
     moments_share: float = 0.1
     gram_share: float = 0.3
+    curvature: str | None = None  # None: the model's warm_start_curvature, else "secant"
 
 
 def read_warm_start(r: Reader, tbl: dict[str, Any], n_default: int | None) -> WarmStartSettings:
@@ -93,7 +109,20 @@ def read_warm_start(r: Reader, tbl: dict[str, Any], n_default: int | None) -> Wa
         n_records=n,
         moments_share=r.number(tbl, "warm_start", "moments_share", 0.1, gt=0.0, lt=1.0),
         gram_share=r.number(tbl, "warm_start", "gram_share", 0.3, gt=0.0, lt=1.0),
+        curvature=_curvature(r, tbl),
     )
+
+
+def _curvature(r: Reader, tbl: dict[str, Any]) -> str | None:
+    value = tbl.get("curvature")
+    if value is not None and value not in CURVATURES:
+        raise r.err("warm_start.curvature", f"must be one of {list(CURVATURES)}, got {value!r}")
+    return None if value is None else str(value)
+
+
+def curvature_of(ws: WarmStartSettings, model: Model) -> str:
+    """The steps' curvature: the setting, else the model's preference, else "secant"."""
+    return ws.curvature or str(getattr(model, "warm_start_curvature", "secant"))
 
 
 def _scales(bounds: tuple[float, float], mu: float, gram_share: float, m: int) -> tuple[float, float]:
@@ -120,13 +149,14 @@ def warm_start_plan(ws: WarmStartSettings, model: Model, m: int) -> WarmStartPla
         moments = Statistics("moments", *_scales(block_bounds(probe, model), mu_m, 0.5, m), scale=scale)
     # mu_left^2 = full releases (first and last step) + gradient releases between them; the Gram blocks of
     # the two full releases share gram_share of it
-    full = min(ws.steps, 2)
+    curvature = curvature_of(ws, model)
+    full = ws.steps if curvature == "fisher" else min(ws.steps, 2)
     mu_gram = mu_left * math.sqrt(ws.gram_share / full)
     mu_grad = mu_left * math.sqrt((1.0 - ws.gram_share) / ws.steps)
     c = ws.clip
     score = Statistics("score", c / (mu_grad * math.sqrt(m)), c**2 / (mu_gram * math.sqrt(m)), scale, clip=c)
     gradient = None
-    if ws.steps >= 3:
+    if ws.steps >= 3 and curvature == "secant":
         gradient = Statistics("gradient", c / (mu_grad * math.sqrt(m)), 1.0, scale, clip=c)
     return WarmStartPlan(
         score=score,
@@ -135,6 +165,7 @@ def warm_start_plan(ws: WarmStartSettings, model: Model, m: int) -> WarmStartPla
         gradient=gradient,
         ellipsoid_quantile=ws.ellipsoid,
         inflate=ws.inflate,
+        curvature=curvature,
     )
 
 

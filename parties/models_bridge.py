@@ -250,6 +250,10 @@ class ModelAnalysis:
             theta = raw
             if not model.in_bounds(theta[None, :]).all():
                 raise AnalysisError(f"{self.name}: the release's theta lies outside the parameter bounds")
+        try:  # the clip at theta when the release has model_bound (the model's public bound there)
+            stats = stats.at(model, theta)
+        except ValueError as exc:
+            raise AnalysisError(f"{self.name}: {exc}") from exc
         total = warmstart.record_vectors(stats, model, cols, theta)
         k = warmstart.block_size(stats.what, model)
         values = warmstart.noisy_release(stats, total, k, lambda j: noise.normal(rng, 1.0, j))

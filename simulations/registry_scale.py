@@ -7,8 +7,10 @@ in the demo's proportions):
 
 1. the DP warm start in memory against the coordinator (add-remove), μ_warm the best of 0.3, 0.6 and 1.0
    for the plan (a choice from public numbers alone): a moments release, the covariate ellipsoid, 5
-   Fisher-scoring releases with secant-updated gradient steps (``mechanisms.warmstart``, each registry's
-   noise from its own keyed CSPRNG; the same arithmetic the registries run);
+   Fisher-scoring releases (``coordinator.warm_start.warm_start_plan``'s defaults: secant-updated gradient
+   steps for logistic, a score release at every step for Weibull, whose gradient block is clipped at the
+   model's score bound at each θ; ``mechanisms.warmstart``, each registry's noise from its own keyed
+   CSPRNG; the same arithmetic the registries run);
 2. the plan (``mechanisms.planning``): ε at δ = 1e-5 that buys ESS >= 200 (a Monte Carlo error of 0.07
    posterior sd) for the independence penalty sampler from the DP Laplace approximation (sd = 2, cap at the
    99.9 % quantile of c), charged per decision against the coordinator (q = 0, add-remove) — and, beside it,
@@ -26,7 +28,10 @@ Command (about 2.5 minutes on 2 cores with validation at 10⁴ and 10⁵; ``--qu
 
     python -m simulations.registry_scale --out docs/privacy_utility --validate 10000,100000
 
-writes ``registry_scale.csv`` and ``registry_scale.png``.
+writes ``registry_scale.csv`` and ``registry_scale.png``. The Weibull half (3 min 45 s)::
+
+    python -m simulations.registry_scale --out docs/privacy_utility/weibull --models weibull \
+        --validate 10000,100000
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from coordinator.warm_start import WarmStartSettings, warm_start_plan
 from hss.randomness import SecureRandom
 from mechanisms import noise
 from mechanisms.models import load_model
@@ -60,10 +66,8 @@ from mechanisms.samplers import (
 )
 from mechanisms.samplers.requests import Penalty
 from mechanisms.warmstart import (
-    Statistics,
     WarmStart,
     WarmStartPlan,
-    block_bounds,
     in_memory_release,
     mean_error_cov,
     run_warm_start,
@@ -96,19 +100,9 @@ def registries(model: Model, n: int, seed: int, rare: bool = False) -> list[dict
 
 
 def warm_plan(model: Model, n: int, mu: float, steps: int = 5) -> WarmStartPlan:
-    """The coordinator's schedule (``coordinator.warm_start.warm_start_plan``'s shares: 10 % of μ² on the
-    moments, 30 % of the rest on the two Gram blocks)."""
-    scale = float(n)
-    mu_m = mu * math.sqrt(0.1)
-    left = mu * math.sqrt(0.9)
-    d1, d2 = block_bounds(Statistics("moments", 1.0, 1.0, scale), model)
-    moments = Statistics("moments", d1 / (mu_m * math.sqrt(0.5 * M)), d2 / (mu_m * math.sqrt(0.5 * M)), scale)
-    c = 4.0
-    mu_gram = left * math.sqrt(0.3 / 2)
-    mu_grad = left * math.sqrt(0.7 / steps)
-    score = Statistics("score", c / (mu_grad * math.sqrt(M)), c**2 / (mu_gram * math.sqrt(M)), scale, clip=c)
-    gradient = Statistics("gradient", c / (mu_grad * math.sqrt(M)), 1.0, scale, clip=c)
-    return WarmStartPlan(score=score, steps=steps, moments=moments, gradient=gradient)
+    """The coordinator's schedule (``coordinator.warm_start.warm_start_plan`` with its defaults: 10 % of μ²
+    on the moments, 30 % of the rest on the Gram blocks, clip 4, the model's curvature)."""
+    return warm_start_plan(WarmStartSettings(mu=mu, steps=steps, n_records=n), model, M)
 
 
 def _normals(key: SecureRandom) -> Any:

@@ -168,6 +168,17 @@ class CovariateRegion:
         ell = self.ellipsoid
         return np.asarray(box if ell is None else np.minimum(box, ell.support(offset, v)), dtype=np.float64)
 
+    def design_norm_bound(self) -> float:
+        """sup over the records the model allows of ‖(1, z)‖₂: √(1 + p x_bound²) in the box, or with the
+        ellipsoid √(1 + (‖μ‖ + R √λ_max(B))²) when that is smaller (a score's linear-predictor factor)."""
+        z2 = self.p * self.x_bound**2
+        ell = self.ellipsoid
+        if ell is not None and self.p:
+            top = float(np.linalg.eigvalsh(ell.matrix).max())
+            reach = float(np.linalg.norm(ell.mu)) + ell.radius * math.sqrt(top)
+            z2 = min(z2, reach**2)
+        return math.sqrt(1.0 + z2)
+
     def eta_extent(self, offset: npt.ArrayLike, v: F64) -> tuple[F64, F64]:
         """(min, max) over the records the model allows of offset + zᵀv per row of ``v`` (k, p): the tighter
         of the box's and the ellipsoid's ranges (the allowed records lie in both)."""

@@ -80,17 +80,12 @@ class BayesLogistic(GaussianPriorRegression):
         out[0] = math.log(ybar / (1.0 - ybar))
         return out, np.asarray(4.0 * ybar * (1.0 - ybar) * fisher, dtype=np.float64)
 
-    def score_norm_bound(self) -> float:
-        """sup over the records the model allows of ‖∇_θ log p(y | x, θ)‖₂ = |y − σ(η)| ‖(1, x)‖ ≤ ‖(1, x)‖:
-        the warm start's score releases clip nothing with it (public: the box, or the ellipsoid when set)."""
-        z2 = self.p * self.x_bound**2
-        ell = self.ellipsoid
-        if ell is not None:
-            reach = float(np.linalg.norm(ell.mu)) + ell.radius * float(
-                np.sqrt(np.linalg.eigvalsh(ell.matrix).max())
-            )
-            z2 = min(z2, reach**2)
-        return float(np.sqrt(1.0 + z2))
+    def score_norm_bound(self, theta: F64 | None = None) -> float:
+        """sup over the records the model allows of ‖∇_θ log p(y | x, θ)‖₂ = |y − σ(η)| ‖(1, x)‖ ≤ ‖(1, x)‖
+        at every θ: the warm start's score releases clip nothing with it (public: the box, or the ellipsoid
+        when set)."""
+        del theta
+        return self.design_norm_bound()
 
     def record_ratio_bound(self, theta: F64, theta_star: F64) -> F64 | None:
         """sup over allowed records of |Δη| (log σ is 1-Lipschitz): the box's or the ellipsoid's."""

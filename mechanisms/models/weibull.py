@@ -50,6 +50,12 @@ class WeibullRegression(CovariateRegion, Model):
     x_radius: float | None = None
 
     name = "weibull-regression"
+    #: the DP warm start's steps (``mechanisms.warmstart``): a fresh empirical Fisher at every step. The
+    #: secant (BFGS) steps of the logistic model overshoot here: the log-likelihood is far from quadratic
+    #: between θ = 0 and the mode (e^z in the survival term), and without noise the second step went 570
+    #: posterior sd past the mode at 100,000 records and five steps ended 4.5 sd short; Fisher scoring
+    #: ended within 0.1 sd.
+    warm_start_curvature = "fisher"
 
     def __post_init__(self) -> None:
         if not (isinstance(self.p, int) and self.p >= 0):
@@ -118,6 +124,27 @@ class WeibullRegression(CovariateRegion, Model):
         surv_change = np.minimum(top, top * (np.abs(k1 - k0) * log_t + lin))  # sup |e^{z*} - e^z|
         bound = np.abs(b[:, 0] - a[:, 0]) + lin + np.abs(k1 - k0) * log_t + surv_change
         return np.asarray(bound, dtype=np.float64)
+
+    def score_norm_bound(self, theta: F64 | None = None) -> float | None:
+        """sup over the records the model allows of ‖∇_θ log p(x | θ)‖₂ at ``theta`` (None without one: it
+        depends on θ). With z = k (log t − η) in [z₋, z₊] (t in [t_min, t_max], η over the covariate region)
+        the score is (δ (1 + z) − z e^z, k (e^z − δ) (1, x)); each block is bounded by its sup over z and δ
+        in closed form (h(z) = 1 + z − z e^z rises to 1 at z = 0 and falls after; |z e^z| peaks at z = −1
+        between the ends), the second by ‖(1, x)‖'s sup too: public, so a warm start clipping at it clips
+        no record and its released scores are unbiased."""
+        if theta is None:
+            return None
+        th = np.asarray(theta, dtype=np.float64).reshape(-1)
+        k = float(np.exp(min(th[0], 50.0)))
+        eta_lo, eta_hi = (float(v[0]) for v in self._eta_range(th[None, 1:]))
+        lo = max(k * (np.log(self.t_min) - eta_hi), -300.0)  # finite: e^300 x the rest stays a float
+        hi = min(k * (np.log(self.t_max) - eta_lo), 300.0)
+        ends = np.array([lo, hi])
+        censored = max(float(np.max(np.abs(ends * np.exp(ends)))), 1.0 / np.e if lo <= -1.0 <= hi else 0.0)
+        event = max(float(np.max(np.abs(1.0 + ends - ends * np.exp(ends)))), 1.0 if lo <= 0.0 <= hi else 0.0)
+        shape = max(censored, event)
+        linear = k * max(float(np.exp(hi)), 1.0) * self.design_norm_bound()  # |e^z − δ| <= max(e^z₊, 1)
+        return float(np.hypot(shape, linear))
 
     def max_log_likelihood(self, data: Data) -> float:
         """BFGS on the log-likelihood from a censoring-aware start (exact enough for a rejection bound with a

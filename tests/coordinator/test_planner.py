@@ -36,11 +36,23 @@ def _variant(tmp_path: Path, old: str, new: str) -> Path:
         ('proposal = "laplace"', 'proposal = "random-walk"', "privacy.target_epsilon"),  # automatic proposal
         ("sd = 2.0", "sd = 2.0\ntau = 1.0", "sampler.tau"),
         ('neighbours = "add-remove"', 'neighbours = "swap"', "privacy.neighbours"),
+        ("\nmu = 1.0", '\nmu = 1.0\ncurvature = "newton"', "warm_start.curvature"),
     ],
 )
 def test_a_planned_run_s_keys_are_checked(tmp_path: Path, old: str, new: str, key: str) -> None:
     with pytest.raises(ExperimentError, match=key.replace(".", r"\.")):
         load_experiment(_variant(tmp_path, old, new))
+
+
+def test_warm_start_curvature_is_read_and_sets_the_schedule(tmp_path: Path) -> None:
+    """Unset: the model's preference (logistic: secant steps); "fisher": a score release at every step."""
+    from coordinator.warm_start import warm_start_plan
+
+    for text, whats in (("", ["score", "gradient"]), ('\ncurvature = "fisher"', ["score"])):
+        exp = load_experiment(_variant(tmp_path, "\nmu = 1.0", "\nmu = 1.0" + text))
+        assert exp.warm_start is not None
+        plan = warm_start_plan(exp.warm_start, exp.model(), exp.m)
+        assert sorted({s.what for s in plan.schedule()}, reverse=True) == whats
 
 
 def test_the_demo_is_a_planned_run() -> None:

@@ -239,3 +239,28 @@ def test_lazy_events_and_refusals() -> None:
             analysis.check_params({"kind": "mh", "lazy": bad})
     with pytest.raises(AnalysisError, match="not combined"):
         analysis.check_params({**params, "penalty": {"tau": 1.0, "n": 10}})
+
+
+def test_a_release_at_the_model_s_bound_is_made_at_the_public_theta() -> None:
+    """A Weibull score release with model_bound: the registry clips its gradient block at the model's bound
+    at the session's θ and scales its noise with it (Statistics.at), equal to the in-memory release for the
+    same noise stream; the θ comes from the inputs, nothing from the coordinator sets the clip."""
+    from mechanisms import noise, warmstart
+    from mechanisms.models import load_model
+    from mechanisms.samplers.plan import DecisionPlan
+
+    model = load_model("weibull-regression", {"p": 2, "t_max": 3.0})
+    data = model.synthetic_data(np.random.default_rng(4), (300,))[0]  # type: ignore[attr-defined]
+    stats = warmstart.Statistics("score", 2.0, 8.0, 300.0, clip=4.0, clip2=4.0, model_bound=True)
+    params = DecisionPlan(model_args={"p": 2, "t_max": 3.0}, kind="statistics", statistics=stats).to_params()
+    theta = np.array([0.2, 1.2, 0.3, -0.2])
+    n = warmstart.dimension("score", model)
+    a = get_analysis("weibull-regression")
+    a.check_params(params)
+    got = a.terms(Dataset(data), params, {"theta": theta}, n, 3, "sum", fixed_rng("w"))
+    made = stats.at(model, theta)
+    assert made.clip == model.score_norm_bound(theta) > 4.0  # type: ignore[attr-defined]
+    total = warmstart.record_vectors(made, model, model.check_data(data), theta)
+    rng = fixed_rng("w")
+    want = warmstart.noisy_release(made, total, model.d, lambda j: noise.normal(rng, 1.0, j))
+    np.testing.assert_array_equal(got.values, want)

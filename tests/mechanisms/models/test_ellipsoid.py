@@ -163,3 +163,25 @@ def test_logistic_score_norm_bound_holds_for_every_allowed_record() -> None:
         theta = rng.normal(0.0, 2.0, model.d)
         s = clipped_scores(model, data, theta, clip=1e9)
         assert np.linalg.norm(s, axis=1).max() <= model.score_norm_bound() * (1 + 1e-6)  # type: ignore[attr-defined]
+
+
+def test_weibull_score_norm_bound_holds_for_every_allowed_record() -> None:
+    """The warm start clips the gradient block at this bound at each release's θ: it must hold for every
+    record the model allows (box corners, the ellipsoid's boundary, times across [t_min, t_max] so that the
+    interior peaks of the shape score, at z = 0 and z = −1, are met) at every θ; it depends on θ."""
+    from mechanisms.warmstart import clipped_scores
+
+    model = load_model("weibull-regression", {"p": P, "t_max": 3.0, **ARGS})
+    rng = np.random.default_rng(10)
+    data = _worst_records(model, rng, 3000)
+    times = np.geomspace(model.t_min, model.t_max, 80)  # type: ignore[attr-defined]
+    data["time"] = rng.choice(times, data["time"].size)
+    assert model.score_norm_bound() is None  # type: ignore[attr-defined]
+    near_mode = [np.log(1.4), 1.5, 0.4, -0.3, 0.2]
+    thetas = np.vstack([np.zeros(model.d), near_mode, 0.5 * rng.normal(size=(6, model.d))])
+    bounds = []
+    for theta in thetas:
+        s = clipped_scores(model, data, theta, clip=1e300)
+        bounds.append(model.score_norm_bound(theta))  # type: ignore[attr-defined]
+        assert np.linalg.norm(s, axis=1).max() <= bounds[-1] * (1 + 1e-6)
+    assert max(bounds) > 2.0 * min(bounds)

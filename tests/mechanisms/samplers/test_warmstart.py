@@ -20,11 +20,14 @@ from mechanisms.warmstart import (
     block_bounds,
     clipped_scores,
     covariate_moments,
+    exact_laplace,
     in_memory_release,
     last_move,
+    mean_error_cov,
     moments_from_totals,
     noisy_release,
     pack,
+    record_vectors,
     release_mu,
     run_warm_start,
     secant_update,
@@ -214,3 +217,70 @@ def test_a_rare_outcome_starts_at_its_released_prevalence() -> None:
     ws0 = run_warm_start(no_jump, plan, in_memory_release(data, zeros), n, np.zeros(model.d), m)
     err0 = np.abs(ws0.laplace.mean - mode) / sd
     assert err.max() < 1.0 < 5.0 < err0.max(), (err, err0)
+
+
+WEIBULL = load_model("weibull-regression", {"p": 2, "t_max": 3.0})
+PROPORTIONS = (21, 7, 13, 5, 27, 10, 17)  # the demo's registries (simulations.registry_scale)
+
+
+def test_a_release_at_the_model_s_bound_keeps_its_mu_and_round_trips() -> None:
+    """model_bound: the gradient block's clip is the model's score bound at the release's θ and its noise
+    scales with it, so μ is the reference's at every θ; the Gram block keeps clip2 and sd2."""
+    ref = Statistics("score", sd=2.0, sd2=8.0, scale=10.0, clip=4.0, clip2=4.0, model_bound=True)
+    assert Statistics.from_params(ref.to_params()) == ref
+    mu = release_mu(ref, WEIBULL, 3, "add-remove")
+    for theta in (np.zeros(WEIBULL.d), np.array([0.3, 1.5, 0.4, -0.3])):
+        made = ref.at(WEIBULL, theta)
+        bound = WEIBULL.score_norm_bound(theta)  # type: ignore[attr-defined]
+        assert (made.clip, made.sd, made.sd2, made.model_bound) == (bound, 2.0 * bound / 4.0, 8.0, False)
+        assert release_mu(made, WEIBULL, 3, "add-remove") == pytest.approx(mu, rel=1e-12)
+    data = WEIBULL.synthetic_data(np.random.default_rng(1), (50,))[0]  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match=r"Statistics\.at"):
+        record_vectors(ref, WEIBULL, data, np.zeros(WEIBULL.d))
+    plan = warm_start_plan(WarmStartSettings(mu=1.0, steps=5, n_records=1000), WEIBULL, 7)
+    assert plan.curvature == "fisher" and [s.what for s in plan.releases()] == ["moments", *["score"] * 5]
+    mus = [release_mu(s, WEIBULL, 7, "add-remove") for s in plan.releases()]
+    assert math.sqrt(sum(m**2 for m in mus)) == pytest.approx(1.0, rel=1e-9)
+    released = plan.clipped_for(WEIBULL).score
+    assert released.model_bound and released.clip2 == 4.0
+    assert release_mu(released, WEIBULL, 7, "add-remove") == pytest.approx(mus[1], rel=1e-12)
+
+
+def _weibull_warm_start(n: int, noise: bool) -> tuple[object, F64, F64, object]:
+    sizes = tuple(round(n * p / 100) for p in PROPORTIONS)
+    data = WEIBULL.synthetic_data(np.random.default_rng(3), sizes)  # type: ignore[attr-defined]
+    m = len(sizes)
+    plan = warm_start_plan(WarmStartSettings(mu=1.0, steps=5, n_records=n), WEIBULL, m)
+    normals = [np.random.default_rng(60 + j).standard_normal if noise else np.zeros for j in range(m)]
+    ws = run_warm_start(WEIBULL, plan, in_memory_release(data, normals), n, np.zeros(WEIBULL.d), m)
+    clipped = [ws.model.check_data(d) for d in data]
+    pooled = {k: np.concatenate([d[k] for d in clipped]) for k in clipped[0]}
+    mode, cov = exact_laplace(ws.model, pooled)
+    return ws, mode, cov, plan
+
+
+@pytest.mark.parametrize("n", [10_000, 100_000])
+def test_weibull_warm_start_reaches_the_mode_without_noise(n: int) -> None:
+    """Weibull regression (about 60 % censored), 7 registries, the noise scales of μ = 1 but no noise drawn:
+    five Fisher-scoring steps from θ = 0 (95 posterior sd from the mode in the intercept at 10,000 records,
+    310 at 100,000) land within 0.25 sd, the Laplace sds within 15 % (the Gram block clipped at 4 makes them
+    3-10 % wide). Before (the scores clipped at 4 and secant steps) the path went to θ ≈ ±20, hundreds of
+    sds off."""
+    ws, mode, cov, _ = _weibull_warm_start(n, noise=False)
+    sd = np.sqrt(np.diag(cov))
+    err = (ws.laplace.mean - mode) / sd  # type: ignore[attr-defined]
+    assert np.all(np.abs(err) < 0.25), err
+    np.testing.assert_allclose(ws.laplace.sd() / sd, 1.0, atol=0.15)  # type: ignore[attr-defined]
+
+
+def test_weibull_dp_warm_start_lands_within_a_posterior_sd() -> None:
+    """100,000 records, μ = 1 with every registry's noise: the Laplace mean within 1 posterior sd of the exact
+    mode in every coordinate, and its error explained by the last release's DP noise (mean_error_cov, the
+    noise at the model's bound ~24 there): its Mahalanobis distance² under that covariance below the χ²_d
+    0.999 quantile."""
+    ws, mode, cov, plan = _weibull_warm_start(100_000, noise=True)
+    sd = np.sqrt(np.diag(cov))
+    err = ws.laplace.mean - mode  # type: ignore[attr-defined]
+    assert np.all(np.abs(err) / sd < 1.0), err / sd
+    noise = mean_error_cov(plan, ws.model, ws.laplace, len(PROPORTIONS))  # type: ignore[arg-type,attr-defined]
+    assert float(err @ np.linalg.solve(noise, err)) < st.chi2.ppf(0.999, WEIBULL.d)
