@@ -6,6 +6,11 @@ with r = y − x̃·β, |r*² − r²| / (2σ²) = |x̃·Δ| |2y − x̃·(β + 
 ellipsoid (records clipped into it) each sup over x̃ is the tighter of the box's and the ellipsoid's
 (:mod:`mechanisms.models.ellipsoid`).
 The party's rejection bound is the log-likelihood at the least-squares fit.
+
+Score bound (the DP warm start's clip, :meth:`LinearRegression.score_norm_bound`): a record's score is
+∇_β log p(y | x, β) = (y − x̃·β) x̃ / σ², of norm |y − x̃·β| ‖x̃‖ / σ², at most
+(y_bound + sup_x |x̃·β|) · sup_x ‖x̃‖ / σ² — finite at every β, growing with |β|, so it is taken at each
+release's public β.
 """
 
 from __future__ import annotations
@@ -75,6 +80,27 @@ class LinearRegression(GaussianPriorRegression):
         change = self.eta_change_bound(diff[:, 0], diff[:, 1:])
         level = 2 * self.y_bound + self.eta_change_bound(tot[:, 0], tot[:, 1:])
         return np.asarray(change * level / (2 * self.sigma**2), dtype=np.float64)
+
+    def score_norm_bound(self, theta: F64 | None = None) -> float | None:
+        """sup over the records the model allows of ‖∇_β log p(y | x, β)‖₂ at ``theta`` (None without one: it
+        depends on β). The score is (y − η) x̃ / σ², η = x̃·β, x̃ = (1, x), so its norm is |y − η| ‖x̃‖ / σ²
+        and, over |y| <= y_bound and x in the covariate region,
+
+            sup |y − η| ‖x̃‖ <= sup_y,x |y − η| · sup_x ‖x̃‖ = (y_bound + H) · sup_x ‖x̃‖,
+
+        H = sup_x |η| = |β_0| + x_bound ‖β_{1:}‖₁ over the box (at the corner x = ±x_bound sign β_{1:}), or
+        the ellipsoid's |β_0 + μ·β_{1:}| + R ‖β_{1:}‖_B when smaller (``eta_change_bound``), and
+        sup ‖x̃‖ the region's ``design_norm_bound``; sup_y |y − η| = y_bound + |η| at y = −sign(η) y_bound.
+        In the box alone the bound is attained: every corner has the largest ‖x̃‖ = √(1 + p x_bound²), so
+        the corner that maximises |η|, with y = ∓y_bound, reaches it. With an ellipsoid the two sups may be
+        reached at different x (the product is then an upper bound, close when B is near isotropic).
+        Public, so a warm start clipping each record's score at it clips none and its released gradient is
+        unbiased (before, the scores were clipped at 4: a Huber-type fit, issue 23)."""
+        if theta is None:
+            return None
+        th = np.asarray(theta, dtype=np.float64).reshape(-1)
+        eta = float(self.eta_change_bound(th[:1], th[None, 1:])[0])
+        return float((self.y_bound + eta) * self.design_norm_bound() / self.sigma**2)
 
     def max_log_likelihood(self, data: Data) -> float:
         x, y = self.design(data), data[self.outcome]

@@ -185,3 +185,27 @@ def test_weibull_score_norm_bound_holds_for_every_allowed_record() -> None:
         bounds.append(model.score_norm_bound(theta))  # type: ignore[attr-defined]
         assert np.linalg.norm(s, axis=1).max() <= bounds[-1] * (1 + 1e-6)
     assert max(bounds) > 2.0 * min(bounds)
+
+
+def test_linear_score_norm_bound_holds_for_every_allowed_record_and_is_attained_in_the_box() -> None:
+    """The warm start clips the gradient block at (y_bound + sup|η|) sup‖x̃‖ / σ² at each release's θ: it
+    must hold for every record the model allows (box corners, the ellipsoid's boundary, y at ±y_bound and
+    0) at every θ. Without an ellipsoid it is attained (a corner maximises both |η| and ‖x̃‖, y = ∓y_bound);
+    with one it is an upper bound within 30 % of the worst record here (the two sups at different x)."""
+    from mechanisms.warmstart import record_scores
+
+    args = {"p": P, "x_bound": 3.0, "y_bound": 5.0, "sigma": 0.7}
+    rng = np.random.default_rng(12)
+    thetas = np.vstack([np.zeros(P + 1), [1.0, 0.5, -0.5, 0.5], rng.normal(0.0, 2.0, (6, P + 1))])
+    for extra, lowest in (({}, 1.0 - 1e-6), (ARGS, 0.7)):
+        model = load_model("linear-regression", {**args, **extra})
+        assert model.score_norm_bound() is None  # type: ignore[attr-defined]
+        data = _worst_records(model, rng, 3000)
+        data = {k: np.concatenate([v, v]) for k, v in data.items()}
+        data["y"] = np.repeat([-5.0, 5.0], data["y"].size // 2)  # every record with either extreme y
+        bounds = []
+        for theta in thetas:
+            worst = float(np.linalg.norm(record_scores(model, data, theta), axis=1).max())
+            bounds.append(model.score_norm_bound(theta))  # type: ignore[attr-defined]
+            assert lowest * bounds[-1] <= worst <= bounds[-1] * (1 + 1e-6), (extra, theta, worst, bounds[-1])
+        assert max(bounds) > 2.0 * min(bounds)  # it depends on θ
