@@ -17,8 +17,8 @@ synthetic data of the same size; stated with the plan) — so that a budget that
 posterior is refused before anything is released; and after the warm start from the DP Laplace
 approximation itself, which sets ``[sampler] iterations`` (the file's value is a maximum). After the run, the
 warm-up's accept bits (a pilot: released and charged) re-plan its ESS at the proposal's offset they show
-(:func:`pilot_replan`; the plan assumes the DP noise's offset only), stated beside the plan. Everything used is
-public. The registries charge what each decision really is; the run's report states what was spent.
+(:func:`pilot_replan`; the plan assumes the DP noise's offset only), stated beside the plan. Everything used
+is public. The registries charge what each decision really is; the run's report states what was spent.
 """
 
 from __future__ import annotations
