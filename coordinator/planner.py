@@ -15,8 +15,10 @@ Twice: before the warm start from a **pilot** — the exact Laplace approximatio
 synthetic registries at the registries' public sizes (the posterior's shape is assumed to be like that of
 synthetic data of the same size; stated with the plan) — so that a budget that cannot buy a usable
 posterior is refused before anything is released; and after the warm start from the DP Laplace
-approximation itself, which sets ``[sampler] iterations`` (the file's value is a maximum). Everything used is
-public. The registries charge what each decision really is; the run's report states what was spent.
+approximation itself, which sets ``[sampler] iterations`` (the file's value is a maximum). After the run, the
+warm-up's accept bits (a pilot: released and charged) re-plan its ESS at the proposal's offset they show
+(:func:`pilot_replan`; the plan assumes the DP noise's offset only), stated beside the plan. Everything used
+is public. The registries charge what each decision really is; the run's report states what was spent.
 """
 
 from __future__ import annotations
@@ -27,10 +29,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from coordinator.tables import Reader
 from mechanisms.models.base import Model
-from mechanisms.planning import McmcPlan, ProposalStatistics, plan_mcmc, proposal_statistics, warmup_of
+from mechanisms.planning import (
+    McmcPlan,
+    ProposalStatistics,
+    offset_statistics,
+    pilot_bits,
+    pilot_offset,
+    plan_mcmc,
+    proposal_statistics,
+    replan_after_pilot,
+    warmup_of,
+)
 from mechanisms.samplers.requests import NEIGHBOURS
 from mechanisms.warmstart import LaplaceApproximation, exact_laplace, mean_error_cov
 
@@ -135,6 +148,33 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
     steps = max(50, first.iterations - warmup_of(first.stats, first.iterations))
     ess = float(np.mean([simulate(steps, exp.seed + k).ess_per_proposal for k in range(1, 4)]))
     return plan_with(dataclasses.replace(first.stats, ess_per_proposal=ess))
+
+
+def pilot_replan(
+    exp: Experiment, model: Model, laplace: LaplaceApproximation, accept: npt.NDArray[np.bool_]
+) -> tuple[McmcPlan, McmcPlan, float]:
+    """(the plan, the plan re-made from the pilot, the offset in approximation sds the pilot shows): the
+    pilot is the run's warm-up, ``accept`` its accept bits (warm-up steps, chains: released to the
+    coordinator, charged). The plan from the DP approximation assumes only its DP noise's offset; a warm
+    start further off (unconverged, a clip's bias) mixes far worse, and the pilot's acceptance says so
+    (:func:`mechanisms.planning.pilot_offset`). Public: post-processing of the plan and the released bits."""
+    target, pen, ws = exp.budget_target, exp.sampler.penalty, exp.warm_start
+    assert target is not None and pen is not None and pen.sd is not None and ws is not None
+    p = plan(exp, model, laplace)
+    sd_total = pen.sd * math.sqrt(exp.m)
+    accepted, proposed, count_from = pilot_bits(accept)
+    steps = accept.shape[0]
+    r = pilot_offset(
+        model, laplace.mean, laplace.cov, ws.inflate, sd_total, p.stats.cap, accepted=accepted,
+        proposed=proposed, steps=steps, chains=exp.sampler.chains, seed=exp.seed + 11, count_from=count_from,
+    )  # fmt: skip
+    after = offset_statistics(
+        model, laplace.mean, laplace.cov, ws.inflate, sd_total, target.neighbours, p.stats.cap, r,
+        chains=exp.sampler.chains, steps=max(exp.sampler.iterations - steps, 50), seed=exp.seed + 13,
+    )  # fmt: skip
+    p = dataclasses.replace(p, iterations=exp.sampler.iterations)  # the length run (at most the file's)
+    re = replan_after_pilot(p, after, steps, sd_total=sd_total, m=exp.m, residual=exp.m - target.colluding)
+    return p, re, r
 
 
 def check_usable(exp: Experiment, p: McmcPlan, what: str) -> None:

@@ -201,6 +201,10 @@ def run_experiment(
         ):
             say(f"WARNING: {w}")
             outcome.warnings.append(w)
+    if exp.budget_target is not None and exp.sampler.laplace is not None and "accepted" in stats:
+        for w in _pilot_check(exp, driver.model, stats["accepted"], warmup, outcome.notes):
+            say(f"WARNING: {w}")
+            outcome.warnings.append(w)
     if ref_of is not None:
         reference = ref_of(exp, draws[:, min(warmup, draws.shape[1]) :])
     outcome.written = write_run_outputs(exp, outcome, endpoints, reference, plan)
@@ -224,6 +228,33 @@ def laplace_lines(exp: Experiment, names: Any, draws: F64) -> list[str]:
         z = (lap.mean[k] - mean[k]) / sd[k] if sd[k] > 0 else float("nan")
         lines.append(f"  {name:<12} {lap.mean[k]:10.4f} {lap.sd()[k]:9.4f} {z:+7.2f}")
     return lines
+
+
+def _pilot_check(exp: Experiment, model: Any, accepted: Any, warmup: int, notes: list[str]) -> list[str]:
+    """The plan against the run (issue 23): the warm-up's accept bits (released, charged) re-plan the ESS
+    at the offset of the proposal they show (``planner.pilot_replan``); a note, and a warning when that is
+    below ``min_ess`` (the warm start is further off than its DP noise)."""
+    target, laplace = exp.budget_target, exp.sampler.laplace
+    bits = np.asarray(accepted)[:, :warmup].T
+    if target is None or laplace is None or bits.shape[0] < 4 or exp.sampler.iterations <= warmup:
+        return []
+    p, re, r = planner.pilot_replan(exp, model, laplace, bits)
+    after_pilot = exp.sampler.chains * (exp.sampler.iterations - warmup)
+    planned, expected = after_pilot * p.stats.ess_per_proposal, after_pilot * re.stats.ess_per_proposal
+    half = bits[bits.shape[0] // 2 :]
+    notes.append(
+        f"the plan against the run: the pilot (the warm-up's accept bits; {int(half.sum())} of {half.size} "
+        f"accepted in its second half, {re.stats.acceptance:.3f} expected after it) puts the proposal "
+        f"{r:.2g} approximation sd off the posterior; expected ESS at this length {expected:.0f} (the plan "
+        f"from the DP approximation said {planned:.0f})"
+    )
+    if expected >= target.min_ess:
+        return []
+    return [
+        f"the pilot (the warm-up's accept bits) re-plans this run's ESS to {expected:.0f}, below min_ess = "
+        f"{target.min_ess:g} (the plan said {planned:.0f}): the DP warm start is about {r:.2g} sd off the "
+        "posterior, further than its noise explains; change: more [warm_start] steps (or a larger mu)"
+    ]
 
 
 def _plan(exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None]) -> Experiment:

@@ -18,16 +18,18 @@ outputs state what was spent. Pure: the generator comes in as an argument (publi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from mechanisms.models.base import F64, Model
 from mechanisms.privacy.conversions import gdp_eps, gdp_mu
 from mechanisms.samplers.requests import record_sensitivity, step_sensitivity
 
-__all__ = ["McmcPlan", "plan_mcmc", "proposal_statistics"]
+__all__ = ["McmcPlan", "pilot_bits", "pilot_offset", "plan_mcmc", "proposal_statistics", "replan_after_pilot"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,9 @@ def proposal_statistics(
     chains: int = 32,
     steps: int = 400,
     offset_cov: F64 | None = None,
+    target: tuple[F64, F64] | None = None,
+    from_proposal: bool = False,
+    count_from: int = 0,
 ) -> ProposalStatistics:
     """The independence sampler N(mean, inflate² cov) run on the Gaussian stand-in N(mean, cov) for the
     posterior with the penalty's exact decision law (accept iff a + N(−s²/2, s²) + Exp(1) >= 0; proposals
@@ -63,37 +68,48 @@ def proposal_statistics(
     ``cap`` None: the ``cap_quantile`` quantile of c(θ, θ*) under the proposal. ``offset_cov``: the
     covariance of the DP approximation's error in its mean (public: from the warm start's noise scales): the
     stand-in posterior is then centred at ``mean`` plus a draw of that error, the proposal stays at ``mean``
-    (an approximation a little off centre costs acceptance and ESS)."""
+    (an approximation a little off centre costs acceptance and ESS). ``target``: an explicit (mean, cov) of
+    the Gaussian stand-in (diagnostics: the measured posterior's moments in place of a drawn offset).
+    ``from_proposal``: the chains start at draws of N(mean, cov) as a run's do (a pilot's acceptance), not at
+    draws of the stand-in; ``count_from``: the acceptance of the steps from that one on (a pilot's second
+    half)."""
     import arviz as az
 
     d = mean.shape[0]
     chol = np.linalg.cholesky(cov)
-    prec = np.linalg.inv(cov)
+    prec: F64 = np.asarray(np.linalg.inv(cov), dtype=np.float64)
     centre = mean if offset_cov is None else mean + np.linalg.cholesky(offset_cov) @ rng.standard_normal(d)
+    t_chol, t_prec = chol, prec
+    if target is not None:
+        centre, t_chol = target[0], np.linalg.cholesky(target[1])
+        t_prec = np.asarray(np.linalg.inv(target[1]), dtype=np.float64)
 
-    def quad(x: F64, at: F64 = mean) -> F64:
+    def quad(x: F64, at: F64 = mean, p: F64 = prec) -> F64:
         z = x - at
-        return np.asarray(np.einsum("ij,jk,ik->i", z, prec, z), dtype=np.float64)
+        return np.asarray(np.einsum("ij,jk,ik->i", z, p, z), dtype=np.float64)
 
     if cap is None:
         t0 = mean + rng.standard_normal((20_000, d)) @ chol.T
         t1 = mean + inflate * rng.standard_normal((20_000, d)) @ chol.T
         cap = float(np.quantile(record_sensitivity(model, t0, t1), cap_quantile))
-    theta = centre + rng.standard_normal((chains, d)) @ chol.T
+    start, s_chol = (mean, chol) if from_proposal else (centre, t_chol)
+    theta = start + rng.standard_normal((chains, d)) @ s_chol.T
     trace = np.empty((steps, chains, d))
     delta2: list[F64] = []
     asked = accepted = 0
+    count_from = min(count_from, steps - 1)
     for k in range(steps):
         star = mean + inflate * rng.standard_normal((chains, d)) @ chol.T
         ok = model.in_bounds(star) & (record_sensitivity(model, theta, star) <= cap)
         # log π̂(θ*) − log π̂(θ) + log q(θ) − log q(θ*), π̂ = N(centre, cov), q = N(mean, inflate² cov)
-        a = -0.5 * (quad(star, centre) - quad(theta, centre)) + 0.5 * (quad(star) - quad(theta)) / inflate**2
+        a = -0.5 * (quad(star, centre, t_prec) - quad(theta, centre, t_prec))
+        a += 0.5 * (quad(star) - quad(theta)) / inflate**2
         noise = rng.normal(-0.5 * sd_total**2, sd_total, chains) + rng.exponential(1.0, chains)
         move = ok & (a + noise >= 0.0)
         if ok.any():
             delta2.append(step_sensitivity(model, theta[ok], star[ok], neighbours) ** 2)
         asked += int(ok.sum())
-        accepted += int(move.sum())
+        accepted += int(move.sum()) if k >= count_from else 0
         theta = np.where(move[:, None], star, theta)
         trace[k] = theta
     ess = float(
@@ -102,7 +118,7 @@ def proposal_statistics(
     n = chains * steps
     return ProposalStatistics(
         mean_delta2=float(np.mean(np.concatenate(delta2))) if delta2 else math.inf,
-        acceptance=accepted / n,
+        acceptance=accepted / (chains * (steps - count_from)),
         asked=asked / n,
         cap=cap,
         c_quantile=cap_quantile,
@@ -202,3 +218,139 @@ def spend_of(
     """(μ, ε at δ) that ``iterations`` per chain spend (the inverse question)."""
     mu = math.sqrt(mu_warm**2 + chains * iterations * _mu_per_decision(stats, sd_total, m, residual))
     return mu, gdp_eps(mu, delta)
+
+
+# The pilot (issue 23, "the plan against the realised chain"): the offset the plan assumes is the DP noise of
+# the warm start's last release; a warm start that has not converged (or a clip's bias) puts the proposal
+# further off, and the acceptance and ESS per proposal of an independence sampler fall steeply with the
+# offset (Weibull at 10^4: planned acceptance 0.13 at the noise's offset, realised 0.010 at 3.6 sd). The
+# warm-up's accept bits are released (and charged) anyway: their acceptance says how far off the proposal
+# is, and the rest of the run is re-planned from that (post-processing of released bits).
+
+PILOT_DIRECTIONS = 6
+
+
+def _directions(d: int, seed: int, k: int = PILOT_DIRECTIONS) -> F64:
+    z = np.random.default_rng(seed).standard_normal((k, d))
+    return np.asarray(z / np.linalg.norm(z, axis=1, keepdims=True), dtype=np.float64)
+
+
+def offset_statistics(
+    model: Model,
+    mean: F64,
+    cov: F64,
+    inflate: float,
+    sd_total: float,
+    neighbours: str,
+    cap: float,
+    offset: float,
+    *,
+    chains: int,
+    steps: int,
+    seed: int,
+    from_proposal: bool = False,
+    count_from: int = 0,
+) -> ProposalStatistics:
+    """:func:`proposal_statistics` with the Gaussian stand-in's centre ``offset`` approximation sds from
+    ``mean`` (in :data:`PILOT_DIRECTIONS` random directions of the whitened space, averaged): what the
+    sampler does when its proposal is that far off."""
+    chol = np.linalg.cholesky(cov)
+    runs = [
+        proposal_statistics(
+            model,
+            mean,
+            cov,
+            inflate,
+            sd_total,
+            neighbours,
+            np.random.default_rng(seed + 1 + k),
+            cap=cap,
+            chains=chains,
+            steps=steps,
+            target=(mean + chol @ (offset * u), cov),
+            from_proposal=from_proposal,
+            count_from=count_from,
+        )
+        for k, u in enumerate(_directions(mean.shape[0], seed))
+    ]
+    d2 = [r.mean_delta2 for r in runs if math.isfinite(r.mean_delta2)]
+    return ProposalStatistics(
+        mean_delta2=float(np.mean(d2)) if d2 else math.inf,
+        acceptance=float(np.mean([r.acceptance for r in runs])),
+        asked=float(np.mean([r.asked for r in runs])),
+        cap=cap,
+        c_quantile=runs[0].c_quantile,
+        ess_per_proposal=float(np.mean([r.ess_per_proposal for r in runs])),
+    )
+
+
+def pilot_offset(
+    model: Model,
+    mean: F64,
+    cov: F64,
+    inflate: float,
+    sd_total: float,
+    cap: float,
+    *,
+    accepted: int,
+    proposed: int,
+    steps: int,
+    chains: int,
+    seed: int,
+    count_from: int = 0,
+    r_max: float = 8.0,
+) -> float:
+    """The offset r (in approximation sds) of a Gaussian stand-in whose simulated pilot (``chains`` chains
+    started at draws of the approximation, ``steps`` proposals each, the penalty's decision law and the
+    cap) accepts the share the run's pilot accepted (``accepted`` of ``proposed``: released bits). Bisection
+    on common random numbers (the acceptance falls with r); 0 when the pilot accepted at least what a
+    proposal centred on the posterior would, ``r_max`` when less than at ``r_max``. ``count_from``: the bits
+    counted are those of the pilot's steps from that one on (the first steps, from the chains' starts at
+    draws of the approximation, accept almost regardless of the offset: :func:`pilot_bits`)."""
+    rate = accepted / max(proposed, 1)
+
+    def simulated(r: float) -> float:
+        return offset_statistics(
+            model, mean, cov, inflate, sd_total, "add-remove", cap, r,
+            chains=max(chains, 32), steps=max(steps, 2), seed=seed, from_proposal=True, count_from=count_from,
+        ).acceptance  # fmt: skip
+
+    if simulated(0.0) <= rate:
+        return 0.0
+    if simulated(r_max) >= rate:
+        return r_max
+    lo, hi = 0.0, r_max
+    for _ in range(9):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if simulated(mid) > rate else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def pilot_bits(accept: npt.NDArray[np.bool_]) -> tuple[int, int, int]:
+    """(accepted, proposed, count_from) of a pilot's accept bits (steps, chains): its second half."""
+    half = accept.shape[0] // 2
+    return int(accept[half:].sum()), int(accept[half:].size), half
+
+
+def replan_after_pilot(
+    p: McmcPlan, after: ProposalStatistics, pilot: int, *, sd_total: float, m: int, residual: int
+) -> McmcPlan:
+    """The plan ``p`` re-made after its first ``pilot`` iterations (its warm-up) from ``after``, the decision
+    statistics at the offset the pilot's acceptance shows (:func:`pilot_offset`, :func:`offset_statistics`):
+    the μ² the plan left after the pilot (its expected charge) buys the rest at ``after``'s cost per
+    decision, and the ESS is that of the draws after the pilot."""
+    per_old = _mu_per_decision(p.stats, sd_total, m, residual)
+    per_new = _mu_per_decision(after, sd_total, m, residual)
+    left = p.chains * max(p.iterations - pilot, 0) * per_old
+    rest = int(left / (p.chains * per_new)) if per_new > 0 else 0
+    mu_total = math.sqrt(p.mu_warm**2 + p.chains * pilot * per_old + p.chains * rest * per_new)
+    ess = p.chains * rest * after.ess_per_proposal
+    return dataclasses.replace(
+        p,
+        iterations=pilot + rest,
+        mu_total=mu_total,
+        eps=gdp_eps(mu_total, p.delta) if mu_total > 0 else 0.0,
+        ess=ess,
+        mcse_sd=1.0 / math.sqrt(ess) if ess > 0 else math.inf,
+        stats=after,
+    )

@@ -18,9 +18,13 @@ in the demo's proportions):
    registry's noisy log-ratio released: only its own noise protects its records, r = 1);
 3. at validation points (``--validate``), the chain itself run in memory with the confidential decision law
    (``mechanisms.samplers.ConfidentialRule``: every registry's term with its noise, the penalty and the
-   Exp(1) shares, decided in plaintext — the law the sign protocol realises) for the planned iterations, and
-   its error against a converged plain reference of the same clipped records: max over parameters of
-   |mean − ref mean| / ref sd, the largest error of the 5 % and 95 % quantiles in ref sds, R-hat and ESS;
+   Exp(1) shares, decided in plaintext — the law the sign protocol realises) from N(θ̂, inflate² Â⁻¹) as the
+   coordinator runs it, and its error against a converged plain reference of the same clipped records: max
+   over parameters of |mean − ref mean| / ref sd, the largest error of the 5 % and 95 % quantiles in ref
+   sds, R-hat and ESS. The warm-up is a pilot: its accept bits (second half) give the proposal's offset
+   (``mechanisms.planning.pilot_offset``) and re-plan the rest — ``replanned_eps`` (ε for ESS 200 at that
+   offset), ``replanned_ess`` (expected at the length run, at most 3,000 iterations), beside
+   ``planned_ess`` (the plan from the DP approximation at that length) and the realised ``mcmc_ess``;
 4. at the same ε, the DP Laplace approximation alone (the whole budget spent on the warm start): its errors
    in the same units, the baseline an exact sampler has to beat on a skewed posterior.
 
@@ -53,7 +57,13 @@ from hss.randomness import SecureRandom
 from mechanisms import noise
 from mechanisms.models import load_model
 from mechanisms.models.base import F64, Model
-from mechanisms.planning import proposal_statistics
+from mechanisms.planning import (
+    offset_statistics,
+    pilot_bits,
+    pilot_offset,
+    proposal_statistics,
+    warmup_of,
+)
 from mechanisms.privacy.conversions import gdp_eps, gdp_mu
 from mechanisms.samplers import (
     ConfidentialRule,
@@ -83,6 +93,7 @@ MODELS = {
 }
 RARE_BETA = np.r_[-5.0, [0.8 * (-0.6) ** k for k in range(4)]]
 SD_TOTAL, DELTA, ESS_TARGET, CHAINS = 2.0, 1e-5, 200.0, 16
+MAX_VALIDATE = 3000  # iterations per chain of a validation run, at most
 MU_WARMS, INFLATES = (0.3, 0.6, 1.0), (1.1, 1.3)  # inflate >= 1.1: the tails against a misfit
 M = len(PROPORTIONS)
 
@@ -156,6 +167,16 @@ def averaged_statistics(
     )
 
 
+def eps_after_pilot(before: Any, after: Any, pilot: int, mu_warm: float) -> tuple[float, int]:
+    """(ε at δ, iterations per chain) that buy ESS_TARGET after a pilot of ``pilot`` iterations planned
+    with ``before``, the rest at ``after`` (the statistics at the offset the pilot's acceptance shows)."""
+    per0 = before.asked * before.mean_delta2 / SD_TOTAL**2  # against the coordinator: r = m (eps_for_ess)
+    per1 = after.asked * after.mean_delta2 / SD_TOTAL**2
+    rest = ESS_TARGET / max(after.ess_per_proposal, 1e-9)
+    mu = math.sqrt(mu_warm**2 + per0 * CHAINS * pilot + per1 * rest)
+    return gdp_eps(mu, DELTA), pilot + math.ceil(rest / CHAINS)
+
+
 def eps_for_ess(stats: Any, residual: int, ess: float, mu_warm: float) -> tuple[float, int]:
     """(ε at δ, iterations per chain) that buy ``ess`` with the warm start's μ spent first (the warm start's
     μ is against the coordinator; against a coalition of registries it scales like the decisions')."""
@@ -199,21 +220,29 @@ def confidential_chain(
     cap: float,
     seed: int,
     inflate: float,
-) -> F64:
-    import arviz as az  # noqa: F401  (diagnostics below)
-
+    pilot: int | None = None,
+    replan: Any = None,
+) -> tuple[F64, int, Any]:
+    """The chain with the confidential decision law from N(mean, inflate² cov) of the DP approximation (as
+    the coordinator runs it), started at draws of N(mean, cov): (draws after the warm-up, the iterations
+    run, the re-plan). With ``pilot`` the first ``pilot`` iterations are the warm-up, and
+    ``replan(bits)`` (their accept bits (steps, chains), released) returns (the iterations after them, the
+    re-plan) before the chain goes on."""
     checked = [model.check_data(d) for d in data]
     rngs = [SecureRandom(bytes([200 + j, seed % 256]) * 16) for j in range(M)]
     decide = LocalParties(model, checked, ConfidentialRule(plaintext_decide, rngs, "sign"))
     penalty = Penalty(None, sd=SD_TOTAL / math.sqrt(M), max_sensitivity=cap)
-    kernel = IndependenceMH(
-        model, decide, GaussianProposal(ws.laplace.mean, ws.laplace.cov), penalty=penalty, m=M
-    )
+    proposal = GaussianProposal(ws.laplace.mean, inflate**2 * ws.laplace.cov)
+    kernel = IndependenceMH(model, decide, proposal, penalty=penalty, m=M)
     seeds = PublicSeeds(seed)
     theta0 = GaussianProposal(ws.laplace.mean, ws.laplace.cov).sample(seeds.init_rng(), CHAINS)
-    _, trace = run_kernel(kernel, kernel.init(theta0), iterations, seeds)
-    warm = max(iterations // 10, math.ceil(5.0 / 0.3))  # as warmup_of at the planned acceptance
-    return np.ascontiguousarray(trace.draws[warm:].transpose(1, 0, 2))
+    warm = pilot if pilot is not None else max(iterations // 10, math.ceil(5.0 / 0.3))
+    state, first = run_kernel(kernel, kernel.init(theta0), warm, seeds)
+    rest, again = iterations - warm, None
+    if replan is not None:
+        rest, again = replan(first.accept)
+    _, trace = run_kernel(kernel, state, max(rest, 0), seeds, first_batch=warm)
+    return np.ascontiguousarray(trace.draws.transpose(1, 0, 2)), warm + max(rest, 0), again
 
 
 def one(name: str, n: int, validate: bool, seed: int) -> dict[str, Any]:
@@ -257,7 +286,41 @@ def one(name: str, n: int, validate: bool, seed: int) -> dict[str, Any]:
     }
     if validate:
         ref = plain_reference(model, data, seed, min_ess=4000.0, chains=16)
-        draws = confidential_chain(model, data, ws, min(iterations, 3000), stats.cap, seed, inflate)
+        run_it = min(iterations, MAX_VALIDATE)
+        warm = warmup_of(stats, run_it)
+        row["planned_ess"] = CHAINS * (run_it - warm) * stats.ess_per_proposal  # at the length run
+        replanned: dict[str, Any] = {}
+
+        def replan(bits: Any) -> tuple[int, Any]:
+            """The pilot (the warm-up's accept bits) re-plans the rest: ε for ESS 200 at the offset they
+            show, and the iterations run (at most MAX_VALIDATE in all)."""
+            accepted, proposed, count_from = pilot_bits(bits)
+            r = pilot_offset(
+                model, ws.laplace.mean, ws.laplace.cov, inflate, SD_TOTAL, stats.cap, accepted=accepted,
+                proposed=proposed, steps=warm, chains=CHAINS, seed=seed + 11, count_from=count_from,
+            )  # fmt: skip
+            after = stats
+            rest = max(run_it - warm, 50)
+            for _ in range(2):  # ESS per proposal at the re-planned length (short chains mix worse per draw)
+                after = offset_statistics(
+                    model, ws.laplace.mean, ws.laplace.cov, inflate, SD_TOTAL, "add-remove", stats.cap, r,
+                    chains=CHAINS, steps=rest, seed=seed + 13,
+                )  # fmt: skip
+                eps2, it2 = eps_after_pilot(stats, after, warm, mu_warm)
+                rest = max(min(it2, MAX_VALIDATE) - warm, 50)
+            replanned.update(
+                pilot_acceptance=accepted / proposed,
+                pilot_offset_sd=r,
+                replanned_eps=eps2,
+                replanned_iterations=it2,
+                replanned_ess=CHAINS * rest * after.ess_per_proposal,  # at the length run
+            )
+            return rest, after
+
+        draws, run_it, _ = confidential_chain(
+            model, data, ws, run_it, stats.cap, seed, inflate, pilot=warm, replan=replan
+        )
+        row |= replanned | {"mcmc_iterations": run_it}
         import arviz as az
 
         ds = az.convert_to_dataset(draws)

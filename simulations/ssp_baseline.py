@@ -150,7 +150,7 @@ def one(n: int, validate: bool, seed: int, repeats: int, extra_eps: list[float])
     if validate:
         import arviz as az
 
-        draws = rs.confidential_chain(
+        draws, _, _ = rs.confidential_chain(
             model, data, ws, min(int(plan_row["iterations"]), 3000), plan_row["cap"], seed, inflate
         )
         flat = draws.reshape(-1, draws.shape[-1])

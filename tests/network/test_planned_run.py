@@ -110,3 +110,7 @@ def test_planned_run_spends_within_budget_matches_the_reference_and_resumes(tmp_
     z = [abs(float(r[-1])) for r in rows]
     assert max(z) < 4.0, summary  # 3 parameters, |z| < 4: a false failure about 2e-4 of the time
     assert out.draws.shape[0] == 8
+    # the plan against the run: the warm-up's accept bits re-plan the ESS (a warm start within its DP noise
+    # here: no warning)
+    assert any(n.startswith("the plan against the run") for n in out.notes), out.notes
+    assert not any("re-plans this run's ESS" in w for w in out.warnings), out.warnings

@@ -1,0 +1,98 @@
+"""The plan against the realised chain (issue 23): an independence sampler from an approximation further off
+than its DP noise (an unconverged warm start, a clip's bias) mixes far worse than the plan from the
+approximation predicts; the pilot (the warm-up's released accept bits) measures the offset and re-plans the
+rest, and that prediction matches the realised chain."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hss.randomness import SecureRandom
+from mechanisms.models import load_model
+from mechanisms.planning import (
+    McmcPlan,
+    offset_statistics,
+    pilot_bits,
+    pilot_offset,
+    proposal_statistics,
+    replan_after_pilot,
+    warmup_of,
+)
+from mechanisms.samplers import (
+    ConfidentialRule,
+    GaussianProposal,
+    IndependenceMH,
+    LocalParties,
+    PublicSeeds,
+    plaintext_decide,
+    run_kernel,
+)
+from mechanisms.samplers.requests import Penalty
+from mechanisms.warmstart import exact_laplace
+from simulations.reference import run_ess
+
+M, CHAINS, SD_TOTAL, INFLATE, CAP = 3, 16, 2.0, 1.1, 5.0
+OFF = 2.5  # the approximation's offset from the posterior's mode, in its sds (the plan assumes 0.3)
+ITERATIONS, PILOT = 600, 100
+
+
+def _case() -> tuple[object, list[dict[str, np.ndarray]], np.ndarray, np.ndarray, np.ndarray]:
+    model = load_model("bayes-logistic", {"p": 2})
+    data = model.synthetic_data(np.random.default_rng(5), (800, 700, 500))
+    assert data is not None
+    checked = [model.check_data(d) for d in data]
+    pooled = {k: np.concatenate([d[k] for d in checked]) for k in checked[0]}
+    mode, cov = exact_laplace(model, pooled)
+    u = np.ones(model.d) / math.sqrt(model.d)
+    mean = mode + np.linalg.cholesky(cov) @ (OFF * u)
+    return model, checked, mode, mean, cov
+
+
+def _chain(model, checked, mean, cov):  # type: ignore[no-untyped-def]
+    """The realised chain (the confidential decision law in memory): the pilot's accept bits, then the
+    draws after it."""
+    rngs = [SecureRandom(bytes([90 + j, 1]) * 16) for j in range(M)]
+    decide = LocalParties(model, checked, ConfidentialRule(plaintext_decide, rngs, "sign"))
+    penalty = Penalty(None, sd=SD_TOTAL / math.sqrt(M), max_sensitivity=CAP)
+    kernel = IndependenceMH(model, decide, GaussianProposal(mean, INFLATE**2 * cov), penalty=penalty, m=M)
+    seeds = PublicSeeds(11)
+    theta0 = GaussianProposal(mean, cov).sample(seeds.init_rng(), CHAINS)
+    state, pilot = run_kernel(kernel, kernel.init(theta0), PILOT, seeds)
+    _, rest = run_kernel(kernel, state, ITERATIONS - PILOT, seeds, first_batch=PILOT)
+    return pilot, np.ascontiguousarray(rest.draws.transpose(1, 0, 2))
+
+
+def test_the_pilot_re_plans_an_off_centre_proposal_to_the_realised_ess() -> None:
+    model, checked, _mode, mean, cov = _case()
+    # the plan from the approximation alone (its DP noise: 0.3 sd in each direction)
+    stats = proposal_statistics(
+        model, mean, cov, INFLATE, SD_TOTAL, "add-remove", np.random.default_rng(2), cap=CAP,
+        chains=CHAINS, steps=ITERATIONS - PILOT, offset_cov=0.09 * cov,
+    )  # fmt: skip
+    plan = McmcPlan(ITERATIONS, CHAINS, 1.0, 0.0, 1.0, 1e-5, 0.0, math.inf, stats)
+    planned = CHAINS * (ITERATIONS - PILOT) * stats.ess_per_proposal
+    pilot, draws = _chain(model, checked, mean, cov)
+    realised = run_ess(draws)
+    assert planned > 2.0 * realised  # the defect: the plan from the approximation alone is optimistic
+    accepted, proposed, count_from = pilot_bits(pilot.accept)
+    r = pilot_offset(
+        model, mean, cov, INFLATE, SD_TOTAL, CAP, accepted=accepted, proposed=proposed, steps=PILOT,
+        chains=CHAINS, seed=4, count_from=count_from,
+    )  # fmt: skip
+    # the offset the pilot shows is the one the approximation has (within the pilot's sampling error)
+    assert abs(r - OFF) < 1.0, r
+    after = offset_statistics(
+        model, mean, cov, INFLATE, SD_TOTAL, "add-remove", CAP, r, chains=CHAINS,
+        steps=ITERATIONS - PILOT, seed=6,
+    )  # fmt: skip
+    re = replan_after_pilot(plan, after, PILOT, sd_total=SD_TOTAL, m=M, residual=M)
+    predicted = CHAINS * (ITERATIONS - PILOT) * after.ess_per_proposal
+    assert re.ess > 0 and re.stats is after
+    # the pilot's second half has ~40 accepts here: a ±16 % Poisson error, about ±0.4 sd in the offset, and
+    # the ESS per proposal falls ~2x per 0.5 sd at this offset; the realised ESS has its own error (34-72
+    # over 5 seeds of the chain). Measured over those seeds, predicted / realised was 0.29-2.0 (median 1):
+    # a factor 3.5 either way, where the plan from the approximation alone is off by ~40x
+    assert 1 / 3.5 < predicted / realised < 3.5, (predicted, realised, planned)
+    assert warmup_of(stats, ITERATIONS) <= PILOT
