@@ -67,11 +67,12 @@ if TYPE_CHECKING:  # mechanisms.privacy (dp_accounting, scipy) is imported only 
         GDPBudget,
         PrivacyEvent,
         PrivacyLedger,
+        RDPBudget,
         RevealView,
         SpendReport,
     )
 
-    Budget = GDPBudget | EpsDeltaBudget
+    Budget = GDPBudget | EpsDeltaBudget | RDPBudget
 
 LEDGER_FILE = "privacy_ledger.json"
 
@@ -540,8 +541,10 @@ class PrivacyBudgetStore:
 
 
 def _budget_text(budget: Budget) -> str:
-    from mechanisms.privacy import GDPBudget
+    from mechanisms.privacy import GDPBudget, RDPBudget
 
     if isinstance(budget, GDPBudget):
         return f"GDP mu_max = {budget.mu_max:g}"
+    if isinstance(budget, RDPBudget):
+        return f"eps_max = {budget.eps_max:g} at delta = {budget.delta:g} (Renyi, alpha {budget.alpha:g})"
     return f"eps_max = {budget.eps_max:g} at delta = {budget.delta:g}"
