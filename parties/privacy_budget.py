@@ -135,8 +135,10 @@ def _refusal_message(spec: SessionSpec, reason: str) -> str:
 def _merge(events: Sequence[PrivacyEvent]) -> tuple[PrivacyEvent, ...]:
     """Merge consecutive events of the same mechanism and label (counts add), and consecutive Gaussian events
     of the same label into one with μ² summed (the per-decision charges of a session: GDP composition is
-    exactly that); composition is unchanged either way, and the ledger grows with sessions, not batches."""
-    from mechanisms.privacy import GaussianEvent
+    exactly that; Rényi events of the same orders also add their ρ, and a Rényi event is never merged with a
+    plain Gaussian one); composition is unchanged either way, and the ledger grows with sessions, not
+    batches."""
+    from mechanisms.privacy import GaussianEvent, RenyiEvent
 
     out: list[PrivacyEvent] = []
     for e in events:
@@ -148,9 +150,15 @@ def _merge(events: Sequence[PrivacyEvent]) -> tuple[PrivacyEvent, ...]:
             and isinstance(e, GaussianEvent)
             and last.label == e.label
             and "per decision" in (e.label or "")
+            and type(last) is type(e)
+            and (not isinstance(e, RenyiEvent) or (isinstance(last, RenyiEvent) and last.orders == e.orders))
         ):
             mu2 = last.count * last.mu**2 + e.count * e.mu**2
-            out[-1] = dataclasses.replace(last, mu=mu2**0.5, count=1)
+            if isinstance(last, RenyiEvent) and isinstance(e, RenyiEvent):
+                rho = tuple(last.count * a + e.count * b for a, b in zip(last.rho, e.rho, strict=True))
+                out[-1] = dataclasses.replace(last, mu=mu2**0.5, rho=rho, count=1)
+            else:
+                out[-1] = dataclasses.replace(last, mu=mu2**0.5, count=1)
         else:
             out.append(e)
     return tuple(out)

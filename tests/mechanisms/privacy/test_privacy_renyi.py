@@ -197,3 +197,19 @@ def test_sign_charge_with_a_renyi_order_carries_the_bits_bound() -> None:
     )
     assert type(beyond) is GaussianEvent
     assert math.isfinite(ren.rdp(2.0))
+
+
+def test_a_partys_merge_of_per_decision_events_adds_the_renyi_rho() -> None:
+    """The party store merges a session's per-decision Gaussian charges by μ²; Rényi charges must add ρ too
+    (keeping the first batch's ρ would under-charge a Rényi filter), and never merge with a plain Gaussian."""
+    from parties.privacy_budget import _merge
+
+    a = RenyiEvent(0.3, (2.0, 8.0), (0.05, 0.25), label="x per decision")
+    b = RenyiEvent(0.4, (2.0, 8.0), (0.09, 0.4), label="x per decision")
+    (m,) = _merge([a, b])
+    assert isinstance(m, RenyiEvent) and m.mu == pytest.approx(0.5)
+    assert m.rho == pytest.approx((0.14, 0.65))
+    budget = RDPBudget(5.0, 1e-5, 2.0)
+    assert budget.rho([m]) == pytest.approx(budget.rho([a, b]))
+    assert len(_merge([a, GaussianEvent(0.3, label="x per decision")])) == 2
+    assert len(_merge([a, RenyiEvent(0.3, (2.0,), (0.05,), label="x per decision")])) == 2
