@@ -88,11 +88,13 @@ class PrivacyRefusal(Refusal):
 
 def configured_budget(cfg: PartyConfig) -> Budget | None:
     """The privacy budget of ``cfg`` (``[budget] gdp_mu`` or ``epsilon`` + ``delta``), or None."""
-    from mechanisms.privacy import EpsDeltaBudget, GDPBudget
+    from mechanisms.privacy import EpsDeltaBudget, GDPBudget, RDPBudget
 
     if cfg.gdp_mu is not None:
         return GDPBudget(cfg.gdp_mu)
     if cfg.epsilon is not None and cfg.delta is not None:
+        if cfg.accountant == "renyi":
+            return RDPBudget(cfg.epsilon, cfg.delta)
         return EpsDeltaBudget(cfg.epsilon, cfg.delta)
     return None
 
@@ -301,8 +303,15 @@ class PrivacyBudgetStore:
         when the analysis cannot back a per-step bound."""
         if not isinstance(analysis, PrivacyAccounted):
             raise Unaccountable(f"analysis {spec.model!r} states no privacy accounting")
+        from mechanisms.privacy import RDPBudget
+
         view = session_view(cfg, spec)
-        events = analysis.privacy_events(spec.model_params, spec.reveal_mode, view, n, batch, cfg.neighbours)
+        args = (spec.model_params, spec.reveal_mode, view, n, batch, cfg.neighbours)
+        if isinstance(self.budget, RDPBudget):  # the accept bit's Renyi bound at the filter's fixed order
+            assert self.budget.alpha is not None
+            events = analysis.privacy_events(*args, rdp_orders=(self.budget.alpha,))
+        else:
+            events = analysis.privacy_events(*args)
         where = f"session {spec.session_id.hex()[:16]}" + (f"; run {spec.run_id}" if spec.run_id else "")
         threat = (
             f"{cfg.neighbours} neighbours, assumes q = {assumed_colluding(cfg, spec.m)} colluding, "
