@@ -324,8 +324,9 @@ def plain_events(events: list[PrivacyEvent]) -> list[PrivacyEvent] | None:
 
 
 def report_delta(budget: dict[str, Any], default: float) -> float:
-    """The δ to report ε at: the party's own budget δ if it has an eps-at-delta budget, else ``default``."""
-    return float(budget["delta"]) if budget.get("type") == "eps_delta" else default
+    """The δ to report ε at: the party's own budget δ if it has an eps-at-delta (or Rényi) budget, else
+    ``default``."""
+    return float(budget["delta"]) if budget.get("type") in ("eps_delta", "renyi") else default
 
 
 def _budget_text(budget: dict[str, Any]) -> str:
@@ -333,6 +334,11 @@ def _budget_text(budget: dict[str, Any]) -> str:
         return f"GDP filter mu_max = {budget['mu_max']:g}"
     if budget.get("type") == "eps_delta":
         return f"eps_max = {budget['eps_max']:g} at delta = {budget['delta']:g}"
+    if budget.get("type") == "renyi":
+        return (
+            f"eps_max = {budget['eps_max']:g} at delta = {budget['delta']:g} "
+            f"(Renyi filter, alpha = {budget['alpha']:g}; its spend is the party's, not shown here)"
+        )
     return "no privacy budget configured"
 
 
@@ -441,7 +447,7 @@ def spend_tradeoff(sp: Spend) -> TradeOff:
 def budget_tradeoff(budget: dict[str, Any]) -> TradeOff | None:
     if budget.get("type") == "gdp":
         return GaussianTradeOff(float(budget["mu_max"]))
-    if budget.get("type") == "eps_delta":
+    if budget.get("type") in ("eps_delta", "renyi"):
         return EpsDeltaTradeOff(float(budget["eps_max"]), float(budget["delta"]))
     return None
 

@@ -151,8 +151,10 @@ class AbcdpRff:
         n: int,
         batch: dict[str, npt.NDArray[Any]] | None = None,
         neighbours: str = "replace-one",
+        rdp_orders: tuple[float, ...] | None = None,
     ) -> list[PrivacyEvent]:
-        """The whole run's event (count 1, whatever ``n``): the daemon charges it once per run, for either
+        """The whole run's event (count 1, whatever ``n``; ``rdp_orders`` changes nothing: a Rényi budget
+        reads its pure ε): the daemon charges it once per run, for either
         neighbour relation: the plan's ε is for the replace-one sensitivity Δ_ρ = 2/N of the mean embedding,
         and adding or removing a record moves it by at most 1/N (it divides by the public N), so the same
         charge bounds add-remove too.

@@ -99,4 +99,5 @@ class PrivacyAccounted(Protocol):
         n: int,
         batch: dict[str, npt.NDArray[Any]] | None = None,
         neighbours: str = "replace-one",
+        rdp_orders: tuple[float, ...] | None = None,
     ) -> list[PrivacyEvent]: ...

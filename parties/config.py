@@ -51,6 +51,9 @@ Example (all keys; optional ones marked)::
     gdp_mu = 2.0                   # a GDP filter: sqrt(sum_t mu_t^2) <= gdp_mu (fully adaptive composition)
     # epsilon = 10.0               # or an eps-at-delta budget (PLD composition): eps(delta) <= epsilon ...
     # delta = 1e-6                 # ... at this delta, 0 < delta < 1 (required with epsilon)
+    # accountant = "renyi"         # optional with epsilon/delta: a Renyi filter at the order the budget
+                                   # fixes (mechanisms.privacy.renyi; valid under adaptive steps, charges a
+                                   # fixed-sd penalty's accept bit below its Gaussian); default "pld"
     neighbours = "add-remove"      # optional: the neighbouring datasets the budget protects, "add-remove"
                                    # (one record more or less) or "replace-one" (default: one record
                                    # replaced; about twice the add-remove charge for the same release)
@@ -124,6 +127,7 @@ class PartyConfig:
     gdp_mu: float | None = None
     colluding: int | None = None  # None = "all" (m - 1 at each session)
     neighbours: str = "replace-one"  # the neighbouring datasets protected: "add-remove" | "replace-one"
+    accountant: str = "pld"  # with epsilon/delta: "pld" (EpsDeltaBudget) or "renyi" (RDPBudget)
     round_timeout_s: float = 30.0
     max_batch: int = 100_000
     max_sessions: int = 4
@@ -202,7 +206,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
     data = read_data_config(r.table("data", required=False), path, r.err)  # parties.sources
     allow = _allow_section(r)
     budget = r.table("budget")
-    keys = {"max_decisions", "epsilon", "delta", "gdp_mu", "colluding", "neighbours"}
+    keys = {"max_decisions", "epsilon", "delta", "gdp_mu", "colluding", "neighbours", "accountant"}
     _check_unknown(r, budget, "budget", keys)
     max_decisions = r.get(budget, "budget", "max_decisions", int)
     if max_decisions < 0:
@@ -213,6 +217,11 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         raise r.err("budget.neighbours", f"must be one of {list(NEIGHBOURS)}, got {neighbours!r}")
     if "neighbours" in budget and gdp_mu is None and eps is None:
         raise r.err("budget.neighbours", "only used with a privacy budget (gdp_mu or epsilon/delta)")
+    accountant = r.get(budget, "budget", "accountant", str, "pld")
+    if accountant not in ("pld", "renyi"):
+        raise r.err("budget.accountant", f'must be "pld" or "renyi", got {accountant!r}')
+    if "accountant" in budget and eps is None:
+        raise r.err("budget.accountant", "only used with an eps-at-delta budget (epsilon and delta)")
     return PartyConfig(
         source=path,
         id=pid,
@@ -232,6 +241,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         gdp_mu=gdp_mu,
         colluding=colluding,
         neighbours=neighbours,
+        accountant=accountant,
         **allow,
         **_limits_section(r),
         **_testing_section(r),

@@ -141,9 +141,10 @@ class ModelAnalysis:
         n: int,
         batch: dict[str, npt.NDArray[Any]] | None = None,
         neighbours: str = "replace-one",
+        rdp_orders: tuple[float, ...] | None = None,
     ) -> list[PrivacyEvent]:
         """Per-decision privacy of this analysis, from public values only (the plan, and the batch's public
-        proposals when a decision is charged at its own sensitivity):
+        proposals when a decision is charged at its own sensitivity; ``rdp_orders``: a Rényi budget's order):
         :func:`mechanisms.privacy.charge.decision_events` (its docstring has the table of cases)."""
         from mechanisms.privacy import charge
 
@@ -151,7 +152,9 @@ class ModelAnalysis:
         per_decision = plan.penalty is not None and plan.penalty.fixed
         request = self.request(model, plan, batch, n) if per_decision and batch is not None else None
         try:
-            return charge.decision_events(plan, model, mode, view, n, self.name, request, neighbours)
+            return charge.decision_events(
+                plan, model, mode, view, n, self.name, request, neighbours, rdp_orders
+            )
         except charge.Unaccountable as exc:
             raise Unaccountable(str(exc)) from exc
 

@@ -67,11 +67,12 @@ if TYPE_CHECKING:  # mechanisms.privacy (dp_accounting, scipy) is imported only 
         GDPBudget,
         PrivacyEvent,
         PrivacyLedger,
+        RDPBudget,
         RevealView,
         SpendReport,
     )
 
-    Budget = GDPBudget | EpsDeltaBudget
+    Budget = GDPBudget | EpsDeltaBudget | RDPBudget
 
 LEDGER_FILE = "privacy_ledger.json"
 
@@ -87,11 +88,13 @@ class PrivacyRefusal(Refusal):
 
 def configured_budget(cfg: PartyConfig) -> Budget | None:
     """The privacy budget of ``cfg`` (``[budget] gdp_mu`` or ``epsilon`` + ``delta``), or None."""
-    from mechanisms.privacy import EpsDeltaBudget, GDPBudget
+    from mechanisms.privacy import EpsDeltaBudget, GDPBudget, RDPBudget
 
     if cfg.gdp_mu is not None:
         return GDPBudget(cfg.gdp_mu)
     if cfg.epsilon is not None and cfg.delta is not None:
+        if cfg.accountant == "renyi":
+            return RDPBudget(cfg.epsilon, cfg.delta)
         return EpsDeltaBudget(cfg.epsilon, cfg.delta)
     return None
 
@@ -134,8 +137,10 @@ def _refusal_message(spec: SessionSpec, reason: str) -> str:
 def _merge(events: Sequence[PrivacyEvent]) -> tuple[PrivacyEvent, ...]:
     """Merge consecutive events of the same mechanism and label (counts add), and consecutive Gaussian events
     of the same label into one with μ² summed (the per-decision charges of a session: GDP composition is
-    exactly that); composition is unchanged either way, and the ledger grows with sessions, not batches."""
-    from mechanisms.privacy import GaussianEvent
+    exactly that; Rényi events of the same orders also add their ρ, and a Rényi event is never merged with a
+    plain Gaussian one); composition is unchanged either way, and the ledger grows with sessions, not
+    batches."""
+    from mechanisms.privacy import GaussianEvent, RenyiEvent
 
     out: list[PrivacyEvent] = []
     for e in events:
@@ -147,9 +152,15 @@ def _merge(events: Sequence[PrivacyEvent]) -> tuple[PrivacyEvent, ...]:
             and isinstance(e, GaussianEvent)
             and last.label == e.label
             and "per decision" in (e.label or "")
+            and type(last) is type(e)
+            and (not isinstance(e, RenyiEvent) or (isinstance(last, RenyiEvent) and last.orders == e.orders))
         ):
             mu2 = last.count * last.mu**2 + e.count * e.mu**2
-            out[-1] = dataclasses.replace(last, mu=mu2**0.5, count=1)
+            if isinstance(last, RenyiEvent) and isinstance(e, RenyiEvent):
+                rho = tuple(last.count * a + e.count * b for a, b in zip(last.rho, e.rho, strict=True))
+                out[-1] = dataclasses.replace(last, mu=mu2**0.5, rho=rho, count=1)
+            else:
+                out[-1] = dataclasses.replace(last, mu=mu2**0.5, count=1)
         else:
             out.append(e)
     return tuple(out)
@@ -292,8 +303,15 @@ class PrivacyBudgetStore:
         when the analysis cannot back a per-step bound."""
         if not isinstance(analysis, PrivacyAccounted):
             raise Unaccountable(f"analysis {spec.model!r} states no privacy accounting")
+        from mechanisms.privacy import RDPBudget
+
         view = session_view(cfg, spec)
-        events = analysis.privacy_events(spec.model_params, spec.reveal_mode, view, n, batch, cfg.neighbours)
+        args = (spec.model_params, spec.reveal_mode, view, n, batch, cfg.neighbours)
+        if isinstance(self.budget, RDPBudget):  # the accept bit's Renyi bound at the filter's fixed order
+            assert self.budget.alpha is not None
+            events = analysis.privacy_events(*args, rdp_orders=(self.budget.alpha,))
+        else:
+            events = analysis.privacy_events(*args)
         where = f"session {spec.session_id.hex()[:16]}" + (f"; run {spec.run_id}" if spec.run_id else "")
         threat = (
             f"{cfg.neighbours} neighbours, assumes q = {assumed_colluding(cfg, spec.m)} colluding, "
@@ -540,8 +558,10 @@ class PrivacyBudgetStore:
 
 
 def _budget_text(budget: Budget) -> str:
-    from mechanisms.privacy import GDPBudget
+    from mechanisms.privacy import GDPBudget, RDPBudget
 
     if isinstance(budget, GDPBudget):
         return f"GDP mu_max = {budget.mu_max:g}"
+    if isinstance(budget, RDPBudget):
+        return f"eps_max = {budget.eps_max:g} at delta = {budget.delta:g} (Renyi, alpha {budget.alpha:g})"
     return f"eps_max = {budget.eps_max:g} at delta = {budget.delta:g}"

@@ -23,6 +23,7 @@ from .events import (
     LaplaceEvent,
     PrivacyEvent,
     ProfileEvent,
+    RenyiEvent,
     event_from_dict,
     register_event_type,
     scaled,
@@ -32,12 +33,14 @@ from .ledger import (
     EpsDeltaBudget,
     GDPBudget,
     PrivacyLedger,
+    RDPBudget,
     SpendReport,
     UnsupportedEventError,
 )
 from .penalty import *  # noqa: F403  (its __all__, added to this one below)
 from .plotting import plot_tradeoffs
 from .profile import PrivacyProfile
+from .renyi import ORDERS, BitRdpTable, bit_rdp, bit_rdp_table, budget_order, rdp_eps
 from .reveal_blinded import blinded_k1_survival, blinded_pair_delta, blinded_reveal_profile
 from .reveal_sign import (
     AcceptanceModel,
@@ -72,10 +75,12 @@ from .tradeoff import (
 )
 
 __all__ = [
+    "ORDERS",
     "REVEAL_PRIVACY",
     "SHAMIR_MODES",
     "AcceptanceModel",
     "AmplifiedGaussianEvent",
+    "BitRdpTable",
     "BudgetExceededError",
     "Composition",
     "CurveTradeOff",
@@ -99,6 +104,8 @@ __all__ = [
     "PrivacyLedger",
     "PrivacyProfile",
     "ProfileEvent",
+    "RDPBudget",
+    "RenyiEvent",
     "RevealPrivacy",
     "RevealView",
     "SignPrivacy",
@@ -108,9 +115,12 @@ __all__ = [
     "UnsupportedEventError",
     "additive_noise_delta",
     "bernoulli_delta",
+    "bit_rdp",
+    "bit_rdp_table",
     "blinded_k1_survival",
     "blinded_pair_delta",
     "blinded_reveal_profile",
+    "budget_order",
     "coalition_view",
     "compose_events",
     "compose_gdp",
@@ -126,6 +136,7 @@ __all__ = [
     "lower_convex_hull",
     "plot_tradeoffs",
     "pure_dp_to_gdp",
+    "rdp_eps",
     "register_event_type",
     "reveal_privacy",
     "scaled",

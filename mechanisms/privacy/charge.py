@@ -16,7 +16,10 @@ cap c̄                              μ² = Σ_t (Δ_t / (sd √r))², Δ_t = th
                                    the steps as a GDP filter (Smith & Thakurta 2022, Koskela, Tobaben &
                                    Honkela 2023): the ledger admits a batch only while the composed μ stays
                                    within the budget. Without the batch (a dry run) every decision is
-                                   charged at Δ = the cap.
+                                   charged at Δ = the cap. With ``rdp_orders`` (a Rényi budget) and the
+                                   coalition observing ``sign``: a RenyiEvent, the same μ plus the accept
+                                   bit's ρ(α) summed over the batch (``renyi.bit_rdp_table``: each decision
+                                   at the session table's next grid Δ above its own).
 statistics (warm       sum          one GaussianEvent per release: μ = √((Δ₁/sd)² + (Δ₂/sd2)²)/√r
 start release)                     (``mechanisms.warmstart.release_mu``: the Gaussian mechanism on the
                                    per-record vector's two blocks, twice Δ for replace-one)
@@ -49,9 +52,11 @@ from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.requests import DecisionRequest, Lazy, Penalty, step_sensitivity
 from mechanisms.warmstart import release_mu
 
-from .events import AmplifiedGaussianEvent, GaussianEvent, PrivacyEvent, ProfileEvent
+from .events import AmplifiedGaussianEvent, GaussianEvent, PrivacyEvent, ProfileEvent, RenyiEvent
 from .penalty import penalty_gdp_mu, penalty_step_profile
-from .reveal_sign import sign_step_profile
+from .renyi import bit_rdp_table
+from .residual import ResidualPenaltyAcceptance
+from .reveal_sign import AcceptanceModel, PenaltyAcceptance, sign_step_profile
 from .reveal_sum import sum_reveal_profile
 from .threat import RevealView
 
@@ -71,11 +76,14 @@ def decision_events(
     name: str,
     request: DecisionRequest | None = None,
     neighbours: str = "replace-one",
+    rdp_orders: tuple[float, ...] | None = None,
 ) -> list[PrivacyEvent]:
     """The events one batch of ``n`` decisions of ``plan`` adds to a registry's ledger, for what the
     coalition in ``view`` observes in reveal ``mode``; ``name`` (the analysis) starts every label and
     message. ``request`` (the batch's public proposals) prices a fixed-sd penalty per decision;
-    ``neighbours`` is the registry's relation (``requests.NEIGHBOURS``). Raises :class:`Unaccountable` (see
+    ``neighbours`` is the registry's relation (``requests.NEIGHBOURS``); ``rdp_orders`` (a registry with a
+    Rényi budget: its order) adds the accept bit's Rényi bound to a fixed-sd penalty in the sign reveal
+    (without it every event is as before). Raises :class:`Unaccountable` (see
     the module's table)."""
     if plan.statistics is not None:
         if view.observed != "sum":
@@ -88,7 +96,7 @@ def decision_events(
         label = f"{name} warm start: {stats.what} release, {neighbours}, sd={stats.sd:g}/{stats.sd2:g}"
         return [GaussianEvent(mu, count=1, label=label)]
     if plan.penalty is not None and plan.penalty.fixed:
-        return _per_decision_events(plan.penalty, model, mode, view, n, name, request, neighbours)
+        return _per_decision_events(plan.penalty, model, mode, view, n, name, request, neighbours, rdp_orders)
     if neighbours != "replace-one":
         raise Unaccountable(
             f"{name}: this plan is charged at a fixed per-step bound for replace-one neighbours only; "
@@ -132,10 +140,12 @@ def _per_decision_events(
     name: str,
     request: DecisionRequest | None,
     neighbours: str,
+    rdp_orders: tuple[float, ...] | None = None,
 ) -> list[PrivacyEvent]:
     """A fixed-sd penalty step is a post-processing of ℓ_j + N(0, r sd²) for the coalition (r parties'
     noise unknown to it), so a step of sensitivity Δ is Δ/(sd √r)-GDP; a batch composes to
-    μ = √(Σ_t μ_t²) (exact for Gaussians)."""
+    μ = √(Σ_t μ_t²) (exact for Gaussians). With ``rdp_orders`` and the coalition seeing only the bit
+    1[ℓ + N(0, r sd²) + Gamma(r/m) ≥ 0]: also its Rényi bound per decision, summed (``renyi``)."""
     cap = pen.max_sensitivity
     if cap is None:
         raise Unaccountable(
@@ -153,7 +163,13 @@ def _per_decision_events(
         delta = step_sensitivity(model, request.theta, request.theta_star, neighbours, pen.c, pen.b)
         what = where
     mu = float(np.sqrt(np.sum((delta / sd_res) ** 2)))
-    return [GaussianEvent(mu, count=1, label=what)]
+    if rdp_orders is None or view.observed != "sign":
+        return [GaussianEvent(mu, count=1, label=what)]
+    k = view.threat.residual_shape
+    bit: AcceptanceModel = PenaltyAcceptance(sd_res) if k == 1.0 else ResidualPenaltyAcceptance(sd_res, k)
+    table = bit_rdp_table(bit, float(cap), tuple(float(a) for a in rdp_orders))
+    rho = tuple(float(r) for r in table.batch_rho(delta))
+    return [RenyiEvent(mu, table.orders, rho, count=1, label=f"{what}, Renyi bound of the accept bit")]
 
 
 def _rejection_events(

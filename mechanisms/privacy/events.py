@@ -14,7 +14,10 @@ its per-occurrence dp_accounting PLD and, when it has one, its GDP μ:
 * ``AmplifiedGaussianEvent(mu, profile, plain_mu)`` — a penalty step that is μ-GDP (for GDP budgets:
   valid under fully adaptive composition) and also satisfies the tighter ``profile`` of the confidential
   accept-reject (for ε-at-δ budgets, by PLD); ``plain_mu`` is the figure of the same Gaussian noise
-  released without the confidential accept-reject, kept for side-by-side reports.
+  released without the confidential accept-reject, kept for side-by-side reports;
+* ``RenyiEvent(mu, orders, rho)`` — a μ-GDP mechanism (a ``GaussianEvent``: GDP and ε-at-δ budgets charge
+  it exactly as one) that is also (α, ρ_α)-RDP at each of ``orders`` with ρ below the Gaussian's αμ²/2
+  (the fixed-sd penalty's accept bit, ``renyi``), for Rényi filters (``ledger.RDPBudget``).
 
 New mechanisms (e.g. ABCDP's Gaussian-noise variants) plug in by subclassing ``PrivacyEvent`` and
 decorating with ``register_event_type``. Pure: no I/O; persistence is the party daemon's job.
@@ -43,6 +46,7 @@ __all__ = [
     "LaplaceEvent",
     "PrivacyEvent",
     "ProfileEvent",
+    "RenyiEvent",
     "event_from_dict",
     "register_event_type",
     "scaled",
@@ -266,3 +270,44 @@ class AmplifiedGaussianEvent(PrivacyEvent):
     def plain(self) -> GaussianEvent:
         """The same steps charged as plain Gaussian releases (for comparison, never for the ledger)."""
         return GaussianEvent(self.plain_mu, count=self.count, label=self.label)
+
+
+@register_event_type
+@dataclass(frozen=True)
+class RenyiEvent(GaussianEvent):
+    """A ``mu``-GDP mechanism that is also (α, ``rho[i]``)-RDP at each order α = ``orders[i]`` (per
+    occurrence; ρ ≤ αμ²/2, e.g. a batch of accept bits of the fixed-sd penalty charged by ``renyi``). As a
+    ``GaussianEvent`` every GDP and ε-at-δ budget charges it exactly as the plain μ; a Rényi filter
+    (``ledger.RDPBudget``) reads ρ at its order (the Gaussian αμ²/2 at an order not carried)."""
+
+    kind: ClassVar[str] = "renyi"
+    orders: tuple[float, ...] = ()
+    rho: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "orders", tuple(float(a) for a in self.orders))
+        object.__setattr__(self, "rho", tuple(float(r) for r in self.rho))
+        if len(self.orders) != len(self.rho):
+            raise ValueError(
+                f"orders and rho must have the same length, got {len(self.orders)} and {len(self.rho)}"
+            )
+        for a, r in zip(self.orders, self.rho, strict=True):
+            if not (a > 1 and math.isfinite(a)):
+                raise ValueError(f"Renyi orders must be finite and > 1, got {a}")
+            if not (r >= 0 and math.isfinite(r)):
+                raise ValueError(f"Renyi rho must be finite and >= 0, got {r}")
+
+    def rdp(self, alpha: float) -> float:
+        """ρ at order ``alpha`` per occurrence: the carried value (never above the Gaussian αμ²/2), or the
+        Gaussian's when ``alpha`` is not among ``orders``."""
+        gauss = alpha * self.mu * self.mu / 2.0
+        for a, r in zip(self.orders, self.rho, strict=True):
+            if math.isclose(a, alpha, rel_tol=1e-12):
+                return min(r, gauss)
+        return gauss
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out["orders"], out["rho"] = list(self.orders), list(self.rho)
+        return out

@@ -24,6 +24,13 @@ Budgets:
   worst-case events (the same profile every step), or use the GDP filter.
   When every event also has a GDP bound the spend is the smaller of the PLD and the GDP composition
   (``composition.compose_events``): never above the GDP bound of the same events.
+* ``RDPBudget(eps_max, delta, alpha)`` — a Rényi filter at ONE order α fixed before the run (by default
+  ``renyi.budget_order(eps_max, delta)``, a function of the public budget alone): accept while
+  ``rdp_eps(Σ_t ρ_t(α), α, δ) ≤ ε_max``, i.e. while Σ_t ρ_t(α) ≤ B with B the RDP level that converts to
+  ε_max. Valid under fully adaptive choice of the steps (Feldman & Zrnic, "Individual privacy accounting
+  via a Rényi filter", NeurIPS 2021): the interaction is (α, B)-RDP, hence (ε_max, δ)-DP. Choosing α
+  after the fact is not. ρ per event (``event_rdp``): a ``RenyiEvent``'s own ρ at α, a GDP event's αμ²/2,
+  a pure ε event's min(αε²/2, ε) (Bun & Steinke 2016); anything else raises ``UnsupportedEventError``.
 
 The limit rule: a batch is admitted when the spend after it is ``≤ limit · (1 + LIMIT_RTOL)``, with
 ``LIMIT_RTOL = 1e-9``. Spends are floating-point sums (and square roots) of per-batch numbers, so a plan
@@ -42,7 +49,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from .composition import compose_events
-from .events import PrivacyEvent, event_from_dict
+from .events import (
+    AmplifiedGaussianEvent,
+    EpsDeltaEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    PrivacyEvent,
+    ProfileEvent,
+    RenyiEvent,
+    event_from_dict,
+)
+from .renyi import budget_order, rdp_eps
 
 __all__ = [
     "LIMIT_RTOL",
@@ -51,8 +68,10 @@ __all__ = [
     "EpsDeltaBudget",
     "GDPBudget",
     "PrivacyLedger",
+    "RDPBudget",
     "SpendReport",
     "UnsupportedEventError",
+    "event_rdp",
     "within_limit",
 ]
 
@@ -147,18 +166,86 @@ class EpsDeltaBudget:
         }
 
 
-Budget = GDPBudget | EpsDeltaBudget
+def event_rdp(event: PrivacyEvent, alpha: float) -> float:
+    """ρ(α) of ONE occurrence of ``event`` (see the module docstring); ``UnsupportedEventError`` when the
+    event has no Rényi bound."""
+    if isinstance(event, RenyiEvent):
+        return event.rdp(alpha)
+    if isinstance(event, (GaussianEvent, AmplifiedGaussianEvent)):
+        return alpha * event.mu * event.mu / 2.0
+    pure: float | None = None
+    if isinstance(event, LaplaceEvent):
+        pure = event.eps
+    elif isinstance(event, EpsDeltaEvent) and event.delta == 0.0:
+        pure = event.eps
+    elif isinstance(event, ProfileEvent):
+        pure = event.profile.pure_eps
+    if pure is None:
+        raise UnsupportedEventError(
+            f"{type(event).__name__} ({event.label or 'no label'}) has no Renyi-DP bound, so a Renyi budget "
+            "cannot account for it; configure an EpsDeltaBudget or describe the mechanism by a GDP or "
+            "pure-DP bound"
+        )
+    return min(alpha * pure * pure / 2.0, pure)
+
+
+@dataclass(frozen=True)
+class RDPBudget:
+    """Rényi filter at the fixed order ``alpha``: ε at ``delta`` of Σ ρ(α) must stay ≤ ``eps_max``
+    (``alpha=None``: ``renyi.budget_order(eps_max, delta)``)."""
+
+    eps_max: float
+    delta: float
+    alpha: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.eps_max >= 0 and math.isfinite(self.eps_max)):
+            raise ValueError(f"eps_max must be finite and >= 0, got {self.eps_max}")
+        if not 0.0 < self.delta < 1.0:
+            raise ValueError(f"delta must lie in (0, 1), got {self.delta}")
+        if self.alpha is None:
+            object.__setattr__(self, "alpha", budget_order(float(self.eps_max), float(self.delta)))
+        assert self.alpha is not None
+        if not (self.alpha > 1 and math.isfinite(self.alpha)):
+            raise ValueError(f"the Renyi order alpha must be finite and > 1, got {self.alpha}")
+
+    def rho(self, events: Sequence[PrivacyEvent]) -> float:
+        """Σ over events of count · ρ(alpha)."""
+        assert self.alpha is not None
+        return math.fsum(e.count * event_rdp(e, self.alpha) for e in events)
+
+    def spend(self, events: Sequence[PrivacyEvent]) -> float:
+        """rdp_eps(Σ ρ(α), α, δ); 0 when nothing was charged."""
+        assert self.alpha is not None
+        total = self.rho(events)
+        return 0.0 if total == 0.0 else rdp_eps(total, self.alpha, self.delta)
+
+    @property
+    def limit(self) -> float:
+        return self.eps_max
+
+    @property
+    def unit(self) -> str:
+        return f"eps at delta={self.delta:.3g} (Renyi filter, alpha={self.alpha:g})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "renyi", "eps_max": self.eps_max, "delta": self.delta, "alpha": self.alpha}
+
+
+Budget = GDPBudget | EpsDeltaBudget | RDPBudget
 
 
 def _budget_from_dict(data: Mapping[str, Any]) -> Budget:
     kind = data.get("type")
+    if kind == "renyi":
+        return RDPBudget(float(data["eps_max"]), float(data["delta"]), float(data["alpha"]))
     if kind == "gdp":
         return GDPBudget(float(data["mu_max"]))
     if kind == "eps_delta":
         return EpsDeltaBudget(
             float(data["eps_max"]), float(data["delta"]), float(data.get("discretization", 1e-3))
         )
-    raise ValueError(f"unknown budget type {kind!r}; expected 'gdp' or 'eps_delta'")
+    raise ValueError(f"unknown budget type {kind!r}; expected 'gdp', 'eps_delta' or 'renyi'")
 
 
 @dataclass(frozen=True)
@@ -233,6 +320,20 @@ class PrivacyLedger:
         if isinstance(self.budget, GDPBudget):  # closed form, then settled by the check itself (rounding)
             assert mu is not None
             k = max(0, min(max_count, math.floor((self.budget.mu_max**2 - self.spent() ** 2) / (mu * mu))))
+            while k < max_count and fits(k + 1):
+                k += 1
+            while k > 0 and not fits(k):
+                k -= 1
+            return k
+
+        if isinstance(self.budget, RDPBudget):  # closed form on sum rho, settled by the check itself
+            assert self.budget.alpha is not None
+            r1 = event_rdp(one, self.budget.alpha)
+            if r1 == 0:
+                return max_count
+            base = rdp_eps(0.0, self.budget.alpha, self.budget.delta)
+            room = self.budget.eps_max - base - self.budget.rho(self.events) + 0.0
+            k = max(0, min(max_count, math.floor(room / r1) if room > 0 else 0))
             while k < max_count and fits(k + 1):
                 k += 1
             while k > 0 and not fits(k):
