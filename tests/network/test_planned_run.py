@@ -114,3 +114,44 @@ def test_planned_run_spends_within_budget_matches_the_reference_and_resumes(tmp_
     # here: no warning)
     assert any(n.startswith("the plan against the run") for n in out.notes), out.notes
     assert not any("re-plans this run's ESS" in w for w in out.warnings), out.warnings
+
+
+WEIBULL = (
+    EXPERIMENT.replace('name = "planned"', 'name = "planned-weibull"')
+    .replace(
+        'name = "bayes-logistic"\n[model.params]\np = 2',
+        'name = "weibull-regression"\n[model.params]\np = 2\nt_max = 3.0',
+    )
+    .replace("mu = 0.5", "mu = 4.0")
+    .replace("max_sensitivity = 1.0", "max_sensitivity = 12.0")
+    .replace("target_epsilon = 25.0", "target_epsilon = 3000.0")
+    .replace("party_epsilon = 25.0", "party_epsilon = 3000.0")
+)
+
+
+def test_planned_weibull_run_over_daemons_clips_scores_at_the_model_bound(tmp_path: Path) -> None:
+    """Weibull regression with censoring over real daemons: each registry clips the warm start's scores at the
+    model's public score-norm bound at the release's theta (WeibullRegression.score_norm_bound), with a fresh
+    Fisher at every step (its default curvature), and the run lands on the converged reference."""
+    assert "weibull-regression" in WEIBULL and "mu = 4.0" in WEIBULL
+    path = tmp_path / "exp.toml"
+    path.write_text(WEIBULL)
+    exp = load_experiment(path)
+    logs: list[str] = []
+    out = simulate_experiment(exp, tmp_path / "w", log=logs.append)
+    warm = json.loads((tmp_path / "w" / "warm_start.json").read_text())
+    assert warm["run_steps"] == 6  # moments and five score releases (curvature "fisher": no gradient steps)
+    assert sum("score release" in line for line in logs) == 5, logs
+    for pid in (1, 2, 3):
+        events = _ledger_events(tmp_path / "w", pid)
+        assert sum(int(e.get("count", 1)) for e in events if "warm start" in str(e.get("label"))) == 6
+    for r in out.privacy_reports.values():
+        assert not isinstance(r, str)
+        assert r.budget.spent <= 3000.0 * (1 + 1e-9)
+    assert not out.warnings, out.warnings
+    summary = (tmp_path / "w" / "summary.txt").read_text()
+    names = ("log_shape ", "intercept ", "b1 ", "b2 ")
+    rows = [line.split() for line in summary.splitlines() if line.startswith(names)][:4]
+    assert [r[0] for r in rows] == ["log_shape", "intercept", "b1", "b2"], summary
+    z = [abs(float(r[-1])) for r in rows]
+    assert max(z) < 4.0, summary  # 4 parameters, |z| < 4: a false failure about 2.5e-4 of the time
