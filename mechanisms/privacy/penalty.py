@@ -158,15 +158,21 @@ def penalty_blinded_profile(
     sensitivity: float, sigma: float, threat: ThreatModel, step: float = 0.01
 ) -> PrivacyProfile:
     """Blinded reveal with penalty noise: bounded by the sum reveal's curve (post-processing)."""
-    prof = penalty_sum_profile(sensitivity, sigma, threat, step)
-    return PrivacyProfile(
-        prof.eps,
-        prof.deltas,
-        "penalty + blinded reveal, bounded by the sum reveal (post-processing; not tight): "
-        + prof.description,
-        prof.method,
-        prof.pure_eps,
+    return _sum_bound(
+        "penalty + blinded reveal, bounded by the sum reveal (post-processing; not tight): ",
+        sensitivity,
+        sigma,
+        threat,
+        step,
     )
+
+
+def _sum_bound(
+    what: str, sensitivity: float, sigma: float, threat: ThreatModel, step: float
+) -> PrivacyProfile:
+    """The sum reveal's curve, described as the bound of a post-processing of it (``what`` first)."""
+    prof = penalty_sum_profile(sensitivity, sigma, threat, step)
+    return PrivacyProfile(prof.eps, prof.deltas, what + prof.description, prof.method, prof.pure_eps)
 
 
 @functools.lru_cache(maxsize=128)
@@ -216,12 +222,6 @@ def penalty_step_profile(
     if observed == "blinded":
         return penalty_blinded_profile(sensitivity, sigma, threat, step)
     if observed == "sign":  # the sum curve: the bit's own cover is never below it (module docstring)
-        prof = penalty_sum_profile(sensitivity, sigma, threat, step)
-        return PrivacyProfile(
-            prof.eps,
-            prof.deltas,
-            "penalty + sign reveal, bounded by the sum reveal (post-processing): " + prof.description,
-            prof.method,
-            prof.pure_eps,
-        )
+        what = "penalty + sign reveal, bounded by the sum reveal (post-processing): "
+        return _sum_bound(what, sensitivity, sigma, threat, step)
     raise ValueError(f"no penalty profile for what a coalition observes in {observed!r}")
