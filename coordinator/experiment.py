@@ -125,7 +125,8 @@ EXPERIMENT.toml::
                                     # (penalty, abcdp); each party's own budget applies in any case.
     # Or a planned run (penalty with sd, proposal "laplace", [warm_start]; coordinator/planner.py):
     # target_epsilon = 18.0         # the run's length is what this buys (with delta, neighbours =
-    #                               # "add-remove" | "replace-one", colluding, min_ess = 100: refused below)
+    #                               # "add-remove" | "replace-one", colluding, min_ess = 100: refused below,
+    #                               # accountant = "pld" | "renyi": the registries' [budget] accountant)
 
     [output]
     formats = ["netcdf", "csv", "summary", "plots", "privacy", "provenance"]   # default: all
@@ -140,6 +141,8 @@ EXPERIMENT.toml::
     # party_delta = 1e-5
     # party_colluding = 3           # optional: [budget] colluding of every party (default "all": m - 1)
     # party_neighbours = "add-remove"  # optional: [budget] neighbours of every party (default replace-one)
+    # party_accountant = "renyi"    # optional with party_epsilon: [budget] accountant of every party
+                                    # (default "pld"; a planned run's [privacy] accountant must match it)
     sources = ["csv", "postgresql", "sparql"]   # optional: where each registry keeps its records (one per
                                     # party, or one for all; default "csv"): csv, parquet, sqlite,
                                     # postgresql (a throwaway local cluster), sparql (a local Oxigraph
@@ -410,6 +413,9 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
                 "a planned run needs [sampler] kind = 'penalty' with sd, proposal = 'laplace' and a "
                 "[warm_start] (the plan prices decisions charged at their own sensitivity)",
             )
+        _check_accountant(
+            r, budget_target, simulate, mode, m, max_threshold(m) if threshold is None else threshold
+        )
         privacy = None
     else:
         privacy = _privacy(r, privacy_tbl, kind, sampler.lazy is not None)
@@ -440,6 +446,31 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         warm_start=warm,
         budget_target=budget_target,
     )
+
+
+def _check_accountant(
+    r: Reader, target: BudgetTarget, sim: SimulateSettings | None, mode: str, m: int, t: int
+) -> None:
+    """A plan priced for a Rényi filter needs registries that compose with one (else a registry's ε-at-δ
+    ledger reads the same run higher and refuses it partway) and a coalition that sees only the accept bit."""
+    from mechanisms.privacy.threat import coalition_view
+
+    if sim is not None and sim.party_epsilon is not None:
+        party = sim.party_accountant or "pld"
+        if party != target.accountant:
+            raise r.err(
+                "privacy.accountant",
+                f"{target.accountant!r}, but the simulated registries compose with {party!r} "
+                "([simulate] party_accountant): the plan must price the run as their ledgers will",
+            )
+    if target.accountant == "renyi":
+        observed = coalition_view(mode, m, t, target.colluding).observed
+        if observed != "sign":
+            raise r.err(
+                "privacy.accountant",
+                f"'renyi' prices the accept bit, but {target.colluding} colluding registries see "
+                f"{observed!r} in reveal mode {mode!r}: use 'pld'",
+            )
 
 
 FORMULA_KEYS = frozenset({"formula", "family", "columns"})  # [model] keys of mechanisms.models.formula

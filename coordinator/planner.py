@@ -9,6 +9,10 @@ MCMC charges anything (:mod:`mechanisms.planning` has the law).
     neighbours = "add-remove" # the relation the target is for (default: add-remove)
     colluding = 0             # the coalition it is for (0: the coordinator alone)
     min_ess = 100             # refuse the run when the plan buys fewer effective draws
+    accountant = "pld"        # how the registries compose: "pld" (their eps-at-delta ledger; the plan uses
+                              # the GDP composition it answers for these Gaussian charges) or "renyi" (their
+                              # [budget] accountant = "renyi": a Renyi filter at the order their budget
+                              # fixes, which prices each accept bit below the Gaussian; sign reveal only)
 
 It needs the penalty with a fixed ``sd``, ``[sampler] proposal = "laplace"`` and a ``[warm_start]``.
 Twice: before the warm start from a **pilot** — the exact Laplace approximation of the model's public
@@ -44,13 +48,15 @@ from mechanisms.planning import (
     replan_after_pilot,
     warmup_of,
 )
+from mechanisms.privacy.renyi import BitRdpTable
 from mechanisms.samplers.requests import NEIGHBOURS
 from mechanisms.warmstart import LaplaceApproximation, exact_laplace, mean_error_cov
 
 if TYPE_CHECKING:
     from coordinator.experiment import Experiment
 
-KEYS = ("target_epsilon", "delta", "neighbours", "colluding", "min_ess")
+KEYS = ("target_epsilon", "delta", "neighbours", "colluding", "min_ess", "accountant")
+ACCOUNTANTS = ("pld", "renyi")
 
 
 @dataclass(frozen=True)
@@ -60,10 +66,12 @@ class BudgetTarget:
     neighbours: str = "add-remove"
     colluding: int = 0
     min_ess: float = 100.0
+    accountant: str = "pld"
 
     def text(self) -> str:
         who = "the coordinator" if self.colluding == 0 else f"{self.colluding} colluding registries"
-        return f"eps = {self.epsilon:g} at delta = {self.delta:g}, {self.neighbours}, against {who}"
+        how = ", Renyi filter" if self.accountant == "renyi" else ""
+        return f"eps = {self.epsilon:g} at delta = {self.delta:g}, {self.neighbours}, against {who}{how}"
 
 
 def read_target(r: Reader, tbl: dict[str, object], m: int) -> BudgetTarget:
@@ -76,6 +84,7 @@ def read_target(r: Reader, tbl: dict[str, object], m: int) -> BudgetTarget:
         neighbours=r.choice(tbl, "privacy", "neighbours", NEIGHBOURS, "add-remove"),
         colluding=r.integer(tbl, "privacy", "colluding", 0, lo=0, hi=m - 1),
         min_ess=r.number(tbl, "privacy", "min_ess", 100.0, gt=0.0),
+        accountant=r.choice(tbl, "privacy", "accountant", ACCOUNTANTS, "pld"),
     )
 
 
@@ -102,12 +111,57 @@ def pilot_laplace(exp: Experiment, model: Model) -> LaplaceApproximation:
     return LaplaceApproximation(mean, cov)
 
 
+def renyi_order(exp: Experiment) -> float:
+    """The order of the registries' Rényi filter: ``budget_order`` of their own budget (``[simulate]
+    party_epsilon``, what a simulated registry's ``RDPBudget`` fixes) when the file sets it, else of the
+    target (a registry whose budget is the target)."""
+    from mechanisms.privacy.renyi import budget_order
+
+    target, sim = exp.budget_target, exp.simulate
+    assert target is not None
+    if sim is not None and sim.party_epsilon is not None and sim.party_delta is not None:
+        return budget_order(sim.party_epsilon, sim.party_delta)
+    return budget_order(target.epsilon, target.delta)
+
+
+def renyi_table(exp: Experiment) -> BitRdpTable | None:
+    """The one-order table of the accept bit's Rényi bound a registry of the target's view charges each
+    decision with (``mechanisms.privacy.charge``: the bit 1[l + N(0, r sd^2) + Gamma(r/m) >= 0]); None for
+    a target planned with the GDP composition. PlanRefused when the target's coalition sees more than the
+    bit."""
+    from mechanisms.privacy.renyi import bit_rdp_table
+    from mechanisms.privacy.residual import ResidualPenaltyAcceptance
+    from mechanisms.privacy.reveal_sign import PenaltyAcceptance
+    from mechanisms.privacy.threat import coalition_view
+
+    target, pen = exp.budget_target, exp.sampler.penalty
+    assert target is not None and pen is not None and pen.sd is not None
+    if target.accountant != "renyi":
+        return None
+    view = coalition_view(exp.reveal_mode, exp.m, exp.t, target.colluding)
+    if view.observed != "sign":
+        raise PlanRefused(
+            f"[privacy] accountant = 'renyi' prices the accept bit, but {target.colluding} colluding "
+            f"registries see {view.observed!r} in reveal mode {exp.reveal_mode!r}: use accountant = 'pld'"
+        )
+    if pen.max_sensitivity is None:
+        raise PlanRefused(
+            "[privacy] accountant = 'renyi' needs [sampler] max_sensitivity (the table's range)"
+        )
+    residual = exp.m - target.colluding
+    sd_res = pen.sd * math.sqrt(residual)
+    k = residual / exp.m
+    bit = PenaltyAcceptance(sd_res) if residual == exp.m else ResidualPenaltyAcceptance(sd_res, k)
+    return bit_rdp_table(bit, float(pen.max_sensitivity), (renyi_order(exp),))
+
+
 def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPlan:
     """The plan for ``exp``'s target given a Laplace approximation (pilot or DP)."""
     target, pen, ws = exp.budget_target, exp.sampler.penalty, exp.warm_start
     assert target is not None and pen is not None and pen.sd is not None and ws is not None
     sd_total = pen.sd * math.sqrt(exp.m)
     residual = exp.m - target.colluding
+    table = renyi_table(exp)
     from coordinator.warm_start import warm_start_plan
 
     offset = mean_error_cov(warm_start_plan(ws, model, exp.m), model, laplace, exp.m)
@@ -126,6 +180,7 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
             offset_cov=offset,
             chains=chains,
             steps=steps,
+            rdp_table=table,
         )
 
     factor = 1.0 if target.neighbours == "add-remove" else 2.0
@@ -141,6 +196,7 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
             eps=target.epsilon,
             delta=target.delta,
             mu_warm=mu_warm,
+            alpha=None if table is None else table.orders[0],
         )
 
     first = plan_with(simulate(400, exp.seed))
@@ -171,6 +227,7 @@ def pilot_replan(
     after = offset_statistics(
         model, laplace.mean, laplace.cov, ws.inflate, sd_total, target.neighbours, p.stats.cap, r,
         chains=exp.sampler.chains, steps=max(exp.sampler.iterations - steps, 50), seed=exp.seed + 13,
+        rdp_table=renyi_table(exp),
     )  # fmt: skip
     p = dataclasses.replace(p, iterations=exp.sampler.iterations)  # the length run (at most the file's)
     re = replan_after_pilot(p, after, steps, sd_total=sd_total, m=exp.m, residual=exp.m - target.colluding)
@@ -182,15 +239,11 @@ def check_usable(exp: Experiment, p: McmcPlan, what: str) -> None:
     assert target is not None
     if p.ess >= target.min_ess:
         return
-    need = target.min_ess / max(p.ess, 1e-9)  # ESS grows with the decisions, i.e. with mu^2 - mu_warm^2
-    per_mu2 = (p.mu_total**2 - p.mu_warm**2) / max(p.ess, 1e-9)
-    mu_needed = math.sqrt(p.mu_warm**2 + per_mu2 * target.min_ess / p.margin)  # the plan keeps a margin
-    from mechanisms.privacy.conversions import gdp_eps
-
+    need = target.min_ess / max(p.ess, 1e-9)  # ESS grows with the decisions, i.e. with the budget's total
     raise PlanRefused(
         f"{what}: the budget {target.text()} buys an expected ESS of {p.ess:.0f} ({p.text()}), below "
         f"min_ess = {target.min_ess:g}. It would fit with target_epsilon >= "
-        f"{gdp_eps(mu_needed, target.delta):.3g}, or about {need:.1f}x the records (the cost of a decision "
+        f"{p.eps_for_ess(target.min_ess):.3g}, or about {need:.1f}x the records (the cost of a decision "
         "falls like 1/n), or a smaller min_ess"
     )
 

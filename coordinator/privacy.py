@@ -66,6 +66,7 @@ from mechanisms.privacy import (
     GaussianEvent,
     GaussianTradeOff,
     PrivacyEvent,
+    RDPBudget,
     TradeOff,
     compose_events,
     compose_gdp,
@@ -290,6 +291,8 @@ class Spend:
     # confidential accept-reject): set when some event carries a confidential amplification
     plain_eps: float | None = None
     composition: Composition | None = field(default=None, repr=False, compare=False)  # of ``events``
+    # eps at delta by the party's Renyi filter (its budget's order), recomputed here: set for a Renyi budget
+    renyi_eps: float | None = None
 
     @property
     def decisions(self) -> int:
@@ -312,7 +315,11 @@ def recompose(events: list[PrivacyEvent], delta: float, budget_json: str = "") -
     budget = json.loads(budget_json) if budget_json else {}
     plain = plain_events(events)
     plain_eps = compose_events(plain).eps_at(delta) if plain is not None else None
-    return Spend(events, gdp, delta, eps, budget, plain_eps, comp)
+    renyi = None
+    if budget.get("type") == "renyi":  # what the party's filter reads: sum of rho at its order, converted
+        rdp = RDPBudget(float(budget["eps_max"]), float(budget["delta"]), float(budget["alpha"]))
+        renyi = rdp.spend(events)
+    return Spend(events, gdp, delta, eps, budget, plain_eps, comp, renyi)
 
 
 def plain_events(events: list[PrivacyEvent]) -> list[PrivacyEvent] | None:
@@ -337,7 +344,7 @@ def _budget_text(budget: dict[str, Any]) -> str:
     if budget.get("type") == "renyi":
         return (
             f"eps_max = {budget['eps_max']:g} at delta = {budget['delta']:g} "
-            f"(Renyi filter, alpha = {budget['alpha']:g}; its spend is the party's, not shown here)"
+            f"(Renyi filter, alpha = {budget['alpha']:g})"
         )
     return "no privacy budget configured"
 
@@ -428,6 +435,11 @@ def format_report(pf: PlanFile, answers: dict[int, Any], delta: float) -> tuple[
             f"{r.decisions_used} decisions answered in total"
         )
         lines.append(f"    composed here: GDP mu = {mu}; eps = {sp.eps:.6g} at delta = {sp.delta:g}")
+        if sp.renyi_eps is not None:
+            lines.append(
+                f"    composed here by its Renyi filter (order {sp.budget['alpha']:g}): "
+                f"eps = {sp.renyi_eps:.6g} at delta = {sp.budget['delta']:g}"
+            )
         for e in sp.events:
             lines.append(f"    - {_event_text(e)}")
     return "\n".join(lines), spends, bad

@@ -24,6 +24,7 @@ class SimulateSettings:
     party_delta: float | None = None
     party_colluding: int | None = None  # None: the daemon's default ("all": m - 1)
     party_neighbours: str | None = None  # None: the daemon's default ("replace-one")
+    party_accountant: str | None = None  # None: the daemon's default ("pld"); "renyi": a Renyi filter
     sources: tuple[str, ...] = ()  # per party (SIMULATE_SOURCES); empty: every party reads a CSV file
     data: tuple[Path, ...] = ()  # per party: its records (CSV or Parquet), not the model's synthetic data
 
@@ -41,8 +42,9 @@ class SimulateSettings:
             out["colluding"] = self.party_colluding
         if self.party_neighbours is not None:
             out["neighbours"] = self.party_neighbours
+        if self.party_accountant is not None:
+            out["accountant"] = self.party_accountant
         return out
-
 
 
 def read_simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int) -> SimulateSettings:
@@ -60,6 +62,7 @@ def read_simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int
             "party_delta",
             "party_colluding",
             "party_neighbours",
+            "party_accountant",
             "sources",
             "data",
         ),
@@ -88,6 +91,15 @@ def read_simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int
             f"simulate.{missing}", "missing: an eps-at-delta budget needs party_epsilon and party_delta"
         )
     colluding = r.integer(tbl, "simulate", "party_colluding", None, lo=0, hi=m - 1)
+    accountant = (
+        r.choice(tbl, "simulate", "party_accountant", ("pld", "renyi"), None)
+        if "party_accountant" in tbl
+        else None
+    )
+    if accountant is not None and eps is None:
+        raise r.err(
+            "simulate.party_accountant", "only with an eps-at-delta budget (party_epsilon, party_delta)"
+        )
     raw_src = r.get(tbl, "simulate", "sources", (str, list), "csv")
     srcs = [raw_src] * m if isinstance(raw_src, str) else raw_src
     if len(srcs) != m:
@@ -124,6 +136,7 @@ def read_simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int
         party_neighbours=r.choice(tbl, "simulate", "party_neighbours", NEIGHBOURS, None)
         if "party_neighbours" in tbl
         else None,
+        party_accountant=accountant,
         sources=tuple(srcs),
         data=files,
     )

@@ -27,9 +27,18 @@ import numpy.typing as npt
 
 from mechanisms.models.base import F64, Model
 from mechanisms.privacy.conversions import gdp_eps, gdp_mu
+from mechanisms.privacy.renyi import BitRdpTable, rdp_eps
 from mechanisms.samplers.requests import record_sensitivity, step_sensitivity
 
-__all__ = ["McmcPlan", "pilot_bits", "pilot_offset", "plan_mcmc", "proposal_statistics", "replan_after_pilot"]
+__all__ = [
+    "Accounting",
+    "McmcPlan",
+    "pilot_bits",
+    "pilot_offset",
+    "plan_mcmc",
+    "proposal_statistics",
+    "replan_after_pilot",
+]
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,7 @@ class ProposalStatistics:
     cap: float  # the cap on c(θ, θ*) it used
     c_quantile: float  # the quantile of c the cap sits at (when chosen from it)
     ess_per_proposal: float  # bulk ESS per proposal of the simulated chains (smallest over parameters)
+    mean_rho: float | None = None  # E[ρ_bit(α, Δ_t)] over the decisions asked, at one order (a Rényi plan)
 
 
 def proposal_statistics(
@@ -60,6 +70,7 @@ def proposal_statistics(
     target: tuple[F64, F64] | None = None,
     from_proposal: bool = False,
     count_from: int = 0,
+    rdp_table: BitRdpTable | None = None,
 ) -> ProposalStatistics:
     """The independence sampler N(mean, inflate² cov) run on the Gaussian stand-in N(mean, cov) for the
     posterior with the penalty's exact decision law (accept iff a + N(−s²/2, s²) + Exp(1) >= 0; proposals
@@ -72,7 +83,8 @@ def proposal_statistics(
     the Gaussian stand-in (diagnostics: the measured posterior's moments in place of a drawn offset).
     ``from_proposal``: the chains start at draws of N(mean, cov) as a run's do (a pilot's acceptance), not at
     draws of the stand-in; ``count_from``: the acceptance of the steps from that one on (a pilot's second
-    half)."""
+    half). ``rdp_table``: a one-order table of the accept bit's Rényi bound for the registry's view (what its
+    ledger charges each decision under a Rényi filter, ``mechanisms.privacy.charge``): also E[ρ_bit]."""
     import arviz as az
 
     d = mean.shape[0]
@@ -96,6 +108,9 @@ def proposal_statistics(
     theta = start + rng.standard_normal((chains, d)) @ s_chol.T
     trace = np.empty((steps, chains, d))
     delta2: list[F64] = []
+    rho: list[F64] = []
+    if rdp_table is not None and len(rdp_table.orders) != 1:
+        raise ValueError(f"a plan's Renyi table has one order (the budget's), got {rdp_table.orders}")
     asked = accepted = 0
     count_from = min(count_from, steps - 1)
     for k in range(steps):
@@ -108,6 +123,8 @@ def proposal_statistics(
         move = ok & (a + noise >= 0.0)
         if ok.any():
             delta2.append(step_sensitivity(model, theta[ok], star[ok], neighbours) ** 2)
+            if rdp_table is not None:
+                rho.append(rdp_table.rho(np.sqrt(delta2[-1]))[:, 0])
         asked += int(ok.sum())
         accepted += int(move.sum()) if k >= count_from else 0
         theta = np.where(move[:, None], star, theta)
@@ -123,13 +140,18 @@ def proposal_statistics(
         cap=cap,
         c_quantile=cap_quantile,
         ess_per_proposal=ess / n,
+        mean_rho=(float(np.mean(np.concatenate(rho))) if rho else math.inf)
+        if rdp_table is not None
+        else None,
     )
 
 
 @dataclass(frozen=True)
 class McmcPlan:
     """What a budget buys (per registry, for its view): the iterations per chain, the μ and ε it spends, the
-    expected effective sample size and the Monte Carlo error in posterior sds."""
+    expected effective sample size and the Monte Carlo error in posterior sds. ``alpha`` None: planned for a
+    GDP composition (``eps`` is the GDP conversion of ``mu_total``); else for a Rényi filter at that order
+    (``eps`` is ``rdp_eps`` of ``rho_total``; ``mu_total`` is the GDP reading of the same run, beside it)."""
 
     iterations: int
     chains: int
@@ -141,19 +163,82 @@ class McmcPlan:
     mcse_sd: float
     stats: ProposalStatistics
     margin: float = 1.0  # the share of the budget left after the warm start that the plan spends
+    alpha: float | None = None
+    rho_total: float = 0.0
+    rho_warm: float = 0.0
 
     @property
     def usable(self) -> bool:
         return self.ess >= 100.0
 
+    @property
+    def accounting(self) -> Accounting:
+        return Accounting(self.delta, self.alpha)
+
+    def eps_for_ess(self, ess: float) -> float:
+        """ε at δ a planned run (with its margin) needs for ``ess`` effective draws at this plan's cost per
+        effective draw (for a Rényi plan: at this plan's order, an estimate since the order follows ε)."""
+        acc, warm = self.accounting, self.accounting.warm(self.mu_warm)
+        total = self.rho_total if self.alpha is not None else self.mu_total**2
+        per = (total - warm) / max(self.ess, 1e-9)
+        return acc.eps(warm + per * ess / self.margin)
+
     def text(self) -> str:
         s = self.stats
         proposals = self.chains * self.iterations
-        return (
+        head = (
             f"{self.chains} chains x {self.iterations} iterations ({proposals} proposals, {s.asked:.1%} "
             f"inside the cap c <= {s.cap:.3g}); acceptance {s.acceptance:.2f}; expected ESS {self.ess:.0f} "
-            f"(Monte Carlo error {self.mcse_sd:.2f} posterior sd); spends mu = {self.mu_total:.3f} "
-            f"(warm start {self.mu_warm:.3f}), eps = {self.eps:.3g} at delta = {self.delta:g}"
+            f"(Monte Carlo error {self.mcse_sd:.2f} posterior sd); "
+        )
+        if self.alpha is None:
+            return head + (
+                f"spends mu = {self.mu_total:.3f} (warm start {self.mu_warm:.3f}), eps = {self.eps:.3g} at "
+                f"delta = {self.delta:g}"
+            )
+        return head + (
+            f"spends rho = {self.rho_total:.4g} at Renyi order {self.alpha:g} (warm start "
+            f"{self.rho_warm:.4g}), eps = {self.eps:.3g} at delta = {self.delta:g} by the Renyi filter (the "
+            f"GDP reading of the same run: mu = {self.mu_total:.3f}, eps = "
+            f"{gdp_eps(self.mu_total, self.delta):.3g})"
+        )
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """How the registries compose a run, in the unit that adds up over its releases: ``alpha`` None, μ² (a
+    GDP filter; an ε-at-δ ledger of Gaussian events answers the same); else ρ at the fixed order ``alpha``
+    of a Rényi filter (``ledger.RDPBudget``: Feldman & Zrnic 2021, valid under adaptive steps)."""
+
+    delta: float
+    alpha: float | None = None
+
+    def budget(self, eps: float) -> float:
+        """The total a budget of ε at δ allows: μ_max² (GDP), or the largest ρ with rdp_eps(ρ) ≤ ε."""
+        if self.alpha is None:
+            return gdp_mu(eps, self.delta) ** 2
+        a = self.alpha
+        return max(eps - math.log((a - 1.0) / a) + (math.log(self.delta) + math.log(a)) / (a - 1.0), 0.0)
+
+    def warm(self, mu_warm: float) -> float:
+        """The warm start's Gaussian releases (μ_warm-GDP in all): μ² or αμ²/2."""
+        return mu_warm**2 if self.alpha is None else self.alpha * mu_warm**2 / 2.0
+
+    def per_proposal(self, stats: ProposalStatistics, sd_total: float, m: int, residual: int) -> float:
+        """E[cost] per proposal (those above the cap are not asked, hence not charged)."""
+        if self.alpha is None:
+            return _mu_per_decision(stats, sd_total, m, residual)
+        if stats.mean_rho is None:
+            raise ValueError("a Renyi plan needs the decisions' Renyi bound (proposal_statistics rdp_table)")
+        return stats.asked * stats.mean_rho
+
+    def eps(self, total: float) -> float:
+        if total <= 0:
+            return 0.0
+        return (
+            gdp_eps(math.sqrt(total), self.delta)
+            if self.alpha is None
+            else rdp_eps(total, self.alpha, self.delta)
         )
 
 
@@ -179,45 +264,36 @@ def plan_mcmc(
     delta: float,
     mu_warm: float,
     margin: float = 0.85,
+    alpha: float | None = None,
 ) -> McmcPlan:
     """The iterations that spend the budget ε(δ) (for a registry whose view leaves ``residual`` registries'
-    noise unknown), and what they buy after the warm-up (:func:`warmup_of`); ``margin`` of the μ² left after
-    the warm start is planned (the prediction rests on the Gaussian stand-in: the real steps cost somewhat
-    more, 8 % in the demo)."""
-    mu_max = gdp_mu(eps, delta)
-    left = margin * max(mu_max**2 - mu_warm**2, 0.0)
-    per = _mu_per_decision(stats, sd_total, m, residual)
+    noise unknown), and what they buy after the warm-up (:func:`warmup_of`); ``margin`` of the budget left
+    after the warm start is planned (the prediction rests on the Gaussian stand-in: the real steps cost
+    somewhat more, 8 % in the demo). ``alpha``: the registries' Rényi filter order (:class:`Accounting`;
+    ``stats`` then carries E[ρ_bit] at that order)."""
+    acc = Accounting(delta, alpha)
+    warm = acc.warm(mu_warm)
+    left = margin * max(acc.budget(eps) - warm, 0.0)
+    per = acc.per_proposal(stats, sd_total, m, residual)
     iterations = int(left / (chains * per)) if per > 0 else 0
-    mu_total = math.sqrt(mu_warm**2 + chains * iterations * per)
+    total = warm + chains * iterations * per
+    mu_total = math.sqrt(mu_warm**2 + chains * iterations * _mu_per_decision(stats, sd_total, m, residual))
     ess = chains * max(iterations - warmup_of(stats, iterations), 0) * stats.ess_per_proposal
     return McmcPlan(
         iterations=iterations,
         chains=chains,
         mu_total=mu_total,
         mu_warm=mu_warm,
-        eps=gdp_eps(mu_total, delta) if mu_total > 0 else 0.0,
+        eps=acc.eps(total if alpha is not None else mu_total**2),
         delta=delta,
         ess=ess,
         mcse_sd=1.0 / math.sqrt(ess) if ess > 0 else math.inf,
         stats=stats,
         margin=margin,
+        alpha=alpha,
+        rho_total=total if alpha is not None else 0.0,
+        rho_warm=warm if alpha is not None else 0.0,
     )
-
-
-def spend_of(
-    stats: ProposalStatistics,
-    *,
-    sd_total: float,
-    m: int,
-    residual: int,
-    chains: int,
-    iterations: int,
-    mu_warm: float,
-    delta: float,
-) -> tuple[float, float]:
-    """(μ, ε at δ) that ``iterations`` per chain spend (the inverse question)."""
-    mu = math.sqrt(mu_warm**2 + chains * iterations * _mu_per_decision(stats, sd_total, m, residual))
-    return mu, gdp_eps(mu, delta)
 
 
 # The pilot (issue 23, "the plan against the realised chain"): the offset the plan assumes is the DP noise of
@@ -250,6 +326,7 @@ def offset_statistics(
     seed: int,
     from_proposal: bool = False,
     count_from: int = 0,
+    rdp_table: BitRdpTable | None = None,
 ) -> ProposalStatistics:
     """:func:`proposal_statistics` with the Gaussian stand-in's centre ``offset`` approximation sds from
     ``mean`` (in :data:`PILOT_DIRECTIONS` random directions of the whitened space, averaged): what the
@@ -270,10 +347,12 @@ def offset_statistics(
             target=(mean + chol @ (offset * u), cov),
             from_proposal=from_proposal,
             count_from=count_from,
+            rdp_table=rdp_table,
         )
         for k, u in enumerate(_directions(mean.shape[0], seed))
     ]
     d2 = [r.mean_delta2 for r in runs if math.isfinite(r.mean_delta2)]
+    rho = [r.mean_rho for r in runs if r.mean_rho is not None and math.isfinite(r.mean_rho)]
     return ProposalStatistics(
         mean_delta2=float(np.mean(d2)) if d2 else math.inf,
         acceptance=float(np.mean([r.acceptance for r in runs])),
@@ -281,6 +360,7 @@ def offset_statistics(
         cap=cap,
         c_quantile=runs[0].c_quantile,
         ess_per_proposal=float(np.mean([r.ess_per_proposal for r in runs])),
+        mean_rho=None if rdp_table is None else (float(np.mean(rho)) if rho else math.inf),
     )
 
 
@@ -337,20 +417,24 @@ def replan_after_pilot(
 ) -> McmcPlan:
     """The plan ``p`` re-made after its first ``pilot`` iterations (its warm-up) from ``after``, the decision
     statistics at the offset the pilot's acceptance shows (:func:`pilot_offset`, :func:`offset_statistics`):
-    the μ² the plan left after the pilot (its expected charge) buys the rest at ``after``'s cost per
+    the budget the plan left after the pilot (its expected charge) buys the rest at ``after``'s cost per
     decision, and the ESS is that of the draws after the pilot."""
-    per_old = _mu_per_decision(p.stats, sd_total, m, residual)
-    per_new = _mu_per_decision(after, sd_total, m, residual)
+    acc = p.accounting
+    per_old = acc.per_proposal(p.stats, sd_total, m, residual)
+    per_new = acc.per_proposal(after, sd_total, m, residual)
     left = p.chains * max(p.iterations - pilot, 0) * per_old
     rest = int(left / (p.chains * per_new)) if per_new > 0 else 0
-    mu_total = math.sqrt(p.mu_warm**2 + p.chains * pilot * per_old + p.chains * rest * per_new)
+    total = acc.warm(p.mu_warm) + p.chains * pilot * per_old + p.chains * rest * per_new
+    mu2_old, mu2_new = (_mu_per_decision(x, sd_total, m, residual) for x in (p.stats, after))
+    mu_total = math.sqrt(p.mu_warm**2 + p.chains * pilot * mu2_old + p.chains * rest * mu2_new)
     ess = p.chains * rest * after.ess_per_proposal
     return dataclasses.replace(
         p,
         iterations=pilot + rest,
         mu_total=mu_total,
-        eps=gdp_eps(mu_total, p.delta) if mu_total > 0 else 0.0,
+        eps=acc.eps(total if p.alpha is not None else mu_total**2),
         ess=ess,
         mcse_sd=1.0 / math.sqrt(ess) if ess > 0 else math.inf,
         stats=after,
+        rho_total=total if p.alpha is not None else 0.0,
     )

@@ -67,7 +67,6 @@ def _offline_plan(args: argparse.Namespace) -> int:
     from coordinator import planner
     from coordinator.experiment import load_experiment
     from coordinator.tables import ExperimentError
-    from mechanisms.privacy.conversions import gdp_eps
 
     try:
         exp = load_experiment(args.plan)
@@ -103,11 +102,8 @@ def _offline_plan(args: argparse.Namespace) -> int:
         if eps == target.epsilon and p.ess < target.min_ess:
             code = 1
     p = planner.plan(exp, model, lap)
-    per_mu2 = (p.mu_total**2 - p.mu_warm**2) / max(p.ess, 1e-9)
-    for ess in (100.0, 400.0):
-        mu = (p.mu_warm**2 + per_mu2 * ess / p.margin) ** 0.5  # as a planned run (with its margin) needs
-        need = gdp_eps(mu, target.delta)
-        print(f"  an ESS of {ess:.0f} needs eps = {need:.3g} at delta = {target.delta:g}")
+    for ess in (100.0, 400.0):  # as a planned run (with its margin) needs
+        print(f"  an ESS of {ess:.0f} needs eps = {p.eps_for_ess(ess):.3g} at delta = {target.delta:g}")
     return code
 
 

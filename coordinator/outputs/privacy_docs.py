@@ -52,6 +52,12 @@ def privacy_statement(
     if "error" in recomputed:
         return f"reported events could not be recomposed: {recomputed['error']}"
     parts = []
+    renyi = recomputed.get("renyi_eps_at_delta")
+    if renyi is not None:  # the party's own accountant first; the GDP reading of the same events beside it
+        parts.append(
+            f"epsilon = {renyi:.4g} at delta = {recomputed['delta']:.3g} by its Renyi filter (order "
+            f"{recomputed['renyi_order']:g}); the GDP reading of the same events:"
+        )
     mu = recomputed.get("gdp_mu")
     if mu is not None:
         parts.append(f"GDP mu = {mu:.4g}")
@@ -157,7 +163,7 @@ def _recomputed(
         "how": how,
         "delta": delta,
         "delta_source": "the party's eps-at-delta budget"
-        if budget.get("type") == "eps_delta"
+        if budget.get("type") in ("eps_delta", "renyi")
         else "the run's privacy_delta (the party's budget is not an eps-at-delta budget)",
     }
     if not b.get("configured") and not events:
@@ -179,6 +185,14 @@ def _recomputed(
             None if sp.gdp_mu is not None or not events else "no GDP bound: some reported event has none"
         )
         recomputed["decisions_accounted"] = sp.decisions
+        if sp.renyi_eps is not None:
+            recomputed["renyi_eps_at_delta"] = sp.renyi_eps
+            recomputed["renyi_order"] = float(budget["alpha"])
+            recomputed["renyi_note"] = (
+                "the party's Renyi filter recomposed here: rdp_eps of the sum over its events of rho at its "
+                "budget's fixed order (the accept bit's Renyi bound where the event carries one, else the "
+                "Gaussian alpha mu^2 / 2); what its budget is enforced in"
+            )
         if sp.plain_eps is not None:
             recomputed["plain_penalty_eps_at_delta"] = sp.plain_eps
             recomputed["plain_penalty_note"] = (
@@ -188,8 +202,8 @@ def _recomputed(
             )
     if b.get("configured"):
         same = None
-        if sp is not None and budget.get("type") in ("gdp", "eps_delta"):
-            same = sp.gdp_mu if budget["type"] == "gdp" else sp.eps
+        if sp is not None and budget.get("type") in ("gdp", "eps_delta", "renyi"):
+            same = {"gdp": sp.gdp_mu, "eps_delta": sp.eps, "renyi": sp.renyi_eps}[budget["type"]]
         recomputed["unit"] = str(b.get("unit", ""))
         recomputed["spent_in_budget_unit"] = same
         recomputed["spent_difference_vs_reported"] = None if same is None else same - float(b["spent"])
