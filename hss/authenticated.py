@@ -59,9 +59,10 @@ from hss.runtime import Inbox, Outbox, PartyGen, Payload, ProtocolError, pack
 from hss.session import PartyContext
 from hss.sharing import ShareError, recombine, split
 
-#: PRSS purposes of this module (hss.primitives uses 1..7, hss.svt 101..106): the MAC key, the coin seed,
-#: CheckZero's beta, the even-m degree test's mask; the k-th random draw of a step uses P_DRAW + k.
-P_MAC_KEY, P_COIN, P_BETA, P_DEGREE_MASK, P_DRAW = 201, 202, 203, 204, 1000
+#: PRSS purposes of this module (hss.primitives uses 1..7, hss.svt 101..106): the MAC key; verify's draws
+#: (the coin seed, CheckZero's beta, the even-m degree test's mask); the k-th random draw of a step uses
+#: P_DRAW + k.
+P_MAC_KEY, P_VERIFY, P_DRAW = 201, 202, 1000
 
 _INV2 = pow(2, F.P - 2, F.P)
 # p itself, the one non-canonical value below 2^127 (a canonical field element is < p)
@@ -308,7 +309,8 @@ class AuthParty:
         ctx, t = self.ctx, self.ctx.params.t
         z, _ = _flatten(self._values)
         mac, _ = _flatten(self._macs)
-        seed_share = ctx.prss.random(P_COIN, self.step, (1,))
+        # one PRSS call for the three values verify draws: the coin seed (opened), beta and the even-m mask
+        seed_share, beta, mask = ctx.prss.random(P_VERIFY, self.step, (3, 1))
         _, _, (seed, r) = yield from self.round("verify: coin and key", opens=[seed_share, self.key])
         n = z.shape[0]
         u = w = F.zeros((1,))
@@ -316,11 +318,9 @@ class AuthParty:
             alpha = self._coin(seed, 0, n)
             u, w = F.lincomb(alpha, mac)[None], F.lincomb(alpha, z)[None]
         big_t = F.sub(u, F.mul(r, w))
-        beta = ctx.prss.random(P_BETA, self.step, (1,))
         opens = []
         if ctx.params.m > 2 * t + 1 and n:  # even m: the degree test over every sharing of the step
             every = np.concatenate([z, mac])
-            mask = ctx.prss.random(P_DEGREE_MASK, self.step, (1,))
             opens = [F.add(F.lincomb(self._coin(seed, 1, 2 * n), every)[None], mask)]
         _, (v_share,), _ = yield from self.round(
             "verify: CheckZero product", grrs=[F.mul(big_t, beta)], opens=opens
