@@ -195,7 +195,7 @@ def cases(m: int, seed: str, every_index: bool) -> list[tuple[str, int, int]]:
     return out
 
 
-@pytest.mark.parametrize(("m", "every_index"), [(3, True), (4, False), (5, False)])
+@pytest.mark.parametrize(("m", "every_index"), [(3, True), (4, False), (5, False), (7, False)])
 def test_every_tampered_message_aborts_or_yields_the_correct_output(m: int, every_index: bool) -> None:
     corrupt = {1}
     seed = f"tamper-{m}"
@@ -334,3 +334,34 @@ def test_a_non_canonical_word_is_refused_on_receipt() -> None:
     outcome = run_adversarial(machines, {1}, make_tamper("noncanonical", 3, 2, 1))
     err = outcome[2]
     assert isinstance(err, AbortError) and err.round == 3 and "non-canonical" in err.reason
+
+
+def test_t_colluders_cannot_shift_an_opening_together() -> None:
+    """m = 7, t = 3: parties 1, 2, 3 shift their shares of the final opening by g(j), a degree-t polynomial
+    that vanishes on t of the 4 honest parties, to every recipient: the shares then agree with a shifted
+    polynomial everywhere but at the fourth honest party, so every honest party sees m shares on no degree-t
+    polynomial and aborts in round 10."""
+    m, corrupt = 7, {1, 2, 3}
+    machines, _inputs = setup(m, "collude")
+
+    def g(j: int) -> int:
+        return 12345 * (j - 4) * (j - 5) * (j - 6)
+
+    def shift(rnd: int, src: int, dst: int, pl: Payload, prev: Prev) -> Payload | None:
+        if rnd != 10:
+            return pl
+        arr = pl.reshape(-1, 2)
+        return F.add(arr, F.const(g(src))).reshape(-1)
+
+    outcome = run_adversarial(machines, corrupt, shift)
+    for p in range(4, m + 1):
+        assert isinstance(outcome[p], AbortError) and outcome[p].round == 10, outcome[p]
+
+
+def test_an_opening_to_all_can_abort_selectively() -> None:
+    """What docs/SECURITY_ABORT.md states: a bad share in the final opening sent to party 2 only makes party 2
+    abort while the other honest parties output the correct values (security with selective abort)."""
+    machines, inputs = setup(5, "selective")
+    outcome = run_adversarial(machines, {1}, make_tamper("additive", 10, 2, 0))
+    assert isinstance(outcome[2], AbortError) and outcome[2].round == 10
+    assert honest_outcome(outcome, {1}, inputs) == 1
