@@ -200,6 +200,18 @@ class AuthParty:
         opened to all with error detection. A missing, extra or malformed message, or opened shares not
         on one degree-t polynomial, raise :class:`AbortError`. Raw shares of a degree-t sharing reveal its
         value: open before verify() only what may be revealed even if the adversary shifted it."""
+        if deal_shapes or grrs:
+            self._open_for(what)  # after verify only openings: r is public, new values would be unchecked
+        return (yield from self._round(what, deal, deal_shapes, grrs, opens))
+
+    def _round(
+        self,
+        what: str,
+        deal: F.FieldArray | None = None,
+        deal_shapes: Mapping[int, tuple[int, ...]] | None = None,
+        grrs: Sequence[F.FieldArray] = (),
+        opens: Sequence[F.FieldArray] = (),
+    ) -> PartyGen[tuple[dict[int, F.FieldArray], list[F.FieldArray], list[F.FieldArray]]]:
         ctx, me = self.ctx, self.ctx.party
         m, t = ctx.params.m, ctx.params.t
         shapes = dict(deal_shapes or {})
@@ -262,9 +274,9 @@ class AuthParty:
         round makes [r x_j]: 2 rounds. A dealer may choose its values (the ideal model allows it); the value
         is the one the honest shares define (and, for even m, verify() checks they define one)."""
         self._open_for("share_inputs")
-        dealt, _, _ = yield from self.round("input sharing", deal=values, deal_shapes=shapes)
+        dealt, _, _ = yield from self._round("input sharing", deal=values, deal_shapes=shapes)
         order = sorted(dealt)
-        _, macs, _ = yield from self.round("input MACs", grrs=[F.mul(self.key, dealt[j]) for j in order])
+        _, macs, _ = yield from self._round("input MACs", grrs=[F.mul(self.key, dealt[j]) for j in order])
         out = {j: Auth(dealt[j], mac) for j, mac in zip(order, macs, strict=True)}
         self._track(list(out.values()))
         return out
@@ -277,7 +289,7 @@ class AuthParty:
             if a.shape != b.shape:
                 raise ValueError(f"multiply: shapes {a.shape} and {b.shape} differ")
             grrs += [F.mul(a.x, b.x), F.mul(a.mac, b.x)]
-        _, res, _ = yield from self.round("multiply", grrs=grrs)
+        _, res, _ = yield from self._round("multiply", grrs=grrs)
         out = [Auth(res[2 * i], res[2 * i + 1]) for i in range(len(pairs))]
         self._track(out)
         return out
@@ -289,9 +301,9 @@ class AuthParty:
         both (s, r s) and (u, r u) join the check, which catches a shifted square."""
         s = self.draw((n,))
         squares = [F.mul(self.key, s), F.mul(s, s)]
-        _, (rs, u_sh), _ = yield from self.round("random bits: squares", grrs=squares)
+        _, (rs, u_sh), _ = yield from self._round("random bits: squares", grrs=squares)
         what = "random bits: opened squares"
-        _, (ru,), (u,) = yield from self.round(what, grrs=[F.mul(rs, s)], opens=[u_sh])
+        _, (ru,), (u,) = yield from self._round(what, grrs=[F.mul(rs, s)], opens=[u_sh])
         self._track([Auth(s, rs), Auth(u_sh, ru)])
         root = F.sqrt(u)
         if np.any(F.equal(u, F.zeros(u.shape[:-1]))):
@@ -305,13 +317,13 @@ class AuthParty:
         """The batch check of every pair made so far in this step (3 rounds, see the module docstring).
         Raises :class:`AbortError` if it fails; afterwards the key r is public and only :meth:`open` runs."""
         self._open_for("verify")
-        self._closed = True
         ctx, t = self.ctx, self.ctx.params.t
         z, _ = _flatten(self._values)
         mac, _ = _flatten(self._macs)
         # one PRSS call for the three values verify draws: the coin seed (opened), beta and the even-m mask
         seed_share, beta, mask = ctx.prss.random(P_VERIFY, self.step, (3, 1))
-        _, _, (seed, r) = yield from self.round("verify: coin and key", opens=[seed_share, self.key])
+        self._closed = True  # r is opened next: no new values under this key
+        _, _, (seed, r) = yield from self._round("verify: coin and key", opens=[seed_share, self.key])
         n = z.shape[0]
         u = w = F.zeros((1,))
         if n:
@@ -322,10 +334,10 @@ class AuthParty:
         if ctx.params.m > 2 * t + 1 and n:  # even m: the degree test over every sharing of the step
             every = np.concatenate([z, mac])
             opens = [F.add(F.lincomb(self._coin(seed, 1, 2 * n), every)[None], mask)]
-        _, (v_share,), _ = yield from self.round(
+        _, (v_share,), _ = yield from self._round(
             "verify: CheckZero product", grrs=[F.mul(big_t, beta)], opens=opens
         )
-        _, _, (v,) = yield from self.round("verify: CheckZero opening", opens=[v_share])
+        _, _, (v,) = yield from self._round("verify: CheckZero opening", opens=[v_share])
         if not F.equal(v, F.zeros((1,))).all():
             raise self._abort(
                 self.rounds, "verify", "the MAC check failed: a product, a square or an input MAC was altered"
@@ -341,5 +353,5 @@ class AuthParty:
         """Open authenticated values to every party with error detection (1 round), after verify()."""
         if not self.verified:
             raise ValueError("open: authenticated values are opened only after verify() has passed")
-        _, _, opened = yield from self.round("open outputs", opens=[a.x for a in values])
+        _, _, opened = yield from self._round("open outputs", opens=[a.x for a in values])
         return opened

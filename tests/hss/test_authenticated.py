@@ -245,6 +245,9 @@ def test_verify_refuses_reuse_and_open_needs_verify() -> None:
     assert all(ap.verified for ap in aps.values())
     with pytest.raises(ValueError, match="closed"):
         next(aps[1].multiply([]))
+    with pytest.raises(ValueError, match="closed"):  # the public round: openings only, after verify
+        next(aps[1].round("late product", grrs=[F.from_ints([1])]))
+    assert isinstance(next(aps[1].round("late opening", opens=[F.from_ints([1])])), dict)
 
 
 # -- views: what a coalition receives does not depend on the honest parties' secrets ------------------------
