@@ -55,8 +55,8 @@ import numpy as np
 from hss import field as F
 from hss.primitives import grr_combine, grr_deal
 from hss.randomness import Prf, SecureRandom, derive_key
-from hss.runtime import Inbox, Outbox, PartyGen, Payload, ProtocolError, pack
-from hss.session import PartyContext
+from hss.runtime import RECEIVER, Inbox, Outbox, PartyGen, Payload, ProtocolError, pack
+from hss.session import PartyContext, SessionParams
 from hss.sharing import ShareError, recombine, split
 
 #: PRSS purposes of this module (hss.primitives uses 1..7, hss.svt 101..106): the MAC key; verify's draws
@@ -125,6 +125,24 @@ def _unflatten(flat: F.FieldArray, shapes: list[tuple[int, ...]]) -> list[F.Fiel
         out.append(np.ascontiguousarray(flat[pos : pos + size]).reshape(*shp, 2))
         pos += size
     return out
+
+
+def _checked_messages(inbox: Inbox, elements: dict[int, int]) -> dict[int, Payload]:
+    """Each expected sender's payload as an (n, 2) array of canonical field elements; ValueError otherwise."""
+    if set(inbox) != set(elements):
+        missing, extra = sorted(set(elements) - set(inbox)), sorted(set(inbox) - set(elements))
+        raise ValueError(f"{len(missing)} message(s) missing, {len(extra)} unexpected")
+    got: dict[int, Payload] = {}
+    for j, n in elements.items():
+        msg = inbox[j]
+        if msg.dtype != np.uint64 or msg.ndim != 1 or msg.size != 2 * n:
+            raise ValueError(f"a message of {msg.size} words where {2 * n} were expected")
+        arr = msg.reshape(-1, 2)
+        hi, lo = arr[:, 1], arr[:, 0]
+        if np.any((hi >> np.uint64(63)) | ((hi == _HI_P) & (lo == _LO_P))):
+            raise ValueError("a message carries a non-canonical field element")
+        got[j] = np.ascontiguousarray(arr)
+    return got
 
 
 class AuthParty:
@@ -250,20 +268,10 @@ class AuthParty:
         return dealt, _unflatten(reshared, g_shapes), _unflatten(opened, o_shapes)
 
     def _receive(self, inbox: Inbox, elements: dict[int, int], rnd: int, what: str) -> dict[int, Payload]:
-        if set(inbox) != set(elements):
-            missing, extra = sorted(set(elements) - set(inbox)), sorted(set(inbox) - set(elements))
-            raise self._abort(rnd, what, f"{len(missing)} message(s) missing, {len(extra)} unexpected")
-        got: dict[int, Payload] = {}
-        for j, n in elements.items():
-            msg = inbox[j]
-            if msg.dtype != np.uint64 or msg.ndim != 1 or msg.size != 2 * n:
-                raise self._abort(rnd, what, f"a message of {msg.size} words where {2 * n} were expected")
-            arr = msg.reshape(-1, 2)
-            hi, lo = arr[:, 1], arr[:, 0]
-            if np.any((hi >> np.uint64(63)) | ((hi == _HI_P) & (lo == _LO_P))):
-                raise self._abort(rnd, what, "a message carries a non-canonical field element")
-            got[j] = np.ascontiguousarray(arr)
-        return got
+        try:
+            return _checked_messages(inbox, elements)
+        except ValueError as exc:
+            raise self._abort(rnd, what, str(exc)) from exc
 
     # -- the protocols ---------------------------------------------------------------------------------
 
@@ -355,3 +363,32 @@ class AuthParty:
             raise ValueError("open: authenticated values are opened only after verify() has passed")
         _, _, opened = yield from self._round("open outputs", opens=[a.x for a in values])
         return opened
+
+    def open_to_receiver(self, values: Sequence[Auth]) -> PartyGen[None]:
+        """Send this party's raw degree-t shares of ``values`` to the receiver (1 round), after verify();
+        the receiver decodes with :func:`receive_checked`. The receiver (not colluding with any party) learns
+        the output polynomials: the values and fresh resharing randomness, nothing else."""
+        if not self.verified:
+            raise ValueError("open_to_receiver: outputs are opened only after verify() has passed")
+        flat, _ = _flatten([a.x for a in values])
+        self.rounds += 1
+        yield {RECEIVER: pack(flat)}
+        return None
+
+
+def receive_checked(
+    params: SessionParams, inbox: Inbox, shapes: Sequence[tuple[int, ...]], step: int, rnd: int
+) -> list[F.FieldArray]:
+    """The receiver's error-detecting opening of :meth:`AuthParty.open_to_receiver`: the m raw shares of
+    each value must all be there and lie on one polynomial of degree t, else :class:`AbortError` (so an
+    abort by any honest party, which then sends nothing, is an abort for the receiver too)."""
+    what = "receiver: outputs"
+    sizes = [math.prod(s) for s in shapes]
+    try:
+        got = _checked_messages(inbox, {j: sum(sizes) for j in range(1, params.m + 1)})
+        opened = recombine(got, params.t)
+    except ShareError as exc:
+        raise AbortError(step, rnd, what, "shares do not lie on one polynomial of degree t") from exc
+    except ValueError as exc:
+        raise AbortError(step, rnd, what, str(exc)) from exc
+    return _unflatten(opened, list(shapes))

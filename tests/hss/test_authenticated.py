@@ -11,6 +11,7 @@ bits), and the honest parties that output agree.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -22,8 +23,8 @@ from scipy import stats
 
 from hss import field as F
 from hss import primitives as prim
-from hss.authenticated import AbortError, AuthParty, add, mul_public, sub
-from hss.runtime import Inbox, Machine, PartyGen, Payload, run_in_memory
+from hss.authenticated import AbortError, AuthParty, add, mul_public, receive_checked, sub
+from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, Payload, run_in_memory
 from tests.hss.conftest import make_session
 
 N = 3  # values per party in the tampering runs
@@ -368,3 +369,44 @@ def test_an_opening_to_all_can_abort_selectively() -> None:
     outcome = run_adversarial(machines, {1}, make_tamper("additive", 10, 2, 0))
     assert isinstance(outcome[2], AbortError) and outcome[2].round == 10
     assert honest_outcome(outcome, {1}, inputs) == 1
+
+
+def test_outputs_to_the_receiver_are_checked() -> None:
+    """open_to_receiver / receive_checked: the receiver gets the products, and aborts on a shifted, missing or
+    non-canonical share (it needs all m shares on one degree-t polynomial)."""
+    m, n = 5, 4
+    params, ctxs, rngs = make_session(m, seed="receiver")
+    vals = {p: F.from_ints([p * 100 + i for i in range(n)]) for p in ctxs}
+
+    def proto(ap: AuthParty) -> PartyGen[None]:
+        own = vals[ap.ctx.party] if ap.ctx.party in (1, 2) else None
+        xs = yield from ap.share_inputs(own, {1: (n,), 2: (n,)})
+        (prod,) = yield from ap.multiply([(xs[1], xs[2])])
+        yield from ap.verify()
+        yield from ap.open_to_receiver([prod, xs[1]])
+
+    def run(tamper: Callable[[int, int, int, Payload], Payload] | None = None) -> Inbox:
+        machines = {p: Machine(p, proto(AuthParty(c, rngs[p], 4))) for p, c in ctxs.items()}
+        _, tr = run_in_memory(machines, tamper=tamper)
+        assert tr.rounds == 7
+        return tr.to_receiver[-1]
+
+    prod, x1 = receive_checked(params, run(), [(n,), (n,)], step=4, rnd=7)
+    assert ints(prod) == [(100 + i) * (200 + i) for i in range(n)] and ints(x1) == [100 + i for i in range(n)]
+
+    def shifted(rnd: int, src: int, dst: int, pl: Payload) -> Payload:
+        if dst == RECEIVER and src == 3:
+            return F.add(pl.reshape(-1, 2), F.const(1)).reshape(-1)
+        return pl
+
+    with pytest.raises(AbortError, match=re.escape("round 7 (receiver: outputs): shares do not lie")):
+        receive_checked(params, run(shifted), [(n,), (n,)], step=4, rnd=7)
+    inbox = run()
+    del inbox[2]
+    with pytest.raises(AbortError, match=re.escape("1 message(s) missing")):
+        receive_checked(params, inbox, [(n,), (n,)], step=4, rnd=7)
+    inbox = run()
+    inbox[2] = inbox[2].copy()
+    inbox[2][1] = np.uint64(2**64 - 1)
+    with pytest.raises(AbortError, match="non-canonical"):
+        receive_checked(params, inbox, [(n,), (n,)], step=4, rnd=7)
