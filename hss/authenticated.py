@@ -16,8 +16,8 @@ every other; each checks that all m shares lie on one polynomial of degree t (``
 The t + 1 (m odd) or t + 2 (m even) honest shares fix that polynomial, so a corrupt share either agrees
 with it or makes the receiving party abort: a rushing adversary cannot shift an opened value. Raw shares
 of a degree-t sharing reveal only its value to a coalition of t (the polynomial is fixed by the value and
-the coalition's t shares). Random bits (:meth:`AuthParty.random_bits`) square a PRSS value with the
-duplicated multiplication and open the square u this way; u = 0 or a non-square is refused (abort).
+the coalition's t shares). Random bits (:meth:`AuthParty.random_bits`) square a PRSS value s, with the
+square's MAC (r s) s, and open the square u this way; u = 0 or a non-square is refused (abort).
 
 Soundness (the check passes although some value is wrong: probability at most 3/p < 2^-125). Take the
 sharings as the honest parties' shares define them. GRR with corrupt dealers gives z = x y + d1 and
@@ -37,11 +37,12 @@ honest shares always lie on one polynomial and this test is skipped.
 What a coalition learns under deviation: the same as semi-honest, because nothing depending on a secret is
 opened before the check except the squares u (which reveal s^2 + d1, hence the bit's s up to sign only),
 and r and the seed are opened only after every value exists. Outputs are opened only after :meth:`verify`
-passed (:meth:`open`). Not covered: fairness, guaranteed output delivery, identifiable abort (the error
-names the step, the round and what was checked, not a party); abort is selective when outputs are opened
-to all parties (a corrupt party can make one honest party abort and not another); opened to the receiver,
-which needs all m consistent shares, it is unanimous. One :class:`AuthParty` serves one step: after
-:meth:`verify` the key r is public and the party refuses new values (a new step takes a new key).
+passed (:meth:`open`, :meth:`open_to_receiver`). Not covered: fairness, guaranteed output delivery,
+identifiable abort (the error names the step, the round and what was checked, not a party); abort is
+selective when outputs are opened to all parties (a corrupt party can make one honest party abort and not
+another); opened to the receiver, which needs all m consistent shares, it is unanimous. One
+:class:`AuthParty` serves one step: after :meth:`verify` the key r is public and the party refuses new
+values (a new step takes a new key).
 """
 
 from __future__ import annotations
@@ -282,6 +283,8 @@ class AuthParty:
         round makes [r x_j]: 2 rounds. A dealer may choose its values (the ideal model allows it); the value
         is the one the honest shares define (and, for even m, verify() checks they define one)."""
         self._open_for("share_inputs")
+        if values is not None and self.ctx.party not in shapes:
+            raise ValueError(f"share_inputs: party {self.ctx.party} has values but no shape in {shapes}")
         dealt, _, _ = yield from self._round("input sharing", deal=values, deal_shapes=shapes)
         order = sorted(dealt)
         _, macs, _ = yield from self._round("input MACs", grrs=[F.mul(self.key, dealt[j]) for j in order])
