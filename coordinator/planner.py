@@ -281,7 +281,10 @@ def other_views(exp: Experiment, model: Model, reports: dict[int, object], run_i
             f"{target.text()}) in other views: " + "; ".join(views)
         )
         break  # every registry with the same view charges the same events
-    return ["privacy of this run in other views (the same events, scaled exactly):", *lines] if lines else []
+    head = "privacy of this run in other views (the same events, scaled exactly; GDP readings"
+    if target.accountant == "renyi":  # the bits' Renyi bound is per view: stated for the registries' own
+        head += ", valid whatever the accountant; the Renyi filter's figure is the registries' own view's"
+    return [head + "):", *lines] if lines else []
 
 
 def planned_experiment(exp: Experiment, p: McmcPlan) -> Experiment:

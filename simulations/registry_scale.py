@@ -69,6 +69,8 @@ from mechanisms.planning import (
     warmup_of,
 )
 from mechanisms.privacy.conversions import gdp_eps, gdp_mu
+from mechanisms.privacy.renyi import BitRdpTable, bit_rdp_table, budget_order, rdp_eps
+from mechanisms.privacy.reveal_sign import PenaltyAcceptance
 from mechanisms.samplers import (
     ConfidentialRule,
     GaussianProposal,
@@ -144,7 +146,13 @@ def dp_warm_start(model: Model, data: list[dict[str, F64]], n: int, mu: float, s
 
 
 def averaged_statistics(
-    ws: WarmStart, inflate: float, offset: F64, seed: int, repeats: int = 3, steps: int = 400
+    ws: WarmStart,
+    inflate: float,
+    offset: F64,
+    seed: int,
+    repeats: int = 3,
+    steps: int = 400,
+    rdp_table: BitRdpTable | None = None,
 ) -> Any:
     """proposal_statistics averaged over ``repeats`` draws of the DP mean's error (one draw is noisy), for
     ``CHAINS`` chains of ``steps`` proposals (ESS per proposal depends on the chains' length)."""
@@ -160,6 +168,7 @@ def averaged_statistics(
             offset_cov=offset,
             chains=CHAINS,
             steps=steps,
+            rdp_table=rdp_table,
         )
         for k in range(repeats)
     ]
@@ -169,6 +178,7 @@ def averaged_statistics(
         acceptance=float(np.mean([r.acceptance for r in runs])),
         asked=float(np.mean([r.asked for r in runs])),
         ess_per_proposal=float(np.mean([r.ess_per_proposal for r in runs])),
+        mean_rho=None if rdp_table is None else float(np.mean([r.mean_rho for r in runs])),
     )
 
 
@@ -190,6 +200,29 @@ def eps_for_ess(stats: Any, residual: int, ess: float, mu_warm: float) -> tuple[
     proposals = ess / stats.ess_per_proposal + warm
     mu = math.sqrt(mu_warm**2 * M / residual + per * proposals)
     return gdp_eps(mu, DELTA), math.ceil(proposals / CHAINS)
+
+
+def renyi_eps_for_ess(
+    ws: WarmStart, inflate: float, offset: F64, seed: int, stats: Any, eps_gdp: float, mu_warm: float
+) -> tuple[float, float]:
+    """(ε at δ, order) that buy ESS_TARGET against the coordinator under the registries' Rényi filter: the
+    same planned proposals (``stats``' ESS per proposal and warm-up), each charged E[ρ_bit(α, Δ)] over the
+    same simulated decisions (the seeds of ``stats``' first pass) with the ledger's table, the warm start
+    αμ²/2; α the order a registry whose budget is that ε fixes (``budget_order``, iterated from the GDP ε)."""
+    alpha = budget_order(eps_gdp, DELTA)
+    eps = math.inf
+    for _ in range(4):
+        table = bit_rdp_table(PenaltyAcceptance(SD_TOTAL), float(stats.cap), (alpha,))
+        st = averaged_statistics(ws, inflate, offset, seed, rdp_table=table)
+        proposals = ESS_TARGET / stats.ess_per_proposal + CHAINS * math.ceil(
+            5.0 / max(stats.acceptance, 1e-3)
+        )
+        eps = rdp_eps(alpha * mu_warm**2 / 2.0 + st.asked * st.mean_rho * proposals, alpha, DELTA)
+        nxt = budget_order(eps, DELTA)
+        if nxt == alpha:
+            break
+        alpha = nxt
+    return eps, alpha
 
 
 @dataclass
@@ -280,10 +313,13 @@ def one(name: str, n: int, validate: bool, seed: int) -> dict[str, Any]:
     stats = dataclasses.replace(stats, ess_per_proposal=short.ess_per_proposal)
     eps, iterations = eps_for_ess(stats, M, ESS_TARGET, mu_warm)
     eps_plain, _ = eps_for_ess(stats, 1, ESS_TARGET, mu_warm)
+    eps_renyi, order = renyi_eps_for_ess(ws, inflate, offset, seed, stats, eps, mu_warm)
     row: dict[str, Any] = {
         "model": name,
         "n": n,
         "eps_confidential": eps,
+        "eps_confidential_renyi": eps_renyi,
+        "renyi_order": order,
         "eps_plain_penalty": eps_plain,
         "iterations": iterations,
         "mu_warm": mu_warm,
@@ -373,6 +409,14 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
             marker=marker,
             label=f"{name}: confidential accept-reject",
         )
+        if all("eps_confidential_renyi" in r for r in rs):
+            ax.plot(
+                ns,
+                [r["eps_confidential_renyi"] for r in rs],
+                marker=marker,
+                ls=":",
+                label=f"{name}: the same, registries with a Renyi filter",
+            )
         ax.plot(
             ns,
             [r["eps_plain_penalty"] for r in rs],

@@ -53,11 +53,6 @@ def privacy_statement(
         return f"reported events could not be recomposed: {recomputed['error']}"
     parts = []
     renyi = recomputed.get("renyi_eps_at_delta")
-    if renyi is not None:  # the party's own accountant first; the GDP reading of the same events beside it
-        parts.append(
-            f"epsilon = {renyi:.4g} at delta = {recomputed['delta']:.3g} by its Renyi filter (order "
-            f"{recomputed['renyi_order']:g}); the GDP reading of the same events:"
-        )
     mu = recomputed.get("gdp_mu")
     if mu is not None:
         parts.append(f"GDP mu = {mu:.4g}")
@@ -71,6 +66,11 @@ def privacy_statement(
             "confidential accept-reject amplifies it)"
         )
     spent = "spent " + ", ".join(parts) if parts else "spent nothing it accounts"
+    if renyi is not None:  # the party's own accountant first; the GDP reading of the same events beside it
+        spent = (
+            f"spent epsilon = {renyi:.4g} at delta = {recomputed['delta']:.3g} by its Renyi filter (order "
+            f"{recomputed['renyi_order']:g}); the GDP reading of the same events: " + ", ".join(parts)
+        )
     if reported.get("budget_configured"):
         spent += (
             f"; its ledger: {reported['spent']:.4g} of {reported['limit']:.4g} ({reported['unit']}), "

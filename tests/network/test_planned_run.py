@@ -203,9 +203,11 @@ def test_planned_run_under_the_registries_renyi_filter(tmp_path: Path) -> None:
         assert report.budget.spent <= 25.0 * (1 + 1e-9)
         statement = json.loads((tmp_path / "r" / "privacy" / f"party-{pid}.json").read_text())["statement"]
         assert "by its Renyi filter" in statement, statement
-        gdp_eps = json.loads((tmp_path / "r" / "privacy" / f"party-{pid}.json").read_text())[
-            "recomputed_here"
-        ]["eps_at_delta"]
+        here = json.loads((tmp_path / "r" / "privacy" / f"party-{pid}.json").read_text())["recomputed_here"]
+        assert here["renyi_eps_at_delta"] == pytest.approx(
+            by_hand, rel=1e-9
+        )  # the coordinator's recomposition
+        gdp_eps = here["eps_at_delta"]
         assert report.budget.spent < gdp_eps  # the bits' Renyi bound pays for the looser conversion here
     summary = (tmp_path / "r" / "summary.txt").read_text()
     rows = [line.split() for line in summary.splitlines() if line.startswith(("intercept ", "b1 ", "b2 "))][
