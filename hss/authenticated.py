@@ -54,7 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hss import field as F
-from hss.primitives import grr_combine, grr_deal
+from hss.primitives import flatten, grr_combine, grr_deal, unflatten
 from hss.randomness import Prf, SecureRandom, derive_key
 from hss.runtime import RECEIVER, Inbox, Outbox, PartyGen, Payload, ProtocolError, pack
 from hss.session import PartyContext, SessionParams
@@ -110,22 +110,6 @@ def mul_public(a: Auth, c: int | F.FieldArray) -> Auth:
     if isinstance(c, int):
         return Auth(F.mul_scalar(a.x, c), F.mul_scalar(a.mac, c))
     return Auth(F.mul(a.x, c), F.mul(a.mac, c))
-
-
-def _flatten(arrs: Sequence[F.FieldArray]) -> tuple[F.FieldArray, list[tuple[int, ...]]]:
-    shapes = [tuple(a.shape[:-1]) for a in arrs]
-    if not arrs:
-        return F.zeros((0,)), shapes
-    return np.concatenate([np.ascontiguousarray(a).reshape(-1, 2) for a in arrs]), shapes
-
-
-def _unflatten(flat: F.FieldArray, shapes: list[tuple[int, ...]]) -> list[F.FieldArray]:
-    out, pos = [], 0
-    for shp in shapes:
-        size = math.prod(shp)
-        out.append(np.ascontiguousarray(flat[pos : pos + size]).reshape(*shp, 2))
-        pos += size
-    return out
 
 
 def _checked_messages(inbox: Inbox, elements: dict[int, int]) -> dict[int, Payload]:
@@ -237,8 +221,8 @@ class AuthParty:
         sizes = {j: math.prod(shapes[j]) if j in shapes else 0 for j in ctx.all}
         if sizes[me] and (deal is None or tuple(deal.shape[:-1]) != shapes[me]):
             raise ValueError(f"{what}: party {me} must deal values of shape {shapes[me]}")
-        g_flat, g_shapes = _flatten(grrs)
-        o_flat, o_shapes = _flatten(opens)
+        g_flat, g_shapes = flatten(grrs)
+        o_flat, o_shapes = flatten(opens)
         ng, no = g_flat.shape[0], o_flat.shape[0]
         empty = np.zeros((m, 0, 2), dtype=np.uint64)
         assert deal is not None or not sizes[me]
@@ -266,7 +250,7 @@ class AuthParty:
             except ShareError as exc:
                 reason = "opened shares do not lie on one polynomial of degree t"
                 raise self._abort(rnd, what, reason) from exc
-        return dealt, _unflatten(reshared, g_shapes), _unflatten(opened, o_shapes)
+        return dealt, unflatten(reshared, g_shapes), unflatten(opened, o_shapes)
 
     def _receive(self, inbox: Inbox, elements: dict[int, int], rnd: int, what: str) -> dict[int, Payload]:
         try:
@@ -329,8 +313,8 @@ class AuthParty:
         Raises :class:`AbortError` if it fails; afterwards the key r is public and only :meth:`open` runs."""
         self._open_for("verify")
         ctx, t = self.ctx, self.ctx.params.t
-        z, _ = _flatten(self._values)
-        mac, _ = _flatten(self._macs)
+        z, _ = flatten(self._values)
+        mac, _ = flatten(self._macs)
         # one PRSS call for the three values verify draws: the coin seed (opened), beta and the even-m mask
         seed_share, beta, mask = ctx.prss.random(P_VERIFY, self.step, (3, 1))
         self._closed = True  # r is opened next: no new values under this key
@@ -373,7 +357,7 @@ class AuthParty:
         the output polynomials: the values and fresh resharing randomness, nothing else."""
         if not self.verified:
             raise ValueError("open_to_receiver: outputs are opened only after verify() has passed")
-        flat, _ = _flatten([a.x for a in values])
+        flat, _ = flatten([a.x for a in values])
         self.rounds += 1
         yield {RECEIVER: pack(flat)}
         return None
@@ -394,4 +378,4 @@ def receive_checked(
         raise AbortError(step, rnd, what, "shares do not lie on one polynomial of degree t") from exc
     except ValueError as exc:
         raise AbortError(step, rnd, what, str(exc)) from exc
-    return _unflatten(opened, list(shapes))
+    return unflatten(opened, list(shapes))

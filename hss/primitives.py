@@ -164,14 +164,15 @@ def bits_from_roots(s: F.FieldArray, v: F.FieldArray) -> F.FieldArray:
 # one round of messages carrying several kinds of payload
 
 
-def _flatten(arrs: Sequence[F.FieldArray]) -> tuple[F.FieldArray, list[tuple[int, ...]]]:
-    shapes = [a.shape[:-1] for a in arrs]
+def flatten(arrs: Sequence[F.FieldArray]) -> tuple[F.FieldArray, list[tuple[int, ...]]]:
+    """Field arrays of any shapes as one flat (n, 2) array and their shapes (``unflatten`` inverts it)."""
+    shapes = [tuple(a.shape[:-1]) for a in arrs]
     if not arrs:
         return F.zeros((0,)), shapes
     return np.concatenate([np.ascontiguousarray(a).reshape(-1, 2) for a in arrs]), shapes
 
 
-def _unflatten(flat: F.FieldArray, shapes: list[tuple[int, ...]]) -> list[F.FieldArray]:
+def unflatten(flat: F.FieldArray, shapes: list[tuple[int, ...]]) -> list[F.FieldArray]:
     out, pos = [], 0
     for shp in shapes:
         size = math.prod(shp)
@@ -197,9 +198,9 @@ def exchange(
     over all parties; ``grrs``: degree-2t shares reshared to degree t (Gennaro-Rabin-Rabin).
     """
     m, t = ctx.params.m, ctx.params.t
-    o_flat, o_shapes = _flatten(opens)
-    d_flat, d_shapes = _flatten(deals)
-    g_flat, g_shapes = _flatten(grrs)
+    o_flat, o_shapes = flatten(opens)
+    d_flat, d_shapes = flatten(deals)
+    g_flat, g_shapes = flatten(grrs)
     no, nd, ng = o_flat.shape[0], d_flat.shape[0], g_flat.shape[0]
     mine = masked_contribution(ctx, o_flat, purpose, step) if no else o_flat
     d_rows = split(d_flat, t, m, rng) if nd else np.zeros((m, 0, 2), dtype=np.uint64)
@@ -217,7 +218,7 @@ def exchange(
         deal_sum = F.lincomb(ones, np.stack(rows))
     if ng:
         reshared = grr_combine(ctx, g_rows[me - 1], {j: got[j][no + nd :] for j in ctx.others})
-    return _unflatten(opened, o_shapes), _unflatten(deal_sum, d_shapes), _unflatten(reshared, g_shapes)
+    return unflatten(opened, o_shapes), unflatten(deal_sum, d_shapes), unflatten(reshared, g_shapes)
 
 
 # ---------------------------------------------------------------------------------------------------------
