@@ -23,6 +23,11 @@ reaches) with sup |z* − z| ≤ |k* − k| T + L, and never more than max(e^{z}
 positive). The first form is proportional to the step: for the small steps of an MCMC chain it is ~20x tighter
 than e^{Z} alone (what this bound was until 2026-11-26), so the penalty with ``c = "bound"`` is usable; e^{Z},
 the survival term at the shortest scale in the box, still multiplies it (large when t_max / λ_min is).
+
+Taken term by term that bound was 1.8-13x (median 3.8x) the largest change any allowed record makes: the
+sups over t and x are reached at different records. ``record_ratio_bound`` is now the smaller of it and the
+sup taken jointly (:mod:`mechanisms.models.weibull_bound`: the change depends on the record only through
+(z, z*), a convex set in the plane whose boundary holds the sup; within 0.1-2 % of a brute force).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from scipy import optimize
 
 from mechanisms.models.base import F64, Column, Data, Model, as_batch
 from mechanisms.models.ellipsoid import CovariateRegion
+from mechanisms.models.weibull_bound import joint_record_bound
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,8 @@ class WeibullRegression(CovariateRegion, Model):
         return self.eta_extent(beta[:, 0], beta[:, 1:])
 
     def record_ratio_bound(self, theta: F64, theta_star: F64) -> F64 | None:
-        """The loose public bound of the module docstring (finite because t and x are bounded)."""
+        """The smaller of the term-by-term bound of the module docstring (finite because t and x are bounded)
+        and the sup of the change taken jointly over the record (``weibull_bound``: 2-13x tighter)."""
         a, b = as_batch(theta, self.d), as_batch(theta_star, self.d)
         k0, k1 = np.exp(a[:, 0]), np.exp(b[:, 0])
         c = k0[:, None] * a[:, 1:] - k1[:, None] * b[:, 1:]
@@ -123,7 +130,12 @@ class WeibullRegression(CovariateRegion, Model):
         top = np.maximum(surv[0], surv[1])  # e^Z
         surv_change = np.minimum(top, top * (np.abs(k1 - k0) * log_t + lin))  # sup |e^{z*} - e^z|
         bound = np.abs(b[:, 0] - a[:, 0]) + lin + np.abs(k1 - k0) * log_t + surv_change
-        return np.asarray(bound, dtype=np.float64)
+        ell = self.ellipsoid
+        joint = joint_record_bound(
+            k0, a[:, 1:], k1, b[:, 1:], (float(np.log(self.t_min)), float(np.log(self.t_max))), self.x_bound,
+            None if ell is None else (ell.mu, ell.matrix, ell.radius),
+        )  # fmt: skip
+        return np.asarray(np.minimum(bound, joint), dtype=np.float64)  # both bound the same sup: the smaller
 
     def score_norm_bound(self, theta: F64 | None = None) -> float | None:
         """sup over the records the model allows of ‖∇_θ log p(x | θ)‖₂ at ``theta`` (None without one: it
