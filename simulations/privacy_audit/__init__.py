@@ -14,17 +14,18 @@ membership-inference tests (the log-likelihood-ratio test where the two laws are
 transcripts, the colluders' view of the bit — and threshold tests on the observation otherwise),
 Clopper–Pearson-bounds their errors (``mechanisms.privacy.audit``) and compares them with the claim: the
 trade-off curve of the events the registry would charge for ``steps`` decisions (``parties/models_bridge.py``
-with ``coalition_view``; none for an analysis it refuses, e.g. exact MH with the sign reveal).
+with ``coalition_view``; none for an analysis it refuses, e.g. exact MH with the sign reveal), read by the
+PLD accountant or, with ``[audit] accountant = "renyi"``, the Rényi accountant's ε at δ (``claim``).
 
 AUDIT.toml's schema is in :mod:`simulations.privacy_audit.config`. Exit codes: 0 consistent (or no finite
 claim, reported as such), 1 VIOLATED, 2 bad file or arguments.
 
 Modules, in dependency order: ``config`` (AUDIT.toml read and checked), ``setup`` (the neighbouring datasets
-and the audited proposal), ``observe`` (the decision run in memory or on daemons, the observer's tests and
-the claim), ``report`` (the JSON document and the plot), ``svt`` (the federated ABCDP audit), ``release``
-(the DP warm start's releases, kind ``warm-start``: the noisy sums the observer sees in reveal mode ``sum``,
-tested by the Gaussian likelihood ratio against the release's μ), ``command`` (the whole audit and the entry
-point ``run``).
+and the audited proposal), ``observe`` (the decision run in memory or on daemons, the observer's tests),
+``claim`` (what registry 1's ledger would charge, read by the PLD or the Rényi accountant), ``report`` (the
+JSON document and the plot), ``svt`` (the federated ABCDP audit), ``release`` (the DP warm start's releases,
+kind ``warm-start``: the noisy sums the observer sees in reveal mode ``sum``, tested by the Gaussian
+likelihood ratio against the release's μ), ``command`` (the whole audit and the entry point ``run``).
 """
 
 from simulations.privacy_audit.command import HELP, run, run_audit

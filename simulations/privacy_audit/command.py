@@ -11,8 +11,9 @@ from typing import Any
 
 from mechanisms.privacy import coalition_view
 from mechanisms.privacy.audit import audit
+from simulations.privacy_audit.claim import claim_of
 from simulations.privacy_audit.config import AuditConfig, AuditConfigError, load_audit
-from simulations.privacy_audit.observe import claim_of, run_in_memory, run_on_daemons, test_points
+from simulations.privacy_audit.observe import run_in_memory, run_on_daemons, test_points
 from simulations.privacy_audit.report import finish, header, result_doc, sampling
 from simulations.privacy_audit.setup import build
 from simulations.privacy_audit.svt import run_svt_audit
@@ -34,7 +35,8 @@ def run_audit(cfg: AuditConfig, out_dir: Path, daemons: bool = True) -> dict[str
     setup = build(cfg)
     b0, b1 = setup.log_bounds
     a0, a1 = setup.log_r(setup.data_d, b0), setup.log_r(setup.data_d1, b1)
-    claim, claimed_eps, claim_text, _ = claim_of(setup)
+    c = claim_of(setup)
+    claim, claimed_eps = c.curve, c.eps
     o0 = run_in_memory(setup, setup.data_d, b0, cfg.runs)
     o1 = run_in_memory(setup, setup.data_d1, b1, cfg.runs)
     res = audit(test_points(setup, o0, o1, a0, a1), claim, claimed_eps, cfg.delta, cfg.confidence)
@@ -61,7 +63,7 @@ def run_audit(cfg: AuditConfig, out_dir: Path, daemons: bool = True) -> dict[str
             "log_r_D_prime": a1,
         },
         "audit_sampling": sampling(cfg),
-        "claim": {"text": claim_text, "eps_at_delta": claimed_eps, "delta": cfg.delta},
+        "claim": c.doc(cfg.delta),
         "in_memory": result_doc(res, cfg.runs),
     }
     results = [("in memory", res)]
@@ -81,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     except AuditConfigError as exc:
         print(f"confar privacy audit: {exc}", file=sys.stderr)
         return 2
+    print(f"claim: {doc['claim']['text']}")
     print(doc["verdict"])
     print(f"details: {args.out / (cfg.name + '.json')}, plot: {args.out / (cfg.name + '.png')}")
     return 1 if doc["violated"] else 0

@@ -10,6 +10,8 @@ AUDIT.toml::
     confidence = 0.95         # joint confidence of all Clopper-Pearson bounds (Bonferroni)
     delta = 1e-5              # the delta of the stated and the empirical epsilon
     seed = 11                 # the audit's own public sampling (data, canary); recorded in the output
+    accountant = "pld"        # pld | renyi: which accountant's reading of the ledger's events is the claim
+    # renyi_order = 8.0       # renyi only: the one order of the claim (default: the smallest ε over ORDERS)
 
     [model]                   # beta-bernoulli or bayes-logistic (synthetic registries, public seed)
     name = "beta-bernoulli"
@@ -30,6 +32,15 @@ AUDIT.toml::
 
     [threat]
     colluding = 0             # q: 0 = the coordinator; q >= 1 colluders who know their own noise
+
+``accountant = "pld"`` (the default) claims ε(δ) of the PLD/GDP composition of the events registry 1's
+ledger would charge (``mechanisms.privacy.compose_events``); ``"renyi"`` claims what a registry with
+``[budget] accountant = "renyi"`` would: the events its ledger charges with ``rdp_orders`` (a fixed-sd
+penalty's accept bit in the ``sign`` reveal gets its Rényi bound), spent by ``RDPBudget`` at one order
+(``simulations.privacy_audit.claim``). With ``renyi_order`` that order; without it every order of
+``renyi.ORDERS`` and the smallest ε — valid for the FIXED, non-adaptive sequence of decisions an audit
+runs (a registry's filter fixes its order before the run, ``renyi.budget_order``; the smallest ε is the
+strictest claim any of them could back). Kinds ``mh`` and ``rejection`` only.
 
 Kind ``warm-start`` audits one release of the DP warm start (``simulations.privacy_audit.release``): the
 noisy sums each registry adds its Gaussian share to, observed as their total (reveal ``sum``), registry 1
@@ -65,6 +76,7 @@ from coordinator.warm_start import WarmStartSettings, read_warm_start
 F64 = npt.NDArray[np.float64]
 MODELS = ("beta-bernoulli", "bayes-logistic")
 KINDS = ("mh", "rejection", "abcdp", "warm-start")
+ACCOUNTANTS = ("pld", "renyi")
 RELEASES = ("moments", "score", "gradient")
 
 
@@ -98,6 +110,8 @@ class AuditConfig:
     protocol_runs: int = 0  # abcdp: runs through the SVT protocol in memory (the bulk uses its specification)
     release: str | None = None  # warm-start: the audited release (moments, score or gradient)
     warm_start: WarmStartSettings | None = None  # warm-start: the [warm_start] table that sets its noise
+    accountant: str = "pld"  # whose reading of the ledger's events is the claim: "pld" or "renyi"
+    renyi_order: float | None = None  # renyi: the claim's one order (None: the smallest eps over ORDERS)
 
     @property
     def m(self) -> int:
@@ -165,7 +179,7 @@ def _check_keys(r: _Doc) -> None:
         a,
         "audit",
         {"name", "runs", "daemon_runs", "protocol_runs", "steps", "confidence", "delta", "seed"}
-        | {"noise_scale"},
+        | {"noise_scale", "accountant", "renyi_order"},
     )
     r.only(mo, "model", {"name", "params"})
     r.only(da, "data", {"parties", "records", "data_seed"})
@@ -306,6 +320,23 @@ def _warm_start(r: _Doc, kind: str, parties: int, records: int, sampling: dict[s
     return {"release": release, "warm_start": settings}
 
 
+def _accountant(r: _Doc, kind: str) -> dict[str, Any]:
+    """[audit] accountant and renyi_order: which accountant's ε is the claim (and at which Rényi order)."""
+    a = r.table("audit")
+    accountant = r.get(a, "audit", "accountant", str, "pld")
+    if accountant not in ACCOUNTANTS:
+        raise r.err("audit.accountant", f'must be "pld" or "renyi", got {accountant!r}')
+    if accountant == "renyi" and kind not in ("mh", "rejection"):
+        why = f"'renyi' audits the ledger's events of kinds mh and rejection, not {kind!r}"
+        raise r.err("audit.accountant", why)
+    order = r.get(a, "audit", "renyi_order", float, None)
+    if order is not None and accountant != "renyi":
+        raise r.err("audit.renyi_order", 'only with accountant = "renyi"')
+    if order is not None and not (1 < order <= 1000):
+        raise r.err("audit.renyi_order", f"must lie in (1, 1000], got {order}")
+    return {"accountant": accountant, "renyi_order": order}
+
+
 def load_audit(path: str | Path) -> AuditConfig:
     """Read and check AUDIT.toml (schema in the module docstring); errors name the file and the key."""
     path = Path(path)
@@ -316,6 +347,7 @@ def load_audit(path: str | Path) -> AuditConfig:
     rt = _reveal_and_threat(r, md["kind"], md["parties"], sampling["steps"])
     thetas = _thetas(r)
     ws = _warm_start(r, md["kind"], md["parties"], md["records"], sampling)
+    acc = _accountant(r, md["kind"])
     params = dict(r.get(r.table("mechanism"), "mechanism", "params", dict, {}))
     a = r.table("audit")
     return AuditConfig(
@@ -330,4 +362,5 @@ def load_audit(path: str | Path) -> AuditConfig:
         theta=thetas["theta"],
         theta_star=thetas["theta_star"],
         **ws,
+        **acc,
     )

@@ -1,6 +1,6 @@
 """What the observer sees: the audited decision run many times (in memory through the secret-sharing engine,
-or through real party daemons), the membership-inference tests on those observations, and the claim they are
-held against (what registry 1's ledger would charge)."""
+or through real party daemons) and the membership-inference tests on those observations (the claim they are
+held against is :mod:`simulations.privacy_audit.claim`)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,7 @@ from typing import Any
 import numpy as np
 
 from hss.randomness import SecureRandom
-from mechanisms.privacy import (
-    EnvelopeTradeOff,
-    GaussianTradeOff,
-    MetropolisAcceptance,
-    PenaltyAcceptance,
-    PrivacyEvent,
-    ThreatModel,
-    TradeOff,
-    coalition_view,
-    compose_events,
-)
+from mechanisms.privacy import MetropolisAcceptance, PenaltyAcceptance, ThreatModel
 from mechanisms.privacy.audit import AuditPoint, statistic_points, threshold_points
 from mechanisms.privacy.residual import ResidualPenaltyAcceptance
 from mechanisms.samplers import HssDecide
@@ -151,31 +141,3 @@ def test_points(setup: Setup, o0: Observed, o1: Observed, a0: float, a1: float) 
         v0, v1 = v0 - o0.colluders.sum(axis=1), v1 - o1.colluders.sum(axis=1)
     name = f"{cfg.reveal} (summed over {cfg.steps} steps)" if cfg.steps > 1 else cfg.reveal
     return threshold_points(v0, v1, name=name)
-
-
-# ---- the claim ---------------------------------------------------------------------------------------------
-
-
-def claim_of(setup: Setup) -> tuple[TradeOff | None, float | None, str, list[PrivacyEvent]]:
-    """What registry 1 would charge for K decisions of this session, as a trade-off curve and ε(δ)."""
-    from parties.analyses import Unaccountable
-    from parties.registry import get_analysis
-
-    cfg = setup.cfg
-    view = coalition_view(cfg.reveal, cfg.m, cfg.threshold, cfg.colluding)
-    try:
-        batch = {k: np.asarray(v) for k, v in setup.request(cfg.steps).to_inputs().items()}
-        events = get_analysis(cfg.model_name).privacy_events(  # type: ignore[attr-defined]
-            setup.session_params, cfg.reveal, view, cfg.steps, batch  # priced per decision where it is
-        )
-    except Unaccountable as exc:
-        return None, None, f"no finite claim: {exc}", []
-    comp = compose_events(events)
-    eps = comp.eps_at(cfg.delta)
-    if comp.gdp_only:
-        assert comp.mu is not None
-        return GaussianTradeOff(comp.mu), eps, f"{comp.mu:.6g}-GDP (the ledger's events)", events
-    top = min(700.0, max(30.0, 1.5 * eps))
-    grid = np.linspace(0.0, top, 1201)
-    curve = EnvelopeTradeOff(tuple(grid), tuple(np.clip(comp.delta_at_many(grid), 0, 1)), name="claimed")
-    return curve, eps, "the ledger's events (PLD)", events

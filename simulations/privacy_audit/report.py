@@ -74,7 +74,8 @@ def plot(
         ax = fig.add_subplot(1, len(results), i + 1)
         curves: dict[str, TradeOff] = {"empirical (hull of upper bounds)": res.empirical_curve()}
         if claim is not None:
-            curves["claimed (ledger)"] = claim
+            who = "ledger, Renyi accountant" if cfg.accountant == "renyi" else "ledger"
+            curves[f"claimed ({who})"] = claim
         plot_tradeoffs(curves, ax=ax, title=f"{cfg.name}: {where}, {res.points[0].n0} runs per dataset")
         a = np.array([p.alpha for p in res.points])
         b = np.array([p.beta for p in res.points])
