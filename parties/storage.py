@@ -81,6 +81,11 @@ class PartyStorage:
                 ) from exc
             if found is None and seq:
                 raise missing_journal(seq, self.ledger_path, self.cfg.state_dir / JOURNAL_FILE)
+        elif seq:  # every compaction writes it: records up to `seq` were counted there
+            raise RuntimeError(
+                f"{self.ledger_path} is missing but ledger journal {self.cfg.state_dir / JOURNAL_FILE} "
+                f"starts after record {seq}, whose decisions only it held; refusing to start without a ledger"
+            )
         later = found.records_after(seq, self.ledger_path) if found is not None else ()
         return used + sum(int(r.get("decisions", 0)) for r in later)
 

@@ -202,6 +202,9 @@ def test_a_snapshot_older_than_the_journal_is_refused(tmp_path: Path) -> None:
     (cfg.state_dir / "ledger.json").write_bytes(older)
     with pytest.raises(JournalError, match=r"records 7\.\.12 are missing"):
         PartyStorage(cfg, None)
+    (cfg.state_dir / "ledger.json").unlink()  # deleted: the decisions it held are not reset silently
+    with pytest.raises(RuntimeError, match=r"ledger\.json is missing but ledger journal .* after record 12"):
+        PartyStorage(cfg, None)
 
 
 @pytest.mark.parametrize("written", ["privacy", "both"])
