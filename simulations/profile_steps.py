@@ -18,6 +18,7 @@ import cProfile
 import json
 import os
 import pstats
+import shutil
 import tempfile
 import time
 from collections import Counter
@@ -132,6 +133,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         for d in daemons:
             await d.stop(grace=0.5)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
