@@ -159,6 +159,7 @@ class PartyDaemon:
         await self.service.shut_down()
         if self.server is not None:
             await self.server.stop(grace)
+        self.party.store.close()  # the ledger journal folded into the ledger files
         self.audit.record(who=self.cfg.identity, what="Stop")
         self.audit.close()
 

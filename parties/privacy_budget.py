@@ -16,29 +16,35 @@ budget) lives in ``mechanisms.privacy``; this module owns what is specific to th
   analysis without ``privacy_events``, or raising ``Unaccountable`` (unbounded or unknown per-step loss),
   is refused with FAILED_PRECONDITION and the analysis' reason when a budget is configured.
 * **Check before compute, commit before send**: ``check`` dry-runs the batch against the budget
-  (RESOURCE_EXHAUSTED past it); ``commit`` writes the new ledger durably (temporary file, fsync, atomic
-  rename, fsync of the directory) and only then swaps it in, so a share never leaves the party for a batch
-  that is not on disk. A crash between commit and send over-counts, never under-counts.
-* **Persistence** in ``<state_dir>/privacy_ledger.json``: ``{"version": 1, "party": identity, "ledger":
-  PrivacyLedger.to_dict()}``. Consecutive events of the same mechanism and label (one session) are merged
-  into one event with the summed count, so the file grows with sessions, not batches. At start-up a corrupt,
+  (RESOURCE_EXHAUSTED past it); the daemon charges a batch with ``parties.storage.PartyStorage.charge``:
+  :meth:`PrivacyBudgetStore.stage` computes the new ledger, one record of the ledger journal
+  (``parties.journal``: appended, fdatasynced) makes it durable, and only then is it swapped in
+  (:meth:`~PrivacyBudgetStore.install`), so a share never leaves the party for a batch that is not on disk.
+  A crash between charge and send over-counts, never under-counts. :meth:`~PrivacyBudgetStore.commit` (a
+  store without a journal) writes the whole file durably instead.
+* **Persistence** in ``<state_dir>/privacy_ledger.json`` (the snapshot) and the ledger journal (the charges
+  since): ``{"version": 1, "party": identity, "ledger": PrivacyLedger.to_dict(), "journal_seq": k}``, where
+  ``k`` (absent: 0) is the last journal record the snapshot includes; :meth:`PrivacyBudgetStore.load` applies
+  the journal's later records as the commits made them (``parties.charges``). Consecutive events of the same
+  mechanism and label (one session) are merged into one event with the summed count, so the file grows with
+  sessions, not batches. At start-up a corrupt,
   unreadable or foreign (another party's) ledger file is an error naming the file (:class:`LedgerFileError`);
   it is never reset silently. The limit always comes from the current config; the events from the file.
   Without a configured budget nothing is enforced or recorded (an existing ledger file is still validated
   and reported).
-* **Run steps** (run resume, :mod:`parties.replay`): a charge for a session with a ``run_id`` also records
-  the run step in the file's ``run_charges`` list as ranges ``{"run_id", "session", "from_step", "to_step",
-  "decisions", "digest", "noise_key"}`` (consecutive run steps of one session merge into one range;
-  ``digest`` is the step digest of ``to_step``, ``noise_key`` the id of the run noise key; both absent in
-  ledgers written by earlier versions, which still load). The record is in the same atomic write as the
-  events it pays for. A run step evaluated again with the same digest under the same key (a resumed run
-  step a registry charged before it, or another registry, died) reproduces the charged release and is not
-  charged again (:meth:`PrivacyBudgetStore.charged_run_step`); so each run step appears once, unless the
-  party could not recognise it (a lazy-coin session, a lost run key, a step not at the end of a range). A
-  replayed run step is not charged and not recorded. A run whose privacy event covers the whole run
-  (federated ABCDP, ``parties.abcdp``) is recorded once as run step 0 (``from_step = to_step = 0``,
-  ``decisions = 0``, ``digest`` = the step digest of run step 0: the run's plan) and recognised by every
-  later session of the run under the same run noise key, which then charges nothing.
+* **Run steps** (run resume, :mod:`parties.replay`): a charge for a session with a ``run_id`` also records the
+  run step in the file's ``run_charges`` list as ranges ``{"run_id", "session", "from_step", "to_step",
+  "decisions", "digest", "noise_key"}`` (consecutive run steps of one session merge into one range; ``digest``
+  is the step digest of ``to_step``, ``noise_key`` the id of the run noise key; both absent in ledgers written
+  by earlier versions, which still load). The record is in the same durable write (one journal record) as the
+  events it pays for. A run step evaluated again with the same digest under the same key (a resumed run step a
+  registry charged before it, or another registry, died) reproduces the charged release and is not charged
+  again (:meth:`PrivacyBudgetStore.charged_run_step`); so each run step appears once, unless the party could
+  not recognise it (a lazy-coin session, a lost run key, a step not at the end of a range). A replayed run
+  step is not charged and not recorded. A run whose privacy event covers the whole run (federated ABCDP,
+  ``parties.abcdp``) is recorded once as run step 0 (``from_step = to_step = 0``, ``decisions = 0``,
+  ``digest`` = the step digest of run step 0: the run's plan) and recognised by every later session of the run
+  under the same run noise key, which then charges nothing.
 * **Dry run and report** for ``confar privacy plan`` / ``confar privacy report`` (``PlanPrivacy`` and
   ``PrivacyReport`` RPCs): the answers (``proto.records.PlanAnswer`` / ``LedgerReport``, put on the wire by
   ``proto.serde_privacy``) are computed here; neither touches data or the ledger.
@@ -55,7 +61,9 @@ from typing import TYPE_CHECKING, Any
 import numpy.typing as npt
 
 from parties.analyses import Analysis, PrivacyAccounted, Unaccountable
+from parties.charges import merge_events, merge_run_charge, run_step_counts
 from parties.config import PartyConfig
+from parties.journal import JOURNAL_FILE, JournalContents, missing_journal, read_journal
 from parties.refusal import Reason, Refusal
 from proto.files import write_durable
 from proto.records import BudgetState, LedgerReport, PlanAnswer, RunCharge
@@ -75,6 +83,7 @@ if TYPE_CHECKING:  # mechanisms.privacy (dp_accounting, scipy) is imported only 
     Budget = GDPBudget | EpsDeltaBudget | RDPBudget
 
 LEDGER_FILE = "privacy_ledger.json"
+__all__ = ["LEDGER_FILE", "LedgerFileError", "PrivacyBudgetStore", "merge_run_charge", "run_step_counts"]
 
 
 class LedgerFileError(RuntimeError):
@@ -134,69 +143,6 @@ def _refusal_message(spec: SessionSpec, reason: str) -> str:
     )
 
 
-def _merge(events: Sequence[PrivacyEvent]) -> tuple[PrivacyEvent, ...]:
-    """Merge consecutive events of the same mechanism and label (counts add), and consecutive Gaussian events
-    of the same label into one with μ² summed (the per-decision charges of a session: GDP composition is
-    exactly that; Rényi events of the same orders also add their ρ, and a Rényi event is never merged with a
-    plain Gaussian one); composition is unchanged either way, and the ledger grows with sessions, not
-    batches."""
-    from mechanisms.privacy import GaussianEvent, RenyiEvent
-
-    out: list[PrivacyEvent] = []
-    for e in events:
-        last = out[-1] if out else None
-        if last is not None and last.label == e.label and last.mechanism_key() == e.mechanism_key():
-            out[-1] = dataclasses.replace(last, count=last.count + e.count)
-        elif (
-            isinstance(last, GaussianEvent)
-            and isinstance(e, GaussianEvent)
-            and last.label == e.label
-            and "per decision" in (e.label or "")
-            and type(last) is type(e)
-            and (not isinstance(e, RenyiEvent) or (isinstance(last, RenyiEvent) and last.orders == e.orders))
-        ):
-            mu2 = last.count * last.mu**2 + e.count * e.mu**2
-            if isinstance(last, RenyiEvent) and isinstance(e, RenyiEvent):
-                rho = tuple(last.count * a + e.count * b for a, b in zip(last.rho, e.rho, strict=True))
-                out[-1] = dataclasses.replace(last, mu=mu2**0.5, rho=rho, count=1)
-            else:
-                out[-1] = dataclasses.replace(last, mu=mu2**0.5, count=1)
-        else:
-            out.append(e)
-    return tuple(out)
-
-
-def merge_run_charge(charges: Sequence[RunCharge], new: RunCharge) -> list[RunCharge]:
-    """``charges`` plus ``new``, merged into the last range when it continues it (same run, session and noise
-    key); the merged range keeps the digest of its new last step."""
-    out = list(charges)
-    last = out[-1] if out else None
-    if (
-        last is not None
-        and not last.is_whole_run
-        and not new.is_whole_run
-        and (last.run_id, last.session, last.noise_key) == (new.run_id, new.session, new.noise_key)
-        and new.from_step == last.to_step + 1
-    ):
-        out[-1] = dataclasses.replace(
-            last, to_step=new.to_step, decisions=last.decisions + new.decisions, digest=new.digest
-        )
-    else:
-        out.append(new)
-    return out
-
-
-def run_step_counts(charges: Sequence[RunCharge], run_id: str) -> dict[int, int]:
-    """How many times each run step of ``run_id`` was charged (0: the whole-run charge, see
-    :attr:`RunCharge.is_whole_run`)."""
-    counts: dict[int, int] = {}
-    for c in charges:
-        if c.run_id == run_id:
-            for s in range(c.from_step, c.to_step + 1):
-                counts[s] = counts.get(s, 0) + 1
-    return counts
-
-
 class PrivacyBudgetStore:
     """The daemon's privacy ledger: loaded at start-up, checked and committed per batch, persisted."""
 
@@ -210,20 +156,30 @@ class PrivacyBudgetStore:
     ) -> None:
         self.path, self.identity, self.budget, self.ledger = path, identity, budget, ledger
         self.run_charges: list[RunCharge] = list(run_charges)
+        self.journal_seq = 0  # the last ledger journal record applied (parties.journal)
         # eps-at-delta budgets: per mechanism, (the rest of the ledger, its count then, capacity then)
         self._capacity: dict[PrivacyEvent, tuple[tuple[tuple[PrivacyEvent, int], ...], int, int]] = {}
 
     # ---- start-up ----------------------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, cfg: PartyConfig) -> PrivacyBudgetStore:
-        """Read ``<state_dir>/privacy_ledger.json`` (if any) under the configured budget.
+    def load(cls, cfg: PartyConfig, journal: JournalContents | None = None) -> PrivacyBudgetStore:
+        """Read ``<state_dir>/privacy_ledger.json`` (if any) and the ledger journal's later records
+        (``journal`` as the daemon read it, else read here) under the configured budget.
 
         Raises :class:`LedgerFileError` naming the file when it is unreadable, corrupt, another party's, or
-        holds events the configured budget cannot account for."""
+        holds events the configured budget cannot account for; ``parties.journal.JournalError`` naming the
+        journal's file and line when the journal cannot complete it."""
         path = cfg.state_dir / LEDGER_FILE
         budget = configured_budget(cfg)
+        if journal is None:
+            journal = read_journal(cfg.state_dir / JOURNAL_FILE, cfg.identity)
         if budget is None and not path.exists():
+            if journal is not None and any("events" in r or "run" in r for r in journal.records):
+                raise LedgerFileError(
+                    f"ledger journal {journal.path} holds privacy charges not yet in {path}, but no privacy "
+                    "budget is configured; configure it again to start"
+                )
             return cls(path, cfg.identity, None, None)
         path.parent.mkdir(parents=True, exist_ok=True)
         from mechanisms.privacy import PrivacyLedger, UnsupportedEventError
@@ -232,7 +188,12 @@ class PrivacyBudgetStore:
         if tmp.exists():  # a write interrupted before its rename: the old file (if any) is still intact
             tmp.unlink()
         if not path.exists():
-            return cls(path, cfg.identity, budget, PrivacyLedger(budget) if budget is not None else None)
+            assert budget is not None
+            fresh = cls(path, cfg.identity, budget, PrivacyLedger(budget))
+            if journal is not None:
+                fresh.journal_seq = journal.after
+                fresh.replay(journal.records)
+            return fresh
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except OSError as exc:
@@ -254,21 +215,54 @@ class PrivacyBudgetStore:
             if not isinstance(raw_charges, list):
                 raise ValueError("run_charges must be a list")
             charges = [RunCharge.from_dict(c) for c in raw_charges]
+            seq = doc.get("journal_seq", 0)
+            if type(seq) is not int or seq < 0:
+                raise ValueError(f"journal_seq must be an integer >= 0, got {seq!r}")
         except (ValueError, KeyError, TypeError) as exc:
             raise LedgerFileError(
                 f"privacy ledger {path} is corrupt ({type(exc).__name__}: {exc}); refusing to start. "
                 "Restore it from a backup; deleting it would reset this party's privacy spend"
             ) from exc
+        if journal is None and seq:
+            raise missing_journal(seq, path, cfg.state_dir / JOURNAL_FILE)
+        later = journal.records_after(seq, path) if journal is not None else ()
         if budget is None:
-            return cls(path, cfg.identity, None, stored, charges)
-        ledger = PrivacyLedger(budget, stored.events)
-        try:
-            ledger.spent()
-        except UnsupportedEventError as exc:
-            raise LedgerFileError(
-                f"privacy ledger {path} holds events the configured budget cannot account for: {exc}"
-            ) from exc
-        return cls(path, cfg.identity, budget, ledger, charges)
+            store = cls(path, cfg.identity, None, stored, charges)
+        else:
+            store = cls(path, cfg.identity, budget, PrivacyLedger(budget, stored.events), charges)
+        store.journal_seq = seq
+        store.replay(later)
+        if budget is not None:
+            assert store.ledger is not None
+            try:
+                store.ledger.spent()
+            except UnsupportedEventError as exc:
+                raise LedgerFileError(
+                    f"privacy ledger {path} holds events the configured budget cannot account for: {exc}"
+                ) from exc
+        return store
+
+    def replay(self, records: Sequence[dict[str, Any]]) -> None:
+        """Apply ledger journal records: their events and run charges merged as :meth:`commit` merged them
+        (no budget check: they were charged); records without a charge only advance ``journal_seq``."""
+        from mechanisms.privacy import PrivacyLedger, event_from_dict
+
+        for rec in records:
+            if "events" in rec or "run" in rec:
+                try:
+                    if self.ledger is None:
+                        raise ValueError("a privacy charge, but this party keeps no privacy ledger")
+                    events = [event_from_dict(e) for e in rec.get("events", [])]
+                    run = RunCharge.from_dict(rec["run"]) if "run" in rec else None
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise LedgerFileError(
+                        f"ledger journal record {rec.get('seq')} for {self.path} is corrupt "
+                        f"({type(exc).__name__}: {exc}); refusing to start"
+                    ) from exc
+                self.ledger = PrivacyLedger(self.ledger.budget, merge_events((*self.ledger.events, *events)))
+                if run is not None:
+                    self.run_charges = merge_run_charge(self.run_charges, run)
+            self.journal_seq = int(rec["seq"])
 
     @property
     def enforced(self) -> bool:
@@ -412,11 +406,14 @@ class PrivacyBudgetStore:
             )
         return report
 
-    def commit(self, events: Sequence[PrivacyEvent], run: RunCharge | None = None) -> None:
-        """Append ``events`` (and the run step they pay for, if any) durably (fsync + atomic rename) and only
-        then in memory."""
+    def stage(
+        self, events: Sequence[PrivacyEvent], run: RunCharge | None = None
+    ) -> tuple[PrivacyLedger, list[RunCharge]] | None:
+        """The ledger and run charges with ``events`` (and the run step they pay for) appended, checked
+        against the budget (RESOURCE_EXHAUSTED past it) and merged; nothing is written or changed. None when
+        nothing is charged (no budget, no events)."""
         if self.ledger is None or not self.enforced or not events:
-            return
+            return None
         from mechanisms.privacy import BudgetExceededError, PrivacyLedger
 
         try:
@@ -426,15 +423,34 @@ class PrivacyBudgetStore:
                 grown = self.ledger.commit(events)
         except BudgetExceededError as exc:
             raise PrivacyRefusal(Reason.RESOURCE_EXHAUSTED, str(exc)) from exc
-        merged = PrivacyLedger(grown.budget, _merge(grown.events))
-        charges = self.run_charges if run is None else merge_run_charge(self.run_charges, run)
-        self._write(merged, charges)
-        self.ledger, self.run_charges = merged, charges
+        merged = PrivacyLedger(grown.budget, merge_events(grown.events))
+        return merged, self.run_charges if run is None else merge_run_charge(self.run_charges, run)
+
+    def install(self, staged: tuple[PrivacyLedger, list[RunCharge]], journal_seq: int | None = None) -> None:
+        """Swap in what :meth:`stage` made, once it is durable (as ledger journal record ``journal_seq``)."""
+        self.ledger, self.run_charges = staged
+        if journal_seq is not None:
+            self.journal_seq = journal_seq
+
+    def commit(self, events: Sequence[PrivacyEvent], run: RunCharge | None = None) -> None:
+        """Append ``events`` (and the run step they pay for, if any) durably by rewriting the whole file
+        (fsync + atomic rename) and only then in memory: a store without a ledger journal."""
+        staged = self.stage(events, run)
+        if staged is not None:
+            self._write(*staged)
+            self.install(staged)
+
+    def write_snapshot(self) -> None:
+        """Write the ledger durably as it is now, with the journal records it includes (compaction)."""
+        if self.ledger is not None:
+            self._write(self.ledger, self.run_charges)
 
     def _write(self, ledger: PrivacyLedger, charges: Sequence[RunCharge] = ()) -> None:
         doc: dict[str, object] = {"version": 1, "party": self.identity, "ledger": ledger.to_dict()}
         if charges:
             doc["run_charges"] = [c.to_dict() for c in charges]
+        if self.journal_seq:
+            doc["journal_seq"] = self.journal_seq
         write_durable(self.path, json.dumps(doc, indent=1).encode("utf-8"))  # 0600, fsync, atomic rename
 
     # ---- dry run and report ------------------------------------------------------------------------------

@@ -408,6 +408,7 @@ class PartyService:
         async def run() -> tuple[Any, dict[str, Any]]:
             sess = self.session(session_id, ("open", "connecting", "ready", "failed"))
             await teardown(sess, "closed")
+            self.store.compact()  # the ledger files current again (parties.storage): one write per session
             return serde_session.close_response_to_proto(sess.spec.session_id, sess.last_step), {
                 "reason": reason[:200]
             }

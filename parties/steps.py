@@ -185,8 +185,8 @@ def _decision_machine(
 
 
 def _charge_decisions(party: Party, sess: Session, step: Step, privacy_events: list[Any]) -> None:
-    """The budget is charged before any share leaves this party (a failed run still counts): persisted
-    (fsync, atomic rename) with the run step, then the decision count."""
+    """The budget is charged before any share leaves this party (a failed run still counts): the privacy
+    events, the run step they pay for and the decision count in one ledger journal record (fdatasync)."""
     store, spec = party.store, sess.spec
     assert sess.keys is not None
     sid16 = spec.session_id.hex()[:16]
@@ -194,8 +194,7 @@ def _charge_decisions(party: Party, sess: Session, step: Step, privacy_events: l
     if step.run_step:
         rs = step.run_step
         charge = RunCharge(spec.run_id, sid16, rs, rs, step.n, step.digest.hex(), sess.keys.run_key_id)
-    store.privacy.commit(privacy_events, charge)
-    store.count_decisions(step.n)
+    store.charge(privacy_events, charge, step.n)
     store.freeze_point("after-charge", step.run_step)
 
 
@@ -343,7 +342,7 @@ def _charge_whole_run(party: Party, sess: Session, state: RunStateAnalysis, extr
         if spec.run_id:
             sid16 = spec.session_id.hex()[:16]
             charge = RunCharge(spec.run_id, sid16, 0, 0, 0, plan.hex(), keys.run_key_id)
-        privacy.commit(events, charge)
+        party.store.charge(events, charge)
         extra["charged"] = [e.to_dict() for e in events]
     else:
         extra.update(
