@@ -136,7 +136,7 @@ def test_same_model_as_the_builtins() -> None:
         assert fb is not None and bb is not None
         if isinstance(builtin, LogisticRandomIntercept):  # the built-in adds sup|Δβ·z| and max|Δu_j|; the
             assert np.all(fb <= bb * (1 + 1e-12))  # formula's joint extent is exact, never larger
-        elif isinstance(builtin, WeibullRegression):  # the built-in also takes the sup jointly over the record
+        elif isinstance(builtin, WeibullRegression):  # the built-in also takes the sup jointly over records
             assert np.all(bb <= fb * (1 + 1e-12))  # (weibull_bound); the formula keeps the term-by-term bound
         else:
             np.testing.assert_allclose(fb, bb, rtol=1e-9)
