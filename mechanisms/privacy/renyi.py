@@ -37,9 +37,9 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
-from ._numeric import FloatArray, log1mexp
+from ._numeric import FloatArray
 from .additive import ExGaussianNoise
-from .residual import ExGammaNoise, ResidualPenaltyAcceptance
+from .residual import ResidualPenaltyAcceptance, exgamma_log_tails
 from .reveal_sign import AcceptanceModel, PenaltyAcceptance
 
 __all__ = [
@@ -57,7 +57,6 @@ ORDERS: tuple[float, ...] = (1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0,
 
 _H = 32  # grid cells per Δ (slack of the cell argument: a shift of Δ(1 + 1/_H))
 _TAIL_FRACTION = 1e-3  # tails are cut where their bound is below this fraction of the Gaussian at Δ_min
-_LOG_HALF = math.log(0.5)
 _C = 32  # cells per coarse cell of the branch and bound in ``_core_max``
 _G0 = 0.25  # the Gamma split of the right tail's lower bound on v
 
@@ -114,8 +113,8 @@ def _noise_params(model: AcceptanceModel) -> tuple[float, float, float]:
 
 
 def _log_probs(s: float, k: float, x: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """(log p(x), log(1 − p(x))) with p(L) = P(L + X ≥ 0), computed in log space in chunks; for k < 1 each
-    direct quadrature once (``ExGammaNoise.logsf`` / ``logcdf`` would each run both)."""
+    """(log p(x), log(1 − p(x))) with p(L) = P(L + X ≥ 0), computed in log space in chunks: k = 1 by the
+    ex-Gaussian's closed form, k < 1 by the Beta mixture of ex-Gaussians (``exgamma_log_tails``)."""
     lp, lr = [], []
     for i in range(0, x.size, 8192):
         part = -x[i : i + 8192]
@@ -124,12 +123,9 @@ def _log_probs(s: float, k: float, x: FloatArray) -> tuple[FloatArray, FloatArra
             lp.append(np.asarray(ex.logsf(part), dtype=np.float64))
             lr.append(np.asarray(ex.logcdf(part), dtype=np.float64))
             continue
-        noise = ExGammaNoise(s, k)
-        with np.errstate(divide="ignore"):
-            sf = noise._logsf_direct(part)
-            cdf = noise._logcdf_direct(part)
-        lp.append(np.where(sf < _LOG_HALF, sf, log1mexp(np.minimum(cdf, 0.0))))
-        lr.append(np.where(cdf < _LOG_HALF, cdf, log1mexp(np.minimum(sf, 0.0))))
+        sf, cdf = exgamma_log_tails(s, k, part)
+        lp.append(sf)
+        lr.append(cdf)
     return np.concatenate(lp), np.concatenate(lr)
 
 
