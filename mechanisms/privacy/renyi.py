@@ -218,14 +218,35 @@ def _pair_sums(alphas: FloatArray, lp: FloatArray, lr: FloatArray, ia: IntArray,
     """max(S₁, S₂) per pair (rows) and order (columns) for the pairs (a, b) = (p[ia], p[ib]), a ≤ b, with
     S₁ = a^α b^{1−α} + (1 − a)^α (1 − b)^{1−α} and S₂ the same with a and b swapped: the Rényi divergences
     before their log (log S/(α − 1) is increasing in S, so a maximum over pairs needs one log, not one per
-    pair). Linear space; inf where a sum overflows (S > e^709)."""
+    pair). Linear space: S₁ = b e₁ + (1 − b) e₂, S₂ = a/e₁ + (1 − a)/e₂ with e₁ = (a/b)^α, e₂ = ((1 − a)/
+    (1 − b))^α (two exponentials per pair and order, four per pair shared by the orders, so for three
+    orders or more); rows where a probability or e^{±α·log ratio} could leave the floating-point range
+    take one exponential per term. inf where a sum overflows (S > e^709)."""
     al = alphas[None, :]
-    la, lra, lb, lrb = lp[ia][:, None], lr[ia][:, None], lp[ib][:, None], lr[ib][:, None]
+    la, lra, lb, lrb = lp[ia], lr[ia], lp[ib], lr[ib]
     dp, dr = la - lb, lra - lrb
-    with np.errstate(over="ignore"):
-        s1 = np.exp(lb + al * dp) + np.exp(lrb + al * dr)
-        s2 = np.exp(la - al * dp) + np.exp(lra - al * dr)
-    return np.asarray(np.maximum(s1, s2), dtype=np.float64)
+
+    def each_term(rows: npt.NDArray[np.bool_] | slice) -> FloatArray:
+        la_, lra_, lb_, lrb_ = la[rows][:, None], lra[rows][:, None], lb[rows][:, None], lrb[rows][:, None]
+        dp_, dr_ = dp[rows][:, None], dr[rows][:, None]
+        with np.errstate(over="ignore"):
+            s1 = np.exp(lb_ + al * dp_) + np.exp(lrb_ + al * dr_)
+            s2 = np.exp(la_ - al * dp_) + np.exp(lra_ - al * dr_)
+        return np.asarray(np.maximum(s1, s2), dtype=np.float64)
+
+    if alphas.size <= 2:
+        return each_term(slice(None))
+    lim = 700.0 / float(np.max(alphas))
+    lo = np.minimum(np.minimum(la, lra), np.minimum(lb, lrb))
+    safe = (lo > -700.0) & (np.abs(dp) < lim) & (np.abs(dr) < lim)
+    out = np.empty((ia.size, alphas.size))
+    e1 = np.exp(al * dp[safe][:, None])
+    e2 = np.exp(al * dr[safe][:, None])
+    a, ra, b, rb = (np.exp(v[safe])[:, None] for v in (la, lra, lb, lrb))
+    out[safe] = np.maximum(b * e1 + rb * e2, a / e1 + ra / e2)
+    if not np.all(safe):
+        out[~safe] = each_term(~safe)
+    return out
 
 
 def _core_max(
