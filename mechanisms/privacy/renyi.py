@@ -37,10 +37,12 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
-from ._numeric import FloatArray, log1mexp
+from ._numeric import FloatArray
 from .additive import ExGaussianNoise
-from .residual import ExGammaNoise, ResidualPenaltyAcceptance
+from .residual import ResidualPenaltyAcceptance, exgamma_log_tails
 from .reveal_sign import AcceptanceModel, PenaltyAcceptance
+
+IntArray = npt.NDArray[np.int64]
 
 __all__ = [
     "ORDERS",
@@ -57,8 +59,8 @@ ORDERS: tuple[float, ...] = (1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0,
 
 _H = 32  # grid cells per Δ (slack of the cell argument: a shift of Δ(1 + 1/_H))
 _TAIL_FRACTION = 1e-3  # tails are cut where their bound is below this fraction of the Gaussian at Δ_min
-_LOG_HALF = math.log(0.5)
-_C = 32  # cells per coarse cell of the branch and bound in ``_core_max``
+_C = 32  # cells per top block of the branch and bound in ``_core_max`` (a power of 2)
+_CUT_BATCH = 64  # candidate tail cuts evaluated per batch in ``_build``
 _G0 = 0.25  # the Gamma split of the right tail's lower bound on v
 
 
@@ -114,8 +116,8 @@ def _noise_params(model: AcceptanceModel) -> tuple[float, float, float]:
 
 
 def _log_probs(s: float, k: float, x: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """(log p(x), log(1 − p(x))) with p(L) = P(L + X ≥ 0), computed in log space in chunks; for k < 1 each
-    direct quadrature once (``ExGammaNoise.logsf`` / ``logcdf`` would each run both)."""
+    """(log p(x), log(1 − p(x))) with p(L) = P(L + X ≥ 0), computed in log space in chunks: k = 1 by the
+    ex-Gaussian's closed form, k < 1 by the Beta mixture of ex-Gaussians (``exgamma_log_tails``)."""
     lp, lr = [], []
     for i in range(0, x.size, 8192):
         part = -x[i : i + 8192]
@@ -124,12 +126,9 @@ def _log_probs(s: float, k: float, x: FloatArray) -> tuple[FloatArray, FloatArra
             lp.append(np.asarray(ex.logsf(part), dtype=np.float64))
             lr.append(np.asarray(ex.logcdf(part), dtype=np.float64))
             continue
-        noise = ExGammaNoise(s, k)
-        with np.errstate(divide="ignore"):
-            sf = noise._logsf_direct(part)
-            cdf = noise._logcdf_direct(part)
-        lp.append(np.where(sf < _LOG_HALF, sf, log1mexp(np.minimum(cdf, 0.0))))
-        lr.append(np.where(cdf < _LOG_HALF, cdf, log1mexp(np.minimum(sf, 0.0))))
+        sf, cdf = exgamma_log_tails(s, k, part)
+        lp.append(sf)
+        lr.append(cdf)
     return np.concatenate(lp), np.concatenate(lr)
 
 
@@ -215,34 +214,79 @@ def _pair_matrix(
     return np.asarray(np.maximum(d, 0.0), dtype=np.float64)
 
 
+def _pair_sums(alphas: FloatArray, lp: FloatArray, lr: FloatArray, ia: IntArray, ib: IntArray) -> FloatArray:
+    """max(S₁, S₂) per pair (rows) and order (columns) for the pairs (a, b) = (p[ia], p[ib]), a ≤ b, with
+    S₁ = a^α b^{1−α} + (1 − a)^α (1 − b)^{1−α} and S₂ the same with a and b swapped: the Rényi divergences
+    before their log (log S/(α − 1) is increasing in S, so a maximum over pairs needs one log, not one per
+    pair). Linear space: S₁ = b e₁ + (1 − b) e₂, S₂ = a/e₁ + (1 − a)/e₂ with e₁ = (a/b)^α, e₂ = ((1 − a)/
+    (1 − b))^α (two exponentials per pair and order, four per pair shared by the orders, so for three
+    orders or more); rows where a probability or e^{±α·log ratio} could leave the floating-point range
+    take one exponential per term. inf where a sum overflows (S > e^709)."""
+    al = alphas[None, :]
+    la, lra, lb, lrb = lp[ia], lr[ia], lp[ib], lr[ib]
+    dp, dr = la - lb, lra - lrb
+
+    def each_term(rows: npt.NDArray[np.bool_] | slice) -> FloatArray:
+        la_, lra_, lb_, lrb_ = la[rows][:, None], lra[rows][:, None], lb[rows][:, None], lrb[rows][:, None]
+        dp_, dr_ = dp[rows][:, None], dr[rows][:, None]
+        with np.errstate(over="ignore"):
+            s1 = np.exp(lb_ + al * dp_) + np.exp(lrb_ + al * dr_)
+            s2 = np.exp(la_ - al * dp_) + np.exp(lra_ - al * dr_)
+        return np.asarray(np.maximum(s1, s2), dtype=np.float64)
+
+    if alphas.size <= 2:
+        return each_term(slice(None))
+    lim = 700.0 / float(np.max(alphas))
+    lo = np.minimum(np.minimum(la, lra), np.minimum(lb, lrb))
+    safe = (lo > -700.0) & (np.abs(dp) < lim) & (np.abs(dr) < lim)
+    out = np.empty((ia.size, alphas.size))
+    e1 = np.exp(al * dp[safe][:, None])
+    e2 = np.exp(al * dr[safe][:, None])
+    a, ra, b, rb = (np.exp(v[safe])[:, None] for v in (la, lra, lb, lrb))
+    out[safe] = np.maximum(b * e1 + rb * e2, a / e1 + ra / e2)
+    if not np.all(safe):
+        out[~safe] = each_term(~safe)
+    return out
+
+
 def _core_max(
-    alpha: float, lp: FloatArray, lr: FloatArray, first: int, last: int, n: int, stride: int, eta: float
-) -> float:
-    """max over the cells starting at first, first + stride, ... ≤ last of the pair bound
-    (p_c, p_{c + stride + n}), by branch and bound: coarse cells of ``_C`` cells are bounded first (the pair
-    (p_c, p_{c + C stride + n}) dominates each of their cells, the same monotonicity), and only coarse cells
-    whose bound exceeds the best cell found so far are refined. Exact maximum of the cell bounds."""
-    al = np.array([alpha])
-    cs = stride * _C
-    starts = np.arange(first, last + 1, cs)
-    coarse = _pair_matrix(al, lp[starts], lr[starts], lp[starts + cs + n], lr[starts + cs + n], eta)[:, 0]
-    order = np.argsort(coarse)[::-1]
-    offs = stride * np.arange(_C)
+    alphas: FloatArray, lp: FloatArray, lr: FloatArray, first: int, last: int, n: int, stride: int, eta: float
+) -> FloatArray:
+    """Per order: max over the cells starting at first, first + stride, ... ≤ last of the pair bound
+    (p_c, p_{c + stride + n}), by branch and bound over nested blocks, all orders at once: a block of w
+    cells starting at c is bounded by the pair (p_c, p_{c + w stride + n}), which dominates each of its
+    cells (the same monotonicity); blocks of ``_C`` cells are bounded first, and a block whose bound exceeds
+    the best cell found so far at some order is halved, down to single cells. Exact maximum of the cell
+    bounds (``_pair_matrix``'s, padded by η); an order whose sums overflow is redone in log space."""
 
-    def fine(cells: npt.NDArray[np.int64]) -> float:
-        idx = (starts[cells][:, None] + offs[None, :]).ravel()
-        idx = idx[idx <= last]
-        if idx.size == 0:
-            return 0.0
-        return float(
-            np.max(_pair_matrix(al, lp[idx], lr[idx], lp[idx + stride + n], lr[idx + stride + n], eta))
-        )
+    def bound(starts: IntArray, w: int) -> FloatArray:
+        return _pair_sums(alphas, lp, lr, starts, starts + w * stride + n)
 
-    best = fine(order[:2])
-    todo = np.nonzero(coarse > best)[0]
-    if todo.size:
-        best = max(best, fine(todo))
-    return best
+    w = _C
+    starts = np.arange(first, last + 1, stride * w)
+    vals = bound(starts, w)
+    # a first best per order: the single cells of the highest block at each order
+    top = np.unique(starts[np.argmax(vals, axis=0)])
+    cells = (top[:, None] + stride * np.arange(w)[None, :]).ravel()
+    cells = cells[cells <= last]
+    best = np.max(bound(cells, 1), axis=0) if cells.size else np.zeros(alphas.size)
+    while w > 1:
+        starts = starts[np.any(vals > best[None, :], axis=1)]
+        if starts.size == 0:
+            break
+        w //= 2
+        starts = np.concatenate([starts, starts + stride * w])
+        starts = starts[starts <= last]
+        vals = bound(starts, w)
+        if w == 1 and starts.size:
+            best = np.maximum(best, np.max(vals, axis=0))
+    with np.errstate(divide="ignore"):
+        out = (np.log(best) + (2.0 * alphas - 1.0) * eta) / (alphas - 1.0)
+    for i in np.nonzero(~np.isfinite(best))[0]:  # overflow: the log-space bound of every cell
+        idx = np.arange(first, last + 1, stride)
+        j = idx + stride + n
+        out[i] = np.max(_pair_matrix(alphas[i : i + 1], lp[idx], lr[idx], lp[j], lr[j], eta))
+    return np.asarray(np.maximum(out, 0.0), dtype=np.float64)
 
 
 def _build(
@@ -261,20 +305,27 @@ def _build(
     # bound at Δ = cap below the floor); both tail bounds are non-decreasing in Δ
     x0s = np.empty(al.size)
     t_cut = np.empty(al.size)
+    steps = 0.5 * np.arange(_CUT_BATCH)  # candidate cuts every 0.5, their probabilities in one batch each
+    lb = lrb = lr = np.empty(0)
     for i, a in enumerate(al):
-        x0 = -2.0 * s
+        j = 0
         while True:
-            lb, lrb = _log_probs(s, k, np.array([x0 + cap]))
-            if _left_tail(al[i : i + 1], k, cap, float(lb[0]) + eta, float(lrb[0]) - eta)[0] <= floor[i]:
+            if j % _CUT_BATCH == 0:
+                lb, lrb = _log_probs(s, k, np.asarray(cap - 2.0 * s - 0.5 * j - steps, dtype=np.float64))
+            x0 = -2.0 * s - 0.5 * j
+            jj = j % _CUT_BATCH
+            if _left_tail(al[i : i + 1], k, cap, float(lb[jj]) + eta, float(lrb[jj]) - eta)[0] <= floor[i]:
                 break
-            x0 -= 0.5
+            j += 1
         x0s[i] = x0
-        t = 2.0 * s
+        j = 0
         while True:
-            _, lr = _log_probs(s, k, np.array([t]))
-            if _right_tail(float(a), s, k, cap, t, float(lr[0]) + eta) <= floor[i]:
+            if j % _CUT_BATCH == 0:
+                _, lr = _log_probs(s, k, np.asarray(2.0 * s + 0.5 * j + steps, dtype=np.float64))
+            t = 2.0 * s + 0.5 * j
+            if _right_tail(float(a), s, k, cap, t, float(lr[j % _CUT_BATCH]) + eta) <= floor[i]:
                 break
-            t += 0.5
+            j += 1
         t_cut[i] = t
     x_start = float(x0s.min())
     n_cap = math.ceil(cap / h)
@@ -290,16 +341,16 @@ def _build(
         n = math.ceil(n_raw / stride) * stride
         dj = n * h
         row = np.empty(al.size)
+        # cells [x_c, x_c + stride h] covering [min x0, max t] (every order's [x0, t]: a superset of cells
+        # only raises the maximum), each bounded by (p(x_c), p(x_c + stride h + Δ))
+        core = _core_max(al, lp, lr, 0, int(np.searchsorted(x, t_cut.max(), side="left")), n, stride, eta)
         for i, a in enumerate(al):
-            # cells [x_c, x_c + stride h] covering [x0, t], each bounded by (p(x_c), p(x_c + stride h + Δ))
             first = round((x0s[i] - x_start) / h)
-            last = int(np.searchsorted(x, t_cut[i], side="left"))
-            core = _core_max(float(a), lp, lr, first, last, n, stride, eta)
             jb = first + n  # x0 + Δ
             left = float(_left_tail(al[i : i + 1], k, dj, float(lp[jb]) + eta, float(lr[jb]) - eta)[0])
             jt = int(np.searchsorted(x, t_cut[i], side="right")) - 1  # the grid point at or below t
             right = _right_tail(float(a), s, k, dj, float(t_cut[i]), float(lr[jt]) + eta)
-            row[i] = min(max(core, left, right), a * (dj / s) ** 2 / 2.0)
+            row[i] = min(max(float(core[i]), left, right), a * (dj / s) ** 2 / 2.0)
         deltas.append(dj)
         rows.append(row)
         if dj >= cap * (1.0 - 1e-12):

@@ -22,6 +22,9 @@ Method (k ∈ (0, 1], s > 0):
   rigorous up to the quadrature error of the density values (relative 1e-9, padded by 1e-7); its slack is
   O(h). Method label: "numerical bound".
 * ``ResidualPenaltyAcceptance``: the accept-bit model p(a) = P(a + X ≥ 0) for ``reveal_sign``.
+* ``exgamma_log_tails``: both tails of X at many points at once, for k < 1, through the beta–gamma algebra
+  (a mixture of ex-Gaussians over a Beta scale, closed form per scale, one 48-node Gauss–Jacobi rule for
+  the mixture): about 15 times cheaper than the two quadratures above, and more accurate near k = 1.
 
 Threat model: whoever sees a + X and knows neither part of X; a is the data-dependent quantity (log r with
 the penalty correction) with sensitivity Δ. Pure: no I/O, no randomness.
@@ -39,12 +42,14 @@ from scipy import special
 from ._numeric import FloatArray, as_float_array, composite_gauss_legendre, log1mexp
 from .reveal_sign import AcceptanceModel
 
-__all__ = ["ExGammaNoise", "ResidualPenaltyAcceptance", "residual_shift_delta"]
+__all__ = ["ExGammaNoise", "ResidualPenaltyAcceptance", "exgamma_log_tails", "residual_shift_delta"]
 
 _WINDOW = 15.0  # Gaussian half-window in units of s: exp(-112) relative
 _NODES, _WEIGHTS = composite_gauss_legendre(24, 16)
 _PAD = 1e-7  # relative padding of density values against quadrature error
 _LOG_HALF = math.log(0.5)
+_MIX_NODES = 48  # Gauss–Jacobi nodes of the Beta mixture (4e-11 against 100 nodes, see exgamma_log_tails)
+_W_LOW = -30.0  # below this the scaled Mills ratio is taken in log space (erfcx(−30/√2) ~ e^450)
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,57 @@ class ExGammaNoise:
         """Outside this interval each tail has probability below about 1e-30."""
         upper = float(special.gammainccinv(self.k, 1e-31))
         return (-12.0 * self.s, 12.0 * self.s + upper)
+
+
+@functools.lru_cache(maxsize=64)
+def _beta_rule(k: float) -> tuple[FloatArray, FloatArray]:
+    """Nodes b_j ∈ (0, 1) and weights (summing to 1) of the Gauss–Jacobi rule for Beta(k, 1 − k)."""
+    with np.errstate(invalid="ignore", divide="ignore"):  # scipy's recurrence divides by 0 at one unused slot
+        t, w = special.roots_jacobi(_MIX_NODES, -k, k - 1.0)
+    return np.asarray((1.0 + t) / 2.0, dtype=np.float64), np.asarray(w / np.sum(w), dtype=np.float64)
+
+
+def _log_mills(w: FloatArray) -> FloatArray:
+    """log M(w), M(w) = e^{w²/2} Φ(−w) = erfcx(w/√2)/2 (scaled Mills ratio), stable for every real w."""
+    out = np.log(special.erfcx(np.maximum(w, _W_LOW) / math.sqrt(2.0)) / 2.0)
+    low = w < _W_LOW
+    if np.any(low):
+        out[low] = w[low] ** 2 / 2.0 + special.log_ndtr(-w[low])
+    return np.asarray(out, dtype=np.float64)
+
+
+def exgamma_log_tails(s: float, k: float, y: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """(log P(X > y), log P(X ≤ y)) for X = N(0, s²) + Gamma(k, 1), 0 < k < 1, at every entry of y.
+
+    Theorem used (beta–gamma algebra): for independent G_k ~ Gamma(k), G_{1−k} ~ Gamma(1 − k), the ratio
+    B = G_k/(G_k + G_{1−k}) ~ Beta(k, 1 − k) is independent of the sum E ~ Gamma(1) = Exp(1), so
+    Gamma(k) =d B·E. Given B = b, N + bE is ex-Gaussian with scale b and closed-form tails
+    P(N + bE > y) = Φ̄(a) + e^{s²/(2b²) − y/b} Φ(a − s/b) = Φ̄(a) + e^{−a²/2} M(s/b − a), a = y/s,
+    M(w) = e^{w²/2} Φ(−w) (``_log_mills``). Averaging over B:
+    P(X > y) = Φ̄(a) + e^{−a²/2} T,  P(X ≤ y) = e^{−a²/2} (M(−a) − T),  T = E_B[M(s/B − a)],
+    a sum of positive terms and a difference without cancellation (M decreases and s/b − a ≥ s − a > −a,
+    so T ≤ M(s − a) < M(−a)). T by the 48-node Gauss–Jacobi rule of the weight b^{k−1}(1 − b)^{−k} (the
+    Beta density's singularities are in the weight; the integrand b ↦ M(s/b − a) is smooth on [0, 1]).
+    Accuracy (relative, on the log): within 4e-11 of a 100-node rule for s ∈ [0.3, 12], k ∈ [1/7, 0.95]
+    wherever the probability exceeds e^{−100}, and checked against mpmath in the tests."""
+    if not 0 < k < 1:
+        raise ValueError(f"the mixture form needs 0 < k < 1, got {k}")
+    b, wts = _beta_rule(float(k))
+    a = np.atleast_1d(as_float_array(y)).astype(np.float64) / s
+    w = s / b[None, :] - a[:, None]
+    log_t = np.empty_like(a)
+    lin = a <= s / float(b.max()) - _W_LOW  # every node's w ≥ _W_LOW: a plain weighted sum of erfcx
+    with np.errstate(divide="ignore"):
+        log_t[lin] = np.log((special.erfcx(w[lin] / math.sqrt(2.0)) / 2.0) @ wts)
+    if not np.all(lin):
+        terms = _log_mills(w[~lin]) + np.log(wts)[None, :]
+        top = np.max(terms, axis=1)
+        log_t[~lin] = top + np.log(np.sum(np.exp(terms - top[:, None]), axis=1))
+    half = -(a**2) / 2.0
+    log_sf = np.logaddexp(special.log_ndtr(-a), half + log_t)
+    log_m = _log_mills(-a)
+    log_cdf = half + log_m + log1mexp(np.minimum(log_t - log_m, 0.0))
+    return np.asarray(log_sf, dtype=np.float64), np.asarray(log_cdf, dtype=np.float64)
 
 
 def _log_sup_mode(noise: ExGammaNoise, a: float, b: float) -> float:

@@ -23,7 +23,12 @@ from mechanisms.privacy import (
     penalty_step_profile,
     penalty_sum_profile,
 )
-from mechanisms.privacy.residual import ExGammaNoise, ResidualPenaltyAcceptance, residual_shift_delta
+from mechanisms.privacy.residual import (
+    ExGammaNoise,
+    ResidualPenaltyAcceptance,
+    exgamma_log_tails,
+    residual_shift_delta,
+)
 from tests.mechanisms.privacy.privacy_testing import consistent_with, refutes, threshold_points
 
 
@@ -75,6 +80,19 @@ def test_densities_and_tails_vs_mpmath(s: float, k: float) -> None:
         assert float(noise.logcdf(np.array([x]))[0]) == pytest.approx(
             float(mpmath.log(1 - sf)), rel=1e-8, abs=1e-9
         )
+
+
+@pytest.mark.parametrize(("s", "k"), [(0.5, 1 / 7), (2.0, 3 / 7), (4.9, 6 / 7), (1.0, 0.95)])
+def test_beta_mixture_tails_vs_mpmath(s: float, k: float) -> None:
+    """``exgamma_log_tails`` (Gamma(k) = Beta(k, 1 − k) · Exp(1)) against the direct mpmath quadrature, both
+    tails, from deep in the Gamma tail to the Gaussian one, to 1e-10 on the log."""
+    mpmath.mp.dps = 30
+    xs = np.array([-6 * s, -1.0, 0.0, 0.3, 2.0, 8.0, 30.0])
+    log_sf, log_cdf = exgamma_log_tails(s, k, xs)
+    for x, got_sf, got_cdf in zip(xs, log_sf, log_cdf, strict=True):
+        sf = _mp_sf(s, k, float(x))
+        assert got_sf == pytest.approx(float(mpmath.log(sf)), rel=1e-10, abs=1e-10)
+        assert got_cdf == pytest.approx(float(mpmath.log(1 - sf)), rel=1e-10, abs=1e-10)
 
 
 def test_shift_bound_dominates_the_exact_exgaussian_closely() -> None:
