@@ -81,7 +81,10 @@ class ExGammaNoise:
         return np.where(width > 0, out, -np.inf)
 
     def logpdf(self, x: FloatArray) -> FloatArray:
+        """log density (k < 1: the Beta mixture of ``exgamma_log_pdf``)."""
         x = np.atleast_1d(as_float_array(x)).astype(np.float64)
+        if self.k < 1.0:
+            return exgamma_log_pdf(self.s, self.k, x)
         s = self.s
         centre = x - s * s
         lo = np.maximum(0.0, centre - _WINDOW * s)
@@ -121,15 +124,20 @@ class ExGammaNoise:
         return np.asarray(np.logaddexp(body, head), dtype=np.float64)
 
     def logsf(self, x: FloatArray) -> FloatArray:
-        """log P(X > x), accurate in both tails."""
+        """log P(X > x), accurate in both tails (k < 1: the Beta mixture of ``exgamma_log_tails``, within
+        1e-10 of mpmath; the direct quadrature was off by up to 5e-7 at k = 6/7)."""
         x = np.atleast_1d(as_float_array(x)).astype(np.float64)
+        if self.k < 1.0:
+            return exgamma_log_tails(self.s, self.k, x)[0]
         sf = self._logsf_direct(x)
         cdf = self._logcdf_direct(x)
         return np.asarray(np.where(sf < _LOG_HALF, sf, log1mexp(np.minimum(cdf, 0.0))), dtype=np.float64)
 
     def logcdf(self, x: FloatArray) -> FloatArray:
-        """log P(X ≤ x), accurate in both tails."""
+        """log P(X ≤ x), accurate in both tails (k < 1: the Beta mixture, as ``logsf``)."""
         x = np.atleast_1d(as_float_array(x)).astype(np.float64)
+        if self.k < 1.0:
+            return exgamma_log_tails(self.s, self.k, x)[1]
         sf = self._logsf_direct(x)
         cdf = self._logcdf_direct(x)
         return np.asarray(np.where(cdf < _LOG_HALF, cdf, log1mexp(np.minimum(sf, 0.0))), dtype=np.float64)
@@ -155,6 +163,24 @@ def _log_mills(w: FloatArray) -> FloatArray:
     if np.any(low):
         out[low] = w[low] ** 2 / 2.0 + special.log_ndtr(-w[low])
     return np.asarray(out, dtype=np.float64)
+
+
+def exgamma_log_pdf(s: float, k: float, y: FloatArray) -> FloatArray:
+    """log density of X = N(0, s²) + Gamma(k, 1), 0 < k < 1, at every entry of y, by the same Beta mixture
+    as :func:`exgamma_log_tails`: given B = b, N + bE is ex-Gaussian with density
+    (1/b) e^{s²/(2b²) − y/b} Φ(y/s − s/b) = (1/b) e^{−a²/2} M(s/b − a), a = y/s, so
+    p(y) = e^{−a²/2} E_B[M(s/B − a)/B] (the integrand tends to 1/s as b → 0: smooth on [0, 1]), by the
+    48-node Gauss–Jacobi rule; checked against mpmath in the tests (the direct quadrature of
+    ``ExGammaNoise`` was off by 3e-6 on the log at k = 6/7)."""
+    if not 0 < k < 1:
+        raise ValueError(f"the mixture form needs 0 < k < 1, got {k}")
+    b, wts = _beta_rule(float(k))
+    a = np.atleast_1d(as_float_array(y)).astype(np.float64) / s
+    terms = _log_mills((s / b[None, :] - a[:, None]).ravel()).reshape(a.size, b.size)
+    terms = terms - np.log(b)[None, :] + np.log(wts)[None, :]
+    top = np.max(terms, axis=1)
+    log_e = top + np.log(np.sum(np.exp(terms - top[:, None]), axis=1))
+    return np.asarray(-(a**2) / 2.0 + log_e, dtype=np.float64)
 
 
 def exgamma_log_tails(s: float, k: float, y: FloatArray) -> tuple[FloatArray, FloatArray]:

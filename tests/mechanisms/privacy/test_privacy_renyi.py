@@ -257,7 +257,7 @@ def test_sign_charge_with_a_renyi_order_carries_the_bits_bound() -> None:
 def test_a_partys_merge_of_per_decision_events_adds_the_renyi_rho() -> None:
     """The party store merges a session's per-decision Gaussian charges by μ²; Rényi charges must add ρ too
     (keeping the first batch's ρ would under-charge a Rényi filter), and never merge with a plain Gaussian."""
-    from parties.privacy_budget import _merge
+    from parties.charges import merge_events as _merge
 
     a = RenyiEvent(0.3, (2.0, 8.0), (0.05, 0.25), label="x per decision")
     b = RenyiEvent(0.4, (2.0, 8.0), (0.09, 0.4), label="x per decision")
