@@ -25,8 +25,8 @@ image of the convex set of allowed (u, x)). So the sup over records of |g| is th
   from the samples plus ‖L‖h. The bound is the largest over all cells, both δ.
 
 Rigorous up to floating point (a relative 1e-12 is added). Pure numpy, vectorised over the decisions of a
-batch: a 16-decision batch with two covariates costs 1.4 ms (box) and 4.5 ms (box and ellipsoid) on the
-loaded 2-vCPU machine. Tight: within 0.1-2 % of a brute force over a fine grid of records. No I/O, no
+batch: a 16-decision batch with two covariates costs 1.3 ms (box) and 3.3 ms (box and ellipsoid) on the
+2-vCPU machine (``python -m simulations.bench_bounds``). Tight: within 0.1-2 % of a brute force over a fine grid of records. No I/O, no
 randomness.
 """
 
