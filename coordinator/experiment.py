@@ -168,7 +168,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.planner import BudgetTarget, read_target
+from coordinator.planner import BudgetTarget, check_accountant, read_target
 from coordinator.sampler_settings import KINDS, MH_KINDS, SAMPLER_KEYS, SamplerSettings, read_sampler
 from coordinator.simulate_settings import SimulateSettings, read_simulate
 from coordinator.tables import (
@@ -413,7 +413,7 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
                 "a planned run needs [sampler] kind = 'penalty' with sd, proposal = 'laplace' and a "
                 "[warm_start] (the plan prices decisions charged at their own sensitivity)",
             )
-        _check_accountant(
+        check_accountant(
             r, budget_target, simulate, mode, m, max_threshold(m) if threshold is None else threshold
         )
         privacy = None
@@ -446,31 +446,6 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         warm_start=warm,
         budget_target=budget_target,
     )
-
-
-def _check_accountant(
-    r: Reader, target: BudgetTarget, sim: SimulateSettings | None, mode: str, m: int, t: int
-) -> None:
-    """A plan priced for a Rényi filter needs registries that compose with one (else a registry's ε-at-δ
-    ledger reads the same run higher and refuses it partway) and a coalition that sees only the accept bit."""
-    from mechanisms.privacy.threat import coalition_view
-
-    if sim is not None and sim.party_epsilon is not None:
-        party = sim.party_accountant or "pld"
-        if party != target.accountant:
-            raise r.err(
-                "privacy.accountant",
-                f"{target.accountant!r}, but the simulated registries compose with {party!r} "
-                "([simulate] party_accountant): the plan must price the run as their ledgers will",
-            )
-    if target.accountant == "renyi":
-        observed = coalition_view(mode, m, t, target.colluding).observed
-        if observed != "sign":
-            raise r.err(
-                "privacy.accountant",
-                f"'renyi' prices the accept bit, but {target.colluding} colluding registries see "
-                f"{observed!r} in reveal mode {mode!r}: use 'pld'",
-            )
 
 
 FORMULA_KEYS = frozenset({"formula", "family", "columns"})  # [model] keys of mechanisms.models.formula

@@ -54,6 +54,7 @@ from mechanisms.warmstart import LaplaceApproximation, exact_laplace, mean_error
 
 if TYPE_CHECKING:
     from coordinator.experiment import Experiment
+    from coordinator.simulate_settings import SimulateSettings
 
 KEYS = ("target_epsilon", "delta", "neighbours", "colluding", "min_ess", "accountant")
 ACCOUNTANTS = ("pld", "renyi")
@@ -86,6 +87,31 @@ def read_target(r: Reader, tbl: dict[str, object], m: int) -> BudgetTarget:
         min_ess=r.number(tbl, "privacy", "min_ess", 100.0, gt=0.0),
         accountant=r.choice(tbl, "privacy", "accountant", ACCOUNTANTS, "pld"),
     )
+
+
+def check_accountant(
+    r: Reader, target: BudgetTarget, sim: SimulateSettings | None, mode: str, m: int, t: int
+) -> None:
+    """A plan priced for a Rényi filter needs registries that compose with one (else a registry's ε-at-δ
+    ledger reads the same run higher and refuses it partway) and a coalition that sees only the accept bit."""
+    from mechanisms.privacy.threat import coalition_view
+
+    if sim is not None and sim.party_epsilon is not None:
+        party = sim.party_accountant or "pld"
+        if party != target.accountant:
+            raise r.err(
+                "privacy.accountant",
+                f"{target.accountant!r}, but the simulated registries compose with {party!r} "
+                "([simulate] party_accountant): the plan must price the run as their ledgers will",
+            )
+    if target.accountant == "renyi":
+        observed = coalition_view(mode, m, t, target.colluding).observed
+        if observed != "sign":
+            raise r.err(
+                "privacy.accountant",
+                f"'renyi' prices the accept bit, but {target.colluding} colluding registries see "
+                f"{observed!r} in reveal mode {mode!r}: use 'pld'",
+            )
 
 
 class PlanRefused(ValueError):

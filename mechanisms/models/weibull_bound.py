@@ -26,8 +26,8 @@ image of the convex set of allowed (u, x)). So the sup over records of |g| is th
 
 Rigorous up to floating point (a relative 1e-12 is added). Pure numpy, vectorised over the decisions of a
 batch: a 16-decision batch with two covariates costs 1.3 ms (box) and 3.3 ms (box and ellipsoid) on the
-2-vCPU machine (``python -m simulations.bench_bounds``). Tight: within 0.1-2 % of a brute force over a fine grid of records. No I/O, no
-randomness.
+2-vCPU machine (``python -m simulations.bench_bounds``). Tight: within 0.1-2 % of a brute force over a fine
+grid of records. No I/O, no randomness.
 """
 
 from __future__ import annotations
