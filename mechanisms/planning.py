@@ -28,7 +28,7 @@ import numpy.typing as npt
 from mechanisms.models.base import F64, Model
 from mechanisms.privacy.conversions import gdp_eps, gdp_mu
 from mechanisms.privacy.renyi import BitRdpTable, rdp_eps
-from mechanisms.samplers.requests import record_sensitivity, step_sensitivity
+from mechanisms.samplers.requests import record_sensitivity, sensitivities
 
 __all__ = [
     "Accounting",
@@ -115,14 +115,15 @@ def proposal_statistics(
     count_from = min(count_from, steps - 1)
     for k in range(steps):
         star = mean + inflate * rng.standard_normal((chains, d)) @ chol.T
-        ok = model.in_bounds(star) & (record_sensitivity(model, theta, star) <= cap)
+        c_all, d_all = sensitivities(model, theta, star, neighbours)
+        ok = model.in_bounds(star) & (c_all <= cap)
         # log π̂(θ*) − log π̂(θ) + log q(θ) − log q(θ*), π̂ = N(centre, cov), q = N(mean, inflate² cov)
         a = -0.5 * (quad(star, centre, t_prec) - quad(theta, centre, t_prec))
         a += 0.5 * (quad(star) - quad(theta)) / inflate**2
         noise = rng.normal(-0.5 * sd_total**2, sd_total, chains) + rng.exponential(1.0, chains)
         move = ok & (a + noise >= 0.0)
         if ok.any():
-            delta2.append(step_sensitivity(model, theta[ok], star[ok], neighbours) ** 2)
+            delta2.append(d_all[ok] ** 2)
             if rdp_table is not None:
                 rho.append(rdp_table.rho(np.sqrt(delta2[-1]))[:, 0])
         asked += int(ok.sum())

@@ -84,3 +84,22 @@ def test_joint_bound_of_no_step_is_nearly_zero_and_batches_row_by_row() -> None:
     one = [joint_record_bound(k[i : i + 1], beta[i : i + 1], k[i : i + 1] * 1.01, beta2[i : i + 1],
                               (np.log(0.01), np.log(3.0)), 3.0)[0] for i in range(2)]  # fmt: skip
     assert both == pytest.approx(one, rel=1e-12)
+
+
+@pytest.mark.parametrize("neighbours", ["add-remove", "replace-one"])
+@pytest.mark.parametrize(
+    ("name", "args"), [("weibull-regression", BOX), ("weibull-regression", ELL), ("bayes-logistic", {"p": 2})]
+)
+def test_sensitivities_evaluate_the_bound_once_with_the_same_values(
+    name: str, args: dict[str, object], neighbours: str
+) -> None:
+    """The planner's one evaluation of a step's cap and charge equals the two functions it replaces."""
+    from mechanisms.samplers.requests import record_sensitivity, sensitivities, step_sensitivity
+
+    model = load_model(name, args)
+    rng = np.random.default_rng(2)
+    a = np.zeros((8, model.d)) + 0.05 * rng.standard_normal((8, model.d))
+    b = a + 0.05 * rng.standard_normal(a.shape)
+    c, d = sensitivities(model, a, b, neighbours)
+    np.testing.assert_array_equal(c, record_sensitivity(model, a, b))
+    np.testing.assert_array_equal(d, step_sensitivity(model, a, b, neighbours))
