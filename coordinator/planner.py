@@ -152,33 +152,21 @@ def renyi_order(exp: Experiment) -> float:
 
 def renyi_table(exp: Experiment) -> BitRdpTable | None:
     """The one-order table of the accept bit's Rényi bound a registry of the target's view charges each
-    decision with (``mechanisms.privacy.charge``: the bit 1[l + N(0, r sd^2) + Gamma(r/m) >= 0]); None for
-    a target planned with the GDP composition. PlanRefused when the target's coalition sees more than the
-    bit."""
-    from mechanisms.privacy.renyi import bit_rdp_table
-    from mechanisms.privacy.residual import ResidualPenaltyAcceptance
-    from mechanisms.privacy.reveal_sign import PenaltyAcceptance
+    decision with (``mechanisms.privacy.charge.accept_bit_table``, the ledger's own); None for a target
+    planned with the GDP composition (a Rényi target's view sees only the bit: ``check_accountant``)."""
+    from mechanisms.privacy.charge import accept_bit_table
     from mechanisms.privacy.threat import coalition_view
 
     target, pen = exp.budget_target, exp.sampler.penalty
     assert target is not None and pen is not None and pen.sd is not None
     if target.accountant != "renyi":
         return None
-    view = coalition_view(exp.reveal_mode, exp.m, exp.t, target.colluding)
-    if view.observed != "sign":
-        raise PlanRefused(
-            f"[privacy] accountant = 'renyi' prices the accept bit, but {target.colluding} colluding "
-            f"registries see {view.observed!r} in reveal mode {exp.reveal_mode!r}: use accountant = 'pld'"
-        )
     if pen.max_sensitivity is None:
         raise PlanRefused(
             "[privacy] accountant = 'renyi' needs [sampler] max_sensitivity (the table's range)"
         )
-    residual = exp.m - target.colluding
-    sd_res = pen.sd * math.sqrt(residual)
-    k = residual / exp.m
-    bit = PenaltyAcceptance(sd_res) if residual == exp.m else ResidualPenaltyAcceptance(sd_res, k)
-    return bit_rdp_table(bit, float(pen.max_sensitivity), (renyi_order(exp),))
+    view = coalition_view(exp.reveal_mode, exp.m, exp.t, target.colluding)
+    return accept_bit_table(pen.sd, view, float(pen.max_sensitivity), (renyi_order(exp),))
 
 
 def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPlan:

@@ -285,7 +285,7 @@ def plan_mcmc(
         chains=chains,
         mu_total=mu_total,
         mu_warm=mu_warm,
-        eps=acc.eps(total if alpha is not None else mu_total**2),
+        eps=acc.eps(total),  # under GDP total is mu_total² itself
         delta=delta,
         ess=ess,
         mcse_sd=1.0 / math.sqrt(ess) if ess > 0 else math.inf,
@@ -433,7 +433,7 @@ def replan_after_pilot(
         p,
         iterations=pilot + rest,
         mu_total=mu_total,
-        eps=acc.eps(total if p.alpha is not None else mu_total**2),
+        eps=acc.eps(total),
         ess=ess,
         mcse_sd=1.0 / math.sqrt(ess) if ess > 0 else math.inf,
         stats=after,

@@ -68,9 +68,10 @@ from mechanisms.planning import (
     proposal_statistics,
     warmup_of,
 )
+from mechanisms.privacy.charge import accept_bit_table
 from mechanisms.privacy.conversions import gdp_eps, gdp_mu
-from mechanisms.privacy.renyi import BitRdpTable, bit_rdp_table, budget_order, rdp_eps
-from mechanisms.privacy.reveal_sign import PenaltyAcceptance
+from mechanisms.privacy.renyi import BitRdpTable, budget_order, rdp_eps
+from mechanisms.privacy.threat import coalition_view
 from mechanisms.samplers import (
     ConfidentialRule,
     GaussianProposal,
@@ -103,6 +104,7 @@ MAX_VALIDATE = 3000  # iterations per chain of a validation run, at most
 MU_WARMS, INFLATES = (0.3, 0.6, 1.0, 2.0, 4.0), (1.1, 1.3)  # inflate >= 1.1: the tails against a misfit
 DESIGN_SEED = 1_000_003  # the design dataset's records: the population's, not the registries' (step 1)
 M = len(PROPORTIONS)
+VIEW = coalition_view("sign", M, (M - 1) // 2, 0)  # the coordinator alone: every registry's noise unknown
 
 
 def registries(model: Model, n: int, seed: int, rare: bool = False) -> list[dict[str, F64]]:
@@ -212,7 +214,7 @@ def renyi_eps_for_ess(
     alpha = budget_order(eps_gdp, DELTA)
     eps = math.inf
     for _ in range(4):
-        table = bit_rdp_table(PenaltyAcceptance(SD_TOTAL), float(stats.cap), (alpha,))
+        table = accept_bit_table(SD_TOTAL / math.sqrt(M), VIEW, float(stats.cap), (alpha,))
         st = averaged_statistics(ws, inflate, offset, seed, rdp_table=table)
         proposals = ESS_TARGET / stats.ess_per_proposal + CHAINS * math.ceil(
             5.0 / max(stats.acceptance, 1e-3)

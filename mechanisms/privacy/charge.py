@@ -43,6 +43,8 @@ anything else         —            Unaccountable (exact MH without noise: a re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numpy.random import default_rng  # a fixed public probe point, not secret randomness
 
@@ -54,7 +56,7 @@ from mechanisms.warmstart import release_mu
 
 from .events import AmplifiedGaussianEvent, GaussianEvent, PrivacyEvent, ProfileEvent, RenyiEvent
 from .penalty import penalty_gdp_mu, penalty_step_profile
-from .renyi import bit_rdp_table
+from .renyi import BitRdpTable, bit_rdp_table
 from .residual import ResidualPenaltyAcceptance
 from .reveal_sign import AcceptanceModel, PenaltyAcceptance, sign_step_profile
 from .reveal_sum import sum_reveal_profile
@@ -131,6 +133,16 @@ def decision_events(
     ]
 
 
+def accept_bit_table(sd: float, view: RevealView, cap: float, orders: Sequence[float]) -> BitRdpTable:
+    """The session's table of the fixed-sd penalty's accept-bit Rényi bound for a coalition of ``view``
+    (each registry's sd ``sd``): the bit 1[ℓ + N(0, r sd²) + Gamma(r/m) ≥ 0], r the registries whose noise
+    it does not know. What a registry's ledger charges each decision with, and what a plan prices it at."""
+    sd_res = sd * (view.threat.residual_parties**0.5)
+    k = view.threat.residual_shape
+    bit: AcceptanceModel = PenaltyAcceptance(sd_res) if k == 1.0 else ResidualPenaltyAcceptance(sd_res, k)
+    return bit_rdp_table(bit, float(cap), tuple(float(a) for a in orders))
+
+
 def _per_decision_events(
     pen: Penalty,
     model: Model,
@@ -153,7 +165,7 @@ def _per_decision_events(
             "(the worst case a dry run charges; larger steps are rejected publicly)"
         )
     assert pen.sd is not None
-    sd_res = pen.sd * (view.threat.residual_parties ** 0.5)
+    sd_res = pen.sd * (view.threat.residual_parties**0.5)
     where = f"{name} penalty sd={pen.sd:g} {mode}, {neighbours}, per decision"
     if request is None:
         delta = np.full(n, float(cap))
@@ -165,9 +177,7 @@ def _per_decision_events(
     mu = float(np.sqrt(np.sum((delta / sd_res) ** 2)))
     if rdp_orders is None or view.observed != "sign":
         return [GaussianEvent(mu, count=1, label=what)]
-    k = view.threat.residual_shape
-    bit: AcceptanceModel = PenaltyAcceptance(sd_res) if k == 1.0 else ResidualPenaltyAcceptance(sd_res, k)
-    table = bit_rdp_table(bit, float(cap), tuple(float(a) for a in rdp_orders))
+    table = accept_bit_table(pen.sd, view, float(cap), rdp_orders)
     rho = tuple(float(r) for r in table.batch_rho(delta))
     return [RenyiEvent(mu, table.orders, rho, count=1, label=f"{what}, Renyi bound of the accept bit")]
 
