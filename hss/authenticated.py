@@ -112,7 +112,7 @@ def mul_public(a: Auth, c: int | F.FieldArray) -> Auth:
     return Auth(F.mul(a.x, c), F.mul(a.mac, c))
 
 
-def _checked_messages(inbox: Inbox, elements: dict[int, int]) -> dict[int, Payload]:
+def checked_messages(inbox: Inbox, elements: dict[int, int]) -> dict[int, Payload]:
     """Each expected sender's payload as an (n, 2) array of canonical field elements; ValueError otherwise."""
     if set(inbox) != set(elements):
         missing, extra = sorted(set(elements) - set(inbox)), sorted(set(inbox) - set(elements))
@@ -147,6 +147,7 @@ class AuthParty:
         self._draws = 0
         self._values: list[F.FieldArray] = []
         self._macs: list[F.FieldArray] = []
+        self._zeros: list[F.FieldArray] = []
 
     # -- local operations ------------------------------------------------------------------------------
 
@@ -170,9 +171,18 @@ class AuthParty:
         """How many authenticated field elements the next verify() checks."""
         return sum(v.size // 2 for v in self._values)
 
-    def _track(self, pairs: Sequence[Auth]) -> None:
+    def track(self, pairs: Sequence[Auth]) -> None:
+        """Add pairs made outside :meth:`multiply` / :meth:`share_inputs` / :meth:`random_bits` (from
+        :meth:`round`'s reshares) to the check of :meth:`verify`."""
+        self._open_for("track")
         self._values.extend(p.x for p in pairs)
         self._macs.extend(p.mac for p in pairs)
+
+    def claim_zero(self, value: Auth) -> None:
+        """Values that must all be 0 (a linear function of checked pairs): :meth:`verify` folds them into
+        CheckZero with fresh coins, so a nonzero one fails the check except with probability 1/p."""
+        self._open_for("claim_zero")
+        self._zeros.append(np.ascontiguousarray(value.x).reshape(-1, 2))
 
     def _open_for(self, what: str) -> None:
         if self._closed:
@@ -254,7 +264,7 @@ class AuthParty:
 
     def _receive(self, inbox: Inbox, elements: dict[int, int], rnd: int, what: str) -> dict[int, Payload]:
         try:
-            return _checked_messages(inbox, elements)
+            return checked_messages(inbox, elements)
         except ValueError as exc:
             raise self._abort(rnd, what, str(exc)) from exc
 
@@ -273,7 +283,7 @@ class AuthParty:
         order = sorted(dealt)
         _, macs, _ = yield from self._round("input MACs", grrs=[F.mul(self.key, dealt[j]) for j in order])
         out = {j: Auth(dealt[j], mac) for j, mac in zip(order, macs, strict=True)}
-        self._track(list(out.values()))
+        self.track(list(out.values()))
         return out
 
     def multiply(self, pairs: Sequence[tuple[Auth, Auth]]) -> PartyGen[list[Auth]]:
@@ -286,7 +296,7 @@ class AuthParty:
             grrs += [F.mul(a.x, b.x), F.mul(a.mac, b.x)]
         _, res, _ = yield from self._round("multiply", grrs=grrs)
         out = [Auth(res[2 * i], res[2 * i + 1]) for i in range(len(pairs))]
-        self._track(out)
+        self.track(out)
         return out
 
     def random_bits(self, n: int) -> PartyGen[Auth]:
@@ -299,14 +309,20 @@ class AuthParty:
         _, (rs, u_sh), _ = yield from self._round("random bits: squares", grrs=squares)
         what = "random bits: opened squares"
         _, (ru,), (u,) = yield from self._round(what, grrs=[F.mul(rs, s)], opens=[u_sh])
-        self._track([Auth(s, rs), Auth(u_sh, ru)])
+        return self.bits_from_squares(Auth(s, rs), Auth(u_sh, ru), u)
+
+    def bits_from_squares(self, s: Auth, u_pair: Auth, u: F.FieldArray) -> Auth:
+        """The authenticated bits b = (1 + s / sqrt(u)) / 2 from the pair (s, r s), the pair (u, r u) of its
+        square (both tracked here) and the square u opened with error detection; :class:`AbortError` if an
+        opened u is 0 or not a square (only a shifted one can be: a deviation)."""
+        self.track([s, u_pair])
         root = F.sqrt(u)
         if np.any(F.equal(u, F.zeros(u.shape[:-1]))):
             raise self._abort(self.rounds, "random bits", "an opened square is 0 (refused)")
         if not np.all(F.equal(F.mul(root, root), u)):
             raise self._abort(self.rounds, "random bits", "an opened square is not a square")
         v = F.inv(root)
-        return mul_public(self.add_public(Auth(F.mul(s, v), F.mul(rs, v)), 1), _INV2)
+        return mul_public(self.add_public(mul_public(s, v), 1), _INV2)
 
     def verify(self) -> PartyGen[None]:
         """The batch check of every pair made so far in this step (3 rounds, see the module docstring).
@@ -322,13 +338,16 @@ class AuthParty:
         n = z.shape[0]
         u = w = F.zeros((1,))
         if n:
-            alpha = self._coin(seed, 0, n)
+            alpha = self.coin(seed, 0, n)
             u, w = F.lincomb(alpha, mac)[None], F.lincomb(alpha, z)[None]
         big_t = F.sub(u, F.mul(r, w))
+        if self._zeros:  # values that must be 0, with their own coins (fixed, like the others, only now)
+            zeros = np.concatenate(self._zeros)
+            big_t = F.add(big_t, F.lincomb(self.coin(seed, 2, zeros.shape[0]), zeros)[None])
         opens = []
         if ctx.params.m > 2 * t + 1 and n:  # even m: the degree test over every sharing of the step
             every = np.concatenate([z, mac])
-            opens = [F.add(F.lincomb(self._coin(seed, 1, 2 * n), every)[None], mask)]
+            opens = [F.add(F.lincomb(self.coin(seed, 1, 2 * n), every)[None], mask)]
         _, (v_share,), _ = yield from self._round(
             "verify: CheckZero product", grrs=[F.mul(big_t, beta)], opens=opens
         )
@@ -340,7 +359,9 @@ class AuthParty:
         self.verified = True
         return None
 
-    def _coin(self, seed: F.FieldArray, label: int, n: int) -> F.FieldArray:
+    def coin(self, seed: F.FieldArray, label: int, n: int) -> F.FieldArray:
+        """n public coins from an opened seed (AES-CTR under a key derived from it); verify uses labels
+        0..2 of its own seed."""
         key = derive_key(np.ascontiguousarray(seed).tobytes(), self.ctx.params.session_id, b"auth-coin")
         return Prf(key).field(label, self.step, (n,))
 
@@ -372,7 +393,7 @@ def receive_checked(
     what = "receiver: outputs"
     sizes = [math.prod(s) for s in shapes]
     try:
-        got = _checked_messages(inbox, {j: sum(sizes) for j in range(1, params.m + 1)})
+        got = checked_messages(inbox, {j: sum(sizes) for j in range(1, params.m + 1)})
         opened = recombine(got, params.t)
     except ShareError as exc:
         raise AbortError(step, rnd, what, "shares do not lie on one polynomial of degree t") from exc

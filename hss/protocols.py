@@ -147,7 +147,7 @@ def sum_party(
     the zero-sharing that masks each party's message). No share polynomial, so no CSPRNG. The revealed S
     depends on the terms only: the same in any session. Any m >= 2.
     """
-    x, pub, report = _encode_batch(ctx, values, public)
+    x, pub, report = encode_batch(ctx, values, public)
     return Machine(ctx.party, _sum_gen(ctx, x, pub, step, report), "decide[sum]")
 
 
@@ -169,7 +169,7 @@ def blinded_party(
     the same at every party, the revealed value is the same in any session. Needs 1 <= t < m/2.
     """
     ctx.params.require_honest_majority("reveal mode 'blinded'")
-    x, pub, report = _encode_batch(ctx, values, public)
+    x, pub, report = encode_batch(ctx, values, public)
     w, _ = ctx.params.fmt.encode_blind(blind)
     if w.shape[:-1] != x.shape:
         raise ValueError(f"blinding shares have shape {w.shape[:-1]}, values {x.shape}")
@@ -199,7 +199,7 @@ def sign_party(
     """
     check_precompute(precompute)
     ctx.params.require_honest_majority("reveal mode 'sign'")
-    x, pub, report = _encode_batch(ctx, values, public)
+    x, pub, report = encode_batch(ctx, values, public)
     n, fmt = x.shape[0], ctx.params.fmt
     if material is not None and (material.n != n or material.bits.shape[0] != fmt.compare_bits):
         raise ValueError(
@@ -220,7 +220,7 @@ def sign_party(
     return Machine(ctx.party, gen, "decide[sign]")
 
 
-def _encode_batch(
+def encode_batch(
     ctx: PartyContext, values: npt.ArrayLike, public: npt.ArrayLike | None
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], PartyReport]:
     """This party's terms and the public terms in the session's fixed point, and the party's report (which
@@ -433,14 +433,16 @@ def _split_msgs(msgs: Msgs, first: int) -> tuple[Msgs, Msgs]:
     return {j: v[:first] for j, v in msgs.items()}, {j: v[first:] for j, v in msgs.items()}
 
 
-def _compare_nodes(
-    cb: npt.NDArray[np.bool_], r: F.FieldArray, rr: F.FieldArray, kbits: int
+def compare_nodes(
+    cb: npt.NDArray[np.bool_], r: F.FieldArray, rr: F.FieldArray, kbits: int, one: F.FieldArray | None = None
 ) -> tuple[F.FieldArray, F.FieldArray]:
     """First level (local) of the carry tree for u = [c mod 2^K < r mod 2^K] from c's bits ``cb`` (K, n),
-    the mask bits [r] and their pair products [rr]: node (G, P) = (r > c on its span, r == c on it)."""
+    the mask bits [r] and their pair products [rr]: node (G, P) = (r > c on its span, r == c on it).
+    Affine in (r, rr) with public coefficients: ``one`` is what the constant 1 contributes (default 1; the
+    MAC key's share when the call computes the MACs of the nodes, hss.abort_modes)."""
     npairs = kbits // 2
     r_lo_pair, r_hi_pair = r[0 : 2 * npairs : 2], r[1 : 2 * npairs : 2]
-    one = F.const(1)
+    one = F.const(1) if one is None else one
     zero = F.zeros(())
     c_l, c_h = cb[0 : 2 * npairs : 2], cb[1 : 2 * npairs : 2]
     g_h = _select(~c_h, r_hi_pair, zero)
@@ -561,7 +563,7 @@ def _sign_gen(
 
     # --- carry tree for u = [c mod 2^K < r mod 2^K]: node (G, P) = (r > c on its span, r == c on it) ---
     if blocks is None:
-        big_g, big_p = _compare_nodes(cb, r, rr, kbits)
+        big_g, big_p = compare_nodes(cb, r, rr, kbits)
     else:  # blocks4: the first level over blocks of 4 bits, local thanks to the block monomials
         big_g, big_p = block_nodes(cb, blocks, kbits)
     root = yield from _carry_rounds(ctx, rng, big_g, big_p, coin_tree, inserted=lazy is None)

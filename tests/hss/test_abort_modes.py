@@ -1,0 +1,264 @@
+"""The reveal modes under security with abort (hss.abort_modes): exact when honest, abort or correct when not.
+
+The harness runs the party machines round by round with the receiver, lets the corrupt parties' outgoing
+messages be altered (tests.hss.test_authenticated.make_tamper: additive error, inconsistent errors to
+different peers, replaced, dropped, duplicated, replayed, non-canonical), and checks for every case that the
+receiver either raises AbortError or decodes exactly the plaintext decisions of the parties' inputs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from scipy import stats
+
+from hss import abort_modes
+from hss import field as F
+from hss.abort_modes import (
+    abort_rounds,
+    check_abort_supported,
+    sign_party_abort,
+    sign_receiver_abort,
+    sum_party_abort,
+    sum_receiver_abort,
+)
+from hss.authenticated import AbortError
+from hss.protocols import Decisions, plaintext_decisions
+from hss.runtime import RECEIVER, Inbox, Machine, Payload, run_in_memory
+from tests.hss.conftest import make_session
+from tests.hss.test_authenticated import Prev, Tamper, honest, make_tamper
+
+N = 4  # decisions per tampered batch
+
+
+def terms(m: int, n: int, seed: int) -> tuple[list[npt.NDArray[np.float64]], npt.NDArray[np.float64]]:
+    gen = np.random.default_rng(seed)
+    vals = [gen.normal(0.0, 2.0, n) for _ in range(m)]
+    pub = gen.normal(0.0, 1.0, n)
+    return vals, pub
+
+
+def sign_machines(m: int, seed: str, vals: list[Any], pub: Any, step: int = 7) -> dict[int, Machine[Any]]:
+    _params, ctxs, rngs = make_session(m, seed=seed)
+    return {p: sign_party_abort(c, vals[p - 1], pub, step, rngs[p]) for p, c in ctxs.items()}
+
+
+def run_with_receiver(
+    machines: dict[int, Machine[Any]], corrupt: set[int], tamper: Tamper, n: int, step: int = 7
+) -> tuple[dict[int, Any], Decisions | AbortError]:
+    """Each party's result or AbortError, and the receiver's decisions or AbortError."""
+    outcome: dict[int, Any] = {}
+    outboxes = {p: mc.start() for p, mc in machines.items()}
+    previous: dict[tuple[int, int], Payload] = {}
+    live, rnd = set(machines), 0
+    to_receiver: Inbox = {}
+    while live or any(outboxes.values()):
+        rnd += 1
+        assert rnd < 100, "no termination"
+        inboxes: dict[int, Inbox] = {p: {} for p in machines}
+        sent: dict[tuple[int, int], Payload] = {}
+        for src, box in outboxes.items():
+            for dst, payload in box.items():
+                sent[(src, dst)] = payload
+                out = tamper(rnd, src, dst, payload, previous) if src in corrupt else payload
+                if out is None:
+                    continue
+                if dst == RECEIVER:
+                    to_receiver[src] = out
+                else:
+                    inboxes[dst][src] = out
+        previous = sent
+        outboxes = {}
+        for p in sorted(live):
+            try:
+                outboxes[p] = machines[p].step(inboxes[p])
+            except AbortError as exc:
+                outcome[p] = exc
+                live.discard(p)
+                continue
+            if machines[p].done:
+                outcome[p] = machines[p].result
+                live.discard(p)
+    params = make_session(len(machines), seed="receiver")[0]  # the receiver needs m, t and the format
+    try:
+        decided: Decisions | AbortError = sign_receiver_abort(params, to_receiver, n, step)
+    except AbortError as exc:
+        decided = exc
+    return outcome, decided
+
+
+@pytest.mark.parametrize("m", [3, 4, 5, 7])
+def test_honest_sign_under_abort_equals_the_plaintext_decisions(m: int) -> None:
+    n = 60
+    vals, pub = terms(m, n, seed=m)
+    vals[0][:4] = [1e6, -1e6, 131071.9, -131071.9]  # clamped and extreme terms
+    vals[1][4] = -(sum(v[4] for i, v in enumerate(vals) if i != 1) + pub[4])  # S = 0 (to the resolution)
+    params, ctxs, rngs = make_session(m, seed=f"honest-{m}")
+    machines = {p: sign_party_abort(c, vals[p - 1], pub, 3, rngs[p]) for p, c in ctxs.items()}
+    res, tr = run_in_memory(machines)
+    got = sign_receiver_abort(params, tr.to_receiver[-1], n, 3)
+    want = plaintext_decisions(vals, pub, params.fmt)
+    assert np.array_equal(got.accept, want)
+    assert 0.2 < want.mean() < 0.8
+    assert tr.rounds == abort_rounds("sign") == 12
+    assert res[1].clamped[:2].all() and not res[1].clamped[2:].any()  # 1e6 and -1e6 clamped, 131071.9 not
+
+
+@pytest.mark.parametrize("m", [2, 3, 5])
+def test_honest_sum_under_abort_reveals_the_sum(m: int) -> None:
+    n = 30
+    vals, pub = terms(m, n, seed=10 + m)
+    params, ctxs, _ = make_session(m, t=1 if m > 2 else 0, seed=f"sum-{m}")
+    _, tr = run_in_memory({p: sum_party_abort(c, vals[p - 1], pub, 2) for p, c in ctxs.items()})
+    got = sum_receiver_abort(params, tr.to_receiver[-1], n, 2)
+    assert np.array_equal(got.accept, plaintext_decisions(vals, pub, params.fmt))
+    assert got.revealed is not None
+    assert np.allclose(got.revealed, sum(vals) + pub, atol=m * 2.0**-20)
+
+
+def test_sum_receiver_refuses_a_missing_or_malformed_message() -> None:
+    m, n = 3, 5
+    vals, pub = terms(m, n, seed=1)
+    params, ctxs, _ = make_session(m, seed="sum-bad")
+    _, tr = run_in_memory({p: sum_party_abort(c, vals[p - 1], pub, 4) for p, c in ctxs.items()})
+    inbox = dict(tr.to_receiver[-1])
+    with pytest.raises(AbortError, match=r"abort at step 4, round 1 \(receiver: sum\)"):
+        sum_receiver_abort(params, {j: v for j, v in inbox.items() if j != 2}, n, 4)
+    bad = inbox[2].copy()
+    bad[1] = np.uint64(2**64 - 1)
+    with pytest.raises(AbortError, match="non-canonical"):
+        sum_receiver_abort(params, {**inbox, 2: bad}, n, 4)
+
+
+def element_counts(m: int, seed: str) -> dict[int, int]:
+    vals, pub = terms(m, N, seed=3)
+    _, tr = run_in_memory(sign_machines(m, seed, vals, pub), keep_log=True)
+    counts: dict[int, int] = {}
+    for rnd, src, _dst, payload in tr.log:
+        if src == 1:
+            counts[rnd] = payload.size // 2
+    return counts
+
+
+@pytest.mark.parametrize("m", [3, 4, 5, 7])
+def test_every_tampered_sign_message_aborts_or_yields_the_plaintext_decisions(m: int) -> None:
+    """Party 1 corrupt; each kind of alteration in each of the 12 rounds, at three positions of the
+    message for an additive error; the receiver's messages (round 12) are tampered too."""
+    seed = f"tamper-sign-{m}"
+    vals, pub = terms(m, N, seed=3)
+    want = plaintext_decisions(vals, pub, make_session(m, seed=seed)[0].fmt)
+    tally: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    for rnd, k in sorted(element_counts(m, seed).items()):
+        dst = RECEIVER if rnd == abort_rounds("sign") else 2
+        kinds = [("additive", i) for i in sorted({0, k // 2, k - 1})]
+        others = ("inconsistent", "replace", "drop", "duplicate", "replay", "noncanonical")
+        kinds += [(kind, 0) for kind in others]
+        for kind, index in kinds:
+            outcome, decided = run_with_receiver(
+                sign_machines(m, seed, vals, pub), {1}, make_tamper(kind, rnd, dst, index), N
+            )
+            if isinstance(decided, AbortError):
+                tally[rnd][0] += 1
+                continue
+            assert np.array_equal(decided.accept, want), (kind, rnd, index)
+            assert not any(isinstance(o, AbortError) for p, o in outcome.items() if p != 1)
+            tally[rnd][1] += 1
+    # every round's alterations were all caught, except the ones that change nothing the others use
+    for rnd, (aborted, correct) in tally.items():
+        assert aborted >= 7, (rnd, aborted, correct)
+
+
+def test_two_corrupt_parties_at_m5_are_caught_in_every_round() -> None:
+    m, seed = 5, "two-corrupt"
+    vals, pub = terms(m, N, seed=3)
+    for rnd in range(1, abort_rounds("sign") + 1):
+        first = make_tamper("additive", rnd, 3, 0)
+        second = make_tamper("inconsistent", rnd, 4, 0)
+
+        def both(
+            r: int, src: int, dst: int, payload: Payload, prev: Prev, a: Tamper = first, b: Tamper = second
+        ) -> Payload | None:
+            return a(r, src, dst, payload, prev) if src == 1 else b(r, src, dst, payload, prev)
+
+        _, decided = run_with_receiver(sign_machines(m, seed, vals, pub), {1, 2}, both, N)
+        assert isinstance(decided, AbortError), rnd
+
+
+@pytest.mark.parametrize("bad", ["two", "wide"])
+def test_a_party_dealing_a_term_that_is_not_bits_is_caught_by_verify(
+    bad: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deviating party deals its term as values that are not all bits (a 2, or one 'bit' worth 2^40,
+    which would put its term far out of the comparison's range): every honest party aborts at the check."""
+    m, seed = 3, f"bad-bits-{bad}"
+    vals, pub = terms(m, N, seed=3)
+    real = abort_modes._term_bits
+    calls = {"n": 0}
+
+    def deviating(x: npt.NDArray[np.int64], nbits: int) -> F.FieldArray:
+        calls["n"] += 1
+        out = real(x, nbits)
+        if calls["n"] == 1:  # party 1's machine starts first
+            out[0, 0] = F.const(2) if bad == "two" else F.const(1 << 40)
+        return out
+
+    monkeypatch.setattr(abort_modes, "_term_bits", deviating)
+    outcome, decided = run_with_receiver(sign_machines(m, seed, vals, pub), set(), honest, N)
+    assert isinstance(decided, AbortError)
+    for p in (2, 3):
+        assert isinstance(outcome[p], AbortError)
+        assert outcome[p].what == "verify" and outcome[p].round == 11
+
+
+def test_unsupported_combinations_are_refused_with_the_reason() -> None:
+    with pytest.raises(ValueError, match="'blinded' is not offered with security 'abort'"):
+        check_abort_supported("blinded")
+    with pytest.raises(ValueError, match="sign_precompute 'blocks4' is not offered"):
+        check_abort_supported("sign", precompute="blocks4")
+    with pytest.raises(ValueError, match="a lazy coin is not offered"):
+        check_abort_supported("sign", lazy=True)
+    with pytest.raises(ValueError, match="precompute_ahead is not offered"):
+        check_abort_supported("sign", ahead=True)
+    check_abort_supported("sign")
+    check_abort_supported("sum")
+    _params, ctxs, rngs = make_session(2, t=0, seed="m2")
+    with pytest.raises(ValueError, match="honest majority"):
+        sign_party_abort(ctxs[1], [0.0], None, 1, rngs[1])
+
+
+def low_bits(words: Payload) -> npt.NDArray[np.int64]:
+    return (words[0::2] & np.uint64(15)).astype(np.int64)
+
+
+def coalition_views(sign_of_honest: float, n: int = 150) -> dict[int, npt.NDArray[np.int64]]:
+    """What party 1 of the coalition {1, 2} of m = 5 receives from the honest parties in each round, as the
+    low 4 bits of every element."""
+    m, coalition = 5, {1, 2}
+    gen = np.random.default_rng(11)
+    vals = [
+        np.full(n, -0.5) if p in coalition else sign_of_honest * gen.uniform(50, 60, n)
+        for p in range(1, m + 1)
+    ]
+    _, tr = run_in_memory(sign_machines(m, f"views-{sign_of_honest}", vals, None), keep_log=True)
+    seen: dict[int, list[npt.NDArray[np.int64]]] = defaultdict(list)
+    for rnd, src, dst, payload in tr.log:
+        if dst == 1 and src not in coalition:  # (party 2 receives the same opened shares: counted once)
+            seen[rnd].append(low_bits(payload))
+    return {r: np.concatenate(v) for r, v in seen.items()}
+
+
+@pytest.mark.slow
+def test_coalition_view_of_sign_under_abort_does_not_depend_on_honest_terms() -> None:
+    """Honest terms of opposite signs (every decision flips): the coalition's view, round by round, has the
+    same distribution (chi-square on the low bits of every element received, false-failure rate 1e-3 per
+    round)."""
+    va, vb = coalition_views(1.0), coalition_views(-1.0)
+    assert va.keys() == vb.keys() and len(va) == abort_rounds("sign") - 1
+    for rnd in va:
+        table = np.stack([np.bincount(va[rnd], minlength=16), np.bincount(vb[rnd], minlength=16)])
+        table = table[:, table.sum(axis=0) > 0]
+        assert stats.chi2_contingency(table).pvalue > 1e-3, rnd
