@@ -47,6 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.relay import RelayHub, RelayRecord, add_relay
+from hss.authenticated import AbortError
 from hss.fixedpoint import FixedPoint, max_threshold
 from hss.modes import reveal_mode
 from hss.protocols import Decisions
@@ -206,12 +207,15 @@ class Coordinator:
         first_run_step: int = 1,
         sign_precompute: str = "inline",
         precompute_ahead: bool = False,
+        security: str = "semi-honest",
     ) -> CoordinatorSession:
         """Open a session at every party. With ``run_id``, session step k is run step first_run_step + k - 1
         of that run and the session's ``resume`` / ``warnings`` report what the parties hold of it.
         ``sign_precompute`` (sign mode): "inline" (7 rounds), "pooled" (9 rounds, less CPU per decision) or
         "blocks4" (2 precompute + 5 online rounds, more precompute bytes). ``precompute_ahead`` (sign mode,
-        issue 16): each party makes step k + 1's precompute right after answering step k (parties.ahead)."""
+        issue 16): each party makes step k + 1's precompute right after answering step k (parties.ahead).
+        ``security``: "semi-honest" (honest-but-curious registries) or "abort" (issue 25, sum and sign: up to
+        t deviating registries make every honest one abort the step before any output, hss.abort_modes)."""
         relay_address = await self._ensure_relay() if topology == "relay" else ""
         spec = SessionSpec(
             session_id=session_id or os.urandom(16),
@@ -228,6 +232,7 @@ class Coordinator:
             first_run_step=first_run_step,
             sign_precompute=sign_precompute,
             precompute_ahead=precompute_ahead,
+            security=security,
         )
         sess = CoordinatorSession(self, spec)
         if topology == "relay":
@@ -352,7 +357,13 @@ class CoordinatorSession:
             if not msgs:
                 raise SessionError(f"party {pid} sent no output share", party=pid, step=tr.step)
             inbox[pid] = msgs[-1][1]
-        return reveal_mode(self.spec.reveal_mode).receiver(self.spec.params(), inbox, n)
+        try:
+            return reveal_mode(self.spec.reveal_mode).decode(
+                self.spec.params(), inbox, n, tr.step, self.spec.security
+            )
+        except AbortError as exc:  # security "abort": the output shares are inconsistent or not bits
+            self.state = "failed"
+            raise SessionError(f"the parties' outputs were refused: {exc}", step=tr.step) from exc
 
     async def probe_links(self, rounds: int, words: int, timeout_s: float | None = None) -> list[float]:
         """A transport probe at the next step: ``rounds`` all-to-all rounds of ``words`` zero words per peer

@@ -117,6 +117,8 @@ EXPERIMENT.toml::
                                     # | blocks4 (5 online rounds after 2 precompute rounds; no lazy coin)
     precompute_ahead = false        # sign only (no lazy coin): each registry makes step k + 1's precompute
                                     # right after answering step k, so a step runs its online rounds only
+    security = "semi-honest"        # | abort (sum and sign inline, no lazy coin, no precompute ahead):
+                                    # up to t deviating registries are caught (docs/SECURITY_ABORT.md)
 
     [privacy]                       # optional: the target this run must fit, checked with every party's
     gdp_mu = 1.0                    # PlanPrivacy dry run before the session opens; gdp_mu, or
@@ -181,6 +183,7 @@ from coordinator.tables import (
     read_parties,
 )
 from coordinator.warm_start import WarmStartSettings, read_warm_start
+from hss.abort_modes import SECURITY
 from hss.fixedpoint import max_threshold
 from hss.modes import FEATURES, REVEAL_MODES, reveal_mode
 from hss.session import SIGN_PRECOMPUTE
@@ -244,6 +247,7 @@ class Experiment:
     simulate: SimulateSettings | None
     sign_precompute: str = "inline"  # reveal.sign_precompute (hss.session.SIGN_PRECOMPUTE)
     precompute_ahead: bool = False  # reveal.precompute_ahead (parties.ahead, issue 16)
+    security: str = "semi-honest"  # reveal.security (hss.modes.SECURITY, issue 25)
     model_path: tuple[Path, ...] = ()  # model.path: folders of model plug-ins (on the import path)
     warm_start: WarmStartSettings | None = None  # [warm_start]: the DP warm start (coordinator.warm_start)
     budget_target: BudgetTarget | None = None  # [privacy] target_epsilon: a planned run (coordinator.planner)
@@ -393,6 +397,11 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
 
     reveal_tbl = r.table(doc, "reveal", required=True)
     mode, topology, threshold, sign_precompute, ahead = _reveal(r, reveal_tbl, kind, m)
+    security = r.choice(reveal_tbl or {}, "reveal", "security", SECURITY, "semi-honest")
+    try:
+        reveal_mode(mode).require_security(security, sign_precompute, sampler.lazy is not None, ahead)
+    except ValueError as exc:
+        raise r.err("reveal.security", str(exc)) from exc
 
     if sampler.lazy is not None and (not reveal_mode(mode).lazy_coin or sign_precompute != "inline"):
         raise r.err(
@@ -443,6 +452,7 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         simulate=simulate,
         sign_precompute=sign_precompute,
         precompute_ahead=ahead,
+        security=security,
         warm_start=warm,
         budget_target=budget_target,
     )
@@ -495,7 +505,7 @@ def _reveal(
     """``[reveal]``: mode, topology, threshold, sign_precompute and precompute_ahead, checked against m and
     the sampler."""
     assert rv is not None
-    r.only(rv, "reveal", ("mode", "topology", "threshold", "sign_precompute", "precompute_ahead"))
+    r.only(rv, "reveal", ("mode", "topology", "threshold", "sign_precompute", "precompute_ahead", "security"))
     mode = r.choice(rv, "reveal", "mode", REVEAL_MODES)
     entry = reveal_mode(mode)
     topology = r.choice(rv, "reveal", "topology", TOPOLOGIES, "mesh")

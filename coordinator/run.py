@@ -362,6 +362,7 @@ def _open_session(
         first_run_step=run_step + 1,
         sign_precompute=exp.sign_precompute,
         precompute_ahead=exp.precompute_ahead,
+        security=exp.security,
     )
     check_resume(sess, run_step)
     for w in sess.warnings:

@@ -33,6 +33,15 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from hss.abort_modes import (
+    abort_rounds,
+    check_abort_supported,
+    check_security,
+    sign_party_abort,
+    sign_receiver_abort,
+    sum_party_abort,
+    sum_receiver_abort,
+)
 from hss.lazy_coin import LazyCoin
 from hss.protocols import (
     Decisions,
@@ -78,7 +87,8 @@ class TermsBatch:
     party, or None) and ``step`` (the per-session batch counter). The others are read only by the modes whose
     entry says so: ``rng`` (this party's CSPRNG) by the Shamir modes, ``blind`` (W_j) and ``reveal_rng``
     by a mode with ``blinding``, ``precompute`` (one of ``SIGN_PRECOMPUTE``) and ``material`` (made ahead)
-    by a mode with ``sign_precompute``, ``lazy`` by a mode with ``lazy_coin``.
+    by a mode with ``sign_precompute``, ``lazy`` by a mode with ``lazy_coin``. ``security`` (one of
+    ``SECURITY``, the session's): "abort" runs the mode's machine of hss.abort_modes, where it has one.
     """
 
     values: npt.ArrayLike
@@ -90,9 +100,11 @@ class TermsBatch:
     precompute: str = "inline"
     material: SignMaterial | BlockMaterial | None = None
     lazy: LazyCoin | None = None
+    security: str = "semi-honest"
 
     def __post_init__(self) -> None:
         check_precompute(self.precompute)
+        check_security(self.security)
 
 
 @dataclass(frozen=True)
@@ -111,7 +123,10 @@ class RevealMode:
     otherwise any m >= 2 and 0 <= t <= m - 1. ``blinding``: each party also brings its blinding
     share W_j. ``lazy_coin``: the protocol can AND a secret lazy coin with the bit; ``sign_precompute``: the
     session's ``sign_precompute`` choice applies. ``reproducible``: the same inputs and noise terms reveal
-    exactly the same in any session (without a lazy coin).
+    exactly the same in any session (without a lazy coin). ``abort_party`` / ``abort_receiver``: the mode's
+    machine and decoder under ``security = "abort"`` (hss.abort_modes), None where the mode is not offered
+    with it yet; :meth:`machine`, :meth:`decode` and :meth:`rounds` choose by the batch's / session's
+    security.
     """
 
     name: str
@@ -126,6 +141,17 @@ class RevealMode:
     lazy_coin: bool = False
     sign_precompute: bool = False
     reproducible: bool = True
+    abort_party: Callable[[PartyContext, TermsBatch], Machine[PartyReport]] | None = None
+    abort_receiver: Callable[[SessionParams, Inbox, int, int], Decisions] | None = None
+
+    def require_security(
+        self, security: str, precompute: str = "inline", lazy: bool = False, ahead: bool = False
+    ) -> None:
+        """``ValueError`` naming what is not offered: an unknown security, or a mode / sign precompute / lazy
+        coin / precompute ahead that has no machine under security "abort" yet."""
+        check_security(security)
+        if security == "abort":
+            check_abort_supported(self.name, precompute, lazy, ahead)
 
     def supported_by(self, params: SessionParams) -> bool:
         """Whether a session with ``params`` (m, t) can run this mode."""
@@ -140,9 +166,13 @@ class RevealMode:
                 f"reveal mode {self.name!r}", hint=f"With m = 2 only {without} is available."
             )
 
-    def rounds(self, params: SessionParams, precompute: str = "inline") -> int:
+    def rounds(self, params: SessionParams, precompute: str = "inline", security: str = "semi-honest") -> int:
         """Sequential rounds of a batch in this mode in a session with ``params``, its sign precompute being
-        ``precompute`` (one of ``SIGN_PRECOMPUTE``); ValueError when the batch sets them (svt)."""
+        ``precompute`` (one of ``SIGN_PRECOMPUTE``) and its security ``security``; ValueError when the batch
+        sets them (svt)."""
+        if security != "semi-honest":
+            self.require_security(security, precompute)
+            return abort_rounds(self.name)
         if self.batch_rounds is None:
             raise ValueError(
                 f"rounds of {self.name!r} are not fixed by the session: see hss.svt.SvtFormat.rounds"
@@ -164,7 +194,21 @@ class RevealMode:
             raise ValueError(
                 f"a lazy coin is ANDed with the accept bit in reveal mode {lazy} only, not {self.name!r}"
             )
+        if batch.security == "abort":
+            ahead = batch.material is not None
+            self.require_security("abort", batch.precompute, batch.lazy is not None, ahead)
+            assert self.abort_party is not None  # check_abort_supported names the modes that have one
+            return self.abort_party(ctx, batch)
         return self.party(ctx, batch)
+
+    def decode(self, params: SessionParams, inbox: Inbox, n: int, step: int, security: str) -> Decisions:
+        """The receiver's decisions from the final round's messages of batch ``step`` (its security's
+        decoder; under "abort" an :class:`hss.authenticated.AbortError` names the step and the round)."""
+        if security == "abort":
+            self.require_security(security)
+            assert self.abort_receiver is not None
+            return self.abort_receiver(params, inbox, n, step)
+        return self.receiver(params, inbox, n)
 
 
 def _sum_party(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
@@ -183,6 +227,14 @@ def _sign_party(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
     return sign_party(
         ctx, batch.values, batch.public, batch.step, batch.rng, batch.material, batch.precompute, batch.lazy
     )
+
+
+def _sum_party_abort(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
+    return sum_party_abort(ctx, batch.values, batch.public, batch.step)
+
+
+def _sign_party_abort(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
+    return sign_party_abort(ctx, batch.values, batch.public, batch.step, batch.rng)
 
 
 def _svt_receiver(params: SessionParams, inbox: Inbox, n: int) -> Decisions:
@@ -209,6 +261,8 @@ REVEAL: dict[str, RevealMode] = {
         receiver=sum_receiver,
         batch_rounds=lambda params, precompute: 1,
         honest_majority=False,
+        abort_party=_sum_party_abort,
+        abort_receiver=sum_receiver_abort,
     ),
     "blinded": RevealMode(
         name="blinded",
@@ -230,6 +284,8 @@ REVEAL: dict[str, RevealMode] = {
         honest_majority=True,
         lazy_coin=True,
         sign_precompute=True,
+        abort_party=_sign_party_abort,
+        abort_receiver=sign_receiver_abort,
     ),
     "svt": RevealMode(
         name="svt",

@@ -70,6 +70,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
+    if cfg.deviate:
+        print(
+            "WARNING: [testing] deviate is set: this party sends WRONG protocol messages on purpose "
+            f"({sorted(cfg.deviate)}). Only for testing security with abort.",
+            file=sys.stderr,
+            flush=True,
+        )
     add_import_path(cfg.model_path)  # [allow] model_path: where this registry's model plug-ins live
     if args.command == "check-config":
         return check_config(args.config, cfg)

@@ -41,6 +41,8 @@ Example (all keys; optional ones marked)::
                                    # file); only code the registry has vetted belongs there
     reveal_modes = ["sign", "blinded"]  # of sum, blinded, sign, svt (federated ABCDP, parties/abcdp.py)
     topologies = ["mesh", "relay"] # optional, default both
+    security = ["abort"]           # optional, default both "semi-honest" and "abort": the sessions' security
+                                   # this party joins ("abort": t deviating parties are caught, issue 25)
     [allow.bounds.gaussian-mean]   # optional: numeric model parameter -> [low, high]
     sigma = [0.1, 100.0]
 
@@ -71,6 +73,8 @@ Example (all keys; optional ones marked)::
     fixed_rng_key = "<64 hex>"     # repeatable noise for contract tests; the daemon warns loudly
     freeze_at = ["after-charge@3"] # fault injection: the daemon stops itself (SIGSTOP) at that point of
                                    # run step 3 (of any run), for a test to SIGKILL it there (FREEZE_PHASES)
+    deviate = ["additive@3"]       # this daemon sends wrong frames in round 3 of every decision step, to
+                                   # test security with abort over real links (parties/deviate.py)
 """
 
 from __future__ import annotations
@@ -82,9 +86,11 @@ from pathlib import Path
 from typing import Any
 
 from mechanisms.samplers.requests import NEIGHBOURS
+from parties import deviate as deviations
 from parties.sources import DataConfig, read_data_config
 from proto.spec import (
     REVEAL_MODES,
+    SECURITY,
     TOPOLOGIES,
     PartyEntry,
     address_problem,
@@ -119,6 +125,7 @@ class PartyConfig:
     allow_models: tuple[str, ...]
     allow_modes: tuple[str, ...]
     allow_topologies: tuple[str, ...]
+    allow_security: tuple[str, ...] = ("semi-honest", "abort")  # [allow] security: sessions this party joins
     model_path: tuple[Path, ...] = ()  # [allow] model_path: folders of model plug-ins (import path)
     bounds: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
     max_decisions: int = 1_000_000
@@ -134,6 +141,7 @@ class PartyConfig:
     max_message_bytes: int = 64 * 1024 * 1024
     fixed_rng_key: bytes | None = None
     freeze_at: frozenset[tuple[str, int]] = frozenset()  # testing: (phase, run step), see FREEZE_PHASES
+    deviate: frozenset[tuple[str, int]] = frozenset()  # testing: (kind, round) this daemon deviates at
 
     @property
     def has_tls(self) -> bool:
@@ -321,9 +329,11 @@ def _peers_section(r: _Reader, pid: int, identity: str, coordinator_identity: st
 
 
 def _allow_section(r: _Reader) -> dict[str, Any]:
-    """[allow]: the PartyConfig fields allow_models, model_path, allow_modes, allow_topologies, bounds."""
+    """[allow]: the PartyConfig fields allow_models, model_path, allow_modes, allow_topologies,
+    allow_security, bounds."""
     allow = r.table("allow")
-    _check_unknown(r, allow, "allow", {"models", "reveal_modes", "topologies", "bounds", "model_path"})
+    known = {"models", "reveal_modes", "topologies", "security", "bounds", "model_path"}
+    _check_unknown(r, allow, "allow", known)
     models = _str_list(r, allow, "allow.models", None)
     model_path: list[Path] = []
     if "model_path" in allow:
@@ -335,11 +345,13 @@ def _allow_section(r: _Reader) -> dict[str, Any]:
             model_path.append(folder.resolve())
     modes = _str_list(r, allow, "allow.reveal_modes", REVEAL_MODES)
     topos = _str_list(r, allow, "allow.topologies", TOPOLOGIES) if "topologies" in allow else TOPOLOGIES
+    security = _str_list(r, allow, "allow.security", SECURITY) if "security" in allow else SECURITY
     return {
         "allow_models": tuple(models),
         "model_path": tuple(model_path),
         "allow_modes": tuple(modes),
         "allow_topologies": tuple(topos),
+        "allow_security": tuple(security),
         "bounds": _allow_bounds(r, allow),
     }
 
@@ -387,9 +399,9 @@ def _limits_section(r: _Reader) -> dict[str, Any]:
 
 
 def _testing_section(r: _Reader) -> dict[str, Any]:
-    """[testing]: the PartyConfig fields fixed_rng_key, freeze_at."""
+    """[testing]: the PartyConfig fields fixed_rng_key, freeze_at, deviate."""
     testing = r.table("testing", required=False)
-    _check_unknown(r, testing, "testing", {"fixed_rng_key", "freeze_at"})
+    _check_unknown(r, testing, "testing", {"fixed_rng_key", "freeze_at", "deviate"})
     fixed = None
     if "fixed_rng_key" in testing:
         hx = r.get(testing, "testing", "fixed_rng_key", str)
@@ -407,7 +419,11 @@ def _testing_section(r: _Reader) -> dict[str, Any]:
                 "testing.freeze_at", f"must be a list of '<phase>@<run step>' with a phase in {FREEZE_PHASES}"
             )
         freeze_at.add((phase, int(step)))
-    return {"fixed_rng_key": fixed, "freeze_at": frozenset(freeze_at)}
+    try:
+        deviate = deviations.parse(r.get(testing, "testing", "deviate", list) if "deviate" in testing else [])
+    except ValueError as exc:
+        raise r.err("testing.deviate", str(exc)) from exc
+    return {"fixed_rng_key": fixed, "freeze_at": frozenset(freeze_at), "deviate": deviate}
 
 
 def _privacy_budget(

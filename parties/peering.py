@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 from hss.runtime import ProtocolError
 from parties import e2e
+from parties.deviate import tamper_frame
 from parties.exchange import LinkLost, Refused, RunOutcome, drive
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, OnFrame, RelayLink
 from parties.refusal import Reason, Refusal
@@ -126,6 +127,8 @@ def sender(party: Party, sess: Session) -> Callable[[Any], Awaitable[None]]:
             await link.send(serde.frame_to_proto(sid, f))
 
         send = send_mesh
+    if party.cfg.deviate:  # testing: this daemon deviates on purpose (parties/deviate.py)
+        send = _deviating(send, party.cfg.deviate, min(sess.peers))
     if not any(phase == "mid-exchange" for phase, _ in party.cfg.freeze_at):
         return send
     last_peer = max(sess.peers)
@@ -139,6 +142,17 @@ def sender(party: Party, sess: Session) -> Callable[[Any], Awaitable[None]]:
             party.store.freeze_point("mid-exchange", sess.spec.run_step(f.step))
 
     return send_then_freeze
+
+
+def _deviating(
+    send: Callable[[Any], Awaitable[None]], deviations: frozenset[tuple[str, int]], first_peer: int
+) -> Callable[[Any], Awaitable[None]]:
+    async def send_deviating(f: Any) -> None:
+        altered = tamper_frame(deviations, f, first_peer)
+        if altered is not None:
+            await send(altered)
+
+    return send_deviating
 
 
 def unwrap_frame(party: Party, sess: Session, src: int, msg: peer_pb2.PeerFrame) -> Frame:

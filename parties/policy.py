@@ -74,6 +74,11 @@ def _check_allowlist(cfg: PartyConfig, spec: SessionSpec) -> None:
             f"reveal mode {shown(spec.reveal_mode)} is not allowed "
             f"(allow.reveal_modes = {list(cfg.allow_modes)})",
         )
+    if spec.security not in cfg.allow_security:
+        raise Refusal(
+            Reason.PERMISSION_DENIED,
+            f"security {shown(spec.security)} is not allowed (allow.security = {list(cfg.allow_security)})",
+        )
     if spec.topology not in cfg.allow_topologies:
         raise Refusal(
             Reason.PERMISSION_DENIED,

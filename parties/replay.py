@@ -67,7 +67,7 @@ import numpy.typing as npt
 from hss.randomness import derive_key
 from proto.files import make_private, write_durable
 from proto.records import RunStepRef
-from proto.spec import SessionSpec, check_run_id
+from proto.spec import SECURITY, SessionSpec, check_run_id
 
 RUNS_DIR = "runs"
 FORMAT_VERSION = 1
@@ -107,6 +107,7 @@ class RunRecord:
     messages: tuple[tuple[int, npt.NDArray[np.uint64]], ...]  # this party's (round, payload) to the receiver
     data_sha256: str = ""  # the snapshot of this party's records the step ran on ("": none, or older file)
     svt: SvtStep | None = None  # reveal mode svt: the SVT state the step started from and its bits
+    security: str = "semi-honest"  # the session's security: the stored messages decode only under it
 
     @property
     def run_step(self) -> int:
@@ -189,6 +190,7 @@ def _body(rec: RunRecord, identity: str) -> dict[str, Any]:
         ],
         **({"data_sha256": rec.data_sha256} if rec.data_sha256 else {}),
         **({"svt": _svt_body(rec.svt)} if rec.svt is not None else {}),
+        **({"security": rec.security} if rec.security != "semi-honest" else {}),
     }
 
 
@@ -272,7 +274,10 @@ class ReplayStore:
             raise ValueError("data_sha256 must be a SHA-256 in hex")
         ref = RunStepRef(run_id, step, digest, execution)
         svt = _svt_parse(doc["svt"], batch) if "svt" in doc else None
-        return RunRecord(ref, batch, rounds, tuple(messages), data_sha256=data, svt=svt)
+        security = doc.get("security", "semi-honest")
+        if security not in SECURITY:
+            raise ValueError(f"security {security!r} is not one of {SECURITY}")
+        return RunRecord(ref, batch, rounds, tuple(messages), data_sha256=data, svt=svt, security=security)
 
     def save(self, rec: RunRecord) -> None:
         """Replace the run's record durably (fsync + atomic rename + directory fsync)."""

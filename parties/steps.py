@@ -22,6 +22,7 @@ import numpy as np
 from hss.modes import TermsBatch, reveal_mode
 from parties import ahead
 from parties.analyses import AnalysisError
+from parties.deviate import tamper_outputs
 from parties.exchange import RunOutcome
 from parties.peering import drive_step
 from parties.policy import check_decision_budget, paid_run_step, recharge_reason
@@ -121,7 +122,7 @@ async def _evaluate_decisions(
     # any share leaves; send = handing frames to the links; wait = until each round's frames were all
     # in; handler_ms is the whole handler; cpu_ms is the CPU time of the whole daemon process (all
     # threads: compute, gRPC, TLS) meanwhile
-    return _answer(sess, step, out, clamped), {
+    return _answer(sess, step, out, clamped, party.cfg.deviate), {
         **run_audit,
         **pool_audit,
         "decisions": n,
@@ -176,6 +177,7 @@ def _decision_machine(
             material=material,
             lazy=sess.analysis.lazy_coin(spec.model_params),
             reveal_rng=reveal_rng(keys, spec, step.number, step.digest),
+            security=spec.security,
         )
         machine = reveal_mode(spec.reveal_mode).machine(sess.ctx, batch)  # the mode's own party factory
         counts = {"clipped_records": terms.clipped_records, "clipped_covariates": terms.clipped_covariates}
@@ -204,17 +206,30 @@ def _keep(party: Party, sess: Session, step: Step, out: RunOutcome, state: SvtSt
     if step.run_step and sess.state == "ready":
         ref = RunStepRef(sess.spec.run_id, step.run_step, step.digest, sess.spec.session_id)
         held = RunRecord(
-            ref, step.n, out.rounds, tuple(out.to_receiver), data_sha256=party.data_sha256, svt=state
+            ref,
+            step.n,
+            out.rounds,
+            tuple(out.to_receiver),
+            data_sha256=party.data_sha256,
+            svt=state,
+            security=sess.spec.security,
         )
         sess.run = replace(sess.run, held=held)
         party.store.replays.save(held)
         party.store.freeze_point("before-answer", step.run_step)
 
 
-def _answer(sess: Session, step: Step, out: RunOutcome, clamped: int) -> party_pb2.EvaluateResponse:
-    answer = EvaluateAnswer(
-        sess.spec.session_id, step.number, tuple(out.to_receiver), out.rounds, clamped, step.run_step
-    )
+def _answer(
+    sess: Session,
+    step: Step,
+    out: RunOutcome,
+    clamped: int,
+    party_deviations: frozenset[tuple[str, int]] = frozenset(),
+) -> party_pb2.EvaluateResponse:
+    messages = tuple(out.to_receiver)
+    if party_deviations:  # testing: this daemon alters its output shares on purpose (parties/deviate.py)
+        messages = tamper_outputs(party_deviations, messages)
+    answer = EvaluateAnswer(sess.spec.session_id, step.number, messages, out.rounds, clamped, step.run_step)
     return serde_session.evaluate_response_to_proto(answer)
 
 
@@ -248,6 +263,12 @@ def run_step_check(
         )
     if sess.run.replay is None or sess.run.replay.ref != held.ref:
         audit["detail"] = f"run step {run_step} evaluated afresh: not every party holds it"
+        return digest, audit, None
+    if held.security != spec.security:  # its messages decode only under the security that made them
+        audit["detail"] = (
+            f"run step {run_step} evaluated afresh: held from a session with security {held.security!r}, "
+            f"this one is {spec.security!r} (the same noise: the same release)"
+        )
         return digest, audit, None
     sess.last_step = step.number
     resp = serde_session.evaluate_response_to_proto(

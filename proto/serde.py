@@ -201,6 +201,7 @@ def spec_to_proto(spec: SessionSpec) -> common_pb2.SessionSpec:
         coordinator_identity=spec.coordinator_identity,
         sign_precompute="" if spec.sign_precompute == "inline" else spec.sign_precompute,
         precompute_ahead=spec.precompute_ahead,
+        security="" if spec.security == "semi-honest" else spec.security,
     )
 
 
@@ -226,6 +227,7 @@ def spec_from_proto(msg: common_pb2.SessionSpec) -> SessionSpec:
             coordinator_identity=msg.coordinator_identity or "coordinator",
             sign_precompute=msg.sign_precompute or "inline",
             precompute_ahead=bool(msg.precompute_ahead),
+            security=msg.security or "semi-honest",
         )
     except SpecError as exc:
         raise WireError(f"session spec refused: {exc}") from exc

@@ -15,12 +15,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from hss.abort_modes import SECURITY
 from hss.fixedpoint import FixedPoint
 from hss.modes import REVEAL_MODES, reveal_mode
 from hss.session import SIGN_PRECOMPUTE, SessionParams
 
 TOPOLOGIES = ("mesh", "relay")
-# REVEAL_MODES (from hss.modes, the reveal-mode table): the names a session may carry; parties.config too
+# REVEAL_MODES (from hss.modes, the reveal-mode table): the names a session may carry; parties.config too.
+# SECURITY (from hss.abort_modes): "semi-honest" | "abort", a session's security; parties.config too
 #: the one identity rule: a party's or the coordinator's certificate name (CN), see :func:`identity_problem`
 _IDENTITY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+=-]{0,127}$")
@@ -110,6 +112,7 @@ class SessionSpec:
     first_run_step: int = 1  # the run step of the session's step 1
     sign_precompute: str = "inline"  # sign mode: hss.session.SIGN_PRECOMPUTE (the same at every party)
     precompute_ahead: bool = False  # sign mode: step k + 1's sign material made after step k (parties.ahead)
+    security: str = "semi-honest"  # hss.modes.SECURITY: "abort" catches up to t deviating parties (#25)
 
     def __post_init__(self) -> None:
         if self.run_id:
@@ -172,6 +175,14 @@ class SessionSpec:
                 )
             if self.precompute_ahead:
                 raise SpecError("model_params.lazy makes its coin in the step: no precompute_ahead")
+        if self.security not in SECURITY:
+            raise SpecError(f"security {shown(self.security)} is not one of {SECURITY}")
+        try:
+            reveal_mode(self.reveal_mode).require_security(
+                self.security, self.sign_precompute, self.lazy_coin, self.precompute_ahead
+            )
+        except ValueError as exc:
+            raise SpecError(str(exc)) from exc
 
     @property
     def m(self) -> int:

@@ -74,6 +74,7 @@ def party_config_text(
     data_model_args: dict[str, Any] | None = None,
     privacy_budget: Mapping[str, Any] | None = None,
     freeze_at: Sequence[str] = (),
+    deviate: Sequence[str] = (),
     data_table: Mapping[str, Any] | None = None,
     model_path: Sequence[Path] = (),
 ) -> str:
@@ -132,6 +133,8 @@ def party_config_text(
         testing.append(f'fixed_rng_key = "{fixed_rng_key.hex()}"')
     if freeze_at:  # fault injection: ["<phase>@<run step>", ...] (parties.config.FREEZE_PHASES)
         testing.append(f"freeze_at = {_toml_value(list(freeze_at))}")
+    if deviate:  # testing: this party sends wrong messages on purpose (parties/deviate.py)
+        testing.append(f"deviate = {_toml_value(list(deviate))}")
     if testing:
         lines += ["[testing]", *testing, ""]
     return "\n".join(lines)
@@ -172,6 +175,7 @@ class LocalConsortium:
         startup_timeout_s: float = 30.0,
         keep: bool = False,
         fixed_rng_keys: dict[int, bytes] | None = None,
+        deviate: dict[int, Sequence[str]] | None = None,
         **config_kwargs: Any,
     ) -> Iterator[LocalConsortium]:
         tmp = None
@@ -200,6 +204,7 @@ class LocalConsortium:
                         certs,
                         dpath,
                         fixed_rng_key=(fixed_rng_keys or {}).get(pid),
+                        deviate=(deviate or {}).get(pid, ()),
                         **config_kwargs,
                     )
                 )

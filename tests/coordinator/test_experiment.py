@@ -73,6 +73,13 @@ REFUSALS = [
     (('mode = "sign"', 'mode = "blinded"\nsign_precompute = "pooled"'), "reveal.sign_precompute", "'sign'"),
     (('mode = "sign"', 'mode = "blinded"\nprecompute_ahead = true'), "reveal.precompute_ahead", "'sign'"),
     (('mode = "sign"', 'mode = "sign"\nprecompute_ahead = 1'), "reveal.precompute_ahead", "wrong type"),
+    (('mode = "sign"', 'mode = "sign"\nsecurity = "strong"'), "reveal.security", "one of"),
+    (('mode = "sign"', 'mode = "blinded"\nsecurity = "abort"'), "reveal.security", "not offered"),
+    (
+        ('mode = "sign"', 'mode = "sign"\nsign_precompute = "blocks4"\nsecurity = "abort"'),
+        "reveal.security",
+        "sign_precompute 'blocks4' is not offered",
+    ),
     (("[reveal]", "[reveals]\n[reveal]"), "reveals", "unknown table"),
     (('name = "t"', 'name = "t"\ncolour = 1'), "experiment.colour", "unknown key"),
     (("seed = 1", 'seed = "1"'), "experiment.seed", "wrong type"),
@@ -274,6 +281,12 @@ def test_cli_exit_code_2_names_the_key(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["run", str(p), "--check"]) == 0
     assert main(["run"]) == 2
     assert main(["run", "--resume", str(tmp_path / "nothing")]) == 2
+
+
+def test_security_default_and_abort(tmp_path: Path) -> None:
+    assert load(tmp_path, BASE).security == "semi-honest"  # type: ignore[attr-defined]
+    abort = load(tmp_path, _edit('mode = "sign"', 'mode = "sign"\nsecurity = "abort"'))
+    assert abort.security == "abort"  # type: ignore[attr-defined]  # issue 25
 
 
 def test_sign_precompute_default_and_pooled(tmp_path: Path) -> None:

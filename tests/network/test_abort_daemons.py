@@ -1,0 +1,107 @@
+"""Security with abort over real daemons (separate processes, mutual TLS, mesh and relay), issue 25.
+
+One consortium of three registries evaluates run step 1 of a run first with the semi-honest sign protocol,
+then with ``security = "abort"`` while registry 2 deviates on purpose (``[testing] deviate``: an additive
+error in a carry-tree round, different errors to different peers in the masked opening, a dropped message,
+a corrupted output share to the coordinator). Every deviation ends the step with an error naming the step
+and the round and nothing decoded; the abort is in each honest registry's audit log; the step retried with
+registry 2 honest again gives bit for bit the semi-honest decisions (the same noise: the run step's digest
+does not depend on the security), and every registry's ledger holds run step 1 charged once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coordinator.api import BlockingCoordinator, SessionError
+from parties.privacy_budget import run_step_counts
+from proto import party_pb2
+from proto.records import RunCharge
+from simulations.launcher import LocalConsortium
+from tests.parties.helpers import party_data
+from tests.parties.test_resume import BUDGET, KEYS, PARAMS, M, N, _inputs
+
+RUN = "abort-run"
+
+
+def _set_deviation(lc: LocalConsortium, pid: int, deviate: list[str]) -> None:
+    """Restart party ``pid`` with ``[testing] deviate`` set to ``deviate`` (nothing: honest again)."""
+    lc.kill(pid)
+    cfg = lc.procs[pid].config
+    text = re.sub(r"(?m)^deviate = .*\n", "", cfg.read_text())
+    if deviate:
+        text = text.replace("[testing]\n", "[testing]\n" + f"deviate = {json.dumps(deviate)}\n")
+    cfg.write_text(text)
+    lc.restart(pid)
+    lc.wait_ready(30.0)
+
+
+def _evaluate(lc: LocalConsortium, security: str, topology: str = "mesh") -> np.ndarray:
+    with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=30.0) as coord:
+        sess = coord.open_session(
+            reveal_mode="sign",
+            model="gaussian-mean",
+            model_params=PARAMS,
+            run_id=RUN,
+            topology=topology,
+            security=security,
+        )
+        try:
+            return sess.evaluate(_inputs(1), N).accept
+        finally:
+            sess.close()
+
+
+@pytest.mark.slow
+def test_a_deviating_registry_is_caught_and_the_retried_step_is_exact_and_charged_once(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "consortium"
+    with LocalConsortium.start(
+        M,
+        party_data(M, 30, seed=7),
+        workdir=work,
+        fixed_rng_keys=KEYS,
+        privacy_budget=BUDGET,
+        round_timeout_s=4.0,
+    ) as lc:
+        semi = _evaluate(lc, "semi-honest")
+        assert 0 < semi.sum() < N
+
+        cases = [
+            ("additive@6", "mesh", r"abort at step 1, round 11 \(verify\): the MAC check failed"),
+            ("additive@6", "relay", r"abort at step 1, round 11 \(verify\): the MAC check failed"),
+            ("inconsistent@3", "mesh", r"abort at step 1, round 3 \(masked terms opened\): opened shares do"),
+            ("noncanonical@1", "relay", r"abort at step 1, round 1 \(inputs and squares\): .*non-canonical"),
+            ("duplicate@9", "mesh", r"abort at step 1, round 9 \(verify: coin and key\): a message of 8"),
+            ("drop@2", "mesh", r"step 1 round 2: no message from party 2 before the deadline"),  # timed out
+            ("additive@out", "mesh", r"abort at step 1, round 12 \(receiver: outputs\)"),
+        ]
+        for deviation, topology, message in cases:
+            _set_deviation(lc, 2, [deviation])
+            with pytest.raises(SessionError, match=message):
+                _evaluate(lc, "abort", topology)
+
+        _set_deviation(lc, 2, [])
+        assert np.array_equal(_evaluate(lc, "abort"), semi)  # the retried step: exact, the same noise
+        assert np.array_equal(_evaluate(lc, "abort", topology="relay"), semi)
+
+        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=30.0) as coord:
+            reports = coord._run(
+                coord.coord.call_all(
+                    "privacy report", lambda _: party_pb2.PrivacyReportRequest(), "PrivacyReport"
+                )
+            )
+    for pid, r in reports.items():
+        charges = [RunCharge.from_dict(c) for c in json.loads(r.run_charges_json)]
+        assert run_step_counts(charges, RUN) == {1: 1}, pid  # charged once across every attempt
+        assert sum(e["count"] for e in json.loads(r.events_json)) == N
+    for pid in (1, 3):  # the honest registries logged the aborts
+        audit = (work / f"party-{pid}" / "state" / "audit.log").read_text()
+        assert "abort at step 1, round 11 (verify)" in audit
+        assert "abort at step 1, round 3 (masked terms opened)" in audit
