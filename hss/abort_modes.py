@@ -166,9 +166,42 @@ def sign_party_abort(
 
 def _term_bits(x: npt.NDArray[np.int64], nbits: int) -> F.FieldArray:
     """The bits of x + 2^(nbits-1), shape (nbits, n), as field elements."""
-    shifted = (x + (1 << (nbits - 1))).astype(np.uint64)
-    bits = (shifted[None, :] >> np.arange(nbits, dtype=np.uint64)[:, None]) & np.uint64(1)
+    return int_bits((x + (1 << (nbits - 1))).astype(np.uint64), nbits)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# checked inputs: values dealt as bits (the range by construction), shared by the modes under abort
+
+
+def int_bits(v: npt.NDArray[np.uint64], nbits: int) -> F.FieldArray:
+    """The low ``nbits`` bits of non-negative integers ``v`` (n,), shape (nbits, n), as field elements: what a
+    party deals for a value that must lie in [0, 2^nbits)."""
+    bits = (v[None, :] >> np.arange(nbits, dtype=np.uint64)[:, None]) & np.uint64(1)
     return F.from_int64(bits.astype(np.int64))
+
+
+def bits_value(d: Auth, nbits: int) -> Auth:
+    """sum_i 2^i d_i over the bit axis of dealt bits ``d`` of shape (..., nbits, n) -> (..., n)."""
+    pow2 = F.from_ints([1 << i for i in range(nbits)])
+    x, mac = (np.ascontiguousarray(np.moveaxis(a, -3, 0)) for a in (d.x, d.mac))
+    return Auth(F.lincomb(pow2, x), F.lincomb(pow2, mac))
+
+
+def bitness_products(d: Auth, gamma: F.FieldArray) -> list[F.FieldArray]:
+    """The degree-2t shares of y = sum_k gamma_k d_k^2 over every dealt bit d_k (flattened) and of its MAC
+    sum_k gamma_k (r d_k) d_k: GRR-reshare both in one round, then :func:`claim_bits`. ``gamma``: public
+    coins opened after the bits were dealt (one per flattened element)."""
+    x, mac = d.x.reshape(-1, 2), d.mac.reshape(-1, 2)
+    return [F.lincomb(gamma, F.mul(x, x))[None], F.lincomb(gamma, F.mul(mac, x))[None]]
+
+
+def claim_bits(auth: AuthParty, d: Auth, gamma: F.FieldArray, y: F.FieldArray, y_mac: F.FieldArray) -> None:
+    """Add the reshared (y, r y) of :func:`bitness_products` to the check and claim y - sum_k gamma_k d_k = 0:
+    a dealt value that is not a bit fails verify except with probability 2/p (gamma fixed after the bits)."""
+    y_auth = Auth(y, y_mac)
+    auth.track([y_auth])
+    x, mac = d.x.reshape(-1, 2), d.mac.reshape(-1, 2)
+    auth.claim_zero(sub(y_auth, Auth(F.lincomb(gamma, x)[None], F.lincomb(gamma, mac)[None])))
 
 
 def _lincomb_auth(coeffs: F.FieldArray, a: Auth) -> Auth:
@@ -226,20 +259,17 @@ def _sign_gen(
     rr = mul_public(auth.add_public(add(twice, sig_prod), F.P - 1), _INV4)
 
     # --- round 3: c = S + 2^K + r opened with error detection; the bitness product of every dealt bit ---
-    flat = Auth(d.x.reshape(-1, 2), d.mac.reshape(-1, 2))
-    pow_b = F.from_ints([1 << i for i in range(nb)] * m)
-    terms = _lincomb_auth(pow_b, Auth(d.x.reshape(m * nb, n, 2), d.mac.reshape(m * nb, n, 2)))
+    per_party = bits_value(d, nb)  # (m, n): every party's term + 2^(B-1)
+    ones = F.from_ints([1] * m)
+    terms = _lincomb_auth(ones, per_party)
     pow_k = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])
     mask = _lincomb_auth(pow_k, _stack([bits, Auth(r_top.x[None], r_top.mac[None])]))
     offset = F.from_int64(pub - m * (1 << (nb - 1)) + (1 << kbits))
     c_sh = auth.add_public(add(terms, mask), offset)
-    gamma = auth.coin(seed, 0, flat.x.shape[0])
-    y2 = F.lincomb(gamma, F.mul(flat.x, flat.x))[None]
-    y2_mac = F.lincomb(gamma, F.mul(flat.mac, flat.x))[None]
-    _, (y, y_mac), (c,) = yield from auth.round("masked terms opened", grrs=[y2, y2_mac], opens=[c_sh.x])
-    y_auth = Auth(y, y_mac)
-    auth.track([y_auth])
-    auth.claim_zero(sub(y_auth, Auth(F.lincomb(gamma, flat.x)[None], F.lincomb(gamma, flat.mac)[None])))
+    gamma = auth.coin(seed, 0, d.x.size // 2)
+    grrs = bitness_products(d, gamma)
+    _, (y, y_mac), (c,) = yield from auth.round("masked terms opened", grrs=grrs, opens=[c_sh.x])
+    claim_bits(auth, d, gamma, y, y_mac)
     c_hi = F.shift_right(c, kbits)
     c_lo = F.low_word(c)
     cb = ((c_lo[None, :] >> np.arange(kbits, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)
