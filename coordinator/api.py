@@ -321,8 +321,10 @@ class CoordinatorSession:
             resps = await self.coord.call_all(
                 "evaluate", lambda _: req, "Evaluate", step=step, timeout_s=timeout_s
             )
-        except SessionError:
+        except SessionError as exc:
             self.state = "failed"
+            if self.spec.security == "abort":  # every registry logs the abort (its CloseSession reason),
+                await self.abort(f"step {step} aborted: {exc}")  # also those cancelled before their check
             raise
         self.step = step
         tr = StepTranscript(step)
@@ -363,6 +365,7 @@ class CoordinatorSession:
             )
         except AbortError as exc:  # security "abort": the output shares are inconsistent or not bits
             self.state = "failed"
+            await self.abort(f"step {tr.step} aborted: the parties' outputs were refused: {exc}")
             raise SessionError(f"the parties' outputs were refused: {exc}", step=tr.step) from exc
 
     async def probe_links(self, rounds: int, words: int, timeout_s: float | None = None) -> list[float]:

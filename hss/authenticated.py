@@ -73,12 +73,14 @@ _LO_P, _HI_P = np.uint64(F.P & (2**64 - 1)), np.uint64(F.P >> 64)
 class AbortError(ProtocolError):
     """The honest party stops the step: a check failed or a message was missing or malformed.
 
-    Names the step, the round (counted from the :class:`AuthParty`'s first message) and what was being
+    Names the step, the round (counted from the :class:`AuthParty`'s first message; 0 for the receiver's
+    check of the outputs, whose round depends on the variant) and what was being
     received or checked, never the party that deviated (non-identifiable abort)."""
 
     def __init__(self, step: int, rnd: int, what: str, reason: str) -> None:
         self.step, self.round, self.what, self.reason = step, rnd, what, reason
-        super().__init__(f"abort at step {step}, round {rnd} ({what}): {reason}")
+        where = f"round {rnd}" if rnd > 0 else "the output round"
+        super().__init__(f"abort at step {step}, {where} ({what}): {reason}")
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,33 @@ def checked_messages(inbox: Inbox, elements: dict[int, int]) -> dict[int, Payloa
             raise ValueError("a message carries a non-canonical field element")
         got[j] = np.ascontiguousarray(arr)
     return got
+
+
+@dataclass
+class Extra:
+    """Payloads of one :meth:`AuthParty.round` besides deals, reshares and openings to all: ``to_one`` maps
+    each party j to this party's degree-t shares of the values opened to j only (flat (k_j, 2), the same
+    k_j at every party); ``public`` is this party's public values broadcast to all (``public_sizes``: what
+    each party broadcasts, in elements). After the round, ``opened_here`` holds the values opened to this
+    party (all m shares on one polynomial, else abort) and ``publics`` each party's broadcast values."""
+
+    to_one: dict[int, F.FieldArray]
+    public: F.FieldArray
+    public_sizes: dict[int, int]
+    opened_here: F.FieldArray | None = None
+    publics: dict[int, F.FieldArray] | None = None
+
+    def outgoing(self, me: int, others: Sequence[int]) -> dict[int, F.FieldArray]:
+        return {j: np.concatenate([self.to_one[j], self.public]) for j in others}
+
+    def incoming(self, me: int, others: Sequence[int]) -> dict[int, int]:
+        return {j: self.to_one[me].shape[0] + self.public_sizes[j] for j in others}
+
+    def receive(self, me: int, rest: dict[int, F.FieldArray], t: int) -> None:
+        k = self.to_one[me].shape[0]
+        shares = {j: v[:k] for j, v in rest.items()} | {me: self.to_one[me]}
+        self.opened_here = recombine(shares, t) if k else F.zeros((0,))
+        self.publics = {j: np.ascontiguousarray(v[k:]) for j, v in rest.items()} | {me: self.public}
 
 
 class AuthParty:
@@ -204,6 +233,7 @@ class AuthParty:
         deal_shapes: Mapping[int, tuple[int, ...]] | None = None,
         grrs: Sequence[F.FieldArray] = (),
         opens: Sequence[F.FieldArray] = (),
+        extra: Extra | None = None,
     ) -> PartyGen[tuple[dict[int, F.FieldArray], list[F.FieldArray], list[F.FieldArray]]]:
         """One all-to-all round carrying three kinds of payload; returns them in the order given.
 
@@ -212,10 +242,12 @@ class AuthParty:
         share. ``grrs``: degree-2t local products reshared to degree t (GRR). ``opens``: degree-t shares
         opened to all with error detection. A missing, extra or malformed message, or opened shares not
         on one degree-t polynomial, raise :class:`AbortError`. Raw shares of a degree-t sharing reveal its
-        value: open before verify() only what may be revealed even if the adversary shifted it."""
+        value: open before verify() only what may be revealed even if the adversary shifted it.
+        ``extra`` (:class:`Extra`): values opened to one party only (error detection at that party) and
+        public values every party broadcasts; its results are left in it."""
         if deal_shapes or grrs:
             self._open_for(what)  # after verify only openings: r is public, new values would be unchecked
-        return (yield from self._round(what, deal, deal_shapes, grrs, opens))
+        return (yield from self._round(what, deal, deal_shapes, grrs, opens, extra))
 
     def _round(
         self,
@@ -224,6 +256,7 @@ class AuthParty:
         deal_shapes: Mapping[int, tuple[int, ...]] | None = None,
         grrs: Sequence[F.FieldArray] = (),
         opens: Sequence[F.FieldArray] = (),
+        extra: Extra | None = None,
     ) -> PartyGen[tuple[dict[int, F.FieldArray], list[F.FieldArray], list[F.FieldArray]]]:
         ctx, me = self.ctx, self.ctx.party
         m, t = ctx.params.m, ctx.params.t
@@ -238,11 +271,13 @@ class AuthParty:
         assert deal is not None or not sizes[me]
         d_rows = split(np.ascontiguousarray(deal).reshape(-1, 2), t, m, self.rng) if sizes[me] else empty
         g_rows = grr_deal(ctx, g_flat, self.rng) if ng else empty
-        outbox: Outbox = {j: pack(d_rows[j - 1], g_rows[j - 1], o_flat) for j in ctx.others}
+        tail = extra.outgoing(me, ctx.others) if extra is not None else {j: F.zeros((0,)) for j in ctx.others}
+        outbox: Outbox = {j: pack(d_rows[j - 1], g_rows[j - 1], o_flat, tail[j]) for j in ctx.others}
         self.rounds += 1
         rnd = self.rounds
         inbox = yield outbox
-        got = self._receive(inbox, {j: sizes[j] + ng + no for j in ctx.others}, rnd, what)
+        more = extra.incoming(me, ctx.others) if extra is not None else {j: 0 for j in ctx.others}
+        got = self._receive(inbox, {j: sizes[j] + ng + no + more[j] for j in ctx.others}, rnd, what)
         dealt = {
             j: (d_rows[me - 1] if j == me else got[j][: sizes[j]]).reshape(*shapes[j], 2)
             for j in ctx.all
@@ -254,11 +289,18 @@ class AuthParty:
             reshared = grr_combine(ctx, g_rows[me - 1], rows)
         opened = F.zeros((0,))
         if no:
-            shares = {j: (o_flat if j == me else got[j][sizes[j] + ng :]) for j in ctx.all}
+            shares = {j: (o_flat if j == me else got[j][sizes[j] + ng : sizes[j] + ng + no]) for j in ctx.all}
             try:
                 opened = recombine(shares, t)
             except ShareError as exc:
                 reason = "opened shares do not lie on one polynomial of degree t"
+                raise self._abort(rnd, what, reason) from exc
+        if extra is not None:
+            rest = {j: got[j][sizes[j] + ng + no :] for j in ctx.others}
+            try:
+                extra.receive(me, rest, t)
+            except ShareError as exc:
+                reason = "shares opened to this party do not lie on one polynomial of degree t"
                 raise self._abort(rnd, what, reason) from exc
         return dealt, unflatten(reshared, g_shapes), unflatten(opened, o_shapes)
 

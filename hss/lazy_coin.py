@@ -64,12 +64,15 @@ class LazyCoin:
 
 
 
-def coin_carry_tree(lazy: LazyCoin, u: F.FieldArray, uu: F.FieldArray) -> CarryTree:
+def coin_carry_tree(
+    lazy: LazyCoin, u: F.FieldArray, uu: F.FieldArray, one: F.FieldArray | None = None
+) -> CarryTree:
     """First level (local) of [u < k] over the coin's L random bits u (LSB first) and their pair products.
 
     Per bit: lt_i = [u_i < k_i] = k_i (1 - u_i), eq_i = [u_i == k_i] (linear in u_i, k public). A pair (h, l)
-    gives G = lt_h + eq_h lt_l and P = eq_h eq_l, linear in u_h, u_l and [u_h u_l]."""
-    one = F.const(1)
+    gives G = lt_h + eq_h lt_l and P = eq_h eq_l, linear in u_h, u_l and [u_h u_l]. Affine: ``one`` is what
+    the constant 1 contributes (the MAC key's share when the call computes MACs, hss.abort_modes)."""
+    one = F.const(1) if one is None else one
     kb = [(lazy.k >> i) & 1 for i in range(lazy.bits)]
 
     def lt(i: int) -> F.FieldArray:

@@ -37,11 +37,10 @@ from hss.abort_modes import (
     abort_rounds,
     check_abort_supported,
     check_security,
-    sign_party_abort,
-    sign_receiver_abort,
     sum_party_abort,
     sum_receiver_abort,
 )
+from hss.abort_sign import sign_party_abort, sign_receiver_abort
 from hss.lazy_coin import LazyCoin
 from hss.protocols import (
     Decisions,
@@ -172,7 +171,7 @@ class RevealMode:
         sets them (svt)."""
         if security != "semi-honest":
             self.require_security(security, precompute)
-            return abort_rounds(self.name)
+            return abort_rounds(self.name, precompute)
         if self.batch_rounds is None:
             raise ValueError(
                 f"rounds of {self.name!r} are not fixed by the session: see hss.svt.SvtFormat.rounds"
@@ -234,7 +233,9 @@ def _sum_party_abort(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyRepor
 
 
 def _sign_party_abort(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
-    return sign_party_abort(ctx, batch.values, batch.public, batch.step, batch.rng)
+    return sign_party_abort(
+        ctx, batch.values, batch.public, batch.step, batch.rng, batch.precompute, batch.lazy
+    )
 
 
 def _svt_receiver(params: SessionParams, inbox: Inbox, n: int) -> Decisions:

@@ -344,7 +344,7 @@ def precompute_blocks(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -
     return Machine(ctx.party, block_precompute(ctx, n, step, rng), "precompute_blocks")
 
 
-def _chunks(total: int, m: int) -> list[tuple[int, int]]:
+def root_chunks(total: int, m: int) -> list[tuple[int, int]]:
     """Party p (1..m) computes the roots of flat positions [lo, hi) of chunk p - 1."""
     edges = [total * i // m for i in range(m + 1)]
     return [(edges[i], edges[i + 1]) for i in range(m)]
@@ -384,7 +384,7 @@ def _sign_precompute(
         sq = sum_contributions(ctx, sq_mine, {j: v_[:cut] for j, v_ in msgs.items()})
         v = inverse_roots(sq)
     else:
-        chunks = _chunks(kbits * n, ctx.params.m)
+        chunks = root_chunks(kbits * n, ctx.params.m)
         lo, hi = chunks[ctx.party - 1]
         inbox = yield {j: pack(sq_mine[chunks[j - 1][0] : chunks[j - 1][1]], rows[j - 1]) for j in ctx.others}
         msgs = {}

@@ -109,7 +109,7 @@ class _Layout:
 
 
 @functools.lru_cache(maxsize=8)
-def _layout(kbits: int) -> _Layout:
+def layout(kbits: int) -> _Layout:
     groups = blocks(kbits)
     pairs: list[tuple[int, ...]] = []
     triples: list[tuple[int, ...]] = []
@@ -156,7 +156,7 @@ def block_precompute(ctx: PartyContext, n: int, step: int, rng: SecureRandom) ->
     """The two precompute rounds of blocks4 (module docstring)."""
     fmt = ctx.params.fmt
     kbits = fmt.compare_bits
-    lay = _layout(kbits)
+    lay = layout(kbits)
     npairs = lay.pa.size
 
     # round A: the masked openings of s_i^2 and GRR reshares of every block's pairs s_a s_b
@@ -180,17 +180,32 @@ def block_precompute(ctx: PartyContext, n: int, step: int, rng: SecureRandom) ->
     s_high = grr_combine(ctx, rows_b[ctx.party - 1], msgs)
 
     # sigma_T = s_T * prod_{i in T} v_i (degree t) for every monomial, then r_T by the public subset sums
+    sigma = F.mul(np.concatenate([s, s_pairs, s_high]), monomial_roots(v, kbits))
+    r_top = ctx.prss.bounded(P_RHI, step, (n,), fmt.kappa + 1)
+    return BlockMaterial(bits=bits_from_roots(s, v), monos=monomials(sigma, n, kbits), r_top=r_top)
+
+
+def monomial_roots(v: F.FieldArray, kbits: int) -> F.FieldArray:
+    """prod_{i in T} v_i for every monomial T of the layout (bits, pairs, triples, quadruples), public."""
+    lay = layout(kbits)
     v_pairs = F.mul(v[lay.pa], v[lay.pb])
-    v_all = np.concatenate(
+    return np.concatenate(
         [v, v_pairs, F.mul(v_pairs[lay.t_pair], v[lay.t_one]), F.mul(v_pairs[lay.q_lo], v_pairs[lay.q_hi])]
     )
-    sigma = F.mul(np.concatenate([s, s_pairs, s_high]), v_all)
+
+
+def monomials(
+    sigma: F.FieldArray, n: int, kbits: int, one: F.FieldArray | None = None
+) -> tuple[F.FieldArray, ...]:
+    """Each group's [r_T] from [sigma_T] (every monomial, in the layout's order) by the public subset sums.
+    Affine: ``one`` is what the constant sigma_empty = 1 contributes (the MAC key's share for MACs)."""
+    lay = layout(kbits)
+    one = F.const(1) if one is None else one
     monos = []
     for gather, to_r in zip(lay.gather, lay.to_r, strict=True):
-        ones = np.broadcast_to(F.const(1), (1, *gather.shape[1:], n, 2))
+        ones = np.broadcast_to(one, (1, *gather.shape[1:], n, 2))
         monos.append(F.matmul(to_r, np.concatenate([ones, sigma[gather]])))
-    r_top = ctx.prss.bounded(P_RHI, step, (n,), fmt.kappa + 1)
-    return BlockMaterial(bits=bits_from_roots(s, v), monos=tuple(monos), r_top=r_top)
+    return tuple(monos)
 
 
 @functools.lru_cache(maxsize=4)
@@ -221,9 +236,10 @@ def block_coefficients(cb: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.int64]
 
 
 def block_nodes(
-    cb: npt.NDArray[np.bool_], material: BlockMaterial, kbits: int
+    cb: npt.NDArray[np.bool_], material: BlockMaterial, kbits: int, one: F.FieldArray | None = None
 ) -> tuple[F.FieldArray, F.FieldArray]:
-    """The first carry level, local: one node (G, P) per block, lowest first, shape (ceil(K/4), n, 2)."""
+    """The first carry level, local: one node (G, P) per block, lowest first, shape (ceil(K/4), n, 2).
+    Affine in the monomials: ``one`` is what the constant 1 contributes (the MAC key's share for MACs)."""
     gs, ps = [], []
     for (start, w, nb), monos in zip(blocks(kbits), material.monos, strict=True):
         cbg = cb[start : start + w * nb].reshape(nb, w, -1).transpose(1, 0, 2)  # (w, nb, n)
@@ -232,5 +248,6 @@ def block_nodes(
         terms = F.mul(coefs, np.broadcast_to(monos[:, None], coefs.shape))
         gp = F.lincomb(F.from_ints([1] * terms.shape[0]), terms)  # sum over T: (2, nb, n, 2)
         gs.append(gp[0])  # G has no constant term
-        ps.append(F.add(gp[1], F.from_int64(coef_p[0])))
+        const = F.from_int64(coef_p[0])
+        ps.append(F.add(gp[1], const if one is None else F.mul(const, one)))
     return np.concatenate(gs), np.concatenate(ps)

@@ -76,9 +76,9 @@ REFUSALS = [
     (('mode = "sign"', 'mode = "sign"\nsecurity = "strong"'), "reveal.security", "one of"),
     (('mode = "sign"', 'mode = "blinded"\nsecurity = "abort"'), "reveal.security", "not offered"),
     (
-        ('mode = "sign"', 'mode = "sign"\nsign_precompute = "blocks4"\nsecurity = "abort"'),
+        ('mode = "sign"', 'mode = "sign"\nprecompute_ahead = true\nsecurity = "abort"'),
         "reveal.security",
-        "sign_precompute 'blocks4' is not offered",
+        "precompute_ahead is not offered",
     ),
     (("[reveal]", "[reveals]\n[reveal]"), "reveals", "unknown table"),
     (('name = "t"', 'name = "t"\ncolour = 1'), "experiment.colour", "unknown key"),

@@ -16,17 +16,12 @@ import numpy.typing as npt
 import pytest
 from scipy import stats
 
-from hss import abort_modes
+from hss import abort_sign
 from hss import field as F
-from hss.abort_modes import (
-    abort_rounds,
-    check_abort_supported,
-    sign_party_abort,
-    sign_receiver_abort,
-    sum_party_abort,
-    sum_receiver_abort,
-)
+from hss.abort_modes import abort_rounds, check_abort_supported, sum_party_abort, sum_receiver_abort
+from hss.abort_sign import sign_party_abort, sign_receiver_abort
 from hss.authenticated import AbortError
+from hss.lazy_coin import LazyCoin
 from hss.protocols import Decisions, plaintext_decisions
 from hss.runtime import RECEIVER, Inbox, Machine, Payload, run_in_memory
 from tests.hss.conftest import make_session
@@ -42,9 +37,26 @@ def terms(m: int, n: int, seed: int) -> tuple[list[npt.NDArray[np.float64]], npt
     return vals, pub
 
 
-def sign_machines(m: int, seed: str, vals: list[Any], pub: Any, step: int = 7) -> dict[int, Machine[Any]]:
+#: the sign variants under abort: (sign precompute, lazy coin)
+VARIANTS = {
+    "inline": ("inline", None),
+    "pooled": ("pooled", None),
+    "blocks4": ("blocks4", None),
+    "lazy": ("inline", LazyCoin(3, 2)),  # gamma = 3/4
+}
+
+
+def sign_machines(
+    m: int, seed: str, vals: list[Any], pub: Any, step: int = 7, variant: str = "inline"
+) -> dict[int, Machine[Any]]:
     _params, ctxs, rngs = make_session(m, seed=seed)
-    return {p: sign_party_abort(c, vals[p - 1], pub, step, rngs[p]) for p, c in ctxs.items()}
+    pre, lazy = VARIANTS[variant]
+    return {p: sign_party_abort(c, vals[p - 1], pub, step, rngs[p], pre, lazy) for p, c in ctxs.items()}
+
+
+def rounds_of(variant: str) -> int:
+    pre, lazy = VARIANTS[variant]
+    return abort_rounds("sign", pre, lazy is not None)
 
 
 def run_with_receiver(
@@ -91,21 +103,37 @@ def run_with_receiver(
     return outcome, decided
 
 
+@pytest.mark.parametrize("variant", ["inline", "pooled", "blocks4"])
 @pytest.mark.parametrize("m", [3, 4, 5, 7])
-def test_honest_sign_under_abort_equals_the_plaintext_decisions(m: int) -> None:
+def test_honest_sign_under_abort_equals_the_plaintext_decisions(m: int, variant: str) -> None:
     n = 60
     vals, pub = terms(m, n, seed=m)
     vals[0][:4] = [1e6, -1e6, 131071.9, -131071.9]  # clamped and extreme terms
     vals[1][4] = -(sum(v[4] for i, v in enumerate(vals) if i != 1) + pub[4])  # S = 0 (to the resolution)
-    params, ctxs, rngs = make_session(m, seed=f"honest-{m}")
-    machines = {p: sign_party_abort(c, vals[p - 1], pub, 3, rngs[p]) for p, c in ctxs.items()}
+    params = make_session(m, seed=f"honest-{m}")[0]
+    machines = sign_machines(m, f"honest-{m}", vals, pub, 3, variant)
     res, tr = run_in_memory(machines)
     got = sign_receiver_abort(params, tr.to_receiver[-1], n, 3)
     want = plaintext_decisions(vals, pub, params.fmt)
     assert np.array_equal(got.accept, want)
     assert 0.2 < want.mean() < 0.8
-    assert tr.rounds == abort_rounds("sign") == 12
+    assert tr.rounds == rounds_of(variant) == {"inline": 12, "pooled": 13, "blocks4": 11}[variant]
     assert res[1].clamped[:2].all() and not res[1].clamped[2:].any()  # 1e6 and -1e6 clamped, 131071.9 not
+
+
+def test_lazy_sign_under_abort_accepts_only_where_the_test_passes_at_the_coin_rate() -> None:
+    """The lazy coin (gamma = 3/4) ANDed with the bit: never an accept where S < 0, and among S >= 0 the
+    accept count is Binomial(k, 3/4) (two-sided test at 1e-4; 13 rounds)."""
+    m, n = 3, 400
+    vals, pub = terms(m, n, seed=21)
+    params = make_session(m, seed="lazy")[0]
+    _, tr = run_in_memory(sign_machines(m, "lazy", vals, pub, 3, "lazy"))
+    got = sign_receiver_abort(params, tr.to_receiver[-1], n, 3).accept
+    plain = plaintext_decisions(vals, pub, params.fmt)
+    assert tr.rounds == rounds_of("lazy") == 13
+    assert not (got & ~plain).any()
+    k = int(plain.sum())
+    assert stats.binomtest(int(got.sum()), k, 0.75).pvalue > 1e-4
 
 
 @pytest.mark.parametrize("m", [2, 3, 5])
@@ -134,9 +162,9 @@ def test_sum_receiver_refuses_a_missing_or_malformed_message() -> None:
         sum_receiver_abort(params, {**inbox, 2: bad}, n, 4)
 
 
-def element_counts(m: int, seed: str) -> dict[int, int]:
+def element_counts(m: int, seed: str, variant: str = "inline") -> dict[int, int]:
     vals, pub = terms(m, N, seed=3)
-    _, tr = run_in_memory(sign_machines(m, seed, vals, pub), keep_log=True)
+    _, tr = run_in_memory(sign_machines(m, seed, vals, pub, variant=variant), keep_log=True)
     counts: dict[int, int] = {}
     for rnd, src, _dst, payload in tr.log:
         if src == 1:
@@ -144,22 +172,30 @@ def element_counts(m: int, seed: str) -> dict[int, int]:
     return counts
 
 
-@pytest.mark.parametrize("m", [3, 4, 5, 7])
-def test_every_tampered_sign_message_aborts_or_yields_the_plaintext_decisions(m: int) -> None:
-    """Party 1 corrupt; each kind of alteration in each of the 12 rounds, at three positions of the
-    message for an additive error; the receiver's messages (round 12) are tampered too."""
-    seed = f"tamper-sign-{m}"
+@pytest.mark.parametrize(
+    ("m", "variant"),
+    [(3, "inline"), (4, "inline"), (5, "inline"), (7, "inline"), (3, "pooled"), (4, "blocks4"), (3, "lazy")],
+)
+def test_every_tampered_sign_message_aborts_or_yields_the_plaintext_decisions(m: int, variant: str) -> None:
+    """Party 1 corrupt; each kind of alteration in each round, at three positions of the message for an
+    additive error; the receiver's messages (the last round) are tampered too. The correct decisions: the
+    plaintext ones (lazy: the untampered run's, the coin being fixed by the session's seeds)."""
+    seed = f"tamper-sign-{m}-{variant}"
     vals, pub = terms(m, N, seed=3)
-    want = plaintext_decisions(vals, pub, make_session(m, seed=seed)[0].fmt)
+    params = make_session(m, seed=seed)[0]
+    _, clean = run_in_memory(sign_machines(m, seed, vals, pub, variant=variant))
+    want = sign_receiver_abort(params, clean.to_receiver[-1], N, 7).accept
+    if variant != "lazy":
+        assert np.array_equal(want, plaintext_decisions(vals, pub, params.fmt))
     tally: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    for rnd, k in sorted(element_counts(m, seed).items()):
-        dst = RECEIVER if rnd == abort_rounds("sign") else 2
+    for rnd, k in sorted(element_counts(m, seed, variant).items()):
+        dst = RECEIVER if rnd == rounds_of(variant) else 2
         kinds = [("additive", i) for i in sorted({0, k // 2, k - 1})]
         others = ("inconsistent", "replace", "drop", "duplicate", "replay", "noncanonical")
         kinds += [(kind, 0) for kind in others]
         for kind, index in kinds:
             outcome, decided = run_with_receiver(
-                sign_machines(m, seed, vals, pub), {1}, make_tamper(kind, rnd, dst, index), N
+                sign_machines(m, seed, vals, pub, variant=variant), {1}, make_tamper(kind, rnd, dst, index), N
             )
             if isinstance(decided, AbortError):
                 tally[rnd][0] += 1
@@ -196,7 +232,7 @@ def test_a_party_dealing_a_term_that_is_not_bits_is_caught_by_verify(
     which would put its term far out of the comparison's range): every honest party aborts at the check."""
     m, seed = 3, f"bad-bits-{bad}"
     vals, pub = terms(m, N, seed=3)
-    real = abort_modes._term_bits
+    real = abort_sign._term_bits
     calls = {"n": 0}
 
     def deviating(x: npt.NDArray[np.int64], nbits: int) -> F.FieldArray:
@@ -206,7 +242,7 @@ def test_a_party_dealing_a_term_that_is_not_bits_is_caught_by_verify(
             out[0, 0] = F.const(2) if bad == "two" else F.const(1 << 40)
         return out
 
-    monkeypatch.setattr(abort_modes, "_term_bits", deviating)
+    monkeypatch.setattr(abort_sign, "_term_bits", deviating)
     outcome, decided = run_with_receiver(sign_machines(m, seed, vals, pub), set(), honest, N)
     assert isinstance(decided, AbortError)
     for p in (2, 3):
@@ -215,15 +251,17 @@ def test_a_party_dealing_a_term_that_is_not_bits_is_caught_by_verify(
 
 
 def test_unsupported_combinations_are_refused_with_the_reason() -> None:
-    with pytest.raises(ValueError, match="'blinded' is not offered with security 'abort'"):
-        check_abort_supported("blinded")
-    with pytest.raises(ValueError, match="sign_precompute 'blocks4' is not offered"):
-        check_abort_supported("sign", precompute="blocks4")
-    with pytest.raises(ValueError, match="a lazy coin is not offered"):
-        check_abort_supported("sign", lazy=True)
+    with pytest.raises(ValueError, match="'svt' is not offered with security 'abort'"):
+        check_abort_supported("svt")
+    with pytest.raises(ValueError, match="a lazy coin with sign_precompute 'blocks4' is not offered"):
+        check_abort_supported("sign", precompute="blocks4", lazy=True)
     with pytest.raises(ValueError, match="precompute_ahead is not offered"):
         check_abort_supported("sign", ahead=True)
-    check_abort_supported("sign")
+    with pytest.raises(ValueError, match="sign precompute 'eager' is not one of"):
+        check_abort_supported("sign", precompute="eager")
+    for pre in ("inline", "pooled", "blocks4"):
+        check_abort_supported("sign", precompute=pre)
+    check_abort_supported("sign", lazy=True)
     check_abort_supported("sum")
     _params, ctxs, rngs = make_session(2, t=0, seed="m2")
     with pytest.raises(ValueError, match="honest majority"):
@@ -262,3 +300,19 @@ def test_coalition_view_of_sign_under_abort_does_not_depend_on_honest_terms() ->
         table = np.stack([np.bincount(va[rnd], minlength=16), np.bincount(vb[rnd], minlength=16)])
         table = table[:, table.sum(axis=0) > 0]
         assert stats.chi2_contingency(table).pvalue > 1e-3, rnd
+
+
+def test_pooled_roots_of_the_other_sign_to_one_peer_are_caught() -> None:
+    """pooled: the root computer sends -v (also a valid inverse root: u v^2 = 1 holds) to one peer and v to
+    the others, so that peer's bits of that chunk are complemented: every honest party aborts."""
+    m, seed = 3, "pooled-sign-flip"
+    vals, pub = terms(m, N, seed=3)
+
+    def flip(rnd: int, src: int, dst: int, payload: Payload, prev: Prev) -> Payload:
+        if rnd != 3 or dst != 2:
+            return payload
+        return F.neg(payload.reshape(-1, 2)).reshape(-1)
+
+    outcome, decided = run_with_receiver(sign_machines(m, seed, vals, pub, variant="pooled"), {1}, flip, N)
+    assert isinstance(decided, AbortError)
+    assert all(isinstance(outcome[p], AbortError) for p in (2, 3))

@@ -31,8 +31,8 @@ def test_spec_accepts_abort_for_sum_and_sign_and_names_what_is_not_offered() -> 
         _spec(security="malicious")
     with pytest.raises(SpecError, match="reveal mode 'blinded' is not offered with security 'abort'"):
         _spec(reveal_mode="blinded", security="abort")
-    with pytest.raises(SpecError, match="sign_precompute 'pooled' is not offered with security 'abort'"):
-        _spec(security="abort", sign_precompute="pooled")
+    for pre in ("pooled", "blocks4"):
+        assert _spec(security="abort", sign_precompute=pre).sign_precompute == pre
     with pytest.raises(SpecError, match="precompute_ahead is not offered with security 'abort'"):
         _spec(security="abort", precompute_ahead=True)
 
@@ -51,10 +51,12 @@ def test_security_crosses_the_wire() -> None:
 def test_the_mode_table_gives_the_rounds_under_abort() -> None:
     params = _spec().params()
     assert reveal_mode("sign").rounds(params, "inline", "abort") == 12
+    assert reveal_mode("sign").rounds(params, "pooled", "abort") == 13
+    assert reveal_mode("sign").rounds(params, "blocks4", "abort") == 11
     assert reveal_mode("sign").rounds(params, "inline") == 7
     assert reveal_mode("sum").rounds(params, "inline", "abort") == 1
-    with pytest.raises(ValueError, match="'blinded' is not offered"):
-        reveal_mode("blinded").rounds(params, "inline", "abort")
+    with pytest.raises(ValueError, match="'svt' is not offered"):
+        reveal_mode("svt").rounds(params, "inline", "abort")
 
 
 def _config(tmp_path: Path, extra: str = "") -> Path:

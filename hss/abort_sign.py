@@ -1,0 +1,286 @@
+"""The reveal mode ``sign`` under security with abort (issue 25), every sign precompute, the lazy coin.
+
+Up to t < m/2 parties may deviate in any message; every honest party then raises
+:class:`hss.authenticated.AbortError` before any output leaves it, or the receiver gets exactly [S >= 0] for
+the terms the parties chose (AND the lazy coin). Rounds: inline 12 (semi-honest 7), pooled 13 (9), blocks4
+11 (7), inline with a lazy coin 13 (7).
+
+Inline (the rounds, 1 to 12):
+
+1. inputs and squares: each party deals the B = term_int_bits + frac_bits + 1 = 38 bits of its encoded term
+   x_j + 2^(B-1) (Shamir, degree t); GRR reshares of r s, s^2 and s_{2a} s_{2a+1} for the K mask bits' PRSS
+   values s (and the lazy coin's L bits), and of r r_hi (the mask's high part, a PRSS integer);
+2. MACs and squares opened: GRR reshares of r d for every dealt bit d, of (r s) s and (r s_{2a}) s_{2a+1};
+   the squares u = s^2 and a coin seed opened with error detection; b_i = (1 + s_i / sqrt(u_i)) / 2 and the
+   pair products [b_{2a} b_{2a+1}] are then local, as in the semi-honest precompute;
+3. the masked input opened and the bitness product: c = S + 2^K + r, with
+   S = pub + sum_j (sum_i 2^i d_ji - 2^(B-1)) and r = sum_i 2^i b_i + 2^K r_hi, opened with error
+   detection (raw degree-t shares; honest dealers' fresh polynomials make every coefficient but the value
+   uniform); one GRR of y = sum_k gamma_k d_k^2 over every dealt bit and of its MAC, gamma from the coin
+   (fixed after the bits were dealt); verify checks y - sum_k gamma_k d_k = 0
+   (:func:`hss.abort_modes.claim_bits`), so a dealt value that is not a bit fails except with probability
+   2/p;
+4. to 8. the carry tree of u = [c mod 2^K < r mod 2^K] (first level local, ``compare_nodes``, its MACs by
+   the same affine map with the key share in place of 1; each further level one duplicated multiplication);
+9. to 11. :meth:`AuthParty.verify`; 12. the bit c_hi - r_hi - u to the receiver (raw degree-t shares), who
+   checks that all m lie on one polynomial (:func:`hss.authenticated.receive_checked`).
+
+pooled (13): as the semi-honest pooled precompute, each public root is computed by one party: in round 2 the
+squares of chunk j are opened to party j only (all m raw shares to it, error detection there), round 3
+broadcasts each party's roots v; every party claims [u] v^2 - 1 = 0 for every root
+(:meth:`AuthParty.claim_zero`), so a wrong root, or different roots sent to different parties, fails verify
+(or the error-detecting opening of c first). blocks4 (11): the block monomials of hss.sign_blocks with
+MACs: round 1 reshares the block pairs s_a s_b, round 2 the triples s_c (s_a s_b) with MACs (r s_c)(s_a s_b)
+and the quadruples (s_a s_b)(s_c s_d), round 3 the quadruples' MACs (r s_a s_b)(s_c s_d) (a MAC may come
+later than its value: only verify uses it, and r stays secret until then); the first level over blocks is
+local, so the tree has 4 product rounds instead of 5. Lazy coin (inline, 13): the coin's L bits come with
+the mask bits, its tree [u < k] advances in the comparison's product rounds, and one more duplicated
+multiplication ANDs the coin with the bit before verify.
+
+Why the terms are dealt as bits (the range question of docs/SECURITY_ABORT.md): the comparison is [S >= 0]
+only while |S| < 2^K. A registry that could bring any field element as its term would make the output an
+interval test on the honest sum, or a non-bit; a check on the output would then abort depending on the honest
+registries' data, and every retry of the step would let it ask another such question. Dealing each term as
+B checked bits makes every effective term lie in [-2^(B-1), 2^(B-1)) whatever a party sends: |S| < 16 2^37 =
+2^K as for honest terms, so the output is always the bit [S_h + x_c >= 0] for the coalition's chosen terms
+x_c, and an abort depends only on what the deviating parties sent (and on r, the coins and beta), never on
+the honest parties' data. The price is the dealt bits and their MACs: (B + B m) field elements per ordered
+pair of parties per decision, the largest part of this mode's bytes (docs/BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from hss import field as F
+from hss.abort_modes import SIGN_ROUNDS, bitness_products, bits_value, claim_bits, int_bits, term_bits
+from hss.authenticated import AbortError, Auth, AuthParty, Extra, add, mul_public, receive_checked, sub
+from hss.lazy_coin import LazyCoin, coin_carry_tree
+from hss.primitives import P_RHI, carry_advance
+from hss.protocols import Decisions, PartyReport, compare_nodes, encode_batch, root_chunks
+from hss.randomness import SecureRandom
+from hss.runtime import Inbox, Machine, PartyGen
+from hss.session import PartyContext, SessionParams, check_precompute
+from hss.sign_blocks import BlockMaterial, block_nodes, layout, monomial_roots, monomials
+
+__all__ = ["sign_abort_rounds", "sign_party_abort", "sign_receiver_abort"]
+
+#: PRSS purposes of this module (hss.primitives 1..7, hss.svt 101..106, hss.authenticated 201, 202, 1000+k)
+P_SIGN_S, P_SIGN_COIN = 301, 302
+
+_INV2 = pow(2, F.P - 2, F.P)
+_INV4 = pow(4, F.P - 2, F.P)
+
+
+def sign_abort_rounds(precompute: str = "inline", lazy: bool = False) -> int:
+    """Rounds of a sign batch under abort with the sign precompute ``precompute`` (and a lazy coin)."""
+    check_precompute(precompute)
+    return SIGN_ROUNDS[precompute] + (1 if lazy else 0)
+
+
+def sign_party_abort(
+    ctx: PartyContext,
+    values: npt.ArrayLike,
+    public: npt.ArrayLike | None,
+    step: int,
+    rng: SecureRandom,
+    precompute: str = "inline",
+    lazy: LazyCoin | None = None,
+) -> Machine[PartyReport]:
+    """``sign`` under abort: the receiver learns only [S >= 0] (AND the lazy coin), or every honest party
+    aborts. ``values``, ``public``, ``step``, ``rng``, ``precompute``, ``lazy`` as for
+    :func:`hss.protocols.sign_party` (no material made ahead). Needs 1 <= t < m/2."""
+    check_precompute(precompute)
+    ctx.params.require_honest_majority("reveal mode 'sign' with security 'abort'")
+    if lazy is not None and precompute != "inline":
+        raise ValueError(
+            "a lazy decision makes its coin with the inline sign precompute only "
+            f"(sign_precompute {precompute!r} with a lazy coin is not offered)"
+        )
+    x, pub, report = encode_batch(ctx, values, public)
+    gen = _sign_gen(ctx, x, pub, step, rng, report, precompute, lazy)
+    return Machine(ctx.party, gen, "decide[sign, abort]")
+
+
+def _term_bits(x: npt.NDArray[np.int64], nbits: int) -> F.FieldArray:
+    """The bits of x + 2^(nbits-1), shape (nbits, n), as field elements."""
+    return int_bits((x + (1 << (nbits - 1))).astype(np.uint64), nbits)
+
+
+def _lincomb_auth(coeffs: F.FieldArray, a: Auth) -> Auth:
+    return Auth(F.lincomb(coeffs, a.x), F.lincomb(coeffs, a.mac))
+
+
+def _rows(a: Auth, sl: int | slice | npt.NDArray[np.intp]) -> Auth:
+    return Auth(a.x[sl], a.mac[sl])
+
+
+def _stack(parts: list[Auth]) -> Auth:
+    return Auth(np.concatenate([q.x for q in parts]), np.concatenate([q.mac for q in parts]))
+
+
+def _square_roots(auth: AuthParty, u: F.FieldArray) -> F.FieldArray:
+    """1 / sqrt(u) for opened squares; AbortError if one is 0 or not a square (only a shifted one can be)."""
+    root = F.sqrt(u)
+    if np.any(F.equal(u, F.zeros(u.shape[:-1]))) or not np.all(F.equal(F.mul(root, root), u)):
+        raise AbortError(auth.step, auth.rounds, "random bits", "an opened square is 0 or not a square")
+    return F.inv(root)
+
+
+def _sign_gen(
+    ctx: PartyContext,
+    x: npt.NDArray[np.int64],
+    pub: npt.NDArray[np.int64],
+    step: int,
+    rng: SecureRandom,
+    report: PartyReport,
+    precompute: str,
+    lazy: LazyCoin | None,
+) -> PartyGen[PartyReport]:
+    params, fmt = ctx.params, ctx.params.fmt
+    m, n, kbits = params.m, x.shape[0], fmt.compare_bits
+    nb, npairs = term_bits(params), kbits // 2
+    coin_bits = lazy.bits if lazy is not None else 0
+    nrows = kbits + coin_bits
+    auth = AuthParty(ctx, rng, step)
+    key = auth.key
+    lay = layout(kbits) if precompute == "blocks4" else None
+    if lay is not None:
+        pa, pb = lay.pa, lay.pb
+    else:  # the mask bits' pairs, then the coin's
+        pa = np.r_[np.arange(0, 2 * npairs, 2), kbits + np.arange(0, 2 * (coin_bits // 2), 2)].astype(np.intp)
+        pb = pa + 1
+
+    # --- round 1: the terms dealt as bits; the reshares of r s, s^2, the pair products and r r_hi ---
+    s = ctx.prss.random(P_SIGN_S, step, (nrows, n))
+    r_hi = ctx.prss.bounded(P_RHI, step, (n,), fmt.kappa + 1)
+    shapes = {j: (nb, n) for j in ctx.all}
+    grrs = [F.mul(key, s), F.mul(s, s), F.mul(s[pa], s[pb]), F.mul(key, r_hi)]
+    dealt, (rs, u_sh, ss, r_hi_mac), _ = yield from auth.round(
+        "inputs and squares", deal=_term_bits(x, nb), deal_shapes=shapes, grrs=grrs
+    )
+    d_x = np.stack([dealt[j] for j in ctx.all])  # (m, B, n): every party's term bits, degree t
+
+    # --- round 2: MACs of the dealt bits, squares and products; u (or its chunks) and a seed opened ---
+    seed_share = ctx.prss.random(P_SIGN_COIN, step, (1,))
+    grrs = [F.mul(key, d_x), F.mul(rs, s), F.mul(rs[pa], s[pb])]
+    if lay is not None:  # triples s_c (s_a s_b) with MACs (r s_c)(s_a s_b); quadruples (s_a s_b)(s_c s_d)
+        trip = F.mul(s[lay.t_one], ss[lay.t_pair])
+        grrs += [trip, F.mul(rs[lay.t_one], ss[lay.t_pair]), F.mul(ss[lay.q_lo], ss[lay.q_hi])]
+    extra = None
+    if precompute == "pooled":  # the squares of chunk j opened to party j only
+        flat_u = u_sh.reshape(-1, 2)
+        chunks = dict(enumerate(root_chunks(nrows * n, m), start=1))
+        zero = {j: 0 for j in ctx.all}
+        extra = Extra({j: flat_u[lo:hi] for j, (lo, hi) in chunks.items()}, F.zeros((0,)), zero)
+        opens = [seed_share]
+    else:
+        opens = [u_sh, seed_share]
+    what = "term MACs and opened squares"
+    _, res, opened = yield from auth.round(what, grrs=grrs, opens=opens, extra=extra)
+    d = Auth(d_x, res[0])
+    s_auth, u_auth = Auth(s, rs), Auth(u_sh, res[1])
+    pairs_ss, r_top = Auth(ss, res[2]), Auth(r_hi, r_hi_mac)
+    auth.track([d, r_top, pairs_ss])
+    seed = opened[-1]
+    if extra is not None:  # pooled, round 3: each party's roots of its chunk, broadcast
+        assert extra.opened_here is not None
+        mine = _square_roots(auth, extra.opened_here)
+        sizes = {j: hi - lo for j, (lo, hi) in chunks.items()}
+        roots = Extra({j: F.zeros((0,)) for j in ctx.all}, mine, sizes)
+        yield from auth.round("roots broadcast", extra=roots)
+        assert roots.publics is not None
+        v = np.concatenate([roots.publics[j] for j in ctx.all]).reshape(nrows, n, 2)
+        auth.track([s_auth, u_auth])
+        auth.claim_zero(auth.add_public(mul_public(u_auth, F.mul(v, v)), F.P - 1))  # u v^2 = 1
+        bits = mul_public(auth.add_public(mul_public(s_auth, v), 1), _INV2)
+    else:
+        bits = auth.bits_from_squares(s_auth, u_auth, opened[0])  # checks u, tracks both pairs
+        v = F.inv(F.sqrt(opened[0]))
+
+    # --- the masked terms opened with error detection; the bitness product; blocks4: the quadruples' MACs ---
+    terms = _lincomb_auth(F.from_ints([1] * m), bits_value(d, nb))  # sum_j (x_j + 2^(B-1))
+    pow_k = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])
+    mask = _lincomb_auth(pow_k, _stack([_rows(bits, slice(0, kbits)), Auth(r_top.x[None], r_top.mac[None])]))
+    offset = F.from_int64(pub - m * (1 << (nb - 1)) + (1 << kbits))
+    c_sh = auth.add_public(add(terms, mask), offset)
+    gamma = auth.coin(seed, 0, d.x.size // 2)
+    grrs = bitness_products(d, gamma)
+    if lay is not None:
+        grrs.append(F.mul(res[2][lay.q_lo], ss[lay.q_hi]))  # (r s_a s_b)(s_c s_d)
+    _, res3, (c,) = yield from auth.round("masked terms opened", grrs=grrs, opens=[c_sh.x])
+    claim_bits(auth, d, gamma, res3[0], res3[1])
+    c_hi = F.shift_right(c, kbits)
+    c_lo = F.low_word(c)
+    cb = ((c_lo[None, :] >> np.arange(kbits, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)
+
+    # --- the first carry level, local (its MACs by the same affine map with the key share for 1) ---
+    if lay is not None:
+        high = Auth(np.concatenate([res[3], res[5]]), np.concatenate([res[4], res3[2]]))  # triples, quads
+        auth.track([high])
+        roots_t = monomial_roots(v, kbits)
+        sig = mul_public(_stack([s_auth, pairs_ss, high]), roots_t)
+        mono_x, mono_m = monomials(sig.x, n, kbits), monomials(sig.mac, n, kbits, one=key)
+        g_x, p_x = block_nodes(cb, BlockMaterial(bits.x, mono_x, r_top.x), kbits)
+        g_m, p_m = block_nodes(cb, BlockMaterial(bits.mac, mono_m, r_top.mac), kbits, one=key)
+    else:
+        # r_a r_b = (1 + sigma_a + sigma_b + sigma_a sigma_b) / 4 = (2 r_a + 2 r_b - 1 + sigma_a sigma_b) / 4
+        sig_prod = mul_public(pairs_ss, F.mul(v[pa], v[pb]))
+        twice = mul_public(add(_rows(bits, pa), _rows(bits, pb)), 2)
+        rr = mul_public(auth.add_public(add(twice, sig_prod), F.P - 1), _INV4)
+        g_x, p_x = compare_nodes(cb, bits.x[:kbits], rr.x[:npairs], kbits)
+        g_m, p_m = compare_nodes(cb, bits.mac[:kbits], rr.mac[:npairs], kbits, one=key)
+    trees = [(Auth(g_x, g_m), Auth(p_x, p_m))]
+    if lazy is not None:
+        cu, cuu = _rows(bits, slice(kbits, nrows)), _rows(rr, slice(npairs, None))
+        cx = coin_carry_tree(lazy, cu.x, cuu.x)
+        cm = coin_carry_tree(lazy, cu.mac, cuu.mac, one=key)
+        trees.append((Auth(cx.g, cm.g), Auth(cx.p, cm.p)))
+
+    # --- the carry trees, one duplicated multiplication per level (the coin's tree in the same rounds) ---
+    while any(g.shape[0] > 1 for g, _ in trees):
+        pairs: list[tuple[Auth, Auth]] = []
+        cuts: list[tuple[int, int]] = []
+        for g, p in trees:
+            half = g.shape[0] // 2
+            if not half:
+                cuts.append((0, 0))
+                continue
+            # hss.primitives.carry_products: P_hi G_lo for every pair, P_hi P_lo for all but the lowest
+            pairs.append((_rows(p, slice(1, 2 * half, 2)), _rows(g, slice(0, 2 * half, 2))))
+            if half > 1:
+                pairs.append((_rows(p, slice(3, 2 * half, 2)), _rows(p, slice(2, 2 * half, 2))))
+            cuts.append((half, 2 * half - 1))
+        prods = _stack((yield from auth.multiply(pairs)))
+        at, advanced = 0, []
+        for (g, p), (half, size) in zip(trees, cuts, strict=True):
+            if not half:
+                advanced.append((g, p))
+                continue
+            part = _rows(prods, slice(at, at + size))
+            at += size
+            gx, px = carry_advance(g.x, p.x, part.x)
+            gm, pm = carry_advance(g.mac, p.mac, part.mac)
+            advanced.append((Auth(gx, gm), Auth(px, pm)))
+        trees = advanced
+    u_bit = _rows(trees[0][0], 0)
+
+    # --- output: [S >= 0] = floor(c / 2^K) - r_hi - u (lazy: AND the coin), after the check ---
+    bit = sub(auth.constant(c_hi), add(r_top, u_bit))
+    if lazy is not None:
+        (bit,) = yield from auth.multiply([(_rows(trees[1][0], 0), bit)])
+    yield from auth.verify()
+    yield from auth.open_to_receiver([bit])
+    return report
+
+
+def sign_receiver_abort(params: SessionParams, inbox: Inbox, n: int, step: int) -> Decisions:
+    """The receiver's decoding of a ``sign`` batch under abort: the m raw shares of the bits on one degree-t
+    polynomial and every value a bit, else :class:`AbortError` naming the step (the round: the last)."""
+    params.require_honest_majority("reveal mode 'sign' with security 'abort'")
+    (val,) = receive_checked(params, inbox, [(n,)], step, 0)
+    one = F.equal(val, F.const(1))
+    if not (one | F.equal(val, F.zeros((n,)))).all():
+        raise AbortError(step, 0, "receiver: sign output", "a decision is not a bit")
+    return Decisions(accept=np.asarray(one, dtype=bool), revealed=None)
