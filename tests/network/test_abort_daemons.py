@@ -35,6 +35,8 @@ def _set_deviation(lc: LocalConsortium, pid: int, deviate: list[str]) -> None:
     cfg = lc.procs[pid].config
     text = re.sub(r"(?m)^deviate = .*\n", "", cfg.read_text())
     if deviate:
+        if "[testing]\n" not in text:
+            text += "\n[testing]\n"
         text = text.replace("[testing]\n", "[testing]\n" + f"deviate = {json.dumps(deviate)}\n")
     cfg.write_text(text)
     lc.restart(pid)
@@ -109,3 +111,40 @@ def test_a_deviating_registry_is_caught_and_the_retried_step_is_exact_and_charge
         audit = (work / f"party-{pid}" / "state" / "audit.log").read_text()
         for _, _, message in cases:
             assert re.search(message, audit), (pid, message)
+
+
+
+@pytest.mark.slow
+def test_lazy_sign_under_abort_over_daemons_equals_semi_honest_when_the_coin_is_almost_sure(
+    tmp_path: Path,
+) -> None:
+    """A lazy coin with gamma = 1 - 2^-16 through the daemons: the same run step under semi-honest and under
+    abort (the same noise) accepts the same candidates unless one of the 2 x 16 coins came up 0 (probability
+    below 32 x 2^-16 = 4.9e-4, the test's false-failure rate); a deviation in the coin's round is caught."""
+    from tests.network.test_lazy_daemons import _batch, _data
+
+    params = {"kind": "mh", "lazy": {"gamma": 1 - 2.0**-16, "max_sensitivity": 0.6}}
+    batch = _batch(np.random.default_rng(4))
+
+    def run(lc: LocalConsortium, security: str, run_id: str = "lazy-run") -> np.ndarray:
+        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=30.0) as coord:
+            sess = coord.open_session(
+                reveal_mode="sign",
+                model="beta-bernoulli",
+                model_params=params,
+                run_id=run_id,
+                security=security,
+            )
+            accept = sess.evaluate(batch, N).accept
+            sess.close()
+            return accept
+
+    with LocalConsortium.start(
+        M, _data(), workdir=tmp_path, models=("beta-bernoulli",), modes=("sign",), data_model="beta-bernoulli"
+    ) as lc:
+        semi = run(lc, "semi-honest")
+        assert np.array_equal(run(lc, "abort"), semi)
+        assert 0 < semi.sum() < N
+        _set_deviation(lc, 3, ["inconsistent@5"])  # (a new run: run step 1 of lazy-run would be replayed)
+        with pytest.raises(SessionError, match=r"abort at step 1, round \d+ \("):
+            run(lc, "abort", "lazy-run-2")
