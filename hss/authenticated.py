@@ -47,6 +47,7 @@ values (a new step takes a new key).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -55,9 +56,10 @@ import numpy as np
 
 from hss import field as F
 from hss.primitives import flatten, grr_combine, grr_deal, unflatten
+from hss.prss import PartyKeys, subsets
 from hss.randomness import Prf, SecureRandom, derive_key
-from hss.runtime import RECEIVER, Inbox, Outbox, PartyGen, Payload, ProtocolError, pack
-from hss.session import PartyContext, SessionParams
+from hss.runtime import RECEIVER, Inbox, Machine, Outbox, PartyGen, Payload, ProtocolError, pack
+from hss.session import PartyContext, SessionParams, key_setup_rounds
 from hss.sharing import ShareError, recombine, split
 
 #: PRSS purposes of this module (hss.primitives uses 1..7, hss.svt 101..106): the MAC key; verify's draws
@@ -442,3 +444,36 @@ def receive_checked(
     except ValueError as exc:
         raise AbortError(step, rnd, what, str(exc)) from exc
     return unflatten(opened, list(shapes))
+
+
+def key_setup_checked(params: SessionParams, party: int, rng: SecureRandom) -> Machine[PartyKeys]:
+    """The session's key setup (:func:`hss.session.key_setup`) followed by one round in which every two
+    parties compare, for each PRSS key they both hold, a hash of it: a deviating dealer that gave different
+    keys to different holders makes every honest holder that compares with another abort
+    (:class:`AbortError`, step 0, round 2). 2 rounds; for sessions with security "abort"."""
+    return Machine(party, _checked_setup(params, party, rng), "key_setup[abort]")
+
+
+def _key_digest(params: SessionParams, a: tuple[int, ...], key: bytes) -> bytes:
+    head = b"confar/prss-key-check/v1" + params.session_id + bytes(a)
+    return hashlib.sha256(len(head).to_bytes(2, "little") + head + key).digest()
+
+
+def _checked_setup(params: SessionParams, me: int, rng: SecureRandom) -> PartyGen[PartyKeys]:
+    keys = yield from key_setup_rounds(params, me, rng)
+    others = [j for j in range(1, params.m + 1) if j != me]
+    sets = subsets(params.m, params.t)
+    common = {j: [a for a in sets if me not in a and j not in a] for j in others}
+
+    def digests(j: int) -> bytes:
+        return b"".join(_key_digest(params, a, keys.prss[a]) for a in common[j])
+
+    inbox = yield {j: np.frombuffer(digests(j), dtype=np.uint64).copy() for j in others}
+    what = "key setup check"
+    if set(inbox) != set(others):
+        raise AbortError(0, 2, what, "a message is missing or unexpected")
+    for j in others:
+        msg = inbox[j]
+        if msg.dtype != np.uint64 or msg.ndim != 1 or msg.tobytes() != digests(j):
+            raise AbortError(0, 2, what, "the PRSS keys held in common with another party differ")
+    return keys

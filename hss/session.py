@@ -99,10 +99,11 @@ def check_precompute(precompute: str) -> None:
 
 def key_setup(params: SessionParams, party: int, rng: SecureRandom) -> Machine[PartyKeys]:
     """One round: the lowest party outside A deals PRSS key r_A; party min(i, j) deals pairwise key k_ij."""
-    return Machine(party, _key_setup(params, party, rng), "key_setup")
+    return Machine(party, key_setup_rounds(params, party, rng), "key_setup")
 
 
-def _key_setup(params: SessionParams, me: int, rng: SecureRandom) -> PartyGen[PartyKeys]:
+def key_setup_rounds(params: SessionParams, me: int, rng: SecureRandom) -> PartyGen[PartyKeys]:
+    """The round of :func:`key_setup` as a generator, for a machine that runs more rounds after it."""
     m, t = params.m, params.t
     sets = subsets(m, t)
     prss: dict[tuple[int, ...], bytes] = {}

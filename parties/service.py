@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 import grpc
 from google.protobuf.message import DecodeError
 
+from hss.authenticated import key_setup_checked
 from hss.runtime import ProtocolError
 from hss.session import PartyContext, key_setup
 from parties import ahead, e2e, sources, steps
@@ -319,7 +320,8 @@ class PartyService:
                 await open_links(self.party, sess, on_frame)
                 keys = sess.keys
                 assert keys is not None
-                machine = key_setup(sess.spec.params(), self.cfg.id, keys.proto_rng)
+                setup = key_setup_checked if sess.spec.security == "abort" else key_setup  # + key hash check
+                machine = setup(sess.spec.params(), self.cfg.id, keys.proto_rng)
                 out = await drive(
                     machine,
                     me=self.cfg.id,

@@ -316,3 +316,41 @@ def test_pooled_roots_of_the_other_sign_to_one_peer_are_caught() -> None:
     outcome, decided = run_with_receiver(sign_machines(m, seed, vals, pub, variant="pooled"), {1}, flip, N)
     assert isinstance(decided, AbortError)
     assert all(isinstance(outcome[p], AbortError) for p in (2, 3))
+
+
+@pytest.mark.parametrize("m", [3, 5])
+def test_key_setup_check_catches_a_dealer_giving_different_prss_keys(m: int) -> None:
+    """security 'abort' adds one round to the key setup: the holders of each PRSS key compare its hash. A
+    dealer that sends another key to one holder than to the others: every honest party that compares with
+    that holder aborts (round 2), and the honest run gives the keys of the plain key setup."""
+    from hss.authenticated import key_setup_checked
+    from hss.session import SessionParams, key_setup
+    from tests.hss.conftest import fixed_rng
+
+    params = SessionParams(m=m, t=(m - 1) // 2, session_id=b"key-check-session")
+    plain, _ = run_in_memory({p: key_setup(params, p, fixed_rng(f"k{p}")) for p in range(1, m + 1)})
+    parties = range(1, m + 1)
+    checked, tr = run_in_memory({p: key_setup_checked(params, p, fixed_rng(f"k{p}")) for p in parties})
+    assert tr.rounds == 2 and all(checked[p] == plain[p] for p in plain)
+
+    def other_key_to_the_last(rnd: int, src: int, dst: int, payload: Payload, prev: Prev) -> Payload:
+        if rnd == 1 and dst == m:  # party 1 deals: its first key to party m is replaced
+            out = payload.copy()
+            out[0] ^= np.uint64(1)
+            return out
+        return payload
+
+    outcome = run_adversarial_setup(params, {1}, other_key_to_the_last)
+    assert isinstance(outcome[m], AbortError) and outcome[m].what == "key setup check"
+    # m = 5: the altered key has two honest holders, who catch it between them too; m = 3: its only other
+    # holder is the dealer
+    assert sum(isinstance(outcome[p], AbortError) for p in range(2, m)) >= (1 if m == 5 else 0)
+
+
+def run_adversarial_setup(params: Any, corrupt: set[int], tamper: Tamper) -> dict[int, Any]:
+    from hss.authenticated import key_setup_checked
+    from tests.hss.conftest import fixed_rng
+    from tests.hss.test_authenticated import run_adversarial
+
+    machines = {p: key_setup_checked(params, p, fixed_rng(f"k{p}")) for p in range(1, params.m + 1)}
+    return run_adversarial(machines, corrupt, tamper)
