@@ -65,6 +65,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=[],
         help="take our figures from these confar bench network / hss JSON files instead of measuring",
     )
+    p.add_argument(
+        "--abort",
+        action="store_true",
+        help="also ours over the daemons (mesh) with security 'abort' (issue 25), side by side",
+    )
     p.add_argument("--quick", action="store_true", help="tiny run: m=3, batches 1,10, 2 repeats")
 
 
@@ -341,10 +346,10 @@ def mpyc_records(
 
 
 def ours_records(
-    parties: list[int], batches: list[int], repeats: int, warmup: int, seconds: float
+    parties: list[int], batches: list[int], repeats: int, warmup: int, seconds: float, abort: bool = False
 ) -> list[Any]:
     """Our sign protocol for the same (m, batch): daemons on loopback (mesh and relay, as bench network) and
-    hss."""
+    hss; ``abort``: also over the daemons (mesh) with security "abort" (issue 25)."""
     from coordinator.api import Coordinator
     from simulations.bench_hss import bench_one
     from simulations.bench_network import RECORDS_PER_PARTY, bench_protocol, protocol_shape
@@ -356,10 +361,13 @@ def ours_records(
             for pooled in (False, True):
                 out.append(bench_one("sign", m, batch, seconds, pooled))
         shapes = {b: protocol_shape("sign", m, b) for b in batches}
+        abort_shapes = {b: protocol_shape("sign", m, b, security="abort") for b in batches} if abort else {}
         rng = np.random.default_rng(m)
         data = [rng.normal(1.0, 1.0, RECORDS_PER_PARTY) for _ in range(m)]
 
-        async def go(lc: LocalConsortium, shapes: dict[int, Any]) -> list[dict[str, Any]]:
+        async def go(
+            lc: LocalConsortium, shapes: dict[int, Any], abort_shapes: dict[int, Any]
+        ) -> list[dict[str, Any]]:
             recs = []
             async with Coordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=300.0) as coord:
                 for topology in ("mesh", "relay"):
@@ -367,10 +375,15 @@ def ours_records(
                         recs.append(
                             await bench_protocol(coord, lc, "sign", topology, b, shapes[b], warmup, repeats)
                         )
+                for b in abort_shapes:
+                    rec = await bench_protocol(
+                        coord, lc, "sign", "mesh", b, abort_shapes[b], warmup, repeats, security="abort"
+                    )
+                    recs.append(rec)
             return recs
 
         with LocalConsortium.start(m, data, round_timeout_s=300.0) as lc:
-            out += asyncio.run(go(lc, shapes))
+            out += asyncio.run(go(lc, shapes, abort_shapes))
     return out
 
 
@@ -380,7 +393,7 @@ def compare(mpyc: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[dict
     def pick(suite: str, m: int, batch: int, **kw: str) -> float | None:
         for r in ours:
             if r.get("suite") == suite and r.get("mode") == "sign" and r["m"] == m and r["batch"] == batch:
-                if all(r.get(k) == v for k, v in kw.items()):
+                if all(r.get(k, "semi-honest" if k == "security" else None) == v for k, v in kw.items()):
                     return float(r["decisions_per_s"])
         return None
 
@@ -389,8 +402,9 @@ def compare(mpyc: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[dict
         m, b, ref = r["m"], r["batch"], float(r["decisions_per_s"])
         row: dict[str, Any] = {"m": m, "batch": b, "mpyc_decisions_per_s": ref}
         for key, val in (
-            ("ours_network_mesh", pick("network", m, b, topology="mesh")),
-            ("ours_network_relay", pick("network", m, b, topology="relay")),
+            ("ours_network_mesh", pick("network", m, b, topology="mesh", security="semi-honest")),
+            ("ours_network_relay", pick("network", m, b, topology="relay", security="semi-honest")),
+            ("ours_network_mesh_abort", pick("network", m, b, topology="mesh", security="abort")),
             ("ours_hss_inline", pick("hss", m, b, precompute="inline")),
             ("ours_hss_pooled", pick("hss", m, b, precompute="pooled")),
         ):
@@ -407,9 +421,11 @@ def print_comparison(rows: list[dict[str, Any]]) -> None:
         "\nsign, decisions/s: MPyC (m processes, TCP) vs ours (daemons with mTLS, mesh and relay; hss in one "
         "process)"
     )
+    with_abort = any(r.get("ours_network_mesh_abort_over_mpyc") for r in rows)
     print(
         f"{'m':>3} {'batch':>6} {'MPyC':>10} {'ours mesh':>10} {'ratio':>6} {'ours relay':>10} {'ratio':>6}"
         f" {'hss inl':>10} {'ratio':>6} {'hss pool':>10} {'ratio':>6}"
+        + (f" {'mesh abort':>10} {'ratio':>6}" if with_abort else "")
     )
 
     def f(v: Any, w: int, d: int = 1) -> str:
@@ -423,6 +439,12 @@ def print_comparison(rows: list[dict[str, Any]]) -> None:
             f"{f(r.get('ours_network_relay_over_mpyc'), 6, 2)} "
             f"{f(r['ours_hss_inline_decisions_per_s'], 10)} {f(r['ours_hss_inline_over_mpyc'], 6, 2)} "
             f"{f(r['ours_hss_pooled_decisions_per_s'], 10)} {f(r['ours_hss_pooled_over_mpyc'], 6, 2)}"
+            + (
+                f" {f(r['ours_network_mesh_abort_decisions_per_s'], 10)} "
+                f"{f(r['ours_network_mesh_abort_over_mpyc'], 6, 2)}"
+                if r.get("ours_network_mesh_abort_decisions_per_s") is not None
+                else ""
+            )
         )
 
 
@@ -436,6 +458,7 @@ def suite(
     seed: int = 0,
     ours: list[dict[str, Any]] | None = None,
     ours_seconds: float = 1.0,
+    abort: bool = False,
 ) -> dict[str, Any]:
     """The mpyc section of ``confar bench all``: ``{records, comparison}`` or ``{skipped: reason}``.
 
@@ -445,7 +468,7 @@ def suite(
         return {"skipped": f"mpyc is not installed; {EXTRA_HINT}"}
     recs = mpyc_records(parties, batches, repeats, warmup, sec_param, seed)
     if ours is None:
-        ours = ours_records(parties, batches, repeats, warmup, ours_seconds)
+        ours = ours_records(parties, batches, repeats, warmup, ours_seconds, abort)
     rows = compare(recs, ours)
     print_comparison(rows)
     return {"records": recs, "ours": [r for r in ours if r.get("mode") == "sign"], "comparison": rows}
@@ -497,6 +520,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             ours=ours,
             ours_seconds=0.2 if q else 1.0,
+            abort=args.abort,
         )
     except (MpycError, RuntimeError) as exc:
         print(f"confar bench mpyc: {exc}", file=sys.stderr)

@@ -135,7 +135,9 @@ class Shape:
     peer_payload_words: int = 0  # mean payload of a party-to-party message, in uint64 words
 
 
-def protocol_shape(mode: str, m: int, batch: int, precompute: str = "inline") -> Shape:
+def protocol_shape(
+    mode: str, m: int, batch: int, precompute: str = "inline", security: str = "semi-honest"
+) -> Shape:
     """Rounds, messages and sizes of one batch, from one run of the same machines in memory."""
     params = SessionParams(m=m, t=(m - 1) // 2, session_id=SID)
     rngs = {p: SecureRandom.from_os() for p in range(1, m + 1)}
@@ -143,7 +145,10 @@ def protocol_shape(mode: str, m: int, batch: int, precompute: str = "inline") ->
     machines = {
         p: reveal_mode(mode).machine(
             PartyContext(params, keys[p]),
-            TermsBatch(np.zeros(batch), None, 1, rngs[p], blind=np.ones(batch), precompute=precompute),
+            TermsBatch(
+                np.zeros(batch), None, 1, rngs[p], blind=np.ones(batch), precompute=precompute,
+                security=security,
+            ),
         )
         for p in rngs
     }
@@ -222,6 +227,7 @@ async def bench_protocol(
     probe_rounds: int = 0,
     ahead: bool = False,
     gap_ms: float = 0.0,
+    security: str = "semi-honest",
 ) -> dict[str, Any]:
     sess = await coord.open_session(
         reveal_mode=mode,
@@ -230,6 +236,7 @@ async def bench_protocol(
         topology=topology,
         sign_precompute=precompute,
         precompute_ahead=ahead and mode == "sign",
+        security=security,
     )
     g = np.random.default_rng()
     lat: list[float] = []
@@ -260,7 +267,7 @@ async def bench_protocol(
         "mode": mode,
         "topology": topology,
         "precompute": precompute if mode == "sign" else "",
-        **{"precompute_ahead": sess.spec.precompute_ahead, "gap_ms": gap_ms},
+        **{"precompute_ahead": sess.spec.precompute_ahead, "gap_ms": gap_ms, "security": security},
         "m": lc.m,
         "t": sess.spec.t,
         "batch": batch,
