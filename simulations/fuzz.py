@@ -272,7 +272,7 @@ def _tls(certs: Path, identity: str) -> TlsMaterial:
     return TlsMaterial.load(certs / f"{identity}.pem", certs / f"{identity}.key", certs / "ca.pem", identity)
 
 
-def _spec(endpoints: list[PartyEntry], session_id: bytes) -> SessionSpec:
+def _spec(endpoints: list[PartyEntry], session_id: bytes, security: str = "semi-honest") -> SessionSpec:
     return SessionSpec(
         session_id=session_id,
         parties=tuple(endpoints),
@@ -282,6 +282,7 @@ def _spec(endpoints: list[PartyEntry], session_id: bytes) -> SessionSpec:
         model_params={"noise": "none"},
         fmt=FixedPoint(),
         coordinator_identity=COORDINATOR_IDENTITY,
+        security=security,
     )
 
 
@@ -320,19 +321,26 @@ class _Fuzzer:
         self.bait_bundles: list[party_pb2.KeyBundle] = []
         self.opened: list[bytes] = []  # sessions a fuzzed OpenSession opened (closed again as the fuzz goes)
         self.live_step = 1
+        self.security = "semi-honest"  # the live session's (run_fuzz's ``security``)
         self.seeds: dict[str, Callable[[], Message]] = {}
 
     async def start(self, coordinator: Coordinator) -> CoordinatorSession:
         """A live session (sum mode: no peer rounds, so the target answers a valid Evaluate on
         its own) and a valid request of every RPC to mutate; the bait session is open already."""
         live = await coordinator.open_session(
-            reveal_mode="sum", model="gaussian-mean", model_params={"noise": "none"}, t=1
+            reveal_mode="sum",
+            model="gaussian-mean",
+            model_params={"noise": "none"},
+            t=1,
+            security=self.security,
         )
         eps, rnd = self.eps, self.rnd
         plan_spec = serde.spec_to_proto(_spec(eps, os.urandom(16)))
         plan = party_pb2.PlanPrivacyRequest(spec=plan_spec, batches=10, batch_size=8)
         self.seeds = {
-            "/confar.v1.Party/OpenSession": lambda: serde.open_request_to_proto(_spec(eps, os.urandom(16))),
+            "/confar.v1.Party/OpenSession": lambda: serde.open_request_to_proto(
+                _spec(eps, os.urandom(16), rnd.choice(("semi-honest", "abort")))
+            ),
             "/confar.v1.Party/ConnectSession": lambda: party_pb2.ConnectSessionRequest(
                 session_id=self.bait_id, bundles=self.bait_bundles
             ),
@@ -367,7 +375,7 @@ class _Fuzzer:
             await self.close_everywhere(sid)
         self.opened.clear()
         self.bait_id = os.urandom(16)
-        open_req = serde.open_request_to_proto(_spec(self.eps, self.bait_id))
+        open_req = serde.open_request_to_proto(_spec(self.eps, self.bait_id, self.security))
         bundles = []
         for ep in self.eps:
             ch = secure_channel(ep.address, self.coord_tls, ep.identity)
@@ -475,8 +483,10 @@ async def _fuzz(
     seed: int,
     concurrency: int,
     outsider: TlsMaterial,
+    security: str = "semi-honest",
 ) -> FuzzReport:
     fz = _Fuzzer(lc, target_id, deadline_s, seed, outsider)
+    fz.security = security
     report = fz.report
     await fz.new_bait()
     coordinator = Coordinator(fz.eps, fz.coord_tls, rpc_timeout_s=deadline_s)
@@ -497,7 +507,9 @@ async def _fuzz(
     return report
 
 
-def check_after(lc: LocalConsortium, data: list[np.ndarray], report: FuzzReport) -> None:
+def check_after(
+    lc: LocalConsortium, data: list[np.ndarray], report: FuzzReport, security: str = "semi-honest"
+) -> None:
     """Every daemon alive and SERVING, and a new session computes the exact sums (noise none)."""
     for pid, pp in lc.procs.items():
         if pp.proc.poll() is not None:
@@ -505,7 +517,9 @@ def check_after(lc: LocalConsortium, data: list[np.ndarray], report: FuzzReport)
     if report.failures:
         return
     with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=30.0) as coord:
-        sess = coord.open_session(reveal_mode="sum", model="gaussian-mean", model_params={"noise": "none"})
+        sess = coord.open_session(
+            reveal_mode="sum", model="gaussian-mean", model_params={"noise": "none"}, security=security
+        )
         inp = _inputs(8)
         got = sess.evaluate(inp, 8)
         sess.close()
@@ -525,8 +539,10 @@ def run_fuzz(
     seed: int = 1,
     concurrency: int = 8,
     target: int = 3,
+    security: str = "semi-honest",
 ) -> FuzzReport:
-    """Start m daemons under ``workdir``, fuzz party ``target``, check them afterwards; return the report."""
+    """Start m daemons under ``workdir``, fuzz party ``target``, check them afterwards; return the report.
+    ``security``: the live session's and the check's (the fuzzed OpenSession requests carry either)."""
     rng = np.random.default_rng(seed)
     data = [rng.normal(1.0, 1.0, 20) for _ in range(m)]
     outsider_dir = workdir / "other-ca"
@@ -534,9 +550,9 @@ def run_fuzz(
     outsider = _tls(outsider_dir, COORDINATOR_IDENTITY)
     with LocalConsortium.start(m, data, workdir=workdir / "consortium", round_timeout_s=3.0) as lc:
         report = asyncio.run(
-            _fuzz(lc, target, requests, time_limit_s, deadline_s, seed, concurrency, outsider)
+            _fuzz(lc, target, requests, time_limit_s, deadline_s, seed, concurrency, outsider, security)
         )
-        check_after(lc, data, report)
+        check_after(lc, data, report, security)
     return report
 
 

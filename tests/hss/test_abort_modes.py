@@ -272,7 +272,9 @@ def low_bits(words: Payload) -> npt.NDArray[np.int64]:
     return (words[0::2] & np.uint64(15)).astype(np.int64)
 
 
-def coalition_views(sign_of_honest: float, n: int = 150) -> dict[int, npt.NDArray[np.int64]]:
+def coalition_views(
+    sign_of_honest: float, n: int = 150, variant: str = "inline"
+) -> dict[int, npt.NDArray[np.int64]]:
     """What party 1 of the coalition {1, 2} of m = 5 receives from the honest parties in each round, as the
     low 4 bits of every element."""
     m, coalition = 5, {1, 2}
@@ -281,7 +283,8 @@ def coalition_views(sign_of_honest: float, n: int = 150) -> dict[int, npt.NDArra
         np.full(n, -0.5) if p in coalition else sign_of_honest * gen.uniform(50, 60, n)
         for p in range(1, m + 1)
     ]
-    _, tr = run_in_memory(sign_machines(m, f"views-{sign_of_honest}", vals, None), keep_log=True)
+    machines = sign_machines(m, f"views-{sign_of_honest}-{variant}", vals, None, variant=variant)
+    _, tr = run_in_memory(machines, keep_log=True)
     seen: dict[int, list[npt.NDArray[np.int64]]] = defaultdict(list)
     for rnd, src, dst, payload in tr.log:
         if dst == 1 and src not in coalition:  # (party 2 receives the same opened shares: counted once)
@@ -290,12 +293,13 @@ def coalition_views(sign_of_honest: float, n: int = 150) -> dict[int, npt.NDArra
 
 
 @pytest.mark.slow
-def test_coalition_view_of_sign_under_abort_does_not_depend_on_honest_terms() -> None:
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_coalition_view_of_sign_under_abort_does_not_depend_on_honest_terms(variant: str) -> None:
     """Honest terms of opposite signs (every decision flips): the coalition's view, round by round, has the
     same distribution (chi-square on the low bits of every element received, false-failure rate 1e-3 per
     round)."""
-    va, vb = coalition_views(1.0), coalition_views(-1.0)
-    assert va.keys() == vb.keys() and len(va) == abort_rounds("sign") - 1
+    va, vb = coalition_views(1.0, variant=variant), coalition_views(-1.0, variant=variant)
+    assert va.keys() == vb.keys() and len(va) == rounds_of(variant) - 1
     for rnd in va:
         table = np.stack([np.bincount(va[rnd], minlength=16), np.bincount(vb[rnd], minlength=16)])
         table = table[:, table.sum(axis=0) > 0]
