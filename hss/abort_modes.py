@@ -41,7 +41,9 @@ malformed or non-canonical messages (:class:`AbortError`) and decides on the sig
 sum. The revealed S is what ``sum`` reveals anyway, so no range check is needed: any function of S is
 post-processing of the release the registries are charged for.
 
-Not offered under abort yet (refused by :func:`check_abort_supported`): ``blinded``, ``svt``, the ``pooled``
+``svt`` under abort is hss.abort_svt (its rounds depend on the batch: hss.abort_svt.abort_svt_rounds).
+
+Not offered under abort yet (refused by :func:`check_abort_supported`): ``blinded``, the ``pooled``
 and ``blocks4`` sign precomputes, the lazy coin and a precompute made ahead.
 """
 
@@ -84,8 +86,8 @@ SECURITY = ("semi-honest", "abort")
 #: PRSS purposes of this module (hss.primitives 1..7, hss.svt 101..106, hss.authenticated 201, 202, 1000+k)
 P_SIGN_S, P_SIGN_COIN = 301, 302
 
-#: rounds of a batch under abort, per mode
-_ROUNDS = {"sum": 1, "sign": 12}
+#: rounds of a batch under abort, per mode (0: set by the batch, svt: hss.abort_svt.abort_svt_rounds)
+_ROUNDS = {"sum": 1, "sign": 12, "svt": 0}
 
 
 def check_security(security: str) -> None:
@@ -113,6 +115,8 @@ def check_abort_supported(
 
 def abort_rounds(mode: str) -> int:
     check_abort_supported(mode)
+    if not _ROUNDS[mode]:
+        raise ValueError(f"rounds of {mode!r} under security 'abort' are set by the batch: see hss.abort_svt")
     return _ROUNDS[mode]
 
 
