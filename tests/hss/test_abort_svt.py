@@ -22,6 +22,7 @@ from hss import field as F
 from hss.abort_svt import abort_bits, abort_svt_rounds, svt_decide_party_abort, svt_decide_receiver_abort
 from hss.authenticated import AbortError, AuthParty
 from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, Payload, run_in_memory
+from hss.sharing import recombine
 from hss.svt import SvtFormat, svt_decide_party, svt_plaintext
 from hss.svt_format import I64
 from tests.hss.conftest import make_session
@@ -90,7 +91,7 @@ def run_with_receiver(
     return outcome, decided
 
 
-@pytest.mark.parametrize("m", [3, 5, 7])
+@pytest.mark.parametrize("m", [3, 4, 5, 7])
 def test_honest_svt_under_abort_equals_the_plaintext_bits(m: int) -> None:
     params, ctxs, rngs = make_session(m, seed=f"abort-svt-{m}")
     gen = np.random.default_rng(m)
@@ -253,7 +254,7 @@ def tamper_sweep(m: int, remaining: int) -> dict[int, list[int]]:
     return tally
 
 
-@pytest.mark.parametrize(("m", "remaining"), [(3, 100), (3, 2), (5, 2)])
+@pytest.mark.parametrize(("m", "remaining"), [(3, 100), (3, 2), (4, 2), (5, 2)])
 def test_every_tampered_svt_message_aborts_or_yields_the_plaintext_bits(m: int, remaining: int) -> None:
     tally = tamper_sweep(m, remaining)
     fmt, batch = tamper_batch(m)
@@ -366,47 +367,63 @@ def low_bits(words: Payload) -> npt.NDArray[np.int64]:
     return (words[0::2] & np.uint64(15)).astype(np.int64)
 
 
-def coalition_views(world: int, n: int = 120) -> dict[int, npt.NDArray[np.int64]]:
+VIEW_M, VIEW_DIM = 5, 4
+VIEW_FMT = SvtFormat(16, 500, VIEW_DIM, max_parties=VIEW_M)
+
+
+def coalition_views(
+    world: int, n: int = 120
+) -> tuple[dict[int, npt.NDArray[np.int64]], npt.NDArray[np.int64]]:
     """What party 1 of the coalition {1, 2} of m = 5 receives from the honest parties in each round (the low
-    4 bits of every element) when the honest parties' data make every candidate accepted (world 1) or
-    rejected (world -1); the coalition's inputs are the same in both worlds."""
-    m, coalition, dim = 5, {1, 2}, 4
-    fmt = SvtFormat(16, 500, dim, max_parties=m)
+    4 bits of every element), and the masked comparisons it opens in round 3 (bits K..K+3 of c_T and c_b,
+    where an unmasked or too narrowly masked value would show its sign), when the honest parties' data make
+    every candidate accepted (world 1) or rejected (world -1); the coalition's inputs are the same in both."""
+    m, coalition, dim = VIEW_M, {1, 2}, VIEW_DIM
     gen = np.random.default_rng(11)
     sums = [
         np.full(dim, 10.0) if p in coalition else world * gen.uniform(20, 60, dim) for p in range(1, m + 1)
     ]
     phibar = np.full((n, dim), 0.3)
-    taus = [np.zeros(n) if p in coalition else world * gen.uniform(0.5, 1.0, n) for p in range(1, m + 1)]
-    mcs = machines(m, f"views-{world}", fmt, (sums, phibar, taus), 3 * n, step=2, eps=0.1)
+    taus = [np.zeros(n) if p in coalition else world * gen.uniform(40.0, 60.0, n) for p in range(1, m + 1)]
+    mcs = machines(m, f"views-{world}", VIEW_FMT, (sums, phibar, taus), 3 * n, step=2, eps=0.1)
     _, tr = run_in_memory(mcs, keep_log=True)
     seen: dict[int, list[npt.NDArray[np.int64]]] = defaultdict(list)
+    opened_shares: dict[int, F.FieldArray] = {}
     for rnd, src, dst, payload in tr.log:
         if dst == 1 and src not in coalition:
             seen[rnd].append(low_bits(payload))
-    return {r: np.concatenate(v) for r, v in seen.items()}
+        if rnd == 3 and (dst == 1 or (src == 1 and dst == 2)):  # openings are packed last: c_T, then c_b
+            opened_shares[src] = payload.reshape(-1, 2)[-2 * n :]
+    c = recombine(opened_shares, (m - 1) // 2)
+    _, _, k_t, k_b = abort_bits(VIEW_FMT, m)
+    window = np.concatenate([F.shift_right(c[:n], k_t), F.shift_right(c[n:], k_b)])[:, 0] & np.uint64(15)
+    return {r: np.concatenate(v) for r, v in seen.items()}, window.astype(np.int64)
+
+
+def chi2_same(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> float:
+    table = np.stack([np.bincount(a, minlength=16), np.bincount(b, minlength=16)])
+    table = table[:, table.sum(axis=0) > 0]
+    return float(stats.chi2_contingency(table).pvalue)
 
 
 @pytest.mark.slow
 def test_coalition_view_of_svt_under_abort_does_not_depend_on_honest_data() -> None:
-    """Every round but the last (the output bits, public, differ by construction): the same distribution
-    in both worlds (chi-square on the low bits of every element received, false-failure rate 1e-3 a round)."""
-    va, vb = coalition_views(1), coalition_views(-1)
+    """Every round but the last (the output bits, public, differ by construction) and the opened masked
+    comparisons: the same distribution in both worlds (chi-square, false-failure rate 1e-3 each)."""
+    (va, ca), (vb, cb) = coalition_views(1), coalition_views(-1)
     assert va.keys() == vb.keys() and len(va) == 12
     for rnd in sorted(va)[:-1]:
-        table = np.stack([np.bincount(va[rnd], minlength=16), np.bincount(vb[rnd], minlength=16)])
-        table = table[:, table.sum(axis=0) > 0]
-        assert stats.chi2_contingency(table).pvalue > 1e-3, rnd
+        assert chi2_same(va[rnd], vb[rnd]) > 1e-3, rnd
+    assert chi2_same(ca, cb) > 1e-3
 
 
 def test_the_two_view_worlds_decide_differently() -> None:
     """The worlds of the view test do differ in their output (else the test above would be vacuous)."""
-    m, dim, n = 5, 4, 10
-    fmt = SvtFormat(16, 500, dim, max_parties=m)
+    dim, n, fmt = VIEW_DIM, 10, VIEW_FMT
     out: list[Sequence[bool]] = []
     for world in (1, -1):
         gen = np.random.default_rng(11)
         sums = [np.full(dim, 10.0) if p in (1, 2) else world * gen.uniform(20, 60, dim) for p in range(1, 6)]
-        taus = [np.zeros(n) if p in (1, 2) else world * gen.uniform(0.5, 1.0, n) for p in range(1, 6)]
+        taus = [np.zeros(n) if p in (1, 2) else world * gen.uniform(40.0, 60.0, n) for p in range(1, 6)]
         out.append(list(svt_plaintext(sums, np.full((n, dim), 0.3), taus, 0.1, 100, fmt)))
     assert all(out[0]) and not any(out[1])
