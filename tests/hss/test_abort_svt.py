@@ -26,7 +26,7 @@ from hss.sharing import recombine
 from hss.svt import SvtFormat, svt_decide_party, svt_plaintext
 from hss.svt_format import I64
 from tests.hss.conftest import make_session
-from tests.hss.test_authenticated import Tamper, honest, make_tamper
+from tests.hss.test_authenticated import Prev, Tamper, honest, make_tamper
 from tests.hss.test_svt import exact_case, random_batch
 
 F64 = npt.NDArray[np.float64]
@@ -268,6 +268,29 @@ def test_every_tampered_svt_message_aborts_or_yields_the_plaintext_bits(m: int, 
 def test_every_tampered_svt_message_at_m7() -> None:
     tally = tamper_sweep(7, 2)
     assert all(aborted >= 7 and (correct == 0 or rnd == 1) for rnd, (aborted, correct) in tally.items())
+
+
+def test_two_corrupt_parties_at_m5_are_caught_in_every_round() -> None:
+    m, remaining = 5, 2
+    fmt, batch = tamper_batch(m)
+    rounds = abort_svt_rounds(fmt, m, N_T, remaining)
+    for rnd in range(1, rounds + 1):
+        first = make_tamper("additive", rnd, 3, 0)
+        second = make_tamper("inconsistent", rnd, 4, 0)
+
+        def both(
+            r: int, src: int, dst: int, payload: Payload, prev: Prev, a: Tamper = first, b: Tamper = second
+        ) -> Payload | None:
+            return a(r, src, dst, payload, prev) if src == 1 else b(r, src, dst, payload, prev)
+
+        dst_last = RECEIVER if rnd == rounds else None
+        tamper = both if dst_last is None else make_tamper("additive", rnd, RECEIVER, 0)
+        outcome, decided = run_with_receiver(
+            machines(m, "two-corrupt", fmt, batch, remaining), {1, 2}, tamper, N_T, rounds
+        )
+        assert isinstance(decided, AbortError), rnd
+        if rnd < rounds:
+            assert all(isinstance(outcome[p], AbortError) for p in (3, 4, 5)), rnd
 
 
 def flip_and(rnd_and: int, rnd_out: int, index: int, shift: int) -> Tamper:
