@@ -6,6 +6,7 @@ tests/network/test_abort_svt_daemons.py."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -78,3 +79,10 @@ def test_an_abort_session_runs_the_abort_machine_and_decodes_with_the_abort_rece
                 reveal_mode("svt").decode(params, bad, n, 4, security)
     assert np.array_equal(out["semi-honest"], out["abort"])
     assert 0 < out["abort"].sum() <= 3
+
+
+def test_an_abcdp_experiment_may_ask_for_security_abort(tmp_path: Path) -> None:
+    from tests.coordinator.test_experiment import ABCDP, load
+
+    text = ABCDP.replace('mode = "sign"', 'mode = "svt"\nsecurity = "abort"')
+    assert load(tmp_path, text).security == "abort"  # type: ignore[attr-defined]
