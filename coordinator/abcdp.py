@@ -152,6 +152,7 @@ def run_federated_abcdp(
     *,
     columns: list[str] | None = None,
     topology: str = "mesh",
+    security: str = "semi-honest",
     max_proposals: int | None = None,
     progress: ProgressFn | None = None,
     session_id: bytes | None = None,
@@ -162,6 +163,8 @@ def run_federated_abcdp(
 ) -> FederatedAbcdpResult:
     """Run one federated c-sample ABCDP session to c accepts (see the module docstring).
 
+    ``security``: the session's ("abort": hss.abort_svt at every party, the bits decoded by the receiver
+    only if all m output shares agree, else ``SessionError`` naming the step and the round).
     ``max_proposals`` caps the θ's drawn from the prior (None: no cap); the run then ends with ``done``
     False. The privacy charge does not depend on how many candidates are evaluated. With ``run_id`` the
     session belongs to that run; ``start`` continues the run from a checkpointed state (a run id is then
@@ -188,6 +191,7 @@ def run_federated_abcdp(
         session_id=session_id,
         run_id=run_id,
         first_run_step=state.steps + 1,
+        security=security,
     )
     proposer = _TimedProposer(PriorProposer(plan, prior_sample, simulate, state.generator()))
     decider = NetworkSvtDecider(sess)

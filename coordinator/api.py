@@ -214,8 +214,9 @@ class Coordinator:
         ``sign_precompute`` (sign mode): "inline" (7 rounds), "pooled" (9 rounds, less CPU per decision) or
         "blocks4" (2 precompute + 5 online rounds, more precompute bytes). ``precompute_ahead`` (sign mode,
         issue 16): each party makes step k + 1's precompute right after answering step k (parties.ahead).
-        ``security``: "semi-honest" (honest-but-curious registries) or "abort" (issue 25, sum and sign: up to
-        t deviating registries make every honest one abort the step before any output, hss.abort_modes)."""
+        ``security``: "semi-honest" (honest-but-curious registries) or "abort" (issue 25, sum, sign and
+        svt: up to t deviating registries make every honest one abort the step before any output,
+        hss.abort_modes, hss.abort_svt)."""
         relay_address = await self._ensure_relay() if topology == "relay" else ""
         spec = SessionSpec(
             session_id=session_id or os.urandom(16),

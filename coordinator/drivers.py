@@ -329,6 +329,7 @@ def run_abcdp(
             s.batch_size,
             exp.seed,
             topology=exp.topology,
+            security=exp.security,
             max_proposals=s.max_proposals,
             progress=hooks.on_progress,
             run_id=run_id,

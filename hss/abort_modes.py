@@ -18,6 +18,9 @@ malformed or non-canonical messages (:class:`AbortError`) and decides on the sig
 sum. The revealed S is what ``sum`` reveals anyway, so no range check is needed: any function of S is
 post-processing of the release the registries are charged for.
 
+``sign`` under abort is hss.abort_sign, ``svt`` hss.abort_svt (its rounds depend on the batch:
+hss.abort_svt.abort_svt_rounds).
+
 Not offered under abort yet (refused by :func:`check_abort_supported`, naming it): the modes not in
 ``_ROUNDS`` and a sign precompute made ahead (``precompute_ahead``).
 """
@@ -45,8 +48,9 @@ __all__ = [
 #: The session option: "semi-honest" (hss.protocols, the default) or "abort" (this module).
 SECURITY = ("semi-honest", "abort")
 
-#: rounds of a batch under abort, per mode offered (sign: with the inline precompute, see _SIGN_ROUNDS)
-_ROUNDS = {"sum": 1, "sign": 12}
+#: rounds of a batch under abort, per mode offered (sign: with the inline precompute, see SIGN_ROUNDS; 0: set
+#: by the batch, svt: hss.abort_svt.abort_svt_rounds)
+_ROUNDS = {"sum": 1, "sign": 12, "svt": 0}
 #: rounds of a sign batch under abort per sign precompute (hss.abort_sign); + 1 with a lazy coin
 SIGN_ROUNDS = {"inline": 12, "pooled": 13, "blocks4": 11}
 
@@ -76,10 +80,13 @@ def check_abort_supported(
 
 
 def abort_rounds(mode: str, precompute: str = "inline", lazy: bool = False) -> int:
-    """Rounds of a batch of ``mode`` under abort (sign: with ``precompute`` and a lazy coin or not)."""
+    """Rounds of a batch of ``mode`` under abort (sign: with ``precompute`` and a lazy coin or not);
+    ValueError for svt, whose rounds the batch sets (hss.abort_svt.abort_svt_rounds)."""
     check_abort_supported(mode, precompute, lazy)
     if mode == "sign":
         return SIGN_ROUNDS[precompute] + (1 if lazy else 0)
+    if not _ROUNDS[mode]:
+        raise ValueError(f"rounds of {mode!r} under security 'abort' are set by the batch: see hss.abort_svt")
     return _ROUNDS[mode]
 
 

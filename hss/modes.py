@@ -41,6 +41,7 @@ from hss.abort_modes import (
     sum_receiver_abort,
 )
 from hss.abort_sign import sign_party_abort, sign_receiver_abort
+from hss.abort_svt import svt_decide_receiver_abort
 from hss.lazy_coin import LazyCoin
 from hss.protocols import (
     Decisions,
@@ -244,6 +245,12 @@ def _svt_receiver(params: SessionParams, inbox: Inbox, n: int) -> Decisions:
     return Decisions(accept=np.asarray(bits, dtype=bool), revealed=None)
 
 
+def _svt_receiver_abort(params: SessionParams, inbox: Inbox, n: int, step: int) -> Decisions:
+    """Federated ABCDP under security "abort": the bits after the parties' check (hss.abort_svt)."""
+    bits = svt_decide_receiver_abort(params, inbox, n, step)
+    return Decisions(accept=np.asarray(bits, dtype=bool), revealed=None)
+
+
 def _sign_rounds(params: SessionParams, precompute: str) -> int:
     """Inline precompute: 1 round in front of the online rounds; pooled: the 3 rounds of precompute_sign;
     blocks4: 2 rounds in front of fewer online rounds (hss.sign_blocks)."""
@@ -298,6 +305,7 @@ REVEAL: dict[str, RevealMode] = {
         honest_majority=True,
         inputs=FEATURES,
         reproducible=False,
+        abort_receiver=_svt_receiver_abort,  # the party machine: hss.abort_svt.svt_decide_party_abort
     ),
 }
 #: the names of :data:`REVEAL`, in order

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from hss.abort_svt import abort_bits, svt_decide_party_abort
 from hss.randomness import SecureRandom, derive_key
 from hss.runtime import Machine
 from hss.session import PartyContext
@@ -247,6 +248,7 @@ class AbcdpRff:
         else:
             key = derive_key(noise_key, spec.session_id, b"svt-state")
             self._run = SvtRun.start(spec.model_params, data, spec.m, SecureRandom(key))
+        self._run.security = spec.security  # "abort": hss.abort_svt's machine (issue 25)
 
     def machine(
         self, ctx: PartyContext, public: F64, step: int, rng: SecureRandom, query_rng: SecureRandom | None
@@ -358,6 +360,11 @@ def check_session(spec: SessionSpec, data: Dataset) -> None:
             f"{ANALYSIS}: needs m >= {MIN_PARTIES} parties (honest-majority secure comparison), got {spec.m}"
         )
     plan = plan_of(spec.model_params)
+    if spec.security == "abort":  # inputs dealt as bits need a wider [b >= 0] comparison (hss.abort_svt)
+        try:
+            abort_bits(plan.svt_format(spec.m), spec.m)
+        except ValueError as exc:
+            raise AnalysisError(f"{ANALYSIS} with security 'abort': {exc}") from exc
     cols = columns_of(spec.model_params)
     have = list(data.columns)
     use = cols if cols is not None else have
@@ -495,6 +502,7 @@ class SvtRun:
     steps: int = 0
     evaluated: int = 0  # candidates whose bit was revealed (including suppressed ones, which reveal 0)
     accepts: int = 0
+    security: str = "semi-honest"  # the session's: "abort" runs hss.abort_svt.svt_decide_party_abort
 
     @classmethod
     def start(
@@ -557,7 +565,8 @@ class SvtRun:
         self.fmt.encode_phibar(phibar)  # (phibar_input checked it) refuse before any noise is drawn
         try:
             tau = np.asarray(self.state.noise_for_batch(n, query_rng), dtype=np.float64)
-            return svt_decide_party(
+            decide = svt_decide_party_abort if self.security == "abort" else svt_decide_party
+            return decide(
                 ctx,
                 self.fmt,
                 self.feature_sum,

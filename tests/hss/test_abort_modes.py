@@ -251,8 +251,8 @@ def test_a_party_dealing_a_term_that_is_not_bits_is_caught_by_verify(
 
 
 def test_unsupported_combinations_are_refused_with_the_reason() -> None:
-    with pytest.raises(ValueError, match="'svt' is not offered with security 'abort'"):
-        check_abort_supported("svt")
+    with pytest.raises(ValueError, match="'bogus' is not offered with security 'abort'"):
+        check_abort_supported("bogus")
     with pytest.raises(ValueError, match="a lazy coin with sign_precompute 'blocks4' is not offered"):
         check_abort_supported("sign", precompute="blocks4", lazy=True)
     with pytest.raises(ValueError, match="precompute_ahead is not offered"):

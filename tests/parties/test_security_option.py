@@ -55,7 +55,7 @@ def test_the_mode_table_gives_the_rounds_under_abort() -> None:
     assert reveal_mode("sign").rounds(params, "blocks4", "abort") == 11
     assert reveal_mode("sign").rounds(params, "inline") == 7
     assert reveal_mode("sum").rounds(params, "inline", "abort") == 1
-    with pytest.raises(ValueError, match="'svt' is not offered"):
+    with pytest.raises(ValueError, match="rounds of 'svt' under security 'abort' are set by the batch"):
         reveal_mode("svt").rounds(params, "inline", "abort")
 
 

@@ -1,0 +1,100 @@
+"""Federated ABCDP under security with abort over real daemons (separate processes, mutual TLS), issue 25.
+
+One consortium of three registries (the plan and data of tests/network/test_federated_abcdp.py). Registry 2
+first deviates on purpose (``[testing] deviate``: an additive error in round 5, a carry-tree product): the
+run fails with an error naming the step and the round of the check before the gate, and an honest
+registry's audit log holds the abort. With registry 2 honest again: without noise the run under abort
+accepts exactly the candidates of the semi-honest run (mesh); with noise (over the relay) its bits are the
+float reference rebuilt from every registry's own noise, as for the semi-honest protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coordinator.abcdp import run_federated_abcdp
+from coordinator.api import BlockingCoordinator, SessionError
+from hss.abort_svt import abort_svt_rounds
+from simulations.launcher import LocalConsortium
+from tests.network.test_abort_daemons import _set_deviation
+from tests.network.test_federated_abcdp import (
+    BATCH,
+    KEYS,
+    M,
+    _check_against_reference,
+    _observed,
+    _plan,
+    _prior,
+    _simulate,
+)
+
+
+@pytest.mark.slow
+def test_federated_abcdp_under_abort_equals_semi_honest_and_catches_a_deviation(tmp_path: Path) -> None:
+    data = [{"y": y} for y in _observed()]
+    work = tmp_path / "consortium"
+    noisy = _plan(2.0, 3, False, 31, 0.1)
+    exact = _plan(math.inf, 4, False, 21, 0.12)
+    fmt = noisy.svt_format(M)
+    assert abort_svt_rounds(fmt, M, BATCH, 3) == 17  # 3 + 4 tree levels + AND + 3 + 1 + gate 0 + 1 + 3 + 1
+    with LocalConsortium.start(
+        M,
+        data,
+        workdir=work,
+        models=("abcdp-rff",),
+        modes=("svt",),
+        startup_timeout_s=120.0,
+        fixed_rng_keys=KEYS,
+        deviate={2: ["additive@5"]},
+    ) as lc:
+        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
+            # the check before the gate's opening (rounds 9..11 after the AND in round 8) catches it
+            message = r"abort at step 1, round 11 \(check before the gate\): the MAC check failed"
+            with pytest.raises(SessionError, match=message):
+                run_federated_abcdp(
+                    coord, noisy, _prior, _simulate, BATCH, 31, columns=["y"], security="abort"
+                )
+        _set_deviation(lc, 2, [])
+        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
+            runs = {
+                security: run_federated_abcdp(
+                    coord, exact, _prior, _simulate, BATCH, 21, columns=["y"], security=security
+                )
+                for security in ("semi-honest", "abort")
+            }
+            semi, abort = runs["semi-honest"], runs["abort"]
+            assert abort.done and abort.n_accepted == exact.c
+            np.testing.assert_array_equal(abort.decisions, semi.decisions)
+            np.testing.assert_array_equal(abort.accepted_ids, semi.accepted_ids)
+            np.testing.assert_array_equal(abort.thetas, semi.thetas)
+            sid = b"abcdp-abort-0001"
+            res = run_federated_abcdp(
+                coord,
+                noisy,
+                _prior,
+                _simulate,
+                BATCH,
+                31,
+                columns=["y"],
+                session_id=sid,
+                topology="relay",
+                security="abort",
+            )
+            assert res.done and res.n_accepted == noisy.c
+            _check_against_reference(noisy, sid, 31, res.decisions, res.decided_ids)
+    # the honest registries logged the abort with its step and round; the coordinator cancels the other
+    # parties' calls at the first error, so a registry may log its Evaluate as CANCELLED instead (never ok)
+    logged = []
+    for pid in (1, 3):
+        lines = [
+            json.loads(x) for x in (work / f"party-{pid}" / "state" / "audit.log").read_text().splitlines()
+        ]
+        first = next(e for e in lines if e["what"] == "Evaluate")
+        assert first["outcome"] in ("FAILED_PRECONDITION", "CANCELLED"), first
+        logged.append("abort at step 1, round 11 (check before the gate)" in first.get("detail", ""))
+    assert any(logged)
