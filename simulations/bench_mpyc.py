@@ -382,7 +382,7 @@ def ours_records(
                     recs.append(rec)
             return recs
 
-        with LocalConsortium.start(m, data, round_timeout_s=300.0) as lc:
+        with LocalConsortium.start(m, data, round_timeout_s=300.0, startup_timeout_s=120.0) as lc:
             out += asyncio.run(go(lc, shapes, abort_shapes))
     return out
 

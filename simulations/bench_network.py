@@ -522,7 +522,7 @@ def run(args: argparse.Namespace) -> int:
             rng = np.random.default_rng(m)
             data = [rng.normal(1.0, 1.0, RECORDS_PER_PARTY) for _ in range(m)]
             t0 = time.perf_counter()
-            with LocalConsortium.start(m, data, round_timeout_s=300.0) as lc:
+            with LocalConsortium.start(m, data, round_timeout_s=300.0, startup_timeout_s=120.0) as lc:
                 print(f"m={m}: {m} daemons up in {time.perf_counter() - t0:.1f} s", flush=True)
                 records += asyncio.run(
                     _run_m(
