@@ -98,3 +98,44 @@ def test_federated_abcdp_under_abort_equals_semi_honest_and_catches_a_deviation(
         assert first["outcome"] in ("FAILED_PRECONDITION", "CANCELLED"), first
         logged.append("abort at step 1, round 11 (check before the gate)" in first.get("detail", ""))
     assert any(logged)
+
+
+@pytest.mark.slow
+def test_an_aborted_federated_abcdp_run_retried_completes_charged_once(tmp_path: Path) -> None:
+    """A run (run_id) aborted by a deviating registry, retried with it honest again: the run completes and
+    every registry's ledger holds the run charged once (an eps = 2 event, as the semi-honest run's)."""
+    from parties.privacy_budget import run_step_counts
+    from proto import party_pb2
+    from proto.records import RunCharge
+
+    data = [{"y": y} for y in _observed()]
+    noisy = _plan(2.0, 3, False, 31, 0.1)
+    with LocalConsortium.start(
+        M,
+        data,
+        workdir=tmp_path,
+        models=("abcdp-rff",),
+        modes=("svt",),
+        startup_timeout_s=120.0,
+        fixed_rng_keys=KEYS,
+        deviate={2: ["inconsistent@3"]},
+        privacy_budget={"epsilon": 50.0, "delta": 1e-6, "colluding": 1},
+    ) as lc:
+        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
+            with pytest.raises(SessionError, match=r"abort at step 1, round 3 "):
+                run_federated_abcdp(
+                    coord, noisy, _prior, _simulate, BATCH, 31, columns=["y"], security="abort", run_id="r"
+                )
+        _set_deviation(lc, 2, [])
+        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
+            res = run_federated_abcdp(
+                coord, noisy, _prior, _simulate, BATCH, 31, columns=["y"], security="abort", run_id="r"
+            )
+            assert res.done and res.n_accepted == noisy.c
+            request = party_pb2.PrivacyReportRequest()
+            reports = coord._run(coord.coord.call_all("privacy report", lambda _: request, "PrivacyReport"))
+    for pid, r in reports.items():
+        charges = [RunCharge.from_dict(c) for c in json.loads(r.run_charges_json)]
+        assert run_step_counts(charges, "r") == {0: 1}, pid
+        events = [e for e in json.loads(r.events_json) if "run r" in e.get("label", "")]
+        assert len(events) == 1 and events[0]["count"] == 1, (pid, events)
