@@ -85,7 +85,7 @@ SECURITY = ("semi-honest", "abort")
 P_SIGN_S, P_SIGN_COIN = 301, 302
 
 #: rounds of a batch under abort, per mode
-_ROUNDS = {"sum": 1, "sign": 12}
+_ROUNDS = {"sum": 1, "sign": 12, "blinded": 7}
 
 
 def check_security(security: str) -> None:

@@ -74,7 +74,11 @@ REFUSALS = [
     (('mode = "sign"', 'mode = "blinded"\nprecompute_ahead = true'), "reveal.precompute_ahead", "'sign'"),
     (('mode = "sign"', 'mode = "sign"\nprecompute_ahead = 1'), "reveal.precompute_ahead", "wrong type"),
     (('mode = "sign"', 'mode = "sign"\nsecurity = "strong"'), "reveal.security", "one of"),
-    (('mode = "sign"', 'mode = "blinded"\nsecurity = "abort"'), "reveal.security", "not offered"),
+    (
+        ('mode = "sign"', 'mode = "sign"\nsign_precompute = "pooled"\nsecurity = "abort"'),
+        "reveal.security",
+        "sign_precompute 'pooled' is not offered",
+    ),
     (
         ('mode = "sign"', 'mode = "sign"\nsign_precompute = "blocks4"\nsecurity = "abort"'),
         "reveal.security",

@@ -9,6 +9,7 @@ receiver either raises AbortError or decodes exactly the plaintext decisions of 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from hss.abort_modes import (
 from hss.authenticated import AbortError
 from hss.protocols import Decisions, plaintext_decisions
 from hss.runtime import RECEIVER, Inbox, Machine, Payload, run_in_memory
+from hss.session import SessionParams
 from tests.hss.conftest import make_session
 from tests.hss.test_authenticated import Prev, Tamper, honest, make_tamper
 
@@ -47,10 +49,19 @@ def sign_machines(m: int, seed: str, vals: list[Any], pub: Any, step: int = 7) -
     return {p: sign_party_abort(c, vals[p - 1], pub, step, rngs[p]) for p, c in ctxs.items()}
 
 
+Receiver = Callable[[SessionParams, Inbox, int, int], Decisions]
+
+
 def run_with_receiver(
-    machines: dict[int, Machine[Any]], corrupt: set[int], tamper: Tamper, n: int, step: int = 7
+    machines: dict[int, Machine[Any]],
+    corrupt: set[int],
+    tamper: Tamper,
+    n: int,
+    step: int = 7,
+    receiver: Receiver = sign_receiver_abort,
 ) -> tuple[dict[int, Any], Decisions | AbortError]:
-    """Each party's result or AbortError, and the receiver's decisions or AbortError."""
+    """Each party's result or AbortError, and the receiver's decisions (``receiver``: the mode's decoder under
+    abort) or AbortError."""
     outcome: dict[int, Any] = {}
     outboxes = {p: mc.start() for p, mc in machines.items()}
     previous: dict[tuple[int, int], Payload] = {}
@@ -85,7 +96,7 @@ def run_with_receiver(
                 live.discard(p)
     params = make_session(len(machines), seed="receiver")[0]  # the receiver needs m, t and the format
     try:
-        decided: Decisions | AbortError = sign_receiver_abort(params, to_receiver, n, step)
+        decided: Decisions | AbortError = receiver(params, to_receiver, n, step)
     except AbortError as exc:
         decided = exc
     return outcome, decided
@@ -215,8 +226,8 @@ def test_a_party_dealing_a_term_that_is_not_bits_is_caught_by_verify(
 
 
 def test_unsupported_combinations_are_refused_with_the_reason() -> None:
-    with pytest.raises(ValueError, match="'blinded' is not offered with security 'abort'"):
-        check_abort_supported("blinded")
+    with pytest.raises(ValueError, match="'svt' is not offered with security 'abort'"):
+        check_abort_supported("svt")
     with pytest.raises(ValueError, match="sign_precompute 'blocks4' is not offered"):
         check_abort_supported("sign", precompute="blocks4")
     with pytest.raises(ValueError, match="a lazy coin is not offered"):
@@ -225,6 +236,7 @@ def test_unsupported_combinations_are_refused_with_the_reason() -> None:
         check_abort_supported("sign", ahead=True)
     check_abort_supported("sign")
     check_abort_supported("sum")
+    check_abort_supported("blinded")
     _params, ctxs, rngs = make_session(2, t=0, seed="m2")
     with pytest.raises(ValueError, match="honest majority"):
         sign_party_abort(ctxs[1], [0.0], None, 1, rngs[1])

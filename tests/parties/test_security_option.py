@@ -23,14 +23,15 @@ from tests.parties.helpers import make_certs
 from tests.parties.test_resume import _spec
 
 
-def test_spec_accepts_abort_for_sum_and_sign_and_names_what_is_not_offered() -> None:
+def test_spec_accepts_abort_for_sum_sign_and_blinded_and_names_what_is_not_offered() -> None:
     assert _spec(security="abort").security == "abort"
     assert _spec(reveal_mode="sum", security="abort").security == "abort"
+    assert _spec(reveal_mode="blinded", security="abort").security == "abort"
     assert _spec().security == "semi-honest"
     with pytest.raises(SpecError, match="security 'malicious' is not one of"):
         _spec(security="malicious")
-    with pytest.raises(SpecError, match="reveal mode 'blinded' is not offered with security 'abort'"):
-        _spec(reveal_mode="blinded", security="abort")
+    with pytest.raises(SpecError, match="reveal mode 'svt' is not offered with security 'abort'"):
+        _spec(reveal_mode="svt", security="abort")
     with pytest.raises(SpecError, match="sign_precompute 'pooled' is not offered with security 'abort'"):
         _spec(security="abort", sign_precompute="pooled")
     with pytest.raises(SpecError, match="precompute_ahead is not offered with security 'abort'"):
@@ -53,8 +54,8 @@ def test_the_mode_table_gives_the_rounds_under_abort() -> None:
     assert reveal_mode("sign").rounds(params, "inline", "abort") == 12
     assert reveal_mode("sign").rounds(params, "inline") == 7
     assert reveal_mode("sum").rounds(params, "inline", "abort") == 1
-    with pytest.raises(ValueError, match="'blinded' is not offered"):
-        reveal_mode("blinded").rounds(params, "inline", "abort")
+    assert reveal_mode("blinded").rounds(params, "inline", "abort") == 7
+    assert reveal_mode("blinded").rounds(params, "inline") == 2
 
 
 def _config(tmp_path: Path, extra: str = "") -> Path:
