@@ -11,62 +11,80 @@ its range.
 
 Rounds (7; the semi-honest mode takes 2):
 
-1. inputs as bits: each party deals (Shamir, degree t) the bits of its term x_j + 2^(B-1) (B =
+1. inputs as bits: each party deals (Shamir, degree t) the N bits of its term x_j + 2^(B-1) (B =
    term_int_bits + frac_bits + 1 = 38), of W_j (ceil(log2 W_CLAMP) + blind_frac_bits = 77 bits) and of e_j
-   (blind_e_bits - ceil(log2 m) bits), nothing else;
-2. MACs and coin: GRR reshares of r d for every dealt bit d; a PRSS coin seed opened with error detection
-   (the coins gamma of the bitness check, fixed only after the bits were dealt);
-3. product and bitness: with a = 2S + 1 and b = W + w0 (linear in the dealt bits, MACs included), one GRR
-   round carries a b and (r a) b (the duplicated multiplication of :meth:`AuthParty.multiply`) and
-   y = sum_k gamma_k d_k^2 with its MAC (:func:`hss.abort_modes.bitness_products`; verify checks
-   y - sum_k gamma_k d_k = 0, :func:`hss.abort_modes.claim_bits`); Z = a b + E is then linear;
-4. to 6. :meth:`AuthParty.verify`; 7. Z's raw degree-t shares to the receiver
-   (:meth:`AuthParty.open_to_receiver`), who checks that all m lie on one polynomial of degree t
-   (:func:`hss.authenticated.receive_checked`) and decodes like ``hss.protocols.blinded_receiver``.
+   (blind_e_bits - ceil(log2 m) bits), with its proof that they are bits (below): N + 1 + (N + 1) values
+   per decision, nothing else;
+2. MACs and coin: GRR reshares of r a and r E, a = 2S + 1 (linear in the dealt bits); the proof's point x
+   opened (a PRSS coin seed, error-detecting opening: fixed after the dealing, unbiased);
+3. product and bit proofs: the duplicated multiplication a b, (r a) b with b = W + w0 (one GRR round, as
+   :meth:`AuthParty.multiply`); every dealer's (f_j(x), q_j(x)) opened with error detection and checked;
+4. to 6. :meth:`AuthParty.verify` over (a, r a), (E, r E), (a b, r a b); 7. Z = a b + E, its raw degree-t
+   shares to the receiver (:meth:`AuthParty.open_to_receiver`), who checks that all m lie on one
+   polynomial of degree t (:func:`hss.authenticated.receive_checked`) and decodes like
+   ``hss.protocols.blinded_receiver``.
 
-Why every input is dealt as checked bits. A deviating party that could bring any field element for W_j could
-make W + w0 negative (the revealed sign flips: the decision is wrong), one for e_j could make E exceed
-W + w0 (the sign is masked), and a term out of range makes Z wrap mod p (the sign becomes an interval test
-on the honest sum, docs/SECURITY_ABORT.md, "The input range question"). With bits every effective input lies
-in its range whatever a party sends: 0 <= W_j < 2^77, 0 <= e_j < 2^(e_bits - ceil(log2 m)) so E < w0,
+Why every input is dealt as bits. A deviating party that could bring any field element for W_j could make
+W + w0 negative (the revealed sign flips: the decision is wrong), one for e_j could make E exceed W + w0
+(the sign is masked), and a term out of range makes Z wrap mod p (the sign becomes an interval test on the
+honest sum, docs/SECURITY_ABORT.md, "The input range question"). With bits every effective input lies in
+its range whatever a party sends: 0 <= W_j < 2^77, 0 <= e_j < 2^(e_bits - ceil(log2 m)) so E < w0,
 |S| < 2^41; then (2S + 1)(W + w0) has the sign of S and magnitude at least w0 > E, and |Z| < 2^125 < p/2
 (``FixedPoint`` checks the budget for max_parties), so accept = [Z > 0] = [S >= 0] for every choice of the
 coalition's inputs. Nothing is checked on Z itself, so an abort depends only on what deviating parties sent
-(and on r, the coins and beta), never on the honest parties' data: a retried step tells the coalition nothing
-new. The cost is the bits and their MACs: B_total (1 + m) field elements per ordered pair of parties per
-decision with B_total = 38 + 77 + e_bits_each (about 173), far more than the semi-honest 3 + 1.
+(and on r, the coins and beta), never on the honest parties' data: a retried step tells the coalition
+nothing new.
 
-Why not cheaper or shorter, as tried while designing:
+The dealer's proof that its values are bits (instead of a MAC per dealt bit). The dealer knows its bits
+d_1..d_N, so it can prove them itself, with no multiplication: f is the polynomial of degree N through
+(0, mask) (mask a fresh secret random value) and (k, d_k); every d_k is a bit exactly when
+V(X) = prod_{k=1..N} (X - k) divides f(X)(f(X) - 1), i.e. when there is q of degree N with
+V q = f (f - 1). The dealer deals q's values at N+1..2N+1 beside f's. After the point x is opened the
+parties open f(x) and q(x) (linear in the dealt shares) with error detection and check
+V(x) q(x) = f(x)(f(x) - 1). Soundness: if some d_k is not a bit, V q - f (f - 1) is a nonzero polynomial of
+degree <= 2N for every q the dealer can deal, zero at the random x with probability <= 2N/p; the honest
+shares define f and q (raw-share openings cannot be shifted), and x is fixed only after the dealing. For
+any m (also even m, or fewer than t corrupt) a corrupt dealer's sharings that are not on one degree-t
+polynomial make the random combination f(x) inconsistent except with probability <= N/p (the Lagrange
+weights at x are independent polynomials in x), and its error-detecting opening aborts. Privacy: f(x) =
+l_0(x) mask + ..., with l_0(x) != 0 and mask uniform, is uniform; q(x) follows from f(x); the raw shares
+of both carry the honest dealer's fresh share randomness. An honest dealer's proof always passes.
+The first version of this module gave every dealt bit a MAC (a GRR of r d) and folded the bitness into
+verify (hss.abort_modes' bitness_products / claim_bits, as ``sign`` does): (1 + m) N field elements per
+ordered pair of parties per decision; the proof costs 2 N + 2 (358 against 692 at m = 3, 364 against 1,384
+at m = 7), the same rounds, and the product needs MACs only of a and E. The dealer's work is O(N^2) per
+decision (q's values by a fixed (N+1) x (N+1) extension matrix: about 0.25 ms per decision).
 
-* sharing x_j, W_j, e_j as three values (``AuthParty.share_inputs``) with a range check with slack (open
-  v + rho with rho a secret of kappa more bits): it proves |v| < 2^(bits + kappa) only, not W_j >= 0, so the
-  sign could still be flipped;
-* the bitness check without MACs (GRR of d_k^2 before the coins, compared with d_k after): the dealer knows
-  its own d_k and can shift each reshared square to d_k exactly; only the MAC key, unknown to the coalition
-  until verify, makes a shifted square detectable;
-* the product before the MACs (round 2): the duplicated multiplication needs [r a], which exists only after
-  round 2's reshares;
+Why not shorter or otherwise cheaper, as tried while designing:
+
+* sharing x_j, W_j, e_j as three values with a range check with slack (open v + rho with rho a secret of
+  kappa more bits): it proves |v| < 2^(bits + kappa) only, not W_j >= 0, and the margin w0 - E can be as
+  small as m (m a power of two), so the sign could still be flipped;
+* a bitness check by GRR of d_k^2 without MACs: the dealer knows its own d_k and can shift each reshared
+  square to d_k exactly (GRR is secure only up to an additive attack);
+* the product in round 2: the duplicated multiplication needs [r a], which exists only after round 2;
 * Z sent to the receiver with the last verify round (6 rounds, the receiver checking CheckZero itself):
-  the receiver would then see Z of a step that aborts; a deviating party could deal W_c + delta (not
-  bits) in one attempt and W_c in the retry (same honest W_h and E: the run step's noise), and the two
-  openings differ by (2S + 1) delta: the divisibility trap DESIGN.md warns about, or S itself for a
-  receiver that learns delta. Z leaves an honest party only after verify has passed.
+  the receiver would then see Z of a step that aborts; a deviating party could deal W_c + delta in one
+  attempt and W_c in the retry (same honest W_h and E: the run step's noise), and the two openings differ
+  by (2S + 1) delta: the divisibility trap DESIGN.md warns about, or S itself for a receiver that learns
+  delta. Z leaves an honest party only after verify has passed.
 
-The coalition's view before verify is dealt shares, reshares and error-detecting openings of the coin seed
-(public randomness): independent of the honest inputs; r, the verify seed and the CheckZero value are opened
-only after every value exists. Needs 1 <= t < m/2.
+The coalition's view before verify is dealt shares, reshares, the opened point x (public randomness) and
+f_j(x), q_j(x) (uniform, above): independent of the honest inputs; r, the verify seed and the CheckZero
+value are opened only after every value exists. Needs 1 <= t < m/2.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 import numpy.typing as npt
 
 from hss import field as F
-from hss.abort_modes import abort_rounds, bitness_products, bits_value, claim_bits, term_bits
-from hss.authenticated import Auth, AuthParty, add, mul_public, receive_checked
+from hss.abort_modes import abort_rounds, term_bits
+from hss.authenticated import AbortError, Auth, AuthParty, add, receive_checked
 from hss.fixedpoint import W_CLAMP
 from hss.protocols import Decisions, PartyReport, encode_batch
 from hss.randomness import SecureRandom
@@ -126,15 +144,96 @@ def field_bits(v: F.FieldArray, nbits: int) -> F.FieldArray:
 def dealt_bits(
     params: SessionParams, x: npt.NDArray[np.int64], w: F.FieldArray, e: F.FieldArray
 ) -> F.FieldArray:
-    """What a party deals in round 1, shape (B + B_w + B_e, n): the bits of x + 2^(B-1), of W_j, of e_j."""
+    """The bits a party deals in round 1, shape (N, n), N = B + B_w + B_e: those of x + 2^(B-1), W_j, e_j."""
     nb, nw, ne = blinded_bit_widths(params)
     term = F.from_int64(x + (1 << (nb - 1)))
     return np.concatenate([field_bits(term, nb), field_bits(w, nw), field_bits(e, ne)])
 
 
+# ---------------------------------------------------------------------------------------------------------
+# the dealer's proof that its values are bits: f through (0, mask), (k, d_k) for k = 1..N; q of degree N
+# given at N+1..2N+1 with prod_{k=1..N} (X - k) q(X) = f(X) (f(X) - 1); checked at one random point x
+
+
+def _inverses(vals: list[int]) -> list[int]:
+    """Inverses mod p of nonzero ints (batch inversion: one exponentiation)."""
+    p = F.P
+    prefix, acc = [], 1
+    for v in vals:
+        prefix.append(acc)
+        acc = acc * v % p
+    inv_acc, out = pow(acc, p - 2, p), [0] * len(vals)
+    for k in range(len(vals) - 1, -1, -1):
+        out[k] = inv_acc * prefix[k] % p
+        inv_acc = inv_acc * vals[k] % p
+    return out
+
+
+def lagrange_at(x: int, start: int, count: int) -> list[int]:
+    """The Lagrange weights at x (not one of the points) of the points start, ..., start + count - 1."""
+    p, n = F.P, count - 1
+    diffs = [(x - start - i) % p for i in range(count)]
+    whole = 1
+    for dv in diffs:
+        whole = whole * dv % p
+    inv_d = _inverses(diffs)
+    facts = [1] * count
+    for i in range(1, count):
+        facts[i] = facts[i - 1] * i % p
+    inv_f = _inverses(facts)
+    # l_i(x) = prod_{j != i} (x - x_j) / (x_i - x_j) = whole / (x - x_i) / (i! (n - i)! (-1)^(n - i))
+    return [
+        whole * inv_d[i] % p * inv_f[i] % p * inv_f[n - i] % p * (1 if (n - i) % 2 == 0 else p - 1) % p
+        for i in range(count)
+    ]
+
+
+def _vanishing(x: int, n: int) -> int:
+    """prod_{k=1..n} (x - k) mod p."""
+    out = 1
+    for k in range(1, n + 1):
+        out = out * (x - k) % F.P
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _extension(n: int) -> tuple[F.FieldArray, F.FieldArray]:
+    """For f given at 0..n: the (n+1, n+1) matrix of its values at n+1..2n+1, and 1 / prod_{k=1..n} (y - k)
+    at those points y."""
+    ys = range(n + 1, 2 * n + 2)
+    ext = F.from_ints([w for y in ys for w in lagrange_at(y, 0, n + 1)]).reshape(n + 1, n + 1, 2)
+    return ext, F.from_ints(_inverses([_vanishing(y, n) for y in ys]))
+
+
+def bits_proof(bits: F.FieldArray, mask: F.FieldArray) -> F.FieldArray:
+    """What a dealer deals beside its bits (N, n) and its random ``mask`` (n,): q's values at N+1..2N+1,
+    shape (N + 1, n), for f through (0, mask) and (k, bits[k-1]); q is a polynomial exactly when every
+    value is a bit."""
+    f = np.concatenate([mask[None], bits])
+    ext, inv_v = _extension(bits.shape[0])
+    fy = F.matmul(ext, f)
+    return F.mul(F.mul(fy, F.sub(fy, F.const(1))), inv_v[:, None])
+
+
+def proof_openings(dealt: F.FieldArray, x: int) -> F.FieldArray:
+    """This party's shares of (f_j(x), q_j(x)) for every dealer's (mask, N bits, N + 1 values of q), dealt
+    (m, 2N + 2, n): shape (2, m, n)."""
+    n_bits = (dealt.shape[1] - 2) // 2
+    f_w = F.from_ints(lagrange_at(x, 0, n_bits + 1))
+    q_w = F.from_ints(lagrange_at(x, n_bits + 1, n_bits + 1))
+    rows = np.moveaxis(dealt, 1, 0)  # (2N + 2, m, n, 2)
+    return np.stack([F.lincomb(f_w, rows[: n_bits + 1]), F.lincomb(q_w, rows[n_bits + 1 :])])
+
+
+def proof_holds(opened: F.FieldArray, x: int, n_bits: int) -> npt.NDArray[np.bool_]:
+    """prod_{k=1..N} (x - k) q(x) = f(x) (f(x) - 1) for each opened pair (2, ...)."""
+    fx, qx = opened[0], opened[1]
+    return F.equal(F.mul_scalar(qx, _vanishing(x, n_bits)), F.mul(fx, F.sub(fx, F.const(1))))
+
+
 def _blinded_gen(
     ctx: PartyContext,
-    own: F.FieldArray,
+    bits: F.FieldArray,
     pub: npt.NDArray[np.int64],
     step: int,
     rng: SecureRandom,
@@ -143,45 +242,60 @@ def _blinded_gen(
     params, fmt = ctx.params, ctx.params.fmt
     m, n = params.m, pub.shape[0]
     nb, nw, ne = blinded_bit_widths(params)
+    n_bits = nb + nw + ne
     auth = AuthParty(ctx, rng, step)
 
-    # --- round 1: every party's term, W_j and e_j as bits, nothing else ---
-    shapes = {j: (nb + nw + ne, n) for j in ctx.all}
+    # --- round 1: every party's mask, bits and proof values, nothing else ---
+    mask = rng.field((n,))
+    own = np.concatenate([mask[None], bits, bits_proof(bits, mask)])  # (2N + 2, n)
+    shapes = {j: (2 * n_bits + 2, n) for j in ctx.all}
     dealt, _, _ = yield from auth.round("inputs as bits", deal=own, deal_shapes=shapes)
-    d_x = np.stack([dealt[j] for j in ctx.all])  # (m, B_total, n)
-
-    # --- round 2: the dealt bits' MACs; the bitness check's coin seed opened ---
-    seed_share = ctx.prss.random(P_BLINDED_COIN, step, (1,))
-    _, (d_mac,), (seed,) = yield from auth.round(
-        "input MACs and coin", grrs=[F.mul(auth.key, d_x)], opens=[seed_share]
-    )
-    d = Auth(d_x, d_mac)
-    auth.track([d])
+    d = np.stack([dealt[j] for j in ctx.all])  # (m, 2N + 2, n)
     ones = F.from_ints([1] * m)
 
-    def summed(lo: int, hi: int) -> Auth:  # sum over parties of sum_i 2^i d_i over bit rows lo..hi
-        part = bits_value(Auth(d.x[:, lo:hi], d.mac[:, lo:hi]), hi - lo)  # (m, n)
-        return Auth(F.lincomb(ones, part.x), F.lincomb(ones, part.mac))
+    def summed(lo: int, hi: int) -> F.FieldArray:  # sum over parties of sum_i 2^i d_i over bit rows lo..hi
+        pow2 = F.from_ints([1 << i for i in range(hi - lo)])
+        rows = np.ascontiguousarray(np.moveaxis(d[:, 1 + lo : 1 + hi], 1, 0))  # (bits, m, n)
+        return F.lincomb(ones, F.lincomb(pow2, rows))
 
-    terms, w_sum, e_sum = summed(0, nb), summed(nb, nb + nw), summed(nb + nw, nb + nw + ne)
+    terms, w_sum, e_sum = summed(0, nb), summed(nb, nb + nw), summed(nb + nw, n_bits)
     # a = 2S + 1 with S = pub + terms - m 2^(B-1); b = W + w0
-    a = auth.add_public(mul_public(terms, 2), F.from_int64(2 * (pub - m * (1 << (nb - 1))) + 1))
-    b = auth.add_public(w_sum, 1 << fmt.blind_e_bits)
+    a_x = F.add(F.mul_scalar(terms, 2), F.from_int64(2 * (pub - m * (1 << (nb - 1))) + 1))
+    b_x = F.add(w_sum, F.const(1 << fmt.blind_e_bits))
 
-    # --- round 3: the duplicated product a b and the bitness product, in one round ---
-    gamma = auth.coin(seed, 0, d.x.size // 2)
-    grrs = [F.mul(a.x, b.x), F.mul(a.mac, b.x), *bitness_products(d, gamma)]
-    _, (ab, ab_mac, y, y_mac), _ = yield from auth.round("product and bitness", grrs=grrs)
+    # --- round 2: the MACs of a and E; the proof's point opened ---
+    seed_share = ctx.prss.random(P_BLINDED_COIN, step, (1,))
+    _, (a_mac, e_mac), (seed,) = yield from auth.round(
+        "MACs and coin", grrs=[F.mul(auth.key, a_x), F.mul(auth.key, e_sum)], opens=[seed_share]
+    )
+    a, e = Auth(a_x, a_mac), Auth(e_sum, e_mac)
+    auth.track([a, e])
+    (x,) = F.to_ints(auth.coin(seed, 0, 1))
+    if x <= 2 * n_bits + 1:  # probability (2N + 2) / p honestly
+        raise AbortError(step, auth.rounds, "MACs and coin", "the proof's point is an interpolation point")
+
+    # --- round 3: the duplicated product a b; every dealer's proof opened at x ---
+    grrs = [F.mul(a.x, b_x), F.mul(a.mac, b_x)]
+    _, (ab, ab_mac), (opened,) = yield from auth.round(
+        "product and bit proofs", grrs=grrs, opens=[proof_openings(d, x)]
+    )
+    check_proofs(opened, x, n_bits, step, auth.rounds)
     product = Auth(ab, ab_mac)
     auth.track([product])
-    claim_bits(auth, d, gamma, y, y_mac)
-    z = add(product, e_sum)
+    z = add(product, e)
 
     # --- rounds 4..6: the check; 7: Z to the receiver ---
     yield from auth.verify()
     yield from auth.open_to_receiver([z])
     assert auth.rounds == abort_rounds("blinded")
     return report
+
+
+def check_proofs(opened: F.FieldArray, x: int, n_bits: int, step: int, rnd: int) -> None:
+    """:class:`AbortError` unless every dealer's proof holds at x (a dealt value is not a bit: probability
+    at most 2N/p that it holds)."""
+    if not proof_holds(opened, x, n_bits).all():
+        raise AbortError(step, rnd, "product and bit proofs", "a party's dealt values are not all bits")
 
 
 def blinded_receiver_abort(params: SessionParams, inbox: Inbox, n: int, step: int) -> Decisions:

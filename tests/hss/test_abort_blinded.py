@@ -5,7 +5,8 @@ Honest runs reveal bit for bit what the semi-honest mode reveals for the same te
 draws; every alteration of a corrupt party's messages (the tamper kinds of tests.hss.test_authenticated, in
 every round, the receiver's messages included) ends in AbortError at the receiver or in exactly the honest
 run's release; a party dealing inputs out of range (a W_j made negative, an e_j too wide, a term bit that is
-not a bit) is caught by verify; the coalition's view does not depend on the honest inputs.
+not a bit) is caught by its proof that they are bits; the coalition's view does not depend on the honest
+inputs.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from hss import abort_blinded
 from hss import field as F
 from hss.abort_blinded import blinded_bit_widths, blinded_party_abort, blinded_receiver_abort
 from hss.abort_modes import abort_rounds
-from hss.authenticated import AbortError, AuthParty
+from hss.authenticated import AbortError
 from hss.modes import TermsBatch, reveal_mode
 from hss.protocols import Decisions, blinded_party, blinded_receiver, plaintext_decisions
-from hss.runtime import RECEIVER, Machine, PartyGen, Payload, run_in_memory
+from hss.runtime import RECEIVER, Machine, Payload, run_in_memory
 from hss.session import SessionParams
 from tests.hss.conftest import fixed_rng, make_session
 from tests.hss.test_abort_modes import run_with_receiver
@@ -161,9 +162,12 @@ def test_every_tampered_blinded_message_aborts_or_yields_the_honest_release(m: i
     tally: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     counts = element_counts(m, seed)
     assert sorted(counts) == list(range(1, ROUNDS + 1))
+    nb, nw, _ = blinded_bit_widths(make_session(m, seed=seed)[0])
+    # round 1 carries (mask, N bits, N + 1 proof values) x N decisions: also hit a term, a W and an e bit
+    bit_rows = [N * 1, N * (1 + nb) + 2, N * (1 + nb + nw) + 1]
     for rnd, k in sorted(counts.items()):
         dst = RECEIVER if rnd == ROUNDS else 2
-        kinds = [("additive", i) for i in sorted({0, k // 2, k - 1})]
+        kinds = [("additive", i) for i in sorted({0, k // 2, k - 1, *(bit_rows if rnd == 1 else [])})]
         others = ("inconsistent", "replace", "drop", "duplicate", "replay", "noncanonical")
         kinds += [(kind, 0) for kind in others]
         for kind, index in kinds:
@@ -204,24 +208,38 @@ def test_two_corrupt_parties_at_m5_are_caught_in_every_round() -> None:
         assert isinstance(decided, AbortError), rnd
 
 
-def _skip_verify(self: AuthParty) -> PartyGen[None]:
-    """A verify that checks nothing (for the counterfactual: what the deviation would do unchecked)."""
-    self._closed, self.verified = True, True
-    for _ in range(3):
-        self.rounds += 1
-        yield {j: np.zeros(0, dtype=np.uint64) for j in self.ctx.others}
-    return None
+@pytest.mark.parametrize("n_bits", [1, 5, 173])
+def test_the_bit_proof_holds_exactly_for_bits(n_bits: int) -> None:
+    """The dealer's proof (f through the mask and the bits, q = f (f - 1) / V at N+1..2N+1) holds at random
+    points when every value is a bit, and fails when one is not (a bit replaced by 2, p - 1 or 2^100)."""
+    gen = np.random.default_rng(n_bits)
+    n = 6
+    bits = F.from_int64(gen.integers(0, 2, (n_bits, n)))
+    mask = fixed_rng(f"mask-{n_bits}").field((n,))
+    bad = bits.copy()
+    bad[n_bits // 2, 1] = F.const(2)
+    bad[n_bits - 1, 3] = F.const(F.P - 1)
+    bad[0, 5] = F.const(1 << 100)
+    for x in (10**30 + n_bits, F.P - 3, 2 * n_bits + 2):
+        for values, holds in ((bits, [True] * n), (bad, [True, False, True, False, True, False])):
+            dealt = np.concatenate([mask[None], values, abort_blinded.bits_proof(values, mask)])[None]
+            opened = abort_blinded.proof_openings(dealt, x)  # the values as a degree-0 "sharing"
+            assert abort_blinded.proof_holds(opened, x, n_bits)[0].tolist() == holds, (x, n_bits)
+
+
+def _skip_proofs(opened: F.FieldArray, x: int, n_bits: int, step: int, rnd: int) -> None:
+    """A bit-proof check that checks nothing (the counterfactual: what the deviation would do unchecked)."""
 
 
 @pytest.mark.parametrize("bad", ["negative W", "wide e", "term not a bit"])
 @pytest.mark.parametrize("checked", [True, False])
-def test_a_party_dealing_inputs_out_of_range_is_caught_by_verify(
+def test_a_party_dealing_inputs_out_of_range_is_caught_by_its_proof(
     bad: str, checked: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Party 1 deals a top 'bit' of W_1 worth -1 (p - 1: W_1 about -2^76, so W + w0 < 0 and every
-    decision would flip), an e_1 with a 'bit' worth 2^110 (E would swamp the product) or a term bit worth 2:
-    every honest party aborts at the check (round 6). Unchecked (verify skipped) the release would be wrong:
-    the deviation matters."""
+    decision would flip), an e_1 with a 'bit' worth 2^110 (E would swamp the product) or a term bit worth 2,
+    with the proof made honestly from these values: every honest party aborts at the proofs' check (round 3).
+    Unchecked, nothing else catches it (verify passes) and the release would be wrong: the proof matters."""
     m, seed = 3, f"bad-{bad}"
     vals, pub, blind = inputs(m, N, seed=3)
     nb, nw, _ = blinded_bit_widths(make_session(m, seed=seed)[0])
@@ -242,7 +260,7 @@ def test_a_party_dealing_inputs_out_of_range_is_caught_by_verify(
 
     monkeypatch.setattr(abort_blinded, "dealt_bits", deviating)
     if not checked:
-        monkeypatch.setattr(AuthParty, "verify", _skip_verify)
+        monkeypatch.setattr(abort_blinded, "check_proofs", _skip_proofs)
     outcome, decided = run_with_receiver(
         machines_abort(m, seed, vals, pub, blind), set(), honest, N, receiver=blinded_receiver_abort
     )
@@ -250,7 +268,7 @@ def test_a_party_dealing_inputs_out_of_range_is_caught_by_verify(
         assert isinstance(decided, AbortError)
         for p in (1, 2, 3):
             assert isinstance(outcome[p], AbortError)
-            assert outcome[p].what == "verify" and outcome[p].round == 6
+            assert outcome[p].what == "product and bit proofs" and outcome[p].round == 3
         return
     assert isinstance(decided, Decisions) and decided.revealed is not None
     want = plaintext_decisions(vals, pub, make_session(m, seed=seed)[0].fmt)

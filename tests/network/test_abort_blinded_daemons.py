@@ -55,7 +55,8 @@ def test_blinded_under_abort_reveals_the_semi_honest_values_and_catches_a_deviat
         assert 0 < semi.accept.sum() < N and semi.revealed is not None
 
         cases = [  # before any abort run of the step succeeds (a held step's messages are replayed)
-            ("inconsistent@2", r"abort at step 1, round 2 \(input MACs and coin\): opened shares do not lie"),
+            ("inconsistent@2", r"abort at step 1, round 2 \(MACs and coin\): opened shares do not lie"),
+            ("additive@1", r"abort at step 1, round 3 \(product and bit proofs\): opened shares do not lie"),
             ("additive@3", r"abort at step 1, round 6 \(verify\): the MAC check failed"),
             ("additive@out", r"abort at step 1, round 7 \(receiver: outputs\)"),
         ]
