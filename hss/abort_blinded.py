@@ -250,7 +250,7 @@ def _blinded_gen(
     own = np.concatenate([mask[None], bits, bits_proof(bits, mask)])  # (2N + 2, n)
     shapes = {j: (2 * n_bits + 2, n) for j in ctx.all}
     dealt, _, _ = yield from auth.round("inputs as bits", deal=own, deal_shapes=shapes)
-    d = np.stack([dealt[j] for j in ctx.all])  # (m, 2N + 2, n)
+    d = np.stack([dealt.get(j, F.zeros(shapes[j])) for j in ctx.all])  # (m, 2N + 2, n); none when n = 0
     ones = F.from_ints([1] * m)
 
     def summed(lo: int, hi: int) -> F.FieldArray:  # sum over parties of sum_i 2^i d_i over bit rows lo..hi

@@ -121,6 +121,15 @@ def test_the_mode_table_runs_blinded_under_abort() -> None:
         entry.decode(params, {j: v for j, v in tr.to_receiver[-1].items() if j != 2}, n, 4, "abort")
 
 
+def test_an_empty_batch_runs_its_rounds_and_decides_nothing() -> None:
+    params, ctxs, rngs = make_session(3, seed="empty")
+    empty = np.zeros(0)
+    machines = {p: blinded_party_abort(c, empty, None, 1, rngs[p], empty) for p, c in ctxs.items()}
+    _, tr = run_in_memory(machines)
+    got = blinded_receiver_abort(params, tr.to_receiver[-1], 0, 1)
+    assert tr.rounds == ROUNDS and got.accept.shape == (0,)
+
+
 def test_refusals_name_what_is_wrong() -> None:
     _params, ctxs, rngs = make_session(2, t=0, seed="m2")
     with pytest.raises(ValueError, match="honest majority"):
