@@ -72,6 +72,15 @@ Why not shorter or otherwise cheaper, as tried while designing:
 The coalition's view before verify is dealt shares, reshares, the opened point x (public randomness) and
 f_j(x), q_j(x) (uniform, above): independent of the honest inputs; r, the verify seed and the CheckZero
 value are opened only after every value exists. Needs 1 <= t < m/2.
+
+Not covered here (for the privacy accounting and the daemons): a deviating coalition may choose its own
+W_c and e_c anywhere in range (W_c = 0, say): the receiver's blur is then the honest parties' W_h, the same
+as when q colluders know their shares, which is what the accounting for q colluders must assume. And one
+corrupt party can make the output round itself abort (a wrong or missing share to the receiver) after the
+m - t >= t + 1 honest shares of the correct Z reached the receiver; if the receiver kept them, and the
+step were retried with the same honest W_h and E while the party changed its in-range W_c by delta, the
+two values would differ by (2S + 1) delta. The receiver's decoder returns nothing from an aborted output
+round; a receiver that keeps such shares must be treated as having seen two releases of that run step.
 """
 
 from __future__ import annotations

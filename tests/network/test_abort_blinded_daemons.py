@@ -4,17 +4,22 @@ One consortium of three registries evaluates run step 1 of a run with the semi-h
 ``security = "abort"`` while registry 2 deviates on purpose (``[testing] deviate``): each deviation ends the
 step with an error naming the step and the round. Retried with registry 2 honest again, the step gives the
 semi-honest accept bits and bit for bit the same revealed values (the run step's noise, blinding shares and E
-draws do not depend on the security), over the mesh and the relay.
+draws do not depend on the security), over the mesh and the relay, and every registry charged run step 1
+once across every attempt.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from coordinator.api import BlockingCoordinator, SessionError
 from hss.protocols import Decisions
+from parties.privacy_budget import run_step_counts
+from proto import party_pb2
+from proto.records import RunCharge
 from simulations.launcher import LocalConsortium
 from tests.network.test_abort_daemons import _set_deviation
 from tests.parties.helpers import party_data
@@ -70,3 +75,13 @@ def test_blinded_under_abort_reveals_the_semi_honest_values_and_catches_a_deviat
             got = _evaluate(lc, "abort", topology)
             assert (got.accept == semi.accept).all()
             assert got.revealed is not None and (got.revealed == semi.revealed).all()  # bit for bit
+
+        with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=30.0) as coord:
+            reports = coord._run(
+                coord.coord.call_all(
+                    "privacy report", lambda _: party_pb2.PrivacyReportRequest(), "PrivacyReport"
+                )
+            )
+    for pid, r in reports.items():
+        charges = [RunCharge.from_dict(c) for c in json.loads(r.run_charges_json)]
+        assert run_step_counts(charges, RUN) == {1: 1}, pid  # charged once across every attempt
