@@ -395,6 +395,8 @@ class CoordinatorSession:
         return [b - a for a, b in itertools.pairwise(ends)]
 
     async def close(self, reason: str = "done") -> None:
+        if self.state in ("aborted", "closed"):  # closed at every party already (an abort closes it)
+            return
         try:
             await self.coord.call_all(
                 "close session",

@@ -50,7 +50,7 @@ SECURITY = ("semi-honest", "abort")
 
 #: rounds of a batch under abort, per mode offered (sign: with the inline precompute, see SIGN_ROUNDS; 0: set
 #: by the batch, svt: hss.abort_svt.abort_svt_rounds)
-_ROUNDS = {"sum": 1, "sign": 12, "svt": 0}
+_ROUNDS = {"sum": 1, "sign": 12, "blinded": 7, "svt": 0}
 #: rounds of a sign batch under abort per sign precompute (hss.abort_sign); + 1 with a lazy coin
 SIGN_ROUNDS = {"inline": 12, "pooled": 13, "blocks4": 11}
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from hss.abort_blinded import blinded_party_abort, blinded_receiver_abort
 from hss.abort_modes import (
     abort_rounds,
     check_abort_supported,
@@ -88,7 +89,8 @@ class TermsBatch:
     entry says so: ``rng`` (this party's CSPRNG) by the Shamir modes, ``blind`` (W_j) and ``reveal_rng``
     by a mode with ``blinding``, ``precompute`` (one of ``SIGN_PRECOMPUTE``) and ``material`` (made ahead)
     by a mode with ``sign_precompute``, ``lazy`` by a mode with ``lazy_coin``. ``security`` (one of
-    ``SECURITY``, the session's): "abort" runs the mode's machine of hss.abort_modes, where it has one.
+    ``SECURITY``, the session's): "abort" runs the mode's machine of hss.abort_modes (hss.abort_blinded for
+    ``blinded``), where it has one.
     """
 
     values: npt.ArrayLike
@@ -124,9 +126,9 @@ class RevealMode:
     share W_j. ``lazy_coin``: the protocol can AND a secret lazy coin with the bit; ``sign_precompute``: the
     session's ``sign_precompute`` choice applies. ``reproducible``: the same inputs and noise terms reveal
     exactly the same in any session (without a lazy coin). ``abort_party`` / ``abort_receiver``: the mode's
-    machine and decoder under ``security = "abort"`` (hss.abort_modes), None where the mode is not offered
-    with it yet; :meth:`machine`, :meth:`decode` and :meth:`rounds` choose by the batch's / session's
-    security.
+    machine and decoder under ``security = "abort"`` (hss.abort_modes, hss.abort_blinded), None where the
+    mode is not offered with it yet; :meth:`machine`, :meth:`decode` and :meth:`rounds` choose by the
+    batch's / session's security.
     """
 
     name: str
@@ -233,6 +235,14 @@ def _sum_party_abort(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyRepor
     return sum_party_abort(ctx, batch.values, batch.public, batch.step)
 
 
+def _blinded_party_abort(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
+    if batch.blind is None:
+        raise ValueError("blinded mode needs this party's blinding share W_j (TermsBatch.blind)")
+    return blinded_party_abort(
+        ctx, batch.values, batch.public, batch.step, batch.rng, batch.blind, batch.reveal_rng
+    )
+
+
 def _sign_party_abort(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
     return sign_party_abort(
         ctx, batch.values, batch.public, batch.step, batch.rng, batch.precompute, batch.lazy
@@ -281,6 +291,8 @@ REVEAL: dict[str, RevealMode] = {
         batch_rounds=lambda params, precompute: 2,
         honest_majority=True,
         blinding=True,
+        abort_party=_blinded_party_abort,
+        abort_receiver=blinded_receiver_abort,
     ),
     "sign": RevealMode(
         name="sign",

@@ -74,7 +74,6 @@ REFUSALS = [
     (('mode = "sign"', 'mode = "blinded"\nprecompute_ahead = true'), "reveal.precompute_ahead", "'sign'"),
     (('mode = "sign"', 'mode = "sign"\nprecompute_ahead = 1'), "reveal.precompute_ahead", "wrong type"),
     (('mode = "sign"', 'mode = "sign"\nsecurity = "strong"'), "reveal.security", "one of"),
-    (('mode = "sign"', 'mode = "blinded"\nsecurity = "abort"'), "reveal.security", "not offered"),
     (
         ('mode = "sign"', 'mode = "sign"\nprecompute_ahead = true\nsecurity = "abort"'),
         "reveal.security",

@@ -9,6 +9,7 @@ receiver either raises AbortError or decodes exactly the plaintext decisions of 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from hss.authenticated import AbortError
 from hss.lazy_coin import LazyCoin
 from hss.protocols import Decisions, plaintext_decisions
 from hss.runtime import RECEIVER, Inbox, Machine, Payload, run_in_memory
+from hss.session import SessionParams
 from tests.hss.conftest import make_session
 from tests.hss.test_authenticated import Prev, Tamper, honest, make_tamper
 
@@ -59,10 +61,19 @@ def rounds_of(variant: str) -> int:
     return abort_rounds("sign", pre, lazy is not None)
 
 
+Receiver = Callable[[SessionParams, Inbox, int, int], Decisions]
+
+
 def run_with_receiver(
-    machines: dict[int, Machine[Any]], corrupt: set[int], tamper: Tamper, n: int, step: int = 7
+    machines: dict[int, Machine[Any]],
+    corrupt: set[int],
+    tamper: Tamper,
+    n: int,
+    step: int = 7,
+    receiver: Receiver = sign_receiver_abort,
 ) -> tuple[dict[int, Any], Decisions | AbortError]:
-    """Each party's result or AbortError, and the receiver's decisions or AbortError."""
+    """Each party's result or AbortError, and the receiver's decisions (``receiver``: the mode's decoder under
+    abort) or AbortError."""
     outcome: dict[int, Any] = {}
     outboxes = {p: mc.start() for p, mc in machines.items()}
     previous: dict[tuple[int, int], Payload] = {}
@@ -97,7 +108,7 @@ def run_with_receiver(
                 live.discard(p)
     params = make_session(len(machines), seed="receiver")[0]  # the receiver needs m, t and the format
     try:
-        decided: Decisions | AbortError = sign_receiver_abort(params, to_receiver, n, step)
+        decided: Decisions | AbortError = receiver(params, to_receiver, n, step)
     except AbortError as exc:
         decided = exc
     return outcome, decided
@@ -263,6 +274,7 @@ def test_unsupported_combinations_are_refused_with_the_reason() -> None:
         check_abort_supported("sign", precompute=pre)
     check_abort_supported("sign", lazy=True)
     check_abort_supported("sum")
+    check_abort_supported("blinded")
     _params, ctxs, rngs = make_session(2, t=0, seed="m2")
     with pytest.raises(ValueError, match="honest majority"):
         sign_party_abort(ctxs[1], [0.0], None, 1, rngs[1])

@@ -23,16 +23,17 @@ from tests.parties.helpers import make_certs
 from tests.parties.test_resume import _spec
 
 
-def test_spec_accepts_abort_for_sum_and_sign_and_names_what_is_not_offered() -> None:
+def test_spec_accepts_abort_for_every_mode_and_names_what_is_not_offered() -> None:
     assert _spec(security="abort").security == "abort"
     assert _spec(reveal_mode="sum", security="abort").security == "abort"
+    assert _spec(reveal_mode="blinded", security="abort").security == "abort"
     assert _spec().security == "semi-honest"
     with pytest.raises(SpecError, match="security 'malicious' is not one of"):
         _spec(security="malicious")
-    with pytest.raises(SpecError, match="reveal mode 'blinded' is not offered with security 'abort'"):
-        _spec(reveal_mode="blinded", security="abort")
     for pre in ("pooled", "blocks4"):
         assert _spec(security="abort", sign_precompute=pre).sign_precompute == pre
+    for mode in ("blinded", "svt"):
+        assert _spec(reveal_mode=mode, security="abort").security == "abort"
     with pytest.raises(SpecError, match="precompute_ahead is not offered with security 'abort'"):
         _spec(security="abort", precompute_ahead=True)
 
@@ -57,6 +58,8 @@ def test_the_mode_table_gives_the_rounds_under_abort() -> None:
     assert reveal_mode("sum").rounds(params, "inline", "abort") == 1
     with pytest.raises(ValueError, match="rounds of 'svt' under security 'abort' are set by the batch"):
         reveal_mode("svt").rounds(params, "inline", "abort")
+    assert reveal_mode("blinded").rounds(params, "inline", "abort") == 7
+    assert reveal_mode("blinded").rounds(params, "inline") == 2
 
 
 def _config(tmp_path: Path, extra: str = "") -> Path:
