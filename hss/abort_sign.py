@@ -7,19 +7,21 @@ the terms the parties chose (AND the lazy coin). Rounds: inline 12 (semi-honest 
 
 Inline (the rounds, 1 to 12):
 
-1. inputs and squares: each party deals the B = term_int_bits + frac_bits + 1 = 38 bits of its encoded term
-   x_j + 2^(B-1) (Shamir, degree t); GRR reshares of r s, s^2 and s_{2a} s_{2a+1} for the K mask bits' PRSS
-   values s (and the lazy coin's L bits), and of r r_hi (the mask's high part, a PRSS integer);
-2. MACs and squares opened: GRR reshares of r d for every dealt bit d, of (r s) s and (r s_{2a}) s_{2a+1};
-   the squares u = s^2 and a coin seed opened with error detection; b_i = (1 + s_i / sqrt(u_i)) / 2 and the
-   pair products [b_{2a} b_{2a+1}] are then local, as in the semi-honest precompute;
-3. the masked input opened and the bitness product: c = S + 2^K + r, with
+1. inputs and squares: each party deals (Shamir, degree t) the B = term_int_bits + frac_bits + 1 = 38 bits
+   of its encoded term x_j + 2^(B-1) with its proof that they are bits (hss.abort_blinded.bits_proof: the
+   values at 0 (a fresh secret mask) and 1..B of f, and the B + 1 values of q with
+   prod_{k=1..B} (X - k) q = f (f - 1)); GRR reshares of r s, s^2 and s_{2a} s_{2a+1} for the K mask bits'
+   PRSS values s (and the lazy coin's L bits), and of r r_hi (the mask's high part, a PRSS integer);
+2. MACs and squares opened: GRR reshares of (r s) s and (r s_{2a}) s_{2a+1}; the squares u = s^2 and a coin
+   seed opened with error detection; b_i = (1 + s_i / sqrt(u_i)) / 2 and the pair products
+   [b_{2a} b_{2a+1}] are then local, as in the semi-honest precompute;
+3. the masked input opened and the bit proofs checked: c = S + 2^K + r, with
    S = pub + sum_j (sum_i 2^i d_ji - 2^(B-1)) and r = sum_i 2^i b_i + 2^K r_hi, opened with error
    detection (raw degree-t shares; honest dealers' fresh polynomials make every coefficient but the value
-   uniform); one GRR of y = sum_k gamma_k d_k^2 over every dealt bit and of its MAC, gamma from the coin
-   (fixed after the bits were dealt); verify checks y - sum_k gamma_k d_k = 0
-   (:func:`hss.abort_modes.claim_bits`), so a dealt value that is not a bit fails except with probability
-   2/p;
+   uniform), and every dealer's (f(x), q(x)) at the coin's point x, also with error detection: a dealt
+   value that is not a bit fails the check (probability at most 2B/p that it holds) and every honest
+   party aborts here, before anything depends on the honest data; the terms need no MACs (they enter only
+   c, opened with error detection, never a product);
 4. to 8. the carry tree of u = [c mod 2^K < r mod 2^K] (first level local, ``compare_nodes``, its MACs by
    the same affine map with the key share in place of 1; each further level one duplicated multiplication);
 9. to 11. :meth:`AuthParty.verify`; 12. the bit c_hi - r_hi - u to the receiver (raw degree-t shares), who
@@ -44,8 +46,9 @@ registries' data, and every retry of the step would let it ask another such ques
 B checked bits makes every effective term lie in [-2^(B-1), 2^(B-1)) whatever a party sends: |S| < 16 2^37 =
 2^K as for honest terms, so the output is always the bit [S_h + x_c >= 0] for the coalition's chosen terms
 x_c, and an abort depends only on what the deviating parties sent (and on r, the coins and beta), never on
-the honest parties' data. The price is the dealt bits and their MACs: (B + B m) field elements per ordered
-pair of parties per decision, the largest part of this mode's bytes (docs/BENCHMARKS.md).
+the honest parties' data. The price is the dealt values: 2B + 2 field elements per ordered pair of parties
+per decision (the first version gave every dealt bit a MAC, (1 + m) B elements: 4.4x the semi-honest bytes at
+m = 3 and 6.0x at m = 7, now 3.7x and 3.8x; docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ import numpy as np
 import numpy.typing as npt
 
 from hss import field as F
-from hss.abort_modes import SIGN_ROUNDS, bitness_products, bits_value, claim_bits, int_bits, term_bits
+from hss.abort_blinded import bits_proof, proof_holds, proof_openings
+from hss.abort_modes import SIGN_ROUNDS, int_bits, term_bits
 from hss.authenticated import AbortError, Auth, AuthParty, Extra, add, mul_public, receive_checked, sub
 from hss.lazy_coin import LazyCoin, coin_carry_tree
 from hss.primitives import P_RHI, carry_advance
@@ -108,10 +112,6 @@ def _term_bits(x: npt.NDArray[np.int64], nbits: int) -> F.FieldArray:
     return int_bits((x + (1 << (nbits - 1))).astype(np.uint64), nbits)
 
 
-def _lincomb_auth(coeffs: F.FieldArray, a: Auth) -> Auth:
-    return Auth(F.lincomb(coeffs, a.x), F.lincomb(coeffs, a.mac))
-
-
 def _rows(a: Auth, sl: int | slice | npt.NDArray[np.intp]) -> Auth:
     return Auth(a.x[sl], a.mac[sl])
 
@@ -152,19 +152,21 @@ def _sign_gen(
         pa = np.r_[np.arange(0, 2 * npairs, 2), kbits + np.arange(0, 2 * (coin_bits // 2), 2)].astype(np.intp)
         pb = pa + 1
 
-    # --- round 1: the terms dealt as bits; the reshares of r s, s^2, the pair products and r r_hi ---
+    # --- round 1: the terms dealt as bits with their proof; the reshares of r s, s^2, the pairs, r r_hi ---
     s = ctx.prss.random(P_SIGN_S, step, (nrows, n))
     r_hi = ctx.prss.bounded(P_RHI, step, (n,), fmt.kappa + 1)
-    shapes = {j: (nb, n) for j in ctx.all}
+    own_bits, f0 = _term_bits(x, nb), rng.field((n,))
+    own = np.concatenate([f0[None], own_bits, bits_proof(own_bits, f0)])  # (2B + 2, n)
+    shapes = {j: (2 * nb + 2, n) for j in ctx.all}
     grrs = [F.mul(key, s), F.mul(s, s), F.mul(s[pa], s[pb]), F.mul(key, r_hi)]
     dealt, (rs, u_sh, ss, r_hi_mac), _ = yield from auth.round(
-        "inputs and squares", deal=_term_bits(x, nb), deal_shapes=shapes, grrs=grrs
+        "inputs and squares", deal=own, deal_shapes=shapes, grrs=grrs
     )
-    d_x = np.stack([dealt[j] for j in ctx.all])  # (m, B, n): every party's term bits, degree t
+    d_x = np.stack([dealt.get(j, F.zeros(shapes[j])) for j in ctx.all])  # (m, 2B + 2, n), degree t
 
-    # --- round 2: MACs of the dealt bits, squares and products; u (or its chunks) and a seed opened ---
+    # --- round 2: MACs of the squares and products; u (or its chunks) and a seed opened ---
     seed_share = ctx.prss.random(P_SIGN_COIN, step, (1,))
-    grrs = [F.mul(key, d_x), F.mul(rs, s), F.mul(rs[pa], s[pb])]
+    grrs = [F.mul(rs, s), F.mul(rs[pa], s[pb])]
     if lay is not None:  # triples s_c (s_a s_b) with MACs (r s_c)(s_a s_b); quadruples (s_a s_b)(s_c s_d)
         trip = F.mul(s[lay.t_one], ss[lay.t_pair])
         grrs += [trip, F.mul(rs[lay.t_one], ss[lay.t_pair]), F.mul(ss[lay.q_lo], ss[lay.q_hi])]
@@ -177,12 +179,11 @@ def _sign_gen(
         opens = [seed_share]
     else:
         opens = [u_sh, seed_share]
-    what = "term MACs and opened squares"
+    what = "MACs and opened squares"
     _, res, opened = yield from auth.round(what, grrs=grrs, opens=opens, extra=extra)
-    d = Auth(d_x, res[0])
-    s_auth, u_auth = Auth(s, rs), Auth(u_sh, res[1])
-    pairs_ss, r_top = Auth(ss, res[2]), Auth(r_hi, r_hi_mac)
-    auth.track([d, r_top, pairs_ss])
+    s_auth, u_auth = Auth(s, rs), Auth(u_sh, res[0])
+    pairs_ss, r_top = Auth(ss, res[1]), Auth(r_hi, r_hi_mac)
+    auth.track([r_top, pairs_ss])
     seed = opened[-1]
     if extra is not None:  # pooled, round 3: each party's roots of its chunk, broadcast
         assert extra.opened_here is not None
@@ -199,25 +200,31 @@ def _sign_gen(
         bits = auth.bits_from_squares(s_auth, u_auth, opened[0])  # checks u, tracks both pairs
         v = F.inv(F.sqrt(opened[0]))
 
-    # --- the masked terms opened with error detection; the bitness product; blocks4: the quadruples' MACs ---
-    terms = _lincomb_auth(F.from_ints([1] * m), bits_value(d, nb))  # sum_j (x_j + 2^(B-1))
+    # --- the masked terms opened with error detection; the bit proofs at x; blocks4: the quadruples' MACs ---
+    pow_b = F.from_ints([1 << i for i in range(nb)])
+    per_party = F.lincomb(pow_b, np.ascontiguousarray(np.moveaxis(d_x[:, 1 : 1 + nb], 1, 0)))  # (m, n)
+    terms = F.lincomb(F.from_ints([1] * m), per_party)  # sum_j (x_j + 2^(B-1))
     pow_k = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])
-    mask = _lincomb_auth(pow_k, _stack([_rows(bits, slice(0, kbits)), Auth(r_top.x[None], r_top.mac[None])]))
+    mask = F.lincomb(pow_k, np.concatenate([bits.x[:kbits], r_top.x[None]]))
     offset = F.from_int64(pub - m * (1 << (nb - 1)) + (1 << kbits))
-    c_sh = auth.add_public(add(terms, mask), offset)
-    gamma = auth.coin(seed, 0, d.x.size // 2)
-    grrs = bitness_products(d, gamma)
+    c_x = F.add(F.add(terms, mask), offset)
+    (point,) = F.to_ints(auth.coin(seed, 0, 1))
+    if point <= 2 * nb + 1:  # probability (2B + 2) / p honestly
+        raise AbortError(step, auth.rounds, "term bit proofs", "the proof's point is an interpolation point")
+    grrs = []
     if lay is not None:
-        grrs.append(F.mul(res[2][lay.q_lo], ss[lay.q_hi]))  # (r s_a s_b)(s_c s_d)
-    _, res3, (c,) = yield from auth.round("masked terms opened", grrs=grrs, opens=[c_sh.x])
-    claim_bits(auth, d, gamma, res3[0], res3[1])
+        grrs.append(F.mul(res[1][lay.q_lo], ss[lay.q_hi]))  # (r s_a s_b)(s_c s_d)
+    opens = [c_x, proof_openings(d_x, point)]
+    _, res3, (c, proofs) = yield from auth.round("masked terms opened", grrs=grrs, opens=opens)
+    if not proof_holds(proofs, point, nb).all():
+        raise AbortError(step, auth.rounds, "term bit proofs", "a party's dealt term is not all bits")
     c_hi = F.shift_right(c, kbits)
     c_lo = F.low_word(c)
     cb = ((c_lo[None, :] >> np.arange(kbits, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)
 
     # --- the first carry level, local (its MACs by the same affine map with the key share for 1) ---
     if lay is not None:
-        high = Auth(np.concatenate([res[3], res[5]]), np.concatenate([res[4], res3[2]]))  # triples, quads
+        high = Auth(np.concatenate([res[2], res[4]]), np.concatenate([res[3], res3[0]]))  # triples, quads
         auth.track([high])
         roots_t = monomial_roots(v, kbits)
         sig = mul_public(_stack([s_auth, pairs_ss, high]), roots_t)

@@ -236,11 +236,12 @@ def test_two_corrupt_parties_at_m5_are_caught_in_every_round() -> None:
 
 
 @pytest.mark.parametrize("bad", ["two", "wide"])
-def test_a_party_dealing_a_term_that_is_not_bits_is_caught_by_verify(
+def test_a_party_dealing_a_term_that_is_not_bits_is_caught_by_its_proof(
     bad: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A deviating party deals its term as values that are not all bits (a 2, or one 'bit' worth 2^40,
-    which would put its term far out of the comparison's range): every honest party aborts at the check."""
+    which would put its term far out of the comparison's range): its own proof that the values are bits fails
+    at the random point, and every honest party aborts in round 3, before anything depends on honest data."""
     m, seed = 3, f"bad-bits-{bad}"
     vals, pub = terms(m, N, seed=3)
     real = abort_sign._term_bits
@@ -258,7 +259,7 @@ def test_a_party_dealing_a_term_that_is_not_bits_is_caught_by_verify(
     assert isinstance(decided, AbortError)
     for p in (2, 3):
         assert isinstance(outcome[p], AbortError)
-        assert outcome[p].what == "verify" and outcome[p].round == 11
+        assert outcome[p].what == "term bit proofs" and outcome[p].round == 3
 
 
 def test_unsupported_combinations_are_refused_with_the_reason() -> None:
