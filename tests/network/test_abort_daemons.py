@@ -143,8 +143,7 @@ def test_lazy_sign_under_abort_over_daemons_equals_semi_honest_when_the_coin_is_
         M, _data(), workdir=tmp_path, models=("beta-bernoulli",), modes=("sign",), data_model="beta-bernoulli"
     ) as lc:
         semi = run(lc, "semi-honest")
-        assert np.array_equal(run(lc, "abort"), semi)
-        assert 0 < semi.sum() < N
+        assert np.array_equal(run(lc, "abort"), semi)  # (the noise is fresh per consortium: any count)
         _set_deviation(lc, 3, ["inconsistent@5"])  # (a new run: run step 1 of lazy-run would be replayed)
         with pytest.raises(SessionError, match=r"abort at step 1, round \d+ \("):
             run(lc, "abort", "lazy-run-2")
