@@ -6,32 +6,60 @@ exactly the bits of :func:`hss.svt.svt_plaintext` on the inputs the parties chos
 of hss.svt (accept_i iff T_i >= 0 and b_i = T_i^2 - ||S - phi_i||^2 >= 0, then the c-accept gate when
 n > remaining); what is revealed is what the semi-honest protocol reveals.
 
-Inputs dealt as checked bits (the range question of docs/SECURITY_ABORT.md; hss.abort_modes does the same
-for ``sign``): each party deals the f + 2 bits of every component of s_j + 2^(f+1) and the t_int + f + 1
-bits of every tau_j + 2^(t_int+f), bitness checked at verify (:func:`hss.abort_modes.bitness_products`,
-:func:`hss.abort_modes.claim_bits`). Whatever a party sends, its s_j lies in [-2^(f+1), 2^(f+1))^D and its
-tau_j in [-2^(t_int+f), 2^(t_int+f)), so |T| and |b| stay below 2^K_T and 2^K_b for the compared bits of
-:func:`abort_bits` (K_b may exceed the format's: a per-component range cannot enforce the norm bound
-||S_j|| <= N, so K_b covers D (m+1)^2 2^(2f+2); the bit budget is checked). The comparisons are then always
-the bits [T >= 0] and [b >= 0] of some in-range inputs: the output is a bit and an abort depends only on
-what the deviating parties sent, never on the honest parties' data. Without this a party could bring a
-field element whose comparison "bit" is floor(b / 2^K) or a non-bit: more than the ideal functionality.
+Inputs dealt as proven bits (the range question of docs/SECURITY_ABORT.md): each party deals the f + 2
+bits of every component of s_j + 2^(f+1) and the t_int + f + 1 bits of every tau_j + 2^(t_int+f), each
+column (a component of s_j, a candidate's tau_j) with the dealer's own proof that they are bits
+(:func:`hss.abort_blinded.bits_proof`: f through (0, a fresh mask) and (k, d_k), q's N + 1 values; its
+soundness and privacy argument is in hss.abort_blinded), checked at a coin point x opened in round 2, in
+round 3 (AbortError "input bit proofs"). Whatever a party sends, once the proofs hold its s_j lies in
+[-2^(f+1), 2^(f+1))^D and its tau_j in [-2^(t_int+f), 2^(t_int+f)), so |T| and |b| stay below 2^K_T and
+2^K_b for the compared bits of :func:`abort_bits` (K_b may exceed the format's: a per-component range
+cannot enforce the norm bound ||S_j|| <= N, so K_b covers D (m+1)^2 2^(2f+2); the bit budget is checked).
+The comparisons are then always the bits [T >= 0] and [b >= 0] of some in-range inputs: the output is a bit
+and an abort depends only on what the deviating parties sent, never on the honest parties' data. Without
+this a party could bring a field element whose comparison "bit" is floor(b / 2^K) or a non-bit: more than
+the ideal functionality. No dealt bit has a MAC: T and S enter products (q = T^2 - ||S||^2, with q's MAC
+from (r T) T - sum_k (r S_k) S_k), so they get MACs of their values, one GRR of r T (n) and of r S (D) in
+round 2, tracked for verify.
 
-Rounds (:func:`abort_svt_rounds`): 12 without the gate (hss.svt: 7), 17..19 with it (hss.svt: 8..9) for the
-formats of hss.svt's docstring; bytes (all messages of a batch at D = 64, n = 200, in memory, no gate):
-m = 3, 82 kB per candidate (hss.svt: 29 kB, 2.9x); m = 7, 669 kB (207 kB, 3.2x). The dealt input bits
-and their MACs are the largest part, as for ``sign`` under abort.
+What is opened before the check, and why c_b waits for it: round 2 opens u = s^2 (PRSS randomness) and the
+coin seed; round 3 opens every dealer's (f(x), q(x)), uniform for an honest dealer (hss.abort_blinded). The
+masked comparisons are opened in round 4, after the check. c_T alone could be opened in round 3: T is linear
+in the dealt values, so whatever a deviating party dealt, c_T minus what it knows is T_h + r_T + const,
+masked as in the semi-honest protocol. c_b cannot: b = T^2 - ||S - phi||^2 is not linear, and a dealt
+"bit" worth 2^100 (say) puts 2 T_h T_c and 2 S_h . S_c, products of the honest data with huge known values,
+far above the K_b + kappa + 1 bits of the mask r_b: the opening would show the honest T_h and S_h even
+though every honest party aborts right after it. (The first version of this module, a MAC per dealt bit and
+the bitness folded into verify, opened c_b in round 3, before any check of the bits: that leak.) Hence one
+round more than that version: the check needs x, which can be opened only after the dealing (in round 2: a
+rushing party sees the honest seed shares of the round it deals in), so it ends with round 3, and the b tree
+(the longer one) starts after c_b in round 4. Fusing the AND into the b tree's last two levels (c_T opened
+in round 3; x P_top in the b tree's third level, (x P_top) G_rest in its fourth) would win the round back
+only for b trees of at most 12 first-level nodes, K_b <= 48 (m = 3 at f = 16; at m = 7, K_b = 50): a
+product of round k + 4 has degree 16 in the nodes local after round k, and the T tree's last carry term
+takes 3.5 of them (its nodes exist a round earlier). Not done.
 
-1. the input bits dealt; GRR of r s, s^2 and the pair products s_a s_b inside each group of 4 mask bits
-   (the mask bits' PRSS values s), of r r_hi (each comparison's high mask) and, with the gate, of r beta';
-2. GRR of the dealt bits' MACs r d, of (r s) s and (r s_a) s_b; the triple products s_a (s_b s_c) with their
-   MACs (r s_a)(s_b s_c); the quadruple (s_0 s_1)(s_2 s_3); q = T^2 - ||S||^2 (so b is reshared to degree t:
-   in hss.svt it is degree 2t); the squares u and a coin seed opened with error detection; the mask bits
-   b_k = (1 + s_k / sqrt(u_k)) / 2 (:meth:`AuthParty.bits_from_squares`);
-3. GRR of the quadruple's MAC (r s_0 s_1)(s_2 s_3), of q's MAC (r T) T - sum_k (r S_k) S_k and of the
-   bitness product of every dealt bit; c_T = T + 2^K_T + r_T and c_b = b + 2^K_b + r_b opened with error
-   detection (raw degree-t shares: a rushing party cannot shift them);
-4. ... the radix-4 first level of both carry trees is local (a node is a linear map of the 16 monomials of
+Rounds (:func:`abort_svt_rounds`): 13 without the gate, 18..20 with it (hss.svt: 7; 8..9) for the formats
+of hss.svt's docstring (the first version: 12 and 17..19). Bytes (all messages of a batch at D = 64,
+n = 200, f = 16, max_parties = m, in memory): m = 3, 78 kB per candidate without the gate, 86 kB with it
+(hss.svt: 29 and 32 kB, 2.7x); m = 7, 568 kB and 623 kB (207 and 230 kB, 2.7x). The first version: 82 and
+90 kB at m = 3, 669 and 724 kB at m = 7 (the inputs with a MAC per bit, (1 + m) N field elements per ordered
+pair, against 2 N + 2 per column for the proof). Most of the rest is the mask bits' authenticated monomials
+(rounds 1 and 2: 70 of the 78 kB at m = 3).
+
+1. the input bits with their proofs dealt; GRR of r s, s^2 and the pair products s_a s_b inside each group of
+   4 mask bits (the mask bits' PRSS values s), of r r_hi (each comparison's high mask) and, with the gate, of
+   r beta';
+2. GRR of r T and r S, of (r s) s and (r s_a) s_b; the triple products s_a (s_b s_c) with their MACs
+   (r s_a)(s_b s_c); the quadruple (s_0 s_1)(s_2 s_3); q = T^2 - ||S||^2 (so b is reshared to degree t: in
+   hss.svt it is degree 2t); the squares u and a coin seed opened with error detection; the mask bits
+   b_k = (1 + s_k / sqrt(u_k)) / 2 (:meth:`AuthParty.bits_from_squares`); the proofs' point x from the seed;
+3. GRR of the quadruple's MAC (r s_0 s_1)(s_2 s_3) and of q's MAC (r T) T - sum_k (r S_k) S_k; every
+   dealer's (f(x), q(x)) for each column opened with error detection, the proofs checked (a non-bit, or a
+   dealing not on one degree-t polynomial, aborts here);
+4. c_T = T + 2^K_T + r_T and c_b = b + 2^K_b + r_b opened with error detection (raw degree-t shares: a
+   rushing party cannot shift them);
+5. ... the radix-4 first level of both carry trees is local (a node is a linear map of the 16 monomials of
    its 4 bits; the MACs by the same map, the constant monomial's MAC being the key share); each level of
    both trees in parallel is one duplicated multiplication (:meth:`AuthParty.multiply`), then the AND is
    one more (the semi-honest fusion ends in a degree-2t product, which cannot be opened with detection);
@@ -39,15 +67,18 @@ and their MACs are the largest part, as for ``sign`` under abort.
    the MAC key secret (3 rounds, :meth:`_SvtAuth.check_keeping_key`) precedes the masked opening of
    remaining - 1 - P_i (1 round): without it an additive error in the trees, multiplied by a secret carry
    bit, would make the opened value reveal that bit. Then the gate's tree and its AND with acc;
-5. :meth:`AuthParty.verify` (3 rounds); the output bits opened with error detection to every party and,
+6. :meth:`AuthParty.verify` (3 rounds); the output bits opened with error detection to every party and,
    in the same round, their raw shares to the receiver, who checks that all m lie on one polynomial of
    degree t (:func:`svt_decide_receiver_abort`).
 
 Soundness of the products whose MAC is made a round after their value (the quadruple, q): z = x y + d1 in
 round k, [r z] = [r x] y + d2 in round k + 1; both d1 and d2 are fixed without knowledge of the MAC key r
 (which only verify opens), so d2 - r d1 = 0 only with probability 1/p, as for :meth:`AuthParty.multiply`.
-A masked value opened before verify (c_T, c_b) is T or b plus an additive error the adversary knows (T is
-linear in the inputs, q's error is additive), hidden by the mask as in the semi-honest protocol.
+An additive error e in the reshared r T (or r S_k) puts e into the pair (T, r T) and e T into q's MAC, both
+fixed before r is opened: verify's random combination fails except with probability about 2/p. A masked
+value opened before verify (c_T, c_b) is T or b, of in-range inputs (the proofs passed), plus an additive
+error the adversary knows (T is linear in the inputs, q's error is additive), hidden by the mask as in the
+semi-honest protocol.
 
 Not covered (as for every mode under abort): fairness, identifiable abort, selective abort of the openings
 to the parties (a corrupt party can make one honest party abort and not another, also at the check before
@@ -62,7 +93,8 @@ import numpy as np
 import numpy.typing as npt
 
 from hss import field as F
-from hss.abort_modes import bitness_products, claim_bits, int_bits
+from hss.abort_blinded import bits_proof, proof_holds, proof_openings
+from hss.abort_modes import int_bits
 from hss.authenticated import AbortError, Auth, AuthParty, add, mul_public, receive_checked, sub
 from hss.fixedpoint import SIGNED_LIMIT_BITS
 from hss.primitives import carry_advance, flatten
@@ -124,7 +156,7 @@ def _nodes(kbits: int) -> int:
 def abort_svt_rounds(fmt: SvtFormat, m: int, n: int, remaining: int) -> int:
     """Rounds of :func:`svt_decide_party_abort` for a batch of n with ``remaining`` accepts left."""
     _, _, k_t, k_b = abort_bits(fmt, m)
-    total = 3 + max(_levels(_nodes(k_t)), _levels(_nodes(k_b))) + 1
+    total = 4 + max(_levels(_nodes(k_t)), _levels(_nodes(k_b))) + 1
     if n > remaining:
         total += 3 + 1 + _levels(_nodes(fmt.gate_bits(n))) + 1
     return total + 3 + 1
@@ -180,6 +212,20 @@ def svt_decide_receiver_abort(
 def _to_bits(val: F.FieldArray) -> BoolArray | None:
     one = F.equal(val, F.const(1))
     return np.asarray(one, dtype=bool) if (one | F.equal(val, F.zeros(val.shape[:-1]))).all() else None
+
+
+def _with_proofs(
+    bits: F.FieldArray, rng: SecureRandom, s_bits: int, dim: int, tau_bits: int, n: int
+) -> F.FieldArray:
+    """What a party deals: for s_j (columns: the D components) and tau_j (columns: the n candidates) the
+    rows (mask, bits, q's values) of :func:`hss.abort_blinded.bits_proof`, flattened: a fresh random mask
+    per column (f's value at 0), the bits at 1..N, q at N+1..2N+1."""
+    out = []
+    for rows, nb, cols in ((bits[: s_bits * dim], s_bits, dim), (bits[s_bits * dim :], tau_bits, n)):
+        b = rows.reshape(nb, cols, 2)
+        mask = rng.field((cols,))
+        out.append(np.concatenate([mask[None], b, bits_proof(b, mask)]).reshape(-1, 2))
+    return np.concatenate(out)
 
 
 def _input_bits(s_int: I64, tau_int: I64, s_bits: int, tau_bits: int) -> F.FieldArray:
@@ -369,7 +415,7 @@ def _svt_gen(
     pair_x = [
         np.stack([F.mul(sb[id(b)][i], sb[id(b)][j]) for i, j in _pairs(b.g)]) for b in blocks if b.g >= 2
     ]
-    own = _input_bits(s_int, tau_int, s_bits, tau_bits)
+    own = _with_proofs(_input_bits(s_int, tau_int, s_bits, tau_bits), rng, s_bits, dim, tau_bits, n)
     length = own.shape[0]
     grrs = [F.mul(key, s), F.mul(s, s), F.mul(key, r_hi), *pair_x] + ([F.mul(key, mid_beta)] if gate else [])
     dealt, res, _ = yield from auth.round(
@@ -378,30 +424,24 @@ def _svt_gen(
     rs, u_sh, r_hi_mac = res[:3]
     pairs_t = res[3 : 3 + len(pair_x)]
     r_beta = res[-1] if gate else F.zeros((1,))
-    d_x = np.stack([dealt[j] for j in ctx.all])  # (m, L): every party's input bits, degree t
+    d_all = np.stack([dealt[j] for j in ctx.all])  # (m, length): every party's rows, degree t
+    cut = (2 * s_bits + 2) * dim
+    d_s = d_all[:, :cut].reshape(m, 2 * s_bits + 2, dim, 2)  # (mask, bits, proof) per component of s_j
+    d_t = d_all[:, cut:].reshape(m, 2 * tau_bits + 2, n, 2)  # the same per tau_j
 
-    # T and S (values only: their MACs come with the dealt bits' MACs in round 2)
-    a_off, s_off = 1 << (tau_bits - 1), 1 << (s_bits - 1)
+    # T and S, linear in the dealt bits (their MACs: one GRR each of r T and r S_k in round 2)
     ones_m, ones_d = F.from_ints([1] * m), F.from_ints([1] * dim)
 
-    def inputs(d: F.FieldArray) -> tuple[F.FieldArray, F.FieldArray]:
-        s_part = d[:, : s_bits * dim].reshape(m, s_bits, dim, 2)
-        t_part = d[:, s_bits * dim :].reshape(m, tau_bits, n, 2)
-        pow_s, pow_t = (
-            F.from_ints([1 << i for i in range(s_bits)]),
-            F.from_ints([1 << i for i in range(tau_bits)]),
-        )
-        s_val = F.lincomb(ones_m, F.lincomb(pow_s, np.ascontiguousarray(np.moveaxis(s_part, 1, 0))))
-        t_val = F.lincomb(ones_m, F.lincomb(pow_t, np.ascontiguousarray(np.moveaxis(t_part, 1, 0))))
-        return s_val, t_val  # sum_j (s_j + 2^(f+1)) (D,), sum_j (tau_j + 2^a) (n,), linear in d
+    def value(rows: F.FieldArray, nb: int) -> F.FieldArray:  # sum_j sum_i 2^i d_ji - m 2^(nb-1)
+        pow2 = F.from_ints([1 << i for i in range(nb)])
+        per = F.lincomb(pow2, np.ascontiguousarray(np.moveaxis(rows[:, 1 : 1 + nb], 1, 0)))
+        return F.add(F.lincomb(ones_m, per), F.const((-m * (1 << (nb - 1))) % F.P))
 
-    s_raw, t_raw = inputs(d_x)
-    s_const, t_const = (-m * s_off) % F.P, (e_int - m * a_off) % F.P
-    big_s = F.add(s_raw, F.const(s_const))
-    big_t = F.add(t_raw, F.const(t_const))
+    big_s = value(d_s, s_bits)  # sum_j s_j (D,)
+    big_t = F.add(value(d_t, tau_bits), F.const(e_int % F.P))  # sum_j tau_j + e (n,)
     q_x = F.sub(F.mul(big_t, big_t), F.lincomb(ones_d, F.mul(big_s, big_s))[None])
 
-    # --- round 2: MACs of the dealt bits, squares and pairs; triples, quadruples, q; u and a seed opened ---
+    # --- round 2: MACs of T, S, the squares and pairs; triples, quadruples, q; u and a seed opened ---
     rsb = {id(b): _block_view(rs, b) for b in blocks}
     paired = [b for b in blocks if b.g >= 2]
     pair_of = {id(b): x for b, x in zip(paired, pairs_t, strict=True)}
@@ -417,26 +457,26 @@ def _svt_gen(
         if b.g == 4:
             quad_x.append(F.mul(pr[(0, 1)], pr[(2, 3)])[None])
     seed_share = ctx.prss.random(P_SVT_COIN, step, (1,))
-    grrs = [F.mul(key, d_x), F.mul(rs, s), q_x, *pair_mac_x, *high_x, *high_m, *quad_x]
+    grrs = [F.mul(key, big_t), F.mul(key, big_s), F.mul(rs, s), q_x, *pair_mac_x, *high_x, *high_m, *quad_x]
     _, res, (u, seed) = yield from auth.round(
         "input MACs and opened squares", grrs=grrs, opens=[u_sh, seed_share]
     )
-    d_mac, ru, q_t = res[:3]
+    t_mac, s_mac, ru, q_t = res[:4]
     np_, nh = len(paired), len(high_x)
-    pair_macs, res = res[3 : 3 + np_], res[3 + np_ :]
+    pair_macs, res = res[4 : 4 + np_], res[4 + np_ :]
     highs_t, highs_mt, quads_t = res[:nh], res[nh : 2 * nh], res[2 * nh :]
-    d = Auth(d_x, d_mac)
+    big_t_auth, big_s_auth = Auth(big_t, t_mac), Auth(big_s, s_mac)
     r_top = Auth(r_hi, r_hi_mac)
     pair_auth = {id(b): Auth(x, mc) for b, x, mc in zip(paired, pairs_t, pair_macs, strict=True)}
     tripled = [b for b in blocks if b.g >= 3]
     high_auth = {id(b): Auth(x, mc) for b, x, mc in zip(tripled, highs_t, highs_mt, strict=True)}
-    auth.track([d, r_top, *pair_auth.values(), *high_auth.values()])
+    auth.track([big_t_auth, big_s_auth, r_top, *pair_auth.values(), *high_auth.values()])
     bits = auth.bits_from_squares(Auth(s, rs), Auth(u_sh, ru), u)  # (K_total, n)
     v = F.inv(F.sqrt(u))  # checked there: u is a nonzero square
 
-    s_mac_raw, t_mac_raw = inputs(d_mac)
-    big_s_auth = Auth(big_s, F.add(s_mac_raw, F.mul(key, F.const(s_const))))
-    big_t_auth = Auth(big_t, F.add(t_mac_raw, F.mul(key, F.const(t_const))))
+    (point,) = F.to_ints(auth.coin(seed, 0, 1))
+    if point <= 2 * max(s_bits, tau_bits) + 1:  # probability (2N + 2) / p honestly
+        raise AbortError(step, auth.rounds, "input bit proofs", "the proof's point is an interpolation point")
 
     def mask(ci: int) -> Auth:
         kb = kbits[ci]
@@ -444,25 +484,28 @@ def _svt_gen(
         rows = _stack([_rows(bits, slice(bases[ci], bases[ci] + kb)), _rows(r_top, slice(ci, ci + 1))])
         return _lincomb(pow2, rows)
 
-    # --- round 3: MACs of the quadruples and of q, the bitness products; c_T and c_b opened ---
+    # --- round 3: MACs of the quadruples and of q; every dealer's bit proofs opened at the point, checked ---
     quads = [b for b in blocks if b.g == 4]
     quad_mac_x = [F.mul(pair_auth[id(b)].mac[0], pair_of[id(b)][5])[None] for b in quads]  # (0,1), (2,3)
-    q_mac_x = F.sub(F.mul(big_t_auth.mac, big_t), F.lincomb(ones_d, F.mul(big_s_auth.mac, big_s))[None])
-    gamma = auth.coin(seed, 0, d.x.size // 2)
+    q_mac_x = F.sub(F.mul(t_mac, big_t), F.lincomb(ones_d, F.mul(s_mac, big_s))[None])
+    opens = [proof_openings(d_s, point), proof_openings(d_t, point)]
+    _, res, (proof_s, proof_t) = yield from auth.round(
+        "input bit proofs", grrs=[q_mac_x, *quad_mac_x], opens=opens
+    )
+    if not (proof_holds(proof_s, point, s_bits).all() and proof_holds(proof_t, point, tau_bits).all()):
+        raise AbortError(step, auth.rounds, "input bit proofs", "a party's dealt inputs are not all bits")
+    q_mac, quad_macs = res[0], res[1:]
+    quad_auth = {id(b): Auth(x, mc) for b, x, mc in zip(quads, quads_t, quad_macs, strict=True)}
+    auth.track([Auth(q_t, q_mac), *quad_auth.values()])
+
+    # --- round 4: c_T and c_b opened (only now: b is not linear in the inputs, module docstring) ---
     c_t = auth.add_public(add(big_t_auth, mask(0)), 1 << kbits[0])
     # b = q + 2 <S, phi_i> - ||phi_i||^2 at degree t (q reshared in round 2), opened masked
     phi_f = F.from_int64(phi)
     phi2 = F.lincomb(ones_d, np.ascontiguousarray(np.moveaxis(F.mul(phi_f, phi_f), 1, 0)))
     dot2 = F.mul_scalar(F.matmul(phi_f, big_s), 2)
     c_b_x = F.add(F.add(q_t, dot2), F.add(F.sub(F.const(1 << kbits[1]), phi2), mask(1).x))
-    grrs = [q_mac_x, *quad_mac_x, *bitness_products(d, gamma)]
-    _, res, (c_t_open, c_b_open) = yield from auth.round(
-        "masked comparisons opened", grrs=grrs, opens=[c_t.x, c_b_x]
-    )
-    q_mac, quad_macs, (y, y_mac) = res[0], res[1 : 1 + len(quads)], res[1 + len(quads) :]
-    claim_bits(auth, d, gamma, y, y_mac)
-    quad_auth = {id(b): Auth(x, mc) for b, x, mc in zip(quads, quads_t, quad_macs, strict=True)}
-    auth.track([Auth(q_t, q_mac), *quad_auth.values()])
+    _, _, (c_t_open, c_b_open) = yield from auth.round("masked comparisons opened", opens=[c_t.x, c_b_x])
 
     # the authenticated monomials of every block, then both first levels
     sigma: dict[int, Auth] = {}

@@ -158,11 +158,11 @@ def test_edge_cases_under_abort_are_decided_exactly(m: int) -> None:
 
 
 def test_rounds_and_bytes_against_semi_honest() -> None:
-    """Rounds: 12 without the gate, 17..19 with it (semi-honest 7..10); the byte ratio is reported by
+    """Rounds: 13 without the gate, 18..20 with it (semi-honest 7..10); the byte ratio is reported by
     docs/BENCHMARKS.md and only bounded here."""
     fmt = SvtFormat(16, 900, 12, max_parties=10)
-    assert [abort_svt_rounds(fmt, m, 200, 1000) for m in (3, 5, 7, 10)] == [12] * 4
-    assert [abort_svt_rounds(fmt, 3, n, 1) for n in (2, 16, 200, 4096)] == [17, 17, 18, 19]
+    assert [abort_svt_rounds(fmt, m, 200, 1000) for m in (3, 5, 7, 10)] == [13] * 4
+    assert [abort_svt_rounds(fmt, 3, n, 1) for n in (2, 16, 200, 4096)] == [18, 18, 19, 20]
     assert abort_bits(fmt, 3)[:2] == (18, 23)
     m, n = 3, 20
     gen = np.random.default_rng(0)
@@ -349,16 +349,17 @@ def test_a_flipped_decision_is_caught_only_by_verify(
 @pytest.mark.parametrize(
     ("bad", "remaining", "what"),
     [
-        ("two", 100, "verify"),
-        ("wide", 100, "verify"),
-        ("two", 2, "check before the gate"),
+        ("two", 100, "input bit proofs"),
+        ("wide", 100, "input bit proofs"),
+        ("two", 2, "input bit proofs"),
     ],
 )
 def test_a_party_dealing_an_input_that_is_not_bits_is_caught(
     bad: str, remaining: int, what: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A deviating party deals a value that is not a bit (a 2, or a 'bit' worth 2^40 that would put its
-    tau far outside the comparison's range): every honest party aborts at the first check."""
+    tau far outside the comparison's range): every honest party aborts at the check of the dealers' bit
+    proofs in round 3, before c_b (not linear in the inputs) is opened."""
     m = 3
     fmt, batch = tamper_batch(m)
     real = abort_svt._input_bits
@@ -380,6 +381,7 @@ def test_a_party_dealing_an_input_that_is_not_bits_is_caught(
     for p in (2, 3):
         assert isinstance(outcome[p], AbortError)
         assert outcome[p].what == what, outcome[p]
+        assert outcome[p].round == 3, outcome[p]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -398,7 +400,7 @@ def coalition_views(
     world: int, n: int = 120
 ) -> tuple[dict[int, npt.NDArray[np.int64]], npt.NDArray[np.int64]]:
     """What party 1 of the coalition {1, 2} of m = 5 receives from the honest parties in each round (the low
-    4 bits of every element), and the masked comparisons it opens in round 3 (bits K..K+3 of c_T and c_b,
+    4 bits of every element), and the masked comparisons it opens in round 4 (bits K..K+3 of c_T and c_b,
     where an unmasked or too narrowly masked value would show its sign), when the honest parties' data make
     every candidate accepted (world 1) or rejected (world -1); the coalition's inputs are the same in both."""
     m, coalition, dim = VIEW_M, {1, 2}, VIEW_DIM
@@ -415,7 +417,7 @@ def coalition_views(
     for rnd, src, dst, payload in tr.log:
         if dst == 1 and src not in coalition:
             seen[rnd].append(low_bits(payload))
-        if rnd == 3 and (dst == 1 or (src == 1 and dst == 2)):  # openings are packed last: c_T, then c_b
+        if rnd == 4 and (dst == 1 or (src == 1 and dst == 2)):  # openings are packed last: c_T, then c_b
             opened_shares[src] = payload.reshape(-1, 2)[-2 * n :]
     c = recombine(opened_shares, (m - 1) // 2)
     _, _, k_t, k_b = abort_bits(VIEW_FMT, m)
@@ -434,7 +436,7 @@ def test_coalition_view_of_svt_under_abort_does_not_depend_on_honest_data() -> N
     """Every round but the last (the output bits, public, differ by construction) and the opened masked
     comparisons: the same distribution in both worlds (chi-square, false-failure rate 1e-3 each)."""
     (va, ca), (vb, cb) = coalition_views(1), coalition_views(-1)
-    assert va.keys() == vb.keys() and len(va) == 12
+    assert va.keys() == vb.keys() and len(va) == 13
     for rnd in sorted(va)[:-1]:
         assert chi2_same(va[rnd], vb[rnd]) > 1e-3, rnd
     assert chi2_same(ca, cb) > 1e-3
