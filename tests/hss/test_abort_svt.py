@@ -351,6 +351,7 @@ def test_a_flipped_decision_is_caught_only_by_verify(
     [
         ("two", 100, "input bit proofs"),
         ("wide", 100, "input bit proofs"),
+        ("huge", 100, "input bit proofs"),
         ("two", 2, "input bit proofs"),
     ],
 )
@@ -358,8 +359,9 @@ def test_a_party_dealing_an_input_that_is_not_bits_is_caught(
     bad: str, remaining: int, what: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A deviating party deals a value that is not a bit (a 2, or a 'bit' worth 2^40 that would put its
-    tau far outside the comparison's range): every honest party aborts at the check of the dealers' bit
-    proofs in round 3, before c_b (not linear in the inputs) is opened."""
+    tau far outside the comparison's range, or 2^100, with which an opened c_b would show the honest T_h
+    above its mask): every honest party aborts at the check of the dealers' bit proofs in round 3, before
+    c_b (not linear in the inputs) is opened in round 4."""
     m = 3
     fmt, batch = tamper_batch(m)
     real = abort_svt._input_bits
@@ -369,7 +371,7 @@ def test_a_party_dealing_an_input_that_is_not_bits_is_caught(
         calls["n"] += 1
         out = real(s_int, tau_int, s_bits, tau_bits)
         if calls["n"] == 1:  # party 1's machine starts first
-            out[s_bits * D_T] = F.const(2) if bad == "two" else F.const(1 << 40)
+            out[s_bits * D_T] = F.const({"two": 2, "wide": 1 << 40, "huge": 1 << 100}[bad])
         return out
 
     monkeypatch.setattr(abort_svt, "_input_bits", deviating)
