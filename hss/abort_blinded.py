@@ -86,14 +86,13 @@ round; a receiver that keeps such shares must be treated as having seen two rele
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 import numpy.typing as npt
 
 from hss import field as F
-from hss.abort_modes import abort_rounds, term_bits
+from hss.abort_modes import abort_rounds, bits_proof, proof_holds, proof_openings, term_bits
 from hss.authenticated import AbortError, Auth, AuthParty, add, receive_checked
 from hss.fixedpoint import W_CLAMP
 from hss.protocols import Decisions, PartyReport, encode_batch
@@ -158,87 +157,6 @@ def dealt_bits(
     nb, nw, ne = blinded_bit_widths(params)
     term = F.from_int64(x + (1 << (nb - 1)))
     return np.concatenate([field_bits(term, nb), field_bits(w, nw), field_bits(e, ne)])
-
-
-# ---------------------------------------------------------------------------------------------------------
-# the dealer's proof that its values are bits: f through (0, mask), (k, d_k) for k = 1..N; q of degree N
-# given at N+1..2N+1 with prod_{k=1..N} (X - k) q(X) = f(X) (f(X) - 1); checked at one random point x
-
-
-def _inverses(vals: list[int]) -> list[int]:
-    """Inverses mod p of nonzero ints (batch inversion: one exponentiation)."""
-    p = F.P
-    prefix, acc = [], 1
-    for v in vals:
-        prefix.append(acc)
-        acc = acc * v % p
-    inv_acc, out = pow(acc, p - 2, p), [0] * len(vals)
-    for k in range(len(vals) - 1, -1, -1):
-        out[k] = inv_acc * prefix[k] % p
-        inv_acc = inv_acc * vals[k] % p
-    return out
-
-
-def lagrange_at(x: int, start: int, count: int) -> list[int]:
-    """The Lagrange weights at x (not one of the points) of the points start, ..., start + count - 1."""
-    p, n = F.P, count - 1
-    diffs = [(x - start - i) % p for i in range(count)]
-    whole = 1
-    for dv in diffs:
-        whole = whole * dv % p
-    inv_d = _inverses(diffs)
-    facts = [1] * count
-    for i in range(1, count):
-        facts[i] = facts[i - 1] * i % p
-    inv_f = _inverses(facts)
-    # l_i(x) = prod_{j != i} (x - x_j) / (x_i - x_j) = whole / (x - x_i) / (i! (n - i)! (-1)^(n - i))
-    return [
-        whole * inv_d[i] % p * inv_f[i] % p * inv_f[n - i] % p * (1 if (n - i) % 2 == 0 else p - 1) % p
-        for i in range(count)
-    ]
-
-
-def _vanishing(x: int, n: int) -> int:
-    """prod_{k=1..n} (x - k) mod p."""
-    out = 1
-    for k in range(1, n + 1):
-        out = out * (x - k) % F.P
-    return out
-
-
-@functools.lru_cache(maxsize=8)
-def _extension(n: int) -> tuple[F.FieldArray, F.FieldArray]:
-    """For f given at 0..n: the (n+1, n+1) matrix of its values at n+1..2n+1, and 1 / prod_{k=1..n} (y - k)
-    at those points y."""
-    ys = range(n + 1, 2 * n + 2)
-    ext = F.from_ints([w for y in ys for w in lagrange_at(y, 0, n + 1)]).reshape(n + 1, n + 1, 2)
-    return ext, F.from_ints(_inverses([_vanishing(y, n) for y in ys]))
-
-
-def bits_proof(bits: F.FieldArray, mask: F.FieldArray) -> F.FieldArray:
-    """What a dealer deals beside its bits (N, n) and its random ``mask`` (n,): q's values at N+1..2N+1,
-    shape (N + 1, n), for f through (0, mask) and (k, bits[k-1]); q is a polynomial exactly when every
-    value is a bit."""
-    f = np.concatenate([mask[None], bits])
-    ext, inv_v = _extension(bits.shape[0])
-    fy = F.matmul(ext, f)
-    return F.mul(F.mul(fy, F.sub(fy, F.const(1))), inv_v[:, None])
-
-
-def proof_openings(dealt: F.FieldArray, x: int) -> F.FieldArray:
-    """This party's shares of (f_j(x), q_j(x)) for every dealer's (mask, N bits, N + 1 values of q), dealt
-    (m, 2N + 2, n): shape (2, m, n)."""
-    n_bits = (dealt.shape[1] - 2) // 2
-    f_w = F.from_ints(lagrange_at(x, 0, n_bits + 1))
-    q_w = F.from_ints(lagrange_at(x, n_bits + 1, n_bits + 1))
-    rows = np.moveaxis(dealt, 1, 0)  # (2N + 2, m, n, 2)
-    return np.stack([F.lincomb(f_w, rows[: n_bits + 1]), F.lincomb(q_w, rows[n_bits + 1 :])])
-
-
-def proof_holds(opened: F.FieldArray, x: int, n_bits: int) -> npt.NDArray[np.bool_]:
-    """prod_{k=1..N} (x - k) q(x) = f(x) (f(x) - 1) for each opened pair (2, ...)."""
-    fx, qx = opened[0], opened[1]
-    return F.equal(F.mul_scalar(qx, _vanishing(x, n_bits)), F.mul(fx, F.sub(fx, F.const(1))))
 
 
 def _blinded_gen(

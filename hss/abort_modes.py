@@ -6,11 +6,13 @@ hss.protocols' for its decisions. Up to t < m/2 parties may deviate in any messa
 either raises :class:`hss.authenticated.AbortError` before any output leaves it, or the receiver gets exactly
 the decisions of the inputs the parties chose. What the receiver learns is what the semi-honest mode reveals.
 
-Checked inputs (:func:`int_bits`, :func:`bits_value`, :func:`bitness_products`, :func:`claim_bits`): a value
-that must lie in [0, 2^B) is dealt as its B bits, each bit authenticated by one GRR round of its MAC, and one
-dot product sum_k gamma_k d_k^2 (two field elements per batch) checks them all to be bits at verify. Why:
-the comparisons are exact only for inputs in range, and a check of the range on the output would abort
-depending on the honest parties' data (hss.abort_sign explains it for sign).
+Checked inputs (:func:`int_bits`, :func:`bits_proof`, :func:`proof_openings`, :func:`proof_holds`): a value
+that must lie in [0, 2^B) is dealt as its B bits with the dealer's proof that they are bits (below, and
+hss.abort_blinded's docstring for the argument): no MAC per bit, 2B + 2 dealt elements, checked at a random
+point opened after the dealing, before anything nonlinear in the inputs is opened. Why: the comparisons are
+exact only for inputs in range, and a check of the range on the output would abort depending on the honest
+parties' data (hss.abort_sign explains it for sign); and a value nonlinear in the inputs opened before the
+check shows honest data times a huge non-bit (hss.abort_svt).
 
 sum (1 round, unchanged): each party sends x_j + z_j to the receiver. A deviating party can only change its
 own contribution, which is choosing another term (the ideal model allows it); the receiver refuses missing,
@@ -27,11 +29,13 @@ Not offered under abort yet (refused by :func:`check_abort_supported`, naming it
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import numpy.typing as npt
 
 from hss import field as F
-from hss.authenticated import AbortError, Auth, AuthParty, checked_messages, sub
+from hss.authenticated import AbortError, checked_messages
 from hss.protocols import Decisions, PartyReport, sum_party
 from hss.runtime import Inbox, Machine
 from hss.session import PartyContext, SessionParams, check_precompute
@@ -39,8 +43,13 @@ from hss.session import PartyContext, SessionParams, check_precompute
 __all__ = [
     "SECURITY",
     "abort_rounds",
+    "bits_proof",
     "check_abort_supported",
     "check_security",
+    "int_bits",
+    "lagrange_at",
+    "proof_holds",
+    "proof_openings",
     "sum_party_abort",
     "sum_receiver_abort",
 ]
@@ -135,25 +144,82 @@ def int_bits(v: npt.NDArray[np.uint64], nbits: int) -> F.FieldArray:
     return F.from_int64(bits.astype(np.int64))
 
 
-def bits_value(d: Auth, nbits: int) -> Auth:
-    """sum_i 2^i d_i over the bit axis of dealt bits ``d`` of shape (..., nbits, n) -> (..., n)."""
-    pow2 = F.from_ints([1 << i for i in range(nbits)])
-    x, mac = (np.ascontiguousarray(np.moveaxis(a, -3, 0)) for a in (d.x, d.mac))
-    return Auth(F.lincomb(pow2, x), F.lincomb(pow2, mac))
+# ---------------------------------------------------------------------------------------------------------
+# the dealer's proof that its values are bits: f through (0, mask), (k, d_k) for k = 1..N; q of degree N
+# given at N+1..2N+1 with prod_{k=1..N} (X - k) q(X) = f(X) (f(X) - 1); checked at one random point x
 
 
-def bitness_products(d: Auth, gamma: F.FieldArray) -> list[F.FieldArray]:
-    """The degree-2t shares of y = sum_k gamma_k d_k^2 over every dealt bit d_k (flattened) and of its MAC
-    sum_k gamma_k (r d_k) d_k: GRR-reshare both in one round, then :func:`claim_bits`. ``gamma``: public
-    coins opened after the bits were dealt (one per flattened element)."""
-    x, mac = d.x.reshape(-1, 2), d.mac.reshape(-1, 2)
-    return [F.lincomb(gamma, F.mul(x, x))[None], F.lincomb(gamma, F.mul(mac, x))[None]]
+def _inverses(vals: list[int]) -> list[int]:
+    """Inverses mod p of nonzero ints (batch inversion: one exponentiation)."""
+    p = F.P
+    prefix, acc = [], 1
+    for v in vals:
+        prefix.append(acc)
+        acc = acc * v % p
+    inv_acc, out = pow(acc, p - 2, p), [0] * len(vals)
+    for k in range(len(vals) - 1, -1, -1):
+        out[k] = inv_acc * prefix[k] % p
+        inv_acc = inv_acc * vals[k] % p
+    return out
 
 
-def claim_bits(auth: AuthParty, d: Auth, gamma: F.FieldArray, y: F.FieldArray, y_mac: F.FieldArray) -> None:
-    """Add the reshared (y, r y) of :func:`bitness_products` to the check and claim y - sum_k gamma_k d_k = 0:
-    a dealt value that is not a bit fails verify except with probability 2/p (gamma fixed after the bits)."""
-    y_auth = Auth(y, y_mac)
-    auth.track([y_auth])
-    x, mac = d.x.reshape(-1, 2), d.mac.reshape(-1, 2)
-    auth.claim_zero(sub(y_auth, Auth(F.lincomb(gamma, x)[None], F.lincomb(gamma, mac)[None])))
+def lagrange_at(x: int, start: int, count: int) -> list[int]:
+    """The Lagrange weights at x (not one of the points) of the points start, ..., start + count - 1."""
+    p, n = F.P, count - 1
+    diffs = [(x - start - i) % p for i in range(count)]
+    whole = 1
+    for dv in diffs:
+        whole = whole * dv % p
+    inv_d = _inverses(diffs)
+    facts = [1] * count
+    for i in range(1, count):
+        facts[i] = facts[i - 1] * i % p
+    inv_f = _inverses(facts)
+    # l_i(x) = prod_{j != i} (x - x_j) / (x_i - x_j) = whole / (x - x_i) / (i! (n - i)! (-1)^(n - i))
+    return [
+        whole * inv_d[i] % p * inv_f[i] % p * inv_f[n - i] % p * (1 if (n - i) % 2 == 0 else p - 1) % p
+        for i in range(count)
+    ]
+
+
+def _vanishing(x: int, n: int) -> int:
+    """prod_{k=1..n} (x - k) mod p."""
+    out = 1
+    for k in range(1, n + 1):
+        out = out * (x - k) % F.P
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _extension(n: int) -> tuple[F.FieldArray, F.FieldArray]:
+    """For f given at 0..n: the (n+1, n+1) matrix of its values at n+1..2n+1, and 1 / prod_{k=1..n} (y - k)
+    at those points y."""
+    ys = range(n + 1, 2 * n + 2)
+    ext = F.from_ints([w for y in ys for w in lagrange_at(y, 0, n + 1)]).reshape(n + 1, n + 1, 2)
+    return ext, F.from_ints(_inverses([_vanishing(y, n) for y in ys]))
+
+
+def bits_proof(bits: F.FieldArray, mask: F.FieldArray) -> F.FieldArray:
+    """What a dealer deals beside its bits (N, n) and its random ``mask`` (n,): q's values at N+1..2N+1,
+    shape (N + 1, n), for f through (0, mask) and (k, bits[k-1]); q is a polynomial exactly when every
+    value is a bit."""
+    f = np.concatenate([mask[None], bits])
+    ext, inv_v = _extension(bits.shape[0])
+    fy = F.matmul(ext, f)
+    return F.mul(F.mul(fy, F.sub(fy, F.const(1))), inv_v[:, None])
+
+
+def proof_openings(dealt: F.FieldArray, x: int) -> F.FieldArray:
+    """This party's shares of (f_j(x), q_j(x)) for every dealer's (mask, N bits, N + 1 values of q), dealt
+    (m, 2N + 2, n): shape (2, m, n)."""
+    n_bits = (dealt.shape[1] - 2) // 2
+    f_w = F.from_ints(lagrange_at(x, 0, n_bits + 1))
+    q_w = F.from_ints(lagrange_at(x, n_bits + 1, n_bits + 1))
+    rows = np.moveaxis(dealt, 1, 0)  # (2N + 2, m, n, 2)
+    return np.stack([F.lincomb(f_w, rows[: n_bits + 1]), F.lincomb(q_w, rows[n_bits + 1 :])])
+
+
+def proof_holds(opened: F.FieldArray, x: int, n_bits: int) -> npt.NDArray[np.bool_]:
+    """prod_{k=1..N} (x - k) q(x) = f(x) (f(x) - 1) for each opened pair (2, ...)."""
+    fx, qx = opened[0], opened[1]
+    return F.equal(F.mul_scalar(qx, _vanishing(x, n_bits)), F.mul(fx, F.sub(fx, F.const(1))))

@@ -8,7 +8,7 @@ the terms the parties chose (AND the lazy coin). Rounds: inline 12 (semi-honest 
 Inline (the rounds, 1 to 12):
 
 1. inputs and squares: each party deals (Shamir, degree t) the B = term_int_bits + frac_bits + 1 = 38 bits
-   of its encoded term x_j + 2^(B-1) with its proof that they are bits (hss.abort_blinded.bits_proof: the
+   of its encoded term x_j + 2^(B-1) with its proof that they are bits (hss.abort_modes.bits_proof: the
    values at 0 (a fresh secret mask) and 1..B of f, and the B + 1 values of q with
    prod_{k=1..B} (X - k) q = f (f - 1)); GRR reshares of r s, s^2 and s_{2a} s_{2a+1} for the K mask bits'
    PRSS values s (and the lazy coin's L bits), and of r r_hi (the mask's high part, a PRSS integer);
@@ -57,8 +57,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hss import field as F
-from hss.abort_blinded import bits_proof, proof_holds, proof_openings
-from hss.abort_modes import SIGN_ROUNDS, int_bits, term_bits
+from hss.abort_modes import SIGN_ROUNDS, bits_proof, int_bits, proof_holds, proof_openings, term_bits
 from hss.authenticated import AbortError, Auth, AuthParty, Extra, add, mul_public, receive_checked, sub
 from hss.lazy_coin import LazyCoin, coin_carry_tree
 from hss.primitives import P_RHI, carry_advance

@@ -9,7 +9,7 @@ n > remaining); what is revealed is what the semi-honest protocol reveals.
 Inputs dealt as proven bits (the range question of docs/SECURITY_ABORT.md): each party deals the f + 2
 bits of every component of s_j + 2^(f+1) and the t_int + f + 1 bits of every tau_j + 2^(t_int+f), each
 column (a component of s_j, a candidate's tau_j) with the dealer's own proof that they are bits
-(:func:`hss.abort_blinded.bits_proof`: f through (0, a fresh mask) and (k, d_k), q's N + 1 values; its
+(:func:`hss.abort_modes.bits_proof`: f through (0, a fresh mask) and (k, d_k), q's N + 1 values; its
 soundness and privacy argument is in hss.abort_blinded), checked at a coin point x opened in round 2, in
 round 3 (AbortError "input bit proofs"). Whatever a party sends, once the proofs hold its s_j lies in
 [-2^(f+1), 2^(f+1))^D and its tau_j in [-2^(t_int+f), 2^(t_int+f)), so |T| and |b| stay below 2^K_T and
@@ -93,8 +93,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hss import field as F
-from hss.abort_blinded import bits_proof, proof_holds, proof_openings
-from hss.abort_modes import int_bits
+from hss.abort_modes import bits_proof, int_bits, proof_holds, proof_openings
 from hss.authenticated import AbortError, Auth, AuthParty, add, mul_public, receive_checked, sub
 from hss.fixedpoint import SIGNED_LIMIT_BITS
 from hss.primitives import carry_advance, flatten
@@ -218,7 +217,7 @@ def _with_proofs(
     bits: F.FieldArray, rng: SecureRandom, s_bits: int, dim: int, tau_bits: int, n: int
 ) -> F.FieldArray:
     """What a party deals: for s_j (columns: the D components) and tau_j (columns: the n candidates) the
-    rows (mask, bits, q's values) of :func:`hss.abort_blinded.bits_proof`, flattened: a fresh random mask
+    rows (mask, bits, q's values) of :func:`hss.abort_modes.bits_proof`, flattened: a fresh random mask
     per column (f's value at 0), the bits at 1..N, q at N+1..2N+1."""
     out = []
     for rows, nb, cols in ((bits[: s_bits * dim], s_bits, dim), (bits[s_bits * dim :], tau_bits, n)):

@@ -19,7 +19,7 @@ import numpy.typing as npt
 import pytest
 from scipy import stats
 
-from hss import abort_blinded
+from hss import abort_blinded, abort_modes
 from hss import field as F
 from hss.abort_blinded import blinded_bit_widths, blinded_party_abort, blinded_receiver_abort
 from hss.abort_modes import abort_rounds
@@ -231,9 +231,9 @@ def test_the_bit_proof_holds_exactly_for_bits(n_bits: int) -> None:
     bad[0, 5] = F.const(1 << 100)
     for x in (10**30 + n_bits, F.P - 3, 2 * n_bits + 2):
         for values, holds in ((bits, [True] * n), (bad, [True, False, True, False, True, False])):
-            dealt = np.concatenate([mask[None], values, abort_blinded.bits_proof(values, mask)])[None]
-            opened = abort_blinded.proof_openings(dealt, x)  # the values as a degree-0 "sharing"
-            assert abort_blinded.proof_holds(opened, x, n_bits)[0].tolist() == holds, (x, n_bits)
+            dealt = np.concatenate([mask[None], values, abort_modes.bits_proof(values, mask)])[None]
+            opened = abort_modes.proof_openings(dealt, x)  # the values as a degree-0 "sharing"
+            assert abort_modes.proof_holds(opened, x, n_bits)[0].tolist() == holds, (x, n_bits)
 
 
 def _skip_proofs(opened: F.FieldArray, x: int, n_bits: int, step: int, rnd: int) -> None:
