@@ -50,7 +50,7 @@ weights at x are independent polynomials in x), and its error-detecting opening 
 l_0(x) mask + ..., with l_0(x) != 0 and mask uniform, is uniform; q(x) follows from f(x); the raw shares
 of both carry the honest dealer's fresh share randomness. An honest dealer's proof always passes.
 The first version of this module gave every dealt bit a MAC (a GRR of r d) and folded the bitness into
-verify (hss.abort_modes' bitness_products / claim_bits, as ``sign`` does): (1 + m) N field elements per
+verify (one duplicated dot product of the bits, as sign first did): (1 + m) N field elements per
 ordered pair of parties per decision; the proof costs 2 N + 2, the same rounds, and the product needs MACs
 only of a and E (all rounds counted, measured in memory: 358 against 694 at m = 3, 364 against 1,378 at
 m = 7; the semi-honest mode sends 3). The dealer's work is O(N^2) per decision (q's values by a fixed
