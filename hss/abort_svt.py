@@ -104,11 +104,11 @@ from hss.svt import (
     SvtPartyResult,
     _Block,
     _block_view,
-    _check_remaining,
     _first_level,
     _highs,
     _layout,
     _pairs,
+    encode_svt_inputs,
 )
 from hss.svt_format import I64, BoolArray, SvtFormat, prss_bits
 
@@ -178,19 +178,11 @@ def svt_decide_party_abort(
 ) -> Machine[SvtPartyResult]:
     """``svt`` under abort: the arguments of :func:`hss.svt.svt_decide_party`; the same opened bits, or
     every honest party raises AbortError before any bit is opened. Needs 1 <= t < m/2."""
-    params = ctx.params
-    params.require_honest_majority("reveal mode 'svt' with security 'abort'")
-    if params.m > fmt.max_parties:
-        raise ValueError(f"m = {params.m} exceeds the SvtFormat's max_parties = {fmt.max_parties}")
-    _check_remaining(remaining)
-    if isinstance(step, bool) or not isinstance(step, int | np.integer) or not 0 <= step < 2**64:
-        raise ValueError(f"step must be an integer in [0, 2^64), got {step!r}")
-    s_int = fmt.encode_feature_sum(feature_sum)
-    phi = fmt.encode_phibar(phibar)
-    n = phi.shape[0]
-    tau_int, clamped = fmt.encode_tau(tau, n)
-    e_int = fmt.encode_eps(eps_abc)
-    gen = _svt_gen(ctx, fmt, s_int, phi, tau_int, e_int, int(remaining), int(step), rng, clamped)
+    what = "reveal mode 'svt' with security 'abort'"
+    s_int, phi, tau_int, e_int, rem, stp, clamped = encode_svt_inputs(
+        ctx, fmt, feature_sum, phibar, tau, eps_abc, remaining, step, what
+    )
+    gen = _svt_gen(ctx, fmt, s_int, phi, tau_int, e_int, rem, stp, rng, clamped)
     return Machine(ctx.party, gen, "svt[abort]")
 
 

@@ -160,8 +160,29 @@ def svt_decide_party(
     ``remaining`` public (same at every party); ``step``: a per-session unique batch counter (PRSS nonce);
     ``rng``: this party's CSPRNG.
     """
+    what = "reveal mode 'svt'"
+    s_int, phi, tau_int, e_int, rem, stp, clamped = encode_svt_inputs(
+        ctx, fmt, feature_sum, phibar, tau, eps_abc, remaining, step, what
+    )
+    gen = _svt_gen(ctx, fmt, s_int, phi, tau_int, e_int, rem, stp, rng, clamped)
+    return Machine(ctx.party, gen, "svt")
+
+
+def encode_svt_inputs(
+    ctx: PartyContext,
+    fmt: SvtFormat,
+    feature_sum: npt.ArrayLike,
+    phibar: npt.ArrayLike,
+    tau: npt.ArrayLike,
+    eps_abc: float,
+    remaining: int,
+    step: int,
+    what: str,
+) -> tuple[I64, I64, I64, int, int, int, BoolArray]:
+    """The checked and encoded inputs of a batch (s_int, phi, tau_int, e_int, remaining, step, clamped), or
+    ValueError naming what is wrong (``what``: the machine's name in the honest-majority refusal)."""
     params = ctx.params
-    params.require_honest_majority("reveal mode 'svt'")
+    params.require_honest_majority(what)
     if params.m > fmt.max_parties:
         raise ValueError(f"m = {params.m} exceeds the SvtFormat's max_parties = {fmt.max_parties}")
     _check_remaining(remaining)
@@ -169,11 +190,8 @@ def svt_decide_party(
         raise ValueError(f"step must be an integer in [0, 2^64), got {step!r}")
     s_int = fmt.encode_feature_sum(feature_sum)
     phi = fmt.encode_phibar(phibar)
-    n = phi.shape[0]
-    tau_int, clamped = fmt.encode_tau(tau, n)
-    e_int = fmt.encode_eps(eps_abc)
-    gen = _svt_gen(ctx, fmt, s_int, phi, tau_int, e_int, int(remaining), int(step), rng, clamped)
-    return Machine(ctx.party, gen, "svt")
+    tau_int, clamped = fmt.encode_tau(tau, phi.shape[0])
+    return s_int, phi, tau_int, fmt.encode_eps(eps_abc), int(remaining), int(step), clamped
 
 
 def svt_decide_receiver(params: SessionParams, inbox: Inbox, n: int) -> BoolArray:

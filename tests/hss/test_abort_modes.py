@@ -64,16 +64,11 @@ def rounds_of(variant: str) -> int:
 Receiver = Callable[[SessionParams, Inbox, int, int], Decisions]
 
 
-def run_with_receiver(
-    machines: dict[int, Machine[Any]],
-    corrupt: set[int],
-    tamper: Tamper,
-    n: int,
-    step: int = 7,
-    receiver: Receiver = sign_receiver_abort,
-) -> tuple[dict[int, Any], Decisions | AbortError]:
-    """Each party's result or AbortError, and the receiver's decisions (``receiver``: the mode's decoder under
-    abort) or AbortError."""
+def run_rounds(
+    machines: dict[int, Machine[Any]], corrupt: set[int], tamper: Tamper
+) -> tuple[dict[int, Any], Inbox]:
+    """Run the machines round by round, the corrupt parties' messages rewritten by ``tamper`` (None: dropped):
+    each party's result or AbortError, and the last messages each party sent to the receiver."""
     outcome: dict[int, Any] = {}
     outboxes = {p: mc.start() for p, mc in machines.items()}
     previous: dict[tuple[int, int], Payload] = {}
@@ -106,6 +101,20 @@ def run_with_receiver(
             if machines[p].done:
                 outcome[p] = machines[p].result
                 live.discard(p)
+    return outcome, to_receiver
+
+
+def run_with_receiver(
+    machines: dict[int, Machine[Any]],
+    corrupt: set[int],
+    tamper: Tamper,
+    n: int,
+    step: int = 7,
+    receiver: Receiver = sign_receiver_abort,
+) -> tuple[dict[int, Any], Decisions | AbortError]:
+    """Each party's result or AbortError, and the receiver's decisions (``receiver``: the mode's decoder under
+    abort) or AbortError."""
+    outcome, to_receiver = run_rounds(machines, corrupt, tamper)
     params = make_session(len(machines), seed="receiver")[0]  # the receiver needs m, t and the format
     try:
         decided: Decisions | AbortError = receiver(params, to_receiver, n, step)

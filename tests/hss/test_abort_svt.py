@@ -21,11 +21,12 @@ from hss import abort_svt
 from hss import field as F
 from hss.abort_svt import abort_bits, abort_svt_rounds, svt_decide_party_abort, svt_decide_receiver_abort
 from hss.authenticated import AbortError, AuthParty
-from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, Payload, run_in_memory
+from hss.runtime import RECEIVER, Machine, PartyGen, Payload, run_in_memory
 from hss.sharing import recombine
 from hss.svt import SvtFormat, svt_decide_party, svt_plaintext
 from hss.svt_format import I64
 from tests.hss.conftest import make_session
+from tests.hss.test_abort_modes import run_rounds
 from tests.hss.test_authenticated import Prev, Tamper, honest, make_tamper
 from tests.hss.test_svt import exact_case, random_batch
 
@@ -49,38 +50,7 @@ def run_with_receiver(
     mcs: dict[int, Machine[Any]], corrupt: set[int], tamper: Tamper, n: int, rounds: int, step: int = 5
 ) -> tuple[dict[int, Any], npt.NDArray[np.bool_] | AbortError]:
     """Each party's result or AbortError, and the receiver's bits or AbortError."""
-    outcome: dict[int, Any] = {}
-    outboxes = {p: mc.start() for p, mc in mcs.items()}
-    previous: dict[tuple[int, int], Payload] = {}
-    live, rnd = set(mcs), 0
-    to_receiver: Inbox = {}
-    while live or any(outboxes.values()):
-        rnd += 1
-        assert rnd < 100, "no termination"
-        inboxes: dict[int, Inbox] = {p: {} for p in mcs}
-        sent: dict[tuple[int, int], Payload] = {}
-        for src, box in outboxes.items():
-            for dst, payload in box.items():
-                sent[(src, dst)] = payload
-                out = tamper(rnd, src, dst, payload, previous) if src in corrupt else payload
-                if out is None:
-                    continue
-                if dst == RECEIVER:
-                    to_receiver[src] = out
-                else:
-                    inboxes[dst][src] = out
-        previous = sent
-        outboxes = {}
-        for p in sorted(live):
-            try:
-                outboxes[p] = mcs[p].step(inboxes[p])
-            except AbortError as exc:
-                outcome[p] = exc
-                live.discard(p)
-                continue
-            if mcs[p].done:
-                outcome[p] = mcs[p].result
-                live.discard(p)
+    outcome, to_receiver = run_rounds(mcs, corrupt, tamper)
     params = make_session(len(mcs), seed="receiver")[0]
     try:
         decided: npt.NDArray[np.bool_] | AbortError = svt_decide_receiver_abort(
