@@ -27,7 +27,7 @@ from hss.protocols import Decisions, plaintext_decisions
 from hss.runtime import RECEIVER, Inbox, Machine, Payload, run_in_memory
 from hss.session import SessionParams
 from tests.hss.conftest import make_session
-from tests.hss.test_authenticated import Prev, Tamper, honest, make_tamper
+from tests.hss.test_authenticated import Prev, Tamper, honest, make_tamper, run_rounds
 
 N = 4  # decisions per tampered batch
 
@@ -62,46 +62,6 @@ def rounds_of(variant: str) -> int:
 
 
 Receiver = Callable[[SessionParams, Inbox, int, int], Decisions]
-
-
-def run_rounds(
-    machines: dict[int, Machine[Any]], corrupt: set[int], tamper: Tamper
-) -> tuple[dict[int, Any], Inbox]:
-    """Run the machines round by round, the corrupt parties' messages rewritten by ``tamper`` (None: dropped):
-    each party's result or AbortError, and the last messages each party sent to the receiver."""
-    outcome: dict[int, Any] = {}
-    outboxes = {p: mc.start() for p, mc in machines.items()}
-    previous: dict[tuple[int, int], Payload] = {}
-    live, rnd = set(machines), 0
-    to_receiver: Inbox = {}
-    while live or any(outboxes.values()):
-        rnd += 1
-        assert rnd < 100, "no termination"
-        inboxes: dict[int, Inbox] = {p: {} for p in machines}
-        sent: dict[tuple[int, int], Payload] = {}
-        for src, box in outboxes.items():
-            for dst, payload in box.items():
-                sent[(src, dst)] = payload
-                out = tamper(rnd, src, dst, payload, previous) if src in corrupt else payload
-                if out is None:
-                    continue
-                if dst == RECEIVER:
-                    to_receiver[src] = out
-                else:
-                    inboxes[dst][src] = out
-        previous = sent
-        outboxes = {}
-        for p in sorted(live):
-            try:
-                outboxes[p] = machines[p].step(inboxes[p])
-            except AbortError as exc:
-                outcome[p] = exc
-                live.discard(p)
-                continue
-            if machines[p].done:
-                outcome[p] = machines[p].result
-                live.discard(p)
-    return outcome, to_receiver
 
 
 def run_with_receiver(

@@ -26,8 +26,7 @@ from hss.sharing import recombine
 from hss.svt import SvtFormat, svt_decide_party, svt_plaintext
 from hss.svt_format import I64
 from tests.hss.conftest import make_session
-from tests.hss.test_abort_modes import run_rounds
-from tests.hss.test_authenticated import Prev, Tamper, honest, make_tamper
+from tests.hss.test_authenticated import Prev, Tamper, honest, make_tamper, run_rounds
 from tests.hss.test_svt import exact_case, random_batch
 
 F64 = npt.NDArray[np.float64]

@@ -74,17 +74,17 @@ Prev = dict[tuple[int, int], Payload]
 Tamper = Callable[[int, int, int, Payload, Prev], Payload | None]
 
 
-def run_adversarial(
+def run_rounds(
     machines: dict[int, Machine[Any]], corrupt: set[int], tamper: Tamper
-) -> dict[int, Any]:
-    """Each party's result or AbortError; ``tamper(rnd, src, dst, payload, previous)`` rewrites (None:
-    drops) each message a corrupt party sends; ``previous`` holds each link's payload of the round before."""
+) -> tuple[dict[int, Any], Inbox]:
+    """Run the machines round by round, the corrupt parties' messages rewritten by ``tamper`` (None: dropped):
+    each party's result or AbortError, and the last messages each party sent to the receiver."""
     outcome: dict[int, Any] = {}
     outboxes = {p: mc.start() for p, mc in machines.items()}
     previous: dict[tuple[int, int], Payload] = {}
-    live = set(machines)
-    rnd = 0
-    while live:
+    live, rnd = set(machines), 0
+    to_receiver: Inbox = {}
+    while live or any(outboxes.values()):
         rnd += 1
         assert rnd < 100, "no termination"
         inboxes: dict[int, Inbox] = {p: {} for p in machines}
@@ -93,7 +93,11 @@ def run_adversarial(
             for dst, payload in box.items():
                 sent[(src, dst)] = payload
                 out = tamper(rnd, src, dst, payload, previous) if src in corrupt else payload
-                if out is not None:
+                if out is None:
+                    continue
+                if dst == RECEIVER:
+                    to_receiver[src] = out
+                else:
                     inboxes[dst][src] = out
         previous = sent
         outboxes = {}
@@ -107,7 +111,15 @@ def run_adversarial(
             if machines[p].done:
                 outcome[p] = machines[p].result
                 live.discard(p)
-    return outcome
+    return outcome, to_receiver
+
+
+def run_adversarial(
+    machines: dict[int, Machine[Any]], corrupt: set[int], tamper: Tamper
+) -> dict[int, Any]:
+    """Each party's result or AbortError; ``tamper(rnd, src, dst, payload, previous)`` rewrites (None:
+    drops) each message a corrupt party sends; ``previous`` holds each link's payload of the round before."""
+    return run_rounds(machines, corrupt, tamper)[0]
 
 
 def setup(m: int, seed: str, n: int = N) -> tuple[dict[int, Machine[Any]], dict[int, list[int]]]:
