@@ -196,8 +196,7 @@ def _sign_gen(
         auth.claim_zero(auth.add_public(mul_public(u_auth, F.mul(v, v)), F.P - 1))  # u v^2 = 1
         bits = mul_public(auth.add_public(mul_public(s_auth, v), 1), _INV2)
     else:
-        bits = auth.bits_from_squares(s_auth, u_auth, opened[0])  # checks u, tracks both pairs
-        v = F.inv(F.sqrt(opened[0]))
+        bits, v = auth.bits_with_roots(s_auth, u_auth, opened[0])  # checks u, tracks both pairs
 
     # --- the masked terms opened with error detection; the bit proofs at x; blocks4: the quadruples' MACs ---
     pow_b = F.from_ints([1 << i for i in range(nb)])

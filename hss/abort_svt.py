@@ -462,8 +462,7 @@ def _svt_gen(
     tripled = [b for b in blocks if b.g >= 3]
     high_auth = {id(b): Auth(x, mc) for b, x, mc in zip(tripled, highs_t, highs_mt, strict=True)}
     auth.track([big_t_auth, big_s_auth, r_top, *pair_auth.values(), *high_auth.values()])
-    bits = auth.bits_from_squares(Auth(s, rs), Auth(u_sh, ru), u)  # (K_total, n)
-    v = F.inv(F.sqrt(u))  # checked there: u is a nonzero square
+    bits, v = auth.bits_with_roots(Auth(s, rs), Auth(u_sh, ru), u)  # (K_total, n); checks u
 
     (point,) = F.to_ints(auth.coin(seed, 0, 1))
     if point <= 2 * max(s_bits, tau_bits) + 1:  # probability (2N + 2) / p honestly

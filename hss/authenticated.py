@@ -359,6 +359,11 @@ class AuthParty:
         """The authenticated bits b = (1 + s / sqrt(u)) / 2 from the pair (s, r s), the pair (u, r u) of its
         square (both tracked here) and the square u opened with error detection; :class:`AbortError` if an
         opened u is 0 or not a square (only a shifted one can be: a deviation)."""
+        return self.bits_with_roots(s, u_pair, u)[0]
+
+    def bits_with_roots(self, s: Auth, u_pair: Auth, u: F.FieldArray) -> tuple[Auth, F.FieldArray]:
+        """:meth:`bits_from_squares` and the public 1 / sqrt(u) it used (the square roots are the costly
+        part: a caller that needs them too takes them from here)."""
         self.track([s, u_pair])
         root = F.sqrt(u)
         if np.any(F.equal(u, F.zeros(u.shape[:-1]))):
@@ -366,7 +371,7 @@ class AuthParty:
         if not np.all(F.equal(F.mul(root, root), u)):
             raise self._abort(self.rounds, "random bits", "an opened square is not a square")
         v = F.inv(root)
-        return mul_public(self.add_public(mul_public(s, v), 1), _INV2)
+        return mul_public(self.add_public(mul_public(s, v), 1), _INV2), v
 
     def verify(self) -> PartyGen[None]:
         """The batch check of every pair made so far in this step (3 rounds, see the module docstring).
