@@ -182,3 +182,36 @@ def test_mailbox_wakes_the_collector_on_the_round_s_last_frame_or_a_missing_link
 
     with pytest.raises(LinkLost, match="link to party 4 lost \\(connection reset\\)"):
         asyncio.run(lost_while_waiting())
+
+
+def test_link_channel_is_fifo_and_wakes_its_one_reader() -> None:
+    """parties.links.Channel, what a link's writer reads its frames from: items in order, a waiting get
+    woken by the next put, get_nowait IndexError when empty, a second concurrent reader refused."""
+    from parties.links import Channel
+
+    async def scenario() -> list[object]:
+        ch: Channel[object] = Channel()
+        assert ch.empty()
+        with pytest.raises(IndexError):
+            ch.get_nowait()
+        reader = asyncio.ensure_future(ch.get())
+        await asyncio.sleep(0)
+        assert not reader.done()
+        with pytest.raises(RuntimeError, match="another reader"):
+            await ch.get()
+        ch.put_nowait("a")
+        ch.put_nowait("b")
+        ch.put_nowait(None)
+        first = await asyncio.wait_for(reader, 1)
+        rest = [ch.get_nowait()]
+        rest.append(await ch.get())
+        assert ch.empty()
+        cancelled = asyncio.ensure_future(ch.get())
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        ch.put_nowait("c")  # no reader left waiting: kept for the next get
+        return [first, *rest, await ch.get()]
+
+    assert asyncio.run(scenario()) == ["a", "b", None, "c"]
