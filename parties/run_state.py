@@ -19,7 +19,7 @@ lives in the session's analysis, never in the generic ``parties.session.Session`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -117,4 +117,4 @@ def run_state_of(analysis: object) -> RunStateAnalysis | None:
     keeps = _KEEPS_RUN_STATE.get(cls)
     if keeps is None:
         keeps = _KEEPS_RUN_STATE[cls] = isinstance(analysis, RunStateAnalysis)
-    return analysis if keeps else None
+    return cast("RunStateAnalysis", analysis) if keeps else None
