@@ -29,7 +29,12 @@ MAX_LINE_BYTES = 16 * 1024
 _FIXED = ("time", "who", "what", "session", "step", "analysis", "reveal_mode", "decisions", "outcome")
 
 
+_SCALARS = (int, float, bool, type(None))  # most of a line's values: kept as they are, no further tests
+
+
 def _bounded(v: Any) -> Any:
+    if type(v) in _SCALARS:
+        return v
     if isinstance(v, str):
         return v if len(v) <= MAX_TEXT else f"{v[:MAX_TEXT]}… ({len(v)} chars)"
     if isinstance(v, bytes):

@@ -57,6 +57,19 @@ class _StepState:
     seen: set[tuple[int, int]] = field(default_factory=set)
 
 
+@dataclass
+class _Waiter:
+    """The round :meth:`Mailbox.collect` waits for and the senders whose frame of it is still missing."""
+
+    step: int
+    round: int
+    missing: set[int]
+    fut: asyncio.Future[None]
+
+
+_RUN_KINDS = frozenset((Kind.DATA, Kind.EMPTY, Kind.DONE))
+
+
 class Mailbox:
     """Per-session inbound frames of one party, keyed by (step, round, src).
 
@@ -81,7 +94,7 @@ class Mailbox:
         self.lookahead = 1 if lookahead else 0
         self._states: dict[int, _StepState] = {}
         self._lost: dict[int, str] = {}
-        self._waiter: tuple[int, int, frozenset[int], asyncio.Future[None]] | None = None
+        self._waiter: _Waiter | None = None
         self.refused = 0
 
     def _state_for(self, step: int) -> _StepState:
@@ -90,65 +103,58 @@ class Mailbox:
             st = self._states[step] = _StepState(step)
         return st
 
-    def check(self, f: Frame) -> None:
-        """Raise :class:`Refused` unless ``f`` is acceptable now (src is already authenticated)."""
-        if not 1 <= f.src <= self.m or f.src == self.me:
-            raise Refused(f"frame from party {f.src}, which is not a peer in this session")
+    def check(self, f: Frame) -> _StepState:
+        """Raise :class:`Refused` unless ``f`` is acceptable now (src is already authenticated); return the
+        state of its step."""
+        src, step, rnd, kind = f.src, f.step, f.round, f.kind
+        if not 1 <= src <= self.m or src == self.me:
+            raise Refused(f"frame from party {src}, which is not a peer in this session")
         if f.dst != self.me:
             raise Refused(f"frame addressed to party {f.dst}, not to this party ({self.me})")
-        if f.kind not in (Kind.DATA, Kind.EMPTY, Kind.DONE):
-            raise Refused(f"frame kind {int(f.kind)} is not valid inside a protocol run")
-        if f.step <= self.completed_step:
-            if f.kind == Kind.DONE:
+        if kind not in _RUN_KINDS:
+            raise Refused(f"frame kind {int(kind)} is not valid inside a protocol run")
+        if step <= self.completed_step:
+            if kind == Kind.DONE:
                 raise Refused("")  # a peer's end-of-run notice after we finished too: expected, silent
             raise Refused(
-                f"replayed or late frame for finished step {f.step} (completed {self.completed_step})"
+                f"replayed or late frame for finished step {step} (completed {self.completed_step})"
             )
-        if f.step > self.completed_step + 1 + self.lookahead:
+        if step > self.completed_step + 1 + self.lookahead:
             raise Refused(
-                f"frame for step {f.step} but the next step is {self.completed_step + 1}: out of order"
+                f"frame for step {step} but the next step is {self.completed_step + 1}: out of order"
             )
-        if not 1 <= f.round <= MAX_ROUNDS:
-            raise Refused(f"round {f.round} out of range 1..{MAX_ROUNDS}")
-        st = self._state_for(f.step)
-        if f.round < st.round or (f.round, f.src) in st.seen:
-            raise Refused(f"replayed frame step {f.step} round {f.round} from party {f.src}")
-        if f.round > max(st.round, 1) + ROUND_WINDOW:
-            raise Refused(f"frame for round {f.round} is too far ahead of round {st.round}")
-        if (f.round, f.src) in st.frames:
-            raise Refused(f"duplicate frame step {f.step} round {f.round} from party {f.src}")
-        if f.kind == Kind.DATA:
+        if not 1 <= rnd <= MAX_ROUNDS:
+            raise Refused(f"round {rnd} out of range 1..{MAX_ROUNDS}")
+        st = self._state_for(step)
+        key = (rnd, src)
+        if rnd < st.round or key in st.seen:
+            raise Refused(f"replayed frame step {step} round {rnd} from party {src}")
+        if rnd > (st.round if st.round > 1 else 1) + ROUND_WINDOW:
+            raise Refused(f"frame for round {rnd} is too far ahead of round {st.round}")
+        if key in st.frames:
+            raise Refused(f"duplicate frame step {step} round {rnd} from party {src}")
+        if kind == Kind.DATA:
             if f.payload is None:
                 raise Refused("DATA frame without payload")
             if f.payload.nbytes > self.max_payload_bytes:
                 raise Refused(f"payload of {f.payload.nbytes} bytes exceeds {self.max_payload_bytes}")
-
-    def _ready(self, st: _StepState, rnd: int, senders: frozenset[int] | set[int]) -> bool:
-        return all((rnd, s) in st.frames for s in senders) or any(
-            s in self._lost and (rnd, s) not in st.frames for s in senders
-        )
-
-    def _wake(self) -> None:
-        """Wake the collector if the round it waits for is now complete (or one of its links is lost)."""
-        w = self._waiter
-        if w is None or w[3].done():
-            return
-        step, rnd, senders, fut = w
-        st = self._states.get(step)
-        if st is not None and self._ready(st, rnd, senders):
-            fut.set_result(None)
+        return st
 
     async def deliver(self, f: Frame) -> None:
-        """Accept a frame or raise :class:`Refused`."""
-        self.check(f)
-        self._state_for(f.step).frames[(f.round, f.src)] = f
+        """Accept a frame or raise :class:`Refused`. Wakes the collector only when the frame completes the
+        round it waits for (the senders it still misses are counted down, no scan per frame)."""
+        self.check(f).frames[(f.round, f.src)] = f
         w = self._waiter
-        if w is not None and w[0] == f.step and w[1] == f.round:
-            self._wake()
+        if w is not None and w.step == f.step and w.round == f.round:
+            w.missing.discard(f.src)
+            if not w.missing and not w.fut.done():
+                w.fut.set_result(None)
 
     async def lose(self, peer: int, why: str) -> None:
         self._lost.setdefault(peer, why)
-        self._wake()
+        w = self._waiter
+        if w is not None and peer in w.missing and not w.fut.done():
+            w.fut.set_result(None)
 
     async def collect(self, step: int, rnd: int, senders: set[int], deadline: float) -> dict[int, Frame]:
         """Wait for one frame of (step, rnd) from every party in ``senders``; deadline is time.monotonic()."""
@@ -156,12 +162,14 @@ class Mailbox:
             raise RuntimeError("Mailbox.collect: another collect is already waiting on this mailbox")
         st = self._state_for(step)
         st.round = rnd
-        for key in [k for k in st.frames if k[0] < rnd]:  # cannot happen with honest peers; drop
-            del st.frames[key]
-        if not self._ready(st, rnd, senders):
+        frames = st.frames
+        for key in [k for k in frames if k[0] < rnd]:  # cannot happen with honest peers; drop
+            del frames[key]
+        missing = {s for s in senders if (rnd, s) not in frames}
+        if missing and self._lost.keys().isdisjoint(missing):
             loop = asyncio.get_running_loop()
             fut: asyncio.Future[None] = loop.create_future()
-            self._waiter = (step, rnd, frozenset(senders), fut)
+            self._waiter = _Waiter(step, rnd, missing, fut)
             timer = loop.call_at(
                 loop.time() + max(0.0, deadline - time.monotonic()),
                 lambda: None if fut.done() else fut.set_result(None),
@@ -172,17 +180,17 @@ class Mailbox:
                 timer.cancel()
                 self._waiter = None
             st = self._state_for(step)
-            if not self._ready(st, rnd, senders):
-                missing = sorted(s for s in senders if (rnd, s) not in st.frames)
+            frames = st.frames
+            if missing and self._lost.keys().isdisjoint(missing):
                 raise LinkLost(
                     f"step {step} round {rnd}: no message from part{'ies' if len(missing) > 1 else 'y'} "
-                    f"{', '.join(map(str, missing))} before the deadline"
+                    f"{', '.join(map(str, sorted(missing)))} before the deadline"
                 )
-        lost = sorted(s for s in senders if s in self._lost and (rnd, s) not in st.frames)
-        if lost:
+        if missing:
+            lost = sorted(self._lost.keys() & missing)
             raise LinkLost(f"step {step} round {rnd}: link to party {lost[0]} lost ({self._lost[lost[0]]})")
-        got = {s: st.frames.pop((rnd, s)) for s in senders}
-        st.seen.update((rnd, s) for s in senders)
+        got = {s: frames.pop((rnd, s)) for s in senders}
+        st.seen.update([(rnd, s) for s in senders])
         return got
 
     async def finish(self, step: int) -> list[Frame]:

@@ -16,8 +16,9 @@ session's :class:`~parties.exchange.Mailbox`).
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import grpc
 
@@ -36,6 +37,50 @@ class LinkError(RuntimeError):
     """A link could not be established (names the peer and why)."""
 
 
+T = TypeVar("T")
+
+
+class Channel(Generic[T]):
+    """A link's frames waiting to be written: first in, first out, one consumer, unbounded (a session's
+    frames are bounded by its rounds). What an ``asyncio.Queue`` does here without its task accounting and
+    waiter lists: a put appends and wakes the one waiting reader; a get returns at once when an item is in.
+    All methods run in the event loop's thread."""
+
+    __slots__ = ("_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: deque[T] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, item: T) -> None:
+        self._items.append(item)
+        w = self._waiter
+        if w is not None:
+            self._waiter = None
+            if not w.done():
+                w.set_result(None)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def get_nowait(self) -> T:
+        """The oldest item (IndexError when empty)."""
+        return self._items.popleft()
+
+    async def get(self) -> T:
+        while not self._items:
+            if self._waiter is not None:
+                raise RuntimeError("Channel.get: another reader is already waiting")
+            fut = asyncio.get_running_loop().create_future()
+            self._waiter = fut
+            try:
+                await fut
+            finally:
+                if self._waiter is fut:
+                    self._waiter = None
+        return self._items.popleft()
+
+
 class _DialledStream:
     """A client stream this party opened (to a peer or to the relay): shared state, the writer and shutdown.
 
@@ -47,17 +92,17 @@ class _DialledStream:
     call: Any
     reader: asyncio.Task[None] | None
     writer: asyncio.Task[None] | None = None
-    outq: asyncio.Queue[Any] | None = None
+    outq: Channel[Any] | None = None
 
     def start_writer(self, on_lost: OnLost, lost_peers: list[int]) -> None:
-        self.outq = asyncio.Queue()
+        self.outq = Channel()
         self.writer = asyncio.create_task(self._write_loop(self.outq, on_lost, lost_peers))
 
     def wire(self, frames: list[peer_pb2.PeerFrame]) -> list[Any]:
         """The stream messages that carry ``frames`` (queued together, in order): here one per frame."""
         return list(frames)
 
-    async def _write_loop(self, outq: asyncio.Queue[Any], on_lost: OnLost, lost_peers: list[int]) -> None:
+    async def _write_loop(self, outq: Channel[Any], on_lost: OnLost, lost_peers: list[int]) -> None:
         try:
             stop = False
             while not stop:
@@ -158,7 +203,7 @@ class MeshAcceptLink:
 
     def __init__(self, peer: int) -> None:
         self.peer = peer
-        self.queue: asyncio.Queue[peer_pb2.PeerFrame | None] = asyncio.Queue()
+        self.queue: Channel[peer_pb2.PeerFrame | None] = Channel()
 
     async def send(self, msg: peer_pb2.PeerFrame) -> None:
         self.queue.put_nowait(msg)

@@ -28,12 +28,22 @@ restarted on changed records refuses to continue the run (FAILED_PRECONDITION na
 chain whose later steps see other data is no longer exact.
 
 Storage: ``<state_dir>/runs/<sha256(run_id)[:32]>.json``, one file per run, bounded (only the last completed
-run step is kept; earlier run steps asked again are evaluated afresh, since the party cannot verify them,
-and charged unless the ledger's charge record covers them). Writes are durable and 0600
-(:mod:`proto.files`: temporary file, fsync, atomic rename, fsync of the directory) and happen after the
-step's charge and before its messages leave the party. Each file carries a SHA-256 checksum of its content;
-an unreadable, corrupt, foreign or mismatched file is refused with :class:`ReplayFileError` naming the file
-(never deleted silently: the operator moves it away, after which the run step is evaluated afresh).
+run step counts; earlier run steps asked again are evaluated afresh, since the party cannot verify them,
+and charged unless the ledger's charge record covers them). The file is a sequence of records, one JSON
+document a line, each with a SHA-256 checksum of its content; the **last whole line** is the run's record.
+A save is durable before it returns and happens after the step's charge and before its messages leave the
+party: one line appended and fdatasynced (issue 26: no temporary file, rename or directory fsync per run
+step; the file and its directory entry were made durable when it was first written), or, for the first
+record of a run, once the file holds ``REWRITE_BYTES`` or more, or when its last byte is not a newline,
+the whole file replaced by that one line (0600, :func:`proto.files.write_durable`: temporary file, fsync,
+atomic rename, directory fsync). A crash mid-append can leave a **torn last line** (no newline): its save
+never returned, so no message of its step left the party, and it is ignored (the line before it is the
+record; the next save rewrites the file). :meth:`ReplayStore.compact` (at a session's close and the
+daemon's stop) rewrites a file that was appended to as its record alone, so the file is one JSON document
+whenever no session of its run is open. A file without any newline is read whole, as one document (the
+format of older versions, which the next save replaces). An unreadable, corrupt, foreign or mismatched
+record is refused with :class:`ReplayFileError` naming the file (never deleted silently: the operator moves
+it away, after which the run step is evaluated afresh).
 
 **Run noise key** (:meth:`ReplayStore.run_key`): ``<state_dir>/runs/<sha256(run_id)[:32]>.key``, this party's
 secret key of the run, 32 bytes from ``os.urandom``, created durably (0600, fsync) when the run's first
@@ -70,6 +80,7 @@ from proto.records import RunStepRef
 from proto.spec import SECURITY, SessionSpec, check_run_id
 
 RUNS_DIR = "runs"
+REWRITE_BYTES = 256 * 1024  # a run's file is rewritten with its last record alone once it holds this much
 FORMAT_VERSION = 1
 KEY_FORMAT_VERSION = 1
 _DIGEST_DOMAIN = b"confar/run-step/v1"
@@ -235,6 +246,7 @@ class ReplayStore:
     def __init__(self, state_dir: Path, identity: str) -> None:
         self.root = state_dir / RUNS_DIR
         self.identity = identity
+        self._appended: set[Path] = set()  # run files appended to since they were last written whole
 
     def path_for(self, run_id: str) -> Path:
         return self.root / f"{hashlib.sha256(run_id.encode()).hexdigest()[:32]}.json"
@@ -247,7 +259,7 @@ class ReplayStore:
         path = self.path_for(run_id)
         if not path.exists():
             return None
-        doc = _read_json(path, "run record", _ADVICE)
+        doc = _read_last_record(path)
         try:
             return self._parse(doc, run_id)
         except (ValueError, KeyError, TypeError) as exc:
@@ -280,12 +292,32 @@ class ReplayStore:
         return RunRecord(ref, batch, rounds, tuple(messages), data_sha256=data, svt=svt, security=security)
 
     def save(self, rec: RunRecord) -> None:
-        """Replace the run's record durably (fsync + atomic rename + directory fsync)."""
+        """Make ``rec`` the run's record, durably before this returns: one line appended and fdatasynced,
+        or the file replaced by that line (see the module docstring for when)."""
         check_run_id(rec.ref.run_id)
-        self.root.mkdir(parents=True, exist_ok=True)
         body = _body(rec, self.identity)
-        text = json.dumps({**body, "checksum": _checksum(body)})
-        write_durable(self.path_for(rec.ref.run_id), text.encode("utf-8"))
+        line = (json.dumps({**body, "checksum": _checksum(body)}) + "\n").encode("utf-8")
+        path = self.path_for(rec.ref.run_id)
+        if _append_durable(path, line):
+            self._appended.add(path)
+        else:
+            self.root.mkdir(parents=True, exist_ok=True)
+            write_durable(path, line)
+            self._appended.discard(path)
+
+    def compact(self) -> None:
+        """Rewrite each run file appended to since it was last written whole as its last whole line alone
+        (``write_durable``: the file reads the same before, during and after; a session's close and the
+        daemon's stop call it, so a run's file is one JSON document whenever no session of it is open)."""
+        for path in sorted(self._appended):
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:  # moved away meanwhile: nothing to rewrite
+                continue
+            end = data.rfind(b"\n")
+            if end >= 0 and (data.count(b"\n") > 1 or end + 1 < len(data)):
+                write_durable(path, data[data.rfind(b"\n", 0, end) + 1 : end + 1])
+        self._appended.clear()
 
     def key_path_for(self, run_id: str) -> Path:
         return self.root / f"{hashlib.sha256(run_id.encode()).hexdigest()[:32]}.key"
@@ -323,6 +355,48 @@ class ReplayStore:
         except (ValueError, KeyError, TypeError) as exc:
             raise ReplayFileError(f"run noise key {path} is corrupt ({exc}){_KEY_ADVICE}") from exc
         return key
+
+
+def _append_durable(path: Path, line: bytes) -> bool:
+    """Append ``line`` to the run file at ``path`` and fdatasync it; False (nothing written) when the file
+    is missing, holds ``REWRITE_BYTES`` or more, or does not end in a newline (a torn or older-format
+    file): the caller then replaces it whole. An append that fails is cut back off before raising."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    except FileNotFoundError:
+        return False
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0 or size >= REWRITE_BYTES or os.pread(fd, 1, size - 1) != b"\n":
+            return False
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fdatasync(fd)
+        except OSError:
+            os.ftruncate(fd, size)  # never leave a partial line for the next append to continue
+            raise
+        return True
+    finally:
+        os.close(fd)
+
+
+def _read_last_record(path: Path) -> Any:
+    """The run file's record as parsed JSON: its last whole line (a torn last line ignored), or the whole
+    file when it holds no newline (older format). ReplayFileError naming the file if it cannot be read or
+    is not JSON."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ReplayFileError(f"run record {path} cannot be read ({exc.strerror})") from exc
+    end = data.rfind(b"\n")
+    if end >= 0:
+        data = data[data.rfind(b"\n", 0, end) + 1 : end]
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ReplayFileError(f"run record {path} is corrupt (not JSON: {exc}){_ADVICE}") from exc
 
 
 def _read_json(path: Path, what: str, advice: str) -> Any:

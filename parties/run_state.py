@@ -19,7 +19,7 @@ lives in the session's analysis, never in the generic ``parties.session.Session`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -107,6 +107,14 @@ class RunStateAnalysis(Protocol):
         ...
 
 
+_KEEPS_RUN_STATE: dict[type, bool] = {}  # by class: 3.11 rebuilds a protocol's member list per isinstance
+
+
 def run_state_of(analysis: object) -> RunStateAnalysis | None:
-    """``analysis`` if it keeps run state, else None (a decision analysis)."""
-    return analysis if isinstance(analysis, RunStateAnalysis) else None
+    """``analysis`` if it keeps run state, else None (a decision analysis). Decided once per class of
+    analysis (the hooks are methods and class attributes), since a session asks at every step."""
+    cls = type(analysis)
+    keeps = _KEEPS_RUN_STATE.get(cls)
+    if keeps is None:
+        keeps = _KEEPS_RUN_STATE[cls] = isinstance(analysis, RunStateAnalysis)
+    return cast("RunStateAnalysis", analysis) if keeps else None

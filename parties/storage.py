@@ -58,8 +58,8 @@ class PartyStorage:
                 what="LedgerJournal",
                 detail=f"dropped a torn last line of {journal_path} (a charge whose write never completed)",
             )
-        self.compact()  # records left by a crash (a clean stop leaves none): into the snapshots now
         self.replays = ReplayStore(cfg.state_dir, cfg.identity)  # run resume records (parties.replay)
+        self.compact()  # records left by a crash (a clean stop leaves none): into the snapshots now
 
     # ---- decision ledger ---------------------------------------------------------------------------------
 
@@ -127,7 +127,9 @@ class PartyStorage:
 
     def compact(self) -> None:
         """Fold the journal into the snapshots: each written durably with the last record it includes, then
-        a fresh journal after that record (a crash in between counts nothing twice: ``parties.journal``)."""
+        a fresh journal after that record (a crash in between counts nothing twice: ``parties.journal``);
+        and each run record file appended to since it was last written whole, as its record alone."""
+        self.replays.compact()
         if not self.journal.records:
             return
         p = self.privacy

@@ -67,21 +67,29 @@ def array_from_proto(msg: common_pb2.Array, max_bytes: int = MAX_ARRAY_BYTES) ->
     return np.frombuffer(msg.data, dtype=dt).reshape(tuple(int(s) for s in msg.shape))
 
 
+_WORD = np.dtype("<u8")  # a payload word on the wire
+_NATIVE_WORDS = _WORD == np.dtype(np.uint64)  # little-endian host: the wire's words are numpy's uint64
+
+
 def payload_to_bytes(payload: npt.NDArray[np.uint64]) -> bytes:
     """A protocol message (flat uint64 words) as one packed little-endian buffer."""
     if payload.dtype != np.uint64 or payload.ndim != 1:
         raise WireError(
             f"protocol payloads are 1-D uint64 arrays, got {payload.dtype} of shape {payload.shape}"
         )
-    return np.ascontiguousarray(payload, dtype="<u8").tobytes()
+    if _NATIVE_WORDS:  # tobytes packs in C order whatever the strides
+        return payload.tobytes()
+    return np.ascontiguousarray(payload, dtype=_WORD).tobytes()
 
 
 def payload_from_bytes(data: bytes, max_bytes: int = MAX_ARRAY_BYTES) -> npt.NDArray[np.uint64]:
-    if len(data) % 8:
-        raise WireError(f"payload of {len(data)} bytes is not a whole number of uint64 words")
-    if len(data) > max_bytes:
-        raise WireError(f"payload of {len(data)} bytes exceeds the limit of {max_bytes} bytes")
-    return np.frombuffer(data, dtype="<u8").astype(np.uint64, copy=False)
+    n = len(data)
+    if n % 8:
+        raise WireError(f"payload of {n} bytes is not a whole number of uint64 words")
+    if n > max_bytes:
+        raise WireError(f"payload of {n} bytes exceeds the limit of {max_bytes} bytes")
+    words = np.frombuffer(data, dtype=_WORD)
+    return words if _NATIVE_WORDS else words.astype(np.uint64)
 
 
 def inputs_to_proto(inputs: dict[str, npt.ArrayLike]) -> dict[str, common_pb2.Array]:
@@ -325,14 +333,16 @@ def frame_to_proto(session_id: bytes, f: Frame) -> peer_pb2.PeerFrame:
     return frame_header_to_proto(session_id, f.step, f.round, f.src, f.dst, int(f.kind), data)
 
 
+_KINDS = {int(k): k for k in Kind}
+
+
 def frame_from_proto(
     msg: peer_pb2.PeerFrame, payload: bytes | None = None, max_bytes: int = MAX_ARRAY_BYTES
 ) -> Frame:
     """A PeerFrame as a :class:`proto.records.Frame`; ``payload`` overrides msg.payload (decrypted)."""
-    try:
-        kind = Kind(int(msg.kind))
-    except ValueError as exc:
-        raise WireError(f"unknown frame kind {msg.kind}") from exc
+    kind = _KINDS.get(msg.kind)
+    if kind is None:
+        raise WireError(f"unknown frame kind {msg.kind}")
     raw = msg.payload if payload is None else payload
     arr = payload_from_bytes(raw, max_bytes) if kind == Kind.DATA else None
     if kind != Kind.DATA and raw:

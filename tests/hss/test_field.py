@@ -76,3 +76,29 @@ def test_random_elements_are_canonical_and_bounded() -> None:
     assert max(F.to_ints(b)) < 2**40
     with pytest.raises(TypeError, match="last axis 2"):
         F.add(np.zeros(3, dtype=np.uint64), np.zeros(3, dtype=np.uint64))
+
+
+def test_strided_broadcast_and_fortran_inputs_match_contiguous_ones() -> None:
+    """The kernels read raw addresses: a strided view, a Fortran-ordered copy or a broadcast operand must be
+    made contiguous first (and a contiguous one passed as it is), with the same results as Python ints."""
+    rng = np.random.default_rng(2)
+    xs = [int.from_bytes(rng.bytes(16), "little") % F.P for _ in range(12)]
+    ys = [int.from_bytes(rng.bytes(16), "little") % F.P for _ in range(12)]
+    a, b = F.from_ints(xs), F.from_ints(ys)
+    for op, ref in ((F.add, lambda x, y: x + y), (F.sub, lambda x, y: x - y), (F.mul, lambda x, y: x * y)):
+        assert F.to_ints(op(a[::2], b[1::2])) == [
+            ref(x, y) % F.P for x, y in zip(xs[::2], ys[1::2], strict=True)
+        ]
+        fa, fb = np.asfortranarray(a.reshape(3, 4, 2)), np.asfortranarray(b.reshape(3, 4, 2))
+        assert not fa.flags.c_contiguous
+        assert F.to_ints(op(fa, fb)) == [ref(x, y) % F.P for x, y in zip(xs, ys, strict=True)]
+        one = b[3]  # a single element broadcast against the batch
+        assert F.to_ints(op(a, one)) == [ref(x, ys[3]) % F.P for x in xs]
+    m = F.from_ints([1, 2, 3, 4, 5, 6]).reshape(2, 3, 2)
+    x = a.reshape(3, 4, 2)[:, ::2]  # strided rows
+    want = [
+        sum(r * xs[4 * j + 2 * k] for j, r in enumerate(row)) % F.P
+        for row in ([1, 2, 3], [4, 5, 6])
+        for k in range(2)
+    ]
+    assert F.to_ints(F.matmul(m, x)) == want

@@ -159,3 +159,16 @@ def test_public_numbers_are_named_floats(name: str) -> None:
         assert isinstance(numbers, dict)
         for key, value in numbers.items():
             assert isinstance(key, str) and type(value) is float and not math.isnan(value), (key, value)
+
+
+def test_run_state_of_tells_run_state_analyses_from_decision_analyses() -> None:
+    """parties.run_state.run_state_of (decided once per class, asked at every step): federated ABCDP keeps
+    run state, every built-in model does not, the same answer for every instance and every call."""
+    from parties.registry import ANALYSES, get_analysis
+    from parties.run_state import RunStateAnalysis, run_state_of
+
+    for name in ANALYSES:
+        for _ in range(2):
+            a = get_analysis(name)
+            assert (run_state_of(a) is a) == (name == ABCDP) == isinstance(a, RunStateAnalysis), name
+            assert run_state_of(a) is a or run_state_of(a) is None

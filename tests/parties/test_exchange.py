@@ -148,3 +148,70 @@ def test_mailbox_deadline_and_lost_link_name_the_party() -> None:
 
     with pytest.raises(LinkLost, match="party 3 lost"):
         asyncio.run(lost())
+
+
+def test_mailbox_wakes_the_collector_on_the_round_s_last_frame_or_a_missing_link_lost() -> None:
+    """A waiting collect returns once every sender's frame of its round is in (frames of other rounds and
+    steps, and a lost link whose frame already arrived, do not end it early); a lost link whose frame is
+    missing ends it at once, naming the party."""
+    p = np.zeros(1, dtype=np.uint64)
+
+    async def scenario() -> dict[int, Frame]:
+        box = Mailbox(me=1, m=4, first_step=1)
+        waiting = asyncio.ensure_future(box.collect(1, 1, {2, 3, 4}, time.monotonic() + 5))
+        await asyncio.sleep(0)
+        await box.deliver(Frame(1, 1, 2, 1, Kind.DATA, p))
+        await box.deliver(Frame(1, 2, 3, 1, Kind.DATA, p))  # next round: not this one
+        await box.lose(2, "reset after its frame")  # its frame is in: the round can still complete
+        await box.deliver(Frame(1, 1, 3, 1, Kind.DATA, p))
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        await box.deliver(Frame(1, 1, 4, 1, Kind.DATA, p))
+        return await waiting
+
+    got = asyncio.run(scenario())
+    assert sorted(got) == [2, 3, 4] and all(f.round == 1 for f in got.values())
+
+    async def lost_while_waiting() -> None:
+        box = Mailbox(me=1, m=4, first_step=1)
+        waiting = asyncio.ensure_future(box.collect(1, 1, {2, 3, 4}, time.monotonic() + 30))
+        await asyncio.sleep(0)
+        await box.deliver(Frame(1, 1, 2, 1, Kind.DATA, p))
+        await box.lose(4, "connection reset")
+        await asyncio.wait_for(waiting, 5)  # woken by the loss, not by the 30 s deadline
+
+    with pytest.raises(LinkLost, match="link to party 4 lost \\(connection reset\\)"):
+        asyncio.run(lost_while_waiting())
+
+
+def test_link_channel_is_fifo_and_wakes_its_one_reader() -> None:
+    """parties.links.Channel, what a link's writer reads its frames from: items in order, a waiting get
+    woken by the next put, get_nowait IndexError when empty, a second concurrent reader refused."""
+    from parties.links import Channel
+
+    async def scenario() -> list[object]:
+        ch: Channel[object] = Channel()
+        assert ch.empty()
+        with pytest.raises(IndexError):
+            ch.get_nowait()
+        reader = asyncio.ensure_future(ch.get())
+        await asyncio.sleep(0)
+        assert not reader.done()
+        with pytest.raises(RuntimeError, match="another reader"):
+            await ch.get()
+        ch.put_nowait("a")
+        ch.put_nowait("b")
+        ch.put_nowait(None)
+        first = await asyncio.wait_for(reader, 1)
+        rest = [ch.get_nowait()]
+        rest.append(await ch.get())
+        assert ch.empty()
+        cancelled = asyncio.ensure_future(ch.get())
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        ch.put_nowait("c")  # no reader left waiting: kept for the next get
+        return [first, *rest, await ch.get()]
+
+    assert asyncio.run(scenario()) == ["a", "b", None, "c"]

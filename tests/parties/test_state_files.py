@@ -123,6 +123,17 @@ def test_audit_lines_are_bounded_whatever_they_are_given(tmp_path: Path) -> None
     assert third["cut"] is True and "k0" not in third and third["what"] == "Status"
 
 
+def test_audit_line_scalars_kept_and_nested_values_bounded(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "audit.log")
+    nested = {"a": ["y" * 1000, 7, None, 2.5, True], "b": b"\x02" * 3}
+    log.record(who="c", what="Evaluate", step=3, decisions=16, handler_ms=1.5, replayed=False, nested=nested)
+    log.close()
+    (line,) = (json.loads(x) for x in (tmp_path / "audit.log").read_text().splitlines())
+    assert (line["step"], line["decisions"], line["handler_ms"], line["replayed"]) == (3, 16, 1.5, False)
+    assert line["analysis"] is None and line["nested"]["b"] == "020202"
+    assert line["nested"]["a"][0].endswith("(1000 chars)") and line["nested"]["a"][1:] == [7, None, 2.5, True]
+
+
 def test_audit_lines_have_microseconds_from_one_clock_reading(tmp_path: Path) -> None:
     """Lines written within the same second kept their order only to the millisecond, and the fraction came
     from a second clock reading (so 12:00:00.999 could be followed by 12:00:00.001)."""

@@ -83,6 +83,14 @@ def test_payload_round_trip_and_refusal() -> None:
         serde.payload_from_bytes(b"123")
     with pytest.raises(serde.WireError):
         serde.payload_to_bytes(np.zeros((2, 2), dtype=np.uint64))
+    with pytest.raises(serde.WireError):
+        serde.payload_to_bytes(np.zeros(2, dtype=np.int64))
+    # the wire format is little-endian words packed in order, whatever the array's strides
+    words = np.arange(8, dtype=np.uint64) * np.uint64(0x0102030405060708)
+    strided = words[::3]
+    assert serde.payload_to_bytes(strided) == b"".join(int(w).to_bytes(8, "little") for w in strided)
+    back = serde.payload_from_bytes(serde.payload_to_bytes(strided))
+    assert back.dtype == np.uint64 and back.tolist() == strided.tolist()
 
 
 def test_spec_round_trip() -> None:
