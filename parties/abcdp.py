@@ -1,53 +1,46 @@
 """Federated ABCDP, party side: the analysis ``abcdp-rff`` of the ``svt`` reveal mode.
 
-c-sample ABCDP (Park, Vinaroz, Jitkrittum, Entropy 2021; DESIGN.md §1) with the observed data Y* split by
-records across the parties. The coordinator proposes θ's from the prior (public randomness), simulates and
-sends the public mean embeddings φ̄_i of the simulated data (random Fourier features, public map); the
-parties decide, on secret shares (``hss.svt``), the sparse-vector test
+c-sample ABCDP (Park, Vinaroz, Jitkrittum, Entropy 2021; DESIGN.md §1), the observed data Y* split by records
+across the parties. The coordinator proposes θ's from the prior (public randomness) and sends the public mean
+embeddings φ̄_i of their simulated data (random Fourier features, a public map); the parties decide, on
+secret shares (``hss.svt``), the sparse-vector test
 
     accept_i  ⟺  t_i ≥ 0 ∧ ‖S/N − φ̄_i‖² ≤ t_i²,    t_i = ε_abc + Σ_j τ_j[i],   S = Σ_j S_j,
 
-where S_j = Σ_{y ∈ party j} φ(y) is this party's feature sum (computed once per session) and τ_j = m_j − ν_j
-its shares of the threshold noise Lap(b) and the query noise Lap(2b) (``PartySvtState``, drawn from the
-party's CSPRNG). Only the SVT output bits are revealed — to the coordinator and to every party, which needs
-them to advance its own state (count, RESAMPLE epochs, the halt after c accepts).
+where S_j = Σ_{y ∈ party j} φ(y) is this party's feature sum (once per session) and τ_j = m_j − ν_j its
+shares of the threshold noise Lap(b) and the query noise Lap(2b) (``PartySvtState``, the party's CSPRNG).
+Only the SVT output bits are revealed, to the coordinator and to every party (which advances its own state
+with them: count, RESAMPLE epochs, the halt after c accepts).
 
-Runs (a session with a ``run_id``, as ``confar run`` opens them) are resumable after the coordinator or any
-registry died. The noise comes from the run noise key (``parties.replay``, secret, never leaves the party),
-not from the session: the threshold share of epoch e from a key derived from the run key, the run's plan
-digest (``parties.replay.plan_digest``) and e (:func:`threshold_source`), the query shares of run step s
-from the key of s and its step digest (``parties.replay.run_step_keys``). Each completed run step is
-recorded durably with the SVT counters before it and its revealed bits (``parties.replay.SvtStep``: public;
-plus the records' snapshot hash) before the answer leaves; a later session of the run starting at run step
-f continues from the state after the recorded step s when f = s + 1, or starts from the state before it
-when f = s (:func:`resume_at_open`): the step is then replayed (every party holds it from one session) or
-evaluated again, with the same inputs only (another step digest is refused), so with the same noise from
-the same state it reveals exactly the same bits (checked), nothing new. Anything else is refused, as is a
-run whose records changed or whose record is damaged. Without a ``run_id`` the noise is keyed by the
-session, as a library caller running one session expects.
+Runs (a session with a ``run_id``, as ``confar run`` opens them) resume after the coordinator or any registry
+died. Their noise comes from the run noise key (``parties.replay``: secret, never leaves the party): the
+threshold share of epoch e from a key of the run key, the plan digest (``parties.replay.plan_digest``) and e
+(:func:`threshold_source`); the query shares of run step s from the key of s and its step digest
+(``parties.replay.run_step_keys``). Each completed run step is recorded durably before the answer leaves, with
+the SVT counters before it, its revealed bits (``parties.replay.SvtStep``, public) and the records' hash.
+A later session from run step f continues after the recorded step s if f = s + 1, or before it if f = s
+(:func:`resume_at_open`): the step is replayed or evaluated again with the same inputs only (another digest
+is refused), so the same noise from the same state reveals the same bits (checked); anything else, changed
+records or a damaged record are refused. Without a ``run_id`` the noise is keyed by the session.
 
-Session ``model_params`` (public, JSON): ``FederatedSvtPlan.to_params()`` (ε_abc, ε_total, c, RESAMPLE, N,
-the RFF map), plus optionally ``columns``: the data columns that hold this party's records of Y* (in that
-order; default: every column of the data file, in file order). The plan is validated with
-``FederatedSvtPlan.from_params``; a bad key is refused with INVALID_ARGUMENT naming it.
+Session ``model_params`` (public, JSON): ``FederatedSvtPlan.to_params()`` (ε_abc, ε_total, c, RESAMPLE,
+N, the RFF map) and optionally ``columns`` (the columns holding this party's Y*, in order; default: all),
+checked by ``FederatedSvtPlan.from_params``; a bad key is refused with INVALID_ARGUMENT naming it.
 
 Privacy (replace-one neighbours on the pooled Y*, N public): the run is one sparse-vector mechanism whose ε is
 fixed in advance by the plan, ``plan.privacy_event()`` (ε_total = (c+1)Δ/b, 2cΔ/b with RESAMPLE, Δ = 2/N),
 however many candidates are evaluated. The daemon charges it ONCE per run (per session without a ``run_id``),
-checked at open and committed durably at the first Evaluate before the records are read; for a run the ledger
-records the charge as run step 0 of the run with the plan digest and the run key's id
-(``proto.records.RunCharge``), and every later session of the run recognises it and charges nothing
-(a crash between the charge and the first step's record therefore charges once). Threat model of that number
-(honest-but-curious parties, coordinator not colluding): it holds against the coordinator and any outside
-observer of the bits; the MPC (``hss.svt``, t < m/2) shows a coalition of parties nothing but the same bits,
-yet the coalition knows its own noise shares, so only the other parties' shares protect a record. The plan
-splits the noise so that any ``plan.share_parties(m)`` parties' shares already sum to the full Laplace noise;
-the number is therefore backed against up to :func:`tolerated_colluders` colluding parties, and a party whose
-``[budget] colluding`` assumes more refuses the session (:func:`threat_refusal`).
+checked at open and committed durably at the first Evaluate before the records are read; the ledger records it
+as run step 0 of the run with the plan digest and the run key's id (``proto.records.RunCharge``), and later
+sessions of the run charge nothing (a crash between the charge and the first step's record charges once).
+Threat model (coordinator not colluding): it holds against the coordinator and any outside observer of the
+bits; the MPC (``hss.svt``, t < m/2) shows a coalition of parties nothing but the same bits, but it knows its
+own noise shares, so only the others' shares protect a record. The plan splits the noise so that any
+``plan.share_parties(m)`` parties' shares already sum to the full Laplace noise: the number is backed against
+up to :func:`tolerated_colluders` colluders; a party whose ``[budget] colluding`` assumes more refuses.
 
-The party's ABCDP state of a session (where a run resumes, :class:`SvtResume`; the secret state,
-:class:`SvtRun`) belongs to the session's :class:`AbcdpRff` instance, which implements the daemon's run-state
-seam (``parties.run_state.RunStateAnalysis``): the daemon's session and step code never name it.
+The session's ABCDP state (:class:`SvtResume`, the secret :class:`SvtRun`) belongs to its :class:`AbcdpRff`
+(``parties.run_state.RunStateAnalysis``); under security "abort" a batch runs ``hss.abort_svt``'s machine.
 """
 
 from __future__ import annotations
