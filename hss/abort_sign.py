@@ -119,14 +119,6 @@ def _stack(parts: list[Auth]) -> Auth:
     return Auth(np.concatenate([q.x for q in parts]), np.concatenate([q.mac for q in parts]))
 
 
-def _square_roots(auth: AuthParty, u: F.FieldArray) -> F.FieldArray:
-    """1 / sqrt(u) for opened squares; AbortError if one is 0 or not a square (only a shifted one can be)."""
-    root = F.sqrt(u)
-    if np.any(F.equal(u, F.zeros(u.shape[:-1]))) or not np.all(F.equal(F.mul(root, root), u)):
-        raise AbortError(auth.step, auth.rounds, "random bits", "an opened square is 0 or not a square")
-    return F.inv(root)
-
-
 def _sign_gen(
     ctx: PartyContext,
     x: npt.NDArray[np.int64],
@@ -186,7 +178,7 @@ def _sign_gen(
     seed = opened[-1]
     if extra is not None:  # pooled, round 3: each party's roots of its chunk, broadcast
         assert extra.opened_here is not None
-        mine = _square_roots(auth, extra.opened_here)
+        mine = auth.inverse_roots(extra.opened_here)
         sizes = {j: hi - lo for j, (lo, hi) in chunks.items()}
         roots = Extra({j: F.zeros((0,)) for j in ctx.all}, mine, sizes)
         yield from auth.round("roots broadcast", extra=roots)

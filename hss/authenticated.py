@@ -365,13 +365,18 @@ class AuthParty:
         """:meth:`bits_from_squares` and the public 1 / sqrt(u) it used (the square roots are the costly
         part: a caller that needs them too takes them from here)."""
         self.track([s, u_pair])
+        v = self.inverse_roots(u)
+        return mul_public(self.add_public(mul_public(s, v), 1), _INV2), v
+
+    def inverse_roots(self, u: F.FieldArray) -> F.FieldArray:
+        """1 / sqrt(u) for squares u opened with error detection; :class:`AbortError` if one is 0 or not a
+        square (only a shifted one can be: a deviation)."""
         root = F.sqrt(u)
         if np.any(F.equal(u, F.zeros(u.shape[:-1]))):
             raise self._abort(self.rounds, "random bits", "an opened square is 0 (refused)")
         if not np.all(F.equal(F.mul(root, root), u)):
             raise self._abort(self.rounds, "random bits", "an opened square is not a square")
-        v = F.inv(root)
-        return mul_public(self.add_public(mul_public(s, v), 1), _INV2), v
+        return F.inv(root)
 
     def verify(self) -> PartyGen[None]:
         """The batch check of every pair made so far in this step (3 rounds, see the module docstring).
