@@ -82,11 +82,11 @@ static inline u128 sqrm(u128 a) {
     return fold(r);
 }
 
-/* out[i] = a[i]^(2^k): k squarings. With k = 125 this is the square root of a quadratic residue.
- * Four independent chains run in lockstep so that the multiplier pipeline stays busy: each squaring
- * depends on the previous one, and a single chain is bound by multiply latency, not throughput. */
-API void f_pow2k(const uint64_t *a, uint64_t *out, size_t n, int k) {
-    size_t i = 0;
+/* out[i] = a[i]^(2^k) on the general-purpose registers, for i in [lo, n). Four independent chains run in
+ * lockstep so that the multiplier pipeline stays busy: each squaring depends on the previous one, and a
+ * single chain is bound by multiply latency, not throughput. */
+static void pow2k_scalar(const uint64_t *a, uint64_t *out, size_t lo, size_t n, int k) {
+    size_t i = lo;
     for (; i + 4 <= n; i += 4) {
         u128 x0 = ld(a + 2 * i), x1 = ld(a + 2 * i + 2), x2 = ld(a + 2 * i + 4), x3 = ld(a + 2 * i + 6);
         for (int j = 0; j < k; j++) {
@@ -106,6 +106,103 @@ API void f_pow2k(const uint64_t *a, uint64_t *out, size_t n, int k) {
         st(out + 2 * i, x);
     }
 }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_AVX2_PATH 1
+/* The square roots' squaring chains with AVX2, 8 elements at a time (the costliest kernel of the engine:
+ * 41 roots per sign decision). An element is held in radix 2^26 as 5 limbs l_0..l_4 (130 bits), one
+ * element per 64-bit lane, and 2^130 = 2^3 (mod p) folds the upper half of a product back (as Poly1305
+ * does with 2^130 = 5 mod 2^130 - 5). Bounds, with every limb < 2^26 except l_1 < 2^26 + 2^10 after the
+ * carry chain: each operand of _mm256_mul_epu32 (low 32 bits x low 32 bits) is at most 8 * l_4 < 2^29 or
+ * 2 * l_1 < 2^28; each column sum is three products < 3 * 2^56 < 2^64; the carry chain leaves l_0 < 2^35
+ * before its last carry, so l_1 gains < 2^10. Exact: the result is converted back and fully reduced;
+ * tests/hss/test_field.py compares it with pow() and with the scalar path. */
+typedef struct {
+    __m256i l0, l1, l2, l3, l4;
+} limbs4;
+
+#define M26 ((1ULL << 26) - 1)
+
+__attribute__((target("avx2"))) static inline limbs4 sqr_limbs(limbs4 x, __m256i mask) {
+    __m256i d0 = _mm256_add_epi64(x.l0, x.l0), d1 = _mm256_add_epi64(x.l1, x.l1);
+    __m256i d2 = _mm256_add_epi64(x.l2, x.l2), d3 = _mm256_add_epi64(x.l3, x.l3);
+    __m256i e3 = _mm256_slli_epi64(x.l3, 3), e4 = _mm256_slli_epi64(x.l4, 3); /* the fold by 2^3 */
+#define MU _mm256_mul_epu32
+#define AD _mm256_add_epi64
+    __m256i t0 = AD(AD(MU(x.l0, x.l0), MU(d1, e4)), MU(d2, e3));
+    __m256i t1 = AD(AD(MU(d0, x.l1), MU(d2, e4)), MU(x.l3, e3));
+    __m256i t2 = AD(AD(MU(d0, x.l2), MU(x.l1, x.l1)), MU(d3, e4));
+    __m256i t3 = AD(AD(MU(d0, x.l3), MU(d1, x.l2)), MU(x.l4, e4));
+    __m256i t4 = AD(AD(MU(d0, x.l4), MU(d1, x.l3)), MU(x.l2, x.l2));
+    __m256i c;
+    c = _mm256_srli_epi64(t0, 26), t0 = _mm256_and_si256(t0, mask), t1 = AD(t1, c);
+    c = _mm256_srli_epi64(t1, 26), t1 = _mm256_and_si256(t1, mask), t2 = AD(t2, c);
+    c = _mm256_srli_epi64(t2, 26), t2 = _mm256_and_si256(t2, mask), t3 = AD(t3, c);
+    c = _mm256_srli_epi64(t3, 26), t3 = _mm256_and_si256(t3, mask), t4 = AD(t4, c);
+    c = _mm256_srli_epi64(t4, 26), t4 = _mm256_and_si256(t4, mask), t0 = AD(t0, _mm256_slli_epi64(c, 3));
+    c = _mm256_srli_epi64(t0, 26), t0 = _mm256_and_si256(t0, mask), t1 = AD(t1, c);
+#undef MU
+#undef AD
+    limbs4 r = {t0, t1, t2, t3, t4};
+    return r;
+}
+
+__attribute__((target("avx2"))) static void pow2k_avx2_8(const uint64_t *a, uint64_t *out, int k) {
+    uint64_t l[5][8];
+    for (int i = 0; i < 8; i++) {
+        u128 v = ld(a + 2 * i);
+        for (int q = 0; q < 5; q++, v >>= 26) l[q][i] = (uint64_t)(v & M26);
+    }
+    const __m256i mask = _mm256_set1_epi64x((long long)M26);
+#define LOAD(j) _mm256_loadu_si256((const __m256i *)&l[j][h])
+#define STORE(j, v) _mm256_storeu_si256((__m256i *)&l[j][h], v)
+    int h = 0;
+    limbs4 x = {LOAD(0), LOAD(1), LOAD(2), LOAD(3), LOAD(4)};
+    h = 4;
+    limbs4 y = {LOAD(0), LOAD(1), LOAD(2), LOAD(3), LOAD(4)};
+    for (int j = 0; j < k; j++) {
+        x = sqr_limbs(x, mask);
+        y = sqr_limbs(y, mask);
+    }
+    h = 0;
+    STORE(0, x.l0), STORE(1, x.l1), STORE(2, x.l2), STORE(3, x.l3), STORE(4, x.l4);
+    h = 4;
+    STORE(0, y.l0), STORE(1, y.l1), STORE(2, y.l2), STORE(3, y.l3), STORE(4, y.l4);
+#undef LOAD
+#undef STORE
+    for (int i = 0; i < 8; i++) {
+        /* bits >= 127 of l_4 * 2^104 fold back as 2^127 = 1 (mod p); the sum stays < 2^128 */
+        u128 v = ((u128)(l[4][i] & ((1ULL << 23) - 1)) << 104) + ((u128)l[3][i] << 78) +
+                 ((u128)l[2][i] << 52) + ((u128)l[1][i] << 26) + l[0][i] + (l[4][i] >> 23);
+        st(out + 2 * i, fold(v));
+    }
+}
+#endif
+
+/* Which path f_pow2k takes on this CPU: 1 = AVX2 (8 elements at a time), 0 = general-purpose registers. */
+API int f_pow2k_vectorised(void) {
+#ifdef HAVE_AVX2_PATH
+    return __builtin_cpu_supports("avx2") ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
+/* out[i] = a[i]^(2^k): k squarings. With k = 125 this is the square root of a quadratic residue.
+ * vectorised = 0 forces the general-purpose path (the tests compare the two). */
+API void f_pow2k_path(const uint64_t *a, uint64_t *out, size_t n, int k, int vectorised) {
+    size_t i = 0;
+#ifdef HAVE_AVX2_PATH
+    if (vectorised && f_pow2k_vectorised())
+        for (; i + 8 <= n; i += 8) pow2k_avx2_8(a + 2 * i, out + 2 * i, k);
+#else
+    (void)vectorised;
+#endif
+    pow2k_scalar(a, out, i, n, k);
+}
+
+API void f_pow2k(const uint64_t *a, uint64_t *out, size_t n, int k) { f_pow2k_path(a, out, n, k, 1); }
 
 static u128 powm(u128 x, u128 e) {
     u128 r = 1;

@@ -45,6 +45,8 @@ def _load() -> ctypes.CDLL:
         "f_mul": ([_u64p, _u64p, _u64p, _size], None),
         "f_mul_scalar": ([_u64p, _u64p, _u64p, _size], None),
         "f_pow2k": ([_u64p, _u64p, _size, ctypes.c_int], None),
+        "f_pow2k_path": ([_u64p, _u64p, _size, ctypes.c_int, ctypes.c_int], None),
+        "f_pow2k_vectorised": ([], ctypes.c_int),
         "f_inv_batch": ([_u64p, _u64p, _u64p, _size], _size),
         "f_matmul": ([_u64p, _u64p, _u64p, _size, _size, _size], None),
         "f_from_int64": ([_i64p, _u64p, _size], None),
@@ -124,12 +126,16 @@ def mul_scalar(a: FieldArray, s: int) -> FieldArray:
     return out
 
 
-def pow2k(a: FieldArray, k: int) -> FieldArray:
-    """a^(2^k), elementwise."""
+def pow2k(a: FieldArray, k: int, vectorised: bool = True) -> FieldArray:
+    """a^(2^k), elementwise. ``vectorised=False`` forces the general-purpose kernel (for tests; the default
+    takes the AVX2 kernel where the CPU has it, see :data:`POW2K_VECTORISED`)."""
     a = _check(a)
     out = np.empty_like(a)
-    _lib.f_pow2k(_ptr(a), _ptr(out), _n(a), k)
+    _lib.f_pow2k_path(_ptr(a), _ptr(out), _n(a), k, int(vectorised))
     return out
+
+
+POW2K_VECTORISED = bool(_lib.f_pow2k_vectorised())  # the square roots' squarings run 8 at a time (AVX2)
 
 
 def sqrt(a: FieldArray) -> FieldArray:

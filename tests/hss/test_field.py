@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import platform
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -42,6 +45,31 @@ def test_sqrt_inverse_and_powers() -> None:
     assert F.to_ints(F.mul(nz, F.inv(nz))) == [1] * len(xs)
     with pytest.raises(ZeroDivisionError, match="flat index 2"):
         F.inv(F.from_ints([3, 4, 0, 5]))
+
+
+@pytest.mark.parametrize("k", [0, 1, 5, 125])
+def test_pow2k_vectorised_equals_scalar_and_pow(k: int) -> None:
+    """The AVX2 squaring chains (radix 2^26, 8 at a time) give exactly pow(x, 2^k, p), as the scalar path
+    does: random elements, the edge values (limbs all ones, p - 1, powers of two near the radix and the
+    folds) and a length that leaves a scalar tail (8 * 33 + 5)."""
+    rng = np.random.default_rng(k)
+    edge = [0, 1, 2, F.P - 1, F.P - 2, (1 << 26) - 1, 1 << 26, (1 << 104) - 1, 1 << 104, (1 << 127) - 2]
+    edge += [(1 << 126) + 12345, (1 << 64) - 1, 1 << 64, int("10" * 63 + "1", 2), int("01" * 63 + "1", 2)]
+    xs = edge + [int.from_bytes(rng.bytes(16), "little") % F.P for _ in range(8 * 33 + 5 - len(edge))]
+    a = F.from_ints(xs)
+    want = [pow(x, 1 << k, F.P) for x in xs]
+    assert F.to_ints(F.pow2k(a, k, vectorised=False)) == want
+    got = F.pow2k(a, k)
+    assert F.to_ints(got) == want
+    assert (got[..., 1] >> np.uint64(63) == 0).all()  # canonical words
+
+
+def test_pow2k_takes_the_vectorised_path_on_avx2() -> None:
+    """On an x86-64 CPU with AVX2 (this project's CI machines) the square roots run on the AVX2 kernel."""
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    if platform.machine() != "x86_64" or " avx2" not in flags:
+        pytest.skip("no AVX2 on this CPU: the general-purpose kernel is used")
+    assert F.POW2K_VECTORISED
 
 
 def test_matmul_and_lincomb() -> None:
