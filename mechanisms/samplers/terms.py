@@ -70,8 +70,8 @@ def party_noise(
     if sigma is not None:
         total = total + noise.normal(rng, sigma, n)
     if exp_noise:
-        total = total + noise.gamma_shares(rng, m, n)
-    blind = noise.gamma_shares(rng, m, n) if blinded else None
+        total = total + noise.decision_gamma_shares(rng, m, n)
+    blind = noise.decision_gamma_shares(rng, m, n) if blinded else None
     return total, blind
 
 
