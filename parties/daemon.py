@@ -54,7 +54,7 @@ from parties.replay import ReplayStore
 from parties.service import PARTY_RPCS, PartyService
 from parties.session import Party, Session
 from parties.sources import Snapshot
-from proto import health_pb2, health_pb2_grpc, peer_pb2
+from proto import health_pb2, health_pb2_grpc, peer_pb2, serde
 from proto.files import write_durable
 from proto.spec import shown
 from proto.tls import SERVER_OPTIONS, server_credentials
@@ -239,7 +239,7 @@ def _peer_handler(service: PartyService) -> grpc.GenericRpcHandler:
         "confar.v1.Peer",
         {
             "Exchange": grpc.stream_stream_rpc_method_handler(
-                handler, request_deserializer=None, response_serializer=peer_pb2.PeerFrame.SerializeToString
+                handler, request_deserializer=None, response_serializer=serde.wire_message
             )
         },
     )

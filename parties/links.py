@@ -23,10 +23,12 @@ from typing import Any, Generic, TypeVar
 import grpc
 
 from parties import e2e
-from proto import peer_pb2, peer_pb2_grpc, relay_pb2_grpc, serde, serde_session
+from proto import peer_pb2, relay_pb2_grpc, serde, serde_session
 from proto.records import Frame, Kind
 from proto.tls import TlsMaterial, call_metadata, secure_channel
 
+_EXCHANGE = "/confar.v1.Peer/Exchange"  # proto/peer.proto's Peer.Exchange
+_read_frame = peer_pb2.PeerFrame.FromString
 _EOF: Any = grpc.aio.EOF  # type: ignore[attr-defined]  # end-of-stream sentinel, missing from the stubs
 
 OnFrame = Callable[[int, peer_pb2.PeerFrame], Awaitable[None]]
@@ -168,8 +170,10 @@ class MeshDialLink(_DialledStream):
         timeout_s: float,
     ) -> None:
         self.channel = secure_channel(address, tls, identity)
-        stub = peer_pb2_grpc.PeerStub(self.channel)
-        self.call = stub.Exchange(metadata=call_metadata(tls, my_identity))
+        exchange: Any = self.channel.stream_stream(  # the generated stub's call, frames pre-serialized
+            _EXCHANGE, request_serializer=serde.wire_message, response_deserializer=_read_frame
+        )
+        self.call = exchange(metadata=call_metadata(tls, my_identity))
         hello = serde.frame_header_to_proto(self.session_id, 0, 0, self.me, self.peer, Kind.HELLO)
         try:
             await asyncio.wait_for(self.call.write(hello), timeout_s)
@@ -203,9 +207,9 @@ class MeshAcceptLink:
 
     def __init__(self, peer: int) -> None:
         self.peer = peer
-        self.queue: Channel[peer_pb2.PeerFrame | None] = Channel()
+        self.queue: Channel[peer_pb2.PeerFrame | bytes | None] = Channel()
 
-    async def send(self, msg: peer_pb2.PeerFrame) -> None:
+    async def send(self, msg: peer_pb2.PeerFrame | bytes) -> None:
         self.queue.put_nowait(msg)
 
     async def close(self) -> None:

@@ -124,7 +124,7 @@ def sender(party: Party, sess: Session) -> Callable[[Any], Awaitable[None]]:
             link = sess.wiring.links.get(f.dst)
             if link is None:
                 raise LinkLost(f"no link to party {f.dst}")
-            await link.send(serde.frame_to_proto(sid, f))
+            await link.send(serde.frame_to_wire(sid, f))
 
         send = send_mesh
     if party.cfg.deviate:  # testing: this daemon deviates on purpose (parties/deviate.py)
@@ -223,7 +223,7 @@ async def accept_stream(
     request_iterator: AsyncIterator[peer_pb2.PeerFrame],
     refuse: Refuse,
     on_frame: Callable[[Session, int, peer_pb2.PeerFrame], Awaitable[None]],
-) -> AsyncGenerator[peer_pb2.PeerFrame, None]:
+) -> AsyncGenerator[peer_pb2.PeerFrame | bytes, None]:
     """The accepting side of a mesh link: the caller ``who`` (from its certificate) is checked before any
     frame is read, then its HELLO (session, party, direction); the link is handed to the session's
     :func:`open_links`, frames read are filed by ``on_frame``, frames to send are yielded. The service hands

@@ -511,7 +511,7 @@ class PartyService:
 
     async def exchange(
         self, raw_frames: AsyncIterator[bytes], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[peer_pb2.PeerFrame]:
+    ) -> AsyncIterator[peer_pb2.PeerFrame | bytes]:
         """A mesh stream dialled by a lower-numbered peer (``parties.peering.accept_stream``, which checks
         the caller before any frame is read). Its frames are parsed here: an undecodable one is counted,
         audited and skipped; a broken stream is :class:`parties.exchange.LinkLost` naming its status. Each
