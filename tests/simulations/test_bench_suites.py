@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,38 @@ def test_delay_proxy_delays_round_trip_and_keeps_bytes() -> None:
     rtt, got = asyncio.run(_through_proxy(delay, payload))
     assert rtt >= 2 * delay  # each direction held at least `delay` (lower bound only)
     assert got == payload
+
+
+async def _proxy_to_late_target() -> bytes:
+    with socket.socket() as probe:  # a free port, nothing listening on it yet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proxy = wan_net.DelayProxy([wan_net.Route(("127.0.0.1", 0), ("127.0.0.1", port), 0.0)])
+    await proxy.start()
+
+    async def echo(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        w.write(await r.read(100))
+        await w.drain()
+        w.close()
+
+    try:
+        r, w = await asyncio.open_connection(*proxy.bound()[0])  # accepted by the proxy, target not up
+        w.write(b"early")
+        await w.drain()
+        await asyncio.sleep(0.3)
+        srv = await asyncio.start_server(echo, "127.0.0.1", port)
+        got = await asyncio.wait_for(r.read(100), 10.0)
+        w.close()
+        srv.close()
+        await srv.wait_closed()
+        return got
+    finally:
+        await proxy.close()
+
+
+def test_delay_proxy_waits_for_a_target_still_starting() -> None:
+    # MPyC's dial succeeds at the proxy: a refused target must not turn into a dropped connection
+    assert asyncio.run(_proxy_to_late_target()) == b"early"
 
 
 def test_route_parse_roundtrip_and_errors() -> None:
