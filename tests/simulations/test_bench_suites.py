@@ -254,6 +254,12 @@ def test_wan_mpyc_compare_rows() -> None:
     assert rows[2]["ours_decisions_per_s"] is None and all(r["suite"] == "wan-compare" for r in rows)
 
 
+def test_wan_floor_counts_the_rounds_of_the_step() -> None:
+    assert bench_wan.step_exchange_rounds(7, 6, 7) == 6  # sign inline / blocks4 in the step
+    assert bench_wan.step_exchange_rounds(7, 6, 5) == 4  # blocks4, precompute made ahead of the step
+    assert bench_wan.step_exchange_rounds(1, 0, 1) == 0  # sum
+
+
 def test_wan_settings_parties_and_mpyc() -> None:
     ap = argparse.ArgumentParser()
     bench_wan.add_arguments(ap)
