@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -157,13 +158,16 @@ def _worker(spec_path: str) -> int:
     loop = mpc._loop
     create_server = loop.create_server
 
-    async def create_server_loopback(factory: Any, *args: Any, **kwargs: Any) -> Any:
-        # MPyC binds its listening socket to every interface; our rule: servers listen on 127.0.0.1 only
+    own_host = str(mpc.parties[mpc.pid].host)  # this party's own -P host: 127.0.0.1, or its veth address
+
+    async def create_server_own_host(factory: Any, *args: Any, **kwargs: Any) -> Any:
+        # MPyC binds its listening socket to every interface; our rule: a server listens on its own -P host
+        # only (127.0.0.1 on loopback; its namespace's veth address in confar bench wan --mpyc)
         if not args and kwargs.get("host") is None:
-            kwargs["host"] = "127.0.0.1"
+            kwargs["host"] = own_host
         return await create_server(factory, *args, **kwargs)
 
-    loop.create_server = create_server_loopback
+    loop.create_server = create_server_own_host
     results = mpc.run(_worker_main(mpc, spec))
     try:
         import gmpy2  # noqa: F401
@@ -212,6 +216,21 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             p.wait(5)
 
 
+Launch = Callable[[int, list[str], dict[str, str], Path], "subprocess.Popen[bytes]"]
+
+
+def _launch_local(_i: int, cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as fh:
+        return subprocess.Popen(
+            cmd,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=str(Path(__file__).resolve().parent.parent),
+            env=env,
+        )
+
+
 def run_parties(
     m: int,
     *,
@@ -222,11 +241,15 @@ def run_parties(
     sec_param: int = 64,
     seed: int = 0,
     timeout_s: float = 600.0,
+    party_args: Callable[[int], list[str]] | None = None,
+    launch: Launch | None = None,
 ) -> list[dict[str, Any]]:
     """Run the MPyC program on m processes; returns each party's result document (sorted by pid).
 
     Either ``batches`` (timed random batches) or ``inputs`` (integer terms in units of 2^-20, shape
-    (reps, m, batch); one untimed check, bits returned) must be given.
+    (reps, m, batch); one untimed check, bits returned) must be given. ``party_args(i)``: party i's MPyC
+    address options (default: ``-P 127.0.0.1:<free port>`` for every party, then ``-I i``); ``launch``
+    starts a party's command (default: a local process; ``confar bench wan --mpyc``: in its namespace).
     """
     if mpyc_version() is None:
         raise MpycError(f"mpyc is not installed; {EXTRA_HINT}")
@@ -244,35 +267,16 @@ def run_parties(
         spec["out_dir"] = tmp
         spec_path = Path(tmp, "spec.json")
         spec_path.write_text(json.dumps(spec))
-        ports = _free_ports(m)
-        addrs = [a for port in ports for a in ("-P", f"127.0.0.1:{port}")]
+        if party_args is None:
+            addrs = [a for port in _free_ports(m) for a in ("-P", f"127.0.0.1:{port}")]
+            party_args = lambda i: [*addrs, "-I", str(i)]  # noqa: E731
         env = {**os.environ, SPEC_ENV: str(spec_path)}
-        root = str(Path(__file__).resolve().parent.parent)
         procs: list[subprocess.Popen[bytes]] = []
         logs = [Path(tmp, f"party-{i}.log") for i in range(m)]
         try:
             for i in range(m):
-                cmd = [
-                    sys.executable,
-                    "-m",
-                    "simulations.bench_mpyc",
-                    *addrs,
-                    "-I",
-                    str(i),
-                    "-K",
-                    str(sec_param),
-                ]
-                with open(logs[i], "wb") as fh:
-                    procs.append(
-                        subprocess.Popen(
-                            cmd,
-                            stdout=fh,
-                            stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL,
-                            cwd=root,
-                            env=env,
-                        )
-                    )
+                cmd = [sys.executable, "-m", "simulations.bench_mpyc", *party_args(i), "-K", str(sec_param)]
+                procs.append((launch or _launch_local)(i, cmd, env, logs[i]))
             deadline = time.monotonic() + timeout_s
             while any(p.poll() is None for p in procs):  # a party that fails leaves the others waiting
                 for i, p in enumerate(procs):
@@ -309,37 +313,51 @@ def mpyc_records(
         docs = run_parties(m, batches=batches, repeats=repeats, warmup=warmup, sec_param=sec_param, seed=seed)
         wall = time.perf_counter() - t0
         for k, batch in enumerate(batches):
-            per_party = [d["results"][k] for d in docs]
-            lat = [max(v) for v in zip(*(r["latencies_s"] for r in per_party), strict=True)]
-            q = np.quantile(lat, [0.5, 0.9])
-            rec = {
-                "suite": "mpyc",
-                "mpyc": mpyc_version(),
-                "mode": "sign",
-                "m": m,
-                "t": (m - 1) // 2,
-                "batch": batch,
-                "bit_length": BIT_LENGTH,
-                "frac_bits": FRAC_BITS,
-                "sec_param": docs[0]["sec_param"],
-                "gmpy2": docs[0]["gmpy2"],
-                "transport": "TCP on 127.0.0.1, no TLS (MPyC default)",
-                "decisions_per_s": round(batch * len(lat) / sum(lat), 1),
-                "latency_ms_median": round(float(q[0]) * 1e3, 3),
-                "latency_ms_p90": round(float(q[1]) * 1e3, 3),
-                "bytes_per_decision": round(sum(r["bytes_sent"] for r in per_party) / (batch * len(lat)), 1),
-                "mismatches": sum(r["mismatches"] for r in per_party),
-                "batches_timed": len(lat),
-                "process_wall_s": round(wall, 2),
-            }
+            rec = mpyc_record(m, batch, [d["results"][k] for d in docs], docs[0], wall)
             records.append(rec)
-            print(
-                f"mpyc    m={m} batch={batch:5d} {rec['decisions_per_s']:>10.1f} dec/s  "
-                f"median {rec['latency_ms_median']:8.2f} ms  p90 {rec['latency_ms_p90']:8.2f} ms  "
-                f"bytes/decision={rec['bytes_per_decision']}  mismatches={rec['mismatches']}",
-                flush=True,
-            )
+            print(fmt_mpyc(rec), flush=True)
     return records
+
+
+def mpyc_record(
+    m: int,
+    batch: int,
+    per_party: list[dict[str, Any]],
+    doc0: dict[str, Any],
+    wall: float,
+    transport: str = "TCP on 127.0.0.1, no TLS (MPyC default)",
+) -> dict[str, Any]:
+    """The record of one (m, batch) from every party's result (latency of a batch: the slowest party's)."""
+    lat = [max(v) for v in zip(*(r["latencies_s"] for r in per_party), strict=True)]
+    q = np.quantile(lat, [0.5, 0.9])
+    return {
+        "suite": "mpyc",
+        "mpyc": mpyc_version(),
+        "mode": "sign",
+        "m": m,
+        "t": (m - 1) // 2,
+        "batch": batch,
+        "bit_length": BIT_LENGTH,
+        "frac_bits": FRAC_BITS,
+        "sec_param": doc0["sec_param"],
+        "gmpy2": doc0["gmpy2"],
+        "transport": transport,
+        "decisions_per_s": round(batch * len(lat) / sum(lat), 1),
+        "latency_ms_median": round(float(q[0]) * 1e3, 3),
+        "latency_ms_p90": round(float(q[1]) * 1e3, 3),
+        "bytes_per_decision": round(sum(r["bytes_sent"] for r in per_party) / (batch * len(lat)), 1),
+        "mismatches": sum(r["mismatches"] for r in per_party),
+        "batches_timed": len(lat),
+        "process_wall_s": round(wall, 2),
+    }
+
+
+def fmt_mpyc(rec: dict[str, Any]) -> str:
+    return (
+        f"mpyc    m={rec['m']} batch={rec['batch']:5d} {rec['decisions_per_s']:>10.1f} dec/s  "
+        f"median {rec['latency_ms_median']:8.2f} ms  p90 {rec['latency_ms_p90']:8.2f} ms  "
+        f"bytes/decision={rec['bytes_per_decision']}  mismatches={rec['mismatches']}"
+    )
 
 
 # ---- ours, for the side-by-side -------------------------------------------------------------------------

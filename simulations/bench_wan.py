@@ -19,8 +19,13 @@ runs in a driver process inside the coordinator namespace): per (mode, topology,
 batches, then timed batches from ``evaluate`` to the decoded decisions. Records (``suite: "wan"``) add
 ``rtt_ms``, ``latency_rtts`` = median latency / RTT and ``latency_floor_ms``, the propagation floor: one
 coordinator RTT (request and reply) plus, per exchange round, one way between parties (rtt/2, mesh) or
-party -> relay -> party (one coordinator RTT, relay); sign in the mesh: 1 + 6/2 = 4 RTT. All processes run
-on this machine's cores (the CPU-bound part is as on loopback).
+party -> relay -> party (one coordinator RTT, relay); sign in the mesh: 1 + 6/2 = 4 RTT (blocks4 with
+``--precompute-ahead``: the step's 5 rounds, 1 + 4/2 = 3 RTT). All processes run
+on this machine's cores (the CPU-bound part is as on loopback). ``--parties`` takes several m (one WAN each).
+
+``--mpyc`` (:mod:`simulations.wan_mpyc`): for each m, just before ours, ``confar bench mpyc``'s MPyC program
+on a WAN of the same m, each MPyC party in a party namespace and each of its connections through the same
+proxies and RTT; then, per (m, batch), MPyC's and our sign decisions/s and latency in RTTs and ours / MPyC.
 
 Every process it starts (daemons, proxies, the driver) is stopped by PID, and every namespace it created
 is deleted, at the end, on failure and on Ctrl-C/SIGTERM (try/finally). Namespaces left by a SIGKILLed
@@ -39,7 +44,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -84,10 +89,33 @@ class WanSettings:
     sign_precompute: str = "inline"  # hss.session.SIGN_PRECOMPUTE
     precompute_ahead: bool = False  # sign: step k + 1's precompute made after answering step k
     gap_ms: float = 0.0  # untimed pause between batches
+    parties: tuple[int, ...] = ()  # the m values of run_all (empty: m alone)
+    mpyc: bool = False  # run_all: MPyC 0.11's comparison on the same WAN too (simulations.wan_mpyc)
+    sec_param: int = 64  # MPyC -K
 
     @property
     def c_rtt_ms(self) -> float:
         return self.rtt_ms if self.coordinator_rtt_ms is None else self.coordinator_rtt_ms
+
+    @property
+    def ms(self) -> tuple[int, ...]:
+        return self.parties or (self.m,)
+
+
+def run_all(s: WanSettings) -> dict[str, Any]:
+    """Ours for every m (:func:`run_wan`, one WAN each) and, with ``s.mpyc``, MPyC on a WAN of the same m
+    and RTT just before: ``{records, mpyc, comparison}`` (the last two empty without ``s.mpyc``)."""
+    from simulations import wan_mpyc
+
+    ours: list[dict[str, Any]] = []
+    mp: list[dict[str, Any]] = []
+    for m in s.ms:
+        if s.mpyc:
+            mp += wan_mpyc.run_mpyc_wan(m, s.rtt_ms, list(s.batches), s.repeats, s.warmup, s.sec_param)
+        ours += run_wan(replace(s, m=m, parties=()))
+    rows = wan_mpyc.compare(mp, ours)
+    wan_mpyc.print_comparison(rows)
+    return {"records": ours, "mpyc": mp, "comparison": rows}
 
 
 def run_wan(s: WanSettings, workdir: Path | None = None) -> list[dict[str, Any]]:
@@ -103,7 +131,7 @@ def run_wan(s: WanSettings, workdir: Path | None = None) -> list[dict[str, Any]]
         net = stack.enter_context(WanNet.create(s.m))
         certs = workdir / "certs"
         init_consortium(certs, s.m)
-        started = _Started()
+        started = Started()
         _start_proxies(net, s, workdir, started)
         _start_daemons(net, s, workdir, certs, started)
         wait_files(started.ready, started.procs, started.logs, 60.0)
@@ -111,7 +139,7 @@ def run_wan(s: WanSettings, workdir: Path | None = None) -> list[dict[str, Any]]
 
 
 @dataclass
-class _Started:
+class Started:
     """The proxies and daemons started so far: their ready files, processes and logs, in step."""
 
     ready: list[Path] = field(default_factory=list)
@@ -124,7 +152,7 @@ class _Started:
         self.procs.append(net.spawn(ns, cmd, log))
 
 
-def _start_proxies(net: WanNet, s: WanSettings, workdir: Path, started: _Started) -> None:
+def _start_proxies(net: WanNet, s: WanSettings, workdir: Path, started: Started) -> None:
     """Proxies: parties -> other parties and -> the relay; coordinator -> parties; relay entry."""
     half, c_half = s.rtt_ms / 2, s.c_rtt_ms / 2
     for pid in range(1, s.m + 1):
@@ -134,17 +162,17 @@ def _start_proxies(net: WanNet, s: WanSettings, workdir: Path, started: _Started
             if q != pid
         ]
         routes.append(Route(("127.0.0.1", RELAY_PORT), (COORD_IP, RELAY_PORT), c_half / 1e3))
-        _spawn_proxy(net, net.party_ns(pid), routes, workdir, str(pid), started)
+        spawn_proxy(net, net.party_ns(pid), routes, workdir, str(pid), started)
     routes = [
         Route(("127.0.0.1", PROXY_BASE + q), (party_ip(q), PARTY_PORT), c_half / 1e3)
         for q in range(1, s.m + 1)
     ]
     routes.append(Route((COORD_IP, RELAY_PORT), ("127.0.0.1", RELAY_PORT), 0.0))  # relay entry, no delay
-    _spawn_proxy(net, net.coord_ns, routes, workdir, "c", started)
+    spawn_proxy(net, net.coord_ns, routes, workdir, "c", started)
 
 
-def _spawn_proxy(
-    net: WanNet, ns: str, routes: list[Route], workdir: Path, name: str, started: _Started
+def spawn_proxy(
+    net: WanNet, ns: str, routes: list[Route], workdir: Path, name: str, started: Started
 ) -> None:
     ready = workdir / f"proxy-{name}.ready"
     args = [a for r in routes for a in ("--route", r.text())]
@@ -153,7 +181,7 @@ def _spawn_proxy(
     )
 
 
-def _start_daemons(net: WanNet, s: WanSettings, workdir: Path, certs: Path, started: _Started) -> None:
+def _start_daemons(net: WanNet, s: WanSettings, workdir: Path, certs: Path, started: Started) -> None:
     """One party daemon per party namespace, with its own synthetic data."""
     from simulations.launcher import write_csv
 
@@ -168,7 +196,7 @@ def _start_daemons(net: WanNet, s: WanSettings, workdir: Path, certs: Path, star
         started.spawn(net, net.party_ns(pid), cmd, pdir / "address", pdir / "daemon.log")
 
 
-def _run_driver(net: WanNet, s: WanSettings, workdir: Path, started: _Started) -> list[dict[str, Any]]:
+def _run_driver(net: WanNet, s: WanSettings, workdir: Path, started: Started) -> list[dict[str, Any]]:
     """The driver in the coordinator namespace, its progress lines relayed; fails if anything else exits."""
     spec = {
         "m": s.m,
@@ -236,7 +264,15 @@ async def _driver_main(spec: dict[str, Any]) -> list[dict[str, Any]]:
                     pre = str(spec.get("sign_precompute", "inline"))
                     shape = protocol_shape(mode, m, batch, pre)
                     rec = await bench_protocol(
-                        coord, lc, mode, topology, batch, shape, spec["warmup"], spec["repeats"], pre,
+                        coord,
+                        lc,
+                        mode,
+                        topology,
+                        batch,
+                        shape,
+                        spec["warmup"],
+                        spec["repeats"],
+                        pre,
                         ahead=bool(spec.get("precompute_ahead", False)),
                         gap_ms=float(spec.get("gap_ms", 0.0)),
                     )
@@ -244,9 +280,10 @@ async def _driver_main(spec: dict[str, Any]) -> list[dict[str, Any]]:
                     # way between parties (mesh: rtt/2) or party -> relay -> party (relay: coordinator RTT)
                     crtt = float(spec["coordinator_rtt_ms"])
                     per_round = rtt / 2 if topology == "mesh" else crtt
+                    ex = step_exchange_rounds(shape.rounds, shape.exchange_rounds, int(rec["rounds"]))
                     rec.update(
                         suite="wan",
-                        latency_floor_ms=round(crtt + shape.exchange_rounds * per_round, 3),
+                        latency_floor_ms=round(crtt + ex * per_round, 3),
                         rtt_ms=rtt,
                         coordinator_rtt_ms=spec["coordinator_rtt_ms"],
                         latency_rtts=round(rec["latency_ms_median"] / rtt, 2) if rtt > 0 else None,
@@ -255,6 +292,12 @@ async def _driver_main(spec: dict[str, Any]) -> list[dict[str, Any]]:
                     print(_fmt(rec), flush=True)
                     out.append(rec)
     return out
+
+
+def step_exchange_rounds(shape_rounds: int, shape_exchange: int, step_rounds: int) -> int:
+    """Exchange rounds in a timed step: the in-memory shape's, less the rounds the daemons made ahead of the
+    step (``precompute_ahead``: blocks4's 2 precompute rounds, a step of 5 rounds instead of 7)."""
+    return max(0, shape_exchange - max(0, shape_rounds - step_rounds))
 
 
 def _fmt(r: dict[str, Any]) -> str:
@@ -271,7 +314,7 @@ def suite(s: WanSettings) -> dict[str, Any]:
     why = wan_unavailable()
     if why:
         return {"skipped": why}
-    return {"records": run_wan(s), "settings": {**s.__dict__, "coordinator_rtt_ms": s.c_rtt_ms}}
+    return {**run_all(s), "settings": {**s.__dict__, "coordinator_rtt_ms": s.c_rtt_ms}}
 
 
 # ---- command line -----------------------------------------------------------------------------------------
@@ -279,7 +322,7 @@ def suite(s: WanSettings) -> dict[str, Any]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, help="write the records to this JSON file")
-    p.add_argument("--parties", type=int, help="m (default 7; --quick: 3)")
+    p.add_argument("--parties", nargs="+", help="m values, space- or comma-separated (default 7; --quick: 3)")
     p.add_argument("--rtt-ms", type=float, default=25.0, help="round-trip time between parties (default 25)")
     p.add_argument("--coordinator-rtt-ms", type=float, help="RTT coordinator <-> parties (default: --rtt-ms)")
     p.add_argument("--batch", nargs="+", help="batch sizes, space- or comma-separated (default 1 100 1000)")
@@ -297,6 +340,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from simulations.bench_network import add_ahead_options  # lazy: proxies import this module too
 
     add_ahead_options(p)
+    p.add_argument(
+        "--mpyc",
+        action="store_true",
+        help="also MPyC 0.11's comparison (confar bench mpyc's program) with every party in its namespace "
+        "and every link through the same delay proxies, side by side with our sign (needs the bench extra)",
+    )
     p.add_argument("--quick", action="store_true", help="tiny run: m=3, batch 1, 2 repeats")
 
 
@@ -308,8 +357,11 @@ def settings_from_args(args: argparse.Namespace) -> WanSettings:
     ]
     modes = tuple(x for x in args.modes.split(",") if x)
     topologies = tuple(x for x in args.topologies.split(",") if x)
+    ms = tuple(int(x) for tok in (args.parties or ["3" if q else "7"]) for x in tok.split(",") if x)
     s = WanSettings(
-        m=args.parties if args.parties is not None else (3 if q else 7),
+        m=ms[0] if ms else 0,
+        parties=ms,
+        mpyc=args.mpyc,
         rtt_ms=args.rtt_ms,
         coordinator_rtt_ms=args.coordinator_rtt_ms,
         batches=tuple(batches),
@@ -324,10 +376,21 @@ def settings_from_args(args: argparse.Namespace) -> WanSettings:
     bad = [x for x in modes if x not in MODES] + [x for x in topologies if x not in TOPOLOGIES]
     if bad or not modes or not topologies:
         raise ValueError(f"unknown modes/topologies {bad}; expected {MODES} / {TOPOLOGIES}")
-    if not 3 <= s.m <= 15 or any(b < 1 for b in batches) or not batches or s.repeats < 1 or s.warmup < 0:
+    if (
+        not ms
+        or any(not 3 <= m <= 15 for m in ms)
+        or any(b < 1 for b in batches)
+        or not batches
+        or s.repeats < 1
+        or s.warmup < 0
+    ):
         raise ValueError("need --parties in 3..15, batches >= 1, --repeats >= 1, --warmup >= 0")
     if s.rtt_ms < 0 or s.c_rtt_ms < 0:
         raise ValueError("RTTs must be >= 0 ms")
+    if s.mpyc and ("sign" not in modes or "mesh" not in topologies):
+        raise ValueError(
+            "--mpyc compares with our sign mode in the mesh: keep sign in --modes, mesh in --topologies"
+        )
     return s
 
 
@@ -357,12 +420,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
     try:
         with sigterm_as_interrupt():
-            records = run_wan(s)
-    except (NetnsError, RuntimeError) as exc:
+            res = run_all(s)
+    except (NetnsError, RuntimeError) as exc:  # MpycError is a RuntimeError
         print(f"confar bench wan: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        write_records(args.json, records)
+        write_records(args.json, res["records"] + res["mpyc"] + res["comparison"])
+    if any(r["mismatches"] for r in res["mpyc"]):
+        print("confar bench wan: MPyC revealed bits differ from the plaintext", file=sys.stderr)
+        return 1
     return 0
 
 

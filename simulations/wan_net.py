@@ -2,8 +2,9 @@
 
 :class:`DelayProxy` gives every link its delay in userspace (this kernel has no ``sch_netem``): a TCP proxy
 that holds every chunk for a fixed time per direction, byte stream and order kept, no bandwidth limit, no
-jitter. :class:`WanNet` creates one network namespace per party and one for the coordinator (unique name
-prefix per run), joins each party to a bridge in the coordinator's namespace by a veth pair (addresses from
+jitter; it waits for a target that is not listening yet (``CONNECT_WAIT_S``) instead of dropping the client.
+:class:`WanNet` creates one network namespace per party and one for the coordinator (unique name prefix per
+run), joins each party to a bridge in the coordinator's namespace by a veth pair (addresses from
 10.77.0.0/24), starts processes in them and stops and deletes all of it by PID and by name; nothing of it
 touches the host's own network namespace. Needs root and ``ip`` (:func:`wan_unavailable` says why not).
 """
@@ -31,6 +32,7 @@ PARTY_PORT = 7000
 PROXY_BASE = 17000  # 127.0.0.1:17000+q in a namespace: the delayed link to party q
 RELAY_PORT = 17999  # the coordinator's relay: 127.0.0.1 in every namespace (proxied to the coordinator)
 CHUNK = 1 << 16
+CONNECT_WAIT_S = 60.0  # a proxy waits this long for a target that refuses (still starting)
 
 
 def party_ip(pid: int) -> str:
@@ -104,6 +106,22 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dela
             await rd
 
 
+async def _connect(
+    target: tuple[str, int], wait_s: float
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Connect to ``target``, retrying while it refuses for up to ``wait_s``: the proxy has already accepted
+    its client, so a target that is not listening yet (a peer still starting) must not look like a
+    connection that opened and broke (MPyC's runtime does not survive that; it retries a refused dial)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return await asyncio.open_connection(target[0], target[1])
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
 class DelayProxy:
     """A set of delayed TCP routes served by one asyncio loop (one process per namespace in the suite)."""
 
@@ -131,7 +149,7 @@ class DelayProxy:
             self.connections.add(task)
             uw: asyncio.StreamWriter | None = None
             try:
-                ur, uw = await asyncio.open_connection(route.target[0], route.target[1])
+                ur, uw = await _connect(route.target, CONNECT_WAIT_S)
                 await asyncio.gather(_pump(cr, uw, route.delay_s), _pump(ur, cw, route.delay_s))
             except (ConnectionError, OSError, asyncio.CancelledError):
                 pass  # a peer went away, or the proxy is closing: drop the connection

@@ -3,7 +3,8 @@
 * MPyC: the MPyC program's revealed bits, computed by m party processes over TCP, equal the plaintext
   [sum >= 0], including sums of exactly 0 and -2^-20 (skipped, naming the extra, when mpyc is not installed).
 * The namespace suite (root only; otherwise skipped with the reason) runs m = 3 daemons in network
-  namespaces and leaves no namespace or process behind, also when stopped by SIGTERM.
+  namespaces and leaves no namespace or process behind, also when stopped by SIGTERM; MPyC's program in the
+  same namespaces and delay proxies (``bench wan --mpyc``) reveals the plaintext bits and cleans up too.
 
 The suites' parts that run in this process are tests/simulations/test_bench_suites.py.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulations import bench_mpyc, bench_wan
+from simulations import bench_mpyc, bench_wan, wan_mpyc
 
 # ---- MPyC ------------------------------------------------------------------------------------------------
 
@@ -64,6 +65,18 @@ def test_wan_suite_runs_and_cleans_up() -> None:
         assert r["latency_ms_median"] >= r["latency_floor_ms"] >= 10.0
     assert {r["mode"]: r["rounds"] for r in records} == {"sum": 1, "sign": 7}
     assert _netns() == before  # every namespace this run created is gone
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bench_wan.wan_unavailable() is not None, reason=str(bench_wan.wan_unavailable()))
+@pytest.mark.skipif(bench_mpyc.mpyc_version() is None, reason=f"mpyc not installed; {bench_mpyc.EXTRA_HINT}")
+def test_mpyc_on_the_wan_runs_and_cleans_up() -> None:
+    before = _netns()
+    (rec,) = wan_mpyc.run_mpyc_wan(3, 20.0, [4], repeats=1, warmup=1, timeout_s=120.0)
+    assert rec["suite"] == "wan-mpyc" and rec["mismatches"] == 0 and rec["batches_timed"] == 1
+    # inputs to every party and the output back each cross a link one way (rtt/2): at least one RTT
+    assert rec["latency_ms_median"] >= 20.0 and rec["latency_rtts"] >= 1.0
+    assert _netns() == before
 
 
 @pytest.mark.slow

@@ -5,6 +5,8 @@ process:
 * The WAN delay proxy forwards a byte stream intact in both directions and delays a round trip by at
   least the configured 2 x one-way delay (a lower bound only: no upper timing bound on a shared machine);
   routes, settings and the party config of the namespace suite; it refuses a namespace it did not create.
+* ``bench wan --mpyc``: MPyC's address options and proxy routes put every party-to-party connection, as MPyC
+  0.11 makes them (the lower pid dials), through a proxy with rtt/2 each way; the side-by-side rows.
 * ``bench all``'s summary turns records into series and PNGs.
 
 The suites' runs over processes (MPyC parties, the namespace suite's daemons) are
@@ -16,13 +18,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from simulations import bench_all, bench_mpyc, bench_wan, wan_net
+from simulations import bench_all, bench_mpyc, bench_wan, wan_mpyc, wan_net
 
 # ---- MPyC ------------------------------------------------------------------------------------------------
 
@@ -110,6 +113,38 @@ def test_delay_proxy_delays_round_trip_and_keeps_bytes() -> None:
     assert got == payload
 
 
+async def _proxy_to_late_target() -> bytes:
+    with socket.socket() as probe:  # a free port, nothing listening on it yet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proxy = wan_net.DelayProxy([wan_net.Route(("127.0.0.1", 0), ("127.0.0.1", port), 0.0)])
+    await proxy.start()
+
+    async def echo(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        w.write(await r.read(100))
+        await w.drain()
+        w.close()
+
+    try:
+        r, w = await asyncio.open_connection(*proxy.bound()[0])  # accepted by the proxy, target not up
+        w.write(b"early")
+        await w.drain()
+        await asyncio.sleep(0.3)
+        srv = await asyncio.start_server(echo, "127.0.0.1", port)
+        got = await asyncio.wait_for(r.read(100), 10.0)
+        w.close()
+        srv.close()
+        await srv.wait_closed()
+        return got
+    finally:
+        await proxy.close()
+
+
+def test_delay_proxy_waits_for_a_target_still_starting() -> None:
+    # MPyC's dial succeeds at the proxy: a refused target must not turn into a dropped connection
+    assert asyncio.run(_proxy_to_late_target()) == b"early"
+
+
 def test_route_parse_roundtrip_and_errors() -> None:
     r = wan_net.Route.parse("127.0.0.1:17002=10.77.0.12:7000@12.5")
     assert r == wan_net.Route(("127.0.0.1", 17002), ("10.77.0.12", 7000), 0.0125)
@@ -134,6 +169,107 @@ def test_wan_settings_reject_bad_input() -> None:
         bench_wan.settings_from_args(ap.parse_args(["--parties", "2"]))
     s = bench_wan.settings_from_args(ap.parse_args(["--batch", "1", "10,100"]))
     assert s.batches == (1, 10, 100) and s.m == 7 and s.c_rtt_ms == 25.0
+
+
+def test_mpyc_record_takes_the_slowest_party() -> None:
+    per_party = [
+        {"latencies_s": [0.1, 0.3], "bytes_sent": 100, "mismatches": 0},
+        {"latencies_s": [0.2, 0.1], "bytes_sent": 300, "mismatches": 1},
+    ]
+    rec = bench_mpyc.mpyc_record(3, 10, per_party, {"sec_param": 64, "gmpy2": True}, 1.0, "x")
+    # batches: max(0.1, 0.2) = 0.2 and max(0.3, 0.1) = 0.3 -> 20 decisions in 0.5 s
+    assert rec["decisions_per_s"] == 40.0 and rec["latency_ms_median"] == 250.0
+    assert rec["bytes_per_decision"] == 20.0 and rec["mismatches"] == 1 and rec["transport"] == "x"
+
+
+# ---- MPyC on the WAN -------------------------------------------------------------------------------------
+
+
+def _mpyc_view(args: list[str]) -> tuple[int, list[tuple[str, int]]]:
+    """What MPyC 0.11's runtime makes of a party's options: its pid and every party's (host, port)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-P", action="append", dest="parties")
+    ap.add_argument("-I", type=int, dest="index")
+    a = ap.parse_args(args)
+    addrs = []
+    for text in a.parties:
+        host, port = text.rsplit(":", 1)
+        assert host, "an empty host would make MPyC take this entry as its own"
+        addrs.append((host, int(port)))
+    return a.index, addrs
+
+
+@pytest.mark.parametrize("m", [3, 5, 7])
+def test_mpyc_wan_every_connection_goes_through_a_delay_proxy(m: int) -> None:
+    rtt_ms = 25.0
+    routes = wan_mpyc.mpyc_routes(m, rtt_ms)
+    views = [_mpyc_view(wan_mpyc.mpyc_party_args(m, k)) for k in range(m)]
+    assert [k for k, _ in views] == list(range(m))
+    listens = {k: addrs[k] for k, addrs in views}  # Runtime.start: party k listens on its own entry's port
+    assert all(listens[k] == (wan_net.party_ip(k + 1), wan_mpyc.MPYC_PORT) for k in range(m))
+    delayed: set[tuple[int, int]] = set()
+    for k, addrs in views:
+        by_listen = {r.listen: r for r in routes[k]}
+        assert len(by_listen) == len(routes[k]) == m - 1 - k  # a route for each party k dials, no more
+        for q in range(m):
+            if q == k:
+                continue
+            if q > k:  # Runtime.start: party k dials every party q > k at q's entry in k's own list
+                assert addrs[q][0] == "127.0.0.1"  # in k's namespace: the proxy, never q itself
+                r = by_listen[addrs[q]]
+                assert r.target == listens[q] and r.delay_s == pytest.approx(rtt_ms / 2 / 1e3)
+                delayed |= {(k, q), (q, k)}  # one connection, each direction held rtt/2
+            else:  # never dialled by k; nothing listens there in k's namespace
+                assert addrs[q] not in by_listen and addrs[q][0] == "127.0.0.1"
+    assert delayed == {(i, j) for i in range(m) for j in range(m) if i != j}
+    ours = {wan_net.PROXY_BASE + q for q in range(1, 16)} | {wan_net.RELAY_PORT, wan_net.PARTY_PORT}
+    assert not ours & {r.listen[1] for rs in routes for r in rs} and wan_mpyc.MPYC_PORT not in ours
+
+
+def test_wan_mpyc_compare_rows() -> None:
+    def ours(m: int, b: int, v: float, **kw: Any) -> dict[str, Any]:
+        base = {"suite": "wan", "mode": "sign", "topology": "mesh", "m": m, "batch": b, "rtt_ms": 25.0}
+        return {**base, "decisions_per_s": v, "latency_ms_median": 1e3 / v, "latency_rtts": 40 / v, **kw}
+
+    mp = [
+        {"m": m, "batch": b, "rtt_ms": 25.0, "decisions_per_s": v, "latency_ms_median": 1.0}
+        | {"latency_rtts": 0.04, "mismatches": 0}
+        for m, b, v in ((3, 1, 4.0), (3, 1000, 500.0), (5, 1, 2.0))
+    ]
+    recs = [
+        ours(3, 1, 5.0, topology="relay"),
+        ours(3, 1, 10.0, precompute="inline"),
+        ours(3, 1000, 250.0),
+        ours(5, 1, 9.0, mode="sum"),
+        ours(5, 1, 9.0, rtt_ms=10.0),
+    ]
+    rows = wan_mpyc.compare(mp, recs)
+    assert [(r["m"], r["batch"], r["ours_over_mpyc"]) for r in rows] == [
+        (3, 1, 2.5),
+        (3, 1000, 0.5),
+        (5, 1, None),
+    ]
+    assert rows[0]["ours_decisions_per_s"] == 10.0 and rows[0]["ours_precompute"] == "inline"
+    assert rows[0]["ours_latency_rtts"] == 4.0 and rows[0]["mpyc_latency_rtts"] == 0.04
+    assert rows[2]["ours_decisions_per_s"] is None and all(r["suite"] == "wan-compare" for r in rows)
+
+
+def test_wan_floor_counts_the_rounds_of_the_step() -> None:
+    assert bench_wan.step_exchange_rounds(7, 6, 7) == 6  # sign inline / blocks4 in the step
+    assert bench_wan.step_exchange_rounds(7, 6, 5) == 4  # blocks4, precompute made ahead of the step
+    assert bench_wan.step_exchange_rounds(1, 0, 1) == 0  # sum
+
+
+def test_wan_settings_parties_and_mpyc() -> None:
+    ap = argparse.ArgumentParser()
+    bench_wan.add_arguments(ap)
+    s = bench_wan.settings_from_args(ap.parse_args(["--parties", "3", "5,7", "--mpyc", "--modes", "sign"]))
+    assert s.ms == (3, 5, 7) and s.mpyc and s.m == 3
+    assert bench_wan.settings_from_args(ap.parse_args([])).ms == (7,)
+    with pytest.raises(ValueError, match="parties"):
+        bench_wan.settings_from_args(ap.parse_args(["--parties", "3", "16"]))
+    with pytest.raises(ValueError, match="--mpyc"):
+        bench_wan.settings_from_args(ap.parse_args(["--mpyc", "--modes", "sum"]))
 
 
 # ---- the namespace suite (root) --------------------------------------------------------------------------
