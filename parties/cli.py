@@ -81,8 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check-config":
         return check_config(args.config, cfg)
 
+    from parties.allocator import keep_freed_memory
     from parties.daemon import PartyDaemon  # grpc import only when serving
 
+    keep_freed_memory()  # large per-step buffers reuse the heap's pages (parties/allocator.py)
     try:
         daemon = PartyDaemon(cfg, insecure=args.insecure)
     except SourceError as exc:
