@@ -39,12 +39,11 @@ import asyncio
 import contextlib
 import json
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -59,9 +58,11 @@ from simulations.wan_net import (
     RELAY_PORT,
     NetnsError,
     Route,
+    Started,
     WanNet,
     party_ip,
     proxy_main,
+    spawn_proxy,
     tail,
     wait_files,
     wan_party_config,
@@ -138,20 +139,6 @@ def run_wan(s: WanSettings, workdir: Path | None = None) -> list[dict[str, Any]]
         return _run_driver(net, s, workdir, started)
 
 
-@dataclass
-class Started:
-    """The proxies and daemons started so far: their ready files, processes and logs, in step."""
-
-    ready: list[Path] = field(default_factory=list)
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    logs: list[Path] = field(default_factory=list)
-
-    def spawn(self, net: WanNet, ns: str, cmd: list[str], ready: Path, log: Path) -> None:
-        self.ready.append(ready)
-        self.logs.append(log)
-        self.procs.append(net.spawn(ns, cmd, log))
-
-
 def _start_proxies(net: WanNet, s: WanSettings, workdir: Path, started: Started) -> None:
     """Proxies: parties -> other parties and -> the relay; coordinator -> parties; relay entry."""
     half, c_half = s.rtt_ms / 2, s.c_rtt_ms / 2
@@ -169,16 +156,6 @@ def _start_proxies(net: WanNet, s: WanSettings, workdir: Path, started: Started)
     ]
     routes.append(Route((COORD_IP, RELAY_PORT), ("127.0.0.1", RELAY_PORT), 0.0))  # relay entry, no delay
     spawn_proxy(net, net.coord_ns, routes, workdir, "c", started)
-
-
-def spawn_proxy(
-    net: WanNet, ns: str, routes: list[Route], workdir: Path, name: str, started: Started
-) -> None:
-    ready = workdir / f"proxy-{name}.ready"
-    args = [a for r in routes for a in ("--route", r.text())]
-    started.spawn(
-        net, ns, [*_SELF, "proxy", *args, "--ready", str(ready)], ready, workdir / f"proxy-{name}.log"
-    )
 
 
 def _start_daemons(net: WanNet, s: WanSettings, workdir: Path, certs: Path, started: Started) -> None:

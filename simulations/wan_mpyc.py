@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simulations.wan_net import Route, WanNet, party_ip, wait_files
+from simulations.wan_net import Route, Started, WanNet, party_ip, spawn_proxy, wait_files
 
 MPYC_PORT = 7100  # MPyC party k listens on party_ip(k + 1):7100
 MPYC_PROXY_BASE = 17100  # 127.0.0.1:17100+q in a namespace: the delayed link to MPyC party q (0-based)
@@ -66,7 +66,6 @@ def run_mpyc_wan(
 ) -> list[dict[str, Any]]:
     """bench_mpyc's program on m processes in the WAN's namespaces; one record per batch size."""
     from simulations.bench_mpyc import MpycError, fmt_mpyc, mpyc_record, mpyc_version, run_parties
-    from simulations.bench_wan import Started, spawn_proxy
 
     if mpyc_version() is None:
         from simulations.bench_mpyc import EXTRA_HINT

@@ -345,3 +345,31 @@ def wan_party_config(pid: int, m: int, workdir: Path, certs: Path, data_path: Pa
 
 
 # ---- the suite --------------------------------------------------------------------------------------------
+
+
+_BENCH_WAN = [sys.executable, "-m", "simulations.bench_wan"]  # its `proxy` entry point runs a DelayProxy
+
+
+@dataclass
+class Started:
+    """The proxies and daemons started so far: their ready files, processes and logs, in step."""
+
+    ready: list[Path] = field(default_factory=list)
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    logs: list[Path] = field(default_factory=list)
+
+    def spawn(self, net: WanNet, ns: str, cmd: list[str], ready: Path, log: Path) -> None:
+        self.ready.append(ready)
+        self.logs.append(log)
+        self.procs.append(net.spawn(ns, cmd, log))
+
+
+
+def spawn_proxy(
+    net: WanNet, ns: str, routes: list[Route], workdir: Path, name: str, started: Started
+) -> None:
+    ready = workdir / f"proxy-{name}.ready"
+    args = [a for r in routes for a in ("--route", r.text())]
+    started.spawn(
+        net, ns, [*_BENCH_WAN, "proxy", *args, "--ready", str(ready)], ready, workdir / f"proxy-{name}.log"
+    )
