@@ -56,6 +56,7 @@ from parties.exchange import PROBE_MAX_ROUNDS
 from proto import party_pb2, serde
 from proto.records import Frame, Kind
 from simulations.bench_floor import FloorCluster, stats_ms
+from simulations.bench_hss import bench_one
 from simulations.bench_records import write_records
 from simulations.launcher import LaunchError, LocalConsortium
 
@@ -293,7 +294,26 @@ async def bench_protocol(
         rec["cpu_bound_ms"] = round(total / (os.cpu_count() or 1), 3)
     if rounds != shape.rounds:
         rec["note"] = f"daemons reported {rounds} rounds, the in-memory run {shape.rounds}"
+    rec.update(engine_share(rec, precompute))
     return rec
+
+
+def engine_share(rec: dict[str, Any], precompute: str, seconds: float = 1.0) -> dict[str, float]:
+    """The same protocol (mode, m, batch, sign precompute) run by the engine alone, all m parties in this
+    process (``confar bench hss``'s code), right after the daemons' run: its CPU per step divided by m is one
+    party's share of the engine, against which the daemon's CPU per step is set (issue 26's target: at most
+    3x). A daemon's CPU is that of its whole process during its handler (the audit line's ``cpu_ms``)."""
+    if "party_cpu_ms_sum" not in rec:
+        return {}
+    m, batch = int(rec["m"]), int(rec["batch"])
+    eng = bench_one(rec["mode"], m, batch, seconds, precompute=precompute if rec["mode"] == "sign" else None)
+    share = batch / float(eng["decisions_per_cpu_s"]) / m * 1e3
+    party = float(rec["party_cpu_ms_sum"]) / m
+    return {
+        "engine_cpu_ms_per_party": round(share, 3),
+        "party_cpu_ms_mean": round(party, 3),
+        "party_cpu_over_engine": round(party / share, 2),
+    }
 
 
 # ---- floor ------------------------------------------------------------------------------------------------
@@ -407,6 +427,11 @@ def _fmt(r: dict[str, Any]) -> str:
         extra += (
             f"  slowest party: compute {r['party_compute_ms']:.1f} ms,"
             f" handler {r['party_handler_ms']:.1f} ms; cpu/cores {r['cpu_bound_ms']:.1f} ms"
+        )
+    if "party_cpu_over_engine" in r:
+        extra += (
+            f"\n    CPU per party and step: daemon {r['party_cpu_ms_mean']:.2f} ms, its share of the engine"
+            f" alone {r['engine_cpu_ms_per_party']:.2f} ms (x{r['party_cpu_over_engine']:.1f})"
         )
     if "party_send_ms_mean" in r:
         extra += (

@@ -316,3 +316,17 @@ def test_wan_mirrors_the_protocol_constants() -> None:
     from hss.session import SIGN_PRECOMPUTE
 
     assert bench_wan.MODES == TERMS_MODES and bench_wan.SIGN_PRECOMPUTE == SIGN_PRECOMPUTE
+
+
+def test_engine_share_sets_the_daemons_cpu_against_the_engines() -> None:
+    """bench network's per-party CPU against that party's share of the engine alone (issue 26): the engine
+    runs the record's own protocol (sign, m = 3, batch 4) in this process; a record without the daemons'
+    CPU gets nothing."""
+    from simulations.bench_network import engine_share
+
+    rec = {"mode": "sign", "m": 3, "batch": 4, "party_cpu_ms_sum": 30.0}
+    got = engine_share(rec, "inline", seconds=0.05)
+    assert got["party_cpu_ms_mean"] == 10.0
+    assert 0 < got["engine_cpu_ms_per_party"] < 100  # a batch of 4 takes milliseconds, not seconds
+    assert got["party_cpu_over_engine"] == pytest.approx(10.0 / got["engine_cpu_ms_per_party"], rel=0.01)
+    assert engine_share({"mode": "sign", "m": 3, "batch": 4}, "inline") == {}
