@@ -81,10 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check-config":
         return check_config(args.config, cfg)
 
-    from parties.allocator import keep_freed_memory
+    from parties import process_settings
     from parties.daemon import PartyDaemon  # grpc import only when serving
 
-    keep_freed_memory()  # large per-step buffers reuse the heap's pages (parties/allocator.py)
+    process_settings.apply()  # BLAS on one thread, freed memory kept (parties/process_settings.py)
     try:
         daemon = PartyDaemon(cfg, insecure=args.insecure)
     except SourceError as exc:
