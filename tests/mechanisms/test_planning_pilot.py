@@ -81,8 +81,13 @@ def test_the_pilot_re_plans_an_off_centre_proposal_to_the_realised_ess() -> None
         model, mean, cov, INFLATE, SD_TOTAL, CAP, accepted=accepted, proposed=proposed, steps=PILOT,
         chains=CHAINS, seed=4, count_from=count_from,
     )  # fmt: skip
-    # the offset the pilot shows is the one the approximation has (within the pilot's sampling error)
-    assert abs(r - OFF) < 1.0, r
+    # the offset the pilot shows is the one the approximation has, within the pilot's sampling error: it
+    # counts ~15-70 accepts, and fewer accepts read as a larger offset (right-skewed). Over 40 noise keys
+    # (20 with each of the two Gamma(1/m) samplers of mechanisms.noise, the same law) r was 2.07-5.21, 7 of
+    # the 40 more than 1.0 from OFF (the bound this test had, calibrated on 5 keys, which failed once the
+    # decision noise's sampler changed); the bound below holds all 40 and still fails a pilot that misses
+    # the offset (the plan alone assumes 0.3)
+    assert OFF - 1.0 < r < OFF + 3.0, r
     after = offset_statistics(
         model, mean, cov, INFLATE, SD_TOTAL, "add-remove", CAP, r, chains=CHAINS,
         steps=ITERATIONS - PILOT, seed=6,
