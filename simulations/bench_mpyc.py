@@ -13,11 +13,10 @@ Timing: per batch, from the party's ``mpc.input`` call to the revealed bits, eac
 the latency of a batch is the slowest party's. Inputs come from a public seed (benchmark data, not
 secrets) so that every party can check the revealed bits against the plaintext: ``mismatches`` must be 0.
 
-For the comparison the same command also measures our sign protocol for the same m and batch sizes (unless
-``--no-ours``): over ``confar-party`` daemons on loopback (mesh, inline precompute, as ``confar bench
-network``) and in one process (``confar bench hss``, inline and pooled precompute), and prints the ratios
-ours/MPyC. ``confar bench all`` passes its own network and hss records instead of measuring them twice.
-Needs the ``bench`` extra (``pip install -e '.[bench]'``: mpyc 0.11 and gmpy2).
+The same command also measures our sign protocol for the same m and batches (unless ``--no-ours``): over
+``confar-party`` daemons on loopback (mesh and relay, inline precompute; ``--pooled``: mesh pooled too) and
+in one process (``confar bench hss``, inline and pooled), and prints ours/MPyC. ``confar bench all`` passes
+its own records instead. Needs the ``bench`` extra (``pip install -e '.[bench]'``: mpyc 0.11 and gmpy2).
 """
 
 from __future__ import annotations
@@ -65,6 +64,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         nargs="*",
         default=[],
         help="take our figures from these confar bench network / hss JSON files instead of measuring",
+    )
+    p.add_argument(
+        "--pooled",
+        action="store_true",
+        help="also ours over the daemons (mesh) with the pooled precompute (9 rounds, each root once)",
     )
     p.add_argument(
         "--abort",
@@ -364,10 +368,17 @@ def fmt_mpyc(rec: dict[str, Any]) -> str:
 
 
 def ours_records(
-    parties: list[int], batches: list[int], repeats: int, warmup: int, seconds: float, abort: bool = False
+    parties: list[int],
+    batches: list[int],
+    repeats: int,
+    warmup: int,
+    seconds: float,
+    abort: bool = False,
+    pooled: bool = False,
 ) -> list[Any]:
     """Our sign protocol for the same (m, batch): daemons on loopback (mesh and relay, as bench network) and
-    hss; ``abort``: also over the daemons (mesh) with security "abort" (issue 25)."""
+    hss; ``abort``: also over the daemons (mesh) with security "abort" (issue 25); ``pooled``: also over the
+    daemons (mesh) with the pooled precompute."""
     from coordinator.api import Coordinator
     from simulations.bench_hss import bench_one
     from simulations.bench_network import RECORDS_PER_PARTY, bench_protocol, protocol_shape
@@ -380,11 +391,15 @@ def ours_records(
                 out.append(bench_one("sign", m, batch, seconds, pooled))
         shapes = {b: protocol_shape("sign", m, b) for b in batches}
         abort_shapes = {b: protocol_shape("sign", m, b, security="abort") for b in batches} if abort else {}
+        pool_shapes = {b: protocol_shape("sign", m, b, "pooled") for b in batches} if pooled else {}
         rng = np.random.default_rng(m)
         data = [rng.normal(1.0, 1.0, RECORDS_PER_PARTY) for _ in range(m)]
 
         async def go(
-            lc: LocalConsortium, shapes: dict[int, Any], abort_shapes: dict[int, Any]
+            lc: LocalConsortium,
+            shapes: dict[int, Any],
+            abort_shapes: dict[int, Any],
+            pool_shapes: dict[int, Any],
         ) -> list[dict[str, Any]]:
             recs = []
             async with Coordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=300.0) as coord:
@@ -393,6 +408,11 @@ def ours_records(
                         recs.append(
                             await bench_protocol(coord, lc, "sign", topology, b, shapes[b], warmup, repeats)
                         )
+                for b in pool_shapes:
+                    rec = await bench_protocol(
+                        coord, lc, "sign", "mesh", b, pool_shapes[b], warmup, repeats, precompute="pooled"
+                    )
+                    recs.append(rec)
                 for b in abort_shapes:
                     rec = await bench_protocol(
                         coord, lc, "sign", "mesh", b, abort_shapes[b], warmup, repeats, security="abort"
@@ -401,8 +421,11 @@ def ours_records(
             return recs
 
         with LocalConsortium.start(m, data, round_timeout_s=300.0, startup_timeout_s=120.0) as lc:
-            out += asyncio.run(go(lc, shapes, abort_shapes))
+            out += asyncio.run(go(lc, shapes, abort_shapes, pool_shapes))
     return out
+
+
+_PICK_DEFAULTS = {"security": "semi-honest", "precompute": "inline"}  # fields older records may lack
 
 
 def compare(mpyc: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -411,7 +434,7 @@ def compare(mpyc: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[dict
     def pick(suite: str, m: int, batch: int, **kw: str) -> float | None:
         for r in ours:
             if r.get("suite") == suite and r.get("mode") == "sign" and r["m"] == m and r["batch"] == batch:
-                if all(r.get(k, "semi-honest" if k == "security" else None) == v for k, v in kw.items()):
+                if all(r.get(k, _PICK_DEFAULTS.get(k)) == v for k, v in kw.items()):
                     return float(r["decisions_per_s"])
         return None
 
@@ -420,8 +443,9 @@ def compare(mpyc: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[dict
         m, b, ref = r["m"], r["batch"], float(r["decisions_per_s"])
         row: dict[str, Any] = {"m": m, "batch": b, "mpyc_decisions_per_s": ref}
         for key, val in (
-            ("ours_network_mesh", pick("network", m, b, topology="mesh", security="semi-honest")),
-            ("ours_network_relay", pick("network", m, b, topology="relay", security="semi-honest")),
+            ("ours_network_mesh", pick("network", m, b, topology="mesh", precompute="inline")),
+            ("ours_network_relay", pick("network", m, b, topology="relay", precompute="inline")),
+            ("ours_network_mesh_pooled", pick("network", m, b, topology="mesh", precompute="pooled")),
             ("ours_network_mesh_abort", pick("network", m, b, topology="mesh", security="abort")),
             ("ours_hss_inline", pick("hss", m, b, precompute="inline")),
             ("ours_hss_pooled", pick("hss", m, b, precompute="pooled")),
@@ -440,9 +464,11 @@ def print_comparison(rows: list[dict[str, Any]]) -> None:
         "process)"
     )
     with_abort = any(r.get("ours_network_mesh_abort_over_mpyc") for r in rows)
+    with_pooled = any(r.get("ours_network_mesh_pooled_over_mpyc") for r in rows)
     print(
         f"{'m':>3} {'batch':>6} {'MPyC':>10} {'ours mesh':>10} {'ratio':>6} {'ours relay':>10} {'ratio':>6}"
         f" {'hss inl':>10} {'ratio':>6} {'hss pool':>10} {'ratio':>6}"
+        + (f" {'mesh pool':>10} {'ratio':>6}" if with_pooled else "")
         + (f" {'mesh abort':>10} {'ratio':>6}" if with_abort else "")
     )
 
@@ -457,6 +483,12 @@ def print_comparison(rows: list[dict[str, Any]]) -> None:
             f"{f(r.get('ours_network_relay_over_mpyc'), 6, 2)} "
             f"{f(r['ours_hss_inline_decisions_per_s'], 10)} {f(r['ours_hss_inline_over_mpyc'], 6, 2)} "
             f"{f(r['ours_hss_pooled_decisions_per_s'], 10)} {f(r['ours_hss_pooled_over_mpyc'], 6, 2)}"
+            + (
+                f" {f(r['ours_network_mesh_pooled_decisions_per_s'], 10)} "
+                f"{f(r['ours_network_mesh_pooled_over_mpyc'], 6, 2)}"
+                if with_pooled
+                else ""
+            )
             + (
                 f" {f(r['ours_network_mesh_abort_decisions_per_s'], 10)} "
                 f"{f(r['ours_network_mesh_abort_over_mpyc'], 6, 2)}"
@@ -477,6 +509,7 @@ def suite(
     ours: list[dict[str, Any]] | None = None,
     ours_seconds: float = 1.0,
     abort: bool = False,
+    pooled: bool = False,
 ) -> dict[str, Any]:
     """The mpyc section of ``confar bench all``: ``{records, comparison}`` or ``{skipped: reason}``.
 
@@ -486,7 +519,7 @@ def suite(
         return {"skipped": f"mpyc is not installed; {EXTRA_HINT}"}
     recs = mpyc_records(parties, batches, repeats, warmup, sec_param, seed)
     if ours is None:
-        ours = ours_records(parties, batches, repeats, warmup, ours_seconds, abort)
+        ours = ours_records(parties, batches, repeats, warmup, ours_seconds, abort, pooled)
     rows = compare(recs, ours)
     print_comparison(rows)
     return {"records": recs, "ours": [r for r in ours if r.get("mode") == "sign"], "comparison": rows}
@@ -539,6 +572,7 @@ def run(args: argparse.Namespace) -> int:
             ours=ours,
             ours_seconds=0.2 if q else 1.0,
             abort=args.abort,
+            pooled=args.pooled,
         )
     except (MpycError, RuntimeError) as exc:
         print(f"confar bench mpyc: {exc}", file=sys.stderr)

@@ -69,6 +69,13 @@ def test_compare_ratios() -> None:
     assert row["ours_network_mesh_over_mpyc"] == 4.0
     assert row["ours_hss_inline_over_mpyc"] == 2.0
     assert row["ours_hss_pooled_over_mpyc"] is None
+    assert row["ours_network_mesh_pooled_over_mpyc"] is None
+    # the pooled precompute over the daemons (--pooled) has its own column; the inline one is not taken for it
+    pooled = {"suite": "network", "mode": "sign", "topology": "mesh", "m": 3, "batch": 10}
+    ours = [{**pooled, "precompute": "pooled", "decisions_per_s": 300.0}, *ours]
+    (row,) = bench_mpyc.compare(mp, ours)
+    assert row["ours_network_mesh_pooled_over_mpyc"] == 6.0
+    assert row["ours_network_mesh_over_mpyc"] == 4.0
 
 
 # ---- the delay proxy -------------------------------------------------------------------------------------
