@@ -41,6 +41,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from simulations.bench_records import cell
+
 HELP = "MPyC 0.11 secure comparison [sum >= 0] on m local processes, side by side with our sign protocol"
 SPEC_ENV = "CONFAR_MPYC_SPEC"
 MPYC_VERSION = "0.11"
@@ -472,26 +474,24 @@ def print_comparison(rows: list[dict[str, Any]]) -> None:
         + (f" {'mesh abort':>10} {'ratio':>6}" if with_abort else "")
     )
 
-    def f(v: Any, w: int, d: int = 1) -> str:
-        return f"{v:>{w}.{d}f}" if isinstance(v, int | float) else f"{'-':>{w}}"
-
     for r in rows:
         print(
-            f"{r['m']:>3} {r['batch']:>6} {f(r['mpyc_decisions_per_s'], 10)} "
-            f"{f(r['ours_network_mesh_decisions_per_s'], 10)} {f(r['ours_network_mesh_over_mpyc'], 6, 2)} "
-            f"{f(r.get('ours_network_relay_decisions_per_s'), 10)} "
-            f"{f(r.get('ours_network_relay_over_mpyc'), 6, 2)} "
-            f"{f(r['ours_hss_inline_decisions_per_s'], 10)} {f(r['ours_hss_inline_over_mpyc'], 6, 2)} "
-            f"{f(r['ours_hss_pooled_decisions_per_s'], 10)} {f(r['ours_hss_pooled_over_mpyc'], 6, 2)}"
+            f"{r['m']:>3} {r['batch']:>6} {cell(r['mpyc_decisions_per_s'], 10)} "
+            f"{cell(r['ours_network_mesh_decisions_per_s'], 10)} "
+            f"{cell(r['ours_network_mesh_over_mpyc'], 6, 2)} "
+            f"{cell(r.get('ours_network_relay_decisions_per_s'), 10)} "
+            f"{cell(r.get('ours_network_relay_over_mpyc'), 6, 2)} "
+            f"{cell(r['ours_hss_inline_decisions_per_s'], 10)} {cell(r['ours_hss_inline_over_mpyc'], 6, 2)} "
+            f"{cell(r['ours_hss_pooled_decisions_per_s'], 10)} {cell(r['ours_hss_pooled_over_mpyc'], 6, 2)}"
             + (
-                f" {f(r['ours_network_mesh_pooled_decisions_per_s'], 10)} "
-                f"{f(r['ours_network_mesh_pooled_over_mpyc'], 6, 2)}"
+                f" {cell(r['ours_network_mesh_pooled_decisions_per_s'], 10)} "
+                f"{cell(r['ours_network_mesh_pooled_over_mpyc'], 6, 2)}"
                 if with_pooled
                 else ""
             )
             + (
-                f" {f(r['ours_network_mesh_abort_decisions_per_s'], 10)} "
-                f"{f(r['ours_network_mesh_abort_over_mpyc'], 6, 2)}"
+                f" {cell(r['ours_network_mesh_abort_decisions_per_s'], 10)} "
+                f"{cell(r['ours_network_mesh_abort_over_mpyc'], 6, 2)}"
                 if r.get("ours_network_mesh_abort_decisions_per_s") is not None
                 else ""
             )

@@ -25,3 +25,8 @@ def write_records(path: Path, records: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps([{**r, **meta} for r in records], indent=1) + "\n")
     print(f"wrote {len(records)} records to {path}")
+
+
+def cell(v: Any, w: int, d: int = 1) -> str:
+    """A number right-aligned in a table column of width ``w`` with ``d`` decimals; "-" for a missing one."""
+    return f"{v:>{w}.{d}f}" if isinstance(v, int | float) else f"{'-':>{w}}"

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from simulations.bench_records import cell
 from simulations.wan_net import Route, Started, WanNet, party_ip, spawn_proxy, wait_files
 
 MPYC_PORT = 7100  # MPyC party k listens on party_ip(k + 1):7100
@@ -157,12 +158,9 @@ def print_comparison(rows: list[dict[str, Any]]) -> None:
         f"{'ours/MPyC':>9}"
     )
 
-    def f(v: Any, w: int, d: int = 1) -> str:
-        return f"{v:>{w}.{d}f}" if isinstance(v, int | float) else f"{'-':>{w}}"
-
     for r in rows:
         print(
-            f"{r['m']:>3} {r['batch']:>6} {r['rtt_ms']:>6g} {f(r['mpyc_decisions_per_s'], 11)} "
-            f"{f(r['mpyc_latency_rtts'], 6, 2)} {f(r['ours_decisions_per_s'], 11)} "
-            f"{f(r['ours_latency_rtts'], 6, 2)} {f(r['ours_over_mpyc'], 9, 2)}"
+            f"{r['m']:>3} {r['batch']:>6} {r['rtt_ms']:>6g} {cell(r['mpyc_decisions_per_s'], 11)} "
+            f"{cell(r['mpyc_latency_rtts'], 6, 2)} {cell(r['ours_decisions_per_s'], 11)} "
+            f"{cell(r['ours_latency_rtts'], 6, 2)} {cell(r['ours_over_mpyc'], 9, 2)}"
         )
