@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.tables import Reader
+from mechanisms.floor import floor_of
 from mechanisms.models.base import Model
 from mechanisms.planning import (
     McmcPlan,
@@ -217,7 +218,8 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
     # ESS per proposal measured on chains of the planned length (short chains mix worse per draw), 3 draws
     steps = max(50, first.iterations - warmup_of(first.stats, first.iterations))
     ess = float(np.mean([simulate(steps, exp.seed + k).ess_per_proposal for k in range(1, 4)]))
-    return plan_with(dataclasses.replace(first.stats, ess_per_proposal=ess))
+    floor = floor_of(model, laplace.mean, laplace.cov, target.neighbours)
+    return dataclasses.replace(plan_with(dataclasses.replace(first.stats, ess_per_proposal=ess)), floor=floor)
 
 
 def pilot_replan(
@@ -249,16 +251,32 @@ def pilot_replan(
 
 
 def check_usable(exp: Experiment, p: McmcPlan, what: str) -> None:
+    """Refuse a plan that buys fewer than ``min_ess`` effective draws (:class:`PlanRefused`), saying what
+    would fit: the target a planned run needs (priced at this plan's cost per proposal and ESS per
+    proposal, also when the budget bought no decision), or that the warm start alone spends the target,
+    or how many times the records (a decision's charge falls like 1/n, the warm start's does not)."""
     target = exp.budget_target
     assert target is not None
     if p.ess >= target.min_ess:
         return
-    need = target.min_ess / max(p.ess, 1e-9)  # ESS grows with the decisions, i.e. with the budget's total
+    acc, warm_mu = p.accounting, p.mu_warm
+    warm_eps = acc.eps(acc.warm(warm_mu))
+    if p.warm_alone:
+        raise PlanRefused(
+            f"{what}: the warm start alone (mu = {warm_mu:.3g} for this view) spends eps = {warm_eps:.3g} at "
+            f"delta = {target.delta:g}, above the target {target.text()}: no decision fits. An ESS of "
+            f"{target.min_ess:g} needs target_epsilon >= {p.eps_for_ess(target.min_ess):.3g} with this warm "
+            "start, or a smaller [warm_start] mu (a noisier approximation, more decisions)"
+        )
+    need_total = p.total_for_ess(target.min_ess)
+    have = max(p.budget_total - acc.warm(warm_mu), 1e-300)
+    records = (need_total - acc.warm(warm_mu)) / have
+    spend = "" if p.iterations == 0 else f" ({p.text()})"
     raise PlanRefused(
-        f"{what}: the budget {target.text()} buys an expected ESS of {p.ess:.0f} ({p.text()}), below "
-        f"min_ess = {target.min_ess:g}. It would fit with target_epsilon >= "
-        f"{p.eps_for_ess(target.min_ess):.3g}, or about {need:.1f}x the records (the cost of a decision "
-        "falls like 1/n), or a smaller min_ess"
+        f"{what}: the budget {target.text()} buys an expected ESS of {p.ess:.0f}{spend}, below min_ess = "
+        f"{target.min_ess:g}. It would fit with target_epsilon >= {p.eps_for_ess(target.min_ess):.3g}, or "
+        f"about {records:.3g}x the records (a decision's charge falls like 1/n; the warm start's "
+        f"eps = {warm_eps:.3g} does not), or a smaller min_ess. {p.floor_line(target.min_ess)}"
     )
 
 

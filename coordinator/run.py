@@ -271,7 +271,7 @@ def _plan(exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None])
     except planner.PlanRefused as exc:
         raise RunError(str(exc)) from exc
     assert exp.budget_target is not None
-    say(f"{what}, for {exp.budget_target.text()}: {p.text()}")
+    say(f"{what}, for {exp.budget_target.text()}: {p.text()}\n{p.floor_line()}")
     return planner.planned_experiment(exp, p)
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from mechanisms.floor import Floor
 from mechanisms.models.base import F64, Model
 from mechanisms.privacy.conversions import gdp_eps, gdp_mu
 from mechanisms.privacy.renyi import BitRdpTable, rdp_eps
@@ -167,6 +168,9 @@ class McmcPlan:
     alpha: float | None = None
     rho_total: float = 0.0
     rho_warm: float = 0.0
+    per_proposal: float = 0.0  # the expected charge of one proposal, in the accounting's unit (μ² or ρ)
+    budget_total: float = math.inf  # what the target allows in that unit (Accounting.budget)
+    floor: Floor | None = None  # the one-posterior-sample floor at the plan's approximation (public)
 
     @property
     def usable(self) -> bool:
@@ -176,13 +180,55 @@ class McmcPlan:
     def accounting(self) -> Accounting:
         return Accounting(self.delta, self.alpha)
 
+    @property
+    def warm_alone(self) -> bool:
+        """The warm start alone spends the whole target: no decision fits."""
+        return self.accounting.warm(self.mu_warm) >= self.budget_total
+
+    def iterations_for_ess(self, ess: float) -> int:
+        """The iterations per chain whose draws after the warm-up (:func:`warmup_of`) give ``ess`` effective
+        draws at this plan's ESS per proposal (the smallest such; ``10**9`` if none is in reach)."""
+        rate = self.chains * self.stats.ess_per_proposal
+        if rate <= 0 or not math.isfinite(rate):
+            return 10**9
+
+        def enough(it: int) -> bool:  # the ESS after the warm-up does not fall as the run grows
+            return rate * max(it - warmup_of(self.stats, it), 0) >= ess
+
+        lo, hi = 1, max(math.ceil(ess / rate), 2)
+        while not enough(hi):
+            lo, hi = hi, 2 * hi
+            if hi > 10**9:
+                return 10**9
+        while hi - lo > 1:  # the smallest it that is enough lies in (lo, hi]
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+        return hi
+
+    def total_for_ess(self, ess: float) -> float:
+        """The charge (μ² or ρ, warm start included) a planned run (with its margin) needs for ``ess``
+        effective draws at this plan's cost per proposal and ESS per proposal."""
+        warm = self.accounting.warm(self.mu_warm)
+        it = self.iterations_for_ess(ess)
+        return warm + self.chains * it * self.per_proposal / self.margin
+
     def eps_for_ess(self, ess: float) -> float:
         """ε at δ a planned run (with its margin) needs for ``ess`` effective draws at this plan's cost per
-        effective draw (for a Rényi plan: at this plan's order, an estimate since the order follows ε)."""
-        acc, warm = self.accounting, self.accounting.warm(self.mu_warm)
-        total = self.rho_total if self.alpha is not None else self.mu_total**2
-        per = (total - warm) / max(self.ess, 1e-9)
-        return acc.eps(warm + per * ess / self.margin)
+        proposal and ESS per proposal (for a Rényi plan: at this plan's order, an estimate since the order
+        follows ε). Valid whatever this plan bought, also when it bought no decision."""
+        return self.accounting.eps(self.total_for_ess(ess))
+
+    def floor_line(self, ess: float | None = None) -> str:
+        """The floor for ``ess`` effective draws (default: this plan's expected ESS) beside what this plan
+        (or, for another ESS, a planned run) spends for them: ``floor: eps_floor = X at delta = D for K
+        effective draws (this plan: Y, ratio R)``."""
+        if self.floor is None:
+            return "floor: not computed (the model's public region is unbounded)"
+        k = self.ess if ess is None else ess
+        if k < 1:
+            return "floor: this plan buys no effective draw (nothing to compare)"
+        spend = self.eps if ess is None else self.eps_for_ess(ess)
+        return self.floor.line(k, self.delta, spend)
 
     def text(self) -> str:
         s = self.stats
@@ -294,6 +340,8 @@ def plan_mcmc(
         alpha=alpha,
         rho_total=total if alpha is not None else 0.0,
         rho_warm=warm if alpha is not None else 0.0,
+        per_proposal=per,
+        budget_total=acc.budget(eps),
     )
 
 
@@ -438,4 +486,5 @@ def replan_after_pilot(
         mcse_sd=1.0 / math.sqrt(ess) if ess > 0 else math.inf,
         stats=after,
         rho_total=total if p.alpha is not None else 0.0,
+        per_proposal=per_new,
     )

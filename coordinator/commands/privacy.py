@@ -97,13 +97,22 @@ def _offline_plan(args: argparse.Namespace) -> int:
     for eps in [target.epsilon, *(args.epsilon or [])]:
         e = dataclasses.replace(exp, budget_target=dataclasses.replace(target, epsilon=eps))
         p = planner.plan(e, model, lap)
-        verdict = "usable" if p.ess >= target.min_ess else f"REFUSED (min_ess = {target.min_ess:g})"
-        print(f"  eps = {eps:g}: {p.text()} -> {verdict}")
+        if p.warm_alone:  # a plan never states a spend above its target
+            acc = p.accounting
+            print(
+                f"  eps = {eps:g}: REFUSED: the warm start alone (mu = {p.mu_warm:.3g}) spends eps = "
+                f"{acc.eps(acc.warm(p.mu_warm)):.3g} at delta = {target.delta:g}, above this target"
+            )
+        else:
+            verdict = "usable" if p.ess >= target.min_ess else f"REFUSED (min_ess = {target.min_ess:g})"
+            print(f"  eps = {eps:g}: {p.text()} -> {verdict}")
+            print(f"    {p.floor_line()}")
         if eps == target.epsilon and p.ess < target.min_ess:
             code = 1
     p = planner.plan(exp, model, lap)
     for ess in (100.0, 400.0):  # as a planned run (with its margin) needs
         print(f"  an ESS of {ess:.0f} needs eps = {p.eps_for_ess(ess):.3g} at delta = {target.delta:g}")
+        print(f"    {p.floor_line(ess)}")
     return code
 
 
