@@ -70,6 +70,7 @@ _RANDOM = re.compile(r"\(\s*1\s*\|\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)")
 _CATEGORICAL = re.compile(r"^C\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LEVEL = re.compile(r"^C\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)\[(?:T\.)?(.*)\]$")  # formulaic's C(x)[T.1.0]
 
 ColumnSpec = tuple[str, float, float, bool, tuple[float, ...] | None]
 
@@ -231,12 +232,45 @@ def _parse(model: FormulaModel) -> _Parsed:
     if not variables:
         frame = pd.DataFrame(index=range(1))
     mm = model_matrix(rhs, frame, na_action="raise")
-    names = tuple(str(c) for c in mm.columns)
+    names = tuple(design_name(str(c), declared) for c in mm.columns)
     if not names:
         raise ValueError(f"formula {text!r} has no terms (a fixed intercept at least)")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"formula {text!r}: design columns named twice: {twice} (rename the column)")
     corners = np.asarray(mm, dtype=np.float64)
     cats = tuple(v for v in variables if v in categorical)
     return _Parsed(lhs, tuple(variables), cats, mm.model_spec, names, corners, group, levels)
+
+
+def level_text(value: float) -> str:
+    """A numeric level as it appears in a parameter name: an integer without ``.0`` (``1``), any other value
+    by its shortest exact form (``0.5``, ``1e-05``); letters, digits, ``. -`` only."""
+    v = float(value)
+    return str(int(v)) if v == round(v) and abs(v) < 1e15 else repr(v)
+
+
+def design_name(raw: str, declared: Mapping[str, ColumnSpec]) -> str:
+    """formulaic's name of a design column as confar's parameter name: ``C(sex)[T.1.0]`` (and ``C(sex)[1.0]``
+    without an intercept: either way the indicator of that level) is ``sex[1]``, an interaction ``a:b`` is
+    ``a.b`` (so ``age:C(sex)[T.1.0]`` is ``age.sex[1]``); ``Intercept`` and numeric columns as they are. The
+    brackets delimit a level, so it never runs into a column's name (``sex1`` could be a column), and ``.``
+    never occurs in a column's name, so ``a.b`` is only ever the product of a and b; both pass the output
+    writer's rule (``coordinator.outputs.result``: letters, digits, ``_ . - [ ]``)."""
+    parts = []
+    for piece in raw.split(":"):
+        level = _LEVEL.match(piece)
+        if level is None:
+            if piece != "Intercept" and piece not in declared:
+                raise ValueError(f"formula: cannot name the design column {raw!r} (its part {piece!r})")
+            parts.append(piece)
+            continue
+        col, text = level.group(1), level.group(2)
+        try:
+            parts.append(f"{col}[{level_text(float(text))}]")
+        except ValueError as exc:
+            raise ValueError(f"formula: cannot name the design column {raw!r} (level {text!r})") from exc
+    return ".".join(parts)
 
 
 class _DesignCache:
@@ -311,6 +345,10 @@ class FormulaModel(Model):
                 "event (the censoring column: 1 = event, 0 = censored) is for family 'weibull' only"
             )
         parsed = self.parsed  # parsed now: a bad formula is refused at construction
+        names = self.param_names
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"parameters named twice: {twice} (a column named as a parameter: rename it)")
         cols = {c[0]: c for c in self.columns}
         y = cols[parsed.outcome]
         if fam == "bernoulli" and not set(y[4] or (y[1], y[2])) <= {0.0, 1.0}:
@@ -357,7 +395,7 @@ class FormulaModel(Model):
         head = ("log_shape",) if self.family == "weibull" else ()
         tail: tuple[str, ...] = ()
         if p.group is not None:
-            tail = (f"{p.group}_log_sd", *(f"{p.group}_z{v:g}" for v in p.levels))
+            tail = (f"{p.group}_log_sd", *(f"{p.group}_z{level_text(v)}" for v in p.levels))
         return (*head, *p.names, *tail)
 
     @property

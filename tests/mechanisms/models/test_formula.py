@@ -190,10 +190,36 @@ def test_categorical_levels_fixed_by_the_declared_values() -> None:
     (the levels come from the declaration, not from the records)."""
     cols = {"y": {"values": [0, 1]}, "grade": {"values": [1, 2, 3]}, "age": [20, 90]}
     m = FormulaModel("y ~ C(grade) + age", "bernoulli", cols)
-    assert m.param_names == ("Intercept", "C(grade)[T.2.0]", "C(grade)[T.3.0]", "age")
+    assert m.param_names == ("Intercept", "grade[2]", "grade[3]", "age")
     data = {"y": np.array([0.0, 1.0]), "grade": np.array([1.0, 1.0]), "age": np.array([30.0, 40.0])}
     x = m.design(data)
     np.testing.assert_array_equal(x, [[1, 0, 0, 30], [1, 0, 0, 40]])
+
+
+@pytest.mark.parametrize(
+    ("formula", "names"),
+    [
+        ("y ~ age + C(sex) + age:creatinine", ("Intercept", "age", "sex[1]", "age.creatinine")),
+        ("y ~ age * C(sex)", ("Intercept", "age", "sex[1]", "age.sex[1]")),
+        ("y ~ 0 + C(sex) + creatinine", ("sex[0]", "sex[1]", "creatinine")),  # no intercept: every level
+        ("y ~ C(sex):creatinine", ("Intercept", "sex[0].creatinine", "sex[1].creatinine")),
+        ("y ~ C(half) + (1 | registry)", ("Intercept", "half[1e-05]", "half[1.5]", "registry_log_sd")),
+        ("y ~ age + C( sex )", ("Intercept", "age", "sex[1]")),
+    ],
+)
+def test_parameter_names_are_readable_and_output_safe(formula: str, names: tuple[str, ...]) -> None:
+    """A category level is ``column[level]``, an interaction ``a.b`` (formulaic's ``C(sex)[T.1.0]`` and
+    ``age:creatinine`` are refused by the output writer's rule, after a whole run): every name passes the
+    rule the outputs apply (coordinator.outputs.result.name_problem), the plain names are as they were."""
+    from coordinator.outputs.result import name_problem
+
+    cols = STUDY_COLUMNS | {"half": {"values": [-0.5, 1e-5, 1.5]}}
+    m = FormulaModel(formula, "bernoulli", cols)
+    assert m.param_names[: len(names)] == names
+    assert all(name_problem(n) is None for n in m.param_names), m.param_names
+    if "registry" in formula:
+        assert m.param_names[len(names) :] == ("registry_z1", "registry_z2", "registry_z3", "registry_z4")
+    assert name_problem("C(sex)[T.1.0]") is not None and name_problem("age:creatinine") is not None
 
 
 @pytest.mark.parametrize(
@@ -218,6 +244,13 @@ def test_categorical_levels_fixed_by_the_declared_values() -> None:
         (dict(formula="y ~ age", columns={"y": [0, 1], "age": "old"}), "give [lower, upper]"),
         (dict(formula="y ~ age", columns={"y": [0, 1], "age": {"lo": 1}}), "unknown keys ['lo']"),
         (dict(formula="y ~ age", prior_sd=0), "prior_sd must be a number > 0"),
+        (
+            dict(
+                formula="y ~ registry_log_sd + (1 | registry)",
+                columns=STUDY_COLUMNS | {"registry_log_sd": [0, 1]},
+            ),
+            "parameters named twice: ['registry_log_sd']",
+        ),
     ],
 )
 def test_refusals_say_what_was_wrong(args: dict, message: str) -> None:
@@ -281,7 +314,7 @@ def test_the_design_cache_is_per_model_and_read_only_records() -> None:
 def test_declared_values_are_the_levels_and_nothing_else() -> None:
     cols = {"y": [-5, 5], "g": {"lower": 0, "upper": 3, "values": [1, 2]}}
     m = FormulaModel("y ~ C(g)", "gaussian", cols, sigma=1.0)
-    assert m.param_names == ("Intercept", "C(g)[T.2.0]")  # not levels 0 and 3 of the bounds
+    assert m.param_names == ("Intercept", "g[2]")  # not levels 0 and 3 of the bounds
     with pytest.raises(ValueError, match=r"column 'g': values outside the declared values \[1.0, 2.0\]"):
         m.design({"y": np.zeros(2), "g": np.array([1.0, 3.0])})
 
