@@ -49,6 +49,7 @@ Pure: no I/O, no randomness except through the generators passed in.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import itertools
 import math
@@ -147,6 +148,15 @@ class _Parsed:
     levels: tuple[float, ...]  # its values (the registries)
 
 
+def _undeclared(name: str, declared: Mapping[str, Any]) -> str:
+    """A column the formula uses and ``columns`` does not declare, with the declared one it resembles (a
+    typo, e.g. ``agee`` for ``age``)."""
+    guess = difflib.get_close_matches(name, declared, n=1)
+    if guess:
+        return f"column {name!r} has no declared bounds: did you mean {guess[0]!r}? (or add columns.{name})"
+    return f"column {name!r} has no declared bounds: add columns.{name}"
+
+
 def _parse(model: FormulaModel) -> _Parsed:
     import pandas as pd
     from formulaic import Formula, model_matrix
@@ -192,7 +202,7 @@ def _parse(model: FormulaModel) -> _Parsed:
                     "plug-in (docs/MODELS.md)"
                 )
             if name not in declared:
-                raise ValueError(f"formula: column {name!r} has no declared bounds: add columns.{name}")
+                raise ValueError(f"formula: {_undeclared(name, declared)}")
             if cat:
                 if declared[name][4] is None:
                     raise ValueError(
@@ -204,12 +214,14 @@ def _parse(model: FormulaModel) -> _Parsed:
                 variables.append(name)
     for need, why in ((lhs, "the outcome"), (model.offset, "offset"), (model.event, "event")):
         if need is not None and need not in declared:
-            raise ValueError(f"{why}: column {need!r} has no declared bounds: add columns.{need}")
+            raise ValueError(f"{why}: {_undeclared(need, declared)}")
     group = groups[0] if groups else None
     levels: tuple[float, ...] = ()
     if group is not None:
         if group not in declared:
-            raise ValueError(f"formula: (1 | {group}): add columns.{group} (the registries' numbers)")
+            guess = difflib.get_close_matches(group, declared, n=1)
+            hint = f"did you mean {guess[0]!r}? (or add columns.{group})" if guess else f"add columns.{group}"
+            raise ValueError(f"formula: (1 | {group}): {hint} (the registries' numbers)")
         g = declared[group]
         levels = g[4] if g[4] is not None else ()
         if not levels:

@@ -227,7 +227,10 @@ def test_parameter_names_are_readable_and_output_safe(formula: str, names: tuple
     [
         (dict(formula="y ~ np.log(age)"), "transform confar cannot bound"),
         (dict(formula="y ~ I(age ** 2)"), "transform confar cannot bound"),
-        (dict(formula="y ~ weight"), "column 'weight' has no declared bounds"),
+        (dict(formula="y ~ weight"), "column 'weight' has no declared bounds: add columns.weight"),
+        (dict(formula="y ~ agee"), "'agee' has no declared bounds: did you mean 'age'? (or add columns.agee"),
+        (dict(formula="deth ~ age", family="poisson"), "outcome: column 'deth' has no declared bounds: did"),
+        (dict(formula="y ~ age + (1 | registri)"), "(1 | registri): did you mean 'registry'? (or add"),
         (dict(formula="y ~ C(age)"), "C(age) needs the column's values declared"),
         (dict(formula="y ~ age + (age | registry)"), "only a random intercept"),
         (dict(formula="y ~ (1 | registry) + (1 | sex)"), "at most one random intercept"),
