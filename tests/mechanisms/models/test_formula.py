@@ -361,3 +361,84 @@ def test_more_refusals(args: dict, message: str) -> None:
 def test_formula_and_family_are_required() -> None:
     with pytest.raises(ValueError, match="bad arguments"):
         load_model("formula", {"columns": {"y": [0, 1]}})
+
+
+LABELLED = {
+    "died": {"values": [0, 1]},
+    "age": [20, 90],
+    "sex": {"values": ["F", "M"]},
+    "site": {"values": ["north", "south-2", "east_1"]},
+    "registry": {"values": ["DK", "SE"]},
+}
+
+
+def test_text_labels_are_codes_with_names() -> None:
+    """Issue 40 item 2: a category stored as text ('F', 'M'). The levels are the declared labels in the
+    declared order (the first is the reference), held as codes 0, 1, ...; the parameters are named by the
+    labels; the canonical form round-trips through config() and JSON to an equal model."""
+    m = FormulaModel("died ~ age * C(sex) + C(site) + (1 | registry)", "bernoulli", LABELLED)
+    assert m.param_names == (
+        "Intercept", "age", "sex[M]", "site[south-2]", "site[east_1]", "age.sex[M]",
+        "registry_log_sd", "registry_z[DK]", "registry_z[SE]",
+    )  # fmt: skip
+    sex = next(c for c in m.schema if c.name == "sex")
+    assert (sex.values, sex.labels, sex.integer, sex.lower, sex.upper) == ((0.0, 1.0), ("F", "M"), True, 0, 1)
+    site = dict((c[0], c) for c in m.columns)["site"]
+    assert site == ("site", 0.0, 2.0, True, ("north", "south-2", "east_1"))  # the canonical 5-tuple
+    wire = json.loads(json.dumps(m.config()["args"]))
+    assert load_model("formula", wire) == m and hash(load_model("formula", wire)) == hash(m)
+    other = LABELLED | {"sex": {"values": ["M", "F"]}}  # another reference level: another model
+    assert FormulaModel("died ~ age * C(sex) + C(site) + (1 | registry)", "bernoulli", other) != m
+    # records: text labels become their codes (numbers are taken as codes: a registry's records once read)
+    raw = {
+        "died": [0, 1, 1],
+        "age": [30.0, 40.0, 50.0],
+        "sex": ["M", "F", "M"],
+        "site": ["east_1", "north", "south-2"],
+        "registry": ["SE", "DK", "SE"],
+    }
+    got = m.check_data(raw)
+    np.testing.assert_array_equal(got["sex"], [1.0, 0.0, 1.0])
+    np.testing.assert_array_equal(got["site"], [2.0, 0.0, 1.0])
+    np.testing.assert_array_equal(m.check_data(got)["sex"], got["sex"])
+    x = m.design(got)  # Intercept, age, sex[M], site[south-2], site[east_1], age.sex[M]
+    np.testing.assert_array_equal(x[0], [1, 30, 1, 0, 1, 30])
+    th = m.sample_prior(np.random.default_rng(1), 4)
+    assert np.isfinite(m.record_log_likelihood(got, th)).all()
+    undeclared = r"column 'sex': labels outside the declared labels \['F', 'M'\] in row 2 \(e.g. 'f'\)"
+    with pytest.raises(ValueError, match=undeclared):  # in memory: as for text that is not a number
+        m.check_data(raw | {"sex": ["M", "f", "M"]})
+
+
+FM = ["F", "M"]
+
+
+@pytest.mark.parametrize(
+    ("sex", "formula", "message"),
+    [
+        ({"values": ["F", 1]}, "y ~ C(sex)", "columns.sex.values: give numbers or text labels, not both"),
+        ({"values": ["F", "M f"]}, "y ~ C(sex)", "'M f' is not a usable label (letters, digits, _ . - only"),
+        ({"values": ["F", "F"]}, "y ~ C(sex)", "columns.sex.values: labels ['F'] given more than once"),
+        ({"values": FM, "upper": 3}, "y ~ C(sex)", "columns.sex: text labels take no ['upper']"),
+        ({"values": FM}, "y ~ sex", "column 'sex' holds text labels ['F', 'M']: write C(sex)"),
+        ({"values": FM}, "sex ~ 1", "the outcome: column 'sex' holds text labels"),
+        (["sex", 0, 2, True, FM], "y ~ C(sex)", "the canonical form of labels ['F', 'M'] is"),
+    ],
+)
+def test_text_label_refusals(sex: object, formula: str, message: str) -> None:
+    full = {"y": {"values": [0, 1]}, "sex": sex}
+    with pytest.raises(ValueError, match=pytest.importorskip("re").escape(message)):
+        FormulaModel(formula, "bernoulli", full)
+
+
+def test_a_column_of_labels_holds_their_codes() -> None:
+    from mechanisms.models.base import Column
+
+    Column("sex", 0.0, 1.0, integer=True, values=(0.0, 1.0), labels=("F", "M"))
+    for kw, message in (
+        (dict(values=(1.0, 2.0), labels=("F", "M")), "need values = their codes [0.0, 1.0]"),
+        (dict(values=(0.0, 1.0), labels=("F", "F")), "a label given twice"),
+        (dict(values=(0.0, 1.0), labels=("F", "M/2")), "'M/2' is not a usable label"),
+    ):
+        with pytest.raises(ValueError, match=pytest.importorskip("re").escape(message)):
+            Column("sex", 0.0, 1.0, integer=True, **kw)  # type: ignore[arg-type]
