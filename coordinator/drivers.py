@@ -51,6 +51,17 @@ if TYPE_CHECKING:
 F64 = npt.NDArray[np.float64]
 
 
+#: the per-draw sample statistics each kind of run writes (``confar run --check`` checks their names)
+MH_STATS = ("accepted", "step_size")
+REJECTION_STATS = ("batch",)
+ABCDP_STATS = ("proposal_index",)
+
+
+def stat_names(kind: str) -> tuple[str, ...]:
+    """The sample statistics a run of sampler ``kind`` writes with its draws."""
+    return MH_STATS if kind in MH_KINDS else ABCDP_STATS if kind == "abcdp" else REJECTION_STATS
+
+
 class Driver:
     """One sampler kind driven batch by batch with a checkpoint after each batch."""
 
@@ -212,7 +223,7 @@ class MHDriver(Driver):
 
     def draws(self, rows: F64) -> tuple[F64, dict[str, npt.NDArray[Any]]]:
         r = rows.reshape(rows.shape[0], self.chains, self.d + 2).transpose(1, 0, 2)  # chains, draws, ...
-        stats = {"accepted": r[:, :, self.d] > 0.5, "step_size": r[:, :, self.d + 1].copy()}
+        stats = dict(zip(MH_STATS, (r[:, :, self.d] > 0.5, r[:, :, self.d + 1].copy()), strict=True))
         return np.ascontiguousarray(r[:, :, : self.d]), stats
 
 
@@ -263,7 +274,7 @@ class RejectionDriver(Driver):
         return np.asarray(rows, dtype=np.float64)
 
     def draws(self, rows: F64) -> tuple[F64, dict[str, npt.NDArray[Any]]]:
-        return rows[None, :, : self.d].copy(), {"batch": rows[None, :, self.d].astype(np.int64)}
+        return rows[None, :, : self.d].copy(), {REJECTION_STATS[0]: rows[None, :, self.d].astype(np.int64)}
 
 
 def make_driver(exp: Experiment) -> MHDriver | RejectionDriver:
@@ -431,7 +442,7 @@ def _abcdp_outcome(
         out_dir=out_dir,
         draws=thetas[None],
         param_names=tuple(f"w{k}" for k in range(1, thetas.shape[1] + 1)),
-        sample_stats={"proposal_index": np.asarray(res.accepted_ids, dtype=np.int64)[None]},
+        sample_stats={ABCDP_STATS[0]: np.asarray(res.accepted_ids, dtype=np.int64)[None]},
         warmup=0,
         run_steps=res.steps,
         session_ids=[str(x["session_id"]) for x in meta.get("sessions", [])],

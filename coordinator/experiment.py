@@ -41,7 +41,8 @@ EXPERIMENT.toml::
     # formula = "deaths ~ age + C(sex) + (1 | registry)"
     # family = "poisson"            # bernoulli | poisson | gaussian | weibull
     # columns = { deaths = { lower = 0, upper = 30, integer = true }, age = [18, 100], ... }
-    #                               # every column's public bounds: the schema and the per-record bound
+    #                               # every column's public bounds: the schema and the per-record bound;
+    #                               # a category's values may be text labels: sex = { values = ["F", "M"] }
     # [model.params] then holds the rest: offset, event, sigma, prior_sd, sigma_u_scale
 
     [sampler]

@@ -156,7 +156,7 @@ def write_run_outputs(
         privacy_delta=exp.privacy.delta if exp.privacy is not None and exp.privacy.delta else 1e-5,
         provenance=provenance(exp, outcome, endpoints),
         prior_draws=_prior_draws(exp, outcome.draws.shape[0], outcome.draws.shape[1] - w),
-        constant_data=_constant_data(exp, len(endpoints)),
+        constant_data=constant_data(exp, len(endpoints)),
     )
     # the folder is this run's own (run.json, checkpoint/): replace the outputs of an earlier attempt
     return dict(outputs.write_outputs(outcome.out_dir, result, overwrite=True))
@@ -172,7 +172,7 @@ def _prior_draws(exp: Experiment, chains: int, draws: int) -> F64 | None:
     return x.reshape(chains, draws, -1) if x.size == chains * draws * model.d else None
 
 
-def _constant_data(exp: Experiment, m: int) -> dict[str, npt.NDArray[Any]]:
+def constant_data(exp: Experiment, m: int) -> dict[str, npt.NDArray[Any]]:
     """Public constants: the number of registries and, where public (a simulation, or the warm start's
     n_records), their record counts."""
     out: dict[str, npt.NDArray[Any]] = {"registries": np.array([m])}

@@ -73,7 +73,7 @@ from coordinator.outcome import (
     summary_text,
     write_run_outputs,
 )
-from coordinator.run_check import check, in_file_keys
+from coordinator.run_check import check, in_file_keys, output_name_problems
 from coordinator.run_privacy import PrivacyPlan, check_privacy, plan_file, privacy_reports
 from coordinator.sampler_settings import MH_KINDS
 from coordinator.tables import ExperimentError
@@ -118,6 +118,9 @@ def run_experiment(
     else:
         ref_of = None
     say = log or (lambda msg: print(f"confar run: {msg}", file=sys.stderr))
+    unusable = output_name_problems(exp)  # refused before anything is released or charged
+    if unusable:
+        raise ExperimentError(f"{exp.source}: " + "; ".join(unusable))
     if exp.sampler.kind == "abcdp":
         return run_abcdp(
             exp,

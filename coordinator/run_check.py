@@ -1,7 +1,8 @@
 """``confar run --check``: what a run would refuse, found before anything is contacted — the file, the
-model's public side, with ``--simulate`` the simulated registries' records and what their budgets refuse
-(their own charge rule on the plan, the whole run's projected spend), and a planned run's pilot plan.
-Refusals name the experiment file's keys, not the session's wire keys (:func:`in_file_keys`)."""
+model's public side, every name the outputs will hold, with ``--simulate`` the simulated registries' records
+and what their budgets refuse (their own charge rule on the plan, the whole run's projected spend), and a
+planned run's pilot plan. Refusals name the experiment file's keys, not the session's wire keys
+(:func:`in_file_keys`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def check(exp: Experiment, simulate: bool) -> int:
     registry's data against the model (schema and log-likelihood); no party is contacted. Exit 0 or 2."""
     from mechanisms.models.base import likelihood_problem
 
-    problems = check_model(exp)
+    problems = check_model(exp) + output_name_problems(exp)
     if simulate and not problems and exp.simulate is not None:
         mod = import_by_name(SIMULATE_MODULE)
         try:
@@ -67,9 +68,43 @@ def check(exp: Experiment, simulate: bool) -> int:
         print(_auto_proposal_line(exp))
     if exp.sampler.kind != "abcdp":
         print(f"model: {exp.model_name}: prior draws in bounds with a finite log prior")
+        if exp.formats:
+            print(f"parameters (as the outputs name them): {', '.join(exp.model().param_names)}")
         if simulate:
             print(f"simulate: {exp.m} registries' records fit the model, log-likelihood finite")
     return 0
+
+
+def output_name_problems(exp: Experiment) -> list[str]:
+    """Every name the run's outputs will hold (posterior.nc variables, draws.csv and summary.csv columns)
+    against the output writer's rule (``coordinator.outputs.result.name_problem``): the model's parameter
+    names (and a name given twice), the sampler's sample statistics, the public constants. ``confar run
+    --check`` reports them, and a run refuses them before anything is released or charged (an unusable
+    name once surfaced only when the outputs were written, after the whole run)."""
+    if not exp.formats:  # [output] formats = []: nothing is written
+        return []
+    from coordinator.drivers import stat_names
+    from coordinator.outcome import constant_data
+    from coordinator.outputs.result import name_problem
+
+    problems = []
+    if exp.sampler.kind != "abcdp":  # ABCDP's draws are w1..wk, named by the coordinator
+        formula = exp.model_name == "formula"
+        key = "model.formula" if formula else "model.name"
+        fix = "rename the column" if formula else "rename it in the model's param_names"
+        names = list(exp.model().param_names)
+        for name in names:
+            why = name_problem(name)
+            if why is not None:
+                problems.append(f"{key}: parameter name {why}: the run's outputs could not hold it ({fix})")
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            problems.append(f"{key}: parameter names {twice} given twice (the outputs need distinct names)")
+    for name in (*stat_names(exp.sampler.kind), *constant_data(exp, exp.m)):
+        why = name_problem(name)
+        if why is not None:
+            problems.append(f"sampler: output name {why}")
+    return problems
 
 
 #: the session's wire keys, as the experiment file says them (a registry's refusal names the wire)

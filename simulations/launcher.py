@@ -141,9 +141,16 @@ def party_config_text(
 
 
 def write_csv(path: Path, columns: dict[str, npt.ArrayLike]) -> None:
+    """A header row, then one record per line: numbers as ``%.17g`` (exact), text columns (a categorical
+    column's labels: ``simulations.registries.with_labels``) as they are."""
     names = list(columns)
-    arr = np.column_stack([np.asarray(columns[n], dtype=np.float64) for n in names])
-    np.savetxt(path, arr, delimiter=",", header=",".join(names), comments="", fmt="%.17g")
+    cols = []
+    for n in names:
+        arr = np.asarray(columns[n])
+        text = arr.dtype.kind in "USO"
+        cols.append([str(v) for v in arr.tolist()] if text else [f"{v:.17g}" for v in arr.astype(np.float64)])
+    lines = [",".join(names)] + [",".join(row) for row in zip(*cols, strict=True)]
+    path.write_text("\n".join(lines) + "\n")
 
 
 @dataclass

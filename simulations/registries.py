@@ -22,12 +22,34 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mechanisms.models.base import Column
+
 FV = "https://example.org/fairvasc-like#"
 XSD = "http://www.w3.org/2001/XMLSchema#"
 GPA = "http://www.orpha.net/ORDO/Orphanet_900"  # granulomatosis with polyangiitis
 SOURCE_KINDS = ("csv", "parquet", "sqlite", "postgresql", "sparql")
 TABLE = "cohort"
 ID_COLUMN = "record_id"
+
+
+def with_labels(
+    schema: Sequence[Column], columns: Mapping[str, npt.ArrayLike]
+) -> dict[str, npt.NDArray[Any]]:
+    """The records as a registry would store them: a column the schema declares with text labels
+    (``Column.labels``) back from its codes to the labels (an array of str), the others as they are."""
+    labels = {c.name: c.labels for c in schema if c.labels is not None}
+    out: dict[str, npt.NDArray[Any]] = {}
+    for k, v in columns.items():
+        arr = np.asarray(v)
+        if k in labels and arr.dtype.kind in "fiu":
+            out[k] = np.array([labels[k][int(c)] for c in arr.tolist()], dtype=object)
+        else:
+            out[k] = arr
+    return out
+
+
+def _is_text(values: npt.ArrayLike) -> bool:
+    return np.asarray(values).dtype.kind in "USO"
 
 
 def registry_graph(pid: int) -> str:
@@ -38,17 +60,30 @@ def _double(v: float) -> str:
     return f'"{float(v)!r}"^^<{XSD}double>'
 
 
+def _literal(v: Any) -> str:
+    """A value as a Turtle literal: text (a label, no quotes or backslashes in it) as ``xsd:string``."""
+    if isinstance(v, str):
+        return f'"{v}"^^<{XSD}string>'
+    return _double(v)
+
+
 def write_trig(
     path: Path, pid: int, columns: Mapping[str, npt.ArrayLike], outcome: str | None, seed: int = 0
 ) -> None:
-    """The registry's records as TriG in the FAIRVASC-like shape (module docstring); exact float64 values."""
-    cols = {k: np.asarray(v, dtype=np.float64) for k, v in columns.items()}
+    """The registry's records as TriG in the FAIRVASC-like shape (module docstring); exact float64 values,
+    text columns (labels) as ``xsd:string`` literals."""
+    cols = {k: np.asarray(v, dtype=object if _is_text(v) else np.float64) for k, v in columns.items()}
+    num = {k for k, v in cols.items() if v.dtype != object}
     n = len(next(iter(cols.values())))
     rng = np.random.default_rng(seed)
     g = registry_graph(pid)
     base = f"urn:confar:registry:party-{pid}/"
     lines = [f"@prefix fv: <{FV}> .", f"@prefix xsd: <{XSD}> .", "", f"<{g}> {{"]
-    binary = {k for k, v in cols.items() if np.isin(v[~np.isnan(v)], (0.0, 1.0)).all()}
+    binary = {k for k in num if np.isin(cols[k][~np.isnan(cols[k])], (0.0, 1.0)).all()}
+
+    def absent(k: str, i: int) -> bool:
+        return cols[k][i] is None if k not in num else bool(np.isnan(cols[k][i]))
+
     for i in range(n):
         p, d, o = f"<{base}patient/{i + 1}>", f"<{base}diagnosis/{i + 1}>", f"<{base}outcome/{i + 1}>"
         year = int(rng.integers(1930, 2000))
@@ -58,16 +93,16 @@ def write_trig(
             f"fv:hasDiagnosis {d} ; fv:hasOutcome {o} ."
         )
         cov = " ; ".join(  # a NaN is no triple: the variable stays unbound
-            f"fv:{k} {_double(v[i])}" for k, v in cols.items() if k != outcome and not np.isnan(v[i])
+            f"fv:{k} {_literal(v[i])}" for k, v in cols.items() if k != outcome and not absent(k, i)
         )
         lines.append(
             f'  {d} a fv:Diagnosis ; fv:code <{GPA}> ; fv:diagnosisDate "{day.isoformat()}"^^xsd:date'
             + (f" ; {cov}" if cov else "")
             + " ."
         )
-        if outcome is not None and not np.isnan(cols[outcome][i]):
+        if outcome is not None and not absent(outcome, i):
             v = cols[outcome][i]
-            lit = ("true" if v == 1.0 else "false") if outcome in binary else _double(v)
+            lit = ("true" if v == 1.0 else "false") if outcome in binary else _literal(v)
             lines.append(f"  {o} a fv:Outcome ; fv:{outcome} {lit} .")
     lines.append("}")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -103,14 +138,14 @@ def write_sqlite(path: Path, columns: Mapping[str, npt.ArrayLike]) -> None:
     import sqlite3
 
     names = list(columns)
-    data = np.column_stack([np.asarray(columns[k], dtype=np.float64) for k in names])
+    data = [np.asarray(columns[k], dtype=object if _is_text(columns[k]) else np.float64) for k in names]
     with sqlite3.connect(path) as db:
-        cols = ", ".join(f'"{k}" REAL' for k in names)
+        types = ["TEXT" if a.dtype == object else "REAL" for a in data]
+        cols = ", ".join(f'"{k}" {t}' for k, t in zip(names, types, strict=True))
         db.execute(f"CREATE TABLE {TABLE} ({ID_COLUMN} INTEGER PRIMARY KEY, {cols})")
         marks = ", ".join("?" * (len(names) + 1))
-        rows = [
-            (i + 1, *(None if v != v else v for v in r)) for i, r in enumerate(data.tolist())
-        ]  # NaN: NULL
+        records = zip(*(a.tolist() for a in data), strict=True)
+        rows = [(i + 1, *(None if v != v else v for v in r)) for i, r in enumerate(records)]  # NaN: NULL
         db.executemany(f"INSERT INTO {TABLE} VALUES ({marks})", rows)
     db.close()
 
@@ -119,8 +154,14 @@ def write_parquet(path: Path, columns: Mapping[str, npt.ArrayLike]) -> None:
     import pyarrow as pa  # type: ignore[import-not-found]
     import pyarrow.parquet as pq  # type: ignore[import-not-found]
 
-    cols = {k: np.asarray(v, dtype=np.float64) for k, v in columns.items()}
-    pq.write_table(pa.table({k: pa.array(v, mask=np.isnan(v)) for k, v in cols.items()}), path)  # NaN: null
+    arrays = {}
+    for k, v in columns.items():
+        if _is_text(v):  # labels: a string column (None: null)
+            arrays[k] = pa.array(list(np.asarray(v, dtype=object)), type=pa.string())
+        else:
+            x = np.asarray(v, dtype=np.float64)
+            arrays[k] = pa.array(x, mask=np.isnan(x))  # NaN: null
+    pq.write_table(pa.table(arrays), path)
 
 
 def new_password() -> str:

@@ -170,8 +170,10 @@ def registry_tables(
 ) -> list[dict[str, Any]]:
     """Each party's records where ``[simulate] sources`` puts them, and its ``[data]`` entries: files in its
     folder, a database in one throwaway PostgreSQL cluster (a table and a SELECT-only role per registry,
-    the role's password in a 0600 file), or a named graph of one Oxigraph SPARQL server (FAIRVASC-like)."""
+    the role's password in a 0600 file), or a named graph of one Oxigraph SPARQL server (FAIRVASC-like). A
+    column of text labels is stored as its labels (``registries.with_labels``), as a registry holds it."""
     names = list(data[0])
+    schema = () if exp.sampler.kind == "abcdp" else exp.model().schema
     outcome = None if exp.sampler.kind == "abcdp" else names[-1]  # the schemas list the outcome last
     pg = PostgresServer.running() if "postgresql" in kinds else None
     server = servers.enter_context(pg) if pg is not None else None
@@ -180,7 +182,7 @@ def registry_tables(
     for pid, kind in enumerate(kinds, start=1):
         pdir = workdir / f"party-{pid}"
         pdir.mkdir(parents=True, exist_ok=True)
-        cols = dict(data[pid - 1])
+        cols = registries.with_labels(schema, data[pid - 1])
         if kind == "csv":
             write_csv(pdir / "data.csv", cols)  # type: ignore[arg-type]
             tables.append(registries.data_table("csv", path=pdir / "data.csv"))

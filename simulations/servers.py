@@ -6,8 +6,8 @@ removed when it stops. Both listen on 127.0.0.1 only.
 * :class:`PostgresServer` runs ``initdb`` and ``postgres`` (found on PATH, or in /usr/lib/postgresql/*/bin;
   ``PG_BINDIR`` overrides). PostgreSQL refuses to run as root, so as root the cluster belongs to the
   ``postgres`` system user (or ``nobody``). Password authentication (SCRAM) on TCP only; the admin password
-  is random and kept in memory. ``add_registry`` creates a database, a table of float64 columns in a given
-  order and a login role that can only SELECT it.
+  is random and kept in memory. ``add_registry`` creates a database, a table of float64 columns (text for a
+  column of labels) in a given order and a login role that can only SELECT it.
 * :class:`SparqlServer` loads RDF (TriG / Turtle / N-Quads) into an Oxigraph store and serves it read-only
   (``oxigraph serve-read-only``, from the ``oxigraph`` PyPI package, found next to the running Python or on
   PATH).
@@ -237,7 +237,8 @@ class PostgresServer:
         from psycopg import sql
 
         names = list(columns)
-        data = np.column_stack([np.asarray(columns[k], dtype=np.float64) for k in names])
+        text = {k for k in names if np.asarray(columns[k]).dtype.kind in "USO"}  # labels: text columns
+        data = [np.asarray(columns[k], dtype=object if k in text else np.float64) for k in names]
         with self.connect("postgres") as admin:
             admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
             admin.execute(
@@ -248,7 +249,10 @@ class PostgresServer:
         with self.connect(database) as db:
             cols = sql.SQL(", ").join(
                 [sql.SQL("{} integer PRIMARY KEY").format(sql.Identifier(id_column))]
-                + [sql.SQL("{} double precision").format(sql.Identifier(k)) for k in names]
+                + [
+                    sql.SQL("{} text" if k in text else "{} double precision").format(sql.Identifier(k))
+                    for k in names
+                ]
             )
             db.execute(sql.SQL("CREATE TABLE {} ({})").format(sql.Identifier(table), cols))
             with db.cursor() as cur:
@@ -256,7 +260,7 @@ class PostgresServer:
                     sql.Identifier(table), sql.SQL(", ").join(sql.Identifier(k) for k in [id_column, *names])
                 )
                 with cur.copy(copy) as cp:
-                    for i, row in enumerate(data.tolist(), start=1):
+                    for i, row in enumerate(zip(*(a.tolist() for a in data), strict=True), start=1):
                         cp.write_row([i, *(None if v != v else v for v in row)])  # NaN -> NULL
             db.execute(sql.SQL("REVOKE ALL ON SCHEMA public FROM PUBLIC"))
             db.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(reader)))

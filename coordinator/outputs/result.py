@@ -27,6 +27,16 @@ F64 = npt.NDArray[np.float64]
 QUANTILES: tuple[float, ...] = (0.05, 0.5, 0.95)
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-\[\]]*$")
 _RESERVED = {"chain", "draw", "param"}
+#: a name the outputs can hold (a posterior.nc variable, a draws.csv and summary.csv column)
+NAME_RULE = f"letters, digits, _ . - [ ], not starting with a digit, not one of {sorted(_RESERVED)}"
+
+
+def name_problem(name: object) -> str | None:
+    """None if ``name`` is usable as a parameter or statistic name in the outputs, else why not (the rule);
+    ``confar run --check`` asks it of every name a run will write (``coordinator.run_check``)."""
+    if isinstance(name, str) and _NAME_RE.match(name) and name not in _RESERVED:
+        return None
+    return f"{name!r} is not a usable name ({NAME_RULE})"
 
 
 def qcol(p: float) -> str:
@@ -208,11 +218,9 @@ class RunResult:
         if len(names) != d:
             raise ValueError(f"param_names: {len(names)} name(s) {names} for {d} parameter(s) in draws")
         for nm in names:
-            if not isinstance(nm, str) or not _NAME_RE.match(nm) or nm in _RESERVED:
-                raise ValueError(
-                    f"param_names: {nm!r} is not a usable name (letters, digits, _ . - [ ], not starting "
-                    f"with a digit, not one of {sorted(_RESERVED)})"
-                )
+            why = name_problem(nm)
+            if why is not None:
+                raise ValueError(f"param_names: {why}")
         dup = sorted({nm for nm in names if names.count(nm) > 1})
         if dup:
             raise ValueError(f"param_names: repeated name(s) {dup}")
@@ -265,6 +273,10 @@ class RunResult:
                     )
         if not isinstance(self.provenance, dict):
             raise ValueError(f"provenance: must be a dict, got {type(self.provenance).__name__}")
+        for key in self.constant_data:  # posterior.nc variables, as the parameters
+            why = name_problem(key)
+            if why is not None:
+                raise ValueError(f"constant_data: {why}")
 
     @staticmethod
     def _check_stats(
@@ -272,8 +284,9 @@ class RunResult:
     ) -> dict[str, npt.NDArray[Any]]:
         out: dict[str, npt.NDArray[Any]] = {}
         for key, value in stats.items():
-            if not isinstance(key, str) or not _NAME_RE.match(key) or key in _RESERVED:
-                raise ValueError(f"{field_name}: {key!r} is not a usable statistic name")
+            why = name_problem(key)
+            if why is not None:
+                raise ValueError(f"{field_name}: {why}")
             arr = _as_array(f"{field_name}[{key!r}]", value)
             if arr.shape[:2] != lead:
                 raise ValueError(

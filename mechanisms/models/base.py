@@ -39,6 +39,7 @@ public arguments) and name it as ``"package.module:ClassName"`` wherever a model
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -59,15 +60,45 @@ class SchemaError(ValueError):
     """Records that do not match a model's schema; the message names the columns and the rows."""
 
 
+LABEL_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a category's text label: it appears in parameter names
+
+
+def label_problem(label: object) -> str | None:
+    """None if ``label`` can be a category's text label (``F``, ``never-smoker``, ``g.2``), else why not."""
+    if isinstance(label, str) and LABEL_RE.match(label):
+        return None
+    return f"{label!r} is not a usable label (letters, digits, _ . - only: it appears in parameter names)"
+
+
 @dataclass(frozen=True)
 class Column:
-    """One column of a party's records, with its declared public bounds."""
+    """One column of a party's records, with its declared public bounds.
+
+    ``labels``: a categorical column whose records hold text (``"F"``, ``"M"``): the record's label
+    ``labels[k]`` is held as the code k, so ``values`` are the codes 0, 1, ..., len(labels) - 1 (integer,
+    within [0, len - 1]); a data source maps the labels to the codes and refuses any other text
+    (``parties.sources.base``), :func:`validate_columns` does the same for text columns given in memory and
+    takes numbers as the codes (a registry's records once read)."""
 
     name: str
     lower: float = -np.inf
     upper: float = np.inf
     integer: bool = False
     values: tuple[float, ...] | None = None  # allowed values (e.g. (0, 1) for a binary outcome)
+    labels: tuple[str, ...] | None = None  # text labels of the codes in values (None: numbers)
+
+    def __post_init__(self) -> None:
+        if self.labels is None:
+            return
+        codes = tuple(float(k) for k in range(len(self.labels)))
+        if not self.labels or self.values != codes or not self.integer:
+            raise ValueError(
+                f"column {self.name!r}: labels {list(self.labels)} need values = their codes {list(codes)} "
+                "and integer = true"
+            )
+        bad = [why for why in map(label_problem, self.labels) if why is not None]
+        if bad or len(set(self.labels)) != len(self.labels):
+            raise ValueError(f"column {self.name!r}: {bad[0] if bad else 'a label given twice'}")
 
 
 def _rows(mask: npt.NDArray[np.bool_]) -> str:
@@ -81,7 +112,8 @@ def _rows(mask: npt.NDArray[np.bool_]) -> str:
 class Problem:
     """One problem of a party's records: ``what`` is wrong in ``column`` (None: the table as a whole), in the
     rows of ``rows`` (a boolean mask over the records; None: not row-specific). It never holds a value of a
-    record except in ``example`` (set only by :func:`validate_columns` for text that is not a number)."""
+    record except in ``example`` (set only by :func:`validate_columns` for text that is not a number, or not a
+    declared label)."""
 
     column: str | None
     what: str
@@ -94,15 +126,30 @@ class Problem:
         return f"column {self.column!r}: {self.what}{where}{eg}" if self.column is not None else self.what
 
 
-def _to_float(name: str, raw: Any, problems: list[Problem]) -> tuple[F64, npt.NDArray[np.bool_]] | None:
+def _to_float(
+    name: str, raw: Any, problems: list[Problem], labels: tuple[str, ...] | None = None
+) -> tuple[F64, npt.NDArray[np.bool_]] | None:
     """The column as floats and the mask of its non-numeric rows (reported here; the caller still checks the
-    numeric rows, so one bad value does not hide the column's other problems)."""
+    numeric rows, so one bad value does not hide the column's other problems). A labelled column's text is
+    its labels' codes; numbers there are taken as the codes."""
     arr = np.asarray(raw)
     if arr.ndim != 1:
         problems.append(Problem(name, f"expected one value per row, got shape {arr.shape}"))
         return None
     if arr.dtype.kind in "fiub":
         return arr.astype(np.float64), np.zeros(arr.shape[0], dtype=bool)
+    if labels is not None:
+        code = {label: float(k) for k, label in enumerate(labels)}
+        items = arr.tolist()
+        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in items)
+        if not numbers:
+            out = np.array([code.get(v, 0.0) if isinstance(v, str) else 0.0 for v in items], dtype=np.float64)
+            bad = np.array([not (isinstance(v, str) and v in code) for v in items], dtype=bool)
+            if bad.any():
+                example = str(arr[np.flatnonzero(bad)[0]])
+                what = f"labels outside the declared labels {list(labels)}"
+                problems.append(Problem(name, what, bad, example))
+            return out, bad
     out = np.empty(arr.shape[0], dtype=np.float64)
     bad = np.zeros(arr.shape[0], dtype=bool)
     for i, v in enumerate(arr.tolist()):
@@ -138,7 +185,7 @@ def schema_problems(
     for col in schema:
         if col.name not in raw:
             continue
-        got = _to_float(col.name, raw[col.name], problems)
+        got = _to_float(col.name, raw[col.name], problems, col.labels)
         if got is None:
             continue
         x, non_numeric = got
@@ -154,7 +201,8 @@ def schema_problems(
         if col.values is not None:
             bad = ok & ~np.isin(fin, np.asarray(col.values, dtype=np.float64))
             if bad.any():
-                problems.append(Problem(col.name, f"values outside the allowed set {list(col.values)}", bad))
+                allowed = f"codes of the labels {list(col.labels)}" if col.labels else "allowed set"
+                problems.append(Problem(col.name, f"values outside the {allowed} {list(col.values)}", bad))
         out_of = ok & ((fin < col.lower) | (fin > col.upper))
         if out_of.any():
             what = f"values outside the declared public bounds [{col.lower:g}, {col.upper:g}]"

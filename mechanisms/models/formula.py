@@ -20,7 +20,12 @@ registry's copy are the same model exactly when their arguments are):
   one more parameter, ``log_shape``).
 * ``columns``: ``{name = [lower, upper]}`` or ``{name = {lower, upper, integer, values}}`` for every
   column the formula, ``offset`` and ``event`` use. A registry's records outside them are refused when it
-  loads them.
+  loads them. A categorical column's ``values`` may be text labels (``sex = {values = ["F", "M"]}``: letters,
+  digits, ``_ . -``; the declared order is the levels' order, the first the reference): the records hold the
+  labels, a registry's data source turns them into their codes 0, 1, ... (``Column.labels``) and refuses any
+  other text, and the parameters are named by the labels (``sex[M]``); only ``C(column)`` and ``(1 | column)``
+  take labels. The canonical form of a column (``config()``, the session's wire) is the 5-tuple
+  ``(name, lower, upper, integer, values)``, a labelled column's ``(name, 0, len - 1, true, labels)``.
 * ``prior_sd``, ``autoscale``: β_k ~ N(0, (prior_sd / s_k)²) with s_k the half-range of design column k over
   the declared box (rstanarm's autoscaling, with the public bounds in place of the data's sd: a coefficient's
   prior then says how much the column can move η across its range, whatever its unit; s_k = 1 for a
@@ -49,6 +54,7 @@ Pure: no I/O, no randomness except through the generators passed in.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import itertools
 import math
@@ -62,7 +68,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from mechanisms.models.base import F64, Column, Data, Model, as_batch
+from mechanisms.models.base import F64, Column, Data, Model, as_batch, label_problem
 
 FAMILIES = ("bernoulli", "poisson", "gaussian", "weibull")
 MAX_CORNERS = 1 << 16  # the design is evaluated at every corner of the declared box
@@ -70,24 +76,69 @@ _RANDOM = re.compile(r"\(\s*1\s*\|\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)")
 _CATEGORICAL = re.compile(r"^C\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LEVEL = re.compile(r"^C\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)\[(?:T\.)?(.*)\]$")  # formulaic's C(x)[T.1.0]
 
-ColumnSpec = tuple[str, float, float, bool, tuple[float, ...] | None]
+ColumnSpec = tuple[str, float, float, bool, tuple[float, ...] | tuple[str, ...] | None]
+
+
+def _values(c: ColumnSpec) -> tuple[float, ...] | None:
+    """A column's numeric values: its declared numbers, or its labels' codes 0, 1, ... (None: a range)."""
+    if c[4] is not None and _is_labels(c[4]):
+        return tuple(float(k) for k in range(len(c[4])))
+    return c[4]  # type: ignore[return-value]
+
+
+def _labels(c: ColumnSpec) -> tuple[str, ...] | None:
+    """A categorical column's text labels, in declared order (None: numbers)."""
+    return c[4] if c[4] is not None and _is_labels(c[4]) else None  # type: ignore[return-value]
+
+
+def _is_labels(values: tuple[Any, ...]) -> bool:
+    return bool(values) and all(isinstance(v, str) for v in values)
+
+
+def _declared_values(where: str, values: Any) -> tuple[float, ...] | tuple[str, ...]:
+    """``values``: numbers (sorted, each once) or text labels (in the declared order: the first is the
+    reference level; each once, letters, digits, _ . - only)."""
+    wrong = f"{where}.values must be a list of numbers or of text labels, got {values!r}"
+    if isinstance(values, str) or not isinstance(values, list | tuple):
+        raise ValueError(wrong)
+    texts = [v for v in values if isinstance(v, str)]
+    if texts and len(texts) != len(values):
+        raise ValueError(f"{where}.values: give numbers or text labels, not both, got {list(values)!r}")
+    if texts:
+        for v in texts:
+            why = label_problem(v)
+            if why is not None:
+                raise ValueError(f"{where}.values: {why}")
+        twice = sorted({v for v in texts if texts.count(v) > 1})
+        if twice:
+            raise ValueError(f"{where}.values: labels {twice} given more than once")
+        return tuple(texts)
+    try:
+        return tuple(sorted({float(v) for v in values}))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(wrong) from exc
 
 
 def _column_spec(name: str, raw: Any) -> ColumnSpec:
-    """One entry of ``columns`` as (name, lower, upper, integer, values), checked."""
+    """One entry of ``columns`` as (name, lower, upper, integer, values), checked; a labelled column's
+    (name, 0, len - 1, true, labels): the labels are held as their codes."""
     where = f"columns.{name}"
     if not _NAME.match(name):
         raise ValueError(f"{where}: a column name is letters, digits and _, not starting with a digit")
+    vals: tuple[float, ...] | tuple[str, ...] | None
     if isinstance(raw, Mapping):
         extra = set(raw) - {"lower", "upper", "integer", "values"}
         if extra:
             raise ValueError(f"{where}: unknown keys {sorted(extra)} (lower, upper, integer, values)")
         values = raw.get("values")
-        try:
-            vals = None if values is None else tuple(sorted({float(v) for v in values}))
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{where}.values must be a list of numbers, got {values!r}") from exc
+        vals = None if values is None else _declared_values(where, values)
+        if vals is not None and _is_labels(vals):
+            given = sorted(set(raw) & {"lower", "upper", "integer"})
+            if given:
+                raise ValueError(f"{where}: text labels take no {given} (their codes are 0, 1, ...)")
+            return (name, 0.0, float(len(vals) - 1), True, vals)
         lower = raw.get("lower", min(vals) if vals else None)
         upper = raw.get("upper", max(vals) if vals else None)
         integer = raw.get("integer", False)
@@ -97,7 +148,12 @@ def _column_spec(name: str, raw: Any) -> ColumnSpec:
         if raw[0] != name:
             raise ValueError(f"{where}: the canonical form names another column, got {raw!r}")
         lower, upper, integer = raw[1], raw[2], raw[3]
-        vals = None if raw[4] is None else tuple(float(v) for v in raw[4])
+        vals = None if raw[4] is None else _declared_values(where, raw[4])
+        if vals is not None and _is_labels(vals):
+            spec: ColumnSpec = (name, 0.0, float(len(vals) - 1), True, vals)
+            if (lower, upper, integer) != spec[1:4]:
+                raise ValueError(f"{where}: the canonical form of labels {list(vals)} is {list(spec)}")
+            return spec
     else:
         raise ValueError(f"{where}: give [lower, upper] or {{lower, upper, integer, values}}, got {raw!r}")
     if not isinstance(integer, bool):
@@ -109,9 +165,10 @@ def _column_spec(name: str, raw: Any) -> ColumnSpec:
     if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
         raise ValueError(f"{where}: need finite public bounds lower <= upper, got [{lo:g}, {hi:g}]")
     if vals is not None:
-        if not vals or not all(math.isfinite(v) and lo <= v <= hi for v in vals):
+        nums = tuple(float(v) for v in vals)
+        if not nums or not all(math.isfinite(v) and lo <= v <= hi for v in nums):
             raise ValueError(f"{where}.values must be finite numbers within [{lo:g}, {hi:g}]")
-        if integer and any(v != round(v) for v in vals):
+        if integer and any(v != round(v) for v in nums):
             raise ValueError(f"{where}.values must be integers (integer = true)")
     return (name, lo, hi, integer, vals)
 
@@ -143,7 +200,17 @@ class _Parsed:
     names: tuple[str, ...]  # design column names
     corners: F64  # the design at every corner of the declared box
     group: str | None  # the random intercept's column
-    levels: tuple[float, ...]  # its values (the registries)
+    levels: tuple[float, ...]  # its values (the registries; a labelled column's codes)
+    level_names: tuple[str, ...]  # their parameters' suffixes: z1, z2, ... (labels: z[DK], z[SE], ...)
+
+
+def _undeclared(name: str, declared: Mapping[str, Any]) -> str:
+    """A column the formula uses and ``columns`` does not declare, with the declared one it resembles (a
+    typo, e.g. ``agee`` for ``age``)."""
+    guess = difflib.get_close_matches(name, declared, n=1)
+    if guess:
+        return f"column {name!r} has no declared bounds: did you mean {guess[0]!r}? (or add columns.{name})"
+    return f"column {name!r} has no declared bounds: add columns.{name}"
 
 
 def _parse(model: FormulaModel) -> _Parsed:
@@ -191,7 +258,7 @@ def _parse(model: FormulaModel) -> _Parsed:
                     "plug-in (docs/MODELS.md)"
                 )
             if name not in declared:
-                raise ValueError(f"formula: column {name!r} has no declared bounds: add columns.{name}")
+                raise ValueError(f"formula: {_undeclared(name, declared)}")
             if cat:
                 if declared[name][4] is None:
                     raise ValueError(
@@ -199,18 +266,31 @@ def _parse(model: FormulaModel) -> _Parsed:
                         "{values = [...]}"
                     )
                 categorical.add(name)
+            elif _labels(declared[name]) is not None:
+                raise ValueError(
+                    f"formula: column {name!r} holds text labels {list(_labels(declared[name]) or ())}: "
+                    f"write C({name}) (a number term needs numbers)"
+                )
             if name not in variables:
                 variables.append(name)
     for need, why in ((lhs, "the outcome"), (model.offset, "offset"), (model.event, "event")):
         if need is not None and need not in declared:
-            raise ValueError(f"{why}: column {need!r} has no declared bounds: add columns.{need}")
+            raise ValueError(f"{why}: {_undeclared(need, declared)}")
+        if need is not None and _labels(declared[need]) is not None:
+            raise ValueError(
+                f"{why}: column {need!r} holds text labels {list(_labels(declared[need]) or ())}; {why} is a "
+                "number (declare its values as numbers)"
+            )
     group = groups[0] if groups else None
     levels: tuple[float, ...] = ()
+    level_names: tuple[str, ...] = ()
     if group is not None:
         if group not in declared:
-            raise ValueError(f"formula: (1 | {group}): add columns.{group} (the registries' numbers)")
+            guess = difflib.get_close_matches(group, declared, n=1)
+            hint = f"did you mean {guess[0]!r}? (or add columns.{group})" if guess else f"add columns.{group}"
+            raise ValueError(f"formula: (1 | {group}): {hint} (the registries' numbers)")
         g = declared[group]
-        levels = g[4] if g[4] is not None else ()
+        levels = _values(g) or ()
         if not levels:
             if not (g[3] and g[1] == round(g[1]) and g[2] == round(g[2])):
                 raise ValueError(
@@ -220,10 +300,12 @@ def _parse(model: FormulaModel) -> _Parsed:
             levels = tuple(float(v) for v in range(int(g[1]), int(g[2]) + 1))
         if group in variables:
             raise ValueError(f"formula: {group} is both a fixed term and the random intercept's grouping")
+        labels = _labels(g)  # registry_z1, ... or, for labels, registry_z[DK], ...
+        level_names = tuple(f"z[{t}]" for t in labels or ()) or tuple(f"z{level_text(v)}" for v in levels)
     axes = []
     for v in variables:
         c = declared[v]
-        axes.append(sorted(c[4]) if c[4] else [c[1], c[2]])  # declared values: only those can occur
+        axes.append(list(_values(c) or (c[1], c[2])))  # declared values: only those can occur
     count = math.prod(len(a) for a in axes)
     if count > MAX_CORNERS:
         raise ValueError(f"formula: {count} corners of the declared box (at most {MAX_CORNERS}); fewer terms")
@@ -231,12 +313,48 @@ def _parse(model: FormulaModel) -> _Parsed:
     if not variables:
         frame = pd.DataFrame(index=range(1))
     mm = model_matrix(rhs, frame, na_action="raise")
-    names = tuple(str(c) for c in mm.columns)
+    names = tuple(design_name(str(c), declared) for c in mm.columns)
     if not names:
         raise ValueError(f"formula {text!r} has no terms (a fixed intercept at least)")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"formula {text!r}: design columns named twice: {twice} (rename the column)")
     corners = np.asarray(mm, dtype=np.float64)
     cats = tuple(v for v in variables if v in categorical)
-    return _Parsed(lhs, tuple(variables), cats, mm.model_spec, names, corners, group, levels)
+    return _Parsed(lhs, tuple(variables), cats, mm.model_spec, names, corners, group, levels, level_names)
+
+
+def level_text(value: float) -> str:
+    """A numeric level as it appears in a parameter name: an integer without ``.0`` (``1``), any other value
+    by its shortest exact form (``0.5``, ``1e-05``); letters, digits, ``. -`` only."""
+    v = float(value)
+    return str(int(v)) if v == round(v) and abs(v) < 1e15 else repr(v)
+
+
+def design_name(raw: str, declared: Mapping[str, ColumnSpec]) -> str:
+    """formulaic's name of a design column as confar's parameter name: ``C(sex)[T.1.0]`` (and ``C(sex)[1.0]``
+    without an intercept: either way the indicator of that level) is ``sex[1]`` (``sex[M]`` where the column's
+    values are text labels: formulaic sees their codes), an interaction ``a:b`` is
+    ``a.b`` (so ``age:C(sex)[T.1.0]`` is ``age.sex[1]``); ``Intercept`` and numeric columns as they are. The
+    brackets delimit a level, so it never runs into a column's name (``sex1`` could be a column), and ``.``
+    never occurs in a column's name, so ``a.b`` is only ever the product of a and b; both pass the output
+    writer's rule (``coordinator.outputs.result``: letters, digits, ``_ . - [ ]``)."""
+    parts = []
+    for piece in raw.split(":"):
+        level = _LEVEL.match(piece)
+        if level is None:
+            if piece != "Intercept" and piece not in declared:
+                raise ValueError(f"formula: cannot name the design column {raw!r} (its part {piece!r})")
+            parts.append(piece)
+            continue
+        col, text = level.group(1), level.group(2)
+        labels = _labels(declared[col]) if col in declared else None
+        try:
+            value = float(text)
+            parts.append(f"{col}[{labels[int(value)] if labels else level_text(value)}]")
+        except (ValueError, IndexError) as exc:
+            raise ValueError(f"formula: cannot name the design column {raw!r} (level {text!r})") from exc
+    return ".".join(parts)
 
 
 class _DesignCache:
@@ -311,11 +429,16 @@ class FormulaModel(Model):
                 "event (the censoring column: 1 = event, 0 = censored) is for family 'weibull' only"
             )
         parsed = self.parsed  # parsed now: a bad formula is refused at construction
+        names = self.param_names
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"parameters named twice: {twice} (a column named as a parameter: rename it)")
         cols = {c[0]: c for c in self.columns}
         y = cols[parsed.outcome]
-        if fam == "bernoulli" and not set(y[4] or (y[1], y[2])) <= {0.0, 1.0}:
+        if fam == "bernoulli" and not set(_values(y) or (y[1], y[2])) <= {0.0, 1.0}:
             raise ValueError(f"columns.{y[0]}: a bernoulli outcome takes the values 0 and 1")
-        counts = y[3] or (y[4] is not None and all(v == round(v) for v in y[4]))
+        y_values = _values(y)
+        counts = y[3] or (y_values is not None and all(v == round(v) for v in y_values))
         if fam == "poisson" and not (y[1] >= 0 and counts):
             raise ValueError(f"columns.{y[0]}: a poisson outcome is a count: integer = true, lower >= 0")
         if fam == "weibull" and not y[1] > 0:
@@ -323,7 +446,7 @@ class FormulaModel(Model):
         if self.offset is not None and not cols[self.offset][1] > 0:
             raise ValueError(f"columns.{self.offset}: an exposure (offset) needs lower > 0")
         if self.event is not None and not set(
-            cols[self.event][4] or (cols[self.event][1], cols[self.event][2])
+            _values(cols[self.event]) or (cols[self.event][1], cols[self.event][2])
         ) <= {0.0, 1.0}:
             raise ValueError(f"columns.{self.event}: the event column takes the values 0 and 1")
 
@@ -357,7 +480,7 @@ class FormulaModel(Model):
         head = ("log_shape",) if self.family == "weibull" else ()
         tail: tuple[str, ...] = ()
         if p.group is not None:
-            tail = (f"{p.group}_log_sd", *(f"{p.group}_z{v:g}" for v in p.levels))
+            tail = (f"{p.group}_log_sd", *(f"{p.group}_{z}" for z in p.level_names))
         return (*head, *p.names, *tail)
 
     @property
@@ -365,14 +488,16 @@ class FormulaModel(Model):
         p = self.parsed
         used = {p.outcome, *p.variables} | {c for c in (self.offset, self.event, p.group) if c is not None}
         out = []
-        for name, lo, hi, integer, vals in self.columns:
+        for c in self.columns:
+            name, lo, hi, integer = c[:4]
             if name not in used:
                 continue
+            vals = _values(c)
             if (self.family == "bernoulli" and name == p.outcome) or name == self.event:
                 vals, integer = (0.0, 1.0), True
             if name == p.group and vals is None:
                 vals, integer = p.levels, True
-            out.append(Column(name, lo, hi, integer=integer, values=vals))
+            out.append(Column(name, lo, hi, integer=integer, values=vals, labels=_labels(c)))
         return tuple(out)
 
     def n_records(self, data: Data) -> int:
@@ -439,7 +564,7 @@ class FormulaModel(Model):
             import pandas as pd
 
             for v in p.categorical:  # formulaic would code an undeclared level as the reference, silently
-                known = np.asarray(next(c[4] for c in self.columns if c[0] == v))
+                known = np.asarray(next(_values(c) for c in self.columns if c[0] == v))
                 if not np.isin(np.asarray(data[v], dtype=np.float64), known).all():
                     raise ValueError(f"column {v!r}: values outside the declared values {known.tolist()}")
             n = len(data[p.outcome])

@@ -9,7 +9,11 @@ knows the value cannot be a number, e.g. an IRI). :func:`take_snapshot` then doe
 1. **convert** each value the session needs to a float64 (:func:`to_float`): numbers as they are (SQL
    ``NUMERIC`` / ``xsd:decimal`` through ``float``), booleans 1.0 / 0.0, dates and date-times as days since
    1970-01-01 (UTC for date-times with a time zone; fractional for date-times), text only where the source
-   is text (CSV cells are parsed with ``float``; a text value from SQL, Parquet or SPARQL is a wrong type);
+   is text (CSV cells are parsed with ``float``; a text value from SQL, Parquet or SPARQL is a wrong type).
+   A column the schema declares with text labels (``Column.labels``, e.g. ``sex = {values = ["F", "M"]}``)
+   takes text instead (:func:`to_codes`): each declared label becomes its code (0, 1, ... in declared order),
+   any other text is refused with its rows, never its value, and so is a number there (CSV cells, SQL and
+   Parquet text, SPARQL plain and ``xsd:string`` literals; CSV cells with surrounding spaces stripped);
 2. **check** the result against the model's schema (``mechanisms.models.base.schema_problems``: missing
    columns, NaN / infinity, non-integers, values outside the declared public bounds or value set). A
    missing value is refused: every schema column is required (the schema's rule; a registry that wants
@@ -67,9 +71,11 @@ class DataProblems(SourceError, DataSchemaError):
 
 @dataclass(frozen=True)
 class Bad:
-    """A value the source already knows cannot be a number; ``what`` says why, without the value."""
+    """A value the source already knows cannot be a number; ``what`` says why, without the value. ``text``:
+    the value when it is text a labelled column may take (a SPARQL plain or ``xsd:string`` literal)."""
 
     what: str
+    text: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,42 @@ def to_float(name: str, values: Sequence[Any], text_is_number: bool) -> tuple[F6
     return out, [Problem(name, what, mask) for what, mask in bad.items()]
 
 
+def _code(value: Any, code: dict[str, float], text_is_number: bool) -> float | str:
+    """A labelled column's value as its label's code, or the reason (no value in it) it is not one."""
+    if isinstance(value, Bad):
+        if value.text is None:
+            return value.what
+        value = value.text
+    if value is None:
+        return "missing values (empty, NULL or unbound)"
+    if not isinstance(value, str):
+        return f"values of type {type(value).__name__} where a text label {list(code)} is expected"
+    text = value.strip() if text_is_number else value
+    if text_is_number and not text:
+        return "missing values (empty, NULL or unbound)"
+    got = code.get(text)
+    return f"labels outside the declared labels {list(code)}" if got is None else got
+
+
+def to_codes(
+    name: str, values: Sequence[Any], labels: Sequence[str], text_is_number: bool
+) -> tuple[F64, list[Problem]]:
+    """A labelled column (``Column.labels``) as the codes of its labels (0, 1, ... in declared order) and the
+    problems of its values (grouped by reason, each with its rows; never a value)."""
+    code = {label: float(k) for k, label in enumerate(labels)}
+    out = np.empty(len(values), dtype=np.float64)
+    bad: dict[str, npt.NDArray[np.bool_]] = {}
+    for i, v in enumerate(values):
+        got = _code(v, code, text_is_number)
+        if isinstance(got, str):
+            mask = bad.setdefault(got, np.zeros(len(values), dtype=bool))
+            mask[i] = True
+            out[i] = np.nan
+        else:
+            out[i] = got
+    return out, [Problem(name, what, mask) for what, mask in bad.items()]
+
+
 def check_records(raw: RawTable, schema: Sequence[Column] | None, key: str, where: str) -> dict[str, F64]:
     """The records as float64 columns (the schema's columns, or every column without a schema), or
     :class:`DataProblems` listing every problem."""
@@ -160,10 +202,14 @@ def check_records(raw: RawTable, schema: Sequence[Column] | None, key: str, wher
     if dup:
         problems.append(Problem(None, f"duplicate column names {dup}"))
     wanted = [c.name for c in schema] if schema is not None else list(raw.names)
+    labels = {c.name: c.labels for c in schema or () if c.labels is not None}
     converted: dict[str, F64] = {}
     for name in wanted:
         if name in raw.columns:
-            col, probs = to_float(name, raw.columns[name], raw.text_is_number)
+            if name in labels:
+                col, probs = to_codes(name, raw.columns[name], labels[name], raw.text_is_number)
+            else:
+                col, probs = to_float(name, raw.columns[name], raw.text_is_number)
             problems += probs
             if not probs:
                 converted[name] = col

@@ -20,9 +20,10 @@ Each projected variable is a column (``?age`` -> ``age``), named as the model's 
 typed literals are converted by their datatype (``xsd:integer``, ``xsd:decimal``, ``xsd:double``, ... ->
 numbers; ``xsd:boolean`` -> 1 / 0; ``xsd:date``, ``xsd:dateTime`` -> days since 1970-01-01; ``xsd:gYear``
 -> the year); an unbound variable is a missing value, refused by the schema's rule (write ``OPTIONAL`` for
-every value, so that an incomplete record is reported rather than dropped silently by the join); IRIs, blank
-nodes, plain strings and other datatypes are refused, naming the column, the rows and the datatype (never
-the value).
+every value, so that an incomplete record is reported rather than dropped silently by the join); plain
+strings and ``xsd:string`` literals are text, taken only by a column the schema declares with text labels
+(``parties.sources.base.to_codes``); IRIs, blank nodes, language-tagged strings, text in a number column and
+other datatypes are refused, naming the column, the rows and the datatype (never the value).
 
 Paging: with ``page_size``, the query is sent repeatedly with ``LIMIT page_size OFFSET k`` appended, until a
 page comes back short; the query must then have an ``ORDER BY`` (without it, pages of a SPARQL result may
@@ -91,7 +92,10 @@ def literal_value(term: dict[str, Any]) -> Any:
     dtype = term.get("datatype")
     if dtype is None:
         what = "language-tagged strings" if "xml:lang" in term else "plain strings"
-        return Bad(f"{what} where a typed literal is expected (give the value a numeric datatype)")
+        label = None if "xml:lang" in term else text  # a labelled column's text (sources.base.to_codes)
+        return Bad(f"{what} where a typed literal is expected (give the value a numeric datatype)", label)
+    if dtype == XSD + "string":
+        return Bad("xsd:string literals where a number is expected (give the value a numeric datatype)", text)
     try:
         if dtype in NUMERIC:
             return float(text.strip())

@@ -75,6 +75,7 @@ def test_formula_keys_in_the_model_table(tmp_path: Path) -> None:
         ),
         (MODEL.replace("C(grade)", "np.log(age)"), "model", "transform confar cannot bound"),
         (MODEL.replace("age = [20, 90]\n", ""), "model", "column 'age' has no declared bounds"),
+        (MODEL.replace("y ~ age", "y ~ agee"), "model", "'agee' has no declared bounds: did you mean 'age'?"),
         (MODEL.replace('"bernoulli"', '"binomial"'), "model", "family must be one of"),
         (MODEL.replace("\nfamily", "\nshape = 2\nfamily"), "model.shape", ""),
     ],

@@ -190,10 +190,36 @@ def test_categorical_levels_fixed_by_the_declared_values() -> None:
     (the levels come from the declaration, not from the records)."""
     cols = {"y": {"values": [0, 1]}, "grade": {"values": [1, 2, 3]}, "age": [20, 90]}
     m = FormulaModel("y ~ C(grade) + age", "bernoulli", cols)
-    assert m.param_names == ("Intercept", "C(grade)[T.2.0]", "C(grade)[T.3.0]", "age")
+    assert m.param_names == ("Intercept", "grade[2]", "grade[3]", "age")
     data = {"y": np.array([0.0, 1.0]), "grade": np.array([1.0, 1.0]), "age": np.array([30.0, 40.0])}
     x = m.design(data)
     np.testing.assert_array_equal(x, [[1, 0, 0, 30], [1, 0, 0, 40]])
+
+
+@pytest.mark.parametrize(
+    ("formula", "names"),
+    [
+        ("y ~ age + C(sex) + age:creatinine", ("Intercept", "age", "sex[1]", "age.creatinine")),
+        ("y ~ age * C(sex)", ("Intercept", "age", "sex[1]", "age.sex[1]")),
+        ("y ~ 0 + C(sex) + creatinine", ("sex[0]", "sex[1]", "creatinine")),  # no intercept: every level
+        ("y ~ C(sex):creatinine", ("Intercept", "sex[0].creatinine", "sex[1].creatinine")),
+        ("y ~ C(half) + (1 | registry)", ("Intercept", "half[1e-05]", "half[1.5]", "registry_log_sd")),
+        ("y ~ age + C( sex )", ("Intercept", "age", "sex[1]")),
+    ],
+)
+def test_parameter_names_are_readable_and_output_safe(formula: str, names: tuple[str, ...]) -> None:
+    """A category level is ``column[level]``, an interaction ``a.b`` (formulaic's ``C(sex)[T.1.0]`` and
+    ``age:creatinine`` are refused by the output writer's rule, after a whole run): every name passes the
+    rule the outputs apply (coordinator.outputs.result.name_problem), the plain names are as they were."""
+    from coordinator.outputs.result import name_problem
+
+    cols = STUDY_COLUMNS | {"half": {"values": [-0.5, 1e-5, 1.5]}}
+    m = FormulaModel(formula, "bernoulli", cols)
+    assert m.param_names[: len(names)] == names
+    assert all(name_problem(n) is None for n in m.param_names), m.param_names
+    if "registry" in formula:
+        assert m.param_names[len(names) :] == ("registry_z1", "registry_z2", "registry_z3", "registry_z4")
+    assert name_problem("C(sex)[T.1.0]") is not None and name_problem("age:creatinine") is not None
 
 
 @pytest.mark.parametrize(
@@ -201,7 +227,10 @@ def test_categorical_levels_fixed_by_the_declared_values() -> None:
     [
         (dict(formula="y ~ np.log(age)"), "transform confar cannot bound"),
         (dict(formula="y ~ I(age ** 2)"), "transform confar cannot bound"),
-        (dict(formula="y ~ weight"), "column 'weight' has no declared bounds"),
+        (dict(formula="y ~ weight"), "column 'weight' has no declared bounds: add columns.weight"),
+        (dict(formula="y ~ agee"), "'agee' has no declared bounds: did you mean 'age'? (or add columns.agee"),
+        (dict(formula="deth ~ age", family="poisson"), "outcome: column 'deth' has no declared bounds: did"),
+        (dict(formula="y ~ age + (1 | registri)"), "(1 | registri): did you mean 'registry'? (or add"),
         (dict(formula="y ~ C(age)"), "C(age) needs the column's values declared"),
         (dict(formula="y ~ age + (age | registry)"), "only a random intercept"),
         (dict(formula="y ~ (1 | registry) + (1 | sex)"), "at most one random intercept"),
@@ -218,6 +247,13 @@ def test_categorical_levels_fixed_by_the_declared_values() -> None:
         (dict(formula="y ~ age", columns={"y": [0, 1], "age": "old"}), "give [lower, upper]"),
         (dict(formula="y ~ age", columns={"y": [0, 1], "age": {"lo": 1}}), "unknown keys ['lo']"),
         (dict(formula="y ~ age", prior_sd=0), "prior_sd must be a number > 0"),
+        (
+            dict(
+                formula="y ~ registry_log_sd + (1 | registry)",
+                columns=STUDY_COLUMNS | {"registry_log_sd": [0, 1]},
+            ),
+            "parameters named twice: ['registry_log_sd']",
+        ),
     ],
 )
 def test_refusals_say_what_was_wrong(args: dict, message: str) -> None:
@@ -281,7 +317,7 @@ def test_the_design_cache_is_per_model_and_read_only_records() -> None:
 def test_declared_values_are_the_levels_and_nothing_else() -> None:
     cols = {"y": [-5, 5], "g": {"lower": 0, "upper": 3, "values": [1, 2]}}
     m = FormulaModel("y ~ C(g)", "gaussian", cols, sigma=1.0)
-    assert m.param_names == ("Intercept", "C(g)[T.2.0]")  # not levels 0 and 3 of the bounds
+    assert m.param_names == ("Intercept", "g[2]")  # not levels 0 and 3 of the bounds
     with pytest.raises(ValueError, match=r"column 'g': values outside the declared values \[1.0, 2.0\]"):
         m.design({"y": np.zeros(2), "g": np.array([1.0, 3.0])})
 
@@ -325,3 +361,84 @@ def test_more_refusals(args: dict, message: str) -> None:
 def test_formula_and_family_are_required() -> None:
     with pytest.raises(ValueError, match="bad arguments"):
         load_model("formula", {"columns": {"y": [0, 1]}})
+
+
+LABELLED = {
+    "died": {"values": [0, 1]},
+    "age": [20, 90],
+    "sex": {"values": ["F", "M"]},
+    "site": {"values": ["north", "south-2", "east_1"]},
+    "registry": {"values": ["DK", "SE"]},
+}
+
+
+def test_text_labels_are_codes_with_names() -> None:
+    """Issue 40 item 2: a category stored as text ('F', 'M'). The levels are the declared labels in the
+    declared order (the first is the reference), held as codes 0, 1, ...; the parameters are named by the
+    labels; the canonical form round-trips through config() and JSON to an equal model."""
+    m = FormulaModel("died ~ age * C(sex) + C(site) + (1 | registry)", "bernoulli", LABELLED)
+    assert m.param_names == (
+        "Intercept", "age", "sex[M]", "site[south-2]", "site[east_1]", "age.sex[M]",
+        "registry_log_sd", "registry_z[DK]", "registry_z[SE]",
+    )  # fmt: skip
+    sex = next(c for c in m.schema if c.name == "sex")
+    assert (sex.values, sex.labels, sex.integer, sex.lower, sex.upper) == ((0.0, 1.0), ("F", "M"), True, 0, 1)
+    site = dict((c[0], c) for c in m.columns)["site"]
+    assert site == ("site", 0.0, 2.0, True, ("north", "south-2", "east_1"))  # the canonical 5-tuple
+    wire = json.loads(json.dumps(m.config()["args"]))
+    assert load_model("formula", wire) == m and hash(load_model("formula", wire)) == hash(m)
+    other = LABELLED | {"sex": {"values": ["M", "F"]}}  # another reference level: another model
+    assert FormulaModel("died ~ age * C(sex) + C(site) + (1 | registry)", "bernoulli", other) != m
+    # records: text labels become their codes (numbers are taken as codes: a registry's records once read)
+    raw = {
+        "died": [0, 1, 1],
+        "age": [30.0, 40.0, 50.0],
+        "sex": ["M", "F", "M"],
+        "site": ["east_1", "north", "south-2"],
+        "registry": ["SE", "DK", "SE"],
+    }
+    got = m.check_data(raw)
+    np.testing.assert_array_equal(got["sex"], [1.0, 0.0, 1.0])
+    np.testing.assert_array_equal(got["site"], [2.0, 0.0, 1.0])
+    np.testing.assert_array_equal(m.check_data(got)["sex"], got["sex"])
+    x = m.design(got)  # Intercept, age, sex[M], site[south-2], site[east_1], age.sex[M]
+    np.testing.assert_array_equal(x[0], [1, 30, 1, 0, 1, 30])
+    th = m.sample_prior(np.random.default_rng(1), 4)
+    assert np.isfinite(m.record_log_likelihood(got, th)).all()
+    undeclared = r"column 'sex': labels outside the declared labels \['F', 'M'\] in row 2 \(e.g. 'f'\)"
+    with pytest.raises(ValueError, match=undeclared):  # in memory: as for text that is not a number
+        m.check_data(raw | {"sex": ["M", "f", "M"]})
+
+
+FM = ["F", "M"]
+
+
+@pytest.mark.parametrize(
+    ("sex", "formula", "message"),
+    [
+        ({"values": ["F", 1]}, "y ~ C(sex)", "columns.sex.values: give numbers or text labels, not both"),
+        ({"values": ["F", "M f"]}, "y ~ C(sex)", "'M f' is not a usable label (letters, digits, _ . - only"),
+        ({"values": ["F", "F"]}, "y ~ C(sex)", "columns.sex.values: labels ['F'] given more than once"),
+        ({"values": FM, "upper": 3}, "y ~ C(sex)", "columns.sex: text labels take no ['upper']"),
+        ({"values": FM}, "y ~ sex", "column 'sex' holds text labels ['F', 'M']: write C(sex)"),
+        ({"values": FM}, "sex ~ 1", "the outcome: column 'sex' holds text labels"),
+        (["sex", 0, 2, True, FM], "y ~ C(sex)", "the canonical form of labels ['F', 'M'] is"),
+    ],
+)
+def test_text_label_refusals(sex: object, formula: str, message: str) -> None:
+    full = {"y": {"values": [0, 1]}, "sex": sex}
+    with pytest.raises(ValueError, match=pytest.importorskip("re").escape(message)):
+        FormulaModel(formula, "bernoulli", full)
+
+
+def test_a_column_of_labels_holds_their_codes() -> None:
+    from mechanisms.models.base import Column
+
+    Column("sex", 0.0, 1.0, integer=True, values=(0.0, 1.0), labels=("F", "M"))
+    for kw, message in (
+        (dict(values=(1.0, 2.0), labels=("F", "M")), "need values = their codes [0.0, 1.0]"),
+        (dict(values=(0.0, 1.0), labels=("F", "F")), "a label given twice"),
+        (dict(values=(0.0, 1.0), labels=("F", "M/2")), "'M/2' is not a usable label"),
+    ):
+        with pytest.raises(ValueError, match=pytest.importorskip("re").escape(message)):
+            Column("sex", 0.0, 1.0, integer=True, **kw)  # type: ignore[arg-type]

@@ -1,8 +1,10 @@
 """One contract, every source: the same records give the same snapshot (records, SHA-256) whether they sit
 in a CSV or Parquet file, an SQLite or DuckDB file, a PostgreSQL database or a SPARQL endpoint (real servers,
 started here and stopped by PID); a missing value is refused naming its column and row; a result past
-``max_records`` is refused with that key. The registries are written by ``simulations.registries`` (NaN in
-the columns = a missing value: an empty cell, NULL, a Parquet null, no triple)."""
+``max_records`` is refused with that key; a categorical column stored as text labels (issue 40) becomes the
+same codes from every source, and an undeclared label is refused naming its row, never its value. The
+registries are written by ``simulations.registries`` (NaN in the columns = a missing value: an empty cell,
+NULL, a Parquet null, no triple; a text column: CSV text, SQL text, a Parquet string, an ``xsd:string``)."""
 
 from __future__ import annotations
 
@@ -28,9 +30,40 @@ from simulations.registries import (
 )
 from simulations.servers import PostgresServer, SparqlServer, oxigraph_binary, postgres_bindir
 
-NAMES = ["x1", "x2", "y"]
 KINDS = ["csv", "parquet", "sqlite", "duckdb", "postgresql", "sparql"]
 _ids = itertools.count(1)
+
+
+LABELS = ["a", "b-1", "c.2"]
+LABELLED = {  # a formula whose schema declares grp's text labels (codes 0, 1, 2)
+    "formula": "y ~ x1 + C(grp)",
+    "family": "bernoulli",
+    "columns": {"x1": [-3, 3], "grp": {"values": LABELS}, "y": {"values": [0, 1]}},
+}
+
+
+def labelled(bad_row: int | None = None) -> dict[str, np.ndarray]:
+    """x1, grp (text labels), y; with ``bad_row``, that record's label is one the schema does not declare."""
+    cols = records()
+    grp = np.array([LABELS[i % 3] for i in range(30)], dtype=object)
+    if bad_row is not None:
+        grp[bad_row - 1] = "zz-secret"
+    return {"x1": cols["x1"], "grp": grp, "y": cols["y"]}
+
+
+def codes() -> dict[str, np.ndarray]:
+    """What a snapshot of labelled() holds, in the schema's (sorted) order."""
+    cols = records()
+    return {"grp": np.arange(30) % 3.0, "x1": cols["x1"], "y": cols["y"]}
+
+
+def data(which: str) -> dict[str, np.ndarray]:
+    return {
+        "clean": records,
+        "missing": lambda: records(7),
+        "labels": labelled,
+        "badlabel": lambda: labelled(9),
+    }[which]()
 
 
 def records(missing_row: int | None = None) -> dict[str, np.ndarray]:
@@ -51,25 +84,36 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obje
     if postgres_bindir() is None or oxigraph_binary() is None:
         pytest.skip("PostgreSQL server binaries or oxigraph not installed")
     d = tmp_path_factory.mktemp("rdf")
-    graphs = {"clean": 1, "missing": 2}
+    graphs = {"clean": 1, "missing": 2, "labels": 3, "badlabel": 4}
     files = []
     for name, pid in graphs.items():
-        write_trig(d / f"{name}.trig", pid, records(7 if name == "missing" else None), "y")
+        write_trig(d / f"{name}.trig", pid, data(name), "y")
         files.append(d / f"{name}.trig")
     with PostgresServer.running() as pg, SparqlServer.running(files) as sp:
-        pg.add_registry("clean", "cohort", records(), "reader_clean", "pw-clean")
-        pg.add_registry("missing", "cohort", records(7), "reader_missing", "pw-missing")
+        for name in graphs:
+            pg.add_registry(name, "cohort", data(name), f"reader_{name}", f"pw-{name}")
         yield {"pg": pg, "sparql": sp, "graphs": graphs}
 
 
+def _value(v: object) -> str | float | None:
+    """A record's value as a database row holds it: text as it is, NaN as NULL."""
+    if isinstance(v, str):
+        return v
+    x = float(v)  # type: ignore[arg-type]
+    return None if np.isnan(x) else x
+
+
+def _cell(v: object) -> str:
+    x = _value(v)
+    return "" if x is None else x if isinstance(x, str) else repr(x)
+
+
 def make_source(servers: dict[str, object], kind: str, which: str, d: Path) -> DataSource:
-    cols = records(7 if which == "missing" else None)
+    cols = data(which)
+    names = list(cols)
     if kind == "csv":
-        lines = [",".join(NAMES)]
-        lines += [
-            ",".join("" if np.isnan(cols[k][i]) else repr(float(cols[k][i])) for k in NAMES)
-            for i in range(30)
-        ]
+        lines = [",".join(names)]
+        lines += [",".join(_cell(cols[k][i]) for k in names) for i in range(30)]
         (d / "r.csv").write_text("\n".join(lines) + "\n")
         return CsvSource(d / "r.csv")
     if kind == "parquet":
@@ -77,29 +121,28 @@ def make_source(servers: dict[str, object], kind: str, which: str, d: Path) -> D
         return ParquetSource(d / "r.parquet")
     if kind == "sqlite":
         write_sqlite(d / "r.db", cols)
-        return SqlSource(f"sqlite:///{d / 'r.db'}", sql_query(NAMES))
+        return SqlSource(f"sqlite:///{d / 'r.db'}", sql_query(names))
     if kind == "duckdb":
         duckdb = pytest.importorskip("duckdb")
         pytest.importorskip("duckdb_engine")
         con = duckdb.connect(str(d / "r.duckdb"))
-        con.execute("CREATE TABLE cohort (record_id INTEGER, x1 DOUBLE, x2 DOUBLE, y DOUBLE)")
-        rows = [
-            (i + 1, *(None if np.isnan(cols[k][i]) else float(cols[k][i]) for k in NAMES)) for i in range(30)
-        ]
+        types = ", ".join(f"{k} {'VARCHAR' if cols[k].dtype == object else 'DOUBLE'}" for k in names)
+        con.execute(f"CREATE TABLE cohort (record_id INTEGER, {types})")
+        rows = [(i + 1, *(_value(cols[k][i]) for k in names)) for i in range(30)]
         con.executemany("INSERT INTO cohort VALUES (?, ?, ?, ?)", rows)
         con.close()
-        return SqlSource(f"duckdb:///{d / 'r.duckdb'}", sql_query(NAMES))
+        return SqlSource(f"duckdb:///{d / 'r.duckdb'}", sql_query(names))
     if kind == "postgresql":
         pg = servers["pg"]
         assert isinstance(pg, PostgresServer)
         env = f"CONTRACT_PW_{next(_ids)}"
         os.environ[env] = f"pw-{which}"
-        return SqlSource(pg.url(which, f"reader_{which}"), sql_query(NAMES), password_env=env)
+        return SqlSource(pg.url(which, f"reader_{which}"), sql_query(names), password_env=env)
     sp = servers["sparql"]
     assert isinstance(sp, SparqlServer)
     pid = servers["graphs"][which]  # type: ignore[index]
     return SparqlSource(
-        sp.endpoint, sparql_query(NAMES, "y"), page_size=8, default_graphs=(registry_graph(pid),)
+        sp.endpoint, sparql_query(names, "y"), page_size=8, default_graphs=(registry_graph(pid),)
     )
 
 
@@ -129,3 +172,20 @@ def test_max_records(servers: dict[str, object], kind: str, tmp_path: Path) -> N
     with pytest.raises(SourceError) as ei:
         snap(src, max_records=29)
     assert ei.value.key == "data.max_records" and "more than 29 records" in str(ei.value)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_text_labels_same_codes(servers: dict[str, object], kind: str, tmp_path: Path) -> None:
+    s = snapshot(DataConfig(make_source(servers, kind, "labels", tmp_path), "formula", LABELLED, 100))
+    assert s.records == 30 and s.columns == ("grp", "x1", "y")
+    assert s.sha256 == content_hash(codes())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_undeclared_label_refused_with_its_row(servers: dict[str, object], kind: str, tmp_path: Path) -> None:
+    with pytest.raises(DataProblems) as ei:
+        snapshot(DataConfig(make_source(servers, kind, "badlabel", tmp_path), "formula", LABELLED, 100))
+    what = "column 'grp': labels outside the declared labels ['a', 'b-1', 'c.2']"
+    assert f"{what} in row 9" in str(ei.value)
+    assert ei.value.rows == [(9, [what])]
+    assert "zz-secret" not in str(ei.value) and "zz-secret" not in repr(ei.value.rows)

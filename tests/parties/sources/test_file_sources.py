@@ -113,6 +113,41 @@ def test_without_a_model_every_column_must_be_a_number(tmp_path: Path) -> None:
         snapshot(DataConfig(CsvSource(p)))
 
 
+LABELLED = {
+    "formula": "died ~ age + C(sex)",
+    "family": "bernoulli",
+    "columns": {"died": {"values": [0, 1]}, "age": [20, 90], "sex": {"values": ["F", "M"]}},
+}
+
+
+def test_text_labels_become_codes(tmp_path: Path) -> None:
+    """Issue 40 item 2: a registry's categories stored as text ('F', 'M'). A column the schema declares with
+    labels becomes the labels' codes (F = 0, M = 1: the declared order); any other text, a number, or an
+    empty cell is refused with its rows and never its value; the other columns are as before."""
+    p = tmp_path / "r.csv"
+    p.write_text("age,sex,died\n30,F,0\n41.5, M ,1\n55,M,1\n")
+    snap = snapshot(DataConfig(CsvSource(p), "formula", LABELLED))
+    np.testing.assert_array_equal(snap.dataset.columns["sex"], [0.0, 1.0, 1.0])
+    np.testing.assert_array_equal(snap.dataset.columns["age"], [30.0, 41.5, 55.0])
+    codes = {"age": [30.0, 41.5, 55.0], "died": [0.0, 1.0, 1.0], "sex": [0.0, 1.0, 1.0]}
+    assert snap.sha256 == content_hash({k: np.array(v) for k, v in codes.items()})
+    pa = pytest.importorskip("pyarrow")  # Parquet text (and a dictionary-encoded column): the same records
+    import pyarrow.parquet as pq
+
+    sex = pa.array(["F", "M", "M"]).dictionary_encode()
+    pq.write_table(pa.table({"age": codes["age"], "sex": sex, "died": [0, 1, 1]}), tmp_path / "r.parquet")
+    parquet = DataConfig(ParquetSource(tmp_path / "r.parquet"), "formula", LABELLED)
+    assert snapshot(parquet).sha256 == snap.sha256
+    p.write_text("age,sex,died\n30,F,0\n41,female,1\n55,,1\n60,1,0\n70,m,0\n")
+    with pytest.raises(DataProblems) as ei:
+        snapshot(DataConfig(CsvSource(p), "formula", LABELLED))
+    msg = str(ei.value)
+    assert "column 'sex': labels outside the declared labels ['F', 'M'] in rows 2, 4, 5" in msg, msg
+    assert "column 'sex': missing values (empty, NULL or unbound) in row 3" in msg
+    assert "female" not in msg and "'m'" not in msg and "female" not in repr(ei.value.rows)
+    assert [r for r, _ in ei.value.rows] == [2, 3, 4, 5]
+
+
 def test_max_records(tmp_path: Path) -> None:
     write_csv(tmp_path / "r.csv", records(20))
     assert snapshot(csv_config(tmp_path / "r.csv", max_records=20)).records == 20
