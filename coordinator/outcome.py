@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from coordinator.checkpoint import now
 from coordinator.experiment import Experiment
+from coordinator.privacy_statement import statement_lines
 from coordinator.run_privacy import PrivacyPlan
 from proto.spec import PartyEntry
 
@@ -96,7 +97,9 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     finished: bool = True
     counts: dict[str, int] = field(default_factory=dict)  # decisions asked, accepted, proposals made
-    notes: list[str] = field(default_factory=list)  # e.g. the run's privacy in other views (planned runs)
+    notes: list[str] = field(default_factory=list)  # e.g. the plan against the run (planned runs)
+    # per party: other readings of its privacy, beside its statement (a planned run's other coalitions)
+    privacy_readings: dict[int, list[str]] = field(default_factory=dict)
 
 
 def provenance(exp: Experiment, outcome: Outcome, endpoints: list[PartyEntry]) -> dict[str, Any]:
@@ -153,6 +156,7 @@ def write_run_outputs(
         if isinstance(reference, LabelledDraws)
         else outputs.ReferencePosterior.from_draws(REFERENCE_LABEL, reference),
         privacy_reports=outcome.privacy_reports,
+        privacy_readings={p: r for p, r in outcome.privacy_readings.items() if p in outcome.privacy_reports},
         privacy_delta=exp.privacy.delta if exp.privacy is not None and exp.privacy.delta else 1e-5,
         provenance=provenance(exp, outcome, endpoints),
         prior_draws=_prior_draws(exp, outcome.draws.shape[0], outcome.draws.shape[1] - w),
@@ -184,21 +188,22 @@ def constant_data(exp: Experiment, m: int) -> dict[str, npt.NDArray[Any]]:
 
 
 def privacy_lines(outcome: Outcome) -> list[str]:
-    """Each registry's privacy statement, from the privacy documents written with the outputs."""
+    """Each registry's privacy statement and the other readings beside it, from the privacy documents
+    written with the outputs, laid out by ``coordinator.privacy_statement.statement_lines`` (as ``Fit``
+    shows them)."""
     docs = sorted(
         (k, v) for k, v in outcome.written.items() if k.startswith("privacy/") and k.endswith(".json")
     )
-    head = "privacy spent by each registry (its own ledger, recomposed here; details in privacy/):"
-    lines = [head] if docs else []
+    entries: list[tuple[str, str, list[str]]] = []
     for _, path in docs:
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            lines.append(f"  {path.name}: unreadable: {exc}")
+            entries.append((path.name, f"unreadable: {exc}", []))
             continue
         what = doc.get("statement") or doc.get("error") or "no statement"
-        lines.append(f"  {doc.get('identity', path.stem)}: {what}")
-    return lines
+        entries.append((str(doc.get("identity", path.stem)), what, list(doc.get("other_readings", []))))
+    return statement_lines(entries) if entries else []
 
 
 def summary_text(outcome: Outcome) -> str:

@@ -187,8 +187,10 @@ def run_experiment(
         warnings=warnings,
         counts={"decisions_asked": driver.asked, "accepted": driver.accepted}
         | ({"proposed": driver.proposed} if isinstance(driver, RejectionDriver) else {}),
-        notes=(planner.other_views(exp, driver.model, reports, run_id) if exp.budget_target else [])
-        + laplace_lines(exp, driver.model.param_names, draws[:, min(warmup, draws.shape[1]) :]),
+        notes=laplace_lines(exp, driver.model.param_names, draws[:, min(warmup, draws.shape[1]) :]),
+        privacy_readings=planner.other_readings(exp, driver.model, reports, run_id)
+        if exp.budget_target
+        else {},
     )
     if isinstance(driver, RejectionDriver) and driver.kept < exp.sampler.n_accept:
         w = f"rejection sampling stopped at max_proposals = {exp.sampler.max_proposals}: {driver.kept} draws"

@@ -8,8 +8,15 @@ validation, run it against registry daemons or a local simulated consortium, and
     fit = study.fit(exp, simulate=True, out="out/notebook", overwrite=True)
     fit.idata            # arviz.InferenceData: posterior, sample_stats, prior, constant_data
     fit.summary          # arviz.summary of the posterior (with the reference's columns when there is one)
-    fit.privacy          # {"party-1": {"epsilon": ..., "delta": ..., "statement": "..."}, ...}
+    fit.privacy          # {"party-1": {"epsilon": ..., "delta": ..., "statement": "...", ...}, ...}
     fit.warnings         # convergence and budget warnings, as the terminal prints them
+    fit                  # its repr: the fit, then each registry's statement as `confar run` prints it
+
+**Each registry's privacy** is the statement ``confar run`` and ``confar privacy report`` print and the run's
+``privacy/party-<id>.json`` holds, byte for byte (``coordinator.privacy_statement``): ε at δ by the registry's
+own accountant (``fit.privacy[name]["epsilon"]``, the one its ledger enforces: ``"accountant"``), the
+neighbour relation, the threat model, what was released and its budget; the other readings of the same
+charges (``"readings"``: the GDP or PLD composition, other coalitions) are beside it, each labelled.
 
 **What ran is what is recorded.** A change of settings edits the experiment's TOML text (``tomlkit``:
 comments and layout kept) and reads it again with ``coordinator.experiment``'s validation, so a bad key or
@@ -38,6 +45,7 @@ from typing import Any
 
 from coordinator.experiment import Experiment, load_experiment
 from coordinator.outcome import Outcome, ProgressBar, ProgressInfo
+from coordinator.privacy_statement import statement_lines
 from coordinator.tables import ExperimentError
 
 Setting = str | int | float | bool | list[Any]
@@ -88,14 +96,15 @@ class Fit:
     outcome: Outcome = field(repr=False)
 
     def __repr__(self) -> str:
+        """One line for the fit, then each registry's privacy statement as ``confar run`` prints it."""
         post = self.idata.posterior
-        eps = ", ".join(
-            f"{who}: eps {p['epsilon']:.3g}" if p.get("epsilon") is not None else f"{who}: {p['statement']}"
-            for who, p in self.privacy.items()
-        )
-        return (
-            f"Fit({post.sizes['chain']} chains x {post.sizes['draw']} draws of "
-            f"{', '.join(map(str, post.data_vars))}; {len(self.warnings)} warning(s); {eps}; {self.out_dir})"
+        entries = [(who, p["statement"], p["readings"]) for who, p in self.privacy.items()]
+        return "\n".join(
+            [
+                f"Fit({post.sizes['chain']} chains x {post.sizes['draw']} draws of "
+                f"{', '.join(map(str, post.data_vars))}; {len(self.warnings)} warning(s); {self.out_dir})",
+                *statement_lines(entries),
+            ]
         )
 
 
@@ -158,10 +167,12 @@ def _fit_of(exp: Experiment, outcome: Outcome) -> Fit:
         doc = json.loads(path.read_text(encoding="utf-8"))
         here = doc.get("recomputed_here") or {}
         privacy[str(doc.get("identity", path.stem))] = {
-            "epsilon": here.get("eps_at_delta"),
+            "epsilon": here.get("epsilon_by_accountant"),  # by its own accountant (None: no number backed)
             "delta": here.get("delta"),
+            "accountant": here.get("accountant"),  # "renyi" | "pld" | "gdp" | None
             "gdp_mu": here.get("gdp_mu"),
-            "statement": doc.get("statement", ""),
+            "statement": doc.get("statement") or doc.get("error") or "no statement",
+            "readings": list(doc.get("other_readings", [])),  # beside the statement, each labelled
             "document": doc,  # privacy/party-N.json: the party's report and its recomputation
         }
     return Fit(idata, summary, privacy, list(outcome.warnings), out, exp, outcome)

@@ -14,7 +14,9 @@ budget) lives in ``mechanisms.privacy``; this module owns what is specific to th
   observes given the session's Shamir threshold t (``mechanisms.privacy.coalition_view``: e.g. in blinded
   mode a coalition larger than t rebuilds each party's own term, so only that party's own noise counts). An
   analysis without ``privacy_events``, or raising ``Unaccountable`` (unbounded or unknown per-step loss),
-  is refused with FAILED_PRECONDITION and the analysis' reason when a budget is configured.
+  is refused with FAILED_PRECONDITION and the analysis' reason when a budget is configured. Each event's
+  label says what it was computed for: "<neighbours> neighbours, assumes q = <q> colluding, session t = <t>,
+  reveal <mode>" (the coordinator's privacy statement, ``coordinator.privacy_statement``, reads it).
 * **Check before compute, commit before send**: ``check`` dry-runs the batch against the budget
   (RESOURCE_EXHAUSTED past it); the daemon charges a batch with ``parties.storage.PartyStorage.charge``:
   :meth:`PrivacyBudgetStore.stage` computes the new ledger, one record of the ledger journal
@@ -47,7 +49,8 @@ budget) lives in ``mechanisms.privacy``; this module owns what is specific to th
   under the same run noise key, which then charges nothing.
 * **Dry run and report** for ``confar privacy plan`` / ``confar privacy report`` (``PlanPrivacy`` and
   ``PrivacyReport`` RPCs): the answers (``proto.records.PlanAnswer`` / ``LedgerReport``, put on the wire by
-  ``proto.serde_privacy``) are computed here; neither touches data or the ledger.
+  ``proto.serde_privacy``) are computed here; neither touches data or the ledger. The report carries what
+  the ledger accounts under: ``[budget] colluding`` ("all" or q) and ``neighbours``.
 """
 
 from __future__ import annotations
@@ -309,7 +312,7 @@ class PrivacyBudgetStore:
         where = f"session {spec.session_id.hex()[:16]}" + (f"; run {spec.run_id}" if spec.run_id else "")
         threat = (
             f"{cfg.neighbours} neighbours, assumes q = {assumed_colluding(cfg, spec.m)} colluding, "
-            f"session t = {spec.t}"
+            f"session t = {spec.t}, reveal {spec.reveal_mode}"
         )
         if view.threat.residual_parties == 1 and spec.m > 1:
             threat += " (only this party's own noise counts)"
@@ -467,15 +470,19 @@ class PrivacyBudgetStore:
         )
 
     def report(self, cfg: PartyConfig, decisions_used: int) -> LedgerReport:
-        """This party's ledger as ``PrivacyReport`` answers it (``proto.serde_privacy.report_to_proto``)."""
+        """This party's ledger as ``PrivacyReport`` answers it (``proto.serde_privacy.report_to_proto``), with
+        what its budget accounts under (``[budget] colluding`` and ``neighbours``; "" without a budget)."""
         events = self.ledger.events if self.ledger is not None else ()
+        budget = self.state()
         return LedgerReport(
             party=cfg.id,
             identity=cfg.identity,
-            budget=self.state(),
+            budget=budget,
             events_json=events_to_json(events),
             decisions_used=decisions_used,
             run_charges_json=json.dumps([c.to_dict() for c in self.run_charges]),
+            colluding=("all" if cfg.colluding is None else str(cfg.colluding)) if budget.configured else "",
+            neighbours=cfg.neighbours if budget.configured else "",
         )
 
     def plan(

@@ -189,8 +189,9 @@ class RunResult:
     and ``constant_data``: InferenceData's ``prior`` and ``constant_data`` groups (public); ``chain_groups``:
     named sets of chain indices for the acceptance table (default: all chains); ``provenance``: what the
     caller knows about the run (config text, seeds, party identities, session id, run id, timestamps;
-    :func:`write_outputs` adds versions and platform). Validated on construction (``ValueError`` naming the
-    field).
+    :func:`write_outputs` adds versions and platform); ``privacy_readings``: per party id, other readings of
+    its privacy the caller computed (each "what: value", e.g. a planned run's figures for other coalitions),
+    shown beside its statement. Validated on construction (``ValueError`` naming the field).
     """
 
     draws: F64
@@ -206,6 +207,7 @@ class RunResult:
     provenance: dict[str, Any] = field(default_factory=dict)
     prior_draws: F64 | None = None  # (chains, draws, dims) from the model's prior (public)
     constant_data: dict[str, npt.NDArray[Any]] = field(default_factory=dict)  # public: registry sizes, ...
+    privacy_readings: dict[int, list[str]] = field(default_factory=dict)  # per party: its other readings
 
     def __post_init__(self) -> None:
         x = _as_array("draws", self.draws)
@@ -262,6 +264,12 @@ class RunResult:
                 raise ValueError(f"privacy_reports: party ids must be integers >= 1, got {pid!r}")
             reports[pid] = _check_report(pid, rep)
         self.privacy_reports = reports
+        for pid, readings in self.privacy_readings.items():
+            if pid not in reports or not all(isinstance(r, str) and r for r in readings):
+                raise ValueError(
+                    f"privacy_readings[{pid!r}]: must be non-empty strings for a party in privacy_reports "
+                    f"(parties {sorted(reports)}), got {readings!r}"
+                )
         if self.chain_groups is not None:
             if not self.chain_groups:
                 raise ValueError("chain_groups: empty (leave it None for one group of all chains)")

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from coordinator.outputs import ReferencePosterior, RunResult, privacy_docs, write_outputs
+from coordinator import privacy_statement
+from coordinator.outputs import ReferencePosterior, RunResult, write_outputs
 from coordinator.outputs.privacy_docs import privacy_document
 from coordinator.outputs.provenance import git_commit
 from coordinator.outputs.result import QUANTILES, privacy_report_dict
@@ -519,7 +520,7 @@ def test_a_report_that_cannot_be_recomposed_is_labelled_not_fatal(
     def fail(*_a: Any, **_k: Any) -> Any:
         raise ValueError("PLD exploded")
 
-    monkeypatch.setattr(privacy_docs, "recompose", fail)
+    monkeypatch.setattr(privacy_statement, "recompose", fail)
     files = write_outputs(tmp_path / "run", make_result())
     doc = json.loads(files["privacy/party-1.json"].read_text())
     assert (
@@ -548,8 +549,8 @@ def test_party_without_budget_gets_no_privacy_number(tmp_path: Path) -> None:
     assert "privacy/party-1.png" not in files  # no "nothing spent" curve for an unaccounted party
     assert "privacy/party-2.png" in files
     d2 = json.loads(files["privacy/party-2.json"].read_text())
-    assert f"GDP mu = {math.sqrt(800) * 0.01:.4g}" in d2["statement"]
-    assert "0.28 of 2 (mu)" in d2["statement"]
+    assert f"by its GDP filter (mu = {math.sqrt(800) * 0.01:.4g})" in d2["statement"]
+    assert "budget: 0.28 of 2 spent (mu)" in d2["statement"]
 
 
 def test_rejection_runs_report_their_acceptance() -> None:
@@ -573,7 +574,8 @@ def test_statement_counts_this_run_apart_from_all_runs() -> None:
     res = make_result(reports={1: gdp_report(1, 0.1, 900, 3.0)})
     res.provenance["counts"] = {"decisions_asked": 400, "accepted": 120}
     doc, _ = privacy_document(1, res.privacy_reports[1], res)
-    assert "(400 decisions of this run; 900 made with its data in all)" in doc["statement"]
-    res.provenance.pop("counts")
-    doc, _ = privacy_document(1, res.privacy_reports[1], res)
     assert "(900 decisions made with its data in all)" in doc["statement"]
+    assert doc["other_readings"][0] == "this run: 400 of the decisions made with its data"  # beside it
+    res.provenance.pop("counts")
+    again, _ = privacy_document(1, res.privacy_reports[1], res)
+    assert again["statement"] == doc["statement"] and not again["other_readings"]

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from coordinator import study
+from coordinator.outcome import summary_text
 from coordinator.tables import ExperimentError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -56,6 +57,23 @@ def test_fit_inside_a_running_event_loop_records_what_ran(tmp_path: Path) -> Non
     assert "absent by design" in fit.idata.attrs["private_groups"]
     assert sorted(fit.privacy) == ["party-1", "party-2", "party-3"]
     assert all(p["epsilon"] is not None and p["epsilon"] > 0 and p["statement"] for p in fit.privacy.values())
+    # one statement, byte for byte: the JSON's, the API's, its repr's and the lines `confar run` prints
+    printed = summary_text(fit.outcome).splitlines()  # what `confar run` prints at the end (run.py)
+    shown = repr(fit).splitlines()
+    for name, p in fit.privacy.items():
+        doc = json.loads((tmp_path / "run" / "privacy" / f"{name}.json").read_text())
+        assert p["statement"] == doc["statement"] and p["readings"] == doc["other_readings"]
+        block = [f"  {name}: {doc['statement']}", *(f"    beside it, {r}" for r in doc["other_readings"])]
+        for lines in (printed, shown):
+            at = lines.index(block[0])
+            assert lines[at : at + len(block)] == block
+        # epsilon is the registry's own accountant's (penalty.toml: an eps-at-delta budget, PLD), as stated
+        assert p["accountant"] == "pld"
+        own = f"epsilon = {p['epsilon']:.4g} at delta = 1e-05 by its PLD accountant, "
+        assert doc["statement"].startswith(own)
+        assert ", replace-one neighbours, " in doc["statement"]  # the daemons' default relation
+        qs = {int(e["label"].split("assumes q = ")[1].split()[0]) for e in doc["reported_by_party"]["events"]}
+        assert qs == {1} and doc["threat_model"] == "against the coordinator and q = 1 colluding registries"
     # the run folder records the settings that ran, not the file's
     recorded = tomllib.loads((tmp_path / "run" / "experiment.toml").read_text())
     assert recorded["sampler"]["iterations"] == 60 and recorded["sampler"]["chains"] == 4

@@ -201,8 +201,17 @@ def test_planned_run_under_the_registries_renyi_filter(tmp_path: Path) -> None:
         by_hand = _renyi_eps_by_hand(events, float(budget["alpha"]), float(budget["delta"]))
         assert report.budget.spent == pytest.approx(by_hand, rel=1e-9)
         assert report.budget.spent <= 25.0 * (1 + 1e-9)
-        statement = json.loads((tmp_path / "r" / "privacy" / f"party-{pid}.json").read_text())["statement"]
-        assert "by its Renyi filter" in statement, statement
+        doc = json.loads((tmp_path / "r" / "privacy" / f"party-{pid}.json").read_text())
+        statement, eps = doc["statement"], report.budget.spent
+        assert statement.startswith(f"epsilon = {eps:.4g} at delta = 1e-05 by its Renyi filter"), statement
+        view = ", add-remove neighbours, against the coordinator (q = 0: no registry assumed to collude); "
+        assert view in statement, statement
+        # beside it, labelled: the GDP reading of the same charges, and the run's in the other views
+        readings = doc["other_readings"]
+        assert readings[0] == f"this run: {out.counts['decisions_asked']} of the decisions made with its data"
+        assert readings[1].startswith("GDP reading of the same charges: epsilon = "), readings
+        assert any("the coordinator and q = 1 colluding registries: epsilon = " in r for r in readings)
+        assert any("for replace-one neighbours: epsilon = " in r for r in readings)
         here = json.loads((tmp_path / "r" / "privacy" / f"party-{pid}.json").read_text())["recomputed_here"]
         assert here["renyi_eps_at_delta"] == pytest.approx(
             by_hand, rel=1e-9

@@ -134,7 +134,7 @@ def test_penalty_charge_follows_what_the_coalition_can_rebuild(
     (ev,) = store.events_for(cfg, get_analysis("gaussian-mean"), spec, 7)
     assert isinstance(ev, GaussianEvent) and ev.count == 7
     assert ev.mu == pytest.approx(1 / (TAU * math.sqrt(residual)), rel=1e-12)
-    assert f"assumes q = {q} colluding, session t = {t}" in ev.label
+    assert f"assumes q = {q} colluding, session t = {t}, reveal {mode}" in ev.label
 
 
 def test_gaussian_mean_penalty_noise_is_exactly_corrected() -> None:
@@ -202,6 +202,17 @@ def test_ledger_refuses_persists_and_reloads(tmp_path: Path, budget: str) -> Non
     assert ei.value.reason is Reason.FAILED_PRECONDITION
     assert "without the penalty has unbounded or unknown per-step privacy loss" in ei.value.message
     assert "session threshold t = " in ei.value.message
+
+
+def test_the_report_carries_what_the_ledger_accounts_under(tmp_path: Path) -> None:
+    """PrivacyReport says the [budget] colluding and neighbours its ledger accounts under (the coordinator's
+    statement names them); without a budget there is nothing accounted, so nothing to say."""
+    cfg = _cfg(tmp_path, {"gdp_mu": 1.0, "colluding": 1, "neighbours": "add-remove"})
+    rep = PrivacyBudgetStore.load(cfg).report(cfg, 0)
+    assert (rep.colluding, rep.neighbours) == ("1", "add-remove")
+    plain = _cfg(tmp_path, None, pid=2)
+    rep = PrivacyBudgetStore.load(plain).report(plain, 5)
+    assert not rep.budget.configured and (rep.colluding, rep.neighbours) == ("", "")
 
 
 @pytest.mark.parametrize(
@@ -304,6 +315,8 @@ def test_inprocess_refusal_plan_and_report(tmp_path: Path) -> None:
             for r in rep.values():
                 assert not isinstance(r, str)
                 assert r.budget.spent == pytest.approx(math.sqrt(90) / TAU)
+                # what the ledger accounts under travels with it (the config's defaults: all, replace-one)
+                assert (r.colluding, r.neighbours) == ("all", "replace-one")
                 (e,) = cprivacy.parse_events(r.events_json)
                 assert e.count == 90
 
