@@ -103,7 +103,12 @@ EXPERIMENT.toml::
 
     # penalty with sd: proposal = "laplace" (default "random-walk"): an independence sampler from the DP
     #   Laplace approximation of [warm_start] (no proposal_scale / proposal_cov /
-    #   adapt_* / target_accept keys).
+    #   adapt_* / target_accept keys). refit = true (the default with "laplace"): the proposal is refitted
+    #   to the chains' pooled states at half the warm-up and at its end (inflated by 1.5 in the warm-up,
+    #   by [warm_start] inflate after it) and frozen for the draws (mechanisms.samplers.RefitIndependenceMH:
+    #   exact after the freeze; a DP approximation a few sds off costs the warm-up, not the run); a planned
+    #   run's warm-up is then at least 80 (d + 1) / chains iterations. refit = false: the DP proposal
+    #   throughout (and the pilot's re-plan from the warm-up's accept bits).
 
     [warm_start]                    # optional, before MCMC: a differentially private warm start (the keys
     mu = 0.3                        # are in coordinator/warm_start.py): noisy sums on secret shares (reveal

@@ -46,6 +46,7 @@ from mechanisms.planning import (
     pilot_offset,
     plan_mcmc,
     proposal_statistics,
+    refit_warmup,
     replan_after_pilot,
     warmup_of,
 )
@@ -201,6 +202,8 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
     factor = 1.0 if target.neighbours == "add-remove" else 2.0
     mu_warm = ws.mu * factor * math.sqrt(exp.m / residual)  # the warm start's μ for this view
 
+    min_warmup = refit_warmup(model.d, chains) if exp.sampler.refit else 0
+
     def plan_with(stats: ProposalStatistics) -> McmcPlan:
         return plan_mcmc(
             stats,
@@ -212,11 +215,12 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
             delta=target.delta,
             mu_warm=mu_warm,
             alpha=None if table is None else table.orders[0],
+            min_warmup=min_warmup,
         )
 
     first = plan_with(simulate(400, exp.seed))
     # ESS per proposal measured on chains of the planned length (short chains mix worse per draw), 3 draws
-    steps = max(50, first.iterations - warmup_of(first.stats, first.iterations))
+    steps = max(50, first.iterations - warmup_of(first.stats, first.iterations, min_warmup))
     ess = float(np.mean([simulate(steps, exp.seed + k).ess_per_proposal for k in range(1, 4)]))
     floor = floor_of(model, laplace.mean, laplace.cov, target.neighbours)
     return dataclasses.replace(plan_with(dataclasses.replace(first.stats, ess_per_proposal=ess)), floor=floor)
@@ -337,5 +341,5 @@ def planned_experiment(exp: Experiment, p: McmcPlan) -> Experiment:
     """``exp`` with the planned iterations (at most the file's) and the plan's warm-up."""
     s = exp.sampler
     iterations = max(2, min(p.iterations, s.iterations))
-    warmup = max(1, warmup_of(p.stats, iterations))
+    warmup = max(1, warmup_of(p.stats, iterations, p.min_warmup))
     return dataclasses.replace(exp, sampler=dataclasses.replace(s, iterations=iterations, warmup=warmup))

@@ -111,9 +111,8 @@ def test_planned_run_spends_within_budget_matches_the_reference_and_resumes(tmp_
     z = [abs(float(r[-1])) for r in rows]
     assert max(z) < 4.0, summary  # 3 parameters, |z| < 4: a false failure about 2e-4 of the time
     assert out.draws.shape[0] == 8
-    # the plan against the run: the warm-up's accept bits re-plan the ESS (a warm start within its DP noise
-    # here: no warning)
-    assert any(n.startswith("the plan against the run") for n in out.notes), out.notes
+    # the proposal was refitted to the warm-up's states (the default with proposal = "laplace") and frozen
+    assert any(n.startswith("the independence proposal was refitted") for n in out.notes), out.notes
     assert not any("re-plans this run's ESS" in w for w in out.warnings), out.warnings
 
 
@@ -162,6 +161,7 @@ RENYI = (
     EXPERIMENT.replace('name = "planned"', 'name = "planned-renyi"')
     .replace("min_ess = 60", 'min_ess = 60\naccountant = "renyi"')
     .replace("party_colluding = 0", 'party_colluding = 0\nparty_accountant = "renyi"')
+    .replace('proposal = "laplace"', 'proposal = "laplace"\nrefit = false')  # the DP proposal throughout
 )
 
 
@@ -224,3 +224,6 @@ def test_planned_run_under_the_registries_renyi_filter(tmp_path: Path) -> None:
     ]
     z = [abs(float(r[-1])) for r in rows]
     assert len(z) == 3 and max(z) < 4.0, summary
+    # refit = false: the DP proposal throughout, and the warm-up's accept bits re-plan the ESS (the pilot)
+    assert any(n.startswith("the plan against the run") for n in out.notes), out.notes
+    assert not any(n.startswith("the independence proposal was refitted") for n in out.notes), out.notes
