@@ -10,6 +10,12 @@ validation, run it against registry daemons or a local simulated consortium, and
     fit.summary          # arviz.summary of the posterior (with the reference's columns when there is one)
     fit.privacy          # {"party-1": {"epsilon": ..., "delta": ..., "statement": "..."}, ...}
     fit.warnings         # convergence and budget warnings, as the terminal prints them
+    fit.stopped          # why the run stopped early (a registry's privacy budget ran out), "" if it did not
+
+A run that a registry's budget stops before any draw after its warm-up has no posterior: ``fit`` raises
+:class:`RunStopped` (a ``RuntimeError``) saying so and why; it carries the warm-up's draws (``.warmup``, an
+``InferenceData`` with ``warmup_posterior``: not posterior draws), each registry's privacy statement
+(``.privacy``) and the run folder, which holds them (``warmup.nc``, ``privacy/``, ``summary.txt``).
 
 **What ran is what is recorded.** A change of settings edits the experiment's TOML text (``tomlkit``:
 comments and layout kept) and reads it again with ``coordinator.experiment``'s validation, so a bad key or
@@ -75,6 +81,19 @@ def _base_dir(exp: Experiment) -> Path:
     return Path(exp.source).resolve().parent
 
 
+class RunStopped(RuntimeError):
+    """The run stopped early (a registry refused a batch: its privacy budget ran out) before any draw after
+    its warm-up: there is no posterior. ``out_dir`` holds what there is; ``warmup`` is the warm-up's
+    ``InferenceData`` (group ``warmup_posterior``; None when it made no draw), ``privacy`` each registry's
+    statement (as :attr:`Fit.privacy`), ``outcome`` the run's :class:`Outcome`."""
+
+    def __init__(
+        self, message: str, out_dir: Path, warmup: Any, privacy: dict[str, dict[str, Any]], outcome: Outcome
+    ) -> None:
+        super().__init__(message)
+        self.out_dir, self.warmup, self.privacy, self.outcome = out_dir, warmup, privacy, outcome
+
+
 @dataclass
 class Fit:
     """A finished run, as a notebook uses it (see the module docstring)."""
@@ -86,6 +105,7 @@ class Fit:
     out_dir: Path
     experiment: Experiment
     outcome: Outcome = field(repr=False)
+    stopped: str = ""  # why the run stopped early ("" when it ran to its end)
 
     def __repr__(self) -> str:
         post = self.idata.posterior
@@ -144,6 +164,21 @@ def _fit_of(exp: Experiment, outcome: Outcome) -> Fit:
     import pandas as pd
 
     out = outcome.out_dir
+    if outcome.stopped and not outcome.posterior_draws:
+        warm = None
+        if (out / "warmup.nc").exists():
+            warm = az.from_netcdf(out / "warmup.nc")
+            warm.load()
+        written = ", ".join(sorted(outcome.written)) or "nothing ([output] formats = [])"
+        raise RunStopped(
+            "the run stopped before any draw after its warm-up, so there is no posterior: "
+            f"{outcome.stopped}. Written to {out}: {written}. This exception's .warmup holds the warm-up's "
+            "draws (not posterior draws), .privacy what each registry's data spent",
+            out,
+            warm,
+            _privacy_of(out),
+            outcome,
+        )
     nc = out / "posterior.nc"
     if not nc.exists():
         raise ExperimentError(
@@ -153,6 +188,12 @@ def _fit_of(exp: Experiment, outcome: Outcome) -> Fit:
     idata.load()  # the file may be replaced by a later run into the same folder
     summary_csv = out / "summary.csv"
     summary = pd.read_csv(summary_csv, index_col=0) if summary_csv.exists() else az.summary(idata)
+    privacy = _privacy_of(out)
+    return Fit(idata, summary, privacy, list(outcome.warnings), out, exp, outcome, outcome.stopped)
+
+
+def _privacy_of(out: Path) -> dict[str, dict[str, Any]]:
+    """Each registry's privacy statement, from the run folder's privacy/party-N.json."""
     privacy: dict[str, dict[str, Any]] = {}
     for path in sorted((out / "privacy").glob("party-*.json")):
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -164,4 +205,4 @@ def _fit_of(exp: Experiment, outcome: Outcome) -> Fit:
             "statement": doc.get("statement", ""),
             "document": doc,  # privacy/party-N.json: the party's report and its recomputation
         }
-    return Fit(idata, summary, privacy, list(outcome.warnings), out, exp, outcome)
+    return privacy
