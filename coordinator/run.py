@@ -140,6 +140,10 @@ def run_experiment(
         _plan(exp, exp.model(), None, say)
     meta, ckpt = rf.open(exp, resume)
     warm_steps = 0
+    if exp.warm_start is not None and exp.budget_target is None and _releases_warm_start(rf):
+        # the sampling's dry run before the warm start releases anything: a budget it passes stops the run
+        batches = exp.sampler.batches
+        check_privacy(exp, plan_file(exp, endpoints, tls, batches), batches, before_release=True)
     if exp.warm_start is not None:  # the DP warm start: released once, kept in the run folder
         exp, warm_steps = _warm_start(exp, rf, meta, endpoints, tls, say)
         if exp.budget_target is not None:  # the run's length from the DP Laplace approximation
@@ -151,7 +155,10 @@ def run_experiment(
     if not driver.finished:
         pf = plan_file(exp, endpoints, tls, remaining)
         plan = check_privacy(exp, pf, remaining)
-        say(f"privacy dry run: every party would accept {remaining} batches\n{plan.text}")
+        if plan.may_stop:
+            say(f"privacy dry run: {plan.may_stop}\n{plan.text}")
+        else:
+            say(f"privacy dry run: every party would accept {remaining} batches\n{plan.text}")
 
     warnings: list[str] = list(meta.get("warnings", []))
     session_ids = [str(s["session_id"]) for s in meta.get("sessions", [])]
@@ -218,6 +225,14 @@ def run_experiment(
         with open(summary, "a", encoding="utf-8") as fh:
             fh.write("\nwarnings:\n" + "".join(f"  {w}\n" for w in outcome.warnings))
     return outcome
+
+
+def _releases_warm_start(rf: RunFolder) -> bool:
+    """Whether this invocation releases the warm start (no earlier one finished it: warm_start.json)."""
+    try:
+        return warm.load_result(rf.out_dir) is None
+    except ValueError:  # an unreadable result: _warm_start names it
+        return False
 
 
 def _stopped_text(driver: MHDriver | RejectionDriver, warmup: int, why: str) -> str:

@@ -1,11 +1,13 @@
 """`confar run --simulate` over daemon processes whose privacy budgets are too small for the run (issue 40).
 
 An unplanned run charged per decision (penalty with sd, a DP warm start, no ``[privacy] target_epsilon``)
-whose budgets run out in its warm-up stops when a registry refuses a batch: exit code 3, and the run folder
-holds what there is — each registry's privacy report, the provenance, a summary saying there is no
-posterior and why, and the warm-up's draws labelled as warm-up (``warmup.nc``'s ``warmup_posterior``,
-``warmup_draws.csv``), no ``posterior.nc``. It used to exit 1 on ``draws: every axis ... got shape (8, 0,
-3)``, writing nothing."""
+whose dry run at the cap passes the registries' budgets is refused before anything is released: exit code
+1, the registry and its figures named, the fixes said, no warm start released, nothing charged. The same
+run with ``[privacy] stop_at_budget = true`` is told where it may stop, releases its warm start, and stops in
+its warm-up when a registry refuses a batch: exit code 3, and the run folder holds what there is — each
+registry's privacy report, the provenance, a summary saying there is no posterior and why, and the warm-up's
+draws labelled as warm-up (``warmup.nc``'s ``warmup_posterior``, ``warmup_draws.csv``), no ``posterior.nc``.
+It used to be accepted and to exit 1 on ``draws: every axis ... got shape (8, 0, 3)``, writing nothing."""
 
 from __future__ import annotations
 
@@ -63,7 +65,7 @@ def _ledger_events(out: Path, pid: int) -> list[dict[str, object]]:
     return list(json.loads(path.read_text())["ledger"]["events"])
 
 
-def test_a_run_stopped_in_its_warm_up_writes_what_it_has_and_exits_3(
+def test_a_run_past_the_budgets_is_refused_or_stops_with_its_outputs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from coordinator.cli import main
@@ -72,11 +74,24 @@ def test_a_run_stopped_in_its_warm_up_writes_what_it_has_and_exits_3(
     cfg.write_text(EXPERIMENT)
     out = tmp_path / "out"
 
-    # accepted (the dry run at the cap is an upper bound), stopped in the warm-up: its outputs written
-    rc = main(["run", str(cfg), "--simulate", "--no-progress"])
+    # without stop_at_budget: refused before the warm start releases anything
+    assert main(["run", str(cfg), "--simulate", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "does not fit the registries' privacy budgets" in err and "before the warm start" in err
+    for pid in (1, 2, 3):
+        assert f"party {pid} (party-{pid}): mu: spent 0 of 2; the whole run would reach" in err
+    assert "target_epsilon" in err and "stop_at_budget = true" in err and "fewer iterations" in err
+    assert not (out / "warm_start.json").exists()
+    for pid in (1, 2, 3):
+        assert _ledger_events(out, pid) == []  # nothing released, nothing charged
+
+    # with it: told where it may stop, the warm start released, stopped in the warm-up, outputs written
+    cfg.write_text(EXPERIMENT + "\n[privacy]\nstop_at_budget = true\n")
+    rc = main(["run", str(cfg), "--simulate", "--no-progress", "--overwrite"])
     captured = capsys.readouterr()
     assert rc == 3, captured.err
     err = captured.err
+    assert "privacy dry run: this run may stop at batch ~" in err and "that is in the warm-up" in err
     assert "STOPPED EARLY (exit code 3)" in err and "in the warm-up" in err
     assert "there are no draws after the warm-up" in err
     assert (out / "warm_start.json").exists()
