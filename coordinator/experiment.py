@@ -135,6 +135,12 @@ EXPERIMENT.toml::
     # target_epsilon = 18.0         # the run's length is what this buys (with delta, neighbours =
     #                               # "add-remove" | "replace-one", colluding, min_ess = 100: refused below,
     #                               # accountant = "pld" | "renyi": the registries' [budget] accountant)
+    # stop_at_budget = true         # not with target_epsilon or abcdp (default false): accept a run whose
+                                    # privacy dry run passes a registry's budget (for a penalty with sd:
+                                    # at the cap, an upper bound); it is told where it may stop, and stops
+                                    # there when the registry refuses a batch (exit code 3; in the warm-up:
+                                    # no posterior, the warm-up's draws). Without it such a run is refused
+                                    # before anything is released, naming the registry and the figures
 
     [output]
     formats = ["netcdf", "csv", "summary", "plots", "privacy", "provenance"]   # default: all
@@ -257,6 +263,7 @@ class Experiment:
     model_path: tuple[Path, ...] = ()  # model.path: folders of model plug-ins (on the import path)
     warm_start: WarmStartSettings | None = None  # [warm_start]: the DP warm start (coordinator.warm_start)
     budget_target: BudgetTarget | None = None  # [privacy] target_epsilon: a planned run (coordinator.planner)
+    stop_at_budget: bool = False  # [privacy] stop_at_budget: a run that passes a registry's budget may start
 
     @property
     def m(self) -> int:
@@ -418,6 +425,9 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
     if sampler.lazy is not None and ahead:
         raise r.err("reveal.precompute_ahead", "lazy acceptance makes its coin in the step: not offered")
     privacy_tbl = r.table(doc, "privacy")
+    stop_at_budget = _stop_at_budget(r, privacy_tbl, kind)
+    if privacy_tbl is not None and "stop_at_budget" in privacy_tbl:  # the rest of the table is the target
+        privacy_tbl = {k: v for k, v in privacy_tbl.items() if k != "stop_at_budget"} or None
     budget_target = None
     if privacy_tbl is not None and "target_epsilon" in privacy_tbl:
         budget_target = read_target(r, privacy_tbl, m)
@@ -461,6 +471,7 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         security=security,
         warm_start=warm,
         budget_target=budget_target,
+        stop_at_budget=stop_at_budget,
     )
 
 
@@ -564,6 +575,27 @@ def _folders(r: Reader, tbl: dict[str, Any], where: str, key: str) -> tuple[Path
             raise r.err(at, f"no such folder: {folder}")
         out.append(folder)
     return tuple(out)
+
+
+def _stop_at_budget(r: Reader, tbl: dict[str, Any] | None, kind: str) -> bool:
+    """``[privacy] stop_at_budget``: accept a run whose dry run passes a registry's privacy budget (it stops
+    where the registry refuses a batch, without a posterior when that is in the warm-up)."""
+    if tbl is None or "stop_at_budget" not in tbl:
+        return False
+    value = bool(r.get(tbl, "privacy", "stop_at_budget", bool))
+    if value and kind == "abcdp":
+        raise r.err(
+            "privacy.stop_at_budget",
+            "federated ABCDP is charged its whole-run epsilon once, when it starts: it cannot stop at a "
+            "budget partway (remove the key)",
+        )
+    if value and "target_epsilon" in tbl:
+        raise r.err(
+            "privacy.stop_at_budget",
+            "a planned run (target_epsilon) is sized to fit the budget at its expected charge and is not "
+            "refused for its dry run at the cap; stop_at_budget is for a run without target_epsilon",
+        )
+    return value
 
 
 def _privacy(r: Reader, tbl: dict[str, Any] | None, kind: str, lazy: bool = False) -> PrivacyTarget | None:

@@ -95,11 +95,17 @@ class Outcome:
     privacy_reports: dict[int, Any] = field(default_factory=dict)  # PrivacyReport answers (or errors)
     written: dict[str, Path] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    finished: bool = True
+    finished: bool = True  # False when the run stopped early (``stopped`` says why)
     counts: dict[str, int] = field(default_factory=dict)  # decisions asked, accepted, proposals made
     notes: list[str] = field(default_factory=list)  # e.g. the plan against the run (planned runs)
     # per party: other readings of its privacy, beside its statement (a planned run's other coalitions)
     privacy_readings: dict[int, list[str]] = field(default_factory=dict)
+    stopped: str = ""  # why the run ended before its planned end (a registry's budget ran out); "" if not
+
+    @property
+    def posterior_draws(self) -> int:
+        """Draws per chain after the warm-up (0: the run stopped in its warm-up, or before any draw)."""
+        return max(int(self.draws.shape[1]) - self.warmup, 0)
 
 
 def provenance(exp: Experiment, outcome: Outcome, endpoints: list[PartyEntry]) -> dict[str, Any]:
@@ -123,6 +129,7 @@ def provenance(exp: Experiment, outcome: Outcome, endpoints: list[PartyEntry]) -
         "coordinator_identity": exp.coordinator.identity,
         "privacy_target": None if exp.privacy is None else exp.privacy.text(),
         "counts": outcome.counts,
+        "stopped": outcome.stopped or None,
         "warnings": outcome.warnings,
         "python": platform.python_version(),
         "finished": now(),
@@ -161,6 +168,7 @@ def write_run_outputs(
         provenance=provenance(exp, outcome, endpoints),
         prior_draws=_prior_draws(exp, outcome.draws.shape[0], outcome.draws.shape[1] - w),
         constant_data=constant_data(exp, len(endpoints)),
+        stopped=outcome.stopped,
     )
     # the folder is this run's own (run.json, checkpoint/): replace the outputs of an earlier attempt
     return dict(outputs.write_outputs(outcome.out_dir, result, overwrite=True))
@@ -211,6 +219,7 @@ def summary_text(outcome: Outcome) -> str:
         f"run {outcome.run_id}: {outcome.draws.shape[0]} chain(s) x {outcome.draws.shape[1]} draws of "
         f"{', '.join(outcome.param_names)}; {outcome.run_steps} run steps in "
         f"{len(outcome.session_ids)} session(s)"
+        + (f" ({outcome.posterior_draws} per chain after the warm-up)" if outcome.stopped else "")
     ]
     summary = outcome.written.get("summary.txt")
     if summary is not None and summary.is_file():

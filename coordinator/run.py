@@ -31,7 +31,11 @@ the sampler drivers (and federated ABCDP's) in :mod:`coordinator.drivers`, the p
 :mod:`coordinator.run_privacy`, progress and the outcome in :mod:`coordinator.outcome`.
 
 Exit codes: 0 done; 1 the run failed or a party refused (reasons printed); 2 bad file or command line;
-130 interrupted (the checkpoint is kept: resume with ``--resume DIR``).
+3 stopped early: a registry's privacy budget ran out partway (it refused a batch); the outputs are written
+for what was drawn: the posterior of the draws after the warm-up, or, when it stopped in the warm-up, no
+posterior but the warm-up's draws labelled as such (``warmup.nc``, ``warmup_draws.csv``), and in every case
+each registry's privacy report, the provenance and a summary saying why; 130 interrupted (the checkpoint is
+kept: resume with ``--resume DIR``).
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ from proto.tls import TlsMaterial
 F64 = npt.NDArray[np.float64]
 
 HELP = "run an experiment file: privacy dry run, confidential sampling with checkpoints, outputs"
+EXIT_STOPPED = 3  # the run stopped early at a registry's privacy budget; its outputs hold what it drew
 
 
 # ---- the run ---------------------------------------------------------------------------------------------
@@ -139,6 +144,10 @@ def run_experiment(
         _plan(exp, exp.model(), None, say)
     meta, ckpt = rf.open(exp, resume)
     warm_steps = 0
+    if exp.warm_start is not None and exp.budget_target is None and _releases_warm_start(rf):
+        # the sampling's dry run before the warm start releases anything: a budget it passes stops the run
+        batches = exp.sampler.batches
+        check_privacy(exp, plan_file(exp, endpoints, tls, batches), batches, before_release=True)
     if exp.warm_start is not None:  # the DP warm start: released once, kept in the run folder
         exp, warm_steps = _warm_start(exp, rf, meta, endpoints, tls, say)
         if exp.budget_target is not None:  # the run's length from the DP Laplace approximation
@@ -150,10 +159,15 @@ def run_experiment(
     if not driver.finished:
         pf = plan_file(exp, endpoints, tls, remaining)
         plan = check_privacy(exp, pf, remaining)
-        say(f"privacy dry run: every party would accept {remaining} batches\n{plan.text}")
+        if plan.may_stop:
+            say(f"privacy dry run: {plan.may_stop}\n{plan.text}")
+        else:
+            say(f"privacy dry run: every party would accept {remaining} batches\n{plan.text}")
 
     warnings: list[str] = list(meta.get("warnings", []))
     session_ids = [str(s["session_id"]) for s in meta.get("sessions", [])]
+    warmup = exp.sampler.warmup if exp.sampler.kind in MH_KINDS else 0
+    stopped = ""
     t_start = time.perf_counter()
     with BlockingCoordinator(
         endpoints, tls, identity=exp.coordinator.identity, rpc_timeout_s=exp.coordinator.rpc_timeout_s
@@ -165,16 +179,11 @@ def run_experiment(
                 sess, driver, dlog, rf, run_id, run_step, plan, progress, stop_after_batches, t_start
             )
             if ran_out:
-                w = (
-                    f"a registry's privacy budget ran out at batch {driver.batch + 1} of {driver.total}: the "
-                    f"run ends with the {driver.n_draws} draws made before it ({ran_out}). Give the "
-                    "registries more budget, or plan a shorter run ([privacy] target_epsilon)"
-                )
-                say(f"WARNING: {w}")
-                warnings.append(w)
+                stopped = _stopped_text(driver, warmup, ran_out)
+                say(f"WARNING: {stopped}")
+                warnings.append(stopped)
         reports = privacy_reports(exp, endpoints, tls)
     draws, stats = driver.draws(dlog.read())
-    warmup = exp.sampler.warmup if exp.sampler.kind in MH_KINDS else 0
     outcome = Outcome(
         run_id=run_id,
         out_dir=out_dir,
@@ -192,12 +201,14 @@ def run_experiment(
         privacy_readings=planner.other_readings(exp, driver.model, reports, run_id)
         if exp.budget_target
         else {},
+        finished=not stopped,
+        stopped=stopped,
     )
     if isinstance(driver, RejectionDriver) and driver.kept < exp.sampler.n_accept:
         w = f"rejection sampling stopped at max_proposals = {exp.sampler.max_proposals}: {driver.kept} draws"
         say(f"WARNING: {w}")
         outcome.warnings.append(w)
-    if exp.sampler.kind in MH_KINDS:  # convergence warnings (coordinator.convergence)
+    if exp.sampler.kind in MH_KINDS and (outcome.posterior_draws or not stopped):  # coordinator.convergence
         w0 = min(warmup, draws.shape[1])
         proposed = driver.batch * exp.sampler.chains
         planned = exp.budget_target is not None
@@ -208,13 +219,14 @@ def run_experiment(
             say(f"WARNING: {w}")
             outcome.warnings.append(w)
     refit = refit_line(exp, driver)
+    planned = exp.budget_target is not None and exp.sampler.laplace is not None
     if refit:
         outcome.notes.append(refit)
-    elif exp.budget_target is not None and exp.sampler.laplace is not None and "accepted" in stats:
+    elif planned and "accepted" in stats and outcome.posterior_draws:  # a whole warm-up: the pilot
         for w in _pilot_check(exp, driver.model, stats["accepted"], warmup, outcome.notes):
             say(f"WARNING: {w}")
             outcome.warnings.append(w)
-    if ref_of is not None:
+    if ref_of is not None and outcome.posterior_draws:  # nothing to compare a run stopped in its warm-up with
         reference = ref_of(exp, draws[:, min(warmup, draws.shape[1]) :])
     outcome.written = write_run_outputs(exp, outcome, endpoints, reference, plan)
     summary = outcome.written.get("summary.txt")
@@ -222,6 +234,32 @@ def run_experiment(
         with open(summary, "a", encoding="utf-8") as fh:
             fh.write("\nwarnings:\n" + "".join(f"  {w}\n" for w in outcome.warnings))
     return outcome
+
+
+def _releases_warm_start(rf: RunFolder) -> bool:
+    """Whether this invocation releases the warm start (no earlier one finished it: warm_start.json)."""
+    try:
+        return warm.load_result(rf.out_dir) is None
+    except ValueError:  # an unreadable result: _warm_start names it
+        return False
+
+
+def _stopped_text(driver: MHDriver | RejectionDriver, warmup: int, why: str) -> str:
+    """Why a run ended early (a registry refused a batch: its privacy budget ran out), in plain words: where,
+    what the run has, and what to change."""
+    where = f"a registry's privacy budget ran out at batch {driver.batch + 1} of {driver.total}"
+    if warmup and driver.batch <= warmup:
+        when = f"in the warm-up ({warmup} iterations)" if driver.batch < warmup else "right after the warm-up"
+        has = (
+            f", {when}: there are no draws after the warm-up, only the warm-up's {driver.batch} "
+            "iteration(s) per chain, written as warm-up draws, not as a posterior"
+        )
+    else:
+        has = f": the run ends with the {driver.n_draws} draws made before it"
+    return (
+        f"{where}{has}. Give the registries more budget, plan a run that fits ([privacy] target_epsilon), "
+        f"or ask for fewer iterations. The refusal: {why}"
+    )
 
 
 def laplace_lines(exp: Experiment, names: Any, draws: F64) -> list[str]:
@@ -541,6 +579,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"confar run: {in_file_keys(str(exc))}", file=sys.stderr)
         return 1
     print(summary_text(outcome))
+    if outcome.stopped:
+        written = ", ".join(sorted(outcome.written)) or "nothing ([output] formats = [])"
+        print(
+            f"confar run: STOPPED EARLY (exit code {EXIT_STOPPED}): {outcome.stopped}. Outputs in "
+            f"{outcome.out_dir}: {written}",
+            file=sys.stderr,
+        )
+        return EXIT_STOPPED
     return 0
 
 

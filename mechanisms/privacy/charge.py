@@ -35,6 +35,11 @@ lazy MH γ, cap c̄      sign         ProfileEvent: the Bernoulli cover of γ·P
 rejection, cap c̄      sign         ProfileEvent: the Bernoulli cover of P(a + Gamma(r/m) ≥ 0) (lazy: × γ)
                                    for a ≤ −m·margin, Δ = c̄ (public bound) or 2c̄ (data bound)
 rejection, cap c̄      sum/blinded  ProfileEvent: the exact sum-reveal curve δ(ε) = F_k(Δ)
+noise "none" (tests)  —            Unaccountable, every decision kind: the parties drop their Gamma(1/m)
+                                   shares of Exp(1), so a decision is not the sampler's and nothing above
+                                   holds (lazy MH: the bit is deterministic given the coin). A statistics
+                                   release adds no Gamma noise (its Gaussian noise is the mechanism), so
+                                   it is charged the same whatever the plan's noise
 anything else         —            Unaccountable (exact MH without noise: a reject is impossible whenever
                                    r ≥ 1; a lazy coin outside sign; no cap; a coalition past the
                                    threshold that sees everything)
@@ -97,6 +102,8 @@ def decision_events(
         mu = release_mu(stats, model, view.threat.residual_parties, neighbours)
         label = f"{name} warm start: {stats.what} release, {neighbours}, sd={stats.sd:g}/{stats.sd2:g}"
         return [GaussianEvent(mu, count=1, label=label)]
+    if not plan.exp_noise:
+        raise Unaccountable(_without_noise(plan, name))
     if plan.penalty is not None and plan.penalty.fixed:
         return _per_decision_events(plan.penalty, model, mode, view, n, name, request, neighbours, rdp_orders)
     if neighbours != "replace-one":
@@ -131,6 +138,40 @@ def decision_events(
             label=f"{label}, c <= {cap:g}: confidential amplification ({view.observed})",
         )
     ]
+
+
+def _without_noise(plan: DecisionPlan, name: str) -> str:
+    """Why a decision plan with ``noise = "none"`` (tests only) is charged at nothing a registry can back:
+    every party drops its Gamma(1/m, 1) share of the Exp(1) that makes the decision the sampler's, so the
+    cases of the module's table, which all describe decisions with that noise, do not hold."""
+    if plan.kind == "rejection":
+        what = "lazy rejection" if plan.lazy is not None else "rejection"
+        why = (
+            "the accept bit is then 1[a >= 0]"
+            + (" AND the secret coin" if plan.lazy is not None else "")
+            + ", a deterministic function of the data"
+            + (" given the coin" if plan.lazy is not None else "")
+            + ": an unbounded loss"
+        )
+    elif plan.lazy is not None:
+        what = "lazy MH"
+        why = "the accept bit is then deterministic given the secret coin: an unbounded loss"
+    elif plan.penalty is not None:
+        what = "penalty MH (sd " + ("fixed" if plan.penalty.fixed else "tau") + ")"
+        why = (
+            "the decision is then 1[l + N(0, m sigma^2) - m sigma^2/2 >= 0], not the penalty's "
+            "Metropolis-Hastings decision, and its charges (the confidential amplification, the accept "
+            "bit's Renyi bound) count on the Gamma noise"
+        )
+    else:
+        what = "exact MH"
+        why = "the accept bit is then deterministic given the data: an unbounded loss"
+    article = "an" if what.startswith("exact") else "a"
+    return (
+        f"{name}: the plan's noise is 'none' (a setting for tests only): every registry drops its "
+        f"Gamma(1/m, 1) noise share, so {article} {what} decision is not the sampler's decision and no "
+        f"charge holds for it ({why}); a registry with a budget refuses it: use noise 'exp' (the default)"
+    )
 
 
 def accept_bit_table(sd: float, view: RevealView, cap: float, orders: Sequence[float]) -> BitRdpTable:

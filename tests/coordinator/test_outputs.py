@@ -579,3 +579,92 @@ def test_statement_counts_this_run_apart_from_all_runs() -> None:
     res.provenance.pop("counts")
     again, _ = privacy_document(1, res.privacy_reports[1], res)
     assert again["statement"] == doc["statement"] and not again["other_readings"]
+
+
+# ---- a run that stopped early (issue 40) -----------------------------------------------------------------
+
+STOPPED = "a registry's privacy budget ran out at batch 8 of 200, in the warm-up (test)"
+
+
+def _stopped_in_warmup(w: int = 7, **kw: Any) -> RunResult:
+    """A run a budget stopped after ``w`` of its warm-up iterations: no draw after the warm-up."""
+    rng = np.random.default_rng(3)
+    return make_result(
+        draws=np.zeros((4, 0, 2)),
+        sample_stats={"accepted": np.zeros((4, 0), bool)},
+        warmup=w,
+        warmup_draws=ar1(rng, 4, w, 0.3, 2),
+        warmup_sample_stats={"accepted": rng.random((4, w)) < 0.5},
+        stopped=STOPPED,
+        **kw,
+    )
+
+
+def test_no_draw_after_warm_up_only_for_a_run_that_stopped() -> None:
+    with pytest.raises(ValueError, match=r"shape \(4, 0, 2\) \(no draw after warm-up only for a run that"):
+        make_result(draws=np.zeros((4, 0, 2)), sample_stats={}, warmup=0, warmup_draws=None,
+                    warmup_sample_stats=None)  # fmt: skip
+    with pytest.raises(ValueError, match="stopped: must be a string"):
+        make_result(stopped=True)
+    assert _stopped_in_warmup().n_draws == 0
+
+
+def test_a_run_stopped_in_its_warm_up_writes_its_warm_up_labelled_and_no_posterior(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    write_outputs(out, make_result())  # an earlier attempt's posterior files, replaced by the stopped layout
+    res = _stopped_in_warmup()
+    files = write_outputs(out, res, overwrite=True)
+    assert set(files) == {
+        "warmup.nc",
+        "warmup_draws.csv",
+        "summary.txt",
+        "privacy/party-1.json",
+        "privacy/party-1.png",
+        "provenance.json",
+    }
+    for stale in ("posterior.nc", "draws.csv", "summary.csv", "trace.png", "posterior.png"):
+        assert not (out / stale).exists(), stale
+    idata = az.from_netcdf(files["warmup.nc"])
+    assert "posterior" not in idata.groups()
+    assert {"warmup_posterior", "warmup_sample_stats"} <= set(idata.groups())
+    assert res.warmup_draws is not None and res.warmup_sample_stats is not None
+    for k, nm in enumerate(res.param_names):
+        np.testing.assert_array_equal(idata.warmup_posterior[nm].values, res.warmup_draws[:, :, k])
+    np.testing.assert_array_equal(
+        idata.warmup_sample_stats["accepted"].values, res.warmup_sample_stats["accepted"]
+    )
+    assert idata.attrs["stopped"] == STOPPED and "not posterior draws" in idata.attrs["no_posterior"]
+    with open(files["warmup_draws.csv"], newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == ["chain", "draw", "theta", "log_sigma"] and len(rows) == 1 + 4 * 7
+    back = np.array([[float(v) for v in r[2:]] for r in rows[1:]]).reshape(4, 7, 2)
+    np.testing.assert_array_equal(back, res.warmup_draws)
+    text = files["summary.txt"].read_text()
+    assert text.startswith(f"NO POSTERIOR: the run stopped early ({STOPPED})")
+    assert "it stopped after 7 warm-up iteration(s) per chain" in text and "NOT posterior draws" in text
+    acc = float(np.mean(res.warmup_sample_stats["accepted"]))
+    assert f"acceptance rate in the warm-up: {acc:.3f}" in text
+    prov = json.loads(files["provenance.json"].read_text())
+    assert prov["outputs"]["draws_per_chain"] == 0
+    assert set(prov["outputs"]["files_sha256"]) == set(files) - {"provenance.json"}
+    assert json.loads(files["privacy/party-1.json"].read_text())["statement"]
+    # then the run completes (resumed with more budget): the posterior's layout replaces the warm-up's files
+    full = write_outputs(out, make_result(), overwrite=True)
+    assert "posterior.nc" in full and not (out / "warmup.nc").exists()
+    assert not (out / "warmup_draws.csv").exists()
+
+
+def test_a_run_stopped_before_any_draw_says_so(tmp_path: Path) -> None:
+    res = make_result(
+        draws=np.zeros((4, 0, 2)), sample_stats={}, warmup=0, warmup_draws=None, warmup_sample_stats=None,
+        stopped=STOPPED,
+    )  # fmt: skip
+    files = write_outputs(tmp_path / "run", res)
+    assert set(files) == {"summary.txt", "privacy/party-1.json", "privacy/party-1.png", "provenance.json"}
+    text = files["summary.txt"].read_text()
+    assert "there are no draws after the warm-up: the run made no draw at all" in text
+
+
+def test_a_run_stopped_after_its_warm_up_says_so_first() -> None:
+    res = make_result(stopped=STOPPED)
+    assert format_summary(res).startswith(f"STOPPED EARLY: {STOPPED}\nposterior: 4 chain(s) x 200 draw(s)")

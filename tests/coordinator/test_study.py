@@ -90,3 +90,44 @@ def test_fit_without_a_simulation_table_says_how_to_add_one(tmp_path: Path) -> N
     exp = study.load(path)
     with pytest.raises(ExperimentError, match=r"\[simulate\]"):
         study.fit(exp, simulate=True, out=tmp_path)
+
+
+@pytest.mark.slow
+def test_a_run_stopped_in_its_warm_up_raises_run_stopped_with_what_there_is(tmp_path: Path) -> None:
+    """Issue 40: registries whose budgets (eps = 10) run out in the warm-up (about 9 of its 20 batches fit)
+    and ``[privacy] stop_at_budget = true``: ``fit`` raises ``RunStopped`` saying there is no posterior and
+    why, with the warm-up's draws and each registry's statement (it used to raise ``draws: every axis ...
+    must be >= 1``, writing nothing)."""
+    exp = study.load(
+        EXAMPLES / "penalty.toml", SMALL | {"simulate.party_epsilon": 10.0, "privacy.stop_at_budget": True}
+    )
+    with pytest.raises(study.RunStopped) as ei:
+        study.fit(exp, simulate=True, out=tmp_path / "run", overwrite=True)
+    err = ei.value
+    msg = str(err)
+    assert "stopped before any draw after its warm-up, so there is no posterior" in msg
+    assert "privacy budget ran out at batch" in msg and "in the warm-up (20 iterations)" in msg
+    assert err.warmup is not None and "posterior" not in err.warmup.groups()
+    chains, w = err.warmup.warmup_posterior.sizes["chain"], err.warmup.warmup_posterior.sizes["draw"]
+    assert chains == 4 and 1 <= w < 20
+    assert sorted(err.privacy) == ["party-1", "party-2", "party-3"]
+    assert all(p["epsilon"] is not None and p["epsilon"] <= 10.0 for p in err.privacy.values())
+    assert (err.out_dir / "warmup.nc").exists() and not (err.out_dir / "posterior.nc").exists()
+    assert err.outcome.stopped and not err.outcome.finished
+
+
+@pytest.mark.slow
+def test_a_run_stopped_after_its_warm_up_returns_a_fit_that_says_so(tmp_path: Path) -> None:
+    """The same with budgets (eps = 25) that run out after the warm-up (about 39 of 60 batches fit): a fit
+    of the draws made, ``fit.stopped`` saying why, the summary opening with it."""
+    exp = study.load(
+        EXAMPLES / "penalty.toml", SMALL | {"simulate.party_epsilon": 25.0, "privacy.stop_at_budget": True}
+    )
+    fit = study.fit(exp, simulate=True, out=tmp_path / "run", overwrite=True)
+    post = fit.idata.posterior
+    assert post.sizes["chain"] == 4 and 1 <= post.sizes["draw"] < 40
+    assert fit.stopped.startswith("a registry's privacy budget ran out at batch")
+    assert fit.stopped in fit.warnings
+    summary = (tmp_path / "run" / "summary.txt").read_text()
+    assert summary.startswith(f"STOPPED EARLY: {fit.stopped}")
+    assert not (tmp_path / "run" / "warmup.nc").exists()
