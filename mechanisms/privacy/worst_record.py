@@ -52,6 +52,12 @@ and no refusal depends on the records present. κ(·), c, f and s must be the sa
 increments are added (a state is kept per run *and* per :attr:`WorstRecordCharge.fingerprint`; a fresh
 state under another fingerprint charges its own sup from zero, which only adds).
 
+Each reading charges the smaller of the worst record's bound and the per-decision one (Σ_t Δ_t²/s²,
+Σ_t ρ_table(Δ_t)) of the same decisions, both kept for the run: the minimum of two non-decreasing bounds
+valid for every pair is one, and its increments telescope to it; so a run never costs more than it does
+per decision (the grid's slack, κ(Δ_t)Δ_t² up to (1.03)² ρ_table(Δ_t), and c T could otherwise exceed it
+when every step points the same way).
+
 The per-batch Gaussian min (``RenyiEvent.rdp``'s min(ρ, αμ²/2)) is not applied to increments: a sum of
 per-batch minima of two running bounds does not bound either sum. The event's μ is therefore raised to
 √(2 max_α ρ_α/α) when the constant c would otherwise be clipped (μ only grows, so the GDP reading stays
@@ -86,6 +92,7 @@ __all__ = [
     "LinearStructure",
     "QuadraticBound",
     "QuadraticRegion",
+    "RunState",
     "WorstRecordCharge",
     "linear_structure",
     "quadratic_rdp_bound",
@@ -313,17 +320,67 @@ def linear_structure(model: Model) -> LinearStructure | None:
 
 # -- the charge -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class RunState:
+    """What a registry keeps of a run for its worst-record charge: ``grams`` (layers × d × d: layer 0
+    Σ_t v_t v_tᵀ, layer 1 + i Σ_t κ_i(Δ_t) v_t v_tᵀ), ``per_decision`` (the per-decision charge of the same
+    decisions: μ² then ρ per order) and ``decisions`` (T). Persisted by :meth:`to_dict` /
+    :meth:`from_dict`."""
+
+    grams: FloatArray = field(repr=False)
+    per_decision: FloatArray
+    decisions: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "grams": self.grams.tolist(),
+            "per_decision": self.per_decision.tolist(),
+            "decisions": self.decisions,
+        }
+
+    @classmethod
+    def from_dict(cls, data: object, layers: int, d: int) -> RunState:
+        """ValueError naming what is wrong when ``data`` is not a state of ``layers`` × d × d."""
+        if not isinstance(data, dict) or set(data) != {"grams", "per_decision", "decisions"}:
+            raise ValueError(
+                "a run's worst-record state must be an object of grams, per_decision, decisions; "
+                f"got {str(data)[:60]!r}"
+            )
+        try:
+            g = np.asarray(data["grams"], dtype=np.float64)
+            pd = np.asarray(data["per_decision"], dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"a run's worst-record state must be numbers, got {str(data)[:60]!r}") from exc
+        if g.shape != (layers, d, d) or pd.shape != (layers,):
+            raise ValueError(
+                f"a run's worst-record state must be {layers} x {d} x {d} and {layers} per-decision totals, "
+                f"got shapes {g.shape} and {pd.shape}"
+            )
+        if not (np.all(np.isfinite(g)) and np.all(np.isfinite(pd)) and np.all(pd >= 0)):
+            raise ValueError("a run's worst-record state must be finite (and its totals >= 0)")
+        if not np.allclose(g, g.transpose(0, 2, 1), rtol=1e-12, atol=0.0):
+            raise ValueError("a run's worst-record Gram matrices must be symmetric")
+        n = data["decisions"]
+        if type(n) is not int or n < 0:
+            raise ValueError(f"a run's worst-record decisions must be an integer >= 0, got {n!r}")
+        return cls(g, pd, n)
+
+
+@dataclass(frozen=True)
 class WorstRecordCharge:
     """A run's charge at its worst record: ``structure`` (the model's predictor and region), the neighbour
     relation's ``factor`` f (1 add-remove, 4 replace-one, times L²), the residual noise sd ``s`` and, for a
-    Rényi filter, the ``bound`` κ(D) d² + c of the session's table (None: the GDP reading alone).
+    Rényi filter, the session's accept-bit ``table`` and its majorant ``bound`` κ(D) d² + c (None: the GDP
+    reading alone).
 
-    The run's state is a stack of Gram matrices (:attr:`layers` × d × d): layer 0 Σ_t v_t v_tᵀ (the GDP
-    reading), layer 1 + i Σ_t κ_i(Δ_t) v_t v_tᵀ (the Rényi reading at ``bound.orders[i]``)."""
+    Each reading charges the smaller of two running bounds, both valid for every pair: the worst record's
+    (f S + c T) and the per-decision one (Σ_t Δ_t²/s², Σ_t ρ_table(Δ_t)). A minimum of two non-decreasing
+    valid bounds is a valid bound, and its increments telescope to it, so the run never costs more than
+    per decision and the filter stays "spent + increment ≤ budget"."""
 
     structure: LinearStructure
     factor: float
     s: float
+    table: BitRdpTable | None = field(default=None, repr=False)
     bound: QuadraticBound | None = None
 
     @classmethod
@@ -335,7 +392,7 @@ class WorstRecordCharge:
         if not (s > 0 and math.isfinite(s)):
             raise ValueError(f"the residual noise sd must be finite and > 0, got {s}")
         f = (4.0 if neighbours == "replace-one" else 1.0) * structure.lipschitz**2
-        return cls(structure, f, float(s), None if table is None else quadratic_rdp_bound(table))
+        return cls(structure, f, float(s), table, None if table is None else quadratic_rdp_bound(table))
 
     @property
     def d(self) -> int:
@@ -345,9 +402,9 @@ class WorstRecordCharge:
     def layers(self) -> int:
         return 1 + (0 if self.bound is None else len(self.bound.orders))
 
-    def empty(self) -> FloatArray:
+    def empty(self) -> RunState:
         """A run's state before its first batch."""
-        return np.zeros((self.layers, self.d, self.d))
+        return RunState(np.zeros((self.layers, self.d, self.d)), np.zeros(self.layers), 0)
 
     @property
     def fingerprint(self) -> str:
@@ -358,9 +415,10 @@ class WorstRecordCharge:
             "factor": self.factor,
             "s": self.s,
         }
-        if self.bound is not None:
+        if self.bound is not None and self.table is not None:
             h = hashlib.sha256(np.ascontiguousarray(self.bound.prefix).tobytes())
-            h.update(np.ascontiguousarray(self.bound.deltas).tobytes())
+            h.update(np.ascontiguousarray(self.table.deltas).tobytes())
+            h.update(np.ascontiguousarray(self.table.bounds).tobytes())
             doc["bound"] = [self.bound.orders, self.bound.const, h.hexdigest()[:16]]
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -368,65 +426,63 @@ class WorstRecordCharge:
         """A batch's layers: Σ_t v_t v_tᵀ and Σ_t κ_i(Δ_t) v_t v_tᵀ, ``deltas`` the steps' Δ_t (the
         per-decision sensitivity under the registry's neighbour relation: it bounds every record's |Δℓ_t|)."""
         v = self.structure.directions(theta, theta_star)
+        dl = np.atleast_1d(np.asarray(deltas, dtype=np.float64))
+        if dl.shape != (v.shape[0],):
+            raise ValueError(f"{v.shape[0]} steps but {dl.size} sensitivities")
         out = np.empty((self.layers, self.d, self.d))
         out[0] = v.T @ v
         if self.bound is not None:
-            k = self.bound.kappa(deltas)  # (steps, orders)
-            if k.shape[0] != v.shape[0]:
-                raise ValueError(f"{v.shape[0]} steps but {k.shape[0]} sensitivities")
+            k = self.bound.kappa(dl)  # (steps, orders)
             for i in range(k.shape[1]):
                 out[1 + i] = (v * k[:, i : i + 1]).T @ v
         return out
 
-    def sups(self, state: npt.ArrayLike) -> FloatArray:
-        """S per layer: sup over the region of z(x)ᵀ G z(x) (an upper bound; exact at the box's corners)."""
-        st = np.asarray(state, dtype=np.float64)
-        return np.asarray([self.structure.region.sup(g) for g in st], dtype=np.float64)
+    def per_decision(self, deltas: npt.ArrayLike) -> FloatArray:
+        """The per-decision charge of the steps (``charge``'s): Σ_t Δ_t²/s², then Σ_t ρ_table(Δ_t) per
+        order."""
+        dl = np.atleast_1d(np.asarray(deltas, dtype=np.float64))
+        mu2 = float(np.sum((dl / self.s) ** 2))
+        if self.table is None:
+            return np.array([mu2])
+        return np.r_[mu2, self.table.batch_rho(dl)]
 
-    def readings(self, sups: npt.ArrayLike, decisions: int) -> tuple[float, tuple[float, ...]]:
-        """(μ², ρ per order) of sups (or their increments) over ``decisions``."""
-        sv = np.asarray(sups, dtype=np.float64)
-        mu2 = self.factor * float(sv[0]) / self.s**2
-        if self.bound is None:
-            return mu2, ()
-        const = self.bound.const
-        return mu2, tuple(self.factor * float(x) + c * decisions for x, c in zip(sv[1:], const, strict=True))
+    def worst(self, state: RunState) -> FloatArray:
+        """The worst record's bound of ``state``: f S / s², then f S_κ + c T per order."""
+        sups = np.asarray([self.structure.region.sup(g) for g in state.grams], dtype=np.float64)
+        out = self.factor * sups
+        out[0] /= self.s**2
+        if self.bound is not None:
+            out[1:] += np.asarray(self.bound.const) * state.decisions
+        return np.asarray(out, dtype=np.float64)
+
+    def charged(self, state: RunState) -> FloatArray:
+        """What the run's charges add up to (μ², then ρ per order): the smaller of the two bounds."""
+        return np.asarray(np.minimum(self.worst(state), state.per_decision), dtype=np.float64)
 
     def increment(
         self,
-        before: npt.ArrayLike,
+        before: RunState,
         theta: npt.ArrayLike,
         theta_star: npt.ArrayLike,
         deltas: npt.ArrayLike,
         label: str,
-    ) -> tuple[list[PrivacyEvent], FloatArray]:
+    ) -> tuple[list[PrivacyEvent], RunState]:
         """The events of one batch (steps θ → θ*, rows; ``deltas`` their Δ_t) given the run's state
         ``before`` (:meth:`empty` for a run's first batch), and the state after it."""
-        s0 = np.asarray(before, dtype=np.float64)
-        if s0.shape != (self.layers, self.d, self.d):
-            raise ValueError(f"a run's state must be {self.layers} x {self.d} x {self.d}, got {s0.shape}")
+        if before.grams.shape != (self.layers, self.d, self.d):
+            raise ValueError(
+                f"a run's state must be {self.layers} x {self.d} x {self.d}, got {before.grams.shape}"
+            )
         n = int(np.atleast_2d(np.asarray(theta)).shape[0])
-        s1 = s0 + self.grams(theta, theta_star, deltas)
-        s1 = (s1 + s1.transpose(0, 2, 1)) / 2.0
-        gain = np.maximum(self.sups(s1) - self.sups(s0), 0.0)
-        mu2, rho = self.readings(gain, n)
+        g1 = before.grams + self.grams(theta, theta_star, deltas)
+        pd = before.per_decision + self.per_decision(deltas)
+        after = RunState((g1 + g1.transpose(0, 2, 1)) / 2.0, pd, before.decisions + n)
+        gain = np.maximum(self.charged(after) - self.charged(before), 0.0)
+        mu2 = float(gain[0])
         what = f"{label}, worst record over the run"
         if self.bound is None:
-            return [GaussianEvent(math.sqrt(mu2), count=1, label=what)], s1
+            return [GaussianEvent(math.sqrt(mu2), count=1, label=what)], after
+        rho = tuple(float(r) for r in gain[1:])
         # μ raised so that the event's min(ρ, αμ²/2) never clips ρ (module docstring)
         top = max(2.0 * r / a for r, a in zip(rho, self.bound.orders, strict=True)) * (1.0 + 1e-12)
-        return [RenyiEvent(math.sqrt(max(mu2, top)), self.bound.orders, rho, count=1, label=what)], s1
-
-
-def state_from_list(values: object, layers: int, d: int) -> FloatArray:
-    """A stored run state back (ValueError naming the shape or the values when it is not ``layers`` × d × d,
-    finite, symmetric)."""
-    try:
-        g = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"a run's worst-record state must be numbers, got {str(values)[:60]!r}") from exc
-    if g.shape != (layers, d, d):
-        raise ValueError(f"a run's worst-record state must be {layers} x {d} x {d}, got shape {g.shape}")
-    if not np.all(np.isfinite(g)) or not np.allclose(g, g.transpose(0, 2, 1), rtol=1e-12, atol=0.0):
-        raise ValueError("a run's worst-record state must be finite and symmetric")
-    return g
+        return [RenyiEvent(math.sqrt(max(mu2, top)), self.bound.orders, rho, count=1, label=what)], after

@@ -13,11 +13,11 @@ from mechanisms.models import load_model
 from mechanisms.privacy import PenaltyAcceptance, bit_rdp_table
 from mechanisms.privacy.worst_record import (
     QuadraticRegion,
+    RunState,
     WorstRecordCharge,
     box_region,
     linear_structure,
     quadratic_rdp_bound,
-    state_from_list,
 )
 from mechanisms.samplers.requests import step_sensitivity
 from simulations.worst_record import allowed_records, independence_run, record_losses
@@ -159,12 +159,17 @@ def test_no_structure_keeps_the_per_decision_charge() -> None:
 
 
 def test_stored_state_is_checked() -> None:
+    good = {"grams": [[[1.0, 0.5], [0.5, 1.0]]], "per_decision": [2.0], "decisions": 3}
+    st = RunState.from_dict(good, 1, 2)
+    assert RunState.from_dict(st.to_dict(), 1, 2).to_dict() == good
     with pytest.raises(ValueError, match="1 x 3 x 3"):
-        state_from_list([[[1.0, 0.0], [0.0, 1.0]]], 1, 3)
+        RunState.from_dict(good, 1, 3)
     with pytest.raises(ValueError, match="symmetric"):
-        state_from_list([[[1.0, 2.0], [0.0, 1.0]]], 1, 2)
+        RunState.from_dict(good | {"grams": [[[1.0, 2.0], [0.0, 1.0]]]}, 1, 2)
     with pytest.raises(ValueError, match="numbers"):
-        state_from_list([["a"]], 1, 1)
+        RunState.from_dict(good | {"grams": [["a"]]}, 1, 1)
+    with pytest.raises(ValueError, match="decisions"):
+        RunState.from_dict(good | {"decisions": -1}, 1, 2)
 
 
 @pytest.mark.parametrize("neighbours", ["add-remove", "replace-one"])
@@ -193,9 +198,10 @@ def test_run_charge_is_never_below_the_brute_force_worst_record(neighbours: str)
             truth = float(np.max(np.sum(losses**2, axis=1))) / S**2
             per_decision = float(np.sum(deltas**2)) / S**2
             assert truth <= mu2 < per_decision
+            assert mu2 == pytest.approx(wr.worst(state)[0], rel=1e-9)
         else:
             truth = float(np.max(table.rho(losses.ravel()).reshape(losses.shape).sum(axis=1)))
             per_decision = float(table.batch_rho(deltas)[0])
             assert truth <= rho < per_decision
-            total = wr.readings(wr.sups(state), len(theta))[1][0]
-            assert rho == pytest.approx(total, rel=1e-9)  # the increments telescope
+            assert rho == pytest.approx(wr.charged(state)[1], rel=1e-9)  # the increments telescope
+            assert wr.worst(state)[1] < per_decision  # the worst record's own bound, not the minimum
