@@ -19,6 +19,7 @@ import argparse
 import math
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -56,18 +57,18 @@ def _laplace(model: Model, data: dict[str, F64]) -> tuple[F64, F64]:
     return beta, np.linalg.inv(hess)
 
 
-def independence_run(seed: int, steps: int, n: int = 1500, inflate: float = 1.2) -> Run:
-    """The decisions (θ_t, θ*_t) of an independence sampler's run (module docstring)."""
-    model = load_model("bayes-logistic", ARGS)
-    rng = np.random.default_rng(seed)
-    made = model.synthetic_data(rng, (n,))
-    assert made is not None
-    data = model.check_data(made[0])
+def independence_steps(
+    model: Model, data: dict[str, F64], steps: int, rng: np.random.Generator, inflate: float = 1.2,
+    cap: float | None = None,
+) -> Run:  # fmt: skip
+    """The decisions (θ_t, θ*_t) of an independence sampler's run on ``data`` (module docstring); ``cap``
+    None: twice the 99.9 % quantile of c(θ̂, θ*) under the proposal."""
     mean, cov = _laplace(model, data)
     chol = np.linalg.cholesky(cov) * inflate
     star = mean + rng.normal(size=(steps + 2000, model.d)) @ chol.T
-    c = record_sensitivity(model, np.repeat(mean[None, :], len(star), axis=0), star)
-    cap = float(np.quantile(c, 0.999)) * 2.0  # c(θ, θ*) between two proposals: up to twice that from θ̂
+    if cap is None:
+        c = record_sensitivity(model, np.repeat(mean[None, :], len(star), axis=0), star)
+        cap = float(np.quantile(c, 0.999)) * 2.0  # c(θ, θ*) between two proposals: up to twice that from θ̂
 
     def log_target(th: F64) -> float:
         return float(model.log_likelihood(data, th[None, :])[0] + model.log_prior(th[None, :])[0])
@@ -88,6 +89,15 @@ def independence_run(seed: int, steps: int, n: int = 1500, inflate: float = 1.2)
         if math.log(rng.random()) < lp_new - lp + log_q(cur) - log_q(prop):
             cur, lp = prop, lp_new
     return Run(model, np.asarray(thetas), np.asarray(stars), cap)
+
+
+def independence_run(seed: int, steps: int, n: int = 1500, inflate: float = 1.2) -> Run:
+    """The decisions of an independence sampler's run on ``n`` synthetic records of the module's model."""
+    model = load_model("bayes-logistic", ARGS)
+    rng = np.random.default_rng(seed)
+    made = model.synthetic_data(rng, (n,))
+    assert made is not None
+    return independence_steps(model, model.check_data(made[0]), steps, rng, inflate)
 
 
 def allowed_records(model: Model, k: int) -> F64:
@@ -154,6 +164,62 @@ def charges(run: Run, neighbours: str, alpha: float, k: int, batches: int = 10) 
                 "rdp_brute_force": float(np.max(rho)),
             }
     return out
+
+
+def stand_in_steps(
+    model: Model,
+    mean: F64,
+    cov: F64,
+    inflate: float,
+    sd_total: float,
+    cap: float,
+    chains: int,
+    steps: int,
+    rng: np.random.Generator,
+    offset_cov: F64 | None = None,
+) -> tuple[F64, F64]:
+    """The decisions (θ_t, θ*_t) a registry is asked about in ``mechanisms.planning.proposal_statistics``'
+    run: the independence sampler N(mean, inflate² cov) on the Gaussian stand-in (centred at a draw of the DP
+    mean's error), the penalty's decision law, proposals above the cap or out of bounds rejected publicly."""
+    d = mean.shape[0]
+    chol = np.linalg.cholesky(cov)
+    prec = np.linalg.inv(cov)
+    centre = mean if offset_cov is None else mean + np.linalg.cholesky(offset_cov) @ rng.standard_normal(d)
+
+    def quad(x: F64, at: F64) -> F64:
+        z = x - at
+        return np.asarray(np.einsum("ij,jk,ik->i", z, prec, z), dtype=np.float64)
+
+    theta = centre + rng.standard_normal((chains, d)) @ chol.T
+    thetas, stars = [], []
+    for _ in range(steps):
+        star = mean + inflate * rng.standard_normal((chains, d)) @ chol.T
+        ok = model.in_bounds(star) & (record_sensitivity(model, theta, star) <= cap)
+        a = -0.5 * (quad(star, centre) - quad(theta, centre))
+        a += 0.5 * (quad(star, mean) - quad(theta, mean)) / inflate**2
+        noise = rng.normal(-0.5 * sd_total**2, sd_total, chains) + rng.exponential(1.0, chains)
+        thetas.append(theta[ok])
+        stars.append(star[ok])
+        move = ok & (a + noise >= 0.0)
+        theta = np.where(move[:, None], star, theta)
+    return np.vstack(thetas), np.vstack(stars)
+
+
+def run_ratios(
+    model: Model, theta: F64, theta_star: F64, neighbours: str, s: float, table: Any = None
+) -> tuple[float, float | None]:
+    """(worst record / per decision) of a whole run's charge in the GDP reading and, with ``table``, the
+    Rényi one: what the run's charges telescope to (``WorstRecordCharge.charged``) over its per-decision
+    charge."""
+    st = linear_structure(model)
+    assert st is not None
+    wr = WorstRecordCharge.of(st, neighbours, s, table)
+    deltas = step_sensitivity(model, theta, theta_star, neighbours)
+    state = wr.empty()
+    _, state = wr.increment(state, theta, theta_star, deltas, "ratio")
+    charged = wr.charged(state)
+    ratio = charged / state.per_decision
+    return float(ratio[0]), (float(ratio[1]) if table is not None else None)
 
 
 def main(argv: list[str] | None = None) -> int:
