@@ -142,6 +142,7 @@ def test_store_charges_the_run_at_its_worst_record_and_reloads_its_state(tmp_pat
     assert truth <= _rho(worst) < _rho(plain)
     (key,) = worst.run_states
     assert worst.run_states[key]["decisions"] == k * N
+    assert worst.ledger is not None and len(worst.ledger.events) == 1  # the run's increments merge: μ², ρ add
     # reloaded from the file: the same state, and the next batch charged the same as without the reload
     again = PrivacyBudgetStore.load(cfg_w)
     assert again.run_states == json.loads(json.dumps(worst.run_states))
