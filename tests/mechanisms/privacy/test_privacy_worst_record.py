@@ -205,3 +205,27 @@ def test_run_charge_is_never_below_the_brute_force_worst_record(neighbours: str)
             assert truth <= rho < per_decision
             assert rho == pytest.approx(wr.charged(state)[1], rel=1e-9)  # the increments telescope
             assert wr.worst(state)[1] < per_decision  # the worst record's own bound, not the minimum
+
+
+def test_stand_in_run_ratio_is_below_one_and_matches_the_charge() -> None:
+    """``simulations.worst_record.run_ratios`` (the registry-scale figure's ratio) on the planner's stand-in
+    chain: the run's charge over its per-decision charge, at most 1 (the charge takes the smaller), and
+    equal to the increments' sum over the per-decision totals when charged batch by batch."""
+    from simulations.worst_record import run_ratios, stand_in_steps
+
+    model = load_model("bayes-logistic", {"p": 3, "x_bound": 3.0})
+    mean, cov = np.array([-1.0, 0.5, -0.3, 0.2]), np.diag([0.01, 0.004, 0.004, 0.004])
+    theta, star = stand_in_steps(model, mean, cov, 1.1, 2.0, 5.0, 8, 40, np.random.default_rng(2))
+    assert theta.shape == star.shape and theta.shape[0] > 100
+    table = bit_rdp_table(PenaltyAcceptance(2.0), 5.0, (4.0,))
+    g, r = run_ratios(model, theta, star, "add-remove", 2.0, table)
+    assert r is not None and 0 < g < 0.8 and 0 < r < 0.8  # 4 parameters, 8 chains: well below per decision
+    st = linear_structure(model)
+    assert st is not None
+    wr = WorstRecordCharge.of(st, "add-remove", 2.0, table)
+    deltas = step_sensitivity(model, theta, star, "add-remove")
+    state, mu2 = wr.empty(), 0.0
+    for part in np.array_split(np.arange(len(theta)), 5):
+        (e,), state = wr.increment(state, theta[part], star[part], deltas[part], "t")
+        mu2 += e.mu**2
+    assert mu2 == pytest.approx(g * state.per_decision[0], rel=1e-9)
