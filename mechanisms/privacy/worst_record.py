@@ -293,7 +293,8 @@ def linear_structure(model: Model) -> LinearStructure | None:
     from mechanisms.models.formula import FormulaModel
     from mechanisms.models.logistic import BayesLogistic
 
-    if isinstance(model, BayesLogistic):
+    # exact types: a subclass (a plug-in) may change the likelihood, and then the structure is not known
+    if type(model) is BayesLogistic:
         box = box_region(model.p, model.x_bound)
         ell = model.ellipsoid
         if ell is None or not model.p:
@@ -306,7 +307,7 @@ def linear_structure(model: Model) -> LinearStructure | None:
         else:  # the box's enclosing ball and the ellipsoid: the ellipsoid alone (it bounds the records)
             region = QuadraticRegion(model.p + 1, z0=z0, m=m, what="ellipsoid")
         return LinearStructure(region, 1.0, model.name, model)
-    if isinstance(model, FormulaModel) and model.family == "bernoulli":
+    if type(model) is FormulaModel and model.family == "bernoulli":
         corners = np.asarray(model.parsed.corners, dtype=np.float64)
         if model.parsed.group is not None:
             g = model.m_groups

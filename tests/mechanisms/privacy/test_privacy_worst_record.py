@@ -155,7 +155,17 @@ def test_formula_bernoulli_region_holds_every_record() -> None:
 
 
 def test_no_structure_keeps_the_per_decision_charge() -> None:
+    from dataclasses import dataclass
+
+    from mechanisms.models.logistic import BayesLogistic
+
+    @dataclass(frozen=True)
+    class Plugin(BayesLogistic):  # a plug-in may change the likelihood: its structure is not known
+        name = "plugin-logistic"
+
     assert linear_structure(load_model("gaussian-mean", {})) is None
+    assert linear_structure(Plugin(p=2)) is None
+    assert linear_structure(BayesLogistic(p=2)) is not None
 
 
 def test_stored_state_is_checked() -> None:
