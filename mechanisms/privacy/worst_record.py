@@ -187,25 +187,24 @@ def _sup_ellipsoid(gram: FloatArray, z0: FloatArray, m: FloatArray) -> float:
     scale = abs(c) + float(np.abs(lam).max(initial=0.0)) + nb + 1e-300
     tiny = 1e-13 * scale
 
-    def dual(t: float) -> float:
-        gap = top + t - lam
-        return c + top + t + float(np.sum(bq2 / gap))
+    def dual(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        gap = top + t[:, None] - lam[None, :]
+        return np.asarray(c + top + t + np.sum(bq2 / gap, axis=1), dtype=np.float64)
 
-    def secular(t: float) -> float:
-        return float(np.sum(bq2 / (top + t - lam) ** 2)) - 1.0
+    def secular(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        return np.asarray(np.sum(bq2 / (top + t[:, None] - lam[None, :]) ** 2, axis=1) - 1.0)
 
     lo, hi = tiny, max(nb, tiny) + tiny
-    best = min(dual(hi), dual(lo))
-    if secular(lo) > 0.0:  # the root lies in (lo, hi]; else the dual decreases to lo (the "hard case")
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            if secular(mid) > 0.0:
-                lo = mid
-            else:
-                hi = mid
-            if hi - lo <= 1e-15 * (top + hi + tiny):
+    ends = np.array([lo, hi])
+    best = float(np.min(dual(ends)))
+    if secular(ends)[0] > 0.0:  # the root lies in (lo, hi]; else the dual decreases to lo (the "hard case")
+        for _ in range(6):  # the bracket shrinks 32-fold per round; every λ evaluated is a valid bound
+            ts = np.linspace(lo, hi, 33)
+            best = min(best, float(np.min(dual(ts))))
+            past = np.nonzero(secular(ts) <= 0.0)[0]
+            if past.size == 0 or past[0] == 0:
                 break
-        best = min(best, dual(hi), dual(lo))
+            lo, hi = float(ts[past[0] - 1]), float(ts[past[0]])
     return best + _PAD * scale
 
 
