@@ -67,7 +67,7 @@ valid).
 a corner (enumerated; exact). Over the ellipsoid {μ + R L u : ‖u‖ ≤ 1} it is the trust-region problem
 max c₀ + 2bᵀu + uᵀHu; for any λ > λ_max(H) weak duality gives the certified bound
 U(λ) = c₀ + λ + bᵀ(λI − H)⁻¹b (whatever λ is used: numerics cannot make it invalid), minimised at the root
-of the secular equation ‖(λI − H)⁻¹b‖ = 1 (bisection). Over box ∩ ellipsoid: the smaller of the two.
+of the secular equation ‖(λI − H)⁻¹b‖ = 1 (bracketed). Over box ∩ ellipsoid: the smaller of the two.
 A relative padding of 1e-9 covers the floating point of the evaluation. Pure: no I/O, no randomness.
 """
 
