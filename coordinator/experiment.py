@@ -157,6 +157,8 @@ EXPERIMENT.toml::
     # party_neighbours = "add-remove"  # optional: [budget] neighbours of every party (default replace-one)
     # party_accountant = "renyi"    # optional with party_epsilon: [budget] accountant of every party
                                     # (default "pld"; a planned run's [privacy] accountant must match it)
+    # party_per_run = "worst-record"  # optional with a budget: [budget] per_run of every party (default
+                                    # "per-decision"; a run so charged spends at most what its plan priced)
     sources = ["csv", "postgresql", "sparql"]   # optional: where each registry keeps its records (one per
                                     # party, or one for all; default "csv"): csv, parquet, sqlite,
                                     # postgresql (a throwaway local cluster), sparql (a local Oxigraph

@@ -32,6 +32,11 @@ MH + penalty, cap c̄   sum/blinded/ AmplifiedGaussianEvent: the same μ (GDP bu
                                    composition also keeps the GDP reading and charges the smaller)
 lazy MH γ, cap c̄      sign         ProfileEvent: the Bernoulli cover of γ·P(a + Gamma(r/m) ≥ 0) at Δ = c̄
                                    (``sign_step_profile``; pure ε for the outside observer)
+MH + penalty sd, cap  any          per run, at its worst record, when the registry asks for it
+c̄, a model linear in               (``[budget] per_run = "worst-record"``; ``worst_record``): each batch is
+a predictor (logistic,             charged the increase of min(worst record's bound, per-decision charge)
+formula bernoulli)                 of the run so far, the run's Gram matrices kept by the registry
+                                   (``worst_record_events``); the same event types as per decision
 rejection, cap c̄      sign         ProfileEvent: the Bernoulli cover of P(a + Gamma(r/m) ≥ 0) (lazy: × γ)
                                    for a ≤ −m·margin, Δ = c̄ (public bound) or 2c̄ (data bound)
 rejection, cap c̄      sum/blinded  ProfileEvent: the exact sum-reveal curve δ(ε) = F_k(Δ)
@@ -66,8 +71,9 @@ from .residual import ResidualPenaltyAcceptance
 from .reveal_sign import AcceptanceModel, PenaltyAcceptance, sign_step_profile
 from .reveal_sum import sum_reveal_profile
 from .threat import RevealView
+from .worst_record import RunState, WorstRecordCharge, linear_structure
 
-__all__ = ["Unaccountable", "decision_events"]
+__all__ = ["Unaccountable", "decision_events", "worst_record_charge", "worst_record_events"]
 
 
 class Unaccountable(ValueError):
@@ -296,3 +302,50 @@ def _lazy_events(lazy: Lazy, mode: str, view: RevealView, n: int, name: str) -> 
     if res.pure_eps is not None:
         label += f" (pure eps {res.pure_eps:.4g})"
     return [ProfileEvent(res.profile, count=n, label=label)]
+
+
+def worst_record_charge(
+    plan: DecisionPlan,
+    model: Model,
+    view: RevealView,
+    neighbours: str = "replace-one",
+    rdp_orders: tuple[float, ...] | None = None,
+) -> WorstRecordCharge | None:
+    """The per-run charge of a session charged per decision (a fixed-sd penalty with a cap) whose model has
+    the linear structure (``worst_record.linear_structure``), for the same readings as
+    :func:`_per_decision_events` (the Rényi one with ``rdp_orders`` when the coalition sees only the sign);
+    None when the per-run charge does not apply (the per-decision one is kept)."""
+    pen = plan.penalty
+    if plan.statistics is not None or pen is None or not pen.fixed or pen.max_sensitivity is None:
+        return None
+    structure = linear_structure(model)
+    if structure is None:
+        return None
+    assert pen.sd is not None
+    sd_res = pen.sd * (view.threat.residual_parties**0.5)
+    table = None
+    if rdp_orders is not None and view.observed == "sign":
+        table = accept_bit_table(pen.sd, view, float(pen.max_sensitivity), rdp_orders)
+    return WorstRecordCharge.of(structure, neighbours, sd_res, table)
+
+
+def worst_record_events(
+    charge: WorstRecordCharge,
+    plan: DecisionPlan,
+    model: Model,
+    mode: str,
+    request: DecisionRequest,
+    name: str,
+    before: RunState | None,
+    neighbours: str = "replace-one",
+) -> tuple[list[PrivacyEvent], RunState]:
+    """The events of one batch (``request``'s steps) charged per run (:func:`worst_record_charge`'s
+    ``charge``) after the run's state ``before`` (None: the run's first batch), and the state after it."""
+    pen = plan.penalty
+    assert pen is not None and pen.sd is not None and request.theta is not None
+    delta = step_sensitivity(model, request.theta, request.theta_star, neighbours, pen.c, pen.b)
+    label = f"{name} penalty sd={pen.sd:g} {mode}, {neighbours}"
+    if charge.table is not None:
+        label += ", Renyi bound of the accept bit"
+    start = charge.empty() if before is None else before
+    return charge.increment(start, request.theta, request.theta_star, delta, label)
