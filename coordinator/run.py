@@ -81,6 +81,7 @@ from coordinator.run_check import check, in_file_keys, output_name_problems
 from coordinator.run_privacy import PrivacyPlan, check_privacy, plan_file, privacy_reports
 from coordinator.sampler_settings import MH_KINDS
 from coordinator.tables import ExperimentError
+from mechanisms.planning import McmcPlan
 from mechanisms.samplers import RefitState
 from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
@@ -140,6 +141,7 @@ def run_experiment(
         )
     out_dir = Path(out_dir)
     rf = RunFolder(out_dir)
+    mcmc_plan: McmcPlan | None = None  # the plan the run's length came from (planned runs)
     if exp.budget_target is not None:  # budget first: refused before anything is released if unusable
         _plan(exp, exp.model(), None, say)
     meta, ckpt = rf.open(exp, resume)
@@ -151,7 +153,7 @@ def run_experiment(
     if exp.warm_start is not None:  # the DP warm start: released once, kept in the run folder
         exp, warm_steps = _warm_start(exp, rf, meta, endpoints, tls, say)
         if exp.budget_target is not None:  # the run's length from the DP Laplace approximation
-            exp = _plan(exp, exp.model(), exp.sampler.laplace, say)
+            exp, mcmc_plan = _plan(exp, exp.model(), exp.sampler.laplace, say)
     driver, dlog, run_step = _start(exp, rf, meta, ckpt, warm_steps, say)
     run_id: str = meta["run_id"]
     remaining = max(driver.total - driver.batch, 0)
@@ -213,8 +215,9 @@ def run_experiment(
         proposed = driver.batch * exp.sampler.chains
         planned = exp.budget_target is not None
         tuned = exp.sampler.scale_adapt
+        more = budget_advice(exp, mcmc_plan, reports)
         for w in convergence_warnings(
-            draws[:, w0:], outcome.param_names, driver.accepted, proposed, driver.asked, planned, tuned
+            draws[:, w0:], outcome.param_names, driver.accepted, proposed, driver.asked, planned, tuned, more
         ):
             say(f"WARNING: {w}")
             outcome.warnings.append(w)
@@ -323,7 +326,46 @@ def _pilot_check(exp: Experiment, model: Any, accepted: Any, warmup: int, notes:
     ]
 
 
-def _plan(exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None]) -> Experiment:
+def budget_advice(
+    exp: Experiment, mcmc_plan: McmcPlan | None, reports: dict[int, Any]
+) -> Callable[[float], str] | None:
+    """What more effective draws would cost when the registries charge every decision (the convergence
+    warnings' advice; "more iterations" alone would hide that it spends more ε): given the factor of
+    effective draws wanted, the target a planned run would need at its plan's price per decision, or, for a
+    run against registries with budgets, the factor of decisions and what this run's ledgers show; None
+    when no registry keeps a budget (more iterations cost no ε then)."""
+    same = "or fewer, longer chains (the same decisions, less warm-up: no more epsilon)"
+    if mcmc_plan is not None and exp.budget_target is not None:
+        p, target = mcmc_plan, exp.budget_target
+
+        def planned(factor: float) -> str:
+            return (
+                f"about {factor:.1f}x this run's decisions, i.e. [privacy] target_epsilon >= "
+                f"{p.eps_scaled(factor):.3g} at delta = {target.delta:g} at the plan's price per decision "
+                f"(this run: {target.epsilon:g}); {same}"
+            )
+
+        return planned
+    spent = [
+        float(r.budget.spent)
+        for r in reports.values()
+        if not isinstance(r, str) and getattr(r, "budget", None) is not None and r.budget.spent > 0
+    ]
+    if not spent:
+        return None
+
+    def budgeted(factor: float) -> str:
+        return (
+            f"about {factor:.1f}x this run's decisions, which every registry charges (their ledgers stand "
+            f"at up to {max(spent):.3g} after this run; `confar privacy plan` prices a run); {same}"
+        )
+
+    return budgeted
+
+
+def _plan(
+    exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None]
+) -> tuple[Experiment, McmcPlan]:
     """The planned run (``coordinator.planner``): from a pilot before the warm start (``laplace`` None),
     from the DP Laplace approximation after it; RunError when the budget buys too little."""
     what = "plan from the pilot (the model's synthetic registries at the public sizes)"
@@ -338,7 +380,7 @@ def _plan(exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None])
         raise RunError(str(exc)) from exc
     assert exp.budget_target is not None
     say(f"{what}, for {exp.budget_target.text()}: {p.text()}\n{p.floor_line()}")
-    return planner.planned_experiment(exp, p)
+    return planner.planned_experiment(exp, p), p
 
 
 def _warm_start(

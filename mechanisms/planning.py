@@ -213,6 +213,14 @@ class McmcPlan:
         it = self.iterations_for_ess(ess)
         return warm + self.chains * it * self.per_proposal / self.margin
 
+    def eps_scaled(self, factor: float) -> float:
+        """ε at δ of this plan's run with ``factor`` times its decisions (the warm start once), at the
+        plan's price per decision."""
+        acc = self.accounting
+        warm = acc.warm(self.mu_warm)
+        total = self.rho_total if self.alpha is not None else self.mu_total**2
+        return acc.eps(warm + max(total - warm, 0.0) * factor)
+
     def eps_for_ess(self, ess: float) -> float:
         """ε at δ a planned run (with its margin) needs for ``ess`` effective draws at this plan's cost per
         proposal and ESS per proposal (for a Rényi plan: at this plan's order, an estimate since the order
