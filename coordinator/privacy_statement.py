@@ -116,6 +116,7 @@ def registry_privacy(
     delta: float,
     this_run: int | None = None,
     readings: Sequence[str] = (),
+    largest_records: int | None = None,
 ) -> RegistryPrivacy:
     """The statement of a registry from its ``PrivacyReport`` answer ``rep`` (the dict
     ``coordinator.outputs.result.privacy_report_dict`` makes), for a consortium of ``m`` registries (None:
@@ -123,7 +124,9 @@ def registry_privacy(
     coordinator's count: every decision of a run involves every registry; None: not a run), beside the
     sentence, which counts the registry's own (every run and session): the sentence is the registry's
     ledger's, the same in a run's outputs and in ``confar privacy report``; ``readings``: other readings
-    computed elsewhere (labelled), put beside it."""
+    computed elsewhere (labelled), put beside it; ``largest_records``: the records of the consortium's
+    largest registry when public (a simulation's sizes): ε is then also stated, beside the sentence, at the
+    conventional δ = 1/(10 x those records) by the same accountant (issue 35 item 5)."""
     b = rep["budget"]
     budget = json.loads(b["budget_json"]) if b.get("configured") and b.get("budget_json") else {}
     events = parse_events(str(rep["events_json"]))
@@ -158,8 +161,54 @@ def registry_privacy(
         {str(e.label).split("; ")[0] for e in events if "holds against" in str(e.label)}
     )
     statement = "; ".join(parts + scopes + list(threat.notes))
-    others = run + tuple(_readings(budget, recomputed, sp)) + tuple(readings)
+    conventional = _conventional(budget, events, sp, largest_records, recomputed)
+    others = run + tuple(_readings(budget, recomputed, sp)) + conventional + tuple(readings)
     return RegistryPrivacy(statement, others, threat.clause, reported, recomputed, sp)
+
+
+def conventional_delta(largest_records: int) -> float:
+    """δ = 1/(10 n), n the records of the largest registry: the conventional bound (a δ well below 1/n
+    cannot be met by releasing one record outright)."""
+    return 1.0 / (10.0 * largest_records)
+
+
+def _conventional(
+    budget: Mapping[str, Any],
+    events: list[PrivacyEvent],
+    sp: Spend | None,
+    largest: int | None,
+    recomputed: dict[str, Any],
+) -> tuple[str, ...]:
+    """ε by the registry's own accountant at the conventional δ (:func:`conventional_delta`), when the
+    largest registry's size is known and its δ is not already at or below it."""
+    if sp is None or not sp.events or not largest or largest < 1:
+        return ()
+    d = conventional_delta(largest)
+    if recomputed["delta"] <= d:
+        return ()
+    kind = budget.get("type")
+    eps: float | None
+    if kind == "renyi":
+        from mechanisms.privacy import RDPBudget
+
+        eps = RDPBudget(float(budget["eps_max"]), d, float(budget["alpha"])).spend(events)
+        how = f"its Renyi filter (order {budget['alpha']:g})"
+    elif kind == "gdp":
+        eps = None if sp.gdp_mu is None else gdp_eps(sp.gdp_mu, d)
+        how = "its GDP filter"
+    elif sp.composition is not None:
+        eps = sp.composition.eps_at(d)
+        how = "its PLD accountant" if kind == "eps_delta" else "the composition of its charges"
+    else:
+        return ()
+    if eps is None:
+        return ()
+    recomputed["conventional_delta"] = d
+    recomputed["epsilon_at_conventional_delta"] = eps
+    return (
+        f"at the conventional delta = 1/(10 x {largest} records of the largest registry) = {d:.3g}: "
+        f"epsilon = {eps:.4g} by {how}",
+    )
 
 
 def statement_lines(

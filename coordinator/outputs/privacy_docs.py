@@ -44,6 +44,13 @@ def _consortium_size(result: RunResult) -> int | None:
     return max(result.privacy_reports) if result.privacy_reports else None
 
 
+def _largest_registry(result: RunResult) -> int | None:
+    """The records of the largest registry, when the run's constant data holds the registries' sizes (a
+    simulation's public sizes)."""
+    sizes = result.constant_data.get("registry_records")
+    return int(max(sizes.tolist())) if sizes is not None and sizes.size else None
+
+
 def privacy_document(
     pid: int, rep: dict[str, Any] | str, result: RunResult
 ) -> tuple[dict[str, Any], Spend | None]:
@@ -59,6 +66,7 @@ def privacy_document(
         result.privacy_delta,
         _run_decisions(result),
         result.privacy_readings.get(pid, ()),
+        _largest_registry(result),
     )
     doc = {
         "party": pid,

@@ -292,3 +292,31 @@ def test_an_older_party_s_report_reads_as_not_carried() -> None:
     assert ", neighbour relation not reported, threat model not reported" in it.statement
     assert it.reported["colluding"] is None and it.reported["neighbours"] is None
     assert dataclasses.asdict(LedgerReport(1, "r", BudgetState()))["colluding"] == ""
+
+
+def test_epsilon_is_also_stated_at_the_conventional_delta() -> None:
+    """Issue 35 item 5: with the largest registry's records public (a simulation), epsilon beside the
+    statement at delta = 1/(10 n) by the same accountant: the Renyi filter's conversion at its own order
+    (rdp_eps written out here), and for a GDP filter the GDP conversion; none when the budget's delta is
+    already below it."""
+    from mechanisms.privacy.renyi import rdp_eps
+
+    events = [
+        GaussianEvent(0.4, count=3, label=label("warm start: score release", mode="sum")),
+        RenyiEvent(0.12, orders=(2.0,), rho=(0.004,), count=600, label=label("penalty sd=2 sign")),
+    ]
+    it = registry_privacy(renyi_report(events), 3, DELTA, largest_records=27000)
+    rho = 3 * 2.0 * 0.4**2 / 2 + 600 * 0.004
+    d = 1.0 / 270000
+    want = rdp_eps(rho, 2.0, d)
+    line = next(r for r in it.readings if r.startswith("at the conventional delta"))
+    assert line == (
+        f"at the conventional delta = 1/(10 x 27000 records of the largest registry) = {d:.3g}: "
+        f"epsilon = {want:.4g} by its Renyi filter (order 2)"
+    )
+    assert want > it.recomputed["epsilon_by_accountant"]  # a smaller delta costs epsilon
+    gdp = registry_privacy(gdp_report(gdp_events(), "0", "add-remove"), 3, DELTA, largest_records=50000)
+    mu = math.sqrt(400) * 0.05
+    assert f"epsilon = {gdp_eps(mu, 1 / 500000):.4g} by its GDP filter" in " ".join(gdp.readings)
+    small = registry_privacy(renyi_report(events), 3, DELTA, largest_records=5000)  # 1/(10 n) = 2e-5 > delta
+    assert not any(r.startswith("at the conventional delta") for r in small.readings)
