@@ -221,6 +221,10 @@ def run_experiment(
         ):
             say(f"WARNING: {w}")
             outcome.warnings.append(w)
+    exact = exactness_line(exp, driver.model, draws[:, min(warmup, draws.shape[1]) :], mcmc_plan)
+    if exact:
+        say(exact)
+        outcome.notes.append(exact)
     refit = refit_line(exp, driver)
     planned = exp.budget_target is not None and exp.sampler.laplace is not None
     if refit:
@@ -278,6 +282,47 @@ def laplace_lines(exp: Experiment, names: Any, draws: F64) -> list[str]:
         z = (lap.mean[k] - mean[k]) / sd[k] if sd[k] > 0 else float("nan")
         lines.append(f"  {name:<12} {lap.mean[k]:10.4f} {lap.sd()[k]:9.4f} {z:+7.2f}")
     return lines
+
+
+def exactness_line(exp: Experiment, model: Any, draws: F64, mcmc_plan: McmcPlan | None) -> str:
+    """Does exactness pay for its ε here? (issue 35: a user should never buy it blind.) The exact chain's
+    error is its Monte Carlo error, 1/√ESS posterior sd in a mean (the largest over the parameters). The DP
+    Laplace approximation alone, with the same budget spent on the warm start, errs by its DP noise (this
+    warm start's, ``mean_error_cov``, scaled by μ_warm/μ_total: the noise sd of a Gaussian release falls
+    like 1/μ) and by the approximation's own error beyond its noise, estimated here from its distance to
+    this run's posterior (√max(z² − noise² − 1/ESS, 0) per parameter: z holds the DP noise and the chain's
+    own Monte Carlo error as well). Public: post-processing of released values
+    and the plan. "" for a run that is not planned or has too few draws."""
+    import arviz as az
+
+    from coordinator.warm_start import warm_start_plan
+    from mechanisms.warmstart import mean_error_cov
+
+    lap, ws = exp.sampler.laplace, exp.warm_start
+    if mcmc_plan is None or lap is None or ws is None or draws.ndim != 3 or draws.shape[1] < 4:
+        return ""
+    flat = draws.reshape(-1, draws.shape[-1])
+    mean, sd = flat.mean(axis=0), flat.std(axis=0)
+    if not np.all(sd > 0):
+        return ""
+    ess = np.asarray(az.ess(az.convert_to_dataset(draws), method="bulk").to_array().values, dtype=float)
+    chain = float(np.max(1.0 / np.sqrt(np.maximum(ess, 1.0))))
+    noise = np.sqrt(np.diag(mean_error_cov(warm_start_plan(ws, model, exp.m), model, lap, exp.m))) / sd
+    z = np.abs(lap.mean - mean) / sd
+    bias = np.sqrt(np.maximum(z**2 - noise**2 - 1.0 / np.maximum(ess, 1.0), 0.0))  # z holds both errors too
+    scale = mcmc_plan.mu_warm / max(mcmc_plan.mu_total, 1e-300)
+    alone = float(np.max(np.sqrt(bias**2 + (noise * scale) ** 2)))
+    both = (
+        f"the exact chain's Monte Carlo error {chain:.2f} posterior sd (bulk ESS {float(np.min(ess)):.0f}), "
+        f"the DP Laplace approximation alone with the whole budget on the warm start about {alone:.2f} (its "
+        f"noise at mu = {mcmc_plan.mu_total:.3g} and its distance from this posterior beyond its noise)"
+    )
+    if chain < alone:
+        return f"exactness pays here: {both}"
+    return (
+        f"exactness does NOT pay here: {both}; at this epsilon the DP approximation alone is as accurate "
+        "(a posterior this close to Gaussian needs no exact chain at this budget)"
+    )
 
 
 def refit_line(exp: Experiment, driver: Any) -> str:

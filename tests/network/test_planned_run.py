@@ -113,6 +113,8 @@ def test_planned_run_spends_within_budget_matches_the_reference_and_resumes(tmp_
     assert out.draws.shape[0] == 8
     # the proposal was refitted to the warm-up's states (the default with proposal = "laplace") and frozen
     assert any(n.startswith("the independence proposal was refitted") for n in out.notes), out.notes
+    # and whether exactness paid for its epsilon, with both errors (issue 35)
+    assert any(n.startswith(("exactness pays here: ", "exactness does NOT pay here: ")) for n in out.notes)
     assert not any("re-plans this run's ESS" in w for w in out.warnings), out.warnings
 
 
