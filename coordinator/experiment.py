@@ -165,6 +165,11 @@ EXPERIMENT.toml::
                                     # header, or Parquet; one per party, not with records); default: the
                                     # model's synthetic_data(rng, sizes), which a plug-in may define
 
+    [study]                         # optional: the study registries approve (coordinator/study_request.py)
+    title = "Mortality after ANCA vasculitis"
+    reference = "AC-2026-017"       # the access committee's reference
+    expires = "2027-06-30"          # the end asked for; `confar study request` writes the document
+
 With ``[simulate]`` present, ``[coordinator]`` and ``[[parties]]`` may be left out (a simulated consortium
 brings its own certificates and addresses).
 """
@@ -185,6 +190,7 @@ import numpy.typing as npt
 from coordinator.planner import BudgetTarget, check_accountant, read_target
 from coordinator.sampler_settings import KINDS, MH_KINDS, SAMPLER_KEYS, SamplerSettings, read_sampler
 from coordinator.simulate_settings import SimulateSettings, read_simulate
+from coordinator.study_request import StudySettings, read_study, study_document
 from coordinator.tables import (
     M_MAX,
     M_MIN,
@@ -202,6 +208,7 @@ from hss.session import SIGN_PRECOMPUTE
 from mechanisms.models.base import Model, add_import_path, load_model
 from mechanisms.samplers.plan import DecisionPlan
 from proto.spec import PartyEntry
+from proto.study import Study
 
 F64 = npt.NDArray[np.float64]
 
@@ -220,6 +227,7 @@ TABLES = (
     "privacy",
     "output",
     "simulate",
+    "study",
 )
 
 
@@ -264,6 +272,12 @@ class Experiment:
     warm_start: WarmStartSettings | None = None  # [warm_start]: the DP warm start (coordinator.warm_start)
     budget_target: BudgetTarget | None = None  # [privacy] target_epsilon: a planned run (coordinator.planner)
     stop_at_budget: bool = False  # [privacy] stop_at_budget: a run that passes a registry's budget may start
+    study: StudySettings | None = None  # [study]: the study request sent with every session (issue 37)
+
+    @property
+    def study_text(self) -> str:
+        """The study document's canonical text every session of the run carries ("" without [study])."""
+        return self.study.text if self.study is not None else ""
 
     @property
     def m(self) -> int:
@@ -446,8 +460,10 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         privacy = _privacy(r, privacy_tbl, kind, sampler.lazy is not None)
 
     formats = _formats(r, r.table(doc, "output") or {})
+    study_tbl = r.table(doc, "study")
+    study = read_study(r, study_tbl) if study_tbl is not None else None
 
-    return Experiment(
+    exp = Experiment(
         source=r.source,
         base_dir=r.base_dir,
         text=text,
@@ -473,6 +489,10 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         budget_target=budget_target,
         stop_at_budget=stop_at_budget,
     )
+    if study is None:
+        return exp
+    text = Study.from_doc(study_document(exp, study, r)).text()  # made once, from the file as written
+    return dataclasses.replace(exp, study=dataclasses.replace(study, text=text))
 
 
 FORMULA_KEYS = frozenset({"formula", "family", "columns"})  # [model] keys of mechanisms.models.formula

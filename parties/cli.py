@@ -2,6 +2,7 @@
 
     confar-party serve --config party.toml [--insecure]
     confar-party check-config --config party.toml [--insecure]
+    confar-party study show|approve|revoke|list ...   (the custodian's commands: parties/custodian.py)
 
 ``check-config`` validates the file, imports every allowed analysis (a model plug-in's class, from
 ``[allow] model_path`` when given), then reads the registry's records exactly as ``serve`` would
@@ -34,6 +35,7 @@ from mechanisms.models.base import (
     likelihood_problem,
     load_model,
 )
+from parties import custodian
 from parties.analyses import AnalysisError
 from parties.config import ConfigError, PartyConfig, load_config
 from parties.registry import get_analysis
@@ -54,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
             action="store_true",
             help="plaintext gRPC without authentication (local experiments only; prints a warning)",
         )
+    custodian.add_arguments(sub)  # study show / approve / revoke / list (issue 37)
     args = ap.parse_args(argv)
+    if args.command == "study":
+        return custodian.run(args)
 
     if args.insecure:
         warn_insecure("confar-party")
