@@ -46,6 +46,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from parties.config import PartyConfig
 from parties.journal import encode_line
 from proto.files import PRIVATE_MODE, fsync_dir, make_private
 from proto.spec import shown
@@ -321,6 +322,19 @@ def append_record(path: Path, signer: Signer, fields: dict[str, Any]) -> tuple[A
 def _torn_bytes(path: Path) -> int:
     data = path.read_bytes()
     return len(data) - (data.rfind(b"\n") + 1)
+
+
+def signer_of(cfg: PartyConfig) -> Signer:
+    """The registry's identity and, with TLS, its certificate and key."""
+    if not cfg.has_tls:
+        return Signer(cfg.identity)
+    assert cfg.tls_cert is not None and cfg.tls_key is not None
+    return Signer(cfg.identity, cfg.tls_cert.read_bytes(), cfg.tls_key.read_bytes())
+
+
+def approval_store(cfg: PartyConfig) -> ApprovalStore:
+    """The daemon's (or a command's) reader of ``<state_dir>/approvals.log``."""
+    return ApprovalStore(cfg.state_dir / APPROVALS_FILE, signer_of(cfg))
 
 
 class ApprovalStore:

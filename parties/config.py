@@ -63,6 +63,11 @@ Example (all keys; optional ones marked)::
                                    # pool their noise: an integer >= 0 or "all" (default: m - 1, i.e. only
                                    # this party's own noise is relied on)
 
+    [governance]                   # optional (issue 37)
+    require_approval = true        # admit only sessions of a study this registry's custodian approved
+                                   # (confar-party study approve; parties/governance.py): needs a privacy
+                                   # budget, which each study's cap is charged by; default false
+
     [limits]                       # optional
     round_timeout_s = 30.0
     max_batch = 100000
@@ -142,6 +147,7 @@ class PartyConfig:
     fixed_rng_key: bytes | None = None
     freeze_at: frozenset[tuple[str, int]] = frozenset()  # testing: (phase, run step), see FREEZE_PHASES
     deviate: frozenset[tuple[str, int]] = frozenset()  # testing: (kind, round) this daemon deviates at
+    require_approval: bool = False  # [governance] require_approval: only sessions of an approved study
 
     @property
     def has_tls(self) -> bool:
@@ -203,7 +209,18 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         r,
         r.doc,
         "(top level)",
-        {"party", "tls", "coordinator", "peers", "data", "allow", "budget", "limits", "testing"},
+        {
+            "party",
+            "tls",
+            "coordinator",
+            "peers",
+            "data",
+            "allow",
+            "budget",
+            "governance",
+            "limits",
+            "testing",
+        },
     )
     pid, identity, listen, state_dir, af = _party_section(r)
     tls_cert, tls_key, tls_ca = _tls_section(r, insecure)
@@ -230,6 +247,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         raise r.err("budget.accountant", f'must be "pld" or "renyi", got {accountant!r}')
     if "accountant" in budget and eps is None:
         raise r.err("budget.accountant", "only used with an eps-at-delta budget (epsilon and delta)")
+    require_approval = _governance_section(r, eps is not None or gdp_mu is not None)
     return PartyConfig(
         source=path,
         id=pid,
@@ -250,6 +268,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         colluding=colluding,
         neighbours=neighbours,
         accountant=accountant,
+        require_approval=require_approval,
         **allow,
         **_limits_section(r),
         **_testing_section(r),
@@ -375,6 +394,21 @@ def _allow_bounds(r: _Reader, allow: dict[str, Any]) -> dict[str, dict[str, tupl
                 )
             bounds[model][key] = (float(lohi[0]), float(lohi[1]))
     return bounds
+
+
+def _governance_section(r: _Reader, has_privacy_budget: bool) -> bool:
+    """[governance] require_approval (issue 37): a study's cap is charged by the privacy budget's accountant,
+    so requiring approval needs a privacy budget."""
+    gov = r.table("governance", required=False)
+    _check_unknown(r, gov, "governance", {"require_approval"})
+    required = bool(r.get(gov, "governance", "require_approval", bool, False))
+    if required and not has_privacy_budget:
+        raise r.err(
+            "governance.require_approval",
+            "needs a privacy budget in [budget] (epsilon and delta, or gdp_mu): each approved study's cap is "
+            "charged by the budget's accountant",
+        )
+    return required
 
 
 def _limits_section(r: _Reader) -> dict[str, Any]:

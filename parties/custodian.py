@@ -31,10 +31,10 @@ from typing import Any
 from parties.approvals import (
     APPROVALS_FILE,
     ApprovalError,
-    ApprovalStore,
-    Signer,
     append_record,
+    approval_store,
     read_approvals,
+    signer_of,
     time_text,
     utc_now,
 )
@@ -43,18 +43,6 @@ from parties.config import ConfigError, PartyConfig, load_config
 from proto.study import Study, StudyError, flatten, read_study_file
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-
-
-def signer_of(cfg: PartyConfig) -> Signer:
-    """The registry's identity and, with TLS, its certificate and key (``parties.approvals``)."""
-    if not cfg.has_tls:
-        return Signer(cfg.identity)
-    assert cfg.tls_cert is not None and cfg.tls_key is not None
-    return Signer(cfg.identity, cfg.tls_cert.read_bytes(), cfg.tls_key.read_bytes())
-
-
-def approval_store(cfg: PartyConfig) -> ApprovalStore:
-    return ApprovalStore(cfg.state_dir / APPROVALS_FILE, signer_of(cfg))
 
 
 def add_arguments(sub: Any) -> None:

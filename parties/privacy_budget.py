@@ -56,6 +56,7 @@ budget) lives in ``mechanisms.privacy``; this module owns what is specific to th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,6 +72,7 @@ from parties.refusal import Reason, Refusal
 from proto.files import write_durable
 from proto.records import BudgetState, LedgerReport, PlanAnswer, RunCharge
 from proto.spec import SessionSpec
+from proto.study import Study
 
 if TYPE_CHECKING:  # mechanisms.privacy (dp_accounting, scipy) is imported only by daemons that account
     from mechanisms.privacy import (
@@ -86,6 +88,7 @@ if TYPE_CHECKING:  # mechanisms.privacy (dp_accounting, scipy) is imported only 
     Budget = GDPBudget | EpsDeltaBudget | RDPBudget
 
 LEDGER_FILE = "privacy_ledger.json"
+OWNER = "this party's privacy budget"  # how a refusal names the registry's budget (a study's cap: its own)
 __all__ = ["LEDGER_FILE", "LedgerFileError", "PrivacyBudgetStore", "merge_run_charge", "run_step_counts"]
 
 
@@ -114,6 +117,13 @@ def configured_budget(cfg: PartyConfig) -> Budget | None:
 def assumed_colluding(cfg: PartyConfig, m: int) -> int:
     """How many parties the accounting assumes pool their noise: ``[budget] colluding``, at most m - 1."""
     return m - 1 if cfg.colluding is None else min(cfg.colluding, m - 1)
+
+
+@functools.lru_cache(maxsize=64)
+def study_tag(text: str) -> str:
+    """The label segment of a charge made for the study whose canonical text is ``text``: ``study <digest
+    prefix>`` (``proto.study.SHORT`` hex digits; the text was checked at the wire)."""
+    return f"study {Study.from_text(text).short}"
 
 
 def events_to_json(events: Sequence[PrivacyEvent]) -> str:
@@ -156,8 +166,10 @@ class PrivacyBudgetStore:
         budget: Budget | None,
         ledger: PrivacyLedger | None,
         run_charges: Sequence[RunCharge] = (),
+        owner: str = OWNER,
     ) -> None:
         self.path, self.identity, self.budget, self.ledger = path, identity, budget, ledger
+        self.owner = owner  # how a refusal names the budget (a study's cap: parties.governance)
         self.run_charges: list[RunCharge] = list(run_charges)
         self.journal_seq = 0  # the last ledger journal record applied (parties.journal)
         # eps-at-delta budgets: per mechanism, (the rest of the ledger, its count then, capacity then)
@@ -310,6 +322,8 @@ class PrivacyBudgetStore:
         else:
             events = analysis.privacy_events(*args)
         where = f"session {spec.session_id.hex()[:16]}" + (f"; run {spec.run_id}" if spec.run_id else "")
+        if spec.study:  # the study the charge counts against (parties.governance reads this segment)
+            where = f"{study_tag(spec.study)}; {where}"
         threat = (
             f"{cfg.neighbours} neighbours, assumes q = {assumed_colluding(cfg, spec.m)} colluding, "
             f"session t = {spec.t}, reveal {spec.reveal_mode}"
@@ -404,7 +418,7 @@ class PrivacyBudgetStore:
         if not report.allowed:
             raise PrivacyRefusal(
                 Reason.RESOURCE_EXHAUSTED,
-                f"{what} would exceed this party's privacy budget ({_budget_text(self.ledger.budget)}): "
+                f"{what} would exceed {self.owner} ({_budget_text(self.ledger.budget)}): "
                 f"{report.unit} spent {report.spent_before:.6g}, would be {report.spent_after:.6g}",
             )
         return report
@@ -533,6 +547,7 @@ class PrivacyBudgetStore:
         # the accounting's work is bounded by this party's decision budget, not by the request's batch count:
         # batches past it never run here, so the projection covers at most the batches it leaves room for
         counted = min(batches, max(1, left // batch_size))
+        budget_name = "the privacy budget" if self.owner == OWNER else self.owner
         if self.enforced and self.ledger is not None:
             if per_batch is None:
                 reasons.append(_refusal_message(spec, unaccountable))
@@ -546,7 +561,7 @@ class PrivacyBudgetStore:
                         allowed = min(allowed, fit)
                         over = f" over the {counted} batches the decision budget allows" * (counted < batches)
                         reasons.append(
-                            f"would exceed the privacy budget ({_budget_text(self.ledger.budget)}) after "
+                            f"would exceed {budget_name} ({_budget_text(self.ledger.budget)}) after "
                             f"{fit} of {batches} batches: {report.unit} {report.spent_before:.6g} -> "
                             f"{report.spent_after:.6g}{over}"
                         )

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from parties.approvals import APPROVALS_FILE, Signer, append_record, read_approvals
+from parties.approvals import APPROVALS_FILE, Signer, append_record, read_approvals, signer_of
 from parties.cli import main
 from parties.config import load_config
-from parties.custodian import signer_of
 from proto.study import digest, file_text
 from simulations.launcher import party_config_text
 from tests.parties.helpers import make_certs
