@@ -3,6 +3,7 @@
     confar-party serve --config party.toml [--insecure]
     confar-party check-config --config party.toml [--insecure]
     confar-party study show|approve|revoke|list ...   (the custodian's commands: parties/custodian.py)
+    confar-party report --config party.toml --out report.html [--json [PATH]]   (parties/report.py)
 
 ``check-config`` validates the file, imports every allowed analysis (a model plug-in's class, from
 ``[allow] model_path`` when given), then reads the registry's records exactly as ``serve`` would
@@ -60,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.command == "study":
         return custodian.run(args)
+    if args.command == "report":
+        return custodian.report(args)
 
     if args.insecure:
         warn_insecure("confar-party")

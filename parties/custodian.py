@@ -40,6 +40,7 @@ from parties.approvals import (
 )
 from parties.audit import AuditLog
 from parties.config import ConfigError, PartyConfig, load_config
+from proto.files import write_durable
 from proto.study import Study, StudyError, flatten, read_study_file
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -68,6 +69,50 @@ def add_arguments(sub: Any) -> None:
         p.add_argument("--by", default=None, help="who decides (default: the user running the command)")
     for p in (show, approve, revoke, lst):
         p.add_argument("--insecure", action="store_true", help="the daemon runs without TLS (unsigned)")
+    report = sub.add_parser("report", help="what ran on this registry's data: one HTML page (and JSON)")
+    report.add_argument("--config", required=True, help="this registry's party TOML")
+    report.add_argument("--out", required=True, type=Path, help="the HTML page to write")
+    report.add_argument(
+        "--json",
+        nargs="?",
+        type=Path,
+        const=True,
+        default=None,
+        metavar="PATH",
+        help="also the machine-readable form (default PATH: --out with .json)",
+    )
+    report.add_argument("--insecure", action="store_true", help="the daemon runs without TLS")
+
+
+def report(args: argparse.Namespace) -> int:
+    """``confar-party report``: the page (and JSON) from the state folder, read-only (parties.report)."""
+    from parties.report import ReportError, collect, render_html, render_json
+
+    try:
+        cfg = load_config(args.config, insecure=args.insecure)
+    except ConfigError as exc:
+        print(f"confar-party: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        doc = collect(cfg)
+    except ReportError as exc:
+        print(f"confar-party report: {exc}; nothing written", file=sys.stderr)
+        return EXIT_FAILURE
+    json_path = args.out.with_suffix(".json") if args.json is True else args.json
+    try:
+        write_durable(args.out, render_html(doc).encode("utf-8"))
+        if json_path is not None:
+            write_durable(json_path, render_json(doc).encode("utf-8"))
+    except OSError as exc:
+        print(f"confar-party report: cannot write: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    b = doc["budget"]
+    print(
+        f"{args.out}: {len(doc['runs'])} runs, {len(doc['studies'])} studies, {len(doc['refusals'])} "
+        f"refusals, {len(doc['aborts'])} aborted sessions; spent {b['spent']} of {b['limit']} "
+        f"({b['unit'] or 'no budget'})" + (f"; JSON {json_path}" if json_path is not None else "")
+    )
+    return EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:

@@ -178,13 +178,16 @@ class PrivacyBudgetStore:
     # ---- start-up ----------------------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, cfg: PartyConfig, journal: JournalContents | None = None) -> PrivacyBudgetStore:
+    def load(
+        cls, cfg: PartyConfig, journal: JournalContents | None = None, read_only: bool = False
+    ) -> PrivacyBudgetStore:
         """Read ``<state_dir>/privacy_ledger.json`` (if any) and the ledger journal's later records
         (``journal`` as the daemon read it, else read here) under the configured budget.
 
         Raises :class:`LedgerFileError` naming the file when it is unreadable, corrupt, another party's, or
         holds events the configured budget cannot account for; ``parties.journal.JournalError`` naming the
-        journal's file and line when the journal cannot complete it."""
+        journal's file and line when the journal cannot complete it. ``read_only`` (the custodian's report,
+        beside a running daemon): no folder is made and no interrupted write's leftover removed."""
         path = cfg.state_dir / LEDGER_FILE
         budget = configured_budget(cfg)
         if journal is None:
@@ -196,11 +199,13 @@ class PrivacyBudgetStore:
                     "budget is configured; configure it again to start"
                 )
             return cls(path, cfg.identity, None, None)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
         from mechanisms.privacy import PrivacyLedger, UnsupportedEventError
 
         tmp = path.with_name(path.name + ".tmp")
-        if tmp.exists():  # a write interrupted before its rename: the old file (if any) is still intact
+        # a write interrupted before its rename: the old file (if any) is still intact
+        if tmp.exists() and not read_only:
             tmp.unlink()
         if not path.exists():
             assert budget is not None

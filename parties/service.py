@@ -304,7 +304,7 @@ class PartyService:
             "topology": spec.topology,
             "m": spec.m,
             "security": spec.security,
-            **({"study": Study.from_text(spec.study).digest} if spec.study else {}),
+            **_study_audit(spec),
             **self.data_audit(),
             **run_audit,
         }
@@ -564,6 +564,14 @@ class PartyService:
         async with contextlib.aclosing(stream) as frames:
             async for frame in frames:
                 yield frame
+
+
+def _study_audit(spec: SessionSpec) -> dict[str, Any]:
+    """An OpenSession audit line's study (issue 37): its digest, title and reference."""
+    if not spec.study:
+        return {}
+    study = Study.from_text(spec.study)
+    return {"study": study.digest, "study_title": study.title, "study_reference": study.reference}
 
 
 def _ident_of(sess: Session, src: int) -> str | None:

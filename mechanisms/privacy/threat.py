@@ -199,8 +199,8 @@ def plain_threat_sentence(
     """The threat model a registry's accounting assumes, in sentences a lawyer can read (issue 37: the
     study request and the custodian's report print it). ``colluding`` None: every other registry (m - 1);
     ``m`` / ``t`` / ``security`` None: not one session's (the report's, over many)."""
-    who = "one person's record were replaced by another's" if neighbours == "replace-one" else (
-        "one person's record were added or removed"
+    who = "one person's record was replaced by another's" if neighbours == "replace-one" else (
+        "one person's record was added or removed"
     )
     if colluding is None:
         pool = "all the other registries together"
