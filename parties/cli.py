@@ -107,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def ready(address: str) -> None:
         print(f"confar-party {cfg.identity} listening on {address}", flush=True)
+        if daemon.admin_address is not None:  # [admin] listen: the custodian's report, loopback only
+            print(f"confar-party {cfg.identity} report at http://{daemon.admin_address}/", flush=True)
 
     try:
         asyncio.run(daemon.serve_forever(ready))

@@ -68,6 +68,10 @@ Example (all keys; optional ones marked)::
                                    # (confar-party study approve; parties/governance.py): needs a privacy
                                    # budget, which each study's cap is charged by; default false
 
+    [admin]                        # optional (issue 37): the custodian's report served read-only over plain
+    listen = "127.0.0.1:8470"      # HTTP on a loopback address only (127.0.0.0/8, [::1], localhost), never
+                                   # the consortium's port; off without this table (parties/admin.py)
+
     [limits]                       # optional
     round_timeout_s = 30.0
     max_batch = 100000
@@ -148,6 +152,7 @@ class PartyConfig:
     freeze_at: frozenset[tuple[str, int]] = frozenset()  # testing: (phase, run step), see FREEZE_PHASES
     deviate: frozenset[tuple[str, int]] = frozenset()  # testing: (kind, round) this daemon deviates at
     require_approval: bool = False  # [governance] require_approval: only sessions of an approved study
+    admin_listen: str | None = None  # [admin] listen: the read-only report on a loopback port (parties.admin)
 
     @property
     def has_tls(self) -> bool:
@@ -218,11 +223,12 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
             "allow",
             "budget",
             "governance",
+            "admin",
             "limits",
             "testing",
         },
     )
-    pid, identity, listen, state_dir, af = _party_section(r)
+    pid, identity, listen, state_dir, af = _party_section(r)  # listen: also checked against [admin]
     tls_cert, tls_key, tls_ca = _tls_section(r, insecure)
     coord = r.table("coordinator", required=False)
     _check_unknown(r, coord, "coordinator", {"identity"})
@@ -269,6 +275,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         neighbours=neighbours,
         accountant=accountant,
         require_approval=require_approval,
+        admin_listen=_admin_section(r, listen),
         **allow,
         **_limits_section(r),
         **_testing_section(r),
@@ -409,6 +416,43 @@ def _governance_section(r: _Reader, has_privacy_budget: bool) -> bool:
             "charged by the budget's accountant",
         )
     return required
+
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+def loopback_problem(address: str) -> str | None:
+    """Why ``address`` (host:port) is not on a loopback interface, or None."""
+    import ipaddress
+
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host in LOOPBACK_NAMES:
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:
+        return f"{host!r} is a name, not a loopback address (use 127.0.0.1, [::1] or localhost)"
+    return f"{host} is not a loopback address: the report is served to this machine only"
+
+
+def _admin_section(r: _Reader, listen: str) -> str | None:
+    """[admin] listen (issue 37): a loopback host:port, not the consortium's port."""
+    admin = r.table("admin", required=False)
+    _check_unknown(r, admin, "admin", {"listen"})
+    if "listen" not in admin:
+        if admin:
+            raise r.err("admin.listen", "missing (required in [admin])")
+        return None
+    value = r.get(admin, "admin", "listen", str)
+    _check_addr(r, "admin.listen", value)
+    why = loopback_problem(value)
+    if why is not None:
+        raise r.err("admin.listen", why)
+    port = value.rsplit(":", 1)[1]
+    if port != "0" and port == listen.rsplit(":", 1)[1]:
+        raise r.err("admin.listen", f"port {port} is party.listen's, the port the consortium reaches")
+    return value
 
 
 def _limits_section(r: _Reader) -> dict[str, Any]:
