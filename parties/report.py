@@ -383,7 +383,9 @@ def _incidents(audit: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[
             "outcome": outcome,
             "reason": x.get("detail") or x.get("reason") or "",
         }
-        if what == "CloseSession" and outcome == "ok" and x.get("reason") not in (None, "", "done"):
+        if what == "PlanPrivacy" and outcome == "ok" and x.get("would_refuse"):  # its dry run said no
+            refusals.append({**row, "outcome": "would refuse (dry run)"})
+        elif what == "CloseSession" and outcome == "ok" and x.get("reason") not in (None, "", "done"):
             aborts.append({**row, "outcome": "aborted by the coordinator"})
         elif outcome not in ("ok", None) and (
             what in _PARTY_RPCS or what in ("PeerExchange", "PrecomputeAhead")
@@ -431,7 +433,11 @@ def _table(tid: str, head: Sequence[str], rows: Sequence[Sequence[tuple[str, str
     return f'<table id="{tid}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _svg_chart(points: list[dict[str, Any]], limit: float | None, unit: str) -> str:
+def _svg_chart(
+    points: list[dict[str, Any]], limit: float | None, unit: str, caps: Sequence[tuple[str, float]] = ()
+) -> str:
+    """The spend after each session (a step line) against the registry's limit and, in the same unit, the
+    caps of its live studies (dotted, labelled)."""
     if not points:
         return '<p id="budget-chart-none" class="sub">Nothing charged yet.</p>'
     w, h, left, right, top, bottom = 860, 280, 64, 20, 16, 48
@@ -440,6 +446,7 @@ def _svg_chart(points: list[dict[str, Any]], limit: float | None, unit: str) -> 
     t1 = max(times)
     span = max((t1 - t0).total_seconds(), 1.0)
     top_v = max([p["spent"] for p in points] + ([limit] if limit is not None else [])) * 1.08 or 1.0
+    caps = [(name, v) for name, v in caps if v <= top_v]
 
     def x(t: dt.datetime) -> float:
         return left + (w - left - right) * ((t - t0).total_seconds() / span if len(points) > 1 else 0.5)
@@ -464,6 +471,13 @@ def _svg_chart(points: list[dict[str, Any]], limit: float | None, unit: str) -> 
             f'<text x="{w - right}" y="{y(limit) - 5:.1f}" text-anchor="end" fill="#b42318">'
             f"limit {num(limit)}</text>"
         )
+    for i, (name, v) in enumerate(caps):
+        parts.append(
+            f'<line class="study-cap" data-cap="{num(v)}" x1="{left}" y1="{y(v):.1f}" x2="{w - right}" '
+            f'y2="{y(v):.1f}" stroke="#b26b00" stroke-dasharray="2 3"/>'
+            f'<text x="{left + 6 + 170 * i}" y="{y(v) - 5:.1f}" fill="#b26b00">'
+            f"cap of {_e(name)}: {num(v)}</text>"
+        )
     xy = []
     prev = 0.0
     for t, p in zip(times, points, strict=True):  # a step: the spend holds until the next session's charges
@@ -486,6 +500,12 @@ def _svg_chart(points: list[dict[str, Any]], limit: float | None, unit: str) -> 
     parts.append(f'<text x="{(left + w) / 2}" y="{h - 8}" text-anchor="middle">time (UTC); {_e(unit)}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _short(run: dict[str, Any]) -> str:
+    """A run's id as the table shows it (the whole id is its title and in the JSON)."""
+    rid = str(run["run"] or f"session {run['sessions'][0]}")
+    return rid if len(rid) <= 20 else rid[:19] + "…"
 
 
 def _parse_time(text: str) -> dt.datetime:
@@ -535,7 +555,7 @@ def render_html(doc: dict[str, Any], refresh_s: int | None = None) -> str:
     ]
     runs = [
         [
-            (f'<span class="mono">{_e(r["run"] or r["sessions"][0])}</span>', ""),
+            (f'<span class="mono" title="{_e(r["run"] or r["sessions"][0])}">{_e(_short(r))}</span>', ""),
             (f'<span class="mono">{_e((r["study"] or "")[:SHORT])}</span>' if r["study"] else "–", ""),
             (_e(r["coordinator"]), ""),
             (f"{_e(r['first'][:19])}<br>{_e(r['last'][:19])}", ""),
@@ -571,6 +591,11 @@ def render_html(doc: dict[str, Any], refresh_s: int | None = None) -> str:
         f'<p class="sub">{skipped} audit line(s) could not be read and are not shown.</p>' if skipped else ""
     )
     approval = "required" if reg["require_approval"] else "not required"
+    caps = [  # live studies' caps, where they are in the chart's unit (epsilon at the budget's delta)
+        (f"study {s['study'][:8]}", float(s["max_epsilon"]))
+        for s in doc["studies"]
+        if s["live"] and s["max_epsilon"] and b["type"] in ("eps_delta", "renyi") and s["delta"] == b["delta"]
+    ]
     snap_head = ("daemon start (UTC)", "source", "where", "records", "SHA-256")
     study_head = ("study", "reference", "approved", "cap ε", "spent ε", "asked ε", "expires", "status")
     run_head = (
@@ -603,7 +628,7 @@ by its own accountant.</p>
 <div class="cards">{card_html}</div>
 <p class="sub">{_e(unit)}; {_e(b["neighbours"])} neighbours; accounting assumes colluding =
 {_e(b["colluding"])}; {_e(b["charges"])} charges on the ledger.</p>
-{_svg_chart(doc["chart"], b["limit"], unit)}
+{_svg_chart(doc["chart"], b["limit"], unit, caps)}
 <h2 id="h-snapshots">Data snapshots</h2>
 {tables["snapshots"]}
 <h2 id="h-studies">Studies and approvals</h2>

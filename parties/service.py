@@ -481,6 +481,8 @@ class PartyService:
                 "batches": call.batches,
                 "batch_size": call.batch_size,
                 "would_refuse": answer.would_refuse,
+                **({"detail": answer.message} if answer.would_refuse else {}),
+                **_study_audit(spec),
             }
 
         return await self.handle(context, who, "PlanPrivacy", run)
