@@ -29,6 +29,7 @@ refuses a run that would pass the cap before anything is released.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,12 @@ HOW_TO_APPROVE = (
     "its custodian reviews the study file with `confar-party study show study.json` and approves it with "
     "`confar-party study approve study.json --config party.toml --max-epsilon E --expires YYYY-MM-DD`"
 )
+
+
+@functools.lru_cache(maxsize=64)
+def study_of(text: str) -> Study:
+    """The study a session carries, parsed once per text (admission runs at every step)."""
+    return Study.from_text(text)
 
 
 def cap_budget(registry: Budget, a: Approval) -> Budget:
@@ -89,7 +96,7 @@ class Governance:
                 "request with `confar study request EXPERIMENT.toml --out study.json` and sends it here; "
                 + HOW_TO_APPROVE,
             )
-        study = Study.from_text(spec.study)  # checked at the wire
+        study = study_of(spec.study)  # checked at the wire
         try:
             book = self.approvals.book()
         except ApprovalError as exc:

@@ -300,7 +300,7 @@ def _runs(
             r = runs[of_session[sid]]
             r.last = str(x.get("time"))
             if x.get("what") == "Evaluate" and x.get("outcome") == "ok":
-                n = int(x.get("decisions") or 0)
+                n = int(x.get("decisions_charged", x.get("decisions")) or 0)  # a re-evaluation: 0
                 r.decisions += n
                 r.by_mode = r.by_mode or {}
                 r.by_mode[modes[sid]] = r.by_mode.get(modes[sid], 0) + n
