@@ -214,3 +214,22 @@ def test_require_approval_needs_a_privacy_budget(tmp_path: Path) -> None:
     cfg.write_text(cfg.read_text().replace("require_approval = true", "require_approval = 1"))
     with pytest.raises(ConfigError, match=r"governance\.require_approval: expected bool"):
         load_config(cfg, insecure=True)
+
+
+def test_the_cap_is_charged_by_the_registrys_own_accountant() -> None:
+    """An eps-at-delta registry's cap is PLD at the cap's delta; a Renyi registry's keeps its own order (a
+    filter at an order fixed in advance); a GDP registry's is the mu whose curve passes through (cap, delta),
+    so a study at exactly that mu reads as the cap."""
+    from mechanisms.privacy import EpsDeltaBudget, GaussianEvent, GDPBudget, RDPBudget, gdp_eps
+    from parties.approvals import Approval
+    from parties.governance import cap_budget
+
+    a = Approval(Study.from_doc(study_doc()), 1, "t", "c", max_epsilon=2.0, delta=1e-5, expires=dt.date.max)
+    pld = cap_budget(EpsDeltaBudget(10.0, 1e-6), a)
+    assert isinstance(pld, EpsDeltaBudget) and (pld.eps_max, pld.delta) == (2.0, 1e-5)
+    registry = RDPBudget(10.0, 1e-6)
+    renyi = cap_budget(registry, a)
+    assert isinstance(renyi, RDPBudget) and renyi.alpha == registry.alpha and renyi.eps_max == 2.0
+    gdp = cap_budget(GDPBudget(3.0), a)
+    assert isinstance(gdp, GDPBudget) and gdp_eps(gdp.mu_max, 1e-5) == pytest.approx(2.0, rel=1e-9)
+    assert gdp.spend([GaussianEvent(gdp.mu_max)]) == pytest.approx(gdp.limit)
