@@ -157,6 +157,10 @@ EXPERIMENT.toml::
     # party_neighbours = "add-remove"  # optional: [budget] neighbours of every party (default replace-one)
     # party_accountant = "renyi"    # optional with party_epsilon: [budget] accountant of every party
                                     # (default "pld"; a planned run's [privacy] accountant must match it)
+    # party_require_approval = true # optional: every party's [governance] require_approval (issue 37): the
+                                    # run needs [study], approved at each registry (confar-party study
+                                    # approve --config <output_dir>/simulation/party-N/party.toml ...),
+                                    # then continues with confar run --resume <output_dir>
     sources = ["csv", "postgresql", "sparql"]   # optional: where each registry keeps its records (one per
                                     # party, or one for all; default "csv"): csv, parquet, sqlite,
                                     # postgresql (a throwaway local cluster), sparql (a local Oxigraph

@@ -99,3 +99,17 @@ def test_a_request_without_a_privacy_target_is_refused(
     exp_file.write_text(EXPERIMENT.split("[study]")[0])
     assert main(["study", "request", str(exp_file), "--out", str(tmp_path / "s.json")]) == 2
     assert "study: missing table" in capsys.readouterr().err
+
+
+def test_simulated_registries_that_require_approval_need_a_budget(tmp_path: Path) -> None:
+    from coordinator.tables import ExperimentError
+
+    exp_file = tmp_path / "exp.toml"
+    text = EXPERIMENT.replace(
+        'party_neighbours = "add-remove"', 'party_neighbours = "add-remove"\nparty_require_approval = true'
+    )
+    exp_file.write_text(text)
+    assert load_experiment(exp_file).simulate.party_require_approval  # type: ignore[union-attr]
+    exp_file.write_text(text.replace("party_epsilon = 100.0\nparty_delta = 1e-6\n", ""))
+    with pytest.raises(ExperimentError, match=r"simulate\.party_require_approval: a study's cap is charged"):
+        load_experiment(exp_file)
