@@ -208,6 +208,7 @@ class Coordinator:
         sign_precompute: str = "inline",
         precompute_ahead: bool = False,
         security: str = "semi-honest",
+        study: str = "",
     ) -> CoordinatorSession:
         """Open a session at every party. With ``run_id``, session step k is run step first_run_step + k - 1
         of that run and the session's ``resume`` / ``warnings`` report what the parties hold of it.
@@ -216,7 +217,8 @@ class Coordinator:
         issue 16): each party makes step k + 1's precompute right after answering step k (parties.ahead).
         ``security``: "semi-honest" (honest-but-curious registries) or "abort" (issue 25, sum, sign and
         svt: up to t deviating registries make every honest one abort the step before any output,
-        hss.abort_modes, hss.abort_svt)."""
+        hss.abort_modes, hss.abort_svt). ``study``: the canonical text of the study document the session
+        belongs to (``proto.study``, issue 37), checked by registries that require approval."""
         relay_address = await self._ensure_relay() if topology == "relay" else ""
         spec = SessionSpec(
             session_id=session_id or os.urandom(16),
@@ -234,6 +236,7 @@ class Coordinator:
             sign_precompute=sign_precompute,
             precompute_ahead=precompute_ahead,
             security=security,
+            study=study,
         )
         sess = CoordinatorSession(self, spec)
         if topology == "relay":

@@ -159,6 +159,10 @@ EXPERIMENT.toml::
                                     # (default "pld"; a planned run's [privacy] accountant must match it)
     # party_per_run = "worst-record"  # optional with a budget: [budget] per_run of every party (default
                                     # "per-decision"; a run so charged spends at most what its plan priced)
+    # party_require_approval = true # optional: every party's [governance] require_approval (issue 37): the
+                                    # run needs [study], approved at each registry (confar-party study
+                                    # approve --config <output_dir>/simulation/party-N/party.toml ...),
+                                    # then continues with confar run --resume <output_dir>
     sources = ["csv", "postgresql", "sparql"]   # optional: where each registry keeps its records (one per
                                     # party, or one for all; default "csv"): csv, parquet, sqlite,
                                     # postgresql (a throwaway local cluster), sparql (a local Oxigraph
@@ -166,6 +170,11 @@ EXPERIMENT.toml::
     data = ["r1.csv", "r2.csv", "r3.csv"]  # optional: each registry's records from these files (CSV with a
                                     # header, or Parquet; one per party, not with records); default: the
                                     # model's synthetic_data(rng, sizes), which a plug-in may define
+
+    [study]                         # optional: the study registries approve (coordinator/study_request.py)
+    title = "Mortality after ANCA vasculitis"
+    reference = "AC-2026-017"       # the access committee's reference
+    expires = "2027-06-30"          # the end asked for; `confar study request` writes the document
 
 With ``[simulate]`` present, ``[coordinator]`` and ``[[parties]]`` may be left out (a simulated consortium
 brings its own certificates and addresses).
@@ -187,6 +196,7 @@ import numpy.typing as npt
 from coordinator.planner import BudgetTarget, check_accountant, read_target
 from coordinator.sampler_settings import KINDS, MH_KINDS, SAMPLER_KEYS, SamplerSettings, read_sampler
 from coordinator.simulate_settings import SimulateSettings, read_simulate
+from coordinator.study_request import StudySettings, read_study, study_document
 from coordinator.tables import (
     M_MAX,
     M_MIN,
@@ -204,6 +214,7 @@ from hss.session import SIGN_PRECOMPUTE
 from mechanisms.models.base import Model, add_import_path, load_model
 from mechanisms.samplers.plan import DecisionPlan
 from proto.spec import PartyEntry
+from proto.study import Study
 
 F64 = npt.NDArray[np.float64]
 
@@ -222,6 +233,7 @@ TABLES = (
     "privacy",
     "output",
     "simulate",
+    "study",
 )
 
 
@@ -266,6 +278,12 @@ class Experiment:
     warm_start: WarmStartSettings | None = None  # [warm_start]: the DP warm start (coordinator.warm_start)
     budget_target: BudgetTarget | None = None  # [privacy] target_epsilon: a planned run (coordinator.planner)
     stop_at_budget: bool = False  # [privacy] stop_at_budget: a run that passes a registry's budget may start
+    study: StudySettings | None = None  # [study]: the study request sent with every session (issue 37)
+
+    @property
+    def study_text(self) -> str:
+        """The study document's canonical text every session of the run carries ("" without [study])."""
+        return self.study.text if self.study is not None else ""
 
     @property
     def m(self) -> int:
@@ -448,8 +466,10 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         privacy = _privacy(r, privacy_tbl, kind, sampler.lazy is not None)
 
     formats = _formats(r, r.table(doc, "output") or {})
+    study_tbl = r.table(doc, "study")
+    study = read_study(r, study_tbl) if study_tbl is not None else None
 
-    return Experiment(
+    exp = Experiment(
         source=r.source,
         base_dir=r.base_dir,
         text=text,
@@ -475,6 +495,10 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         budget_target=budget_target,
         stop_at_budget=stop_at_budget,
     )
+    if study is None:
+        return exp
+    text = Study.from_doc(study_document(exp, study, r)).text()  # made once, from the file as written
+    return dataclasses.replace(exp, study=dataclasses.replace(study, text=text))
 
 
 FORMULA_KEYS = frozenset({"formula", "family", "columns"})  # [model] keys of mechanisms.models.formula

@@ -97,6 +97,8 @@ class PlannedSession:
     threshold: int | None
     batches: int
     batch_size: int
+    security: str = "semi-honest"  # the session's security, as it would be opened
+    study: str = ""  # the study document's canonical text (proto.study; issue 37), "" for none
 
 
 @dataclass(frozen=True)
@@ -229,6 +231,8 @@ def planned_spec(pf: PlanFile) -> SessionSpec:
             topology=s.topology,
             relay_address=RELAY_PLACEHOLDER if s.topology == "relay" else "",
             coordinator_identity=pf.identity,
+            security=s.security,
+            study=s.study,
         )
     except (SpecError, ValueError) as exc:
         raise PlanFileError(f"{pf.source}: [session]: {exc}") from exc

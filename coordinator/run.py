@@ -516,6 +516,7 @@ def _open_session(
         sign_precompute=exp.sign_precompute,
         precompute_ahead=exp.precompute_ahead,
         security=exp.security,
+        study=exp.study_text,
     )
     check_resume(sess, run_step)
     for w in sess.warnings:

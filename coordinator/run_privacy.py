@@ -45,6 +45,8 @@ def plan_file(exp: Experiment, endpoints: list[PartyEntry], tls: TlsMaterial | N
             threshold=exp.threshold,
             batches=max(batches, 1),
             batch_size=s.decisions_per_batch,
+            security=exp.security,
+            study=exp.study_text,
         ),
     )
 

@@ -28,6 +28,7 @@ class SimulateSettings:
     party_per_run: str | None = None  # None: the daemon's default ("per-decision"); "worst-record"
     sources: tuple[str, ...] = ()  # per party (SIMULATE_SOURCES); empty: every party reads a CSV file
     data: tuple[Path, ...] = ()  # per party: its records (CSV or Parquet), not the model's synthetic data
+    party_require_approval: bool = False  # [governance] require_approval of every party (issue 37)
 
     def source(self, pid: int) -> str:
         return self.sources[pid - 1] if self.sources else "csv"
@@ -69,6 +70,7 @@ def read_simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int
             "party_per_run",
             "sources",
             "data",
+            "party_require_approval",
         ),
     )
     raw_parties = doc.get("parties")
@@ -135,6 +137,13 @@ def read_simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int
             files += (path,)
         if "records" in tbl:
             raise r.err("simulate.records", "not with simulate.data (the files hold the records)")
+    require_approval = bool(r.get(tbl, "simulate", "party_require_approval", bool, False))
+    if require_approval and gdp_mu is None and eps is None:
+        raise r.err(
+            "simulate.party_require_approval",
+            "a study's cap is charged by the registry's privacy budget: give party_gdp_mu, or party_epsilon "
+            "and party_delta",
+        )
     return SimulateSettings(
         parties=m,
         records=tuple(int(n) for n in records),
@@ -151,4 +160,5 @@ def read_simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int
         party_per_run=per_run,
         sources=tuple(srcs),
         data=files,
+        party_require_approval=require_approval,
     )

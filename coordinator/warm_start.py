@@ -254,6 +254,7 @@ def network_warm_start(
                 run_id=run_id,
                 first_run_step=done[0] + 1,
                 security=exp.security,  # sum under abort: the same release, the receiver's checks
+                study=exp.study_text,
             )
             record_session(sess.spec.session_id.hex(), done[0] + 1)
             sessions[stats.what] = sess

@@ -2,6 +2,8 @@
 
     confar-party serve --config party.toml [--insecure]
     confar-party check-config --config party.toml [--insecure]
+    confar-party study show|approve|revoke|list ...   (the custodian's commands: parties/custodian.py)
+    confar-party report --config party.toml --out report.html [--json [PATH]]   (parties/report.py)
 
 ``check-config`` validates the file, imports every allowed analysis (a model plug-in's class, from
 ``[allow] model_path`` when given), then reads the registry's records exactly as ``serve`` would
@@ -34,6 +36,7 @@ from mechanisms.models.base import (
     likelihood_problem,
     load_model,
 )
+from parties import custodian
 from parties.analyses import AnalysisError
 from parties.config import ConfigError, PartyConfig, load_config
 from parties.registry import get_analysis
@@ -54,7 +57,12 @@ def main(argv: list[str] | None = None) -> int:
             action="store_true",
             help="plaintext gRPC without authentication (local experiments only; prints a warning)",
         )
+    custodian.add_arguments(sub)  # study show / approve / revoke / list (issue 37)
     args = ap.parse_args(argv)
+    if args.command == "study":
+        return custodian.run(args)
+    if args.command == "report":
+        return custodian.report(args)
 
     if args.insecure:
         warn_insecure("confar-party")
@@ -99,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def ready(address: str) -> None:
         print(f"confar-party {cfg.identity} listening on {address}", flush=True)
+        if daemon.admin_address is not None:  # [admin] listen: the custodian's report, loopback only
+            print(f"confar-party {cfg.identity} report at http://{daemon.admin_address}/", flush=True)
 
     try:
         asyncio.run(daemon.serve_forever(ready))

@@ -67,6 +67,15 @@ Example (all keys; optional ones marked)::
                                    # pool their noise: an integer >= 0 or "all" (default: m - 1, i.e. only
                                    # this party's own noise is relied on)
 
+    [governance]                   # optional (issue 37)
+    require_approval = true        # admit only sessions of a study this registry's custodian approved
+                                   # (confar-party study approve; parties/governance.py): needs a privacy
+                                   # budget, which each study's cap is charged by; default false
+
+    [admin]                        # optional (issue 37): the custodian's report served read-only over plain
+    listen = "127.0.0.1:8470"      # HTTP on a loopback address only (127.0.0.0/8, [::1], localhost), never
+                                   # the consortium's port; off without this table (parties/admin.py)
+
     [limits]                       # optional
     round_timeout_s = 30.0
     max_batch = 100000
@@ -150,6 +159,8 @@ class PartyConfig:
     fixed_rng_key: bytes | None = None
     freeze_at: frozenset[tuple[str, int]] = frozenset()  # testing: (phase, run step), see FREEZE_PHASES
     deviate: frozenset[tuple[str, int]] = frozenset()  # testing: (kind, round) this daemon deviates at
+    require_approval: bool = False  # [governance] require_approval: only sessions of an approved study
+    admin_listen: str | None = None  # [admin] listen: the read-only report on a loopback port (parties.admin)
 
     @property
     def has_tls(self) -> bool:
@@ -211,9 +222,21 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         r,
         r.doc,
         "(top level)",
-        {"party", "tls", "coordinator", "peers", "data", "allow", "budget", "limits", "testing"},
+        {
+            "party",
+            "tls",
+            "coordinator",
+            "peers",
+            "data",
+            "allow",
+            "budget",
+            "governance",
+            "admin",
+            "limits",
+            "testing",
+        },
     )
-    pid, identity, listen, state_dir, af = _party_section(r)
+    pid, identity, listen, state_dir, af = _party_section(r)  # listen: also checked against [admin]
     tls_cert, tls_key, tls_ca = _tls_section(r, insecure)
     coord = r.table("coordinator", required=False)
     _check_unknown(r, coord, "coordinator", {"identity"})
@@ -243,6 +266,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         raise r.err("budget.per_run", f"must be one of {list(PER_RUN)}, got {per_run!r}")
     if "per_run" in budget and gdp_mu is None and eps is None:
         raise r.err("budget.per_run", "only used with a privacy budget (gdp_mu or epsilon/delta)")
+    require_approval = _governance_section(r, eps is not None or gdp_mu is not None)
     return PartyConfig(
         source=path,
         id=pid,
@@ -264,6 +288,8 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         neighbours=neighbours,
         accountant=accountant,
         per_run=per_run,
+        require_approval=require_approval,
+        admin_listen=_admin_section(r, listen),
         **allow,
         **_limits_section(r),
         **_testing_section(r),
@@ -389,6 +415,58 @@ def _allow_bounds(r: _Reader, allow: dict[str, Any]) -> dict[str, dict[str, tupl
                 )
             bounds[model][key] = (float(lohi[0]), float(lohi[1]))
     return bounds
+
+
+def _governance_section(r: _Reader, has_privacy_budget: bool) -> bool:
+    """[governance] require_approval (issue 37): a study's cap is charged by the privacy budget's accountant,
+    so requiring approval needs a privacy budget."""
+    gov = r.table("governance", required=False)
+    _check_unknown(r, gov, "governance", {"require_approval"})
+    required = bool(r.get(gov, "governance", "require_approval", bool, False))
+    if required and not has_privacy_budget:
+        raise r.err(
+            "governance.require_approval",
+            "needs a privacy budget in [budget] (epsilon and delta, or gdp_mu): each approved study's cap is "
+            "charged by the budget's accountant",
+        )
+    return required
+
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+def loopback_problem(address: str) -> str | None:
+    """Why ``address`` (host:port) is not on a loopback interface, or None."""
+    import ipaddress
+
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host in LOOPBACK_NAMES:
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:
+        return f"{host!r} is a name, not a loopback address (use 127.0.0.1, [::1] or localhost)"
+    return f"{host} is not a loopback address: the report is served to this machine only"
+
+
+def _admin_section(r: _Reader, listen: str) -> str | None:
+    """[admin] listen (issue 37): a loopback host:port, not the consortium's port."""
+    admin = r.table("admin", required=False)
+    _check_unknown(r, admin, "admin", {"listen"})
+    if "listen" not in admin:
+        if admin:
+            raise r.err("admin.listen", "missing (required in [admin])")
+        return None
+    value = r.get(admin, "admin", "listen", str)
+    _check_addr(r, "admin.listen", value)
+    why = loopback_problem(value)
+    if why is not None:
+        raise r.err("admin.listen", why)
+    port = value.rsplit(":", 1)[1]
+    if port != "0" and port == listen.rsplit(":", 1)[1]:
+        raise r.err("admin.listen", f"port {port} is party.listen's, the port the consortium reaches")
+    return value
 
 
 def _limits_section(r: _Reader) -> dict[str, Any]:

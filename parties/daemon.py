@@ -46,6 +46,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
+from parties.admin import AdminServer
 from parties.analyses import Dataset
 from parties.audit import AuditLog
 from parties.config import PartyConfig
@@ -76,6 +77,7 @@ class PartyDaemon:
         self.service = PartyService(cfg, insecure)
         self.server: grpc.aio.Server | None = None
         self.port = 0
+        self.admin: AdminServer | None = None  # [admin] listen: the read-only report (parties.admin)
 
     # ---- the party it serves, as operators' scripts and the tests read it ------------------------------
 
@@ -146,16 +148,31 @@ class PartyDaemon:
         address = f"{host}:{port}"
         if self.cfg.address_file is not None:
             write_durable(self.cfg.address_file, (address + "\n").encode(), private=False)
+        admin: dict[str, Any] = {}
+        if self.cfg.admin_listen is not None:
+            self.admin = AdminServer(self.cfg)
+            admin_port = await self.admin.start()
+            admin = {"admin": f"{self.cfg.admin_listen.rsplit(':', 1)[0]}:{admin_port}"}
         self.audit.record(
             who=self.cfg.identity,
             what="Start",
             detail=f"listening on {address}",
+            **admin,
             insecure=self.service.insecure,
             fixed_rng=self.cfg.fixed_rng_key is not None,
         )
         return port
 
+    @property
+    def admin_address(self) -> str | None:
+        """Where the read-only report is served ([admin] listen, its port once bound), or None."""
+        if self.admin is None or self.cfg.admin_listen is None:
+            return None
+        return f"{self.cfg.admin_listen.rsplit(':', 1)[0]}:{self.admin.port}"
+
     async def stop(self, grace: float = 5.0) -> None:
+        if self.admin is not None:
+            await self.admin.stop()
         await self.service.shut_down()
         if self.server is not None:
             await self.server.stop(grace)

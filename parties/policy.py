@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 from hss.modes import FEATURES, reveal_mode
 from parties import abcdp
@@ -153,6 +154,7 @@ async def check_privacy_at_open(
     analysis: Analysis,
     spec: SessionSpec,
     paid: Callable[[], bool],
+    cap: Callable[[list[Any]], None] | None = None,
 ) -> None:
     """Unbounded analyses, or not even one decision (an ABCDP run: its whole-run epsilon) left in the
     privacy budget, are refused at open; an ABCDP run already ``paid()`` here has nothing to fit (asked
@@ -164,6 +166,8 @@ async def check_privacy_at_open(
     await asyncio.to_thread(privacy.warm, one)
     if not paid():
         privacy.check(one, what)
+        if cap is not None:  # the session's study's cap (parties.governance)
+            cap(one)
 
 
 def check_batch(cfg: PartyConfig, n: int) -> None:

@@ -64,6 +64,7 @@ budget) lives in ``mechanisms.privacy``; this module owns what is specific to th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -79,6 +80,7 @@ from parties.refusal import Reason, Refusal
 from proto.files import write_durable
 from proto.records import BudgetState, LedgerReport, PlanAnswer, RunCharge
 from proto.spec import SessionSpec
+from proto.study import Study
 
 if TYPE_CHECKING:  # mechanisms.privacy (dp_accounting, scipy) is imported only by daemons that account
     from mechanisms.privacy import (
@@ -94,6 +96,7 @@ if TYPE_CHECKING:  # mechanisms.privacy (dp_accounting, scipy) is imported only 
     Budget = GDPBudget | EpsDeltaBudget | RDPBudget
 
 LEDGER_FILE = "privacy_ledger.json"
+OWNER = "this party's privacy budget"  # how a refusal names the registry's budget (a study's cap: its own)
 __all__ = ["LEDGER_FILE", "LedgerFileError", "PrivacyBudgetStore", "merge_run_charge", "run_step_counts"]
 
 
@@ -122,6 +125,13 @@ def configured_budget(cfg: PartyConfig) -> Budget | None:
 def assumed_colluding(cfg: PartyConfig, m: int) -> int:
     """How many parties the accounting assumes pool their noise: ``[budget] colluding``, at most m - 1."""
     return m - 1 if cfg.colluding is None else min(cfg.colluding, m - 1)
+
+
+@functools.lru_cache(maxsize=64)
+def study_tag(text: str) -> str:
+    """The label segment of a charge made for the study whose canonical text is ``text``: ``study <digest
+    prefix>`` (``proto.study.SHORT`` hex digits; the text was checked at the wire)."""
+    return f"study {Study.from_text(text).short}"
 
 
 def events_to_json(events: Sequence[PrivacyEvent]) -> str:
@@ -165,8 +175,10 @@ class PrivacyBudgetStore:
         ledger: PrivacyLedger | None,
         run_charges: Sequence[RunCharge] = (),
         run_states: dict[str, dict[str, Any]] | None = None,
+        owner: str = OWNER,
     ) -> None:
         self.path, self.identity, self.budget, self.ledger = path, identity, budget, ledger
+        self.owner = owner  # how a refusal names the budget (a study's cap: parties.governance)
         self.run_charges: list[RunCharge] = list(run_charges)
         # per run and charge fingerprint ("<run>/<fingerprint>"): the worst-record state (RunState.to_dict)
         self.run_states: dict[str, dict[str, Any]] = dict(run_states or {})
@@ -177,13 +189,16 @@ class PrivacyBudgetStore:
     # ---- start-up ----------------------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, cfg: PartyConfig, journal: JournalContents | None = None) -> PrivacyBudgetStore:
+    def load(
+        cls, cfg: PartyConfig, journal: JournalContents | None = None, read_only: bool = False
+    ) -> PrivacyBudgetStore:
         """Read ``<state_dir>/privacy_ledger.json`` (if any) and the ledger journal's later records
         (``journal`` as the daemon read it, else read here) under the configured budget.
 
         Raises :class:`LedgerFileError` naming the file when it is unreadable, corrupt, another party's, or
         holds events the configured budget cannot account for; ``parties.journal.JournalError`` naming the
-        journal's file and line when the journal cannot complete it."""
+        journal's file and line when the journal cannot complete it. ``read_only`` (the custodian's report,
+        beside a running daemon): no folder is made and no interrupted write's leftover removed."""
         path = cfg.state_dir / LEDGER_FILE
         budget = configured_budget(cfg)
         if journal is None:
@@ -195,11 +210,13 @@ class PrivacyBudgetStore:
                     "budget is configured; configure it again to start"
                 )
             return cls(path, cfg.identity, None, None)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
         from mechanisms.privacy import PrivacyLedger, UnsupportedEventError
 
         tmp = path.with_name(path.name + ".tmp")
-        if tmp.exists():  # a write interrupted before its rename: the old file (if any) is still intact
+        # a write interrupted before its rename: the old file (if any) is still intact
+        if tmp.exists() and not read_only:
             tmp.unlink()
         if not path.exists():
             assert budget is not None
@@ -470,7 +487,7 @@ class PrivacyBudgetStore:
         if not report.allowed:
             raise PrivacyRefusal(
                 Reason.RESOURCE_EXHAUSTED,
-                f"{what} would exceed this party's privacy budget ({_budget_text(self.ledger.budget)}): "
+                f"{what} would exceed {self.owner} ({_budget_text(self.ledger.budget)}): "
                 f"{report.unit} spent {report.spent_before:.6g}, would be {report.spent_after:.6g}",
             )
         return report
@@ -615,6 +632,7 @@ class PrivacyBudgetStore:
         # the accounting's work is bounded by this party's decision budget, not by the request's batch count:
         # batches past it never run here, so the projection covers at most the batches it leaves room for
         counted = min(batches, max(1, left // batch_size))
+        budget_name = "the privacy budget" if self.owner == OWNER else self.owner
         if self.enforced and self.ledger is not None:
             if per_batch is None:
                 reasons.append(_refusal_message(spec, unaccountable))
@@ -628,7 +646,7 @@ class PrivacyBudgetStore:
                         allowed = min(allowed, fit)
                         over = f" over the {counted} batches the decision budget allows" * (counted < batches)
                         reasons.append(
-                            f"would exceed the privacy budget ({_budget_text(self.ledger.budget)}) after "
+                            f"would exceed {budget_name} ({_budget_text(self.ledger.budget)}) after "
                             f"{fit} of {batches} batches: {report.unit} {report.spent_before:.6g} -> "
                             f"{report.spent_after:.6g}{over}"
                         )
@@ -677,6 +695,8 @@ def _labelled(
 ) -> list[PrivacyEvent]:
     """The events with what the charge assumed (neighbours, colluding parties, threshold) and where."""
     where = f"session {spec.session_id.hex()[:16]}" + (f"; run {spec.run_id}" if spec.run_id else "")
+    if spec.study:  # the study the charge counts against (parties.governance reads this segment)
+        where = f"{study_tag(spec.study)}; {where}"
     threat = (
         f"{cfg.neighbours} neighbours, assumes q = {assumed_colluding(cfg, spec.m)} colluding, "
         f"session t = {spec.t}, reveal {spec.reveal_mode}"

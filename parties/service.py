@@ -60,6 +60,7 @@ from parties.storage import PartyStorage
 from proto import party_pb2, peer_pb2, serde, serde_privacy, serde_session
 from proto.records import KeyBundle, PartyStatus, RunCharge, RunStepRef, SessionState
 from proto.spec import SessionSpec, shown
+from proto.study import Study
 from proto.tls import TlsMaterial, caller_identity
 
 MAX_ERROR_CHARS = 2000  # an error message sent back is cut to this (inputs echoed in it: proto.spec.shown)
@@ -240,6 +241,7 @@ class PartyService:
             except serde.WireError as exc:
                 raise Refusal(Reason.INVALID_ARGUMENT, str(exc)) from exc
             check_policy(self.cfg, spec, self.store.decisions_used)
+            approval = self.store.governance.admit(spec)  # the study approved here (issue 37), or refused
             if spec.session_id in self.sessions:
                 raise Refusal(Reason.ALREADY_EXISTS, f"session {spec.session_id.hex()[:16]}… already exists")
             held, superseded = run_resume_at_open(self.party, self.sessions, spec)
@@ -254,6 +256,7 @@ class PartyService:
                 analysis,
                 spec,
                 lambda: bool(per_run and spec.run_id and self.run_paid(spec) is not None),
+                lambda one: self.store.governance.check(approval, one, "a single decision of the study"),
             )
             sess, run_key_audit = new_session(self.party, spec, analysis, RunPosition(held, None))
             for old in superseded:  # the run's earlier session: its coordinator is gone
@@ -300,6 +303,8 @@ class PartyService:
             "reveal_mode": spec.reveal_mode,
             "topology": spec.topology,
             "m": spec.m,
+            "security": spec.security,
+            **_study_audit(spec),
             **self.data_audit(),
             **run_audit,
         }
@@ -431,8 +436,10 @@ class PartyService:
             spec = call.spec
             analysis: Analysis | None = None
             refusal = ""
+            approval = None
             try:
                 check_policy(self.cfg, spec, self.store.decisions_used)
+                approval = self.store.governance.admit(spec)
                 analysis = get_analysis(spec.model)
                 analysis.check_params(spec.model_params)
                 check_data_model(self.cfg, spec, analysis)
@@ -453,12 +460,29 @@ class PartyService:
                 refusal,
                 self.store.decisions_used,
             )
+            if approval is not None and analysis is not None and not refusal:  # the study's cap (issue 37)
+                capped = await asyncio.to_thread(
+                    self.store.governance.cap_store(approval).plan,
+                    self.cfg,
+                    analysis,
+                    spec,
+                    batches,
+                    call.batch_size,
+                    "",
+                    self.store.decisions_used,
+                )
+                if capped.would_refuse and (
+                    not answer.would_refuse or capped.batches_allowed < answer.batches_allowed
+                ):
+                    answer = capped  # the tighter: the run is told of (and refused for) the study's cap
             return serde_privacy.plan_answer_to_proto(answer), {
                 "analysis": spec.model,
                 "reveal_mode": spec.reveal_mode,
                 "batches": call.batches,
                 "batch_size": call.batch_size,
                 "would_refuse": answer.would_refuse,
+                **({"detail": answer.message} if answer.would_refuse else {}),
+                **_study_audit(spec),
             }
 
         return await self.handle(context, who, "PlanPrivacy", run)
@@ -542,6 +566,14 @@ class PartyService:
         async with contextlib.aclosing(stream) as frames:
             async for frame in frames:
                 yield frame
+
+
+def _study_audit(spec: SessionSpec) -> dict[str, Any]:
+    """An OpenSession audit line's study (issue 37): its digest, title and reference."""
+    if not spec.study:
+        return {}
+    study = Study.from_text(spec.study)
+    return {"study": study.digest, "study_title": study.title, "study_reference": study.reference}
 
 
 def _ident_of(sess: Session, src: int) -> str | None:

@@ -48,11 +48,13 @@ class Step:
     cpu_begin: float  # time.process_time() at the start of the handler
     run_step: int = 0
     digest: bytes = b""  # the run step's digest (parties.replay.step_digest); b"" without a run
+    approval: Any = None  # the live approval of the session's study (parties.governance), if any
 
 
 async def evaluate(party: Party, sess: Session, step: Step) -> tuple[Any, dict[str, Any]]:
     """The answer to one admitted Evaluate and its audit fields."""
     cfg, store = party.cfg, party.store
+    approval = store.governance.admit(sess.spec)  # a revoked or expired approval stops the next step
     run_step = sess.spec.run_step(step.number)  # 0: no run_id
     if run_step > MAX_RUN_STEP:  # refused before anything runs: run steps live in JSON files
         raise Refusal(
@@ -60,7 +62,7 @@ async def evaluate(party: Party, sess: Session, step: Step) -> tuple[Any, dict[s
             f"step {step.number} would be run step {run_step} of run {sess.spec.run_id!r}, past 2^53",
         )
     digest, run_audit, replayed = run_step_check(party, sess, step, run_step)
-    step = replace(step, run_step=run_step, digest=digest)
+    step = replace(step, run_step=run_step, digest=digest, approval=approval)
     state = run_state_of(sess.analysis)
     if replayed is not None:  # run resume: stored messages, nothing computed or charged
         if sess.ahead is not None:  # (a replayed step is a session's step 1, which has no pool)
@@ -96,6 +98,7 @@ async def _evaluate_decisions(
         except AnalysisError as exc:  # a batch that cannot even be priced (bad inputs)
             raise Refusal(Reason.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
         store.privacy.check(privacy_events, f"step {step.number} (batch of {n})")
+        store.governance.check(step.approval, privacy_events, f"step {step.number} (batch of {n})")
     t_terms = time.perf_counter()
     machine, clipped = _decision_machine(party, sess, step, inputs, material)  # counts for the audit only
     prepare_s = time.perf_counter() - t_terms
@@ -363,6 +366,7 @@ def _charge_whole_run(party: Party, sess: Session, state: RunStateAnalysis, extr
         paid = privacy.charged_run_step(spec.run_id, 0, plan, keys.run_key_id)
     if paid is None:
         privacy.check(events, f"{state.whole_run} (charged once)")
+        party.store.governance.check(party.store.governance.admit(spec), events, state.whole_run)
         charge = None
         if spec.run_id:
             sid16 = spec.session_id.hex()[:16]

@@ -22,8 +22,10 @@ import signal
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from parties.approvals import ApprovalError, approval_store
 from parties.audit import AuditLog
 from parties.config import PartyConfig
+from parties.governance import Governance
 from parties.journal import JOURNAL_FILE, Journal, JournalContents, missing_journal, read_journal
 from parties.privacy_budget import PrivacyBudgetStore
 from parties.replay import ReplayStore
@@ -59,6 +61,12 @@ class PartyStorage:
                 detail=f"dropped a torn last line of {journal_path} (a charge whose write never completed)",
             )
         self.replays = ReplayStore(cfg.state_dir, cfg.identity)  # run resume records (parties.replay)
+        approvals = approval_store(cfg)
+        try:  # an approvals file that cannot be trusted stops start-up, naming the file and line
+            approvals.book()
+        except ApprovalError as exc:
+            raise RuntimeError(str(exc)) from exc
+        self.governance = Governance(cfg, self.privacy, approvals)  # study approvals (issue 37)
         self.compact()  # records left by a crash (a clean stop leaves none): into the snapshots now
 
     # ---- decision ledger ---------------------------------------------------------------------------------

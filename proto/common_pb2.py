@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12proto/common.proto\x12\tconfar.v1\"3\n\x05\x41rray\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x04\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\":\n\tPartyInfo\x12\n\n\x02id\x18\x01 \x01(\r\x12\x10\n\x08identity\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\"\xa2\x01\n\x10\x46ixedPointFormat\x12\x11\n\tfrac_bits\x18\x01 \x01(\r\x12\x15\n\rterm_int_bits\x18\x02 \x01(\r\x12\x11\n\tmax_terms\x18\x03 \x01(\r\x12\r\n\x05kappa\x18\x04 \x01(\r\x12\x13\n\x0bmax_parties\x18\x05 \x01(\r\x12\x17\n\x0f\x62lind_frac_bits\x18\x06 \x01(\r\x12\x14\n\x0c\x62lind_e_bits\x18\x07 \x01(\r\"\xe5\x02\n\x0bSessionSpec\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12%\n\x07parties\x18\x02 \x03(\x0b\x32\x14.confar.v1.PartyInfo\x12\x11\n\tthreshold\x18\x03 \x01(\r\x12(\n\x03\x66mt\x18\x04 \x01(\x0b\x32\x1b.confar.v1.FixedPointFormat\x12\x13\n\x0breveal_mode\x18\x05 \x01(\t\x12\r\n\x05model\x18\x06 \x01(\t\x12\x19\n\x11model_params_json\x18\x07 \x01(\t\x12%\n\x08topology\x18\x08 \x01(\x0e\x32\x13.confar.v1.Topology\x12\x15\n\rrelay_address\x18\t \x01(\t\x12\x1c\n\x14\x63oordinator_identity\x18\n \x01(\t\x12\x17\n\x0fsign_precompute\x18\x0b \x01(\t\x12\x18\n\x10precompute_ahead\x18\x0c \x01(\x08\x12\x10\n\x08security\x18\r \x01(\t*9\n\x08Topology\x12\x18\n\x14TOPOLOGY_UNSPECIFIED\x10\x00\x12\x08\n\x04MESH\x10\x01\x12\t\n\x05RELAY\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12proto/common.proto\x12\tconfar.v1\"3\n\x05\x41rray\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x04\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\":\n\tPartyInfo\x12\n\n\x02id\x18\x01 \x01(\r\x12\x10\n\x08identity\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\"\xa2\x01\n\x10\x46ixedPointFormat\x12\x11\n\tfrac_bits\x18\x01 \x01(\r\x12\x15\n\rterm_int_bits\x18\x02 \x01(\r\x12\x11\n\tmax_terms\x18\x03 \x01(\r\x12\r\n\x05kappa\x18\x04 \x01(\r\x12\x13\n\x0bmax_parties\x18\x05 \x01(\r\x12\x17\n\x0f\x62lind_frac_bits\x18\x06 \x01(\r\x12\x14\n\x0c\x62lind_e_bits\x18\x07 \x01(\r\"\xf4\x02\n\x0bSessionSpec\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12%\n\x07parties\x18\x02 \x03(\x0b\x32\x14.confar.v1.PartyInfo\x12\x11\n\tthreshold\x18\x03 \x01(\r\x12(\n\x03\x66mt\x18\x04 \x01(\x0b\x32\x1b.confar.v1.FixedPointFormat\x12\x13\n\x0breveal_mode\x18\x05 \x01(\t\x12\r\n\x05model\x18\x06 \x01(\t\x12\x19\n\x11model_params_json\x18\x07 \x01(\t\x12%\n\x08topology\x18\x08 \x01(\x0e\x32\x13.confar.v1.Topology\x12\x15\n\rrelay_address\x18\t \x01(\t\x12\x1c\n\x14\x63oordinator_identity\x18\n \x01(\t\x12\x17\n\x0fsign_precompute\x18\x0b \x01(\t\x12\x18\n\x10precompute_ahead\x18\x0c \x01(\x08\x12\x10\n\x08security\x18\r \x01(\t\x12\r\n\x05study\x18\x0e \x01(\t*9\n\x08Topology\x12\x18\n\x14TOPOLOGY_UNSPECIFIED\x10\x00\x12\x08\n\x04MESH\x10\x01\x12\t\n\x05RELAY\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'proto.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TOPOLOGY']._serialized_start=671
-  _globals['_TOPOLOGY']._serialized_end=728
+  _globals['_TOPOLOGY']._serialized_start=686
+  _globals['_TOPOLOGY']._serialized_end=743
   _globals['_ARRAY']._serialized_start=33
   _globals['_ARRAY']._serialized_end=84
   _globals['_PARTYINFO']._serialized_start=86
@@ -40,5 +40,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FIXEDPOINTFORMAT']._serialized_start=147
   _globals['_FIXEDPOINTFORMAT']._serialized_end=309
   _globals['_SESSIONSPEC']._serialized_start=312
-  _globals['_SESSIONSPEC']._serialized_end=669
+  _globals['_SESSIONSPEC']._serialized_end=684
 # @@protoc_insertion_point(module_scope)

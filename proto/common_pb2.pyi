@@ -55,7 +55,7 @@ class FixedPointFormat(_message.Message):
     def __init__(self, frac_bits: _Optional[int] = ..., term_int_bits: _Optional[int] = ..., max_terms: _Optional[int] = ..., kappa: _Optional[int] = ..., max_parties: _Optional[int] = ..., blind_frac_bits: _Optional[int] = ..., blind_e_bits: _Optional[int] = ...) -> None: ...
 
 class SessionSpec(_message.Message):
-    __slots__ = ("session_id", "parties", "threshold", "fmt", "reveal_mode", "model", "model_params_json", "topology", "relay_address", "coordinator_identity", "sign_precompute", "precompute_ahead", "security")
+    __slots__ = ("session_id", "parties", "threshold", "fmt", "reveal_mode", "model", "model_params_json", "topology", "relay_address", "coordinator_identity", "sign_precompute", "precompute_ahead", "security", "study")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     PARTIES_FIELD_NUMBER: _ClassVar[int]
     THRESHOLD_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +69,7 @@ class SessionSpec(_message.Message):
     SIGN_PRECOMPUTE_FIELD_NUMBER: _ClassVar[int]
     PRECOMPUTE_AHEAD_FIELD_NUMBER: _ClassVar[int]
     SECURITY_FIELD_NUMBER: _ClassVar[int]
+    STUDY_FIELD_NUMBER: _ClassVar[int]
     session_id: bytes
     parties: _containers.RepeatedCompositeFieldContainer[PartyInfo]
     threshold: int
@@ -82,4 +83,5 @@ class SessionSpec(_message.Message):
     sign_precompute: str
     precompute_ahead: bool
     security: str
-    def __init__(self, session_id: _Optional[bytes] = ..., parties: _Optional[_Iterable[_Union[PartyInfo, _Mapping]]] = ..., threshold: _Optional[int] = ..., fmt: _Optional[_Union[FixedPointFormat, _Mapping]] = ..., reveal_mode: _Optional[str] = ..., model: _Optional[str] = ..., model_params_json: _Optional[str] = ..., topology: _Optional[_Union[Topology, str]] = ..., relay_address: _Optional[str] = ..., coordinator_identity: _Optional[str] = ..., sign_precompute: _Optional[str] = ..., precompute_ahead: _Optional[bool] = ..., security: _Optional[str] = ...) -> None: ...
+    study: str
+    def __init__(self, session_id: _Optional[bytes] = ..., parties: _Optional[_Iterable[_Union[PartyInfo, _Mapping]]] = ..., threshold: _Optional[int] = ..., fmt: _Optional[_Union[FixedPointFormat, _Mapping]] = ..., reveal_mode: _Optional[str] = ..., model: _Optional[str] = ..., model_params_json: _Optional[str] = ..., topology: _Optional[_Union[Topology, str]] = ..., relay_address: _Optional[str] = ..., coordinator_identity: _Optional[str] = ..., sign_precompute: _Optional[str] = ..., precompute_ahead: _Optional[bool] = ..., security: _Optional[str] = ..., study: _Optional[str] = ...) -> None: ...

@@ -23,6 +23,7 @@ from hss.fixedpoint import FixedPoint
 from proto import common_pb2, party_pb2, peer_pb2
 from proto.records import Frame, Kind, RunStepRef
 from proto.spec import PartyEntry, SessionSpec, SpecError, shown
+from proto.study import Study, StudyError
 
 ALLOWED_DTYPES = ("<f8", "<u8", "<i8", "|b1", "<f4", "<i4")
 MAX_ARRAY_BYTES = 64 * 1024 * 1024
@@ -210,6 +211,7 @@ def spec_to_proto(spec: SessionSpec) -> common_pb2.SessionSpec:
         sign_precompute="" if spec.sign_precompute == "inline" else spec.sign_precompute,
         precompute_ahead=spec.precompute_ahead,
         security="" if spec.security == "semi-honest" else spec.security,
+        study=spec.study,
     )
 
 
@@ -221,6 +223,11 @@ def spec_from_proto(msg: common_pb2.SessionSpec) -> SessionSpec:
     if len(msg.parties) > MAX_PARTIES:
         raise WireError(f"{len(msg.parties)} parties; at most {MAX_PARTIES} supported")
     params = params_from_json(msg.model_params_json)
+    if msg.study:
+        try:
+            Study.from_text(msg.study, "session spec study")
+        except StudyError as exc:
+            raise WireError(str(exc)) from exc
     try:
         return SessionSpec(
             session_id=bytes(msg.session_id),
@@ -236,6 +243,7 @@ def spec_from_proto(msg: common_pb2.SessionSpec) -> SessionSpec:
             sign_precompute=msg.sign_precompute or "inline",
             precompute_ahead=bool(msg.precompute_ahead),
             security=msg.security or "semi-honest",
+            study=msg.study,
         )
     except SpecError as exc:
         raise WireError(f"session spec refused: {exc}") from exc

@@ -113,6 +113,7 @@ class SessionSpec:
     sign_precompute: str = "inline"  # sign mode: hss.session.SIGN_PRECOMPUTE (the same at every party)
     precompute_ahead: bool = False  # sign mode: step k + 1's sign material made after step k (parties.ahead)
     security: str = "semi-honest"  # hss.modes.SECURITY: "abort" catches up to t deviating parties (#25)
+    study: str = ""  # issue 37: the study document's canonical text (proto.study), "" for none
 
     def __post_init__(self) -> None:
         if self.run_id:

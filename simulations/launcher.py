@@ -77,6 +77,8 @@ def party_config_text(
     deviate: Sequence[str] = (),
     data_table: Mapping[str, Any] | None = None,
     model_path: Sequence[Path] = (),
+    require_approval: bool = False,
+    admin_listen: str | None = None,
 ) -> str:
     """A party's config. Its records: ``data_path`` (a CSV or Parquet file), or ``data_table``, the entries
     of a ``[data]`` table (``simulations.registries.data_table``: a database or an endpoint)."""
@@ -128,6 +130,10 @@ def party_config_text(
         f"round_timeout_s = {round_timeout_s}",
         "",
     ]
+    if require_approval:  # issue 37: only sessions of a study this registry approved
+        lines += ["[governance]", "require_approval = true", ""]
+    if admin_listen is not None:  # issue 37: the read-only report on a loopback port
+        lines += ["[admin]", f"listen = {_toml_value(admin_listen)}", ""]
     testing = []
     if fixed_rng_key is not None:
         testing.append(f'fixed_rng_key = "{fixed_rng_key.hex()}"')

@@ -152,6 +152,7 @@ def consortium(exp: Experiment, workdir: Path, data: list[dict[str, F64]]) -> It
                         data_model_args=None if exp.sampler.kind == "abcdp" else exp.model_params,
                         fixed_rng_key=noise_key(pid) if sim.fixed_noise_keys else None,
                         privacy_budget=budget or None,
+                        require_approval=sim.party_require_approval,
                     )
                 )
                 lc.spawn(pid, cfg, insecure=False)

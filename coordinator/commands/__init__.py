@@ -59,4 +59,5 @@ COMMANDS: list[tuple[str, Target]] = [
     ("demo", "coordinator.demo"),
     ("privacy", "coordinator.commands.privacy"),
     ("run", "coordinator.run"),
+    ("study", "coordinator.commands.study"),
 ]

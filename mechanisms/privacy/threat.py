@@ -191,3 +191,42 @@ def coalition_view(mode: str, m: int, t: int, colluding: int) -> RevealView:
             mode, threat, f"{q} colluding parties (session threshold t = {t}) see {what} and own noise", t
         )
     return entry.beyond(m, t, threat, f"{q} colluding parties exceed the session threshold t = {t}")
+
+
+def plain_threat_sentence(
+    *, neighbours: str, colluding: int | None, m: int | None, t: int | None, security: str | None
+) -> str:
+    """The threat model a registry's accounting assumes, in sentences a lawyer can read (issue 37: the
+    study request and the custodian's report print it). ``colluding`` None: every other registry (m - 1);
+    ``m`` / ``t`` / ``security`` None: not one session's (the report's, over many)."""
+    who = "one person's record was replaced by another's" if neighbours == "replace-one" else (
+        "one person's record was added or removed"
+    )
+    if colluding is None:
+        pool = "all the other registries together"
+    elif colluding == 0:
+        pool = "the coordinator alone, with no registry helping it"
+    else:
+        others = "registry" if colluding == 1 else "registries"
+        pool = f"the coordinator together with up to {colluding} other {others}"
+    parts = [
+        f"What leaves this registry is noisy enough that anyone seeing it ({pool}) can tell only within the "
+        f"stated epsilon and delta whether {who} (differential privacy)."
+    ]
+    parts.append(
+        "The coordinator is trusted to follow the protocol but not to keep secrets: it sees only the "
+        "released results (accept bits or noisy sums), never a record."
+    )
+    if security == "abort":
+        parts.append(
+            f"Registries that break the protocol{'' if t is None else f' (up to {t})'} are caught: every "
+            "honest registry stops the step before anything is released."
+        )
+    elif security is not None:
+        parts.append("The registries are trusted to follow the protocol (honest but curious).")
+    if t is not None and m is not None:
+        parts.append(
+            f"More than {t} of the {m} registries acting together could rebuild the others' shares; the "
+            "guarantee assumes they do not."
+        )
+    return " ".join(parts)
