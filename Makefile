@@ -20,14 +20,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# every test, two workers (pytest-xdist; most tests wait on daemons in other processes or on numpy's C code,
-# so two workers on two cores roughly halve the wall time); tests/README.md says what each tier holds
+# every test, two workers (pytest-xdist); the tests that start daemons in other processes (tests/network/)
+# run on one of them, one at a time (their conftest's xdist_group), the rest share both; tests/README.md
 test: lint typecheck
-	$(BIN)/pytest -q -n 2 --dist worksteal
+	$(BIN)/pytest -q -n 2 --dist loadgroup
 
 # while working: no test marked slow (no multi-process consortium, no long statistics), same two workers
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -n 2 --dist worksteal -m "not slow"
+	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not slow"
 
 # the main job: 7 registry daemons (mTLS on loopback), confidential logistic regression; outputs in out/demo
 demo: $(STAMP)
