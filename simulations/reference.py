@@ -86,6 +86,7 @@ class Reference:
     acceptance: float = math.nan  # of the exact step
     inner_steps: int = 0  # K surrogate steps per proposal
     elapsed: float = 0.0  # seconds
+    cpu: float = 0.0  # seconds of this process's CPU (below elapsed on a busy machine)
 
     @property
     def converged(self) -> bool:
@@ -95,7 +96,10 @@ class Reference:
     def why_stopped(self) -> str:
         """Why it stopped short of its targets ("" when it did not)."""
         if self.stopped == "time":
-            return f"stopped at the time cap of {self.max_seconds:g} s while {STAGES[self.stage]}"
+            return (
+                f"stopped at the time cap of {self.max_seconds:g} s while {STAGES[self.stage]} (it had "
+                f"{self.cpu:.0f} s of CPU)"
+            )
         if self.stopped == "iterations":
             return f"stopped at its limit of {self.iterations} iterations"
         return ""
@@ -344,7 +348,7 @@ def plain_reference(
     checked every ``block`` iterations after ``warmup``; ``max_iterations`` (default: enough for min_ess at
     0.1 effective draws per draw, at least 20,000) and ``max_seconds`` (wall time, the mode's search
     included) stop a reference that does not get there, which its label then says."""
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), time.process_time()
     if max_iterations is None:
         max_iterations = max(20_000, math.ceil(10.0 * min_ess / chains))
     k_steps = inner_steps if inner_steps is not None else max(20, 30 * model.d)
@@ -370,10 +374,24 @@ def plain_reference(
 
     def stopped_early(mode: F64, cov: F64) -> Reference:
         """Stopped by the time cap before sampling: no draws."""
-        nan, stage, elapsed = math.nan, state.stage, time.monotonic() - t0
+        nan, stage, elapsed, cpu = math.nan, state.stage, time.monotonic() - t0, time.process_time() - c0
         empty = np.empty((chains, 0, d))
         return Reference(
-            empty, mode, cov, nan, nan, nan, 0, min_ess, "time", max_seconds, stage, nan, k_steps, elapsed
+            empty,
+            mode,
+            cov,
+            nan,
+            nan,
+            nan,
+            0,
+            min_ess,
+            "time",
+            max_seconds,
+            stage,
+            nan,
+            k_steps,
+            elapsed,
+            cpu,
         )
 
     try:
@@ -452,4 +470,5 @@ def plain_reference(
         accepted / (it * chains),
         k_steps,
         time.monotonic() - t0,
+        time.process_time() - c0,
     )

@@ -295,9 +295,9 @@ class PooledReference:
             warn(w)
         else:
             self.say(
-                f"reference posterior: converged in {ref.elapsed:.0f} s ({ref.iterations} iterations x "
-                f"{ref.draws.shape[0]} chains, min ESS {min(ref.ess_bulk, ref.ess_tail):.0f}, max R-hat "
-                f"{ref.rhat:.3f})"
+                f"reference posterior: converged in {ref.elapsed:.0f} s ({ref.cpu:.0f} s of CPU; "
+                f"{ref.iterations} iterations x {ref.draws.shape[0]} chains, min ESS "
+                f"{min(ref.ess_bulk, ref.ess_tail):.0f}, max R-hat {ref.rhat:.3f})"
             )
         if ref.draws.shape[1] == 0:
             return None
