@@ -145,6 +145,12 @@ EXPERIMENT.toml::
     [output]
     formats = ["netcdf", "csv", "summary", "plots", "privacy", "provenance"]   # default: all
 
+    [reference]                     # optional; MH samplers under --simulate: the plain (not private) fit of
+    max_seconds = 120.0             # the pooled simulated records the run is compared with
+                                    # (simulations/reference.py) stops after this many seconds (> 0; default
+                                    # 120) with what it has, and a warning says so when it is not converged;
+                                    # `confar run --no-reference` (study.fit(..., reference=False)) skips it
+
     [simulate]                      # optional: what `confar run --simulate` starts locally (LocalConsortium)
     parties = 7                     # m (default: the number of [[parties]], else 3)
     records = 2000                  # records per party (an integer, or one per party)
@@ -232,9 +238,11 @@ TABLES = (
     "reveal",
     "privacy",
     "output",
+    "reference",
     "simulate",
     "study",
 )
+REFERENCE_MAX_SECONDS = 120.0  # [reference] max_seconds by default
 
 
 # ---- the experiment ----------------------------------------------------------------------------------------
@@ -250,6 +258,13 @@ class PrivacyTarget:
         if self.gdp_mu is not None:
             return f"mu = {self.gdp_mu:g} GDP"
         return f"eps = {self.epsilon:g} at delta = {self.delta:g}"
+
+
+@dataclass(frozen=True)
+class ReferenceSettings:
+    """``[reference]``: the plain reference posterior of a simulated MH run (``simulations.reference``)."""
+
+    max_seconds: float = REFERENCE_MAX_SECONDS  # wall time; then it stops with what it has
 
 
 @dataclass(frozen=True)
@@ -279,6 +294,7 @@ class Experiment:
     budget_target: BudgetTarget | None = None  # [privacy] target_epsilon: a planned run (coordinator.planner)
     stop_at_budget: bool = False  # [privacy] stop_at_budget: a run that passes a registry's budget may start
     study: StudySettings | None = None  # [study]: the study request sent with every session (issue 37)
+    reference: ReferenceSettings = ReferenceSettings()  # [reference]: the simulation's plain reference fit
 
     @property
     def study_text(self) -> str:
@@ -468,6 +484,7 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
     formats = _formats(r, r.table(doc, "output") or {})
     study_tbl = r.table(doc, "study")
     study = read_study(r, study_tbl) if study_tbl is not None else None
+    reference = _reference(r, r.table(doc, "reference"), kind)
 
     exp = Experiment(
         source=r.source,
@@ -494,6 +511,7 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         warm_start=warm,
         budget_target=budget_target,
         stop_at_budget=stop_at_budget,
+        reference=reference,
     )
     if study is None:
         return exp
@@ -585,6 +603,20 @@ def _formats(r: Reader, out: dict[str, Any]) -> list[str]:
     if len(set(formats)) != len(formats):
         raise r.err("output.formats", f"repeats a format: {formats}")
     return list(formats)
+
+
+def _reference(r: Reader, tbl: dict[str, Any] | None, kind: str) -> ReferenceSettings:
+    """``[reference]`` (optional): the time cap of a simulated MH run's plain reference posterior."""
+    if tbl is None:
+        return ReferenceSettings()
+    r.only(tbl, "reference", ("max_seconds",))
+    if kind not in MH_KINDS:
+        raise r.err(
+            "reference",
+            f"a reference posterior is fitted for simulated MH runs ({', '.join(MH_KINDS)}), not for "
+            f"sampler.kind {kind!r}; remove [reference]",
+        )
+    return ReferenceSettings(r.number(tbl, "reference", "max_seconds", REFERENCE_MAX_SECONDS, gt=0.0))
 
 
 def _folders(r: Reader, tbl: dict[str, Any], where: str, key: str) -> tuple[Path, ...]:

@@ -95,7 +95,10 @@ EXIT_STOPPED = 3  # the run stopped early at a registry's privacy budget; its ou
 # ---- the run ---------------------------------------------------------------------------------------------
 
 
-ReferenceOf = Callable[[Experiment, F64], F64 | LabelledDraws | None]
+#: a reference computed after the run: given the experiment the sampler ran, the run's draws after warm-up
+#: and ``warn`` (a warning for the run's list: printed ``WARNING: ...``, kept in the summary and provenance)
+ReferenceOf = Callable[[Experiment, F64, Callable[[str], None]], F64 | LabelledDraws | None]
+MIN_DRAWS_TO_COMPARE = 4  # per chain after warm-up: fewer have no ESS, so no z-score against a reference
 
 
 def run_experiment(
@@ -117,8 +120,10 @@ def run_experiment(
     crashed after K batches of this invocation were decided but before the K-th checkpoint was written
     (raises :class:`StopRequested`); resuming then asks that batch again and the parties replay it.
     ``reference`` (chains, draws, d), e.g. a centralised run of a simulation, goes to the outputs; a
-    callable is given the experiment the sampler ran (after a warm start: with its covariate region) and the
-    run's draws after warm-up (chains, draws, d), e.g. to size the reference's ESS by the run's."""
+    callable (:data:`ReferenceOf`) is given the experiment the sampler ran (after a warm start: with its
+    covariate region), the run's draws after warm-up (chains, draws, d), e.g. to size the reference's ESS by
+    the run's, and a function adding a warning to the run's; it is not called when the run has fewer than 4
+    draws per chain after warm-up (nothing to compare: no ESS, no z-score), which is said."""
     if callable(reference):
         ref_of: ReferenceOf | None = reference
         reference = None
@@ -233,8 +238,20 @@ def run_experiment(
         for w in _pilot_check(exp, driver.model, stats["accepted"], warmup, outcome.notes):
             say(f"WARNING: {w}")
             outcome.warnings.append(w)
-    if ref_of is not None and outcome.posterior_draws:  # nothing to compare a run stopped in its warm-up with
-        reference = ref_of(exp, draws[:, min(warmup, draws.shape[1]) :])
+    if ref_of is not None:
+        kept = draws[:, min(warmup, draws.shape[1]) :]
+        if kept.shape[1] < MIN_DRAWS_TO_COMPARE:
+            say(
+                f"no reference posterior: the run has {kept.shape[1]} draws per chain after warm-up (fewer "
+                f"than {MIN_DRAWS_TO_COMPARE}: no ESS, so nothing to compare with a reference)"
+            )
+        else:
+
+            def warn(w: str) -> None:
+                say(f"WARNING: {w}")
+                outcome.warnings.append(w)
+
+            reference = ref_of(exp, kept, warn)
     outcome.written = write_run_outputs(exp, outcome, endpoints, reference, plan)
     summary = outcome.written.get("summary.txt")
     if summary is not None and outcome.warnings:
@@ -611,6 +628,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--check", action="store_true", help="only validate the file (no party is contacted)")
     p.add_argument("--no-progress", action="store_true", help="log lines instead of a progress bar")
     p.add_argument(
+        "--no-reference",
+        action="store_true",
+        help="--simulate: skip the plain reference fit of the pooled records the run is compared with",
+    )
+    p.add_argument(
         "--stop-after-batches",
         type=int,
         metavar="K",
@@ -653,6 +675,7 @@ def run(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             progress=bar,
             stop_after_batches=args.stop_after_batches,
+            reference=not args.no_reference,
         )
     except ExperimentError as exc:
         print(f"confar run: {exc}", file=sys.stderr)
@@ -699,16 +722,23 @@ def execute(
     overwrite: bool = False,
     progress: Callable[[ProgressInfo], None] | None = None,
     stop_after_batches: int | None = None,
+    reference: bool = True,
 ) -> Outcome:
     """Run ``exp`` into its output_dir, against its [[parties]] or (``simulate``) a local consortium of
-    daemons: what ``confar run`` and ``coordinator.study.fit`` both do."""
+    daemons: what ``confar run`` and ``coordinator.study.fit`` both do. ``reference`` False: a simulated
+    run is not compared with a plain fit of its pooled records (``--no-reference``)."""
     exp = _with_simulation(exp, simulate)
     if overwrite:
         clear_run_folder(exp.output_dir)
     if simulate:
         mod = import_by_name(SIMULATE_MODULE)
         outcome: Outcome = mod.simulate_experiment(
-            exp, exp.output_dir, progress=progress, resume=resume, stop_after_batches=stop_after_batches
+            exp,
+            exp.output_dir,
+            progress=progress,
+            resume=resume,
+            stop_after_batches=stop_after_batches,
+            reference=reference,
         )
         return outcome
     tls = exp.coordinator.tls(source=str(exp.source))

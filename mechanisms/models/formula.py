@@ -474,8 +474,9 @@ class FormulaModel(Model):
     def m_groups(self) -> int:
         return len(self.parsed.levels)
 
-    @property
+    @functools.cached_property
     def param_names(self) -> tuple[str, ...]:
+        """Computed once (``d`` reads it at every evaluation), like :attr:`parsed`."""
         p = self.parsed
         head = ("log_shape",) if self.family == "weibull" else ()
         tail: tuple[str, ...] = ()
@@ -524,6 +525,23 @@ class FormulaModel(Model):
         if self.parsed.group is not None:
             u = np.exp(th[:, i + self.k])[:, None] * th[:, i + self.k + 1 :]
         return (th[:, 0] if i else None), beta, u
+
+    def likelihood_coordinates(self, theta: F64) -> F64:
+        """(log shape, β, u = σ z): the random intercept's effects, not σ and z apart (the likelihood sees
+        only their product)."""
+        th = as_batch(theta, self.d)
+        if self.parsed.group is None:
+            return th
+        i = (1 if self.family == "weibull" else 0) + self.k
+        return np.asarray(np.hstack([th[:, :i], np.exp(th[:, i : i + 1]) * th[:, i + 1 :]]), dtype=np.float64)
+
+    def from_likelihood_coordinates(self, psi: F64) -> F64:
+        """(log shape, β, log σ = 0, z = u)."""
+        if self.parsed.group is None:
+            return as_batch(psi, self.d)
+        ps = as_batch(psi, self.d - 1)
+        i = (1 if self.family == "weibull" else 0) + self.k
+        return np.asarray(np.hstack([ps[:, :i], np.zeros((ps.shape[0], 1)), ps[:, i:]]), dtype=np.float64)
 
     def log_prior(self, theta: F64) -> F64:
         th = as_batch(theta, self.d)

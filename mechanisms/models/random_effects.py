@@ -95,6 +95,17 @@ class LogisticRandomIntercept(CovariateRegion, Model):
         lp_z = -0.5 * np.sum(z**2, axis=1) - self.registries * 0.5 * np.log(2 * np.pi)
         return np.asarray(lp_beta + lp_sigma + lp_z, dtype=np.float64)
 
+    def likelihood_coordinates(self, theta: F64) -> F64:
+        """(β, u = σ_u z): the likelihood sees only the product of σ_u and z."""
+        beta, _, u = self._split(theta)
+        return np.asarray(np.hstack([beta, u]), dtype=np.float64)
+
+    def from_likelihood_coordinates(self, psi: F64) -> F64:
+        """(β, log σ_u = 0, z = u)."""
+        ps = as_batch(psi, self.d - 1)
+        k = self.p + 1
+        return np.asarray(np.hstack([ps[:, :k], np.zeros((ps.shape[0], 1)), ps[:, k:]]), dtype=np.float64)
+
     def sample_prior(self, rng: np.random.Generator, n: int) -> F64:
         beta = rng.normal(0.0, self.prior_sd, size=(n, self.p + 1))
         sigma = np.abs(rng.normal(0.0, self.sigma_u_scale, size=(n, 1)))
