@@ -5,8 +5,9 @@ declared public bound |x_k| ≤ x_bound (the schema refuses records outside it),
 is Lipschitz: |log p(y | x, β*) − log p(y | x, β)| ≤ |x̃ · (β* − β)| ≤ Σ_k B_k |β*_k − β_k| with B_0 = 1
 (intercept), B_k = x_bound (the derivative of log σ is bounded by 1). That public bound makes the
 Yıldırım–Ermiş penalty exact without clipping. With a public covariate ellipsoid (``x_center``, ``x_cov``,
-``x_radius``; records clipped into it) the bound is the tighter |Δβ_0 + μᵀΔβ| + R‖Δβ‖_B
-(:mod:`mechanisms.models.ellipsoid`): the posterior is then that of the clipped records.
+``x_radius``; records clipped into it) the bound is the sup of |Δη| over the box ∩ the ellipsoid, at most
+the smaller of the box's and |Δβ_0 + μᵀΔβ| + R‖Δβ‖_B (:mod:`mechanisms.models.ellipsoid`): the posterior is
+then that of the clipped records.
 
 :func:`synthetic_registries` draws m registries of different sizes and case mixes (a shifted covariate
 distribution and a registry-specific case prevalence through the intercept), with covariates clipped to the
@@ -88,7 +89,7 @@ class BayesLogistic(GaussianPriorRegression):
         return self.design_norm_bound()
 
     def record_ratio_bound(self, theta: F64, theta_star: F64) -> F64 | None:
-        """sup over allowed records of |Δη| (log σ is 1-Lipschitz): the box's or the ellipsoid's."""
+        """sup over allowed records of |Δη| (log σ is 1-Lipschitz): over the box, or box ∩ ellipsoid."""
         delta = as_batch(theta_star, self.d) - as_batch(theta, self.d)
         return self.eta_change_bound(delta[:, 0], delta[:, 1:])
 
