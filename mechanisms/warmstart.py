@@ -7,7 +7,8 @@ only the noisy total is revealed (the ``sum`` reveal: the coordinator sees Σ_j 
 S_j). Two kinds (:data:`STATISTICS`):
 
 * ``"moments"``: v_i = (z_i, vech(z_i z_iᵀ)) for the covariates z_i of a regression model, bounded by the
-  schema's box |z_k| <= x_bound: ‖v_i‖₂ <= √(‖z‖² + ‖z‖⁴) with ‖z‖² <= p·x_bound². From the totals the
+  schema's box |z_k| <= x_bound: ‖z‖ <= √p·x_bound and ‖vech(z zᵀ)‖ <= x_bound²·√(p(p + 1)/2), both reached
+  at the box's corners (:func:`block_bounds`). From the totals the
   coordinator gets a public centre μ and covariance B for the covariate ellipsoid
   (:mod:`mechanisms.models.ellipsoid`).
 * ``"score"`` at a public θ: v_i = (s_i, vech(s_i s_iᵀ)) with s_i = ∇_θ log p(x_i | θ) clipped to the L2
@@ -33,7 +34,7 @@ Privacy (per registry, for its neighbour relation and the coalition it assumes):
 N(0, sd²) to each coordinate of the first block (Σ v or Σ s) of its own sum and N(0, sd2²) to each of the
 second (the vech of the Gram matrix), so a coalition that knows q registries' noise still faces (m − q)
 times those variances, and the release is the Gaussian mechanism with μ = √((Δ₁/sd)² + (Δ₂/sd2)²) / √(m − q),
-Δ₁, Δ₂ the blocks' L2 sensitivities (max ‖z‖ and ‖z‖², or C and C², for add-remove; twice those for
+Δ₁, Δ₂ the blocks' L2 sensitivities (max ‖z‖ and ‖vech(z zᵀ)‖, or C and C², for add-remove; twice those for
 replace-one) — :func:`release_mu`. Two noise scales let the Gram block, which needs little relative
 precision, carry much more noise than the gradient. Releases compose with each
 other and with the MCMC's per-decision charges in the same GDP ledger (exact for Gaussians, valid under
@@ -219,16 +220,19 @@ def _covariate_model(model: Model) -> CovariateRegion:
 
 def block_bounds(stats: Statistics, model: Model) -> tuple[float, float]:
     """max over allowed records of the L2 norms of v_i's two blocks: (‖s‖, ‖vech(s sᵀ)‖) <= (C, C2²) for
-    scores (C2 = clip2, default C), (‖z‖, ‖z‖²) with ‖z‖² <= p x_bound² for moments (the add-remove
-    sensitivities). With ``model_bound`` these are the reference clip's: the release at θ has clip C(θ) and
-    noise scaled by C(θ)/clip, the same ratios (:meth:`Statistics.at`)."""
+    scores (C2 = clip2, default C); for moments exactly (√p b, b² √(p(p + 1)/2)), b = x_bound: ‖z‖ and
+    ‖vech(z zᵀ)‖² = Σ_{k <= l} z_k² z_l² grow with every |z_k|, so both are largest at the box's corners,
+    where the latter is b⁴ times the p(p + 1)/2 entries of the upper triangle (the add-remove sensitivities;
+    the Gram block was charged ‖z‖² = ‖z zᵀ‖_F before, which counts each off-diagonal entry twice: √810 =
+    28.5 against 36 at p = 4, b = 3). With ``model_bound`` these are the reference clip's: the release at θ
+    has clip C(θ) and noise scaled by C(θ)/clip, the same ratios (:meth:`Statistics.at`)."""
     if stats.what in ("score", "gradient"):
         assert stats.clip is not None
         c2 = stats.clip if stats.clip2 is None else stats.clip2
         return stats.clip, (c2**2 if stats.what == "score" else 0.0)
     reg = _covariate_model(model)
-    z2 = reg.p * reg.x_bound**2
-    return math.sqrt(z2), z2
+    b2 = reg.x_bound**2
+    return math.sqrt(reg.p * b2), b2 * math.sqrt(reg.p * (reg.p + 1) / 2.0)
 
 
 def release_mu(stats: Statistics, model: Model, residual_parties: int, neighbours: str) -> float:

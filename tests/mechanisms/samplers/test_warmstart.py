@@ -52,15 +52,37 @@ def _exact_mode(model: object, data: list[dict[str, F64]]) -> tuple[F64, F64]:
     return b, np.linalg.inv(h)
 
 
+def _moment_vectors(model: object, z: F64) -> F64:
+    """Each row's own (z, vech(z zᵀ)), as a registry sums it (one record per row)."""
+    p = z.shape[1]
+    cols = {f"x{k + 1}": z[:, k] for k in range(p)} | {"y": np.zeros(len(z))}
+    return np.array(
+        [covariate_moments(model, {c: v[i : i + 1] for c, v in cols.items()}) for i in range(len(z))]  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize(("p", "bound"), [(3, 2.0), (4, 3.0), (1, 1.5)])
+def test_moments_block_bounds_are_the_maximum_over_the_box(p: int, bound: float) -> None:
+    """Moments: both blocks' bounds are the maximum over the box exactly — reached at its corners, and no
+    record of a dense sample of the box (faces and interior) above them. The Gram block was bounded by
+    ‖z‖² = p x_bound² before: at the demo's box (p = 4, x_bound = 3) √810 = 28.46 against 36, 1.26× slack."""
+    model = load_model("bayes-logistic", {"p": p, "x_bound": bound})
+    b1, b2 = block_bounds(Statistics("moments", 1.0, 1.0, 1.0), model)
+    corners = np.array(list(itertools.product([-bound, bound], repeat=p)))
+    rng = np.random.default_rng(p)
+    inside = rng.uniform(-bound, bound, (3000, p))
+    faces = np.where(rng.random((3000, p)) < 0.5, np.sign(inside) * bound, inside)
+    per = _moment_vectors(model, np.vstack([corners, inside, faces]))
+    first, gram = np.linalg.norm(per[:, :p], axis=1), np.linalg.norm(per[:, p:], axis=1)
+    assert first.max() == pytest.approx(b1, rel=1e-12) and gram.max() == pytest.approx(b2, rel=1e-12)
+    old = p * bound**2  # the Gram block's bound before: ‖z‖², the Frobenius norm of z zᵀ
+    if (p, bound) == (4, 3.0):
+        assert b2 == pytest.approx(math.sqrt(810.0)) and old / gram.max() >= 1.26
+    assert old / gram.max() == pytest.approx(math.sqrt(2.0 * p / (p + 1)), rel=1e-12)
+
+
 def test_block_bounds_hold_for_every_record_the_schema_allows() -> None:
-    """Moments: the box's corners are the worst records; scores: clipped, so at most C by construction."""
-    mom = Statistics("moments", 1.0, 1.0, 1.0)
-    b1, b2 = block_bounds(mom, MODEL)
-    corners = np.array(list(itertools.product([-2.0, 2.0], repeat=3)))
-    cols = {f"x{k + 1}": corners[:, k] for k in range(3)} | {"y": np.zeros(len(corners))}
-    per = np.array([covariate_moments(MODEL, {c: v[i : i + 1] for c, v in cols.items()}) for i in range(8)])
-    assert np.linalg.norm(per[:, :3], axis=1).max() == pytest.approx(b1)
-    assert np.linalg.norm(per[:, 3:], axis=1).max() <= b2 + 1e-12
+    """Scores: clipped, so at most C by construction."""
     rng = np.random.default_rng(0)
     data = synthetic_registries(rng, MODEL, sizes=(500,))[0]
     s = clipped_scores(MODEL, data, rng.normal(size=MODEL.d) * 3.0, clip=0.7)
