@@ -26,9 +26,11 @@ S_j). Two kinds (:data:`STATISTICS`):
   Fisher-scoring step with its fresh empirical Fisher instead.
 
 When the model has a public bound on a record's score norm the gradient block is clipped at it, so no
-record's score is clipped (:meth:`WarmStartPlan.clipped_for`); a bound that depends on θ is taken at each
-release's public θ by the registries themselves (``model_bound``, :meth:`Statistics.at`), the noise scaled
-with it so that the release's μ is fixed in advance, and the Gram block then keeps its own clip ``clip2``.
+record's score is clipped (:meth:`WarmStartPlan.clipped_for`); the bound is taken at each release's public
+θ by the registries themselves (``model_bound``, :meth:`Statistics.at`), the noise scaled with it so that
+the release's μ is fixed in advance: for a bound that holds at every θ (logistic) both blocks scale with the
+bound at θ (half of it at θ = 0); for one that exists only at a θ (Weibull, linear) the Gram block keeps its
+own clip ``clip2``.
 
 Privacy (per registry, for its neighbour relation and the coalition it assumes): each registry adds
 N(0, sd²) to each coordinate of the first block (Σ v or Σ s) of its own sum and N(0, sd2²) to each of the
@@ -419,7 +421,14 @@ class WarmStartPlan:
         (``clip2``): clipping it only shrinks the curvature a little (longer steps, a wider Laplace
         covariance), while a clipped gradient moves its root, the warm start's mean, by a bias that grows
         like √n in posterior sds (measured at 10,000 Weibull records with clip 4: 2.8 % of the scores
-        clipped at the mode)."""
+        clipped at the mode).
+
+        A bound that holds at every θ (logistic: ‖(1, x)‖) is the reference clip of both blocks, and the
+        release at θ is still made at the model's bound there, which may be smaller (logistic: σ(sup|η|)
+        times it, half at θ = 0, where every record's |y − σ(η)| is ½): both blocks' clips and noise scale
+        with it (``model_bound`` without ``clip2``), so the release's μ is the reference's and, where the
+        bound at θ is smaller, its noise too (issue 35 item 3.2: the first release at θ = 0 was charged
+        2.6x its sensitivity at the demo's shares)."""
         fn = getattr(model, "score_norm_bound", None)
         if fn is None:
             return self
@@ -434,8 +443,10 @@ class WarmStartPlan:
             )
         return dataclasses.replace(
             self,
-            score=_reclip(self.score, bound),
-            gradient=None if self.gradient is None else _reclip(self.gradient, bound),
+            score=dataclasses.replace(_reclip(self.score, bound), model_bound=True),
+            gradient=None
+            if self.gradient is None
+            else dataclasses.replace(_reclip(self.gradient, bound), model_bound=True),
         )
 
     def proposal_cov(self, laplace: LaplaceApproximation) -> F64:

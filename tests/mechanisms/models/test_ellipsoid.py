@@ -151,7 +151,9 @@ def test_clipped_records_are_counted_and_the_rest_unchanged() -> None:
 
 
 def test_logistic_score_norm_bound_holds_for_every_allowed_record() -> None:
-    """The warm start clips scores at this bound, so it must hold (then nothing is clipped: unbiased)."""
+    """The warm start clips scores at this bound, so it must hold (then nothing is clipped: unbiased), at
+    every θ (σ(sup|η|) ‖(1, x)‖ there, at most the θ-free bound); at θ = 0 it is half the θ-free bound and
+    reached by a corner of the box."""
     from mechanisms.warmstart import clipped_scores
 
     model = load_model("bayes-logistic", {"p": P, **ARGS})
@@ -159,10 +161,15 @@ def test_logistic_score_norm_bound_holds_for_every_allowed_record() -> None:
     assert model.score_norm_bound() < boxed.score_norm_bound()  # type: ignore[attr-defined]
     rng = np.random.default_rng(9)
     data = _worst_records(model, rng, 3000)
-    for _ in range(5):
-        theta = rng.normal(0.0, 2.0, model.d)
+    for theta in [np.zeros(model.d), 0.1 * rng.normal(size=model.d), *rng.normal(0.0, 2.0, (5, model.d))]:
         s = clipped_scores(model, data, theta, clip=1e9)
-        assert np.linalg.norm(s, axis=1).max() <= model.score_norm_bound() * (1 + 1e-6)  # type: ignore[attr-defined]
+        worst = np.linalg.norm(s, axis=1).max()
+        at = model.score_norm_bound(theta)  # type: ignore[attr-defined]
+        assert worst <= at * (1 + 1e-6) and at <= model.score_norm_bound() * (1 + 1e-12)  # type: ignore[attr-defined]
+    box_data = _worst_records(boxed, rng, 10)  # the box's corners reach sup ‖(1, x)‖ = √(1 + p x_bound²)
+    at_zero = np.linalg.norm(clipped_scores(boxed, box_data, np.zeros(boxed.d), clip=1e9), axis=1).max()
+    assert at_zero == pytest.approx(boxed.score_norm_bound(np.zeros(boxed.d)), rel=1e-8)  # type: ignore[attr-defined]
+    assert boxed.score_norm_bound(np.zeros(boxed.d)) == pytest.approx(0.5 * boxed.score_norm_bound())  # type: ignore[attr-defined]
 
 
 def test_weibull_score_norm_bound_holds_for_every_allowed_record() -> None:

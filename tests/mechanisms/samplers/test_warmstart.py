@@ -268,6 +268,45 @@ def test_a_release_at_the_model_s_bound_keeps_its_mu_and_round_trips() -> None:
     assert release_mu(released, WEIBULL, 7, "add-remove") == pytest.approx(mus[1], rel=1e-12)
 
 
+@pytest.mark.parametrize(
+    "extra", [{}, {"x_center": [0.1, -0.1, 0.0, 0.2], "x_cov": (1.25 * np.eye(4)).tolist(), "x_radius": 3.64}]
+)
+def test_the_first_score_release_at_theta_zero_is_made_at_its_sensitivity(extra: dict[str, object]) -> None:
+    """The logistic warm start's first score release is at θ = 0, where every record's score is
+    (y − ½)(1, x): its per-record bound there is half the θ-free clip. By brute force over the records the
+    model allows (the box's corners and a sample of it, clipped into the ellipsoid when there is one, both
+    outcomes) at the demo's warm start (μ = 1, 5 steps, 7 registries): the release as made before — clip
+    and noise at the θ-free bound — had a true μ 2.6x below the μ charged for it; as made now (clip and noise
+    at the bound at θ = 0, both blocks) its true μ is within the Gram block's own slack (‖vech(s sᵀ)‖ against
+    ‖s‖², 1.12x) of the same charged μ, and never above it."""
+    model = load_model("bayes-logistic", {"p": 4, "x_bound": 3.0, **extra})
+    settings = WarmStartSettings(mu=1.0, steps=5, n_records=100_000, moments_share=0.1, gram_share=0.3)
+    ref = warm_start_plan(settings, model, 7).clipped_for(model).score
+    zero = np.zeros(model.d)
+    made = ref.at(model, zero)
+    assert ref.model_bound and made.clip == pytest.approx(0.5 * ref.clip, rel=1e-12)
+    assert (made.sd, made.sd2) == (pytest.approx(0.5 * ref.sd), pytest.approx(0.25 * ref.sd2))
+    charged = release_mu(ref, model, 7, "add-remove")
+    assert release_mu(made, model, 7, "add-remove") == pytest.approx(charged, rel=1e-12)
+    rng = np.random.default_rng(5)
+    corners = np.array(list(itertools.product([-3.0, 3.0], repeat=4)))
+    z = np.vstack([corners, rng.uniform(-3.0, 3.0, (400, 4))])
+    cols = model.check_data({f"x{k + 1}": z[:, k] for k in range(4)} | {"y": np.zeros(len(z))})
+    first, gram = [], []
+    for i in range(len(z)):
+        for y in (0.0, 1.0):
+            rec = {c: v[i : i + 1] for c, v in cols.items()} | {"y": np.array([y])}
+            v = record_vectors(made, model, rec, zero)  # nothing clipped: ‖s‖ <= made.clip
+            first.append(float(np.linalg.norm(v[: model.d])))
+            gram.append(float(np.linalg.norm(v[model.d :])))
+    a, b = np.array(first), np.array(gram)
+    assert a.max() <= made.clip * (1 + 1e-9) and a.max() >= 0.99 * made.clip
+    true_before = float(np.max(np.hypot(a / ref.sd, b / ref.sd2))) / math.sqrt(7)
+    true_now = float(np.max(np.hypot(a / made.sd, b / made.sd2))) / math.sqrt(7)
+    assert charged / true_before >= 2.6
+    assert 1.0 <= charged / true_now <= 1.12
+
+
 def _weibull_warm_start(n: int, noise: bool) -> tuple[object, F64, F64, object]:
     sizes = tuple(round(n * p / 100) for p in PROPORTIONS)
     data = WEIBULL.synthetic_data(np.random.default_rng(3), sizes)  # type: ignore[attr-defined]
