@@ -57,6 +57,7 @@ from mechanisms.warmstart import LaplaceApproximation, exact_laplace, mean_error
 if TYPE_CHECKING:
     from coordinator.experiment import Experiment
     from coordinator.simulate_settings import SimulateSettings
+    from mechanisms.privacy import PrivacyEvent
 
 KEYS = ("target_epsilon", "delta", "neighbours", "colluding", "min_ess", "accountant")
 ACCOUNTANTS = ("pld", "renyi")
@@ -293,8 +294,13 @@ def other_readings(
     coalition size q' scales every μ by √(r / r') exactly, and replace-one doubles every Δ of these models
     (their c is twice their bound: no ``record_ratio_range``). Recomputed from the registry's own charges of
     this run, for the q and the neighbour relation their labels say they were computed for (none when they do
-    not say, or differ); each reading says its view and that it is the GDP reading (valid whatever the
-    accountant: a Rényi filter's bound is per view, so the filter's figure is the registry's own view's)."""
+    not say, or differ); each reading says its view and how it was read. For a registry whose decisions were
+    charged per decision with the accept bit's Rényi bound (a Rényi filter, reveal sign) the reading for a
+    coalition that still sees only the bit is that bound with the noise it leaves unknown, at the registry's
+    order (``mechanisms.privacy.charge.coalition_rdp``: each batch's charge times the largest ratio of the
+    two views' bounds over Δ <= the cap; issue 35 item 3.5) or the GDP reading, the smaller (both hold; at the
+    filter's one order the Rényi conversion costs more than GDP's for a short run); otherwise the GDP reading
+    (valid whatever the accountant)."""
     from coordinator.privacy import parse_events
     from coordinator.privacy_statement import coalition, event_view
     from mechanisms.privacy import GaussianEvent
@@ -326,15 +332,54 @@ def other_readings(
             )
         for q in sorted({0, min(3, m - 1), (m - 1) // 2} - {q_now}):
             mu_q = mu * math.sqrt((m - q_now) / (m - q))
-            readings.append(
-                f"{what} {coalition(q, m)}: epsilon = {gdp_eps(mu_q, delta):.4g} at delta = {delta:.3g}"
-            )
+            eps_q = gdp_eps(mu_q, delta)
+            renyi = _coalition_renyi(exp, events, q_now, q, delta)
+            if renyi is None:
+                readings.append(f"{what} {coalition(q, m)}: epsilon = {eps_q:.4g} at delta = {delta:.3g}")
+            else:  # two valid readings of the same charges: the smaller holds
+                eps_r, alpha, ratio = renyi
+                bits = f"order {alpha:g}, at most {ratio:.3g}x the one charged"
+                readings.append(
+                    f"reading of this run's charges {coalition(q, m)}: epsilon = {min(eps_r, eps_q):.4g} at "
+                    f"delta = {delta:.3g}, the smaller of the accept bits' Renyi bound with the noise they "
+                    f"do not know ({bits}): {eps_r:.4g}, and the GDP reading: {eps_q:.4g}"
+                )
         other = "replace-one" if neighbours == "add-remove" else "add-remove"
         mu_n = mu * (2.0 if other == "replace-one" else 0.5)
         eps_n = gdp_eps(mu_n, delta)
         readings.append(f"{what} for {other} neighbours: epsilon = {eps_n:.4g} at delta = {delta:.3g}")
         out[pid] = readings
     return out
+
+
+def _coalition_renyi(
+    exp: Experiment, events: list[PrivacyEvent], q_now: int, q: int, delta: float
+) -> tuple[float, float, float] | None:
+    """(ε at ``delta``, the order, the largest ratio of the two views' bounds) of the run's ``events`` for a
+    coalition of ``q`` by the accept bit's Rényi bound, or None when it does not apply: every decision charge
+    must be the fixed-sd penalty's per-decision Rényi event at one order (a run charged at its worst record,
+    or under a GDP or PLD budget, keeps the GDP reading), and both coalitions must see only the bit."""
+    from mechanisms.privacy import RenyiEvent
+    from mechanisms.privacy.charge import coalition_rdp
+    from mechanisms.privacy.renyi import rdp_eps
+
+    pen = exp.sampler.penalty
+    if pen is None or pen.sd is None or pen.max_sensitivity is None:
+        return None
+    bits = [e for e in events if isinstance(e, RenyiEvent)]
+    decisions = [e for e in events if "warm start" not in (e.label or "")]
+    orders = {e.orders for e in bits}
+    if not bits or len(bits) != len(decisions) or len(orders) != 1 or len(next(iter(orders))) != 1:
+        return None
+    if not all("per decision" in (e.label or "") for e in bits):
+        return None
+    alpha = float(next(iter(orders))[0])
+    cap = float(pen.max_sensitivity)
+    got = coalition_rdp(events, pen.sd, cap, exp.reveal_mode, exp.m, exp.t, q_now, q, alpha)
+    if got is None:
+        return None
+    rho, ratio = got
+    return rdp_eps(rho, alpha, delta), alpha, ratio
 
 
 def planned_experiment(exp: Experiment, p: McmcPlan) -> Experiment:

@@ -7,7 +7,8 @@ only the noisy total is revealed (the ``sum`` reveal: the coordinator sees Σ_j 
 S_j). Two kinds (:data:`STATISTICS`):
 
 * ``"moments"``: v_i = (z_i, vech(z_i z_iᵀ)) for the covariates z_i of a regression model, bounded by the
-  schema's box |z_k| <= x_bound: ‖v_i‖₂ <= √(‖z‖² + ‖z‖⁴) with ‖z‖² <= p·x_bound². From the totals the
+  schema's box |z_k| <= x_bound: ‖z‖ <= √p·x_bound and ‖vech(z zᵀ)‖ <= x_bound²·√(p(p + 1)/2), both reached
+  at the box's corners (:func:`block_bounds`). From the totals the
   coordinator gets a public centre μ and covariance B for the covariate ellipsoid
   (:mod:`mechanisms.models.ellipsoid`).
 * ``"score"`` at a public θ: v_i = (s_i, vech(s_i s_iᵀ)) with s_i = ∇_θ log p(x_i | θ) clipped to the L2
@@ -25,15 +26,17 @@ S_j). Two kinds (:data:`STATISTICS`):
   Fisher-scoring step with its fresh empirical Fisher instead.
 
 When the model has a public bound on a record's score norm the gradient block is clipped at it, so no
-record's score is clipped (:meth:`WarmStartPlan.clipped_for`); a bound that depends on θ is taken at each
-release's public θ by the registries themselves (``model_bound``, :meth:`Statistics.at`), the noise scaled
-with it so that the release's μ is fixed in advance, and the Gram block then keeps its own clip ``clip2``.
+record's score is clipped (:meth:`WarmStartPlan.clipped_for`); the bound is taken at each release's public
+θ by the registries themselves (``model_bound``, :meth:`Statistics.at`), the noise scaled with it so that
+the release's μ is fixed in advance: for a bound that holds at every θ (logistic) both blocks scale with the
+bound at θ (half of it at θ = 0); for one that exists only at a θ (Weibull, linear) the Gram block keeps its
+own clip ``clip2``.
 
 Privacy (per registry, for its neighbour relation and the coalition it assumes): each registry adds
 N(0, sd²) to each coordinate of the first block (Σ v or Σ s) of its own sum and N(0, sd2²) to each of the
 second (the vech of the Gram matrix), so a coalition that knows q registries' noise still faces (m − q)
 times those variances, and the release is the Gaussian mechanism with μ = √((Δ₁/sd)² + (Δ₂/sd2)²) / √(m − q),
-Δ₁, Δ₂ the blocks' L2 sensitivities (max ‖z‖ and ‖z‖², or C and C², for add-remove; twice those for
+Δ₁, Δ₂ the blocks' L2 sensitivities (max ‖z‖ and ‖vech(z zᵀ)‖, or C and C², for add-remove; twice those for
 replace-one) — :func:`release_mu`. Two noise scales let the Gram block, which needs little relative
 precision, carry much more noise than the gradient. Releases compose with each
 other and with the MCMC's per-decision charges in the same GDP ledger (exact for Gaussians, valid under
@@ -219,16 +222,19 @@ def _covariate_model(model: Model) -> CovariateRegion:
 
 def block_bounds(stats: Statistics, model: Model) -> tuple[float, float]:
     """max over allowed records of the L2 norms of v_i's two blocks: (‖s‖, ‖vech(s sᵀ)‖) <= (C, C2²) for
-    scores (C2 = clip2, default C), (‖z‖, ‖z‖²) with ‖z‖² <= p x_bound² for moments (the add-remove
-    sensitivities). With ``model_bound`` these are the reference clip's: the release at θ has clip C(θ) and
-    noise scaled by C(θ)/clip, the same ratios (:meth:`Statistics.at`)."""
+    scores (C2 = clip2, default C); for moments exactly (√p b, b² √(p(p + 1)/2)), b = x_bound: ‖z‖ and
+    ‖vech(z zᵀ)‖² = Σ_{k <= l} z_k² z_l² grow with every |z_k|, so both are largest at the box's corners,
+    where the latter is b⁴ times the p(p + 1)/2 entries of the upper triangle (the add-remove sensitivities;
+    the Gram block was charged ‖z‖² = ‖z zᵀ‖_F before, which counts each off-diagonal entry twice: √810 =
+    28.5 against 36 at p = 4, b = 3). With ``model_bound`` these are the reference clip's: the release at θ
+    has clip C(θ) and noise scaled by C(θ)/clip, the same ratios (:meth:`Statistics.at`)."""
     if stats.what in ("score", "gradient"):
         assert stats.clip is not None
         c2 = stats.clip if stats.clip2 is None else stats.clip2
         return stats.clip, (c2**2 if stats.what == "score" else 0.0)
     reg = _covariate_model(model)
-    z2 = reg.p * reg.x_bound**2
-    return math.sqrt(z2), z2
+    b2 = reg.x_bound**2
+    return math.sqrt(reg.p * b2), b2 * math.sqrt(reg.p * (reg.p + 1) / 2.0)
 
 
 def release_mu(stats: Statistics, model: Model, residual_parties: int, neighbours: str) -> float:
@@ -415,7 +421,14 @@ class WarmStartPlan:
         (``clip2``): clipping it only shrinks the curvature a little (longer steps, a wider Laplace
         covariance), while a clipped gradient moves its root, the warm start's mean, by a bias that grows
         like √n in posterior sds (measured at 10,000 Weibull records with clip 4: 2.8 % of the scores
-        clipped at the mode)."""
+        clipped at the mode).
+
+        A bound that holds at every θ (logistic: ‖(1, x)‖) is the reference clip of both blocks, and the
+        release at θ is still made at the model's bound there, which may be smaller (logistic: σ(sup|η|)
+        times it, half at θ = 0, where every record's |y − σ(η)| is ½): both blocks' clips and noise scale
+        with it (``model_bound`` without ``clip2``), so the release's μ is the reference's and, where the
+        bound at θ is smaller, its noise too (issue 35 item 3.2: the first release at θ = 0 was charged
+        2.6x its sensitivity at the demo's shares)."""
         fn = getattr(model, "score_norm_bound", None)
         if fn is None:
             return self
@@ -430,8 +443,10 @@ class WarmStartPlan:
             )
         return dataclasses.replace(
             self,
-            score=_reclip(self.score, bound),
-            gradient=None if self.gradient is None else _reclip(self.gradient, bound),
+            score=dataclasses.replace(_reclip(self.score, bound), model_bound=True),
+            gradient=None
+            if self.gradient is None
+            else dataclasses.replace(_reclip(self.gradient, bound), model_bound=True),
         )
 
     def proposal_cov(self, laplace: LaplaceApproximation) -> F64:

@@ -11,8 +11,8 @@ record of a registry, declared in the schema), so a registry's daemon evaluates 
 Per-record bound (penalty, replace-one): |log p(y | x, θ*) − log p(y | x, θ)| ≤ |Δη| ≤ |Δβ_0| + x_bound Σ_k
 |Δβ_k| + max_j |Δu_j| (log σ is 1-Lipschitz in η; the maximum over j because the replaced record may belong to
 any registry the schema allows; with a public covariate ellipsoid — ``x_center``, ``x_cov``, ``x_radius``,
-records clipped into it — the x part is the tighter of the box's and the ellipsoid's). Rejection: the record
-range at θ is |β_0| + x_bound Σ|β_k| + max_j |u_j| (or the ellipsoid's); the public bound is 0.
+records clipped into it — the x part is the sup over the box ∩ the ellipsoid). Rejection: the record
+range at θ is |β_0| + x_bound Σ|β_k| + max_j |u_j| (or over box ∩ ellipsoid); the public bound is 0.
 
 What the posterior of u_j reveals: u_j is registry j's baseline log-odds relative to the others — an
 aggregate of its whole case mix, published with the posterior by design. The privacy accounting protects
