@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint typecheck bench clean
+.PHONY: test test-fast demo lint typecheck bench clean
 
 $(STAMP): pyproject.toml setup.py hss/_field.c
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "confar needs Python >= 3.11, found " + sys.version'
@@ -20,8 +20,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# every test, two workers (pytest-xdist; most tests wait on daemons in other processes or on numpy's C code,
+# so two workers on two cores roughly halve the wall time); tests/README.md says what each tier holds
 test: lint typecheck
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist worksteal
+
+# while working: no test marked slow (no multi-process consortium, no long statistics), same two workers
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -n 2 --dist worksteal -m "not slow"
 
 # the main job: 7 registry daemons (mTLS on loopback), confidential logistic regression; outputs in out/demo
 demo: $(STAMP)

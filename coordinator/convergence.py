@@ -17,6 +17,7 @@ distribution; the warning needs p < 0.001 / d (d parameters).
 from __future__ import annotations
 
 import warnings as py_warnings
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +26,7 @@ F64 = npt.NDArray[np.float64]
 
 RHAT_MAX, ESS_MIN, ACCEPT_LOW, ACCEPT_HIGH, CAPPED_MAX = 1.01, 100.0, 0.05, 0.9, 0.5
 DISAGREE_P = 1e-3
+RHAT_ESS = 400.0  # the bulk ESS at which split R-hat settles below 1.01 (Vehtari et al. 2021's advice)
 
 
 def chains_agree_p(x: F64) -> float:
@@ -56,10 +58,13 @@ def convergence_warnings(
     asked: int,
     planned: bool = False,
     tuned: bool = False,
+    more: Callable[[float], str] | None = None,
 ) -> list[str]:
     """``draws`` (chains, draws, d) after warm-up; ``accepted`` / ``proposed`` / ``asked`` over the run;
     ``tuned``: the proposal's scale was tuned from the accept bits during the warm-up (no proposal_scale),
-    so the advice is a longer adaptation, not another scale."""
+    so the advice is a longer adaptation, not another scale; ``more``: under a budget, what a run with a
+    factor more effective draws would cost (``coordinator.run.budget_advice``), the advice for too few
+    effective draws instead of "more iterations" (which spends more ε)."""
     import arviz as az
 
     out: list[str] = []
@@ -79,6 +84,11 @@ def convergence_warnings(
         if planned
         else "more [sampler] iterations (or fewer, longer chains)"
     )
+    low = float(np.nanmin(bulk)) if np.isfinite(bulk).any() else 0.0
+
+    def advice(factor: float) -> str:  # ``factor`` times the effective draws: what they cost under a budget
+        return longer if more is None else more(max(factor, 1.0))
+
     over = [k for k in np.argsort(-np.nan_to_num(rhat, nan=np.inf)) if not rhat[k] <= RHAT_MAX]
     p_values = {k: chains_agree_p(draws[:, :, k]) for k in over}
     disagree = [k for k in over if p_values[k] < DISAGREE_P / max(rhat.size, 1)]
@@ -87,14 +97,15 @@ def convergence_warnings(
         out.append(
             f"not converged: R-hat of {names[k]} is {rhat[k]:.3f} > {RHAT_MAX} and its chains' means "
             f"disagree beyond their Monte Carlo error (p = {p_values[k]:.2g}); likely cause: chains too "
-            f"short for their mixing; change: {longer}"
+            f"short for their mixing; change: {advice(RHAT_ESS / max(low, 1.0))}"
         )
     for what, ess in (("bulk", bulk), ("tail", tail)):
         if np.nanmin(ess) < ESS_MIN:
             k = int(np.nanargmin(ess))
             out.append(
                 f"{what} ESS of {names[k]} is {ess[k]:.0f} < {ESS_MIN:.0f}: its Monte Carlo error is above "
-                f"{1 / np.sqrt(max(ess[k], 1.0)):.2f} posterior sd; change: {longer}"
+                f"{1 / np.sqrt(max(ess[k], 1.0)):.2f} posterior sd; "
+                f"change: {advice(ESS_MIN / max(ess[k], 1.0))}"
             )
     rate = accepted / max(asked, 1)
     if asked and not ACCEPT_LOW <= rate <= ACCEPT_HIGH:

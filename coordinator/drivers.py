@@ -40,6 +40,8 @@ from mechanisms.samplers import (
     MHState,
     PublicSeeds,
     RandomWalkMH,
+    RefitIndependenceMH,
+    RefitState,
 )
 from mechanisms.samplers.rejection import RejectionSampler
 from proto.spec import PartyEntry
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from mechanisms.abcdp.federated import FederatedSvtPlan
 
 F64 = npt.NDArray[np.float64]
+WARM_INFLATE = 1.5  # a refitted proposal's inflation during the warm-up (heavier than the frozen one's)
 
 
 #: the per-draw sample statistics each kind of run writes (``confar run --check`` checks their names)
@@ -132,7 +135,7 @@ class MHDriver(Driver):
         self.model = exp.model()
         self.d, self.chains = self.model.d, s.chains
         self.width = self.chains * (self.d + 2)  # theta, accepted, step size per chain
-        self.mh: MHState | AdaptiveState | None = None
+        self.mh: MHState | AdaptiveState | RefitState | None = None
 
     @property
     def total(self) -> int:
@@ -142,12 +145,27 @@ class MHDriver(Driver):
     def n_draws(self) -> int:
         return self.batch * self.chains
 
-    def kernel(self, decide: Any) -> RandomWalkMH | AdaptiveMH | IndependenceMH:
+    @property
+    def refits(self) -> tuple[int, int] | None:
+        """The iterations at which a refitted Laplace proposal is refitted (half the warm-up and its end),
+        or None (no refit, or a warm-up too short to hold two stages)."""
+        s = self.exp.sampler
+        if s.proposal != "laplace" or not s.refit or s.warmup < 4:
+            return None
+        return (s.warmup // 2, s.warmup)
+
+    def kernel(self, decide: Any) -> RandomWalkMH | AdaptiveMH | IndependenceMH | RefitIndependenceMH:
         s, m = self.exp.sampler, self.exp.m
         if s.proposal == "laplace":  # the warm start's DP Laplace approximation (coordinator.warm_start)
             if s.laplace is None:
                 raise RunError("sampler.proposal = 'laplace' before the warm start has run")
             inflate = self.exp.warm_start.inflate if self.exp.warm_start is not None else 1.0
+            if self.refits is not None:  # refitted to the chains' states in the warm-up, then frozen
+                return RefitIndependenceMH(
+                    self.model, decide, s.laplace.mean, s.laplace.cov, refits=self.refits,
+                    warm_inflate=max(WARM_INFLATE, inflate), inflate=inflate, penalty=s.penalty, m=m,
+                    lazy=s.lazy,
+                )  # fmt: skip
             proposal = GaussianProposal(s.laplace.mean, inflate**2 * s.laplace.cov)
             return IndependenceMH(self.model, decide, proposal, penalty=s.penalty, m=m, lazy=s.lazy)
         assert s.proposal_cov is not None
@@ -185,6 +203,10 @@ class MHDriver(Driver):
         st = self.mh
         assert st is not None
         out: dict[str, Any] = {"theta": st.theta.tolist(), "log_prior": st.log_prior.tolist()}
+        if isinstance(st, RefitState):  # the proposal's base and the warm-up's pooled moments
+            out |= {"t": st.t, "mean": st.mean.tolist(), "cov": st.cov.tolist(), "count": st.count}
+            if st.pool_mean is not None and st.pool_m2 is not None:
+                out |= {"pool_mean": st.pool_mean.tolist(), "pool_m2": st.pool_m2.tolist()}
         if isinstance(st, AdaptiveState):
             out |= {"t": st.t, "count": st.count, "mean": st.mean.tolist(), "m2": st.m2.tolist()}
             out["cov"] = st.cov.tolist()
@@ -206,6 +228,14 @@ class MHDriver(Driver):
                 # each chain's log scale (checkpoints from before the scale adaptation have none: 0)
                 _arr(st.get("log_scale", np.zeros(self.chains))).reshape(self.chains),
             )
+        elif self.refits is not None:
+            d = self.d
+            pool = "pool_mean" in st
+            self.mh = RefitState(
+                theta, lp, int(st["t"]), _arr(st["mean"]).reshape(d), _arr(st["cov"]).reshape(d, d),
+                int(st["count"]), _arr(st["pool_mean"]).reshape(d) if pool else None,
+                _arr(st["pool_m2"]).reshape(d, d) if pool else None,
+            )  # fmt: skip
         else:
             self.mh = MHState(theta, lp)
 

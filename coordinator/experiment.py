@@ -103,7 +103,12 @@ EXPERIMENT.toml::
 
     # penalty with sd: proposal = "laplace" (default "random-walk"): an independence sampler from the DP
     #   Laplace approximation of [warm_start] (no proposal_scale / proposal_cov /
-    #   adapt_* / target_accept keys).
+    #   adapt_* / target_accept keys). refit = true (the default with "laplace"): the proposal is refitted
+    #   to the chains' pooled states at half the warm-up and at its end (inflated by 1.5 in the warm-up,
+    #   by [warm_start] inflate after it) and frozen for the draws (mechanisms.samplers.RefitIndependenceMH:
+    #   exact after the freeze; a DP approximation a few sds off costs the warm-up, not the run); a planned
+    #   run's warm-up is then at least 80 (d + 1) / chains iterations. refit = false: the DP proposal
+    #   throughout (and the pilot's re-plan from the warm-up's accept bits).
 
     [warm_start]                    # optional, before MCMC: a differentially private warm start (the keys
     mu = 0.3                        # are in coordinator/warm_start.py): noisy sums on secret shares (reveal
@@ -134,6 +139,12 @@ EXPERIMENT.toml::
     #                               # accountant = "pld" | "renyi": the registries' [budget] accountant);
     #                               # [sampler] max_sensitivity may then be left out: the plan chooses the
     #                               # cap (the 99.9 % quantile of c under the approximation)
+    # stop_at_budget = true         # not with target_epsilon or abcdp (default false): accept a run whose
+                                    # privacy dry run passes a registry's budget (for a penalty with sd:
+                                    # at the cap, an upper bound); it is told where it may stop, and stops
+                                    # there when the registry refuses a batch (exit code 3; in the warm-up:
+                                    # no posterior, the warm-up's draws). Without it such a run is refused
+                                    # before anything is released, naming the registry and the figures
 
     [design]                        # optional, a formula model's planned run: public guesses its pilot's
                                     # design dataset is drawn at (mechanisms/models/formula_design.py;
@@ -161,6 +172,8 @@ EXPERIMENT.toml::
     # party_neighbours = "add-remove"  # optional: [budget] neighbours of every party (default replace-one)
     # party_accountant = "renyi"    # optional with party_epsilon: [budget] accountant of every party
                                     # (default "pld"; a planned run's [privacy] accountant must match it)
+    # party_per_run = "worst-record"  # optional with a budget: [budget] per_run of every party (default
+                                    # "per-decision"; a run so charged spends at most what its plan priced)
     sources = ["csv", "postgresql", "sparql"]   # optional: where each registry keeps its records (one per
                                     # party, or one for all; default "csv"): csv, parquet, sqlite,
                                     # postgresql (a throwaway local cluster), sparql (a local Oxigraph
@@ -272,6 +285,7 @@ class Experiment:
     warm_start: WarmStartSettings | None = None  # [warm_start]: the DP warm start (coordinator.warm_start)
     budget_target: BudgetTarget | None = None  # [privacy] target_epsilon: a planned run (coordinator.planner)
     design: DesignGuess | None = None  # [design]: a formula model's design dataset guesses (the pilot's)
+    stop_at_budget: bool = False  # [privacy] stop_at_budget: a run that passes a registry's budget may start
 
     @property
     def m(self) -> int:
@@ -441,6 +455,9 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
     if sampler.lazy is not None and ahead:
         raise r.err("reveal.precompute_ahead", "lazy acceptance makes its coin in the step: not offered")
     privacy_tbl = r.table(doc, "privacy")
+    stop_at_budget = _stop_at_budget(r, privacy_tbl, kind)
+    if privacy_tbl is not None and "stop_at_budget" in privacy_tbl:  # the rest of the table is the target
+        privacy_tbl = {k: v for k, v in privacy_tbl.items() if k != "stop_at_budget"} or None
     budget_target = None
     if privacy_tbl is not None and "target_epsilon" in privacy_tbl:
         budget_target = read_target(r, privacy_tbl, m)
@@ -495,6 +512,7 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         warm_start=warm,
         budget_target=budget_target,
         design=design,
+        stop_at_budget=stop_at_budget,
     )
 
 
@@ -638,6 +656,27 @@ def _folders(r: Reader, tbl: dict[str, Any], where: str, key: str) -> tuple[Path
             raise r.err(at, f"no such folder: {folder}")
         out.append(folder)
     return tuple(out)
+
+
+def _stop_at_budget(r: Reader, tbl: dict[str, Any] | None, kind: str) -> bool:
+    """``[privacy] stop_at_budget``: accept a run whose dry run passes a registry's privacy budget (it stops
+    where the registry refuses a batch, without a posterior when that is in the warm-up)."""
+    if tbl is None or "stop_at_budget" not in tbl:
+        return False
+    value = bool(r.get(tbl, "privacy", "stop_at_budget", bool))
+    if value and kind == "abcdp":
+        raise r.err(
+            "privacy.stop_at_budget",
+            "federated ABCDP is charged its whole-run epsilon once, when it starts: it cannot stop at a "
+            "budget partway (remove the key)",
+        )
+    if value and "target_epsilon" in tbl:
+        raise r.err(
+            "privacy.stop_at_budget",
+            "a planned run (target_epsilon) is sized to fit the budget at its expected charge and is not "
+            "refused for its dry run at the cap; stop_at_budget is for a run without target_epsilon",
+        )
+    return value
 
 
 def _privacy(r: Reader, tbl: dict[str, Any] | None, kind: str, lazy: bool = False) -> PrivacyTarget | None:

@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from coordinator.checkpoint import now
 from coordinator.experiment import Experiment
+from coordinator.privacy_statement import statement_lines
 from coordinator.run_privacy import PrivacyPlan
 from proto.spec import PartyEntry
 
@@ -94,9 +95,17 @@ class Outcome:
     privacy_reports: dict[int, Any] = field(default_factory=dict)  # PrivacyReport answers (or errors)
     written: dict[str, Path] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    finished: bool = True
+    finished: bool = True  # False when the run stopped early (``stopped`` says why)
     counts: dict[str, int] = field(default_factory=dict)  # decisions asked, accepted, proposals made
-    notes: list[str] = field(default_factory=list)  # e.g. the run's privacy in other views (planned runs)
+    notes: list[str] = field(default_factory=list)  # e.g. the plan against the run (planned runs)
+    # per party: other readings of its privacy, beside its statement (a planned run's other coalitions)
+    privacy_readings: dict[int, list[str]] = field(default_factory=dict)
+    stopped: str = ""  # why the run ended before its planned end (a registry's budget ran out); "" if not
+
+    @property
+    def posterior_draws(self) -> int:
+        """Draws per chain after the warm-up (0: the run stopped in its warm-up, or before any draw)."""
+        return max(int(self.draws.shape[1]) - self.warmup, 0)
 
 
 def provenance(exp: Experiment, outcome: Outcome, endpoints: list[PartyEntry]) -> dict[str, Any]:
@@ -120,6 +129,7 @@ def provenance(exp: Experiment, outcome: Outcome, endpoints: list[PartyEntry]) -
         "coordinator_identity": exp.coordinator.identity,
         "privacy_target": None if exp.privacy is None else exp.privacy.text(),
         "counts": outcome.counts,
+        "stopped": outcome.stopped or None,
         "warnings": outcome.warnings,
         "python": platform.python_version(),
         "finished": now(),
@@ -153,10 +163,12 @@ def write_run_outputs(
         if isinstance(reference, LabelledDraws)
         else outputs.ReferencePosterior.from_draws(REFERENCE_LABEL, reference),
         privacy_reports=outcome.privacy_reports,
+        privacy_readings={p: r for p, r in outcome.privacy_readings.items() if p in outcome.privacy_reports},
         privacy_delta=exp.privacy.delta if exp.privacy is not None and exp.privacy.delta else 1e-5,
         provenance=provenance(exp, outcome, endpoints),
         prior_draws=_prior_draws(exp, outcome.draws.shape[0], outcome.draws.shape[1] - w),
         constant_data=constant_data(exp, len(endpoints)),
+        stopped=outcome.stopped,
     )
     # the folder is this run's own (run.json, checkpoint/): replace the outputs of an earlier attempt
     return dict(outputs.write_outputs(outcome.out_dir, result, overwrite=True))
@@ -184,21 +196,22 @@ def constant_data(exp: Experiment, m: int) -> dict[str, npt.NDArray[Any]]:
 
 
 def privacy_lines(outcome: Outcome) -> list[str]:
-    """Each registry's privacy statement, from the privacy documents written with the outputs."""
+    """Each registry's privacy statement and the other readings beside it, from the privacy documents
+    written with the outputs, laid out by ``coordinator.privacy_statement.statement_lines`` (as ``Fit``
+    shows them)."""
     docs = sorted(
         (k, v) for k, v in outcome.written.items() if k.startswith("privacy/") and k.endswith(".json")
     )
-    head = "privacy spent by each registry (its own ledger, recomposed here; details in privacy/):"
-    lines = [head] if docs else []
+    entries: list[tuple[str, str, list[str]]] = []
     for _, path in docs:
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            lines.append(f"  {path.name}: unreadable: {exc}")
+            entries.append((path.name, f"unreadable: {exc}", []))
             continue
         what = doc.get("statement") or doc.get("error") or "no statement"
-        lines.append(f"  {doc.get('identity', path.stem)}: {what}")
-    return lines
+        entries.append((str(doc.get("identity", path.stem)), what, list(doc.get("other_readings", []))))
+    return statement_lines(entries) if entries else []
 
 
 def summary_text(outcome: Outcome) -> str:
@@ -206,6 +219,7 @@ def summary_text(outcome: Outcome) -> str:
         f"run {outcome.run_id}: {outcome.draws.shape[0]} chain(s) x {outcome.draws.shape[1]} draws of "
         f"{', '.join(outcome.param_names)}; {outcome.run_steps} run steps in "
         f"{len(outcome.session_ids)} session(s)"
+        + (f" ({outcome.posterior_draws} per chain after the warm-up)" if outcome.stopped else "")
     ]
     summary = outcome.written.get("summary.txt")
     if summary is not None and summary.is_file():

@@ -52,6 +52,7 @@ from mechanisms.planning import (
     plan_mcmc,
     proposal_statistics,
     quantile_cap,
+    refit_warmup,
     replan_after_pilot,
     warmup_of,
 )
@@ -318,6 +319,8 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
     factor = 1.0 if target.neighbours == "add-remove" else 2.0
     mu_warm = ws.mu * factor * math.sqrt(exp.m / residual)  # the warm start's μ for this view
 
+    min_warmup = refit_warmup(model.d, chains) if exp.sampler.refit else 0
+
     def plan_with(stats: ProposalStatistics) -> McmcPlan:
         return plan_mcmc(
             stats,
@@ -329,11 +332,12 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
             delta=target.delta,
             mu_warm=mu_warm,
             alpha=None if table is None else table.orders[0],
+            min_warmup=min_warmup,
         )
 
     first = plan_with(simulate(400, exp.seed))
     # ESS per proposal measured on chains of the planned length (short chains mix worse per draw), 3 draws
-    steps = max(50, first.iterations - warmup_of(first.stats, first.iterations))
+    steps = max(50, first.iterations - warmup_of(first.stats, first.iterations, min_warmup))
     ess = float(np.mean([simulate(steps, exp.seed + k).ess_per_proposal for k in range(1, 4)]))
     floor = floor_of(model, laplace.mean, laplace.cov, target.neighbours)
     return dataclasses.replace(plan_with(dataclasses.replace(first.stats, ess_per_proposal=ess)), floor=floor)
@@ -422,43 +426,57 @@ def warm_mu_advice(exp: Experiment, model: Model, laplace: LaplaceApproximation)
     )
 
 
-def other_views(exp: Experiment, model: Model, reports: dict[int, object], run_id: str) -> list[str]:
-    """The run's privacy in the views beside the target's: each registry's ledger charges this run with
-    Gaussian events whose μ is Δ √m / (sd √r) (decisions) or Δ / (sd √r) (warm-start releases), so another
-    coalition size scales every μ by √(r / r') and replace-one doubles every Δ of these models (their c is
-    twice their bound: no ``record_ratio_range``). Recomputed from the ledger's own events of this run; the
-    lines say for which registry and which view."""
+def other_readings(
+    exp: Experiment, model: Model, reports: dict[int, object], run_id: str
+) -> dict[int, list[str]]:
+    """The run's privacy in the views beside each registry's own, for its statement's other readings: its
+    ledger charges this run with Gaussian events whose μ is Δ √m / (sd √r) (decisions) or Δ / (sd √r)
+    (warm-start releases), r = m - q the registries whose noise the coalition does not know, so another
+    coalition size q' scales every μ by √(r / r') exactly, and replace-one doubles every Δ of these models
+    (their c is twice their bound: no ``record_ratio_range``). Recomputed from the registry's own charges of
+    this run, for the q and the neighbour relation their labels say they were computed for (none when they do
+    not say, or differ); each reading says its view and that it is the GDP reading (valid whatever the
+    accountant: a Rényi filter's bound is per view, so the filter's figure is the registry's own view's)."""
     from coordinator.privacy import parse_events
+    from coordinator.privacy_statement import coalition, event_view
     from mechanisms.privacy import GaussianEvent
     from mechanisms.privacy.conversions import gdp_eps
 
     target = exp.budget_target
     if target is None or model.record_ratio_range(np.zeros((1, model.d)), np.zeros((1, model.d))) is not None:
-        return []
-    lines = []
+        return {}
+    m, delta = exp.m, target.delta
+    out: dict[int, list[str]] = {}
     for pid, r in sorted(reports.items()):
-        events_json = getattr(r, "events_json", "")
-        events = [e for e in parse_events(events_json) if f"run {run_id}" in (e.label or "")]
-        if not events or not all(isinstance(e, GaussianEvent) for e in events):
+        ledger = parse_events(getattr(r, "events_json", ""))
+        events = [e for e in ledger if f"run {run_id}" in (e.label or "")]
+        said = [event_view(e.label) for e in events]
+        views = {(v.neighbours, v.q) if v is not None else None for v in said}
+        if not events or not all(isinstance(e, GaussianEvent) for e in events) or len(views) != 1:
             continue
+        (view,) = views  # one relation and one coalition for every charge of the run
+        if view is None:
+            continue
+        neighbours, q_now = view
         mu = math.sqrt(sum(e.count * e.mu**2 for e in events))  # type: ignore[attr-defined]
-        r_now = exp.m - target.colluding
-        views = []
-        for q in sorted({0, min(3, exp.m - 1), (exp.m - 1) // 2} - {target.colluding}):
-            mu_q = mu * math.sqrt(r_now / (exp.m - q))
-            views.append(f"q = {q} colluding: eps = {gdp_eps(mu_q, target.delta):.3g}")
-        other = "replace-one" if target.neighbours == "add-remove" else "add-remove"
+        what = "GDP reading of this run's charges"
+        readings = []
+        if len(events) < len(ledger):  # its ledger holds other runs' charges too: this run's alone
+            readings.append(
+                f"{what} as charged: epsilon = {gdp_eps(mu, delta):.4g} at delta = {delta:.3g} (GDP mu = "
+                f"{mu:.4g})"
+            )
+        for q in sorted({0, min(3, m - 1), (m - 1) // 2} - {q_now}):
+            mu_q = mu * math.sqrt((m - q_now) / (m - q))
+            readings.append(
+                f"{what} {coalition(q, m)}: epsilon = {gdp_eps(mu_q, delta):.4g} at delta = {delta:.3g}"
+            )
+        other = "replace-one" if neighbours == "add-remove" else "add-remove"
         mu_n = mu * (2.0 if other == "replace-one" else 0.5)
-        views.append(f"{other}: eps = {gdp_eps(mu_n, target.delta):.3g}")
-        lines.append(
-            f"  registry {pid}, this run's events (mu = {mu:.4g}, eps = {gdp_eps(mu, target.delta):.3g} for "
-            f"{target.text()}) in other views: " + "; ".join(views)
-        )
-        break  # every registry with the same view charges the same events
-    head = "privacy of this run in other views (the same events, scaled exactly; GDP readings"
-    if target.accountant == "renyi":  # the bits' Renyi bound is per view: stated for the registries' own
-        head += ", valid whatever the accountant; the Renyi filter's figure is the registries' own view's"
-    return [head + "):", *lines] if lines else []
+        eps_n = gdp_eps(mu_n, delta)
+        readings.append(f"{what} for {other} neighbours: epsilon = {eps_n:.4g} at delta = {delta:.3g}")
+        out[pid] = readings
+    return out
 
 
 def planned_experiment(exp: Experiment, p: McmcPlan) -> Experiment:
@@ -466,7 +484,7 @@ def planned_experiment(exp: Experiment, p: McmcPlan) -> Experiment:
     leaves it to the plan, the plan's cap (``[sampler] max_sensitivity``)."""
     s = exp.sampler
     iterations = max(2, min(p.iterations, s.iterations))
-    warmup = max(1, warmup_of(p.stats, iterations))
+    warmup = max(1, warmup_of(p.stats, iterations, p.min_warmup))
     s = dataclasses.replace(s, iterations=iterations, warmup=warmup)
     target = exp.budget_target
     if target is not None and target.choose_cap and s.penalty is not None:

@@ -3,9 +3,11 @@
 Every number here is computed by the parties (DESIGN.md §2: each party decides its own budget): the
 coordinator sends the planned session (``PlanPrivacy``) or asks for the ledger (``PrivacyReport``) and
 prints what each party answers. ``report`` also recomposes each party's reported events with
-``mechanisms.privacy`` (GDP μ when every event has one, ε at δ by PLD / closed form) as a cross-check, and
-``--plot DIR`` draws each party's trade-off curve against its budget. Neither command opens a session or
-touches data; neither changes a ledger.
+``mechanisms.privacy`` (GDP μ when every event has one, ε at δ by PLD / closed form, the Rényi filter's
+reading) as a cross-check, printed under each party's privacy statement
+(``coordinator.privacy_statement.format_report``: the sentence ``confar run`` prints), and ``--plot DIR``
+draws each party's trade-off curve against its budget. Neither command opens a session or touches data;
+neither changes a ledger.
 
 PLAN.toml (relative paths are resolved against the file's folder; the ``[session]`` table is needed by
 ``plan`` only, so ``report`` can use the same file or one without it)::
@@ -336,7 +338,7 @@ def report_delta(budget: dict[str, Any], default: float) -> float:
     return float(budget["delta"]) if budget.get("type") in ("eps_delta", "renyi") else default
 
 
-def _budget_text(budget: dict[str, Any]) -> str:
+def budget_text(budget: dict[str, Any]) -> str:
     if budget.get("type") == "gdp":
         return f"GDP filter mu_max = {budget['mu_max']:g}"
     if budget.get("type") == "eps_delta":
@@ -372,7 +374,7 @@ def format_plan(pf: PlanFile, answers: dict[int, Any]) -> tuple[str, int]:
             budget = json.loads(b.budget_json)
             left_now, left_after = max(0.0, b.limit - b.spent), max(0.0, b.limit - r.projected)
             spend = (
-                f"{_budget_text(budget)}; {b.unit}: spent {b.spent:.6g}, projected {r.projected:.6g} "
+                f"{budget_text(budget)}; {b.unit}: spent {b.spent:.6g}, projected {r.projected:.6g} "
                 f"(remaining {left_now:.6g} now, {left_after:.6g} after)"
             )
         else:
@@ -391,58 +393,16 @@ def format_plan(pf: PlanFile, answers: dict[int, Any]) -> tuple[str, int]:
                 f"{r.decisions_used} of {r.decisions_budget}"
             )
         if r.events_json:
-            per = ", ".join(_event_text(e) for e in parse_events(r.events_json))
+            per = ", ".join(event_text(e) for e in parse_events(r.events_json))
             lines.append(f"    {'for the whole run' if per_run else 'per batch'}: {per}")
         lines.append(f"    {r.message}")
     return "\n".join(lines), bad
 
 
-def _event_text(e: PrivacyEvent) -> str:
+def event_text(e: PrivacyEvent) -> str:
     d = e.to_dict()
     params = ", ".join(f"{k}={v:.6g}" for k, v in d.items() if isinstance(v, float))
     return f"{e.kind}({params}) x {e.count}" + (f" [{e.label}]" if e.label else "")
-
-
-def format_report(pf: PlanFile, answers: dict[int, Any], delta: float) -> tuple[str, dict[int, Spend], int]:
-    lines: list[str] = []
-    spends: dict[int, Spend] = {}
-    bad = 0
-    for pid, r in sorted(answers.items()):
-        who = f"party {pid} ({pf.parties[pid - 1].identity})"
-        if isinstance(r, str):
-            bad += 1
-            lines.append(f"{who}: could not be asked: {r}")
-            continue
-        b = r.budget
-        budget = json.loads(b.budget_json) if b.configured else {}
-        events = parse_events(r.events_json)
-        if not b.configured and not events:  # no ledger: "no events" means "not accounted", not "nothing"
-            lines.append(
-                f"{who}: no privacy budget configured: it records no privacy events, so nothing is accounted "
-                f"and no epsilon or mu is stated ({r.decisions_used} decisions answered in total)"
-            )
-            continue
-        sp = recompose(events, report_delta(budget, delta), b.budget_json)
-        spends[pid] = sp
-        head = f"{who}: {_budget_text(budget)}"
-        if b.configured:
-            left = max(0.0, b.limit - b.spent)
-            head += f"; spent {b.unit} = {b.spent:.6g} of {b.limit:.6g} (remaining {left:.6g})"
-        lines.append(head)
-        mu = "none (some event has no GDP bound)" if sp.gdp_mu is None else f"{sp.gdp_mu:.6g}"
-        lines.append(
-            f"    {len(sp.events)} event(s), {sp.decisions} decisions accounted; "
-            f"{r.decisions_used} decisions answered in total"
-        )
-        lines.append(f"    composed here: GDP mu = {mu}; eps = {sp.eps:.6g} at delta = {sp.delta:g}")
-        if sp.renyi_eps is not None:
-            lines.append(
-                f"    composed here by its Renyi filter (order {sp.budget['alpha']:g}): "
-                f"eps = {sp.renyi_eps:.6g} at delta = {sp.budget['delta']:g}"
-            )
-        for e in sp.events:
-            lines.append(f"    - {_event_text(e)}")
-    return "\n".join(lines), spends, bad
 
 
 def spend_tradeoff(sp: Spend) -> TradeOff:
@@ -488,7 +448,7 @@ def plot_spends(pf: PlanFile, spends: dict[int, Spend], out_dir: Path) -> list[P
             curves["spent: nothing"] = GaussianTradeOff(0.0)
         limit = budget_tradeoff(sp.budget)
         if limit is not None:
-            curves[f"budget: {_budget_text(sp.budget)}"] = limit
+            curves[f"budget: {budget_text(sp.budget)}"] = limit
         fig = Figure(figsize=(5.0, 5.0))
         plot_tradeoffs(curves, ax=fig.add_subplot(), title=f"{ident}: privacy spent")
         path = out_dir / f"{ident}-tradeoff.png"

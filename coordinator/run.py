@@ -31,7 +31,11 @@ the sampler drivers (and federated ABCDP's) in :mod:`coordinator.drivers`, the p
 :mod:`coordinator.run_privacy`, progress and the outcome in :mod:`coordinator.outcome`.
 
 Exit codes: 0 done; 1 the run failed or a party refused (reasons printed); 2 bad file or command line;
-130 interrupted (the checkpoint is kept: resume with ``--resume DIR``).
+3 stopped early: a registry's privacy budget ran out partway (it refused a batch); the outputs are written
+for what was drawn: the posterior of the draws after the warm-up, or, when it stopped in the warm-up, no
+posterior but the warm-up's draws labelled as such (``warmup.nc``, ``warmup_draws.csv``), and in every case
+each registry's privacy report, the provenance and a summary saying why; 130 interrupted (the checkpoint is
+kept: resume with ``--resume DIR``).
 """
 
 from __future__ import annotations
@@ -77,12 +81,15 @@ from coordinator.run_check import check, in_file_keys, output_name_problems
 from coordinator.run_privacy import PrivacyPlan, check_privacy, plan_file, privacy_reports
 from coordinator.sampler_settings import MH_KINDS
 from coordinator.tables import ExperimentError
+from mechanisms.planning import McmcPlan
+from mechanisms.samplers import RefitState
 from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
 
 F64 = npt.NDArray[np.float64]
 
 HELP = "run an experiment file: privacy dry run, confidential sampling with checkpoints, outputs"
+EXIT_STOPPED = 3  # the run stopped early at a registry's privacy budget; its outputs hold what it drew
 
 
 # ---- the run ---------------------------------------------------------------------------------------------
@@ -134,6 +141,7 @@ def run_experiment(
         )
     out_dir = Path(out_dir)
     rf = RunFolder(out_dir)
+    mcmc_plan: McmcPlan | None = None  # the plan the run's length came from (planned runs)
     try:  # a formula's warm start in the pilot's basis; the pilot (public records) for the plan
         exp, pilot = planner.with_pilot(exp, exp.model())
     except planner.PlanRefused as exc:
@@ -143,10 +151,15 @@ def run_experiment(
         _plan(exp, exp.model(), pilot.laplace, say, f"plan from the pilot ({pilot.text})")
     meta, ckpt = rf.open(exp, resume)
     warm_steps = 0
+    if exp.warm_start is not None and exp.budget_target is None and _releases_warm_start(rf):
+        # the sampling's dry run before the warm start releases anything: a budget it passes stops the run
+        batches = exp.sampler.batches
+        check_privacy(exp, plan_file(exp, endpoints, tls, batches), batches, before_release=True)
     if exp.warm_start is not None:  # the DP warm start: released once, kept in the run folder
         exp, warm_steps = _warm_start(exp, rf, meta, endpoints, tls, say)
         if exp.budget_target is not None:  # the run's length from the DP Laplace approximation
-            exp = _plan(exp, exp.model(), exp.sampler.laplace, say, "plan from the DP Laplace approximation")
+            what = "plan from the DP Laplace approximation"
+            exp, mcmc_plan = _plan(exp, exp.model(), exp.sampler.laplace, say, what)
     driver, dlog, run_step = _start(exp, rf, meta, ckpt, warm_steps, say)
     run_id: str = meta["run_id"]
     remaining = max(driver.total - driver.batch, 0)
@@ -154,10 +167,15 @@ def run_experiment(
     if not driver.finished:
         pf = plan_file(exp, endpoints, tls, remaining)
         plan = check_privacy(exp, pf, remaining)
-        say(f"privacy dry run: every party would accept {remaining} batches\n{plan.text}")
+        if plan.may_stop:
+            say(f"privacy dry run: {plan.may_stop}\n{plan.text}")
+        else:
+            say(f"privacy dry run: every party would accept {remaining} batches\n{plan.text}")
 
     warnings: list[str] = list(meta.get("warnings", []))
     session_ids = [str(s["session_id"]) for s in meta.get("sessions", [])]
+    warmup = exp.sampler.warmup if exp.sampler.kind in MH_KINDS else 0
+    stopped = ""
     t_start = time.perf_counter()
     with BlockingCoordinator(
         endpoints, tls, identity=exp.coordinator.identity, rpc_timeout_s=exp.coordinator.rpc_timeout_s
@@ -169,16 +187,11 @@ def run_experiment(
                 sess, driver, dlog, rf, run_id, run_step, plan, progress, stop_after_batches, t_start
             )
             if ran_out:
-                w = (
-                    f"a registry's privacy budget ran out at batch {driver.batch + 1} of {driver.total}: the "
-                    f"run ends with the {driver.n_draws} draws made before it ({ran_out}). Give the "
-                    "registries more budget, or plan a shorter run ([privacy] target_epsilon)"
-                )
-                say(f"WARNING: {w}")
-                warnings.append(w)
+                stopped = _stopped_text(driver, warmup, ran_out)
+                say(f"WARNING: {stopped}")
+                warnings.append(stopped)
         reports = privacy_reports(exp, endpoints, tls)
     draws, stats = driver.draws(dlog.read())
-    warmup = exp.sampler.warmup if exp.sampler.kind in MH_KINDS else 0
     outcome = Outcome(
         run_id=run_id,
         out_dir=out_dir,
@@ -192,28 +205,37 @@ def run_experiment(
         warnings=warnings,
         counts={"decisions_asked": driver.asked, "accepted": driver.accepted}
         | ({"proposed": driver.proposed} if isinstance(driver, RejectionDriver) else {}),
-        notes=(planner.other_views(exp, driver.model, reports, run_id) if exp.budget_target else [])
-        + laplace_lines(exp, driver.model.param_names, draws[:, min(warmup, draws.shape[1]) :]),
+        notes=laplace_lines(exp, driver.model.param_names, draws[:, min(warmup, draws.shape[1]) :]),
+        privacy_readings=planner.other_readings(exp, driver.model, reports, run_id)
+        if exp.budget_target
+        else {},
+        finished=not stopped,
+        stopped=stopped,
     )
     if isinstance(driver, RejectionDriver) and driver.kept < exp.sampler.n_accept:
         w = f"rejection sampling stopped at max_proposals = {exp.sampler.max_proposals}: {driver.kept} draws"
         say(f"WARNING: {w}")
         outcome.warnings.append(w)
-    if exp.sampler.kind in MH_KINDS:  # convergence warnings (coordinator.convergence)
+    if exp.sampler.kind in MH_KINDS and (outcome.posterior_draws or not stopped):  # coordinator.convergence
         w0 = min(warmup, draws.shape[1])
         proposed = driver.batch * exp.sampler.chains
         planned = exp.budget_target is not None
         tuned = exp.sampler.scale_adapt
+        more = budget_advice(exp, mcmc_plan, reports)
         for w in convergence_warnings(
-            draws[:, w0:], outcome.param_names, driver.accepted, proposed, driver.asked, planned, tuned
+            draws[:, w0:], outcome.param_names, driver.accepted, proposed, driver.asked, planned, tuned, more
         ):
             say(f"WARNING: {w}")
             outcome.warnings.append(w)
-    if exp.budget_target is not None and exp.sampler.laplace is not None and "accepted" in stats:
+    refit = refit_line(exp, driver)
+    planned = exp.budget_target is not None and exp.sampler.laplace is not None
+    if refit:
+        outcome.notes.append(refit)
+    elif planned and "accepted" in stats and outcome.posterior_draws:  # a whole warm-up: the pilot
         for w in _pilot_check(exp, driver.model, stats["accepted"], warmup, outcome.notes):
             say(f"WARNING: {w}")
             outcome.warnings.append(w)
-    if ref_of is not None:
+    if ref_of is not None and outcome.posterior_draws:  # nothing to compare a run stopped in its warm-up with
         reference = ref_of(exp, draws[:, min(warmup, draws.shape[1]) :])
     outcome.written = write_run_outputs(exp, outcome, endpoints, reference, plan)
     summary = outcome.written.get("summary.txt")
@@ -221,6 +243,32 @@ def run_experiment(
         with open(summary, "a", encoding="utf-8") as fh:
             fh.write("\nwarnings:\n" + "".join(f"  {w}\n" for w in outcome.warnings))
     return outcome
+
+
+def _releases_warm_start(rf: RunFolder) -> bool:
+    """Whether this invocation releases the warm start (no earlier one finished it: warm_start.json)."""
+    try:
+        return warm.load_result(rf.out_dir) is None
+    except ValueError:  # an unreadable result: _warm_start names it
+        return False
+
+
+def _stopped_text(driver: MHDriver | RejectionDriver, warmup: int, why: str) -> str:
+    """Why a run ended early (a registry refused a batch: its privacy budget ran out), in plain words: where,
+    what the run has, and what to change."""
+    where = f"a registry's privacy budget ran out at batch {driver.batch + 1} of {driver.total}"
+    if warmup and driver.batch <= warmup:
+        when = f"in the warm-up ({warmup} iterations)" if driver.batch < warmup else "right after the warm-up"
+        has = (
+            f", {when}: there are no draws after the warm-up, only the warm-up's {driver.batch} "
+            "iteration(s) per chain, written as warm-up draws, not as a posterior"
+        )
+    else:
+        has = f": the run ends with the {driver.n_draws} draws made before it"
+    return (
+        f"{where}{has}. Give the registries more budget, plan a run that fits ([privacy] target_epsilon), "
+        f"or ask for fewer iterations. The refusal: {why}"
+    )
 
 
 def laplace_lines(exp: Experiment, names: Any, draws: F64) -> list[str]:
@@ -236,6 +284,25 @@ def laplace_lines(exp: Experiment, names: Any, draws: F64) -> list[str]:
         z = (lap.mean[k] - mean[k]) / sd[k] if sd[k] > 0 else float("nan")
         lines.append(f"  {name:<12} {lap.mean[k]:10.4f} {lap.sd()[k]:9.4f} {z:+7.2f}")
     return lines
+
+
+def refit_line(exp: Experiment, driver: Any) -> str:
+    """What the warm-up's refit did to the independence proposal (public: post-processing of the chain
+    states), in the DP Laplace approximation's sds; "" without a refit or before its last refit."""
+    st, lap = getattr(driver, "mh", None), exp.sampler.laplace
+    refits = getattr(driver, "refits", None)
+    if not isinstance(st, RefitState) or lap is None or refits is None or st.t < refits[-1]:
+        return ""
+    chol = np.linalg.cholesky(lap.cov)
+    moved = float(np.linalg.norm(np.linalg.solve(chol, st.mean - lap.mean)))
+    ratio = np.sqrt(np.diag(st.cov) / np.diag(lap.cov))
+    return (
+        f"the independence proposal was refitted to the chains' states in the warm-up (iterations "
+        f"{refits[0]} and {refits[1]}) and frozen for the draws: its centre moved {moved:.2g} "
+        f"DP-approximation sd from the DP Laplace approximation's, its sds are "
+        f"{ratio.min():.2f}-{ratio.max():.2f}x the DP approximation's (no privacy cost: the chain states are "
+        "released anyway)"
+    )
 
 
 def _pilot_check(exp: Experiment, model: Any, accepted: Any, warmup: int, notes: list[str]) -> list[str]:
@@ -265,7 +332,46 @@ def _pilot_check(exp: Experiment, model: Any, accepted: Any, warmup: int, notes:
     ]
 
 
-def _plan(exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None], what: str) -> Experiment:
+def budget_advice(
+    exp: Experiment, mcmc_plan: McmcPlan | None, reports: dict[int, Any]
+) -> Callable[[float], str] | None:
+    """What more effective draws would cost when the registries charge every decision (the convergence
+    warnings' advice; "more iterations" alone would hide that it spends more ε): given the factor of
+    effective draws wanted, the target a planned run would need at its plan's price per decision, or, for a
+    run against registries with budgets, the factor of decisions and what this run's ledgers show; None
+    when no registry keeps a budget (more iterations cost no ε then)."""
+    same = "or fewer, longer chains (the same decisions, less warm-up: no more epsilon)"
+    if mcmc_plan is not None and exp.budget_target is not None:
+        p, target = mcmc_plan, exp.budget_target
+
+        def planned(factor: float) -> str:
+            return (
+                f"about {factor:.1f}x this run's decisions, i.e. [privacy] target_epsilon >= "
+                f"{p.eps_scaled(factor):.3g} at delta = {target.delta:g} at the plan's price per decision "
+                f"(this run: {target.epsilon:g}); {same}"
+            )
+
+        return planned
+    spent = [
+        float(r.budget.spent)
+        for r in reports.values()
+        if not isinstance(r, str) and getattr(r, "budget", None) is not None and r.budget.spent > 0
+    ]
+    if not spent:
+        return None
+
+    def budgeted(factor: float) -> str:
+        return (
+            f"about {factor:.1f}x this run's decisions, which every registry charges (their ledgers stand "
+            f"at up to {max(spent):.3g} after this run; `confar privacy plan` prices a run); {same}"
+        )
+
+    return budgeted
+
+
+def _plan(
+    exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None], what: str
+) -> tuple[Experiment, McmcPlan]:
     """The planned run (``coordinator.planner``) from ``laplace``: the pilot's before the warm start, the DP
     Laplace approximation after it (``what`` says which); RunError when the budget buys too little."""
     try:
@@ -278,7 +384,7 @@ def _plan(exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None],
     advice = planner.cap_advice(exp, model, laplace, p)
     if advice is not None:
         say(f"WARNING: {advice}")
-    return planner.planned_experiment(exp, p)
+    return planner.planned_experiment(exp, p), p
 
 
 def _warm_start(
@@ -519,6 +625,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"confar run: {in_file_keys(str(exc))}", file=sys.stderr)
         return 1
     print(summary_text(outcome))
+    if outcome.stopped:
+        written = ", ".join(sorted(outcome.written)) or "nothing ([output] formats = [])"
+        print(
+            f"confar run: STOPPED EARLY (exit code {EXIT_STOPPED}): {outcome.stopped}. Outputs in "
+            f"{outcome.out_dir}: {written}",
+            file=sys.stderr,
+        )
+        return EXIT_STOPPED
     return 0
 
 

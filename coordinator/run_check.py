@@ -136,7 +136,9 @@ def in_file_keys(message: str) -> str:
 
 def _budget_refusals(exp: Experiment) -> list[str]:
     """What a simulated registry with a privacy budget refuses before the first batch: a plan whose
-    decisions it cannot account (``mechanisms.privacy.charge``, the rule its daemon applies)."""
+    decisions it cannot account (``mechanisms.privacy.charge``, the rule its daemon applies), and a run
+    whose projected spend passes its budget (as the run's dry run refuses it: for a penalty with sd at the
+    cap, the most a decision can cost; not for a planned run, nor with ``[privacy] stop_at_budget``)."""
     sim = exp.simulate
     if sim is None or (sim.party_epsilon is None and sim.party_gdp_mu is None):
         return []
@@ -146,8 +148,9 @@ def _budget_refusals(exp: Experiment) -> list[str]:
     colluding = exp.m - 1 if sim.party_colluding is None else sim.party_colluding
     view = coalition_view(exp.reveal_mode, exp.m, exp.t, colluding)
     plan = exp.decision_plan()
-    if plan.penalty is not None and plan.penalty.fixed:
-        return []  # charged per decision at each batch's own sensitivity: accountable by construction
+    per_decision = plan.penalty is not None and plan.penalty.fixed
+    if per_decision and (exp.budget_target is not None or sim.party_accountant == "renyi"):
+        return []  # planned at the expected charge; a Renyi filter reads the cap's charge its own way
     neighbours = sim.party_neighbours or "replace-one"
     n = exp.sampler.decisions_per_batch
     try:
@@ -158,21 +161,25 @@ def _budget_refusals(exp: Experiment) -> list[str]:
             f"the simulated registries have privacy budgets ([simulate] party_epsilon / party_gdp_mu) and "
             f"would refuse this run: {in_file_keys(str(exc))}"
         ]
+    if exp.stop_at_budget:  # the run may stop where a registry's budget runs out
+        return []
     from coordinator.privacy import recompose
     from mechanisms.privacy.events import scaled
 
     batches = exp.sampler.batches
     delta = sim.party_delta if sim.party_delta is not None else 1e-5
     spend = recompose(scaled(events, batches), delta)
+    at_cap = " at the cap max_sensitivity (the most a decision can cost)" if per_decision else ""
+    or_stop = "; or accept a run that stops at the budget: [privacy] stop_at_budget = true"
     if sim.party_epsilon is not None and spend.eps > sim.party_epsilon * (1 + 1e-12):
         return [
             f"the simulated registries' budget ([simulate] party_epsilon = {sim.party_epsilon:g} at delta = "
             f"{delta:g}, {neighbours}) does not fit the run: {batches} batches of {n} decisions spend eps = "
-            f"{spend.eps:.4g} (fewer [sampler] iterations, more noise, or a larger budget)"
+            f"{spend.eps:.4g}{at_cap} (fewer [sampler] iterations, more noise, or a larger budget{or_stop})"
         ]
     if sim.party_gdp_mu is not None and spend.gdp_mu is not None and spend.gdp_mu > sim.party_gdp_mu:
         return [
             f"the simulated registries' budget ([simulate] party_gdp_mu = {sim.party_gdp_mu:g}) does not fit "
-            f"the run: {batches} batches of {n} decisions spend mu = {spend.gdp_mu:.4g}"
+            f"the run: {batches} batches of {n} decisions spend mu = {spend.gdp_mu:.4g}{at_cap}{or_stop}"
         ]
     return []

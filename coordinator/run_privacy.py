@@ -1,9 +1,16 @@
 """A run's privacy, coordinator side: the dry run before it, the target check, what it spent, the reports.
 
 Before a run (or a resumed run's remaining batches) every party answers ``PlanPrivacy`` for the planned
-session (no data read, nothing charged); a party that would refuse stops the run with its reason. With a
-``[privacy]`` target, each party's per-batch events for the whole run are composed here (GDP μ, or ε at δ
-by PLD) and must fit it. After the run every party's ``PrivacyReport`` (its own ledger) goes to the outputs.
+session (no data read, nothing charged); a party that would refuse stops the run with its reason. A run
+whose dry run passes a registry's privacy budget is refused too, also when its decisions are charged per
+decision (where the dry run charges the cap, an upper bound): a registry refuses a batch past its budget,
+and a run cut short in its warm-up has no posterior. Two exceptions: a planned run (``[privacy]
+target_epsilon``, sized by the planner at the expected charge), and ``[privacy] stop_at_budget = true``,
+which accepts a run that stops where a registry's budget runs out and says up front where that may be. With
+a run with a DP warm start the sampling's dry run is asked before the warm start too, so that a run whose
+sampling alone passes a budget releases nothing. With a ``[privacy]`` target, each party's per-batch events
+for the whole run are composed here (GDP μ, or ε at δ by PLD) and must fit it. After the run every party's
+``PrivacyReport`` (its own ledger) goes to the outputs.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from typing import Any
 from coordinator import privacy as cprivacy
 from coordinator.checkpoint import RunError
 from coordinator.experiment import Experiment
+from coordinator.sampler_settings import MH_KINDS
 from mechanisms.privacy import scaled
 from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
@@ -47,6 +55,7 @@ class PrivacyPlan:
     text: str
     composed: dict[int, cprivacy.Spend] = field(default_factory=dict)
     per_decision: bool = False  # decisions charged at their own sensitivity: per_batch is the cap's bound
+    may_stop: str = ""  # [privacy] stop_at_budget: where the run may stop at a registry's budget
 
     def spent_text(self, run_steps: int) -> str:
         """Largest GDP μ over parties after ``run_steps`` batches, when every event has a GDP bound."""
@@ -66,29 +75,55 @@ class PrivacyPlan:
 
 
 def check_privacy(
-    exp: Experiment, pf: Any, remaining: int, already_charged: set[int] | frozenset[int] = frozenset()
+    exp: Experiment,
+    pf: Any,
+    remaining: int,
+    already_charged: set[int] | frozenset[int] = frozenset(),
+    before_release: bool = False,
 ) -> PrivacyPlan:
     """Every party's PlanPrivacy; raise RunError with each refusing party's reason or a missed target.
 
+    A party that refuses only because the run would pass its privacy budget (:func:`_over_budget`) stops
+    the run here too, naming the figures and the fix, unless the run may stop partway: a planned run
+    (``[privacy] target_epsilon``) charged per decision, whose length the planner priced at the expected
+    charge (the dry run charges the cap, an upper bound), or ``[privacy] stop_at_budget = true``, which
+    accepts a run that stops when a registry's budget runs out (the plan's ``may_stop`` says where).
+
     ``already_charged``: parties that charged this (resumed ABCDP) run's whole-run epsilon already; their
-    refusal does not stop the run (they charge nothing more, and refuse at open if they cannot go on)."""
+    refusal does not stop the run (they charge nothing more, and refuse at open if they cannot go on).
+    ``before_release``: the check before the DP warm start releases anything, of the sampling's session as
+    the file gives it (its charge at the cap does not depend on the warm start's covariate region): only a
+    budget it would pass stops the run (the check after the warm start, with the session that runs, is the
+    complete one)."""
     answers = cprivacy.plan(pf)
     text, _ = cprivacy.format_plan(pf, answers)
     refusing = {pid for pid, r in answers.items() if isinstance(r, str) or r.would_refuse}
     moot = {pid for pid in refusing if pid in already_charged and not isinstance(answers[pid], str)}
     pen = exp.sampler.penalty
     per_decision = pen is not None and pen.fixed
-    upper: set[int] = set()
-    if per_decision:  # charged per decision at its own sensitivity: the dry run is an upper bound
-        assert pen is not None
-        upper = {pid for pid in refusing if not isinstance(a := answers[pid], str) and a.events_json}
-        if upper and not refusing - upper - moot:  # only the projection at the cap is over budget
-            text = _per_decision_text(pf, answers, upper, pen.max_sensitivity)
-        elif upper:  # another party refuses: its reasons are in the full text
-            text += f"\nparties {sorted(upper)}: {_cap_note(pen.max_sensitivity)}"
-        refusing -= upper
-    if refusing - moot:
-        raise RunError(f"the privacy dry run failed ({len(refusing - moot)} party/parties refused):\n{text}")
+    cap = pen.max_sensitivity if pen is not None else None
+    over: set[int] = set()
+    if exp.sampler.kind != "abcdp":  # ABCDP is charged once per run, at its start: it cannot stop partway
+        over = {pid for pid in refusing - moot if _over_budget(answers[pid], pf, per_decision)}
+    others = refusing - moot - over
+    if before_release:
+        others = set()  # refusals for other reasons are asked again, of the session that runs
+    if others:
+        if over and per_decision:
+            text += f"\nparties {sorted(over)}: {_cap_note(cap)}"
+        raise RunError(f"the privacy dry run failed ({len(others | over)} party/parties refused):\n{text}")
+    may_stop = ""
+    if over:
+        planned = exp.budget_target is not None and per_decision
+        if not planned and not exp.stop_at_budget:
+            if per_decision:
+                raise RunError(_over_budget_refusal(exp, pf, answers, over, cap, before_release))
+            failed = f"the privacy dry run failed ({len(over)} party/parties refused)"
+            raise RunError(f"{failed}:\n{text}\n{_STOP_HINT}")
+        if per_decision:
+            text = _per_decision_text(pf, answers, over, cap, planned)
+        if exp.stop_at_budget:
+            may_stop = _may_stop_text(exp, pf, answers, over, per_decision)
     if moot:
         text += (
             f"\nparties {sorted(moot)} already charged this run's epsilon (once per run): their dry-run "
@@ -97,9 +132,9 @@ def check_privacy(
     per_batch = {  # every party answered here (one that could not be asked refuses above)
         pid: cprivacy.parse_events(r.events_json) for pid, r in answers.items() if not isinstance(r, str)
     }
-    plan = PrivacyPlan(per_batch, text, per_decision=per_decision)
+    plan = PrivacyPlan(per_batch, text, per_decision=per_decision, may_stop=may_stop)
     target = exp.privacy
-    if target is None or (pen is not None and pen.fixed):  # per decision: checked against the plan's
+    if target is None or per_decision or before_release:  # per decision: checked against the plan's
         return plan  # expected charge (coordinator.planner), not the cap; each registry enforces its budget
     total = exp.sampler.batches if exp.sampler.kind != "abcdp" else 1
     misses = []
@@ -131,22 +166,106 @@ def check_privacy(
     return plan
 
 
-_CAP_NOTE = (
-    "the dry run charges every decision at the cap max_sensitivity = {cap}, an upper bound, not the "
-    "charge (the plan gives the expected spend); each decision is charged at its own sensitivity, and a "
-    "registry refuses a batch past its budget when it comes"
+_STOP_HINT = (
+    "each refusing registry's only reason is its privacy budget: plan a run that fits (fewer iterations, "
+    "more noise), or accept a run that stops when a registry's budget runs out: [privacy] stop_at_budget "
+    "= true (without a posterior if it stops in the warm-up)"
 )
 
 
-def _cap_note(cap: float | None) -> str:
-    return _CAP_NOTE.format(cap="none" if cap is None else f"{cap:g}")
+def _over_budget(answer: Any, pf: Any, per_decision: bool) -> bool:
+    """Whether a party's dry run refuses only because the run would pass its privacy budget: it accounts
+    the session (its per-batch events), it has a budget the projection passes, its decision budget holds
+    every batch, and (for charges that are exact, not a cap's bound) at least one batch fits."""
+    if isinstance(answer, str) or not answer.would_refuse or not answer.events_json:
+        return False
+    b, s = answer.budget, pf.session
+    decisions_fit = answer.decisions_used + s.batches * s.batch_size <= answer.decisions_budget
+    return (
+        b.configured
+        and answer.projected > b.limit
+        and decisions_fit
+        and (per_decision or answer.batches_allowed >= 1)
+    )
 
 
-def _per_decision_text(pf: Any, answers: dict[int, Any], upper: set[int], cap: float | None) -> str:
+def _fit_line(pf: Any, pid: int, answer: Any) -> str:
+    b = answer.budget
+    return (
+        f"party {pid} ({pf.parties[pid - 1].identity}): {b.unit}: spent {b.spent:.4g} of {b.limit:.4g}; the "
+        f"whole run would reach {answer.projected:.4g}; {answer.batches_allowed} of {pf.session.batches} "
+        "batches fit"
+    )
+
+
+def _over_budget_refusal(
+    exp: Experiment, pf: Any, answers: dict[int, Any], over: set[int], cap: float | None, before: bool
+) -> str:
+    """Why an unplanned run charged per decision is refused when its dry run passes a registry's budget: the
+    cap's charge is the only bound on what the run spends that holds whatever the chains do, and a run
+    past a budget stops where the registry refuses a batch (in the warm-up: without a posterior)."""
+    fit = min(answers[pid].batches_allowed for pid in over)
+    s = exp.sampler
+    lines = [
+        "the run does not fit the registries' privacy budgets: its dry run charges every decision at the cap "
+        f"max_sensitivity = {'none' if cap is None else f'{cap:g}'} (the most a decision can cost: each "
+        "is charged at its own sensitivity, at most the cap), and at the cap"
+        + (" (before the warm start, whose releases add to it)" if before else "")
+    ]
+    lines += [f"  {_fit_line(pf, pid, answers[pid])}" for pid in sorted(over)]
+    warmup = s.warmup if s.kind in MH_KINDS else 0
+    where = "in the warm-up, without a posterior" if fit < warmup else "partway"
+    lines.append(
+        f"A registry refuses a batch past its budget, so the run may stop at batch {fit + 1} of "
+        f"{pf.session.batches} or later ({where}). Plan a run that fits: [privacy] target_epsilon = ... "
+        "(the planner prices the expected charge and sets the length; it needs proposal = \"laplace\" "
+        f"and a [warm_start]), or ask for fewer iterations ([sampler] iterations: at most {fit} fit at "
+        "the cap) or more noise ([sampler] sd), or accept a run that may stop early: [privacy] "
+        "stop_at_budget = true"
+    )
+    return "\n".join(lines)
+
+
+def _may_stop_text(
+    exp: Experiment, pf: Any, answers: dict[int, Any], over: set[int], per_decision: bool
+) -> str:
+    """What a run with ``[privacy] stop_at_budget = true`` is told before it starts: where it may stop."""
+    fit = min(answers[pid].batches_allowed for pid in over)
+    total, warmup = pf.session.batches, exp.sampler.warmup if exp.sampler.kind in MH_KINDS else 0
+    who = ", ".join(f"party {pid} ({pf.parties[pid - 1].identity})" for pid in sorted(over))
+    if per_decision:
+        when = (
+            f"this run may stop at batch ~{fit + 1} of {total} when a registry's budget runs out (at the cap "
+            f"the budget of {who} covers {fit} batch(es); each decision is charged at its own sensitivity, "
+            "at most the cap, so it may go further)"
+        )
+    else:
+        when = f"this run will stop at batch {fit + 1} of {total} when a registry's budget runs out ({who})"
+    if fit < warmup:
+        when += f"; that is in the warm-up ({warmup} iterations): then it has no posterior, only its draws"
+    return when + " ([privacy] stop_at_budget = true)"
+
+
+_CAP_NOTE = (
+    "the dry run charges every decision at the cap max_sensitivity = {cap}, an upper bound, not the "
+    "charge{planned}; each decision is charged at its own sensitivity, and a registry refuses a batch past "
+    "its budget when it comes"
+)
+
+
+def _cap_note(cap: float | None, planned: bool = True) -> str:
+    return _CAP_NOTE.format(
+        cap="none" if cap is None else f"{cap:g}", planned=" (the plan gives the expected spend)" * planned
+    )
+
+
+def _per_decision_text(
+    pf: Any, answers: dict[int, Any], upper: set[int], cap: float | None, planned: bool = True
+) -> str:
     """The dry run of a run charged per decision whose projection at the cap exceeds some budgets, every
     other party accepting: each such party's numbers, without the verdict "WOULD REFUSE" (it refuses a
     batch past its budget when it comes, at the decision's own sensitivity)."""
-    lines = [f"parties {sorted(upper)} accept the session: {_cap_note(cap)}"]
+    lines = [f"parties {sorted(upper)} accept the session: {_cap_note(cap, planned)}"]
     for pid in sorted(upper):
         r = answers[pid]
         b = r.budget

@@ -57,7 +57,7 @@ SAMPLER_KEYS: dict[str, set[str]] = {
     "adaptive-mh": MH_KEYS | LAZY_KEYS | ADAPT_KEYS,
     "penalty": MH_KEYS
     | ADAPT_KEYS
-    | {"tau", "alpha", "n_records", "c", "b", "max_sensitivity", "sd", "proposal"},
+    | {"tau", "alpha", "n_records", "c", "b", "max_sensitivity", "sd", "proposal", "refit"},
     "rejection": {
         "kind",
         "n_accept",
@@ -106,6 +106,7 @@ class SamplerSettings:
     penalty_total_sd: float | None = None  # penalty sd: the total noise sd on the log-ratio (sqrt(m) x each)
     proposal: str = "random-walk"  # "random-walk" | "laplace" (independence sampler from the warm start)
     laplace: LaplaceApproximation | None = None  # set once the warm start has run
+    refit: bool = False  # proposal "laplace": refitted to the chains' states in the warm-up, then frozen
     lazy: Lazy | None = None  # lazy acceptance (sign reveal): a secret coin of probability gamma
     # rejection
     n_accept: int = 0
@@ -253,6 +254,9 @@ def _mh(r: Reader, s: dict[str, Any], kind: str, model: Model) -> SamplerSetting
         raise r.err("sampler.proposal", "the Laplace proposal is fixed: no adapt_* keys with it")
     if proposal == "laplace" and ("proposal_scale" in s or "proposal_cov" in s):
         raise r.err("sampler.proposal", "'laplace' comes from the warm start: no proposal_scale or _cov")
+    refit = bool(r.get(s, "sampler", "refit", bool, proposal == "laplace"))
+    if refit and proposal != "laplace":
+        raise r.err("sampler.refit", "refits the independence proposal of proposal = 'laplace' only")
     return SamplerSettings(
         kind=kind,
         chains=chains,
@@ -264,6 +268,7 @@ def _mh(r: Reader, s: dict[str, Any], kind: str, model: Model) -> SamplerSetting
         penalty=penalty,
         penalty_total_sd=total_sd,
         proposal=proposal,
+        refit=refit,
         lazy=lazy,
         **adapt,
     )

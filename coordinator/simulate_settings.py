@@ -26,6 +26,7 @@ class SimulateSettings:
     party_colluding: int | None = None  # None: the daemon's default ("all": m - 1)
     party_neighbours: str | None = None  # None: the daemon's default ("replace-one")
     party_accountant: str | None = None  # None: the daemon's default ("pld"); "renyi": a Renyi filter
+    party_per_run: str | None = None  # None: the daemon's default ("per-decision"); "worst-record"
     sources: tuple[str, ...] = ()  # per party (SIMULATE_SOURCES); empty: every party reads a CSV file
     data: tuple[Path, ...] = ()  # per party: its records (CSV or Parquet), not the model's synthetic data
 
@@ -45,6 +46,8 @@ class SimulateSettings:
             out["neighbours"] = self.party_neighbours
         if self.party_accountant is not None:
             out["accountant"] = self.party_accountant
+        if self.party_per_run is not None:
+            out["per_run"] = self.party_per_run
         return out
 
 
@@ -64,6 +67,7 @@ def read_simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int
             "party_colluding",
             "party_neighbours",
             "party_accountant",
+            "party_per_run",
             "sources",
             "data",
         ),
@@ -101,6 +105,13 @@ def read_simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int
         raise r.err(
             "simulate.party_accountant", "only with an eps-at-delta budget (party_epsilon, party_delta)"
         )
+    per_run = (
+        r.choice(tbl, "simulate", "party_per_run", ("per-decision", "worst-record"), None)
+        if "party_per_run" in tbl
+        else None
+    )
+    if per_run is not None and eps is None and gdp_mu is None:
+        raise r.err("simulate.party_per_run", "only with a privacy budget (party_gdp_mu or party_epsilon)")
     raw_src = r.get(tbl, "simulate", "sources", (str, list), "csv")
     srcs = [raw_src] * m if isinstance(raw_src, str) else raw_src
     if len(srcs) != m:
@@ -139,6 +150,7 @@ def read_simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int
         if "party_neighbours" in tbl
         else None,
         party_accountant=accountant,
+        party_per_run=per_run,
         sources=tuple(srcs),
         data=files,
     )

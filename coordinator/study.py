@@ -8,8 +8,21 @@ validation, run it against registry daemons or a local simulated consortium, and
     fit = study.fit(exp, simulate=True, out="out/notebook", overwrite=True)
     fit.idata            # arviz.InferenceData: posterior, sample_stats, prior, constant_data
     fit.summary          # arviz.summary of the posterior (with the reference's columns when there is one)
-    fit.privacy          # {"party-1": {"epsilon": ..., "delta": ..., "statement": "..."}, ...}
+    fit.privacy          # {"party-1": {"epsilon": ..., "delta": ..., "statement": "...", ...}, ...}
     fit.warnings         # convergence and budget warnings, as the terminal prints them
+    fit                  # its repr: the fit, then each registry's statement as `confar run` prints it
+    fit.stopped          # why the run stopped early (a registry's privacy budget ran out), "" if it did not
+
+**Each registry's privacy** is the statement ``confar run`` and ``confar privacy report`` print and the run's
+``privacy/party-<id>.json`` holds, byte for byte (``coordinator.privacy_statement``): ε at δ by the registry's
+own accountant (``fit.privacy[name]["epsilon"]``, the one its ledger enforces: ``"accountant"``), the
+neighbour relation, the threat model, what was released and its budget; the other readings of the same
+charges (``"readings"``: the GDP or PLD composition, other coalitions) are beside it, each labelled.
+
+A run that a registry's budget stops before any draw after its warm-up has no posterior: ``fit`` raises
+:class:`RunStopped` (a ``RuntimeError``) saying so and why; it carries the warm-up's draws (``.warmup``, an
+``InferenceData`` with ``warmup_posterior``: not posterior draws), each registry's privacy statement
+(``.privacy``) and the run folder, which holds them (``warmup.nc``, ``privacy/``, ``summary.txt``).
 
 **What ran is what is recorded.** A change of settings edits the experiment's TOML text (``tomlkit``:
 comments and layout kept) and reads it again with ``coordinator.experiment``'s validation, so a bad key or
@@ -38,6 +51,7 @@ from typing import Any
 
 from coordinator.experiment import Experiment, load_experiment
 from coordinator.outcome import Outcome, ProgressBar, ProgressInfo
+from coordinator.privacy_statement import statement_lines
 from coordinator.tables import ExperimentError
 
 Setting = str | int | float | bool | list[Any]
@@ -75,6 +89,19 @@ def _base_dir(exp: Experiment) -> Path:
     return Path(exp.source).resolve().parent
 
 
+class RunStopped(RuntimeError):
+    """The run stopped early (a registry refused a batch: its privacy budget ran out) before any draw after
+    its warm-up: there is no posterior. ``out_dir`` holds what there is; ``warmup`` is the warm-up's
+    ``InferenceData`` (group ``warmup_posterior``; None when it made no draw), ``privacy`` each registry's
+    statement (as :attr:`Fit.privacy`), ``outcome`` the run's :class:`Outcome`."""
+
+    def __init__(
+        self, message: str, out_dir: Path, warmup: Any, privacy: dict[str, dict[str, Any]], outcome: Outcome
+    ) -> None:
+        super().__init__(message)
+        self.out_dir, self.warmup, self.privacy, self.outcome = out_dir, warmup, privacy, outcome
+
+
 @dataclass
 class Fit:
     """A finished run, as a notebook uses it (see the module docstring)."""
@@ -86,16 +113,18 @@ class Fit:
     out_dir: Path
     experiment: Experiment
     outcome: Outcome = field(repr=False)
+    stopped: str = ""  # why the run stopped early ("" when it ran to its end)
 
     def __repr__(self) -> str:
+        """One line for the fit, then each registry's privacy statement as ``confar run`` prints it."""
         post = self.idata.posterior
-        eps = ", ".join(
-            f"{who}: eps {p['epsilon']:.3g}" if p.get("epsilon") is not None else f"{who}: {p['statement']}"
-            for who, p in self.privacy.items()
-        )
-        return (
-            f"Fit({post.sizes['chain']} chains x {post.sizes['draw']} draws of "
-            f"{', '.join(map(str, post.data_vars))}; {len(self.warnings)} warning(s); {eps}; {self.out_dir})"
+        entries = [(who, p["statement"], p["readings"]) for who, p in self.privacy.items()]
+        return "\n".join(
+            [
+                f"Fit({post.sizes['chain']} chains x {post.sizes['draw']} draws of "
+                f"{', '.join(map(str, post.data_vars))}; {len(self.warnings)} warning(s); {self.out_dir})",
+                *statement_lines(entries),
+            ]
         )
 
 
@@ -144,6 +173,21 @@ def _fit_of(exp: Experiment, outcome: Outcome) -> Fit:
     import pandas as pd
 
     out = outcome.out_dir
+    if outcome.stopped and not outcome.posterior_draws:
+        warm = None
+        if (out / "warmup.nc").exists():
+            warm = az.from_netcdf(out / "warmup.nc")
+            warm.load()
+        written = ", ".join(sorted(outcome.written)) or "nothing ([output] formats = [])"
+        raise RunStopped(
+            "the run stopped before any draw after its warm-up, so there is no posterior: "
+            f"{outcome.stopped}. Written to {out}: {written}. This exception's .warmup holds the warm-up's "
+            "draws (not posterior draws), .privacy what each registry's data spent",
+            out,
+            warm,
+            _privacy_of(out),
+            outcome,
+        )
     nc = out / "posterior.nc"
     if not nc.exists():
         raise ExperimentError(
@@ -153,15 +197,23 @@ def _fit_of(exp: Experiment, outcome: Outcome) -> Fit:
     idata.load()  # the file may be replaced by a later run into the same folder
     summary_csv = out / "summary.csv"
     summary = pd.read_csv(summary_csv, index_col=0) if summary_csv.exists() else az.summary(idata)
+    privacy = _privacy_of(out)
+    return Fit(idata, summary, privacy, list(outcome.warnings), out, exp, outcome, outcome.stopped)
+
+
+def _privacy_of(out: Path) -> dict[str, dict[str, Any]]:
+    """Each registry's privacy statement, from the run folder's privacy/party-N.json."""
     privacy: dict[str, dict[str, Any]] = {}
     for path in sorted((out / "privacy").glob("party-*.json")):
         doc = json.loads(path.read_text(encoding="utf-8"))
         here = doc.get("recomputed_here") or {}
         privacy[str(doc.get("identity", path.stem))] = {
-            "epsilon": here.get("eps_at_delta"),
+            "epsilon": here.get("epsilon_by_accountant"),  # by its own accountant (None: no number backed)
             "delta": here.get("delta"),
+            "accountant": here.get("accountant"),  # "renyi" | "pld" | "gdp" | None
             "gdp_mu": here.get("gdp_mu"),
-            "statement": doc.get("statement", ""),
+            "statement": doc.get("statement") or doc.get("error") or "no statement",
+            "readings": list(doc.get("other_readings", [])),  # beside the statement, each labelled
             "document": doc,  # privacy/party-N.json: the party's report and its recomputation
         }
-    return Fit(idata, summary, privacy, list(outcome.warnings), out, exp, outcome)
+    return privacy

@@ -184,6 +184,7 @@ class McmcPlan:
     per_proposal: float = 0.0  # the expected charge of one proposal, in the accounting's unit (μ² or ρ)
     budget_total: float = math.inf  # what the target allows in that unit (Accounting.budget)
     floor: Floor | None = None  # the one-posterior-sample floor at the plan's approximation (public)
+    min_warmup: int = 0  # the warm-up a refitted proposal needs (refit_warmup), 0 without a refit
 
     @property
     def usable(self) -> bool:
@@ -206,7 +207,7 @@ class McmcPlan:
             return 10**9
 
         def enough(it: int) -> bool:  # the ESS after the warm-up does not fall as the run grows
-            return rate * max(it - warmup_of(self.stats, it), 0) >= ess
+            return rate * max(it - warmup_of(self.stats, it, self.min_warmup), 0) >= ess
 
         lo, hi = 1, max(math.ceil(ess / rate), 2)
         while not enough(hi):
@@ -224,6 +225,14 @@ class McmcPlan:
         warm = self.accounting.warm(self.mu_warm)
         it = self.iterations_for_ess(ess)
         return warm + self.chains * it * self.per_proposal / self.margin
+
+    def eps_scaled(self, factor: float) -> float:
+        """ε at δ of this plan's run with ``factor`` times its decisions (the warm start once), at the
+        plan's price per decision."""
+        acc = self.accounting
+        warm = acc.warm(self.mu_warm)
+        total = self.rho_total if self.alpha is not None else self.mu_total**2
+        return acc.eps(warm + max(total - warm, 0.0) * factor)
 
     def eps_for_ess(self, ess: float) -> float:
         """ε at δ a planned run (with its margin) needs for ``ess`` effective draws at this plan's cost per
@@ -307,10 +316,19 @@ def _mu_per_decision(stats: ProposalStatistics, sd_total: float, m: int, residua
     return stats.asked * stats.mean_delta2 * m / (sd_total**2 * residual)
 
 
-def warmup_of(stats: ProposalStatistics, iterations: int) -> int:
+def warmup_of(stats: ProposalStatistics, iterations: int, min_warmup: int = 0) -> int:
     """Warm-up iterations of a planned run: a tenth of it, and at least the ~5 acceptances a chain started at
-    a draw of the approximation (off the posterior by the approximation's error) needs to forget its start."""
-    return min(max(iterations // 10, math.ceil(5.0 / max(stats.acceptance, 1e-3))), max(iterations - 1, 0))
+    a draw of the approximation (off the posterior by the approximation's error) needs to forget its start,
+    and at least ``min_warmup`` (what a proposal refitted in the warm-up needs: :func:`refit_warmup`)."""
+    lo = max(iterations // 10, math.ceil(5.0 / max(stats.acceptance, 1e-3)), min_warmup)
+    return min(lo, max(iterations - 1, 0))
+
+
+def refit_warmup(d: int, chains: int) -> int:
+    """The shortest warm-up whose refits (``RefitIndependenceMH`` at half the warm-up and at its end, each
+    from the second half of its stage) pool at least 20·(d + 1) chain states in the last stage: enough for
+    a d × d covariance to within about ±30 % per sd (the frozen proposal's inflation absorbs that)."""
+    return max(8, math.ceil(4 * 20 * (d + 1) / max(chains, 1)))
 
 
 def plan_mcmc(
@@ -325,12 +343,15 @@ def plan_mcmc(
     mu_warm: float,
     margin: float = 0.85,
     alpha: float | None = None,
+    min_warmup: int = 0,
 ) -> McmcPlan:
     """The iterations that spend the budget ε(δ) (for a registry whose view leaves ``residual`` registries'
     noise unknown), and what they buy after the warm-up (:func:`warmup_of`); ``margin`` of the budget left
     after the warm start is planned (the prediction rests on the Gaussian stand-in: the real steps cost
     somewhat more, 8 % in the demo). ``alpha``: the registries' Rényi filter order (:class:`Accounting`;
-    ``stats`` then carries E[ρ_bit] at that order)."""
+    ``stats`` then carries E[ρ_bit] at that order); ``min_warmup``: the warm-up a refitted proposal needs.
+    The ESS counts the draws after the warm-up at ``stats``' ESS per proposal: with a refitted proposal
+    that is the DP approximation's (offset by its noise), a conservative stand-in for the refit's."""
     acc = Accounting(delta, alpha)
     warm = acc.warm(mu_warm)
     left = margin * max(acc.budget(eps) - warm, 0.0)
@@ -338,7 +359,7 @@ def plan_mcmc(
     iterations = int(left / (chains * per)) if per > 0 else 0
     total = warm + chains * iterations * per
     mu_total = math.sqrt(mu_warm**2 + chains * iterations * _mu_per_decision(stats, sd_total, m, residual))
-    ess = chains * max(iterations - warmup_of(stats, iterations), 0) * stats.ess_per_proposal
+    ess = chains * max(iterations - warmup_of(stats, iterations, min_warmup), 0) * stats.ess_per_proposal
     return McmcPlan(
         iterations=iterations,
         chains=chains,
@@ -355,6 +376,7 @@ def plan_mcmc(
         rho_warm=warm if alpha is not None else 0.0,
         per_proposal=per,
         budget_total=acc.budget(eps),
+        min_warmup=min_warmup,
     )
 
 

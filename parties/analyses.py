@@ -10,6 +10,7 @@ federated ABCDP in ``parties.abcdp``; this module only fixes the seam.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -85,6 +86,24 @@ class Analysis(Protocol):
         mode: str,
         rng: SecureRandom,
     ) -> Terms: ...
+
+
+@runtime_checkable
+class RunAccounted(Protocol):
+    """The optional per-run charge of an :class:`Analysis` (``[budget] per_run = "worst-record"``, checked
+    with ``isinstance``): ``parties.models_bridge.ModelAnalysis.worst_record_events``."""
+
+    def worst_record_events(
+        self,
+        params: dict[str, Any],
+        mode: str,
+        view: RevealView,
+        n: int,
+        batch: dict[str, npt.NDArray[Any]],
+        neighbours: str,
+        rdp_orders: tuple[float, ...] | None,
+        state_of: Callable[[str], Any],
+    ) -> tuple[list[PrivacyEvent], str, dict[str, Any]] | None: ...
 
 
 @runtime_checkable

@@ -17,10 +17,10 @@ if TYPE_CHECKING:
 
 def merge_events(events: Sequence[PrivacyEvent]) -> tuple[PrivacyEvent, ...]:
     """Merge consecutive events of the same mechanism and label (counts add), and consecutive Gaussian events
-    of the same label into one with μ² summed (the per-decision charges of a session: GDP composition is
-    exactly that; Rényi events of the same orders also add their ρ, and a Rényi event is never merged with a
-    plain Gaussian one); composition is unchanged either way, and the ledger grows with sessions, not
-    batches."""
+    of the same label into one with μ² summed (the per-decision charges of a session, and the increments of a
+    run charged at its worst record: GDP composition is exactly that; Rényi events of the same orders also add
+    their ρ, and a Rényi event is never merged with a plain Gaussian one); composition is unchanged either
+    way, and the ledger grows with sessions, not batches."""
     from mechanisms.privacy import GaussianEvent, RenyiEvent
 
     out: list[PrivacyEvent] = []
@@ -32,7 +32,7 @@ def merge_events(events: Sequence[PrivacyEvent]) -> tuple[PrivacyEvent, ...]:
             isinstance(last, GaussianEvent)
             and isinstance(e, GaussianEvent)
             and last.label == e.label
-            and "per decision" in (e.label or "")
+            and ("per decision" in (e.label or "") or "worst record over the run" in (e.label or ""))
             and type(last) is type(e)
             and (not isinstance(e, RenyiEvent) or (isinstance(last, RenyiEvent) and last.orders == e.orders))
         ):

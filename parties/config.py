@@ -56,6 +56,10 @@ Example (all keys; optional ones marked)::
     # accountant = "renyi"         # optional with epsilon/delta: a Renyi filter at the order the budget
                                    # fixes (mechanisms.privacy.renyi; valid under adaptive steps, charges a
                                    # fixed-sd penalty's accept bit below its Gaussian); default "pld"
+    # per_run = "worst-record"     # optional: a fixed-sd penalty run of a model linear in a predictor
+                                   # (bayes-logistic, formula bernoulli) charged at its worst record over
+                                   # the run, not each decision's (mechanisms.privacy.worst_record; never
+                                   # more than per decision); default "per-decision"
     neighbours = "add-remove"      # optional: the neighbouring datasets the budget protects, "add-remove"
                                    # (one record more or less) or "replace-one" (default: one record
                                    # replaced; about twice the add-remove charge for the same release)
@@ -98,6 +102,9 @@ from proto.spec import (
     identity_problem,
 )
 
+#: how a registry charges a fixed-sd penalty run: each decision at its own worst record, or the run at its one
+PER_RUN = ("per-decision", "worst-record")
+
 #: testing.freeze_at phases of a run step, in order: the Evaluate request checked but nothing charged; the
 #: step charged and persisted but no share sent; this party's first exchange round sent to every peer; the
 #: step done and its run record kept but the answer not sent
@@ -135,6 +142,7 @@ class PartyConfig:
     colluding: int | None = None  # None = "all" (m - 1 at each session)
     neighbours: str = "replace-one"  # the neighbouring datasets protected: "add-remove" | "replace-one"
     accountant: str = "pld"  # with epsilon/delta: "pld" (EpsDeltaBudget) or "renyi" (RDPBudget)
+    per_run: str = "per-decision"  # "per-decision" | "worst-record" (mechanisms.privacy.worst_record)
     round_timeout_s: float = 30.0
     max_batch: int = 100_000
     max_sessions: int = 4
@@ -214,7 +222,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
     data = read_data_config(r.table("data", required=False), path, r.err)  # parties.sources
     allow = _allow_section(r)
     budget = r.table("budget")
-    keys = {"max_decisions", "epsilon", "delta", "gdp_mu", "colluding", "neighbours", "accountant"}
+    keys = {"max_decisions", "epsilon", "delta", "gdp_mu", "colluding", "neighbours", "accountant", "per_run"}
     _check_unknown(r, budget, "budget", keys)
     max_decisions = r.get(budget, "budget", "max_decisions", int)
     if max_decisions < 0:
@@ -230,6 +238,11 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         raise r.err("budget.accountant", f'must be "pld" or "renyi", got {accountant!r}')
     if "accountant" in budget and eps is None:
         raise r.err("budget.accountant", "only used with an eps-at-delta budget (epsilon and delta)")
+    per_run = r.get(budget, "budget", "per_run", str, "per-decision")
+    if per_run not in PER_RUN:
+        raise r.err("budget.per_run", f"must be one of {list(PER_RUN)}, got {per_run!r}")
+    if "per_run" in budget and gdp_mu is None and eps is None:
+        raise r.err("budget.per_run", "only used with a privacy budget (gdp_mu or epsilon/delta)")
     return PartyConfig(
         source=path,
         id=pid,
@@ -250,6 +263,7 @@ def load_config(path: str | Path, insecure: bool = False) -> PartyConfig:
         colluding=colluding,
         neighbours=neighbours,
         accountant=accountant,
+        per_run=per_run,
         **allow,
         **_limits_section(r),
         **_testing_section(r),

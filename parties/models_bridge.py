@@ -21,6 +21,7 @@ the model under ``[data] model`` (``parties.sources``).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -157,6 +158,40 @@ class ModelAnalysis:
             )
         except charge.Unaccountable as exc:
             raise Unaccountable(str(exc)) from exc
+
+    def worst_record_events(
+        self,
+        params: dict[str, Any],
+        mode: str,
+        view: RevealView,
+        n: int,
+        batch: dict[str, npt.NDArray[Any]],
+        neighbours: str,
+        rdp_orders: tuple[float, ...] | None,
+        state_of: Callable[[str], Any],
+    ) -> tuple[list[PrivacyEvent], str, dict[str, Any]] | None:
+        """The batch charged per run at its worst record (``mechanisms.privacy.worst_record``), given the
+        run's stored state under the charge's fingerprint (``state_of(fingerprint)``, None for the run's first
+        batch): (events, fingerprint, the state after the batch), or None when the per-run charge does not
+        apply to the session (the per-decision charge is kept)."""
+        from mechanisms.privacy import charge
+        from mechanisms.privacy.worst_record import RunState
+
+        plan, model = self.plan(params), self.model(params)
+        wr = charge.worst_record_charge(plan, model, view, neighbours, rdp_orders)
+        if wr is None:
+            return None
+        request = self.request(model, plan, batch, n)
+        stored = state_of(wr.fingerprint)
+        try:
+            before = None if stored is None else RunState.from_dict(stored, wr.layers, wr.d)
+        except ValueError as exc:
+            why = f"the run's stored worst-record state ({wr.fingerprint}) is unusable: {exc}"
+            raise Unaccountable(why) from exc
+        events, after = charge.worst_record_events(
+            wr, plan, model, mode, request, self.name, before, neighbours
+        )
+        return events, wr.fingerprint, after.to_dict()
 
     def records(self, model: Model, data: Dataset) -> dict[str, F64]:
         key = id(data)

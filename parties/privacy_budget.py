@@ -14,7 +14,9 @@ budget) lives in ``mechanisms.privacy``; this module owns what is specific to th
   observes given the session's Shamir threshold t (``mechanisms.privacy.coalition_view``: e.g. in blinded
   mode a coalition larger than t rebuilds each party's own term, so only that party's own noise counts). An
   analysis without ``privacy_events``, or raising ``Unaccountable`` (unbounded or unknown per-step loss),
-  is refused with FAILED_PRECONDITION and the analysis' reason when a budget is configured.
+  is refused with FAILED_PRECONDITION and the analysis' reason when a budget is configured. Each event's
+  label says what it was computed for: "<neighbours> neighbours, assumes q = <q> colluding, session t = <t>,
+  reveal <mode>" (the coordinator's privacy statement, ``coordinator.privacy_statement``, reads it).
 * **Check before compute, commit before send**: ``check`` dry-runs the batch against the budget
   (RESOURCE_EXHAUSTED past it); the daemon charges a batch with ``parties.storage.PartyStorage.charge``:
   :meth:`PrivacyBudgetStore.stage` computes the new ledger, one record of the ledger journal
@@ -45,9 +47,18 @@ budget) lives in ``mechanisms.privacy``; this module owns what is specific to th
   ``parties.abcdp``) is recorded once as run step 0 (``from_step = to_step = 0``, ``decisions = 0``,
   ``digest`` = the step digest of run step 0: the run's plan) and recognised by every later session of the run
   under the same run noise key, which then charges nothing.
+* **Per run** (``[budget] per_run = "worst-record"``, :meth:`PrivacyBudgetStore.run_events_for`): a
+  fixed-sd penalty session of a model linear in a predictor is charged per run at its worst record
+  (``mechanisms.privacy.worst_record``): each batch the increase of the run's bound, computed from the run's
+  state (a few d × d Gram matrices, the per-decision totals and the decision count), kept per run (its
+  ``run_id``, or the session id) and charge fingerprint in ``run_states``. The state after a batch is written
+  in the same journal record as the batch's events (``"worst_record": {"key", "state"}``) and in the snapshot
+  (``"worst_record": {key: state}``), so a crash before the record charges neither and one after both; a
+  replayed or already paid run step computes nothing and changes no state.
 * **Dry run and report** for ``confar privacy plan`` / ``confar privacy report`` (``PlanPrivacy`` and
   ``PrivacyReport`` RPCs): the answers (``proto.records.PlanAnswer`` / ``LedgerReport``, put on the wire by
-  ``proto.serde_privacy``) are computed here; neither touches data or the ledger.
+  ``proto.serde_privacy``) are computed here; neither touches data or the ledger. The report carries what
+  the ledger accounts under: ``[budget] colluding`` ("all" or q) and ``neighbours``.
 """
 
 from __future__ import annotations
@@ -60,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy.typing as npt
 
-from parties.analyses import Analysis, PrivacyAccounted, Unaccountable
+from parties.analyses import Analysis, PrivacyAccounted, RunAccounted, Unaccountable
 from parties.charges import merge_events, merge_run_charge, run_step_counts
 from parties.config import PartyConfig
 from parties.journal import JOURNAL_FILE, JournalContents, missing_journal, read_journal
@@ -153,9 +164,12 @@ class PrivacyBudgetStore:
         budget: Budget | None,
         ledger: PrivacyLedger | None,
         run_charges: Sequence[RunCharge] = (),
+        run_states: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         self.path, self.identity, self.budget, self.ledger = path, identity, budget, ledger
         self.run_charges: list[RunCharge] = list(run_charges)
+        # per run and charge fingerprint ("<run>/<fingerprint>"): the worst-record state (RunState.to_dict)
+        self.run_states: dict[str, dict[str, Any]] = dict(run_states or {})
         self.journal_seq = 0  # the last ledger journal record applied (parties.journal)
         # eps-at-delta budgets: per mechanism, (the rest of the ledger, its count then, capacity then)
         self._capacity: dict[PrivacyEvent, tuple[tuple[tuple[PrivacyEvent, int], ...], int, int]] = {}
@@ -215,6 +229,11 @@ class PrivacyBudgetStore:
             if not isinstance(raw_charges, list):
                 raise ValueError("run_charges must be a list")
             charges = [RunCharge.from_dict(c) for c in raw_charges]
+            states = doc.get("worst_record", {})
+            if not isinstance(states, dict):
+                raise ValueError("worst_record must be an object of run states")
+            for key, state in states.items():
+                _check_run_state(key, state)
             seq = doc.get("journal_seq", 0)
             if type(seq) is not int or seq < 0:
                 raise ValueError(f"journal_seq must be an integer >= 0, got {seq!r}")
@@ -227,9 +246,9 @@ class PrivacyBudgetStore:
             raise missing_journal(seq, path, cfg.state_dir / JOURNAL_FILE)
         later = journal.records_after(seq, path) if journal is not None else ()
         if budget is None:
-            store = cls(path, cfg.identity, None, stored, charges)
+            store = cls(path, cfg.identity, None, stored, charges, states)
         else:
-            store = cls(path, cfg.identity, budget, PrivacyLedger(budget, stored.events), charges)
+            store = cls(path, cfg.identity, budget, PrivacyLedger(budget, stored.events), charges, states)
         store.journal_seq = seq
         store.replay(later)
         if budget is not None:
@@ -254,6 +273,11 @@ class PrivacyBudgetStore:
                         raise ValueError("a privacy charge, but this party keeps no privacy ledger")
                     events = [event_from_dict(e) for e in rec.get("events", [])]
                     run = RunCharge.from_dict(rec["run"]) if "run" in rec else None
+                    state = rec.get("worst_record")
+                    if state is not None:
+                        if not isinstance(state, dict) or set(state) != {"key", "state"}:
+                            raise ValueError("worst_record must be an object of key and state")
+                        _check_run_state(state["key"], state["state"])
                 except (ValueError, KeyError, TypeError) as exc:
                     raise LedgerFileError(
                         f"ledger journal record {rec.get('seq')} for {self.path} is corrupt "
@@ -262,6 +286,8 @@ class PrivacyBudgetStore:
                 self.ledger = PrivacyLedger(self.ledger.budget, merge_events((*self.ledger.events, *events)))
                 if run is not None:
                     self.run_charges = merge_run_charge(self.run_charges, run)
+                if state is not None:
+                    self.run_states[state["key"]] = state["state"]
             self.journal_seq = int(rec["seq"])
 
     @property
@@ -306,14 +332,57 @@ class PrivacyBudgetStore:
             events = analysis.privacy_events(*args, rdp_orders=(self.budget.alpha,))
         else:
             events = analysis.privacy_events(*args)
-        where = f"session {spec.session_id.hex()[:16]}" + (f"; run {spec.run_id}" if spec.run_id else "")
-        threat = (
-            f"{cfg.neighbours} neighbours, assumes q = {assumed_colluding(cfg, spec.m)} colluding, "
-            f"session t = {spec.t}"
-        )
-        if view.threat.residual_parties == 1 and spec.m > 1:
-            threat += " (only this party's own noise counts)"
-        return [dataclasses.replace(e, label=f"{e.label or spec.model}; {threat}; {where}") for e in events]
+        return _labelled(cfg, spec, view, events)
+
+    def rdp_orders(self) -> tuple[float, ...] | None:
+        """The Rényi filter's fixed order, when the budget is one (what each event carries its ρ at)."""
+        from mechanisms.privacy import RDPBudget
+
+        if isinstance(self.budget, RDPBudget):
+            assert self.budget.alpha is not None
+            return (self.budget.alpha,)
+        return None
+
+    def run_events_for(
+        self,
+        cfg: PartyConfig,
+        analysis: Analysis,
+        spec: SessionSpec,
+        n: int,
+        batch: dict[str, npt.NDArray[Any]],
+    ) -> tuple[list[PrivacyEvent], tuple[str, dict[str, Any]] | None]:
+        """The events to charge for a batch the daemon is about to answer, and the run state to keep with
+        them (``(key, state)``; None when the batch is charged per decision): per run at its worst record
+        when this party asks for it (``[budget] per_run = "worst-record"``) and the session's analysis and
+        plan allow it, else :meth:`events_for`. FAILED_PRECONDITION (with the reason) when it cannot be
+        accounted."""
+        if not self.enforced or cfg.per_run != "worst-record" or not isinstance(analysis, RunAccounted):
+            return self.events_for(cfg, analysis, spec, n, batch), None
+        run = spec.run_id or f"session {spec.session_id.hex()}"
+        view = session_view(cfg, spec)
+        try:
+            got = analysis.worst_record_events(
+                spec.model_params,
+                spec.reveal_mode,
+                view,
+                n,
+                batch,
+                cfg.neighbours,
+                self.rdp_orders(),
+                lambda fingerprint: self.run_states.get(f"{run}/{fingerprint}"),
+            )
+        except Unaccountable as exc:
+            raise PrivacyRefusal(Reason.FAILED_PRECONDITION, _refusal_message(spec, str(exc))) from exc
+        if got is None:
+            return self.events_for(cfg, analysis, spec, n, batch), None
+        events, fingerprint, state = got
+        return _labelled(cfg, spec, view, events), (f"{run}/{fingerprint}", state)
+
+    def keep_run_state(self, run_state: tuple[str, dict[str, Any]]) -> None:
+        """Install a run's state once the journal record holding it is durable."""
+        key, state = run_state
+        self.run_states[key] = state
+
 
     def events_for(
         self,
@@ -432,23 +501,39 @@ class PrivacyBudgetStore:
         if journal_seq is not None:
             self.journal_seq = journal_seq
 
-    def commit(self, events: Sequence[PrivacyEvent], run: RunCharge | None = None) -> None:
-        """Append ``events`` (and the run step they pay for, if any) durably by rewriting the whole file
-        (fsync + atomic rename) and only then in memory: a store without a ledger journal."""
+    def commit(
+        self,
+        events: Sequence[PrivacyEvent],
+        run: RunCharge | None = None,
+        run_state: tuple[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """Append ``events`` (and the run step they pay for, and the run's worst-record state after them, if
+        any) durably by rewriting the whole file (fsync + atomic rename) and only then in memory: a store
+        without a ledger journal."""
         staged = self.stage(events, run)
         if staged is not None:
-            self._write(*staged)
+            states = self.run_states if run_state is None else {**self.run_states, run_state[0]: run_state[1]}
+            self._write(*staged, states)
             self.install(staged)
+            if run_state is not None:
+                self.keep_run_state(run_state)
 
     def write_snapshot(self) -> None:
         """Write the ledger durably as it is now, with the journal records it includes (compaction)."""
         if self.ledger is not None:
-            self._write(self.ledger, self.run_charges)
+            self._write(self.ledger, self.run_charges, self.run_states)
 
-    def _write(self, ledger: PrivacyLedger, charges: Sequence[RunCharge] = ()) -> None:
+    def _write(
+        self,
+        ledger: PrivacyLedger,
+        charges: Sequence[RunCharge] = (),
+        states: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         doc: dict[str, object] = {"version": 1, "party": self.identity, "ledger": ledger.to_dict()}
         if charges:
             doc["run_charges"] = [c.to_dict() for c in charges]
+        if states:
+            doc["worst_record"] = states
         if self.journal_seq:
             doc["journal_seq"] = self.journal_seq
         write_durable(self.path, json.dumps(doc, indent=1).encode("utf-8"))  # 0600, fsync, atomic rename
@@ -467,15 +552,19 @@ class PrivacyBudgetStore:
         )
 
     def report(self, cfg: PartyConfig, decisions_used: int) -> LedgerReport:
-        """This party's ledger as ``PrivacyReport`` answers it (``proto.serde_privacy.report_to_proto``)."""
+        """This party's ledger as ``PrivacyReport`` answers it (``proto.serde_privacy.report_to_proto``), with
+        what its budget accounts under (``[budget] colluding`` and ``neighbours``; "" without a budget)."""
         events = self.ledger.events if self.ledger is not None else ()
+        budget = self.state()
         return LedgerReport(
             party=cfg.id,
             identity=cfg.identity,
-            budget=self.state(),
+            budget=budget,
             events_json=events_to_json(events),
             decisions_used=decisions_used,
             run_charges_json=json.dumps([c.to_dict() for c in self.run_charges]),
+            colluding=("all" if cfg.colluding is None else str(cfg.colluding)) if budget.configured else "",
+            neighbours=cfg.neighbours if budget.configured else "",
         )
 
     def plan(
@@ -581,3 +670,27 @@ def _budget_text(budget: Budget) -> str:
     if isinstance(budget, RDPBudget):
         return f"eps_max = {budget.eps_max:g} at delta = {budget.delta:g} (Renyi, alpha {budget.alpha:g})"
     return f"eps_max = {budget.eps_max:g} at delta = {budget.delta:g}"
+
+
+def _labelled(
+    cfg: PartyConfig, spec: SessionSpec, view: RevealView, events: Sequence[PrivacyEvent]
+) -> list[PrivacyEvent]:
+    """The events with what the charge assumed (neighbours, colluding parties, threshold) and where."""
+    where = f"session {spec.session_id.hex()[:16]}" + (f"; run {spec.run_id}" if spec.run_id else "")
+    threat = (
+        f"{cfg.neighbours} neighbours, assumes q = {assumed_colluding(cfg, spec.m)} colluding, "
+        f"session t = {spec.t}, reveal {spec.reveal_mode}"
+    )
+    if view.threat.residual_parties == 1 and spec.m > 1:
+        threat += " (only this party's own noise counts)"
+    return [dataclasses.replace(e, label=f"{e.label or spec.model}; {threat}; {where}") for e in events]
+
+
+def _check_run_state(key: object, state: object) -> None:
+    """A stored run state's outer shape (its numbers are checked where the run's charge reads them)."""
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"a worst-record run key must be a non-empty string, got {key!r}")
+    if not isinstance(state, dict) or set(state) != {"grams", "per_decision", "decisions"}:
+        raise ValueError(
+            f"worst-record run state {key!r} must be an object of grams, per_decision and decisions"
+        )

@@ -88,10 +88,11 @@ async def _evaluate_decisions(
     # step k's precompute made after step k - 1 (parties.ahead): finished first, before anything is charged
     material, round_base, pool_audit = await ahead.take(sess, step.number, n)
     privacy_events: list[Any] = []
+    run_state = None  # a run charged at its worst record: its state after the batch, kept with the charge
     inputs = _inputs(party, step)  # public: the batch's proposals, read before any record is touched
     if paid is None:  # privacy budget: this party's own events for the batch, dry-run before touching data
         try:
-            privacy_events = store.privacy.events_for(cfg, sess.analysis, spec, n, inputs)
+            privacy_events, run_state = store.privacy.run_events_for(cfg, sess.analysis, spec, n, inputs)
         except AnalysisError as exc:  # a batch that cannot even be priced (bad inputs)
             raise Refusal(Reason.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
         store.privacy.check(privacy_events, f"step {step.number} (batch of {n})")
@@ -100,7 +101,7 @@ async def _evaluate_decisions(
     prepare_s = time.perf_counter() - t_terms
     store.freeze_point("before-charge", step.run_step)
     if paid is None:
-        _charge_decisions(party, sess, step, privacy_events)
+        _charge_decisions(party, sess, step, privacy_events, run_state)
         if recharge:
             why = f"run step {step.run_step} charged again: {recharge}"
             run_audit.update(recharged=True, detail=why)
@@ -186,9 +187,12 @@ def _decision_machine(
         raise Refusal(Reason.INVALID_ARGUMENT, f"step {step.number}: {exc}") from exc
 
 
-def _charge_decisions(party: Party, sess: Session, step: Step, privacy_events: list[Any]) -> None:
+def _charge_decisions(
+    party: Party, sess: Session, step: Step, privacy_events: list[Any], run_state: Any = None
+) -> None:
     """The budget is charged before any share leaves this party (a failed run still counts): the privacy
-    events, the run step they pay for and the decision count in one ledger journal record (fdatasync)."""
+    events, the run step they pay for, the run's worst-record state after them (``run_state``, when it is
+    charged per run) and the decision count in one ledger journal record (fdatasync)."""
     store, spec = party.store, sess.spec
     assert sess.keys is not None
     sid16 = spec.session_id.hex()[:16]
@@ -196,7 +200,7 @@ def _charge_decisions(party: Party, sess: Session, step: Step, privacy_events: l
     if step.run_step:
         rs = step.run_step
         charge = RunCharge(spec.run_id, sid16, rs, rs, step.n, step.digest.hex(), sess.keys.run_key_id)
-    store.charge(privacy_events, charge, step.n)
+    store.charge(privacy_events, charge, step.n, run_state)
     store.freeze_point("after-charge", step.run_step)
 
 

@@ -99,11 +99,16 @@ class PartyStorage:
     # ---- charges -----------------------------------------------------------------------------------------
 
     def charge(
-        self, events: Sequence[PrivacyEvent] = (), run: RunCharge | None = None, decisions: int = 0
+        self,
+        events: Sequence[PrivacyEvent] = (),
+        run: RunCharge | None = None,
+        decisions: int = 0,
+        run_state: tuple[str, dict[str, Any]] | None = None,
     ) -> None:
-        """Charge ``events`` (and the run step they pay for) and count ``decisions``: checked against the
-        privacy budget (RESOURCE_EXHAUSTED past it), then one journal record, durable (fdatasync) before this
-        returns and before anything changes in memory; call it before any share of the step leaves."""
+        """Charge ``events`` (and the run step they pay for, and the run's worst-record state after them,
+        ``(key, state)``) and count ``decisions``: checked against the privacy budget (RESOURCE_EXHAUSTED
+        past it), then one journal record, durable (fdatasync) before this returns and before anything
+        changes in memory; call it before any share of the step leaves."""
         staged = self.privacy.stage(events, run)
         if staged is None and not decisions:
             return
@@ -112,9 +117,13 @@ class PartyStorage:
             record["events"] = [e.to_dict() for e in events]
             if run is not None:
                 record["run"] = run.to_dict()
+            if run_state is not None:
+                record["worst_record"] = {"key": run_state[0], "state": run_state[1]}
         seq = self.journal.append(record)
         if staged is not None:
             self.privacy.install(staged, seq)
+            if run_state is not None:
+                self.privacy.keep_run_state(run_state)
         else:
             self.privacy.journal_seq = seq
         self.decisions_used += decisions
@@ -133,7 +142,7 @@ class PartyStorage:
         if not self.journal.records:
             return
         p = self.privacy
-        if p.ledger is not None and (p.path.exists() or p.ledger.events or p.run_charges):
+        if p.ledger is not None and (p.path.exists() or p.ledger.events or p.run_charges or p.run_states):
             p.write_snapshot()  # (no file yet and nothing charged: none is made, as before)
         self.save_ledger()
         self.journal.replace()

@@ -239,17 +239,21 @@ class PrivacyReportRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class PrivacyReportResponse(_message.Message):
-    __slots__ = ("party", "identity", "budget", "events_json", "decisions_used", "run_charges_json")
+    __slots__ = ("party", "identity", "budget", "events_json", "decisions_used", "run_charges_json", "colluding", "neighbours")
     PARTY_FIELD_NUMBER: _ClassVar[int]
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     EVENTS_JSON_FIELD_NUMBER: _ClassVar[int]
     DECISIONS_USED_FIELD_NUMBER: _ClassVar[int]
     RUN_CHARGES_JSON_FIELD_NUMBER: _ClassVar[int]
+    COLLUDING_FIELD_NUMBER: _ClassVar[int]
+    NEIGHBOURS_FIELD_NUMBER: _ClassVar[int]
     party: int
     identity: str
     budget: PrivacyBudgetState
     events_json: str
     decisions_used: int
     run_charges_json: str
-    def __init__(self, party: _Optional[int] = ..., identity: _Optional[str] = ..., budget: _Optional[_Union[PrivacyBudgetState, _Mapping]] = ..., events_json: _Optional[str] = ..., decisions_used: _Optional[int] = ..., run_charges_json: _Optional[str] = ...) -> None: ...
+    colluding: str
+    neighbours: str
+    def __init__(self, party: _Optional[int] = ..., identity: _Optional[str] = ..., budget: _Optional[_Union[PrivacyBudgetState, _Mapping]] = ..., events_json: _Optional[str] = ..., decisions_used: _Optional[int] = ..., run_charges_json: _Optional[str] = ..., colluding: _Optional[str] = ..., neighbours: _Optional[str] = ...) -> None: ...

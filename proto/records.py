@@ -149,7 +149,9 @@ class PlanAnswer:
 @dataclass(frozen=True)
 class LedgerReport:
     """A party's ledger as it reports it (``PrivacyReportResponse``): its budget, the committed events
-    (JSON), decisions answered, and its run charges (JSON list of :meth:`RunCharge.to_dict`)."""
+    (JSON), decisions answered, its run charges (JSON list of :meth:`RunCharge.to_dict`), and what its ledger
+    accounts under: ``colluding`` ("all" or a decimal q) and ``neighbours`` ("add-remove" | "replace-one"),
+    both "" without a budget or from a party that predates them."""
 
     party: int
     identity: str
@@ -157,6 +159,8 @@ class LedgerReport:
     events_json: str = ""
     decisions_used: int = 0
     run_charges_json: str = ""
+    colluding: str = ""
+    neighbours: str = ""
 
 
 @dataclass(frozen=True)

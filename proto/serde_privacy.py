@@ -94,6 +94,8 @@ def report_to_proto(r: LedgerReport) -> party_pb2.PrivacyReportResponse:
         events_json=r.events_json,
         decisions_used=r.decisions_used,
         run_charges_json=r.run_charges_json,
+        colluding=r.colluding,
+        neighbours=r.neighbours,
     )
 
 
@@ -105,4 +107,6 @@ def report_from_proto(msg: party_pb2.PrivacyReportResponse) -> LedgerReport:
         events_json=msg.events_json,
         decisions_used=int(msg.decisions_used),
         run_charges_json=msg.run_charges_json,
+        colluding=msg.colluding,
+        neighbours=msg.neighbours,
     )

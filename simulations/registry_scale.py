@@ -32,6 +32,9 @@ in the demo's proportions):
 4. at the same ε, the DP Laplace approximation alone (the whole budget spent on the warm start): its errors
    in the same units, the baseline an exact sampler has to beat on a skewed posterior.
 
+With ``--worst-record`` each row also has ``eps_worst_record`` and ``eps_worst_record_renyi``: the same plan
+charged per run at its worst record (``[budget] per_run = "worst-record"``; :func:`worst_record_eps`).
+
 Command (about 2.5 minutes on 2 cores with validation at 10⁴ and 10⁵; ``--quick``: two sizes, none)::
 
     python -m simulations.registry_scale --out docs/privacy_utility --validate 10000,100000
@@ -90,6 +93,7 @@ from mechanisms.warmstart import (
     run_warm_start,
 )
 from simulations.reference import plain_reference
+from simulations.worst_record import run_ratios, stand_in_steps
 
 PROPORTIONS = np.array([21, 7, 13, 5, 27, 10, 17], dtype=float) / 100.0
 SIZES = (10_000, 30_000, 100_000, 300_000, 1_000_000)
@@ -285,7 +289,56 @@ def confidential_chain(
     return np.ascontiguousarray(trace.draws.transpose(1, 0, 2)), warm + max(rest, 0), again
 
 
-def one(name: str, n: int, validate: bool, seed: int) -> dict[str, Any]:
+def worst_record_eps(
+    ws: WarmStart,
+    inflate: float,
+    offset: F64,
+    stats: Any,
+    iterations: int,
+    eps: float,
+    order: float,
+    mu_warm: float,
+    seed: int,
+) -> dict[str, float]:
+    """The same plan charged per run at its worst record (``[budget] per_run = "worst-record"``,
+    ``mechanisms.privacy.worst_record``): the ratio of the whole run's charge to its per-decision charge,
+    measured on one simulated run of the planned length (``CHAINS`` chains, the stand-in posterior of
+    ``proposal_statistics``, its decisions as a registry is asked them), scales the decisions' part of the
+    planned μ² (GDP) and of the planned ρ (the Rényi filter, as :func:`renyi_eps_for_ess` prices it, at the
+    order a registry whose budget is the resulting ε fixes: ``budget_order``, iterated from the per-decision
+    plan's order); the warm start's part is unchanged."""
+    theta, star = stand_in_steps(
+        ws.model, ws.laplace.mean, ws.laplace.cov, inflate, SD_TOTAL, float(stats.cap), CHAINS, iterations,
+        np.random.default_rng(seed + 17), offset_cov=offset,
+    )  # fmt: skip
+    s_res = SD_TOTAL  # against the coordinator every registry's noise is unknown: √M × SD_TOTAL/√M
+    ratio_gdp, _ = run_ratios(ws.model, theta, star, "add-remove", s_res)
+    mu_dec2 = max(gdp_mu(eps, DELTA) ** 2 - mu_warm**2, 0.0)
+    proposals = ESS_TARGET / stats.ess_per_proposal + CHAINS * math.ceil(5.0 / max(stats.acceptance, 1e-3))
+    alpha, eps_r, ratio_rdp = order, math.inf, math.nan
+    for _ in range(4):
+        table = accept_bit_table(SD_TOTAL / math.sqrt(M), VIEW, float(stats.cap), (alpha,))
+        st = averaged_statistics(ws, inflate, offset, seed, rdp_table=table)
+        rho_dec = st.asked * st.mean_rho * proposals  # the per-decision plan's ρ at this order
+        got = run_ratios(ws.model, theta, star, "add-remove", s_res, table)[1]
+        assert got is not None
+        ratio_rdp = got
+        eps_r = rdp_eps(alpha * mu_warm**2 / 2.0 + ratio_rdp * rho_dec, alpha, DELTA)
+        nxt = budget_order(eps_r, DELTA)
+        if nxt == alpha:
+            break
+        alpha = nxt
+    return {
+        "worst_record_ratio_gdp": ratio_gdp,
+        "worst_record_ratio_renyi": ratio_rdp,
+        "eps_worst_record": gdp_eps(math.sqrt(mu_warm**2 + ratio_gdp * mu_dec2), DELTA),
+        "eps_worst_record_renyi": eps_r,
+        "worst_record_renyi_order": alpha,
+        "worst_record_decisions": float(len(theta)),
+    }
+
+
+def one(name: str, n: int, validate: bool, seed: int, worst_record: bool = False) -> dict[str, Any]:
     ref_name, args = MODELS[name]
     assert isinstance(args, dict)
     base = load_model(ref_name, args)
@@ -331,6 +384,8 @@ def one(name: str, n: int, validate: bool, seed: int) -> dict[str, Any]:
         "rms_delta": math.sqrt(stats.mean_delta2),
         "cap": stats.cap,
     }
+    if worst_record:
+        row |= worst_record_eps(ws, inflate, offset, stats, iterations, eps, order, mu_warm, seed)
     if validate:
         ref = plain_reference(model, data, seed, min_ess=4000.0, chains=16)
         run_it = min(iterations, MAX_VALIDATE)
@@ -451,6 +506,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--validate", type=str, default="10000,100000,1000000", help="n at which the chains run")
     ap.add_argument("--models", type=str, default="logistic", help="logistic (default), rare, weibull")
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument(
+        "--worst-record",
+        action="store_true",
+        help="also the eps of the same plan charged per run at its worst record ([budget] per_run)",
+    )
     args = ap.parse_args(argv)
     sizes = (
         [10_000, 100_000]
@@ -463,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in models:
         for n in sizes:
-            row = one(name, n, n in validate, args.seed)
+            row = one(name, n, n in validate, args.seed, args.worst_record)
             rows.append(row)
             shown = {
                 k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in row.items() if k != "reference"

@@ -17,7 +17,8 @@ module), or a new group module listed here.
 
 Exit codes, every command: 0 success; 1 the run failed or a party refused (message on stderr); 2 bad command
 line, configuration or input file (the message names it); 130 interrupted (Ctrl-C), after every process the
-command started has been stopped. A command may add its own (``confar privacy audit``: 1 = VIOLATED).
+command started has been stopped. A command may add its own (``confar privacy audit``: 1 = VIOLATED;
+``confar run``: 3 = stopped early at a registry's privacy budget, its outputs written for what it drew).
 """
 
 from __future__ import annotations

@@ -167,13 +167,13 @@ def _report_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from coordinator.privacy import (
+    from coordinator.privacy import (  # mechanisms.privacy is slow to import
         PlanFileError,
-        format_report,
         load_plan,
         plot_spends,
         report,
-    )  # mechanisms.privacy is slow to import
+    )
+    from coordinator.privacy_statement import format_report
 
     if not 0 < args.delta < 1:
         print("confar privacy report: --delta must lie in (0, 1)", file=sys.stderr)

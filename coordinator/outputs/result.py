@@ -189,8 +189,12 @@ class RunResult:
     and ``constant_data``: InferenceData's ``prior`` and ``constant_data`` groups (public); ``chain_groups``:
     named sets of chain indices for the acceptance table (default: all chains); ``provenance``: what the
     caller knows about the run (config text, seeds, party identities, session id, run id, timestamps;
-    :func:`write_outputs` adds versions and platform). Validated on construction (``ValueError`` naming the
-    field).
+    :func:`write_outputs` adds versions and platform); ``privacy_readings``: per party id, other readings of
+    its privacy the caller computed (each "what: value", e.g. a planned run's figures for other coalitions),
+    shown beside its statement; ``stopped``: why the run ended before its planned end (e.g. a registry's
+    privacy budget ran out), "" when it ran to its end. ``draws`` may hold no draw only when the run stopped
+    (in its warm-up, or before any draw): the outputs then hold the warm-up's draws, labelled as such, and
+    say there is no posterior. Validated on construction (``ValueError`` naming the field).
     """
 
     draws: F64
@@ -206,14 +210,21 @@ class RunResult:
     provenance: dict[str, Any] = field(default_factory=dict)
     prior_draws: F64 | None = None  # (chains, draws, dims) from the model's prior (public)
     constant_data: dict[str, npt.NDArray[Any]] = field(default_factory=dict)  # public: registry sizes, ...
+    privacy_readings: dict[int, list[str]] = field(default_factory=dict)  # per party: its other readings
+    stopped: str = ""  # why the run ended early ("" when it ran to its end)
 
     def __post_init__(self) -> None:
         x = _as_array("draws", self.draws)
         if x.ndim != 3:
             raise ValueError(f"draws: must have shape (chains, draws, dims), got shape {x.shape}")
         chains, n, d = x.shape
-        if chains < 1 or n < 1 or d < 1:
-            raise ValueError(f"draws: every axis of (chains, draws, dims) must be >= 1, got shape {x.shape}")
+        if not isinstance(self.stopped, str):
+            raise ValueError(f"stopped: must be a string (why the run ended early), got {self.stopped!r}")
+        if chains < 1 or d < 1 or (n < 1 and not self.stopped):
+            raise ValueError(
+                f"draws: every axis of (chains, draws, dims) must be >= 1, got shape {x.shape} (no draw "
+                "after warm-up only for a run that stopped early: give stopped = the reason)"
+            )
         names = list(self.param_names)
         if len(names) != d:
             raise ValueError(f"param_names: {len(names)} name(s) {names} for {d} parameter(s) in draws")
@@ -262,6 +273,12 @@ class RunResult:
                 raise ValueError(f"privacy_reports: party ids must be integers >= 1, got {pid!r}")
             reports[pid] = _check_report(pid, rep)
         self.privacy_reports = reports
+        for pid, readings in self.privacy_readings.items():
+            if pid not in reports or not all(isinstance(r, str) and r for r in readings):
+                raise ValueError(
+                    f"privacy_readings[{pid!r}]: must be non-empty strings for a party in privacy_reports "
+                    f"(parties {sorted(reports)}), got {readings!r}"
+                )
         if self.chain_groups is not None:
             if not self.chain_groups:
                 raise ValueError("chain_groups: empty (leave it None for one group of all chains)")

@@ -54,7 +54,63 @@ def to_inference_data(result: RunResult) -> az.InferenceData:
             attrs[key] = str(jsonable(result.provenance[key]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", UserWarning)  # "more chains than draws": a short (or stopped) run
         return az.from_dict(**kwargs, attrs=attrs)
+
+
+def warmup_inference_data(result: RunResult) -> az.InferenceData:
+    """The warm-up of a run that stopped before any draw after it (``warmup.nc``): the ``warmup_posterior``
+    and ``warmup_sample_stats`` groups, ``constant_data``, and no ``posterior`` group (there is none);
+    ``attrs["stopped"]`` says why."""
+    assert result.warmup_draws is not None
+    kwargs: dict[str, Any] = {
+        "warmup_posterior": {nm: result.warmup_draws[:, :, k] for k, nm in enumerate(result.param_names)},
+        "save_warmup": True,
+    }
+    if result.warmup_sample_stats:
+        kwargs["warmup_sample_stats"] = dict(result.warmup_sample_stats)
+    if result.constant_data:
+        kwargs["constant_data"] = dict(result.constant_data)
+    attrs = {
+        "producer": "confar",
+        "warmup_per_chain": result.warmup,
+        "stopped": result.stopped,
+        "no_posterior": "the run stopped in its warm-up: these are warm-up draws, not posterior draws",
+        "private_groups": PRIVATE_GROUPS,
+    }
+    for key in ("run_id", "session_id"):
+        if key in result.provenance:
+            attrs[key] = str(jsonable(result.provenance[key]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", UserWarning)  # "more chains than draws": a warm-up cut short
+        return az.from_dict(**kwargs, attrs=attrs)
+
+
+def stopped_summary(result: RunResult) -> str:
+    """``summary.txt`` of a run that stopped before any draw after its warm-up: that there is no posterior,
+    why, and what the folder holds instead."""
+    w = 0 if result.warmup_draws is None else int(result.warmup_draws.shape[1])
+    lines = [
+        f"NO POSTERIOR: the run stopped early ({result.stopped})",
+        "there are no draws after the warm-up: "
+        + (f"it stopped after {w} warm-up iteration(s) per chain" if w else "the run made no draw at all"),
+    ]
+    if w:
+        lines.append(
+            f"the warm-up's draws ({result.chains} chain(s) x {w}) are in warmup.nc (groups "
+            "warmup_posterior, warmup_sample_stats; no posterior group) and warmup_draws.csv: they are NOT "
+            "posterior draws (the chains were still burning in and the proposal adapting): use them only to "
+            "see where the chains were heading"
+        )
+        acc = (result.warmup_sample_stats or {}).get("accepted")
+        if acc is not None and acc.size:
+            lines.append(f"acceptance rate in the warm-up: {float(np.mean(acc)):.3f}")
+    lines.append(
+        "what each registry's data spent on this run: privacy/ (one document per registry); the run's "
+        "provenance: provenance.json"
+    )
+    return "\n".join(lines)
 
 
 def _quantile_func(p: float) -> Callable[[npt.NDArray[Any]], float]:
@@ -139,7 +195,8 @@ def format_summary(result: RunResult, summary: pd.DataFrame | None = None) -> st
         cols += ["ref_mean", "ref_sd", *(f"ref_{q}" for q in qcols), "z"]
         heads += ["ref mean", "ref sd", *(f"ref {q}" for q in qcols), "z"]
     w0 = max(5, *(len(n) for n in result.param_names))
-    lines = [
+    lines = [f"STOPPED EARLY: {result.stopped}"] if result.stopped else []
+    lines += [
         f"posterior: {result.chains} chain(s) x {result.n_draws} draw(s) after {result.warmup} warm-up "
         f"iteration(s), {len(result.param_names)} parameter(s); HDI {HDI_PROB:g} and R-hat / ESS by ArviZ "
         "(rank-normalised split R-hat, bulk and tail ESS)",

@@ -32,9 +32,19 @@ MH + penalty, cap c̄   sum/blinded/ AmplifiedGaussianEvent: the same μ (GDP bu
                                    composition also keeps the GDP reading and charges the smaller)
 lazy MH γ, cap c̄      sign         ProfileEvent: the Bernoulli cover of γ·P(a + Gamma(r/m) ≥ 0) at Δ = c̄
                                    (``sign_step_profile``; pure ε for the outside observer)
+MH + penalty sd, cap  any          per run, at its worst record, when the registry asks for it
+c̄, a model linear in               (``[budget] per_run = "worst-record"``; ``worst_record``): each batch is
+a predictor (logistic,             charged the increase of min(worst record's bound, per-decision charge)
+formula bernoulli)                 of the run so far, the run's Gram matrices kept by the registry
+                                   (``worst_record_events``); the same event types as per decision
 rejection, cap c̄      sign         ProfileEvent: the Bernoulli cover of P(a + Gamma(r/m) ≥ 0) (lazy: × γ)
                                    for a ≤ −m·margin, Δ = c̄ (public bound) or 2c̄ (data bound)
 rejection, cap c̄      sum/blinded  ProfileEvent: the exact sum-reveal curve δ(ε) = F_k(Δ)
+noise "none" (tests)  —            Unaccountable, every decision kind: the parties drop their Gamma(1/m)
+                                   shares of Exp(1), so a decision is not the sampler's and nothing above
+                                   holds (lazy MH: the bit is deterministic given the coin). A statistics
+                                   release adds no Gamma noise (its Gaussian noise is the mechanism), so
+                                   it is charged the same whatever the plan's noise
 anything else         —            Unaccountable (exact MH without noise: a reject is impossible whenever
                                    r ≥ 1; a lazy coin outside sign; no cap; a coalition past the
                                    threshold that sees everything)
@@ -61,8 +71,9 @@ from .residual import ResidualPenaltyAcceptance
 from .reveal_sign import AcceptanceModel, PenaltyAcceptance, sign_step_profile
 from .reveal_sum import sum_reveal_profile
 from .threat import RevealView
+from .worst_record import RunState, WorstRecordCharge, linear_structure
 
-__all__ = ["Unaccountable", "decision_events"]
+__all__ = ["Unaccountable", "decision_events", "worst_record_charge", "worst_record_events"]
 
 
 class Unaccountable(ValueError):
@@ -97,6 +108,8 @@ def decision_events(
         mu = release_mu(stats, model, view.threat.residual_parties, neighbours)
         label = f"{name} warm start: {stats.what} release, {neighbours}, sd={stats.sd:g}/{stats.sd2:g}"
         return [GaussianEvent(mu, count=1, label=label)]
+    if not plan.exp_noise:
+        raise Unaccountable(_without_noise(plan, name))
     if plan.penalty is not None and plan.penalty.fixed:
         return _per_decision_events(plan.penalty, model, mode, view, n, name, request, neighbours, rdp_orders)
     if neighbours != "replace-one":
@@ -131,6 +144,40 @@ def decision_events(
             label=f"{label}, c <= {cap:g}: confidential amplification ({view.observed})",
         )
     ]
+
+
+def _without_noise(plan: DecisionPlan, name: str) -> str:
+    """Why a decision plan with ``noise = "none"`` (tests only) is charged at nothing a registry can back:
+    every party drops its Gamma(1/m, 1) share of the Exp(1) that makes the decision the sampler's, so the
+    cases of the module's table, which all describe decisions with that noise, do not hold."""
+    if plan.kind == "rejection":
+        what = "lazy rejection" if plan.lazy is not None else "rejection"
+        why = (
+            "the accept bit is then 1[a >= 0]"
+            + (" AND the secret coin" if plan.lazy is not None else "")
+            + ", a deterministic function of the data"
+            + (" given the coin" if plan.lazy is not None else "")
+            + ": an unbounded loss"
+        )
+    elif plan.lazy is not None:
+        what = "lazy MH"
+        why = "the accept bit is then deterministic given the secret coin: an unbounded loss"
+    elif plan.penalty is not None:
+        what = "penalty MH (sd " + ("fixed" if plan.penalty.fixed else "tau") + ")"
+        why = (
+            "the decision is then 1[l + N(0, m sigma^2) - m sigma^2/2 >= 0], not the penalty's "
+            "Metropolis-Hastings decision, and its charges (the confidential amplification, the accept "
+            "bit's Renyi bound) count on the Gamma noise"
+        )
+    else:
+        what = "exact MH"
+        why = "the accept bit is then deterministic given the data: an unbounded loss"
+    article = "an" if what.startswith("exact") else "a"
+    return (
+        f"{name}: the plan's noise is 'none' (a setting for tests only): every registry drops its "
+        f"Gamma(1/m, 1) noise share, so {article} {what} decision is not the sampler's decision and no "
+        f"charge holds for it ({why}); a registry with a budget refuses it: use noise 'exp' (the default)"
+    )
 
 
 def accept_bit_table(sd: float, view: RevealView, cap: float, orders: Sequence[float]) -> BitRdpTable:
@@ -255,3 +302,50 @@ def _lazy_events(lazy: Lazy, mode: str, view: RevealView, n: int, name: str) -> 
     if res.pure_eps is not None:
         label += f" (pure eps {res.pure_eps:.4g})"
     return [ProfileEvent(res.profile, count=n, label=label)]
+
+
+def worst_record_charge(
+    plan: DecisionPlan,
+    model: Model,
+    view: RevealView,
+    neighbours: str = "replace-one",
+    rdp_orders: tuple[float, ...] | None = None,
+) -> WorstRecordCharge | None:
+    """The per-run charge of a session charged per decision (a fixed-sd penalty with a cap) whose model has
+    the linear structure (``worst_record.linear_structure``), for the same readings as
+    :func:`_per_decision_events` (the Rényi one with ``rdp_orders`` when the coalition sees only the sign);
+    None when the per-run charge does not apply (the per-decision one is kept)."""
+    pen = plan.penalty
+    if plan.statistics is not None or pen is None or not pen.fixed or pen.max_sensitivity is None:
+        return None
+    structure = linear_structure(model)
+    if structure is None:
+        return None
+    assert pen.sd is not None
+    sd_res = pen.sd * (view.threat.residual_parties**0.5)
+    table = None
+    if rdp_orders is not None and view.observed == "sign":
+        table = accept_bit_table(pen.sd, view, float(pen.max_sensitivity), rdp_orders)
+    return WorstRecordCharge.of(structure, neighbours, sd_res, table)
+
+
+def worst_record_events(
+    charge: WorstRecordCharge,
+    plan: DecisionPlan,
+    model: Model,
+    mode: str,
+    request: DecisionRequest,
+    name: str,
+    before: RunState | None,
+    neighbours: str = "replace-one",
+) -> tuple[list[PrivacyEvent], RunState]:
+    """The events of one batch (``request``'s steps) charged per run (:func:`worst_record_charge`'s
+    ``charge``) after the run's state ``before`` (None: the run's first batch), and the state after it."""
+    pen = plan.penalty
+    assert pen is not None and pen.sd is not None and request.theta is not None
+    delta = step_sensitivity(model, request.theta, request.theta_star, neighbours, pen.c, pen.b)
+    label = f"{name} penalty sd={pen.sd:g} {mode}, {neighbours}"
+    if charge.table is not None:
+        label += ", Renyi bound of the accept bit"
+    start = charge.empty() if before is None else before
+    return charge.increment(start, request.theta, request.theta_star, delta, label)

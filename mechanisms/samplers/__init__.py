@@ -18,6 +18,8 @@ from mechanisms.samplers.mh import (
     MHInfo,
     MHState,
     RandomWalkMH,
+    RefitIndependenceMH,
+    RefitState,
     Trace,
     run_kernel,
 )
@@ -45,6 +47,8 @@ __all__ = [
     "Penalty",
     "PublicSeeds",
     "RandomWalkMH",
+    "RefitIndependenceMH",
+    "RefitState",
     "RejectionResult",
     "RejectionSampler",
     "Terms",

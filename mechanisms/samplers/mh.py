@@ -9,6 +9,9 @@ sum / blinded / sign, in memory or over the network) is not its business. ``rng`
 
 * :class:`RandomWalkMH`: θ* = θ + L z, z ~ N(0, I), L Lᵀ = ``cov``.
 * :class:`IndependenceMH`: θ* ~ q (:class:`GaussianProposal` or any object with ``logpdf``/``sample``).
+* :class:`RefitIndependenceMH`: an independence sampler from a Gaussian refitted during the warm-up to the
+  chains' own pooled states, then frozen (a DP Laplace approximation a few sds off the posterior is
+  corrected by the warm-up's accepted states; exact after the freeze).
 * :class:`AdaptiveMH`: Haario, Saksman & Tamminen (2001) adaptive Metropolis from the public chain history.
   Schedule: iterations t < ``start`` use ``init_cov``; history = every chain's state after each iteration
   ``history_from`` ≤ t < ``stop`` (default history_from = start // 2; pooled over chains, running mean
@@ -210,6 +213,132 @@ class IndependenceMH:
         if cov is None:
             return out, info
         size = math.sqrt(float(np.trace(np.atleast_2d(cov))) / self.model.d)
+        return out, dataclasses.replace(info, step_size=np.full(ts.shape[0], size))
+
+
+@dataclass(frozen=True)
+class RefitState:
+    """The refitting independence sampler's state: the chains, the proposal's current base (mean, cov,
+    before inflation), and the running moments of the states pooled over the chains since ``pool_from``."""
+
+    theta: F64
+    log_prior: F64
+    t: int  # iterations done
+    mean: F64  # (d,) the proposal's centre
+    cov: F64  # (d, d) the proposal's base covariance (the proposal is N(mean, κ² cov))
+    count: int = 0  # states pooled (chains × iterations)
+    pool_mean: F64 | None = None  # (d,) their running mean
+    pool_m2: F64 | None = None  # (d, d) their running sum of outer products of deviations (Welford)
+
+
+@dataclass
+class RefitIndependenceMH:
+    """An independence sampler whose Gaussian proposal is refitted, during the warm-up, to the chains' own
+    states (issue 35 item 4: proposals that survive a poor approximation), then frozen.
+
+    Iterations t < ``refits[-1]`` are the warm-up: the proposal is N(mean, ``warm_inflate``² cov), starting
+    from (``mean0``, ``cov0``) (e.g. the DP Laplace approximation); at each t in ``refits`` the base becomes
+    the mean and covariance of every chain's states pooled over the second half of the stage that ends there
+    (an approximation of the posterior's that needs no Laplace step: the states are what the chains
+    accepted). From ``refits[-1]`` on the proposal N(mean, ``inflate``² cov) is frozen, so the draws from
+    there on are those of a fixed posterior-invariant kernel (finite adaptation: exact). Everything used is
+    public (proposals from the public seed, the released accept bits, hence the chain states): no privacy
+    cost beyond the decisions themselves.
+
+    A refit never narrows the proposal below ``min_sd_ratio`` of the previous one in any direction (in the
+    previous covariance's whitened coordinates, eigenvalues are raised to ``min_sd_ratio``²): chains that
+    accepted little during a stage leave few distinct states, whose spread understates the posterior's,
+    and a proposal narrower than the posterior mixes badly in its tails (the chain stays exact either way).
+    A stage in which the pooled states are too few to estimate a covariance keeps the previous proposal."""
+
+    model: Model
+    decide: Decider
+    mean0: F64
+    cov0: F64
+    refits: tuple[int, ...]
+    warm_inflate: float = 1.5
+    inflate: float = 1.1
+    min_sd_ratio: float = 0.5
+    penalty: Penalty | None = None
+    m: int | None = None
+    lazy: Lazy | None = None
+
+    def __post_init__(self) -> None:
+        r = tuple(int(x) for x in self.refits)
+        if not r or any(b <= a for a, b in zip((0, *r), r, strict=False)):
+            raise ValueError(f"refits must be increasing iterations > 0, got {self.refits}")
+        if not (self.warm_inflate >= 1.0 and self.inflate >= 1.0):
+            raise ValueError(f"inflations must be >= 1, got {self.warm_inflate}, {self.inflate}")
+        if not 0.0 < self.min_sd_ratio <= 1.0:
+            raise ValueError(f"min_sd_ratio must be in (0, 1], got {self.min_sd_ratio}")
+        self.refits = r
+
+    @property
+    def frozen_from(self) -> int:
+        """The first iteration of the fixed kernel (draws from here on are exact)."""
+        return self.refits[-1]
+
+    def init(self, theta0: npt.ArrayLike) -> RefitState:
+        base = RandomWalkMH.init(self, theta0)  # type: ignore[arg-type]
+        mean = np.asarray(self.mean0, dtype=np.float64).reshape(self.model.d)
+        cov = np.asarray(self.cov0, dtype=np.float64).reshape(self.model.d, self.model.d)
+        return RefitState(base.theta, base.log_prior, 0, mean.copy(), cov.copy())
+
+    def proposal(self, state: RefitState) -> GaussianProposal:
+        kappa = self.inflate if state.t >= self.frozen_from else self.warm_inflate
+        return GaussianProposal(state.mean, kappa**2 * state.cov)
+
+    def _stage(self, t: int) -> tuple[int, int]:
+        """(start, end) of the warm-up stage holding iteration t (t < frozen_from)."""
+        start = 0
+        for end in self.refits:
+            if t < end:
+                return start, end
+            start = end
+        raise ValueError(f"iteration {t} is past the warm-up")
+
+    def refit(self, state: RefitState) -> tuple[F64, F64]:
+        """The base after a stage: the pooled states' mean and covariance, no narrower than ``min_sd_ratio``
+        of the previous base in any direction; the previous base when the pool is too small."""
+        d = self.model.d
+        if state.count < 2 * (d + 1) or state.pool_mean is None or state.pool_m2 is None:
+            return state.mean, state.cov
+        emp = state.pool_m2 / (state.count - 1)
+        chol = np.linalg.cholesky(state.cov)
+        white = np.linalg.solve(chol, np.linalg.solve(chol, emp).T)  # L⁻¹ C L⁻ᵀ
+        w, v = np.linalg.eigh(0.5 * (white + white.T))
+        w = np.maximum(w, self.min_sd_ratio**2)
+        cov = chol @ (v * w) @ v.T @ chol.T
+        return np.asarray(state.pool_mean, dtype=np.float64), np.asarray(0.5 * (cov + cov.T))
+
+    def step(self, rng: np.random.Generator, state: RefitState) -> tuple[RefitState, MHInfo]:
+        t = state.t
+        mean, cov = state.mean, state.cov
+        count, pmean, pm2 = state.count, state.pool_mean, state.pool_m2
+        if t in self.refits:
+            mean, cov = self.refit(state)
+            count, pmean, pm2 = 0, None, None
+        state = RefitState(state.theta, state.log_prior, t, mean, cov, count, pmean, pm2)
+        prop = self.proposal(state)
+        ts = prop.sample(rng, state.theta.shape[0])
+        q_ratio = prop.logpdf(state.theta) - prop.logpdf(ts)
+        inner, info = mh_decide(
+            self.model, self.decide, MHState(state.theta, state.log_prior), ts, q_ratio, self.penalty, self.m,
+            self.lazy,
+        )  # fmt: skip
+        if t < self.frozen_from:
+            start, end = self._stage(t)
+            if t >= (start + end) // 2:  # pool the second half of the stage (Welford, every chain's state)
+                d = self.model.d
+                pmean = np.zeros(d) if pmean is None else pmean
+                pm2 = np.zeros((d, d)) if pm2 is None else pm2
+                for x in inner.theta:
+                    count += 1
+                    delta = x - pmean
+                    pmean = pmean + delta / count
+                    pm2 = pm2 + np.outer(delta, x - pmean)
+        out = RefitState(inner.theta, inner.log_prior, t + 1, mean, cov, count, pmean, pm2)
+        size = math.sqrt(float(np.trace(prop.cov)) / self.model.d)
         return out, dataclasses.replace(info, step_size=np.full(ts.shape[0], size))
 
 

@@ -14,7 +14,8 @@ Keys of ``model_params`` (every key optional but ``model_args`` defaults to ``{}
 * ``kind``: ``"mh"`` (default), ``"rejection"`` or ``"statistics"`` (:data:`PLAN_KINDS`);
 * ``penalty``: ``{"tau", "alpha", "n", "c", "b", "max_sensitivity"}`` (:class:`Penalty`, MH only);
 * ``lazy``: ``{"gamma", "max_sensitivity"}`` (:class:`Lazy`; not with the penalty);
-* ``noise``: ``"exp"`` (default: V_j ~ Gamma(1/m, 1), the confidential identity) or ``"none"`` (tests);
+* ``noise``: ``"exp"`` (default: V_j ~ Gamma(1/m, 1), the confidential identity) or ``"none"`` (tests; a
+  registry with a budget refuses a decision plan without the noise: ``mechanisms.privacy.charge``);
 * rejection sampling only: ``log_bound_margin`` (>= 0), ``bound`` (``"data"`` or ``"public"``),
   ``max_sensitivity`` (a public cap on a proposal's per-record log-likelihood range);
 * ``statistics`` (kind ``"statistics"`` only): a release of the differentially private warm start

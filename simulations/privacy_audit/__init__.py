@@ -25,7 +25,9 @@ and the audited proposal), ``observe`` (the decision run in memory or on daemons
 ``claim`` (what registry 1's ledger would charge, read by the PLD or the Rényi accountant), ``report`` (the
 JSON document and the plot), ``svt`` (the federated ABCDP audit), ``release`` (the DP warm start's releases,
 kind ``warm-start``: the noisy sums the observer sees in reveal mode ``sum``, tested by the Gaussian
-likelihood ratio against the release's μ), ``command`` (the whole audit and the entry point ``run``).
+likelihood ratio against the release's μ), ``worst`` (a run charged at its worst record, kind
+``worst-record``: an independence sampler's decisions in the ``sum`` reveal, the record the run moves most as
+the canary, against the ledger's per-run event), ``command`` (the whole audit and the entry point ``run``).
 """
 
 from simulations.privacy_audit.command import HELP, run, run_audit

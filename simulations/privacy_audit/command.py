@@ -31,6 +31,10 @@ def run_audit(cfg: AuditConfig, out_dir: Path, daemons: bool = True) -> dict[str
         from simulations.privacy_audit.release import run_release_audit
 
         return run_release_audit(cfg, out_dir)
+    if cfg.kind == "worst-record":
+        from simulations.privacy_audit.worst import run_worst_record_audit
+
+        return run_worst_record_audit(cfg, out_dir)
     t0 = time.perf_counter()
     setup = build(cfg)
     b0, b1 = setup.log_bounds

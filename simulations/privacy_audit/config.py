@@ -58,6 +58,18 @@ records), the claim the release's μ as registry 1 charges it (``mechanisms.warm
 It takes ``[model] name = "bayes-logistic"``, ``reveal = "sum"``, ``steps = 1`` and no daemon runs, no
 ``theta_star`` and no ``[mechanism.params]``; ``[audit] noise_scale`` scales every registry's noise while
 the claim stays (TESTING ONLY: a deliberately under-noised registry).
+
+Kind ``worst-record`` audits a registry charging a run at its worst record (``[budget] per_run =
+"worst-record"``; ``simulations.privacy_audit.worst``): ``steps`` decisions of an independence sampler's run
+(public, fixed before any output) at a fixed-sd penalty, observed in the ``sum`` reveal; registry 1 holds D
+or D plus the canary that the run moves most. ``[mechanism] charge = "average-record"`` (TESTING ONLY) claims
+the average record's charge instead of the worst's: a broken accountant the audit must flag::
+
+    [mechanism]
+    kind = "worst-record"
+    # charge = "average-record"
+    [mechanism.params]
+    penalty = {sd = 1.5, max_sensitivity = 4.0}
 """
 
 from __future__ import annotations
@@ -75,7 +87,8 @@ from coordinator.warm_start import WarmStartSettings, read_warm_start
 
 F64 = npt.NDArray[np.float64]
 MODELS = ("beta-bernoulli", "bayes-logistic")
-KINDS = ("mh", "rejection", "abcdp", "warm-start")
+KINDS = ("mh", "rejection", "abcdp", "warm-start", "worst-record")
+CHARGES = ("worst-record", "average-record")
 ACCOUNTANTS = ("pld", "renyi")
 RELEASES = ("moments", "score", "gradient")
 
@@ -111,6 +124,7 @@ class AuditConfig:
     release: str | None = None  # warm-start: the audited release (moments, score or gradient)
     warm_start: WarmStartSettings | None = None  # warm-start: the [warm_start] table that sets its noise
     accountant: str = "pld"  # whose reading of the ledger's events is the claim: "pld" or "renyi"
+    charge: str = "worst-record"  # worst-record kind: the claim's charge ("average-record": TESTING ONLY)
     renyi_order: float | None = None  # renyi: the claim's one order (None: the smallest eps over ORDERS)
 
     @property
@@ -183,7 +197,9 @@ def _check_keys(r: _Doc) -> None:
     )
     r.only(mo, "model", {"name", "params"})
     r.only(da, "data", {"parties", "records", "data_seed"})
-    r.only(me, "mechanism", {"kind", "reveal", "threshold", "theta", "theta_star", "params", "release"})
+    r.only(
+        me, "mechanism", {"kind", "reveal", "threshold", "theta", "theta_star", "params", "release", "charge"}
+    )
     r.only(th, "threat", {"colluding"})
 
 
@@ -229,8 +245,8 @@ def _model_and_data(r: _Doc) -> dict[str, Any]:
     model_name = r.get(mo, "model", "name", str, "beta-bernoulli" if kind == "abcdp" else ...)
     if model_name not in MODELS:
         raise r.err("model.name", f"the audit builds synthetic registries for {MODELS}, got {model_name!r}")
-    if kind == "warm-start" and model_name != "bayes-logistic":
-        raise r.err("model.name", f"kind 'warm-start' audits bayes-logistic's releases, got {model_name!r}")
+    if kind in ("warm-start", "worst-record") and model_name != "bayes-logistic":
+        raise r.err("model.name", f"kind {kind!r} audits bayes-logistic, got {model_name!r}")
     model_args = dict(r.get(mo, "model", "params", dict, {}))
     parties = r.get(da, "data", "parties", int, 3)
     if not 2 <= parties <= 15:
@@ -250,9 +266,11 @@ def _model_and_data(r: _Doc) -> dict[str, Any]:
 def _reveal_and_threat(r: _Doc, kind: str, parties: int, steps: int) -> dict[str, Any]:
     """[mechanism] reveal and threshold, [audit] protocol_runs and [threat], checked against each other."""
     a, me, th = r.table("audit"), r.table("mechanism"), r.table("threat")
-    default = {"abcdp": "svt", "warm-start": "sum"}.get(kind, "sign")
+    default = {"abcdp": "svt", "warm-start": "sum", "worst-record": "sum"}.get(kind, "sign")
     reveal = r.get(me, "mechanism", "reveal", str, default)
-    allowed = {"abcdp": ("svt",), "warm-start": ("sum",)}.get(kind, ("sum", "blinded", "sign"))
+    allowed = {"abcdp": ("svt",), "warm-start": ("sum",), "worst-record": ("sum",)}.get(
+        kind, ("sum", "blinded", "sign")
+    )
     if reveal not in allowed:
         want = "sum, blinded or sign" if len(allowed) > 1 else allowed[0]
         raise r.err("mechanism.reveal", f"must be {want}, got {reveal!r}")
@@ -337,6 +355,31 @@ def _accountant(r: _Doc, kind: str) -> dict[str, Any]:
     return {"accountant": accountant, "renyi_order": order}
 
 
+def _worst_record(r: _Doc, kind: str, sampling: dict[str, Any]) -> dict[str, Any]:
+    """[mechanism] charge for kind worst-record (refused for the other kinds), and what that kind takes."""
+    me = r.table("mechanism")
+    if kind != "worst-record":
+        if "charge" in me:
+            raise r.err("mechanism.charge", "kind 'worst-record' only")
+        return {}
+    charge = r.get(me, "mechanism", "charge", str, "worst-record")
+    if charge not in CHARGES:
+        raise r.err("mechanism.charge", f"must be one of {', '.join(CHARGES)}, got {charge!r}")
+    for key in ("theta", "theta_star"):
+        if key in me:
+            raise r.err(f"mechanism.{key}", "a worst-record audit's steps are an independence sampler's run")
+    if sampling["steps"] < 2:
+        raise r.err("audit.steps", "a worst-record audit observes a run of decisions: must be >= 2")
+    if sampling["daemon_runs"]:
+        raise r.err("audit.daemon_runs", "a worst-record audit runs in memory only: must be 0")
+    penalty = me.get("params", {}).get("penalty") if isinstance(me.get("params"), dict) else None
+    if not (isinstance(penalty, dict) and "sd" in penalty and "max_sensitivity" in penalty):
+        raise r.err(
+            "mechanism.params.penalty", "kind 'worst-record' needs a penalty with sd and max_sensitivity"
+        )
+    return {"charge": charge}
+
+
 def load_audit(path: str | Path) -> AuditConfig:
     """Read and check AUDIT.toml (schema in the module docstring); errors name the file and the key."""
     path = Path(path)
@@ -348,6 +391,7 @@ def load_audit(path: str | Path) -> AuditConfig:
     thetas = _thetas(r)
     ws = _warm_start(r, md["kind"], md["parties"], md["records"], sampling)
     acc = _accountant(r, md["kind"])
+    wr = _worst_record(r, md["kind"], sampling)
     params = dict(r.get(r.table("mechanism"), "mechanism", "params", dict, {}))
     a = r.table("audit")
     return AuditConfig(
@@ -363,4 +407,5 @@ def load_audit(path: str | Path) -> AuditConfig:
         theta_star=thetas["theta_star"],
         **ws,
         **acc,
+        **wr,
     )

@@ -73,3 +73,33 @@ def test_the_chains_agreement_test_holds_its_level() -> None:
     shifted = _ar1(rng, 8, 200, 0.5)
     shifted[0] += 1.0
     assert chains_agree_p(shifted) < 1e-4
+
+
+def test_under_a_budget_the_advice_prices_more_effective_draws() -> None:
+    """Issue 40 item 4: with every decision charged, "more iterations" spends more epsilon: the advice is
+    what the wanted effective draws would cost (the factor handed to the budget's pricing), not a free fix."""
+    rng = np.random.default_rng(2)
+    sticky = np.cumsum(rng.normal(size=(4, 60, 2)), axis=1) * 0.05 + rng.normal(size=(4, 1, 2))
+    asked: list[float] = []
+
+    def price(factor: float) -> str:
+        asked.append(factor)
+        return f"target_epsilon >= {10 * factor:.3g}"
+
+    plain = convergence_warnings(sticky, ("a", "b"), 100, 240, 240)
+    budgeted = convergence_warnings(sticky, ("a", "b"), 100, 240, 240, more=price)
+    assert any("more [sampler] iterations" in w for w in plain)
+    assert not any("more [sampler] iterations" in w for w in budgeted)
+    assert any("target_epsilon >= " in w for w in budgeted) and asked and min(asked) > 1.0
+
+
+def test_a_plan_prices_a_scaled_run_at_its_own_rate() -> None:
+    """McmcPlan.eps_scaled: the warm start once, the decisions' charge times the factor (GDP: mu^2 adds)."""
+    from mechanisms.planning import ProposalStatistics, plan_mcmc
+    from mechanisms.privacy.conversions import gdp_eps
+
+    stats = ProposalStatistics(0.02, 0.3, 0.95, 0.6, 0.999, 0.15)
+    p = plan_mcmc(stats, sd_total=2.0, m=7, residual=7, chains=16, eps=12.0, delta=1e-5, mu_warm=1.0)
+    assert abs(p.eps_scaled(1.0) - p.eps) < 1e-9
+    want = gdp_eps(np.sqrt(1.0 + 3.0 * (p.mu_total**2 - 1.0)), 1e-5)
+    assert abs(p.eps_scaled(3.0) - want) < 1e-9

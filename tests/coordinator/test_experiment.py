@@ -252,6 +252,24 @@ def test_privacy_target_forms(tmp_path: Path) -> None:
         load(tmp_path, pen + "[privacy]\ngdp_mu = 1.0\nepsilon = 2.0\n")
 
 
+def test_stop_at_budget_key(tmp_path: Path) -> None:
+    """Issue 40: ``[privacy] stop_at_budget`` alone, or beside a target; a boolean; not for a planned run nor
+    for ABCDP (charged once per run, at its start)."""
+    pen = BASE.replace('kind = "mh"', 'kind = "penalty"\ntau = 5.0\nn_records = 100')
+    assert load(tmp_path, pen).stop_at_budget is False  # type: ignore[attr-defined]
+    alone = load(tmp_path, pen + "[privacy]\nstop_at_budget = true\n")
+    assert alone.stop_at_budget and alone.privacy is None  # type: ignore[attr-defined]
+    both = load(tmp_path, pen + "[privacy]\ngdp_mu = 1.0\nstop_at_budget = true\n")
+    assert both.stop_at_budget and both.privacy.gdp_mu == 1.0  # type: ignore[attr-defined]
+    with pytest.raises(ExperimentError, match=r"privacy\.stop_at_budget: has the wrong type: 1"):
+        load(tmp_path, pen + "[privacy]\nstop_at_budget = 1\n")
+    with pytest.raises(ExperimentError, match=r"privacy\.stop_at_budget: federated ABCDP is charged"):
+        load(tmp_path, ABCDP.replace('"sign"', '"svt"') + "[privacy]\nstop_at_budget = true\n")
+    planned = (Path(__file__).resolve().parents[2] / "examples" / "demo.toml").read_text()
+    with pytest.raises(ExperimentError, match=r"privacy\.stop_at_budget: a planned run \(target_epsilon\)"):
+        load(tmp_path, planned.replace("[privacy]", "[privacy]\nstop_at_budget = true", 1))
+
+
 def test_simulate_table_replaces_parties(tmp_path: Path) -> None:
     text = BASE.split("[coordinator]")[0] + BASE.split("[model]")[1].join(["[model]", ""])
     exp = load(tmp_path, text + "[simulate]\nparties = 5\nrecords = 40\n")

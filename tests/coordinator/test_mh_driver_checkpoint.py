@@ -134,3 +134,33 @@ def test_each_draw_records_the_step_size_its_chain_used(tmp_path: Path, extra: s
         sizes.append(stats["step_size"][:, 0])
     spread = np.ptp(np.log(np.stack(sizes)), axis=0)
     assert (spread.max() > 0.5) == (extra == "")  # tuned: the sizes move; given: one fixed size
+
+
+def test_a_refitted_laplace_proposal_survives_a_checkpoint(tmp_path: Path) -> None:
+    """The refitting independence sampler (issue 35 item 4): a run checkpointed between its two refits (the
+    pooled moments of the stage in the checkpoint) and resumed draws what the uninterrupted run draws, and
+    the proposal after the warm-up is the refitted one, not the DP approximation's."""
+    import dataclasses
+
+    from mechanisms.samplers import RefitState
+    from mechanisms.warmstart import LaplaceApproximation
+
+    base = experiment(tmp_path, "proposal_scale = 0.1\n")
+    lap = LaplaceApproximation(np.array([0.6]), np.array([[0.01]]))  # off: the posterior sits near 0.3
+    s = dataclasses.replace(base.sampler, proposal="laplace", refit=True, laplace=lap, warmup=20)
+    exp = dataclasses.replace(base, sampler=s)
+    want = uninterrupted(exp)
+
+    first = started(exp)
+    assert first.refits == (10, 20)
+    decide = decider(exp)
+    stop = 16  # inside the second stage's pooled half
+    got = [rows(first, decide, stop)]
+    ckpt = json.loads(json.dumps(first.checkpoint("run", stop, stop)))
+    assert ckpt["sampler"]["count"] > 0 and "pool_m2" in ckpt["sampler"]
+    resumed = MHDriver(exp, PublicSeeds(exp.seed))
+    resumed.resume(ckpt)
+    assert isinstance(resumed.mh, RefitState)
+    got.append(rows(resumed, decide, BATCHES - stop))
+    np.testing.assert_array_equal(np.vstack(got), want)
+    assert isinstance(resumed.mh, RefitState) and abs(resumed.mh.mean[0] - 0.3) < 0.1

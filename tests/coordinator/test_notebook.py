@@ -3,6 +3,7 @@ running event loop, and shows the fit, the privacy statements and the plots (iss
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,10 @@ def test_the_notebook_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         for o in c.get("outputs", [])
     )
     assert "Fit(8 chains x" in text and "party-7: epsilon = " in text
+    for path in sorted((tmp_path / "out" / "privacy").glob("party-*.json")):
+        doc = json.loads(path.read_text())  # the fit's repr and the privacy cell print its sentence verbatim
+        assert text.count(f"{doc['identity']}: {doc['statement']}") == 2, doc["statement"]
+        assert " by its Renyi filter (order " in doc["statement"]  # its ledger's accountant, not the GDP's
     assert "absent by design" in text and "constant_data" in text
     pngs = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
     assert pngs >= 2  # the posterior and the prior-posterior comparison

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from coordinator.outputs import ReferencePosterior, RunResult, privacy_docs, write_outputs
+from coordinator import privacy_statement
+from coordinator.outputs import ReferencePosterior, RunResult, write_outputs
 from coordinator.outputs.privacy_docs import privacy_document
 from coordinator.outputs.provenance import git_commit
 from coordinator.outputs.result import QUANTILES, privacy_report_dict
@@ -519,7 +520,7 @@ def test_a_report_that_cannot_be_recomposed_is_labelled_not_fatal(
     def fail(*_a: Any, **_k: Any) -> Any:
         raise ValueError("PLD exploded")
 
-    monkeypatch.setattr(privacy_docs, "recompose", fail)
+    monkeypatch.setattr(privacy_statement, "recompose", fail)
     files = write_outputs(tmp_path / "run", make_result())
     doc = json.loads(files["privacy/party-1.json"].read_text())
     assert (
@@ -548,8 +549,8 @@ def test_party_without_budget_gets_no_privacy_number(tmp_path: Path) -> None:
     assert "privacy/party-1.png" not in files  # no "nothing spent" curve for an unaccounted party
     assert "privacy/party-2.png" in files
     d2 = json.loads(files["privacy/party-2.json"].read_text())
-    assert f"GDP mu = {math.sqrt(800) * 0.01:.4g}" in d2["statement"]
-    assert "0.28 of 2 (mu)" in d2["statement"]
+    assert f"by its GDP filter (mu = {math.sqrt(800) * 0.01:.4g})" in d2["statement"]
+    assert "budget: 0.28 of 2 spent (mu)" in d2["statement"]
 
 
 def test_rejection_runs_report_their_acceptance() -> None:
@@ -573,7 +574,97 @@ def test_statement_counts_this_run_apart_from_all_runs() -> None:
     res = make_result(reports={1: gdp_report(1, 0.1, 900, 3.0)})
     res.provenance["counts"] = {"decisions_asked": 400, "accepted": 120}
     doc, _ = privacy_document(1, res.privacy_reports[1], res)
-    assert "(400 decisions of this run; 900 made with its data in all)" in doc["statement"]
-    res.provenance.pop("counts")
-    doc, _ = privacy_document(1, res.privacy_reports[1], res)
     assert "(900 decisions made with its data in all)" in doc["statement"]
+    assert doc["other_readings"][0] == "this run: 400 of the decisions made with its data"  # beside it
+    res.provenance.pop("counts")
+    again, _ = privacy_document(1, res.privacy_reports[1], res)
+    assert again["statement"] == doc["statement"] and not again["other_readings"]
+
+
+# ---- a run that stopped early (issue 40) -----------------------------------------------------------------
+
+STOPPED = "a registry's privacy budget ran out at batch 8 of 200, in the warm-up (test)"
+
+
+def _stopped_in_warmup(w: int = 7, **kw: Any) -> RunResult:
+    """A run a budget stopped after ``w`` of its warm-up iterations: no draw after the warm-up."""
+    rng = np.random.default_rng(3)
+    return make_result(
+        draws=np.zeros((4, 0, 2)),
+        sample_stats={"accepted": np.zeros((4, 0), bool)},
+        warmup=w,
+        warmup_draws=ar1(rng, 4, w, 0.3, 2),
+        warmup_sample_stats={"accepted": rng.random((4, w)) < 0.5},
+        stopped=STOPPED,
+        **kw,
+    )
+
+
+def test_no_draw_after_warm_up_only_for_a_run_that_stopped() -> None:
+    with pytest.raises(ValueError, match=r"shape \(4, 0, 2\) \(no draw after warm-up only for a run that"):
+        make_result(draws=np.zeros((4, 0, 2)), sample_stats={}, warmup=0, warmup_draws=None,
+                    warmup_sample_stats=None)  # fmt: skip
+    with pytest.raises(ValueError, match="stopped: must be a string"):
+        make_result(stopped=True)
+    assert _stopped_in_warmup().n_draws == 0
+
+
+def test_a_run_stopped_in_its_warm_up_writes_its_warm_up_labelled_and_no_posterior(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    write_outputs(out, make_result())  # an earlier attempt's posterior files, replaced by the stopped layout
+    res = _stopped_in_warmup()
+    files = write_outputs(out, res, overwrite=True)
+    assert set(files) == {
+        "warmup.nc",
+        "warmup_draws.csv",
+        "summary.txt",
+        "privacy/party-1.json",
+        "privacy/party-1.png",
+        "provenance.json",
+    }
+    for stale in ("posterior.nc", "draws.csv", "summary.csv", "trace.png", "posterior.png"):
+        assert not (out / stale).exists(), stale
+    idata = az.from_netcdf(files["warmup.nc"])
+    assert "posterior" not in idata.groups()
+    assert {"warmup_posterior", "warmup_sample_stats"} <= set(idata.groups())
+    assert res.warmup_draws is not None and res.warmup_sample_stats is not None
+    for k, nm in enumerate(res.param_names):
+        np.testing.assert_array_equal(idata.warmup_posterior[nm].values, res.warmup_draws[:, :, k])
+    np.testing.assert_array_equal(
+        idata.warmup_sample_stats["accepted"].values, res.warmup_sample_stats["accepted"]
+    )
+    assert idata.attrs["stopped"] == STOPPED and "not posterior draws" in idata.attrs["no_posterior"]
+    with open(files["warmup_draws.csv"], newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == ["chain", "draw", "theta", "log_sigma"] and len(rows) == 1 + 4 * 7
+    back = np.array([[float(v) for v in r[2:]] for r in rows[1:]]).reshape(4, 7, 2)
+    np.testing.assert_array_equal(back, res.warmup_draws)
+    text = files["summary.txt"].read_text()
+    assert text.startswith(f"NO POSTERIOR: the run stopped early ({STOPPED})")
+    assert "it stopped after 7 warm-up iteration(s) per chain" in text and "NOT posterior draws" in text
+    acc = float(np.mean(res.warmup_sample_stats["accepted"]))
+    assert f"acceptance rate in the warm-up: {acc:.3f}" in text
+    prov = json.loads(files["provenance.json"].read_text())
+    assert prov["outputs"]["draws_per_chain"] == 0
+    assert set(prov["outputs"]["files_sha256"]) == set(files) - {"provenance.json"}
+    assert json.loads(files["privacy/party-1.json"].read_text())["statement"]
+    # then the run completes (resumed with more budget): the posterior's layout replaces the warm-up's files
+    full = write_outputs(out, make_result(), overwrite=True)
+    assert "posterior.nc" in full and not (out / "warmup.nc").exists()
+    assert not (out / "warmup_draws.csv").exists()
+
+
+def test_a_run_stopped_before_any_draw_says_so(tmp_path: Path) -> None:
+    res = make_result(
+        draws=np.zeros((4, 0, 2)), sample_stats={}, warmup=0, warmup_draws=None, warmup_sample_stats=None,
+        stopped=STOPPED,
+    )  # fmt: skip
+    files = write_outputs(tmp_path / "run", res)
+    assert set(files) == {"summary.txt", "privacy/party-1.json", "privacy/party-1.png", "provenance.json"}
+    text = files["summary.txt"].read_text()
+    assert "there are no draws after the warm-up: the run made no draw at all" in text
+
+
+def test_a_run_stopped_after_its_warm_up_says_so_first() -> None:
+    res = make_result(stopped=STOPPED)
+    assert format_summary(res).startswith(f"STOPPED EARLY: {STOPPED}\nposterior: 4 chain(s) x 200 draw(s)")

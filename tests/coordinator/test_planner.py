@@ -230,3 +230,17 @@ def test_renyi_plan_buys_more_decisions_than_the_gdp_plan_of_the_same_budget(tmp
     assert a.alpha is None and b.alpha is not None
     assert b.iterations > 1.2 * a.iterations and b.ess > a.ess
     assert a.eps <= 18.0 and b.eps <= 18.0
+
+
+def test_party_per_run_reaches_every_party_budget(tmp_path: Path) -> None:
+    """[simulate] party_per_run = "worst-record" becomes every simulated party's [budget] per_run; it needs
+    a budget and one of the two values, naming the key."""
+    exp = load_experiment(_variant(tmp_path, PARTY_RENYI, PARTY_RENYI + '\nparty_per_run = "worst-record" #'))
+    assert exp.simulate is not None and exp.simulate.budget()["per_run"] == "worst-record"
+    with pytest.raises(ExperimentError, match=r"simulate\.party_per_run"):
+        load_experiment(_variant(tmp_path, PARTY_RENYI, PARTY_RENYI + '\nparty_per_run = "worst" #'))
+    p = _variant(tmp_path, "party_epsilon = 18.0", 'party_per_run = "worst-record"')
+    p.write_text(p.read_text().replace("party_delta = 1e-5\n", "").replace(PARTY_RENYI, "# party_accountant"))
+    p.write_text(p.read_text().replace(PLAN_RENYI, "# accountant"))
+    with pytest.raises(ExperimentError, match=r"simulate\.party_per_run: only with a privacy budget"):
+        load_experiment(p)

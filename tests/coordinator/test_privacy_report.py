@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from coordinator.privacy import PlanFile, format_report, plot_spends
+from coordinator.privacy import PlanFile, plot_spends
+from coordinator.privacy_statement import format_report
 from mechanisms.privacy.events import GaussianEvent
 from proto import party_pb2
 from proto.spec import PartyEntry

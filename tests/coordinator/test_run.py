@@ -67,8 +67,9 @@ def fixed_key(pid: int) -> bytes:
 
 
 @contextlib.contextmanager
-def parties(root: Path) -> Iterator[tuple[list[Any], Any]]:
-    """In-process daemons (budget mu_max = 10, fixed noise keys) served from a background event loop."""
+def parties(root: Path, gdp_mu: float = 10.0) -> Iterator[tuple[list[Any], Any]]:
+    """In-process daemons (budget mu_max = ``gdp_mu``, fixed noise keys) served from a background event
+    loop."""
     loop = asyncio.new_event_loop()
     th = threading.Thread(target=loop.run_forever, daemon=True)
     th.start()
@@ -81,7 +82,7 @@ def parties(root: Path) -> Iterator[tuple[list[Any], Any]]:
         fixed_keys={pid: fixed_key(pid) for pid in range(1, M + 1)},
         models=("beta-bernoulli",),
         modes=("sign",),
-        privacy_budget={"gdp_mu": 10.0},
+        privacy_budget={"gdp_mu": gdp_mu},
     )
     _daemons, eps, certs = asyncio.run_coroutine_threadsafe(cm.__aenter__(), loop).result(60)
     try:
@@ -189,3 +190,66 @@ def test_privacy_target_and_budget_refusals_before_any_session(tmp_path: Path) -
         # nothing was charged: no session was opened
         for pid in range(1, M + 1):
             assert not (tmp_path / "p" / f"party-{pid}" / "state" / "privacy_ledger.json").exists()
+
+
+# ---- a run past the registries' budgets (issue 40) --------------------------------------------------------
+
+
+def _variant(tmp_path: Path, name: str, old: str, new: str, stop: bool) -> Experiment:
+    p = tmp_path / f"{name}.toml"
+    text = EXPERIMENT.format(chains=CHAINS, iterations=ITER, target=5.0).replace(old, new)
+    text = text.replace("[output]\nformats = []\n", "")
+    if stop:
+        text = text.replace("[privacy]\n", "[privacy]\nstop_at_budget = true\n")
+    p.write_text(text)
+    return load_experiment(p)
+
+
+def test_a_run_past_a_budget_is_refused_unless_it_may_stop(tmp_path: Path) -> None:
+    """Exact charges (penalty with tau: mu = 0.05 a decision, 4 a batch): budgets of mu = 0.15 fit 2 of the
+    12 batches. Refused before any session, naming the fix; with ``stop_at_budget`` told it will stop at
+    batch 3 and stopped there, in its warm-up (4 iterations), with the warm-up's draws written."""
+    with parties(tmp_path / "p", gdp_mu=0.15) as (eps, tls):
+        exp = _variant(tmp_path, "exact", "", "", stop=False)
+        refused = r"(?s)privacy dry run failed.*WOULD REFUSE.*stop_at_budget = true"
+        with pytest.raises(RunError, match=refused):
+            run_experiment(exp, eps, tls, tmp_path / "out-1", log=quiet)
+        for pid in range(1, M + 1):  # nothing charged: no session was opened
+            assert not (tmp_path / "p" / f"party-{pid}" / "state" / "privacy_ledger.json").exists()
+        said: list[str] = []
+        stop = _variant(tmp_path, "exact-stop", "", "", stop=True)
+        out = run_experiment(stop, eps, tls, tmp_path / "out-2", log=said.append)
+    assert any("privacy dry run: this run will stop at batch 3 of 12" in s for s in said), said
+    assert out.stopped.startswith("a registry's privacy budget ran out at batch 3 of 12, in the warm-up")
+    assert not out.finished and out.draws.shape == (CHAINS, 2, 1) and out.posterior_draws == 0
+    assert set(out.written) >= {"warmup.nc", "warmup_draws.csv", "summary.txt", "provenance.json"}
+    assert "posterior.nc" not in out.written
+    assert ledger_counts(tmp_path / "p") == dict.fromkeys(range(1, M + 1), out.counts["decisions_asked"])
+
+
+def test_a_run_charged_per_decision_past_a_budget_at_the_cap_is_refused(tmp_path: Path) -> None:
+    """Issue 40: a penalty with sd (each decision charged at its own sensitivity, at most the cap), no
+    target_epsilon, whose dry run at the cap passes the budgets: it used to be accepted (the cap's figure
+    being an upper bound) and to stop wherever a registry refused a batch. Now refused before any session,
+    naming each registry's figures and the fixes; with ``stop_at_budget`` it runs, told where it may stop."""
+    pen = ("tau = 20.0\nn_records = 180", "sd = 1.0\nmax_sensitivity = 0.5")
+    with parties(tmp_path / "p", gdp_mu=2.0) as (eps, tls):
+        exp = _variant(tmp_path, "sd", *pen, stop=False)
+        assert exp.sampler.penalty is not None and exp.sampler.penalty.fixed
+        with pytest.raises(RunError) as ei:
+            run_experiment(exp, eps, tls, tmp_path / "out-1", log=quiet)
+        msg = str(ei.value)
+        assert "does not fit the registries' privacy budgets" in msg and "max_sensitivity = 0.5" in msg
+        for pid in range(1, M + 1):  # 12 x 4 decisions at mu = 0.5 / (1 / sqrt(3)) each: sqrt(48) * 0.866 = 6
+            assert f"party {pid} (party-{pid}): mu: spent 0 of 2; the whole run would reach 6; 1 of 12" in msg
+        assert "target_epsilon" in msg and "at most 1 fit at the cap" in msg
+        assert "stop_at_budget = true" in msg
+        assert "run may stop at batch 2 of 12 or later (in the warm-up, without a posterior)" in msg
+        for pid in range(1, M + 1):
+            assert not (tmp_path / "p" / f"party-{pid}" / "state" / "privacy_ledger.json").exists()
+        said: list[str] = []
+        stop = _variant(tmp_path, "sd-stop", *pen, stop=True)
+        out = run_experiment(stop, eps, tls, tmp_path / "out-2", log=said.append)
+    assert any("this run may stop at batch ~2 of 12 when a registry's budget runs out" in s for s in said)
+    for r in out.privacy_reports.values():  # each registry kept to its budget whatever the run did
+        assert not isinstance(r, str) and r.budget.spent <= 2.0 * (1 + 1e-9)

@@ -159,6 +159,7 @@ def element_counts(m: int, seed: str) -> dict[int, int]:
     return {rnd: payload.size // 2 for rnd, src, _dst, payload in tr.log if src == 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("m", [3, 4, 5, 7])
 def test_every_tampered_blinded_message_aborts_or_yields_the_honest_release(m: int) -> None:
     """Party 1 corrupt; each kind of alteration in each of the 7 rounds (an additive error at three positions

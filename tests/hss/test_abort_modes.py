@@ -156,6 +156,7 @@ def element_counts(m: int, seed: str, variant: str = "inline") -> dict[int, int]
     ("m", "variant"),
     [(3, "inline"), (4, "inline"), (5, "inline"), (7, "inline"), (3, "pooled"), (4, "blocks4"), (3, "lazy")],
 )
+@pytest.mark.slow
 def test_every_tampered_sign_message_aborts_or_yields_the_plaintext_decisions(m: int, variant: str) -> None:
     """Party 1 corrupt; each kind of alteration in each round, at three positions of the message for an
     additive error; the receiver's messages (the last round) are tampered too. The correct decisions: the
@@ -188,6 +189,7 @@ def test_every_tampered_sign_message_aborts_or_yields_the_plaintext_decisions(m:
         assert aborted >= 7, (rnd, aborted, correct)
 
 
+@pytest.mark.slow
 def test_two_corrupt_parties_at_m5_are_caught_in_every_round() -> None:
     m, seed = 5, "two-corrupt"
     vals, pub = terms(m, N, seed=3)

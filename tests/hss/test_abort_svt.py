@@ -60,6 +60,7 @@ def run_with_receiver(
     return outcome, decided
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("m", [3, 4, 5, 7])
 def test_honest_svt_under_abort_equals_the_plaintext_bits(m: int) -> None:
     params, ctxs, rngs = make_session(m, seed=f"abort-svt-{m}")
@@ -223,6 +224,7 @@ def tamper_sweep(m: int, remaining: int) -> dict[int, list[int]]:
     return tally
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("m", "remaining"), [(3, 100), (3, 2), (4, 2), (5, 2)])
 def test_every_tampered_svt_message_aborts_or_yields_the_plaintext_bits(m: int, remaining: int) -> None:
     tally = tamper_sweep(m, remaining)
@@ -239,6 +241,7 @@ def test_every_tampered_svt_message_at_m7() -> None:
     assert all(aborted >= 7 and (correct == 0 or rnd == 1) for rnd, (aborted, correct) in tally.items())
 
 
+@pytest.mark.slow
 def test_two_corrupt_parties_at_m5_are_caught_in_every_round() -> None:
     m, remaining = 5, 2
     fmt, batch = tamper_batch(m)

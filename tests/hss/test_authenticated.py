@@ -208,6 +208,7 @@ def cases(m: int, seed: str, every_index: bool) -> list[tuple[str, int, int]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("m", "every_index"), [(3, True), (4, False), (5, False), (7, False)])
 def test_every_tampered_message_aborts_or_yields_the_correct_output(m: int, every_index: bool) -> None:
     corrupt = {1}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from hss.randomness import SecureRandom
 from mechanisms.models import load_model
@@ -64,6 +65,7 @@ def _chain(model, checked, mean, cov):  # type: ignore[no-untyped-def]
     return pilot, np.ascontiguousarray(rest.draws.transpose(1, 0, 2))
 
 
+@pytest.mark.slow
 def test_the_pilot_re_plans_an_off_centre_proposal_to_the_realised_ess() -> None:
     model, checked, _mode, mean, cov = _case()
     # the plan from the approximation alone (its DP noise: 0.3 sd in each direction)

@@ -123,6 +123,7 @@ def test_noise_shares_add_up_to_the_planned_total() -> None:
         assert np.all((lo < ss) & (ss < hi)), ss
 
 
+@pytest.mark.slow
 def test_coverage_noise_aware_nominal_naive_under() -> None:
     """90 % central intervals over 300 synthetic datasets (n = 300, μ = 1: noise sd ~ 25 on Xᵀy and 13 on
     XᵀX): the noise-aware intervals cover each coefficient at the nominal rate within the two-sided 99.9 %

@@ -80,13 +80,28 @@ def test_example_runs_simulated(example: Path, tmp_path: Path, capsys: pytest.Ca
     reports = sorted((out / "privacy").glob("party-*.json"))
     assert len(reports) == m
     budgeted = re.search(r"(?m)^party_(epsilon|gdp_mu)\s*=", example.read_text(encoding="utf-8"))
+    lines = printed.splitlines()
     for rep in reports:
         doc = json.loads(rep.read_text())
         assert doc["statement"], rep
+        # the terminal prints the document's statement byte for byte, the other readings beside it
+        beside = [f"    beside it, {r}" for r in doc["other_readings"]]
+        block = [f"  {doc['identity']}: {doc['statement']}", *beside]
+        at = lines.index(block[0])
+        assert lines[at : at + len(block)] == block
         if budgeted:  # a registry with a budget states a finite epsilon at its delta, backed by its ledger
-            eps = doc["recomputed_here"]["eps_at_delta"]
+            here = doc["recomputed_here"]
+            eps = here["eps_at_delta"]
             assert eps is not None and math.isfinite(eps) and eps > 0, (rep, doc["statement"])
-            assert "epsilon = " in doc["statement"]
+            own = here["epsilon_by_accountant"]  # by the accountant its ledger enforces, stated first
+            assert doc["statement"].startswith(f"epsilon = {own:.4g} at delta = {here['delta']:.3g} by its ")
+            reported = doc["reported_by_party"]
+            assert reported["neighbours"] in ("add-remove", "replace-one")
+            assert f", {reported['neighbours']} neighbours, " in doc["statement"]
+            # the threat model is the q the charges' labels say they were computed for
+            qs = {int(e["label"].split("assumes q = ")[1].split()[0]) for e in reported["events"]}
+            assert len(qs) == 1 and f"q = {qs.pop()}" in doc["threat_model"], (qs, doc["threat_model"])
+            assert doc["threat_model"] in doc["statement"]
     # --overwrite replaces the earlier run's folder; without it the run folder is refused (exit 2)
     assert main(["run", str(cfg), "--simulate", "--no-progress", "--out", str(out), "--check"]) == 0
     assert main(["run", str(cfg), "--simulate", "--no-progress", "--out", str(out)]) == 2

@@ -111,9 +111,8 @@ def test_planned_run_spends_within_budget_matches_the_reference_and_resumes(tmp_
     z = [abs(float(r[-1])) for r in rows]
     assert max(z) < 4.0, summary  # 3 parameters, |z| < 4: a false failure about 2e-4 of the time
     assert out.draws.shape[0] == 8
-    # the plan against the run: the warm-up's accept bits re-plan the ESS (a warm start within its DP noise
-    # here: no warning)
-    assert any(n.startswith("the plan against the run") for n in out.notes), out.notes
+    # the proposal was refitted to the warm-up's states (the default with proposal = "laplace") and frozen
+    assert any(n.startswith("the independence proposal was refitted") for n in out.notes), out.notes
     assert not any("re-plans this run's ESS" in w for w in out.warnings), out.warnings
 
 
@@ -162,6 +161,7 @@ RENYI = (
     EXPERIMENT.replace('name = "planned"', 'name = "planned-renyi"')
     .replace("min_ess = 60", 'min_ess = 60\naccountant = "renyi"')
     .replace("party_colluding = 0", 'party_colluding = 0\nparty_accountant = "renyi"')
+    .replace('proposal = "laplace"', 'proposal = "laplace"\nrefit = false')  # the DP proposal throughout
 )
 
 
@@ -201,8 +201,17 @@ def test_planned_run_under_the_registries_renyi_filter(tmp_path: Path) -> None:
         by_hand = _renyi_eps_by_hand(events, float(budget["alpha"]), float(budget["delta"]))
         assert report.budget.spent == pytest.approx(by_hand, rel=1e-9)
         assert report.budget.spent <= 25.0 * (1 + 1e-9)
-        statement = json.loads((tmp_path / "r" / "privacy" / f"party-{pid}.json").read_text())["statement"]
-        assert "by its Renyi filter" in statement, statement
+        doc = json.loads((tmp_path / "r" / "privacy" / f"party-{pid}.json").read_text())
+        statement, eps = doc["statement"], report.budget.spent
+        assert statement.startswith(f"epsilon = {eps:.4g} at delta = 1e-05 by its Renyi filter"), statement
+        view = ", add-remove neighbours, against the coordinator (q = 0: no registry assumed to collude); "
+        assert view in statement, statement
+        # beside it, labelled: the GDP reading of the same charges, and the run's in the other views
+        readings = doc["other_readings"]
+        assert readings[0] == f"this run: {out.counts['decisions_asked']} of the decisions made with its data"
+        assert readings[1].startswith("GDP reading of the same charges: epsilon = "), readings
+        assert any("the coordinator and q = 1 colluding registries: epsilon = " in r for r in readings)
+        assert any("for replace-one neighbours: epsilon = " in r for r in readings)
         here = json.loads((tmp_path / "r" / "privacy" / f"party-{pid}.json").read_text())["recomputed_here"]
         assert here["renyi_eps_at_delta"] == pytest.approx(
             by_hand, rel=1e-9
@@ -215,6 +224,9 @@ def test_planned_run_under_the_registries_renyi_filter(tmp_path: Path) -> None:
     ]
     z = [abs(float(r[-1])) for r in rows]
     assert len(z) == 3 and max(z) < 4.0, summary
+    # refit = false: the DP proposal throughout, and the warm-up's accept bits re-plan the ESS (the pilot)
+    assert any(n.startswith("the plan against the run") for n in out.notes), out.notes
+    assert not any(n.startswith("the independence proposal was refitted") for n in out.notes), out.notes
 
 
 def test_planned_formula_run_over_daemons(tmp_path: Path) -> None:

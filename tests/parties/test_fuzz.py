@@ -12,6 +12,7 @@ from pathlib import Path
 
 import grpc
 import numpy as np
+import pytest
 
 from proto import party_pb2, party_pb2_grpc, peer_pb2, peer_pb2_grpc, serde
 from proto.records import Kind
@@ -54,6 +55,7 @@ def _evaluate_variants(rnd: random.Random, sid: bytes, next_step: int) -> party_
     return req
 
 
+@pytest.mark.slow
 def test_fuzzed_messages_are_refused_and_session_survives(tmp_path: Path) -> None:
     m = 3
     data = party_data(m, 20, seed=4)

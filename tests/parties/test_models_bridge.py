@@ -186,6 +186,7 @@ def test_penalty_analyses_report_gdp_events_and_unbounded_ones_refuse(m: int, t:
         analysis.privacy_events(rejection, "sign", view, 16)  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_penalty_cap_events_and_refusal() -> None:
     """With max_sensitivity a party charges the amplified event (GDP mu and the profile at the cap) and
     refuses a batch holding a proposal above the cap."""

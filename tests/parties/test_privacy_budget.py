@@ -134,7 +134,7 @@ def test_penalty_charge_follows_what_the_coalition_can_rebuild(
     (ev,) = store.events_for(cfg, get_analysis("gaussian-mean"), spec, 7)
     assert isinstance(ev, GaussianEvent) and ev.count == 7
     assert ev.mu == pytest.approx(1 / (TAU * math.sqrt(residual)), rel=1e-12)
-    assert f"assumes q = {q} colluding, session t = {t}" in ev.label
+    assert f"assumes q = {q} colluding, session t = {t}, reveal {mode}" in ev.label
 
 
 def test_gaussian_mean_penalty_noise_is_exactly_corrected() -> None:
@@ -202,6 +202,17 @@ def test_ledger_refuses_persists_and_reloads(tmp_path: Path, budget: str) -> Non
     assert ei.value.reason is Reason.FAILED_PRECONDITION
     assert "without the penalty has unbounded or unknown per-step privacy loss" in ei.value.message
     assert "session threshold t = " in ei.value.message
+
+
+def test_the_report_carries_what_the_ledger_accounts_under(tmp_path: Path) -> None:
+    """PrivacyReport says the [budget] colluding and neighbours its ledger accounts under (the coordinator's
+    statement names them); without a budget there is nothing accounted, so nothing to say."""
+    cfg = _cfg(tmp_path, {"gdp_mu": 1.0, "colluding": 1, "neighbours": "add-remove"})
+    rep = PrivacyBudgetStore.load(cfg).report(cfg, 0)
+    assert (rep.colluding, rep.neighbours) == ("1", "add-remove")
+    plain = _cfg(tmp_path, None, pid=2)
+    rep = PrivacyBudgetStore.load(plain).report(plain, 5)
+    assert not rep.budget.configured and (rep.colluding, rep.neighbours) == ("", "")
 
 
 @pytest.mark.parametrize(
@@ -304,6 +315,8 @@ def test_inprocess_refusal_plan_and_report(tmp_path: Path) -> None:
             for r in rep.values():
                 assert not isinstance(r, str)
                 assert r.budget.spent == pytest.approx(math.sqrt(90) / TAU)
+                # what the ledger accounts under travels with it (the config's defaults: all, replace-one)
+                assert (r.colluding, r.neighbours) == ("all", "replace-one")
                 (e,) = cprivacy.parse_events(r.events_json)
                 assert e.count == 90
 
@@ -315,3 +328,67 @@ def _plan_request(pf: cprivacy.PlanFile) -> Any:
     call = serde_privacy.PlanCall(cprivacy.planned_spec(pf), pf.session.batches, pf.session.batch_size)
     return serde_privacy.plan_request_to_proto(call)
 
+
+
+# ---- a plan without the confidential noise (issue 35) ------------------------------------------------------
+
+M_NOISE = 3
+CAP_MH, CAP_REJ = 0.5, 15.0  # gaussian-mean on [-4, 6]: c(theta, theta*) = 10 |step| <= 0.5; range <= 12.5
+#: every decision kind, as a gaussian-mean session's model_params (rejection: the model's public bound)
+NOISE_KINDS: dict[str, dict[str, Any]] = {
+    "penalty-sd": gm_params(1.0, (-4.0, 6.0), penalty={"sd": 0.7, "max_sensitivity": CAP_MH}),
+    "penalty-tau": gm_params(1.0, (-4.0, 6.0), penalty={"tau": 40.0, "n": 1, "max_sensitivity": CAP_MH}),
+    "lazy-mh": gm_params(1.0, (-4.0, 6.0), lazy={"gamma": 0.5, "max_sensitivity": CAP_MH}),
+    "rejection": gm_params(
+        1.0, (-4.0, 6.0), kind="rejection", bound="public", max_sensitivity=CAP_REJ, log_bound_margin=0.2
+    ),
+    "lazy-rejection": gm_params(
+        1.0, (-4.0, 6.0), kind="rejection", bound="public", max_sensitivity=CAP_REJ, lazy={"gamma": 0.5}
+    ),
+}
+
+
+def _noise_batch(params: dict[str, Any], n: int) -> dict[str, Any]:
+    th = np.linspace(0.8, 1.2, n)
+    if params.get("kind") == "rejection":  # public = log prior - log q = 0 (flat), proposals inside the cap
+        return {"theta_star": th[:, None], "public": np.zeros(n)}
+    return gm_inputs(th, th + 0.01, params, M_NOISE)
+
+
+@pytest.mark.parametrize("kind", list(NOISE_KINDS))
+def test_a_budget_refuses_a_session_without_the_noise(tmp_path: Path, kind: str) -> None:
+    """A registry with an eps-at-delta budget (q = 1 colluding) refuses a session whose plan drops the
+    Gamma(1/m) noise, naming why, for every decision kind (it used to charge it exactly like the noise's
+    plan: lazy MH gamma = 0.5, cap 0.5 at eps 8.01 both ways); the same plan with the noise is accepted.
+    Without a budget the tests-only noise "none" still runs its batches."""
+    params = {**NOISE_KINDS[kind], "noise": "none"}
+    n = 8
+    budget = {"epsilon": 20.0, "delta": 1e-5, "colluding": 1}
+
+    async def main() -> None:
+        async with inproc_consortium(tmp_path / "budget", M_NOISE, insecure=True, privacy_budget=budget) as (
+            _,
+            eps,
+            _,
+        ):
+            async with coordinator_for(eps, None, rpc_timeout_s=30.0) as coord:
+                with pytest.raises(SessionError) as ei:
+                    await coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params=params)
+                assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION
+                msg = str(ei.value)
+                assert "noise is 'none'" in msg and "Gamma(1/m, 1) noise share" in msg
+                assert "use noise 'exp'" in msg
+                s = await coord.open_session(
+                    reveal_mode="sign", model="gaussian-mean", model_params=NOISE_KINDS[kind]
+                )
+                await s.abort("the plan with the noise opens")
+        async with inproc_consortium(tmp_path / "free", M_NOISE, insecure=True) as (_, eps, _):
+            async with coordinator_for(eps, None, rpc_timeout_s=30.0) as coord:
+                s = await coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params=params)
+                out = await s.evaluate(_noise_batch(params, n), n)
+                assert out.accept.shape == (n,)
+                if params.get("kind") == "rejection":  # without the noise a <= -m margin < 0 never passes
+                    assert not out.accept.any()
+                await s.close()
+
+    asyncio.run(main())

@@ -33,6 +33,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("private", [True, False])
 def test_a_writer_killed_mid_write_leaves_a_whole_file(tmp_path: Path, private: bool) -> None:
     target = tmp_path / "state.json"

@@ -332,8 +332,13 @@ def test_ledger_report_round_trip() -> None:
     for r in (
         LedgerReport(1, "party-1", BudgetState(), "[]", 0),
         LedgerReport(4, "registry-4", GDP_BUDGET, '[{"kind": "gdp"}]', 90, charges),
+        LedgerReport(5, "registry-5", GDP_BUDGET, "[]", 0, "", "all", "replace-one"),
+        LedgerReport(6, "registry-6", GDP_BUDGET, "[]", 0, "", "0", "add-remove"),
     ):
         assert serde_privacy.report_from_proto(serde_privacy.report_to_proto(r)) == r
+    # an answer from a party that predates colluding / neighbours reads as "not carried" (empty), not an error
+    old = serde_privacy.report_from_proto(serde_privacy.report_to_proto(LedgerReport(7, "r-7", GDP_BUDGET)))
+    assert (old.colluding, old.neighbours) == ("", "")
 
 
 # ---- session calls and relay bundles (proto.serde_session) -------------------------------------------------

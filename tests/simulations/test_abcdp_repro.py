@@ -26,6 +26,7 @@ def _has_outputs(out: Path, name: str) -> None:
         assert (out / f"{name}.{ext}").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_flip_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = flip.flip_repro(tmp_path, n_rho=10, mc_draws=2000, data_sizes=(10, 1000), cs=(10,),
                                   eps_totals=(1.0, 100.0))
@@ -85,6 +86,7 @@ def test_toy_reference_is_read_from_the_shipped_file() -> None:
     assert ref.setting_differences(300, *same[1:]) == [f"N 300 vs {st['n_observed']}"]
 
 
+@pytest.mark.slow
 def test_toy_comparison_reads_the_file_and_computes_z(tmp_path: Path) -> None:
     """At a small size, on an altered copy of the reference file: z from the file's values, by hand."""
     data_dir = tmp_path / "data"

@@ -112,6 +112,7 @@ def test_abcdp_svt_audit(tmp_path: Path, capsys: Capsys) -> None:
     assert rc == 1 and "VIOLATED" in doc["verdict"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", ["warm-start-moments", "warm-start-score"])
 def test_warm_start_releases_are_consistent(tmp_path: Path, capsys: Capsys, example: str) -> None:
     """The warm start's moments release (coordinator) and score release (one colluder) at the noise
@@ -124,6 +125,7 @@ def test_warm_start_releases_are_consistent(tmp_path: Path, capsys: Capsys, exam
     assert ("1 colluding parties" in doc["threat"]) == example.endswith("score")
 
 
+@pytest.mark.slow
 def test_under_noised_warm_start_is_violated(tmp_path: Path, capsys: Capsys) -> None:
     rc, doc = _audit(tmp_path, "broken-warm-start", capsys, runs=6000)
     assert rc == 1 and "VIOLATED" in doc["verdict"] and doc["mechanism"]["noise_scale"] == 0.25

@@ -91,6 +91,7 @@ def _events(setup: Setup, alpha: float) -> list[PrivacyEvent]:
     )
 
 
+@pytest.mark.slow
 def test_renyi_claim_is_the_ledgers_spend_at_the_best_order() -> None:
     """20 accept bits of a fixed-sd penalty (sd 0.5 on 3 registries, cap 0.5), outside observer: at every
     order ρ = 20 × the bit table's bound at the step's sensitivity Δ (the audit's step sits just below the

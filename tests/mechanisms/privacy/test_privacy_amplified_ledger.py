@@ -134,6 +134,7 @@ def test_composed_charge_never_above_the_gdp_bound_of_the_same_steps(steps: int)
     assert spent_large < gdp_eps(large.mu * math.sqrt(steps), 1e-5)
 
 
+@pytest.mark.slow
 def test_sign_step_charged_the_sum_curve_and_gdp_alone_when_the_gamma_term_is_negligible() -> None:
     """A penalty sign step is charged the sum reveal's curve (the bit's own cover was never below it), and a
     coalition facing residual sd >= GAMMA_NEGLIGIBLE_S gets the GDP curve (the numerical bound would take

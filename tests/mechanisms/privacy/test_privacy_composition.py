@@ -118,6 +118,7 @@ def test_profile_validation() -> None:
     assert PrivacyProfile.from_dict(p.to_dict()) == p
 
 
+@pytest.mark.slow
 def test_vectorised_deltas_equal_dp_accounting() -> None:
     """pld_deltas (the fast path of reports and plots) equals dp_accounting's own get_delta_for_epsilon."""
     from mechanisms.privacy import LaplaceEvent, ProfileEvent, sign_step_profile

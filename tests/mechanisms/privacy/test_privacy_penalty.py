@@ -151,6 +151,7 @@ def test_membership_inference_amplified_sum() -> None:
     assert any(refutes(wrong, p) for p in pts)
 
 
+@pytest.mark.slow
 def test_sign_below_sum_below_gdp() -> None:
     shift, sigma, th = 1.0, 0.3, ThreatModel(3)
     grid = np.linspace(0, 4, 41)

@@ -97,6 +97,7 @@ def test_bit_rdp_bounds_the_mpmath_brute_force_at_k1(s: float, delta: float, alp
     ("s", "k", "delta", "alpha", "step"),
     [(1.5, 0.6, 0.2, 2.0, 0.1), (2.0, 1 / 7, 0.4, 8.0, 0.2), (4.0, 6 / 7, 0.5, 4.0, 0.25)],
 )
+@pytest.mark.slow
 def test_bit_rdp_bounds_the_mpmath_brute_force_at_k_below_1(
     s: float, k: float, delta: float, alpha: float, step: float
 ) -> None:
@@ -123,6 +124,7 @@ def _quadrature_log_probs(s: float, k: float, x: np.ndarray) -> tuple[np.ndarray
     ("s", "k", "delta", "alphas"),
     [(1.5, 0.6, 0.2, (2.0, 8.0)), (2.0, 1 / 7, 0.1, (2.0, 32.0)), (4.9, 6 / 7, 0.6, (1.5, 4.0))],
 )
+@pytest.mark.slow
 def test_mixture_path_equals_the_quadrature_path(
     monkeypatch: pytest.MonkeyPatch, s: float, k: float, delta: float, alphas: tuple[float, ...]
 ) -> None:

@@ -67,6 +67,7 @@ def test_k1_is_the_exgaussian() -> None:
         np.testing.assert_allclose(ours.logcdf(x), ref.logcdf(x), rtol=1e-9, atol=1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("s", "k"), [(0.5, 1 / 7), (1.0, 3 / 7), (2.0, 0.5), (4.9, 6 / 7)])
 def test_densities_and_tails_vs_mpmath(s: float, k: float) -> None:
     mpmath.mp.dps = 25
@@ -82,6 +83,7 @@ def test_densities_and_tails_vs_mpmath(s: float, k: float) -> None:
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("s", "k"), [(0.5, 1 / 7), (2.0, 3 / 7), (4.9, 6 / 7), (1.0, 0.95)])
 def test_beta_mixture_tails_vs_mpmath(s: float, k: float) -> None:
     """``exgamma_log_tails`` (Gamma(k) = Beta(k, 1 − k) · Exp(1)) against the direct mpmath quadrature, both
@@ -95,6 +97,7 @@ def test_beta_mixture_tails_vs_mpmath(s: float, k: float) -> None:
         assert got_cdf == pytest.approx(float(mpmath.log(1 - sf)), rel=1e-10, abs=1e-10)
 
 
+@pytest.mark.slow
 def test_shift_bound_dominates_the_exact_exgaussian_closely() -> None:
     """k = 1: the binned bound must never fall below the exact curve, and is tight to a few per cent."""
     eps = np.linspace(0.0, 3.0, 13)
@@ -191,6 +194,7 @@ def test_membership_inference_colluders_sign() -> None:
     assert abs(b.mean() - p_model) < 5 * math.sqrt(p_model * (1 - p_model) / n)
 
 
+@pytest.mark.slow
 def test_colluders_keep_an_amplification_below_gdp() -> None:
     """For q >= 1 the Gamma noise of the other parties still amplifies: each curve is at most the GDP
     bound of the residual Gaussian, strictly below it somewhere, and above the outside observer's."""

@@ -137,6 +137,7 @@ def test_membership_inference_lazy_coin_stays_above_claim() -> None:
     assert any(refutes(wrong, p) for p in points)
 
 
+@pytest.mark.slow
 def test_membership_inference_penalty_sign_stays_above_claim() -> None:
     from mechanisms.privacy import ThreatModel, penalty_sign_profile
 

@@ -57,6 +57,7 @@ def _mp_hockey(k: float, shift: float, eps: float, reverse: bool) -> float:
     return float(total)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threat", THREATS, ids=lambda t: t.name)
 @pytest.mark.parametrize("shift", [0.3, 1.0])
 def test_sum_delta_matches_quadrature(threat: ThreatModel, shift: float) -> None:

@@ -98,6 +98,7 @@ def start(case: Case, seed: int) -> F64:
     return case.model.sample_prior(PublicSeeds(seed).init_rng(), CHAINS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_auto_tuning_reaches_its_target_and_the_exact_posterior(name: str) -> None:
     case = CASES[name]()
@@ -220,6 +221,7 @@ def test_accept_target_for_penalty_noise_and_a_lazy_coin() -> None:
         AdaptiveMH(case.model, decide, 1.0, target_accept=1.0)
 
 
+@pytest.mark.slow
 def test_a_fixed_sd_penalty_is_tuned_to_a_target_it_can_reach() -> None:
     """Total penalty noise sd 2 (three parties) caps the acceptance at 2 Phi(-1) = 0.32 < 0.44: a target left
     at 0.44 would shrink the steps without end; the lowered target (0.21) is reached and the chain stays
@@ -239,6 +241,7 @@ def test_a_fixed_sd_penalty_is_tuned_to_a_target_it_can_reach() -> None:
     assert abs(mean - case.mean[0]) <= Z * mcse, (mean, case.mean[0], mcse)
 
 
+@pytest.mark.slow
 def test_history_restarts_in_doubling_windows() -> None:
     """With scale_adapt the Haario history restarts at 2 start, 4 start, ... while a window fits before stop
     (the last one runs to stop), so the frozen covariance comes from the later states only and the first

@@ -36,6 +36,7 @@ from tests.mechanisms.samplers.helpers import (
 M = 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", RULES)
 def test_random_walk_mh_recovers_posterior(mode: str) -> None:
     data = beta_bernoulli_data()

@@ -52,6 +52,7 @@ def test_coin_from_gamma() -> None:
         LazyCoin(2, 3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("m", "gamma"), [(3, 0.5), (5, 0.8125), (7, 40001 / 2**16)])
 def test_lazy_bit_is_the_and_of_the_test_and_a_gamma_coin(m: int, gamma: float) -> None:
     lazy = LazyCoin.from_gamma(gamma)

@@ -305,6 +305,7 @@ def _linear_warm_start(n: int, noise: bool) -> tuple[object, F64, F64, object]:
     return ws, mode, cov, plan
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [10_000, 100_000])
 def test_linear_warm_start_reaches_the_mode_without_noise(n: int) -> None:
     """Linear regression (σ known, |y| <= 6), the noise scales of μ = 1 but no noise drawn: the gradient block
@@ -319,6 +320,7 @@ def test_linear_warm_start_reaches_the_mode_without_noise(n: int) -> None:
     np.testing.assert_allclose(ws.laplace.sd() / sd, 1.0, atol=0.15)  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_linear_dp_warm_start_error_is_what_its_noise_explains() -> None:
     """100,000 records, μ = 1 with every registry's noise: the Laplace mean within 1.5 posterior sd of the
     exact mode (the last release's noise, at the model's bound, is ~0.45 sd per coordinate here), and its

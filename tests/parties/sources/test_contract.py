@@ -150,6 +150,7 @@ def snap(src: DataSource, max_records: int = 100) -> object:
     return snapshot(DataConfig(src, "bayes-logistic", {"p": 2}, max_records))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_same_records_same_snapshot(servers: dict[str, object], kind: str, tmp_path: Path) -> None:
     s = snap(make_source(servers, kind, "clean", tmp_path))
