@@ -9,14 +9,15 @@ Record i of registry j has an age (whole years, declared 18-100), a sex ("F" / "
 about 0.7 % (some 550 deaths in 77,000 records). The registries differ in size (40,000 to 2,000) and a little
 in case mix (their age and biomarker centres); the pooled model is the true one.
 
-    python -m simulations.formula_budget_study --out /tmp/study --epsilon 150
+    python -m simulations.formula_budget_study --out /tmp/study --epsilon 350 --chains 4 --min-ess 400
     confar privacy plan /tmp/study/study.toml --epsilon 40 --epsilon 100
     confar run /tmp/study/study.toml --simulate --out /tmp/study/run
 
 writes ``registry-1.csv`` ... ``registry-5.csv`` (the labels as text, as a registry holds them) and
 ``study.toml`` (the planned run at ``--epsilon``: the warm start, the independence penalty sampler with the
-cap left to the plan, ``[design] rate`` the public guess of the prevalence). Public synthetic data: nothing
-here is a registry's record.
+cap left to the plan, ``[design]`` the public guesses of the prevalence and of the age and biomarker
+columns). Measured in docs/PRIVACY_UTILITY.md, "Formula models at registry scale". Public synthetic data:
+nothing here is a registry's record.
 """
 
 from __future__ import annotations
@@ -101,10 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m simulations.formula_budget_study", description=__doc__.split("\n")[0]
     )
     ap.add_argument("--out", type=Path, required=True, help="folder for the CSV files and study.toml")
-    ap.add_argument("--epsilon", type=float, default=150.0, help="the run's target_epsilon (and budgets)")
+    ap.add_argument("--epsilon", type=float, default=350.0, help="the run's target_epsilon (and budgets)")
     ap.add_argument("--mu", type=float, default=4.0, help="the warm start's mu")
-    ap.add_argument("--chains", type=int, default=8)
-    ap.add_argument("--min-ess", type=float, default=200.0)
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--min-ess", type=float, default=400.0)
     ap.add_argument("--seed", type=int, default=40)
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
