@@ -84,10 +84,12 @@ class WarmStartSettings:
     moments_share: float = 0.1
     gram_share: float = 0.3
     curvature: str | None = None  # None: the model's warm_start_curvature, else "secant"
-    # not file keys: a formula model's releases in the pilot's basis (coordinator.planner.with_basis), the
-    # score's clip there (its bound at the pilot's mean, or the design records' largest score)
+    # not file keys: a formula model's releases in the pilot's basis (coordinator.planner.with_pilot), the
+    # score's clip there (its bound, at the pilot's mean when it depends on theta), and the public start of
+    # the steps (the pilot's mean where the model has no public jump from 0; None: 0)
     basis: tuple[tuple[float, ...], ...] | None = None
     basis_clip: float | None = None
+    start: tuple[float, ...] | None = None
 
 
 def read_warm_start(r: Reader, tbl: dict[str, Any], n_default: int | None) -> WarmStartSettings:
@@ -273,7 +275,8 @@ def network_warm_start(
         return np.asarray(d.revealed, dtype=np.float64) * stats.scale
 
     try:
-        ws = run_warm_start(model, plan, release, exp.warm_start.n_records, np.zeros(model.d), exp.m)
+        start = np.zeros(model.d) if exp.warm_start.start is None else np.asarray(exp.warm_start.start)
+        ws = run_warm_start(model, plan, release, exp.warm_start.n_records, start, exp.m)
     except BaseException:
         for s in sessions.values():
             s.abort("warm start stopped")

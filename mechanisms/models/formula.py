@@ -54,7 +54,7 @@ is r(x, θ) v(x, θ), r = ∂ log p/∂η and v = ∂η/∂θ (the design row; w
 and σ_u for the registry's z_g), v affine in each numeric column, so ‖Bᵀv‖ (B a public basis, default the
 identity) is largest at a corner, and the bound is sup |r| times that maximum
 (:meth:`FormulaModel.score_norm_bound`: |r| ≤ 1 for bernoulli, max(y_max, t_max e^H) for poisson,
-max(y_max − η_min, η_max − y_min)/σ² for gaussian; none for weibull, whose warm start clips). Bernoulli
+max(y_max − η_min, η_max − y_min)/σ² for gaussian; weibull adds its log_shape's score). Bernoulli
 with an intercept has the logistic model's public jump to the released prevalence's logit. A formula has no
 synthetic registries: a planned run's pilot is its design dataset (:mod:`mechanisms.models.formula_design`).
 
@@ -696,20 +696,22 @@ class FormulaModel(Model):
 
     def _eta_gradients(self, theta: F64 | None) -> F64 | None:
         """v = ∂η/∂θ at every corner of the declared box (and, with the random intercept, for every registry:
-        σ_u z_g for log σ_u and σ_u for z_g), rows (corners x registries, d); None when it depends on θ
-        (the random intercept) and ``theta`` is None. Not for weibull (its log_shape enters otherwise)."""
+        σ_u z_g for log σ_u and σ_u for z_g; weibull's log_shape a 0 here), rows (corners x registries, d);
+        None when it depends on θ (the random intercept) and ``theta`` is None."""
         p = self.parsed
+        i = 1 if self.family == "weibull" else 0
+        head = np.zeros((p.corners.shape[0], i))
         if p.group is None:
-            return p.corners
+            return np.asarray(np.hstack([head, p.corners]), dtype=np.float64)
         if theta is None:
             return None
         th = as_batch(theta, self.d)[0]
-        s, z, g = math.exp(float(th[self.k])), th[self.k + 1 :], len(p.levels)
+        s, z, g = math.exp(float(th[i + self.k])), th[i + self.k + 1 :], len(p.levels)
         rows = []
         for j in range(g):
             extra = np.zeros((p.corners.shape[0], 1 + g))
             extra[:, 0], extra[:, 1 + j] = s * z[j], s
-            rows.append(np.hstack([p.corners, extra]))
+            rows.append(np.hstack([head, p.corners, extra]))
         return np.asarray(np.vstack(rows), dtype=np.float64)
 
     def _residual_bound(self, theta: F64 | None) -> float | None:
@@ -737,16 +739,40 @@ class FormulaModel(Model):
         v = ∂η/∂θ affine in each numeric column (the design is multilinear in them, :meth:`_eta_gradients`),
         so ‖Bᵀv‖ is convex in each column and its sup over the box is at a corner: the bound is
         sup r x max over corners of ‖Bᵀv‖. A number at ``theta`` None: the same at every θ (bernoulli
-        without a random intercept); None at ``theta`` None: it depends on θ. Weibull: None (no bound here:
-        the warm start clips its scores)."""
+        without a random intercept); None at ``theta`` None: it depends on θ. Weibull (:meth:`_weibull_score`)
+        adds its log_shape's score."""
         if self.family == "weibull":
-            return None
+            return self._weibull_score(theta, basis)
         r, v = self._residual_bound(theta), self._eta_gradients(theta)
         if r is None or v is None:
             return None
         if basis is not None:
             v = v @ np.asarray(basis, dtype=np.float64)
         return float(r * np.max(np.linalg.norm(v, axis=1))) * (1.0 + 1e-12)
+
+    def _weibull_score(self, theta: F64 | None, basis: F64 | None) -> float | None:
+        """Weibull's score bound at θ: with k = e^{log_shape} and z = k (log t − η) in [z_lo, z_hi] over the
+        box (t in the outcome's bounds, η in its extent), ∂ℓ/∂η = k (e^z − δ) in [−k, k e^{z_hi}] and
+        ∂ℓ/∂log k = δ (1 + z) − z e^z, at most 1 + |z|_max (1 + e^{z_hi}) in size; the score is
+        (∂ℓ/∂log k) e₀ + (∂ℓ/∂η) v, so ‖Bᵀs‖ <= that x ‖Bᵀe₀‖ + k max(1, e^{z_hi}) x max ‖Bᵀv‖ (+inf where
+        e^{z_hi} overflows: no finite bound claimed)."""
+        v = self._eta_gradients(theta)
+        if theta is None or v is None:
+            return None
+        log_k, beta, u = self._split(theta)
+        assert log_k is not None
+        k = math.exp(float(log_k[0]))
+        lo, hi = (float(x[0]) for x in self.extent(beta, u))
+        y = self.parsed.outcome
+        z_hi = k * (math.log(self._bound(y, 2)) - lo)
+        z_lo = k * (math.log(self._bound(y, 1)) - hi)
+        z_abs = max(abs(z_hi), abs(z_lo))
+        e_hi = math.exp(z_hi) if z_hi < 700.0 else math.inf
+        b = np.eye(self.d) if basis is None else np.asarray(basis, dtype=np.float64)
+        v = v @ b
+        shape_part = (1.0 + z_abs * (1.0 + e_hi)) * float(np.linalg.norm(b[0]))
+        eta_part = k * max(1.0, e_hi) * float(np.max(np.linalg.norm(v, axis=1)))
+        return (shape_part + eta_part) * (1.0 + 1e-12)
 
     def warm_start_jump(self, theta: F64, grad: F64, fisher: F64, n: int) -> tuple[F64, F64] | None:
         """bernoulli with an intercept: the built-in logistic model's public jump from θ = 0

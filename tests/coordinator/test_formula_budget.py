@@ -88,6 +88,7 @@ def write_study(folder: Path, text: str = STUDY, seed: int = 3) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_privacy_plan_prints_a_plan_for_a_formula_study(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -120,6 +121,7 @@ def test_a_formula_run_is_planned_in_the_pilot_s_basis_with_the_plan_s_cap(tmp_p
     model = exp.model()
     planned, pilot = planner.with_pilot(exp, model)
     assert pilot is not None and planned.warm_start is not None
+    assert planned.warm_start.start is None  # bernoulli with an intercept jumps from 0 (the prevalence)
     basis = np.asarray(planned.warm_start.basis)
     np.testing.assert_allclose(basis @ basis.T, pilot.laplace.cov, rtol=1e-9, atol=1e-15)
     assert planned.warm_start.basis_clip == model.score_norm_bound(None, basis)  # type: ignore[attr-defined]
