@@ -147,8 +147,13 @@ def run_experiment(
     out_dir = Path(out_dir)
     rf = RunFolder(out_dir)
     mcmc_plan: McmcPlan | None = None  # the plan the run's length came from (planned runs)
+    try:  # a formula's warm start in the pilot's basis; the pilot (public records) for the plan
+        exp, pilot = planner.with_pilot(exp, exp.model())
+    except planner.PlanRefused as exc:
+        raise RunError(str(exc)) from exc
     if exp.budget_target is not None:  # budget first: refused before anything is released if unusable
-        _plan(exp, exp.model(), None, say)
+        assert pilot is not None
+        _plan(exp, exp.model(), pilot.laplace, say, f"plan from the pilot ({pilot.text})")
     meta, ckpt = rf.open(exp, resume)
     warm_steps = 0
     if exp.warm_start is not None and exp.budget_target is None and _releases_warm_start(rf):
@@ -158,7 +163,8 @@ def run_experiment(
     if exp.warm_start is not None:  # the DP warm start: released once, kept in the run folder
         exp, warm_steps = _warm_start(exp, rf, meta, endpoints, tls, say)
         if exp.budget_target is not None:  # the run's length from the DP Laplace approximation
-            exp, mcmc_plan = _plan(exp, exp.model(), exp.sampler.laplace, say)
+            what = "plan from the DP Laplace approximation"
+            exp, mcmc_plan = _plan(exp, exp.model(), exp.sampler.laplace, say, what)
     driver, dlog, run_step = _start(exp, rf, meta, ckpt, warm_steps, say)
     run_id: str = meta["run_id"]
     remaining = max(driver.total - driver.batch, 0)
@@ -426,15 +432,10 @@ def budget_advice(
 
 
 def _plan(
-    exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None]
+    exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None], what: str
 ) -> tuple[Experiment, McmcPlan]:
-    """The planned run (``coordinator.planner``): from a pilot before the warm start (``laplace`` None),
-    from the DP Laplace approximation after it; RunError when the budget buys too little."""
-    what = "plan from the pilot (the model's synthetic registries at the public sizes)"
-    if laplace is None:
-        laplace = planner.pilot_laplace(exp, model)
-    else:
-        what = "plan from the DP Laplace approximation"
+    """The planned run (``coordinator.planner``) from ``laplace``: the pilot's before the warm start, the DP
+    Laplace approximation after it (``what`` says which); RunError when the budget buys too little."""
     try:
         p = planner.plan(exp, model, laplace)
         planner.check_usable(exp, p, what)
@@ -442,6 +443,9 @@ def _plan(
         raise RunError(str(exc)) from exc
     assert exp.budget_target is not None
     say(f"{what}, for {exp.budget_target.text()}: {p.text()}\n{p.floor_line()}")
+    advice = planner.cap_advice(exp, model, laplace, p)
+    if advice is not None:
+        say(f"WARNING: {advice}")
     return planner.planned_experiment(exp, p), p
 
 

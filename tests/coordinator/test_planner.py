@@ -31,7 +31,6 @@ def _variant(tmp_path: Path, old: str, new: str) -> Path:
     ("old", "new", "key"),
     [
         ("\nmu = 1.0", "\n#", "warm_start.mu"),
-        ("max_sensitivity = 0.6", "#", "sampler.max_sensitivity"),
         ("target_epsilon = 18.0", "target_epsilon = 18.0\nfoo = 1", "privacy"),
         ('proposal = "laplace"', 'proposal = "random-walk"\nproposal_scale = 0.01', "privacy.target_epsilon"),
         ('proposal = "laplace"', 'proposal = "random-walk"', "privacy.target_epsilon"),  # automatic proposal
