@@ -313,8 +313,9 @@ def exactness_line(exp: Experiment, model: Any, draws: F64, mcmc_plan: McmcPlan 
     Laplace approximation alone, with the same budget spent on the warm start, errs by its DP noise (this
     warm start's, ``mean_error_cov``, scaled by μ_warm/μ_total: the noise sd of a Gaussian release falls
     like 1/μ) and by the approximation's own error beyond its noise, estimated here from its distance to
-    this run's posterior (√max(z² − noise² − 1/ESS, 0) per parameter: z holds the DP noise and the chain's
-    own Monte Carlo error as well). Public: post-processing of released values
+    this run's posterior (√max(z² − 4(noise² + 1/ESS), 0) per parameter: z holds the DP noise and the
+    chain's own Monte Carlo error as well, and a distance within about two of their sds is not told apart
+    from none). Public: post-processing of released values
     and the plan. "" for a run that is not planned or has too few draws."""
     import arviz as az
 
@@ -332,7 +333,10 @@ def exactness_line(exp: Experiment, model: Any, draws: F64, mcmc_plan: McmcPlan 
     chain = float(np.max(1.0 / np.sqrt(np.maximum(ess, 1.0))))
     noise = np.sqrt(np.diag(mean_error_cov(warm_start_plan(ws, model, exp.m), model, lap, exp.m))) / sd
     z = np.abs(lap.mean - mean) / sd
-    bias = np.sqrt(np.maximum(z**2 - noise**2 - 1.0 / np.maximum(ess, 1.0), 0.0))  # z holds both errors too
+    # z holds the DP noise and the chain's Monte Carlo error too: only what they do not explain at about two
+    # of their sds is counted as the approximation's own error (a smaller z is indistinguishable from none)
+    explained = 4.0 * (noise**2 + 1.0 / np.maximum(ess, 1.0))
+    bias = np.sqrt(np.maximum(z**2 - explained, 0.0))
     scale = mcmc_plan.mu_warm / max(mcmc_plan.mu_total, 1e-300)
     alone = float(np.max(np.sqrt(bias**2 + (noise * scale) ** 2)))
     both = (
