@@ -197,6 +197,8 @@ class Study:
             raise StudyError(f"{where}: {len(text.encode('utf-8'))} bytes; at most {MAX_STUDY_BYTES}")
         try:
             doc = json.loads(text)
+        except RecursionError as exc:  # a request's text nested past the parser's stack: never INTERNAL
+            raise StudyError(f"{where}: not a study document (JSON nested too deeply)") from exc
         except ValueError as exc:
             raise StudyError(f"{where}: not JSON: {exc}") from exc
         return cls.from_doc(doc, where)
@@ -230,6 +232,8 @@ def read_study_file(path: Path) -> Study:
         raise StudyError(f"study file {path}: not UTF-8 text") from exc
     try:
         doc = json.loads(raw)
+    except RecursionError as exc:
+        raise StudyError(f"study file {path}: not a study document (JSON nested too deeply)") from exc
     except ValueError as exc:
         raise StudyError(f"study file {path}: not JSON: {exc}") from exc
     study = Study.from_doc(doc, f"study file {path}")

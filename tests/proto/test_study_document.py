@@ -138,3 +138,15 @@ def test_a_session_carries_its_study_over_the_wire() -> None:
     msg.study = "x" * (64 * 1024 + 1)
     with pytest.raises(serde.WireError, match="at most 65536"):
         serde.spec_from_proto(msg)
+
+
+def test_a_deeply_nested_text_is_a_study_error_not_a_crash(tmp_path: Path) -> None:
+    """A session's study text nested past the JSON parser's stack (the descriptor fuzz found it as an
+    INTERNAL RecursionError at PlanPrivacy) is refused as a bad study document, at the wire and on disk."""
+    deep = "[" * 30_000 + "]" * 30_000  # within the size limit (64 KiB), past the parser's stack
+    with pytest.raises(StudyError, match="nested too deeply"):
+        Study.from_text(deep)
+    path = tmp_path / "study.json"
+    path.write_text(deep, encoding="utf-8")
+    with pytest.raises(StudyError, match="nested too deeply"):
+        read_study_file(path)
