@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# slow, and on the daemon tests' worker (tests/network/conftest.py): the notebooks start a consortium
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("daemons")]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -16,6 +16,9 @@ from coordinator import study
 from coordinator.outcome import summary_text
 from coordinator.tables import ExperimentError
 
+# on the daemon tests' worker (tests/network/conftest.py): its fits start a consortium of daemon processes
+pytestmark = pytest.mark.xdist_group("daemons")
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SMALL = {
     "sampler.chains": 4,
