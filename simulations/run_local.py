@@ -55,7 +55,13 @@ from mechanisms.models.base import Model, SchemaError
 from parties.sources import DEFAULT_MAX_RECORDS, CsvSource, ParquetSource, SourceError, take_snapshot
 from simulations import registries
 from simulations.launcher import LocalConsortium, party_config_text, write_csv
-from simulations.reference import REFERENCE_ESS_RATIO, REFERENCE_MIN_ESS, plain_reference, run_ess
+from simulations.reference import (
+    REFERENCE_ESS_RATIO,
+    REFERENCE_MIN_ESS,
+    blocked_reference,
+    plain_reference,
+    run_ess,
+)
 from simulations.servers import PostgresServer, SparqlServer
 
 F64 = npt.NDArray[np.float64]
@@ -131,6 +137,7 @@ def consortium(exp: Experiment, workdir: Path, data: list[dict[str, F64]]) -> It
             budget.update(epsilon=2.0 * eps_run if math.isfinite(eps_run) else 1.0, delta=1e-6)
         budget.setdefault("colluding", max_threshold(m))
     kinds = [sim.source(pid) for pid in range(1, m + 1)]
+    blocked = exp.sampler.kind in MH_KINDS and exp.sampler.blocked  # effects released at the run's end
     with contextlib.ExitStack() as servers:  # stopped after the daemons (lc.stop() runs first)
         tables = registry_tables(exp, workdir, data, kinds, servers)
         try:
@@ -147,12 +154,13 @@ def consortium(exp: Experiment, workdir: Path, data: list[dict[str, F64]]) -> It
                         data_table=tables[pid - 1],
                         models=(exp.analysis(),),
                         model_path=exp.model_path,
-                        modes=(exp.reveal_mode, "sum") if exp.warm_start else (exp.reveal_mode,),
+                        modes=(exp.reveal_mode, "sum") if exp.warm_start or blocked else (exp.reveal_mode,),
                         data_model=None if exp.sampler.kind == "abcdp" else exp.model_name,
                         data_model_args=None if exp.sampler.kind == "abcdp" else exp.model_params,
                         fixed_rng_key=noise_key(pid) if sim.fixed_noise_keys else None,
                         privacy_budget=budget or None,
                         require_approval=sim.party_require_approval,
+                        release_effects=blocked,  # the simulation's own registries release their z_j draws
                     )
                 )
                 lc.spawn(pid, cfg, insecure=False)
@@ -247,12 +255,20 @@ def simulate_experiment(
         def reference(ran: Experiment, draws: F64) -> LabelledDraws | None:
             min_ess = max(REFERENCE_MIN_ESS, REFERENCE_ESS_RATIO * run_ess(draws))
             try:
-                ref = plain_reference(ran.model(), data, exp.seed, min_ess=min_ess)
+                if ran.sampler.blocked:  # a random-intercept model: the blocked scheme in plain arithmetic
+                    ref = blocked_reference(ran.model(), data, exp.seed, min_ess=min_ess)
+                else:
+                    ref = plain_reference(ran.model(), data, exp.seed, min_ess=min_ess)
             except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:  # the run stands without it
                 say = log or (lambda msg: print(f"confar run: {msg}", file=sys.stderr))
-                say(f"WARNING: no reference posterior (the pooled records' fit failed: {exc})")
+                say(f"WARNING: no reference posterior (the reference fit failed: {exc})")
                 return None
-            return LabelledDraws(f"converged reference: {ref.label()}", ref.draws)
+            ref_draws = ref.draws
+            if ran.sampler.blocked and draws.shape[-1] < ref_draws.shape[-1]:  # the effects were not released
+                from mechanisms.models.hierarchy import SharedModel
+
+                ref_draws = np.ascontiguousarray(ref_draws[..., list(SharedModel(ran.model()).index)])
+            return LabelledDraws(f"converged reference: {ref.label()}", ref_draws)
 
     with consortium(exp, out_dir / "simulation", data) as lc:
         eps = lc.endpoints()
