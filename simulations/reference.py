@@ -122,7 +122,7 @@ def blocked_reference(
     *,
     min_ess: float = 2000.0,
     chains: int = 16,
-    warmup: int = 300,
+    warmup: int = 250,
     block: int = 100,
     max_iterations: int = 20_000,
     max_seconds: float = 180.0,

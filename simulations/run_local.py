@@ -268,7 +268,8 @@ def simulate_experiment(
                 from mechanisms.models.hierarchy import SharedModel
 
                 ref_draws = np.ascontiguousarray(ref_draws[..., list(SharedModel(ran.model()).index)])
-            return LabelledDraws(f"converged reference: {ref.label()}", ref_draws)
+            what = "converged reference" if ref.converged else "reference"
+            return LabelledDraws(f"{what}: {ref.label()}", ref_draws)
 
     with consortium(exp, out_dir / "simulation", data) as lc:
         eps = lc.endpoints()
