@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.api import BlockingCoordinator
+from coordinator.api import BlockingCoordinator, SessionError
 from coordinator.checkpoint import STATE_VERSION, RunError, RunFolder, StopRequested, now
 from coordinator.decider import NetworkDecider
 from coordinator.experiment import Experiment
@@ -32,6 +32,7 @@ from coordinator.run_privacy import (
     privacy_reports,
 )
 from coordinator.sampler_settings import MH_KINDS
+from mechanisms.models.hierarchy import SharedModel
 from mechanisms.samplers import (
     AdaptiveMH,
     AdaptiveState,
@@ -43,6 +44,9 @@ from mechanisms.samplers import (
     RefitIndependenceMH,
     RefitState,
 )
+from mechanisms.samplers.blocked import BlockedDecider, BlockedMH, SharedAuto, SharedState, blocked_kernel
+from mechanisms.samplers.local import EffectsRelease
+from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.rejection import RejectionSampler
 from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
@@ -307,8 +311,144 @@ class RejectionDriver(Driver):
         return rows[None, :, : self.d].copy(), {REJECTION_STATS[0]: rows[None, :, self.d].astype(np.int64)}
 
 
+class BlockedDriver(MHDriver):
+    """Blocked sampling of a model with a registry random intercept (``[sampler] blocked``,
+    :mod:`mechanisms.samplers.blocked`): one sweep per batch. The coordinator holds the shared block only
+    (its draw log: the shared parameters, the accept bit and the step size per chain); every registry keeps
+    its own effect z_j in its run state and updates it in the sweep's step. At the end
+    (:meth:`release_effects`) the registries that allow it release their z_j draws in one session of reveal
+    mode sum; the draws are then the full θ, else the shared block alone (with a warning naming who kept
+    theirs)."""
+
+    def __init__(self, exp: Experiment, seeds: PublicSeeds) -> None:
+        super().__init__(exp, seeds)
+        self.full = self.model
+        self.shared = SharedModel(self.full)
+        self.model = self.shared  # the draws' model: the full one once the effects are released
+        self.d = self.shared.d
+        self.width = self.chains * (self.d + 2)
+        self.effects: F64 | None = None  # (sweeps, chains, m) once released
+        self.kept_by = ""  # why the effects were not released (the registries' reasons)
+        self.st: SharedState | None = None
+
+    def auto(self, decide: Any) -> BlockedMH:
+        s = self.exp.sampler
+        cov = s.proposal_cov
+        assert cov is not None
+
+        def make(sm: SharedModel, dec: BlockedDecider) -> SharedAuto:
+            return SharedAuto(
+                sm, dec, cov, stop=s.adapt_stop, start=s.adapt_start, every=s.adapt_every,
+                history_from=s.history_from, target_accept=s.target_accept,
+            )  # fmt: skip
+
+        return blocked_kernel(self.full, decide, make, sweep=self.batch)
+
+    def initial(self) -> None:
+        s = self.exp.sampler
+        if isinstance(s.init, str):
+            theta0 = s.init_scale * self.shared.sample_prior(self.seeds.init_rng(), self.chains)
+        else:
+            theta0 = s.init
+        self.st = self.auto(None).init(theta0)
+
+    def state(self) -> dict[str, Any]:
+        st = self.st
+        assert st is not None
+        inner = st.inner
+        scales = np.zeros(self.chains) if inner.log_scale is None else inner.log_scale
+        out: dict[str, Any] = {
+            "theta": inner.theta.tolist(), "log_prior": inner.log_prior.tolist(), "t": inner.t,
+            "count": inner.count, "mean": inner.mean.tolist(), "m2": inner.m2.tolist(),
+            "cov": inner.cov.tolist(), "log_scale": scales.tolist(), "pool_count": st.count,
+        }  # fmt: skip
+        if st.mean is not None and st.m2 is not None:
+            out |= {"pool_mean": st.mean.tolist(), "pool_m2": st.m2.tolist()}
+        return out
+
+    def restore(self, st: dict[str, Any]) -> None:
+        c, d = self.chains, self.d
+        inner = AdaptiveState(
+            _arr(st["theta"]).reshape(c, d), _arr(st["log_prior"]), int(st["t"]), int(st["count"]),
+            _arr(st["mean"]).reshape(c, d), _arr(st["m2"]).reshape(d, d), _arr(st["cov"]).reshape(d, d),
+            _arr(st["log_scale"]).reshape(c),
+        )  # fmt: skip
+        pool = "pool_mean" in st
+        self.st = SharedState(
+            inner,
+            int(st["pool_count"]),
+            _arr(st["pool_mean"]).reshape(c, d + 2) if pool else None,
+            _arr(st["pool_m2"]).reshape(d + 2, d + 2) if pool else None,
+        )
+
+    def step(self, decide: NetworkDecider) -> F64:
+        assert self.st is not None
+        state, info = self.auto(decide).step(self.seeds.rng(self.batch), self.st)
+        self.st = state
+        assert info.step_size is not None
+        self.batch += 1
+        self.accepted += int(info.accept.sum())
+        self.asked += info.asked
+        size = np.broadcast_to(np.asarray(info.step_size, dtype=np.float64), (self.chains,))
+        row = np.column_stack([state.theta, info.accept.astype(np.float64), size])
+        return np.asarray(row.reshape(1, -1), dtype=np.float64)
+
+    def release_effects(self, coord: BlockingCoordinator, run_id: str, say: Callable[[str], None]) -> None:
+        """Every registry's z_j draws of the run's sweeps, released by the registries that allow it (one
+        session of reveal mode sum, in blocks of sweeps; each registry checks the final chain states against
+        its record of the last sweep). A registry that refuses keeps its draws: the outputs then hold the
+        shared block only, and the reason is kept for the warning."""
+        assert self.st is not None
+        sweeps, chains, m = self.batch, self.chains, self.shared.hierarchy.m
+        per = max(1, EFFECTS_BATCH // (m * chains))
+        exp = self.exp
+        out = np.empty((sweeps, chains, m))
+        for first in range(0, sweeps, per):
+            k = min(per, sweeps - first)
+            plan = DecisionPlan(
+                model_args=dict(exp.model_params),
+                kind="effects",
+                effects=EffectsRelease(run_id, first, k, chains),
+            )
+            try:
+                sess = coord.open_session(
+                    reveal_mode="sum", model=exp.analysis(), model_params=plan.to_params(), t=exp.threshold,
+                    topology=exp.topology, security=exp.security, study=exp.study_text,
+                )  # fmt: skip
+            except SessionError as exc:
+                self.kept_by = str(exc)
+                return
+            try:
+                res = sess.evaluate({"states": self.st.theta}, m * chains * k)
+            except SessionError as exc:
+                sess.abort("an effects release refused")
+                self.kept_by = str(exc)
+                return
+            sess.close("done")
+            assert res.revealed is not None
+            vals = np.asarray(res.revealed, dtype=np.float64).reshape(m, chains, k)
+            out[first : first + k] = vals.transpose(2, 1, 0)
+        self.effects = out
+        self.model = self.full
+        say(f"every registry released its effect draws ({sweeps} sweeps x {chains} chains)")
+
+    def draws(self, rows: F64) -> tuple[F64, dict[str, npt.NDArray[Any]]]:
+        shared, stats = super().draws(rows)
+        if self.effects is None:
+            return shared, stats
+        n = shared.shape[1]
+        z = self.effects[:n].transpose(1, 0, 2)  # chains, draws, m
+        full = self.shared.embed(shared.reshape(-1, self.d), z.reshape(-1, z.shape[2]))
+        return np.ascontiguousarray(full.reshape(self.chains, n, -1)), stats
+
+
+EFFECTS_BATCH = 20_000  # values per Evaluate of a blocked run's effects release
+
+
 def make_driver(exp: Experiment) -> MHDriver | RejectionDriver:
     seeds = PublicSeeds(exp.seed)
+    if exp.sampler.kind in MH_KINDS and exp.sampler.blocked:
+        return BlockedDriver(exp, seeds)
     return MHDriver(exp, seeds) if exp.sampler.kind in MH_KINDS else (RejectionDriver(exp, seeds))
 
 

@@ -67,6 +67,12 @@ EXPERIMENT.toml::
     #   (the history restarts in doubling windows, as Stan's); from adapt_stop on the kernel is frozen.
     #   With kind = "mh", giving proposal_scale / proposal_cov switches it off (a plain random walk, no
     #   adapt_* / target_accept keys).
+    # blocked = true                # mh, adaptive-mh with the automatic proposal: the default (true) for a
+                                    # model with a registry random intercept ("(1 | registry)",
+                                    # logistic-random-intercept): each registry updates its own effect z_j
+                                    # where its records are, the shared parameters by the confidential
+                                    # decision (docs/MODELS.md, "Blocked sampling"); false: one random walk
+                                    # over every parameter
     # adaptive-mh (Haario et al.; mechanisms.samplers.AdaptiveMH): adapt_start (default iterations // 10),
     #   adapt_every (iterations // 40), adapt_stop (iterations // 2), history_from (iterations // 20);
     #   warmup must be >= adapt_stop (only draws of the frozen kernel are posterior draws); final =
@@ -236,6 +242,7 @@ from mechanisms.models.base import Model, add_import_path, load_model
 from mechanisms.models.ellipsoid import CovariateRegion
 from mechanisms.models.formula import FormulaModel
 from mechanisms.models.formula_design import DesignGuess
+from mechanisms.samplers.local import LocalSettings
 from mechanisms.samplers.plan import DecisionPlan
 from proto.spec import PartyEntry
 from proto.study import Study
@@ -348,6 +355,7 @@ class Experiment:
             log_bound_margin=s.log_bound_margin if rejection else 0.0,
             bound=s.rejection_bound if rejection else "data",
             max_sensitivity=s.max_sensitivity if rejection else None,
+            blocked=LocalSettings(adapt_until=s.adapt_stop) if s.blocked else None,
         )
 
     def session_params(self) -> dict[str, Any]:

@@ -67,7 +67,7 @@ from coordinator.checkpoint import (
 from coordinator.commands import SIMULATE_MODULE, import_by_name
 from coordinator.convergence import convergence_warnings
 from coordinator.decider import NetworkDecider
-from coordinator.drivers import MHDriver, RejectionDriver, make_driver, run_abcdp
+from coordinator.drivers import BlockedDriver, MHDriver, RejectionDriver, make_driver, run_abcdp
 from coordinator.experiment import Experiment, load_experiment
 from coordinator.outcome import (
     LabelledDraws,
@@ -195,6 +195,15 @@ def run_experiment(
                 stopped = _stopped_text(driver, warmup, ran_out)
                 say(f"WARNING: {stopped}")
                 warnings.append(stopped)
+        if isinstance(driver, BlockedDriver) and driver.batch > 0:  # the registries' effect draws, if allowed
+            driver.release_effects(coord, run_id, say)
+            if driver.kept_by:
+                withheld = (
+                    "the registries' effect draws were not released, so the outputs hold the shared "
+                    f"parameters only: {driver.kept_by}"
+                )
+                say(f"WARNING: {withheld}")
+                warnings.append(withheld)
         reports = privacy_reports(exp, endpoints, tls)
     draws, stats = driver.draws(dlog.read())
     outcome = Outcome(

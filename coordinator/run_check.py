@@ -121,6 +121,13 @@ def _auto_proposal_line(exp: Experiment) -> str:
     from mechanisms.samplers.mh import accept_target
 
     s = exp.sampler
+    if s.blocked:
+        return (
+            "proposal: blocked (a registry random intercept): each registry updates its own effect z_j where "
+            "its records are (never sent during the run); the shared block (the coefficients, log sigma_u) "
+            f"by a random walk tuned until adapt_stop = {s.adapt_stop}, then frozen: an independence "
+            f"proposal fitted to the warm-up's second half (warmup = {s.warmup})"
+        )
     rate = accept_target(exp.model().d, s.target_accept, s.penalty, exp.m, s.lazy)
     return (
         f"proposal: tuned automatically: each chain's scale steered to acceptance {rate:.3g} by its accept "

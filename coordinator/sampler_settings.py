@@ -14,6 +14,14 @@ spread in coordinate k (:func:`prior_proposal_cov`). The proposal then adapts to
 and public chain states until adapt_stop and is frozen after it; warmup >= adapt_stop keeps only draws of
 the frozen kernel. The kind stays what the file says: the privacy charge is per decision on the public
 (θ, θ*) and does not depend on how θ* was proposed.
+
+Blocked sampling (``blocked``, kinds mh and adaptive-mh; the default for a model with a registry random
+intercept, ``(1 | registry)`` or ``logistic-random-intercept``, under the automatic proposal): each
+registry updates its own effect z_j where its records are, the shared block by the confidential decision
+(:mod:`mechanisms.samplers.blocked`, docs/MODELS.md "Blocked sampling"); the shared block's kernel is
+:class:`mechanisms.samplers.blocked.SharedAuto` with the adapt_* keys' warm-up, and every registry's local
+scales and coordinate adapt until adapt_stop too. Not with a penalty, lazy acceptance, a Laplace proposal
+or a given proposal_scale / proposal_cov.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import numpy.typing as npt
 
 from coordinator.tables import Reader
 from mechanisms.models.base import Model
+from mechanisms.models.hierarchy import SharedModel
 from mechanisms.samplers.mh import prior_proposal_cov
 from mechanisms.samplers.requests import Lazy, Penalty
 from mechanisms.warmstart import LaplaceApproximation
@@ -49,6 +58,7 @@ MH_KEYS = {
     "init",
     "init_scale",
     "target_accept",
+    "blocked",
 }
 LAZY_KEYS = {"lazy", "max_sensitivity"}
 ADAPT_KEYS = {"adapt_start", "adapt_every", "adapt_stop", "history_from", "final", "independence_scale"}
@@ -108,6 +118,7 @@ class SamplerSettings:
     laplace: LaplaceApproximation | None = None  # set once the warm start has run
     refit: bool = False  # proposal "laplace": refitted to the chains' states in the warm-up, then frozen
     lazy: Lazy | None = None  # lazy acceptance (sign reveal): a secret coin of probability gamma
+    blocked: bool = False  # registry-local random effects (mechanisms.samplers.blocked)
     # rejection
     n_accept: int = 0
     max_proposals: int = 0
@@ -257,21 +268,57 @@ def _mh(r: Reader, s: dict[str, Any], kind: str, model: Model) -> SamplerSetting
     refit = bool(r.get(s, "sampler", "refit", bool, proposal == "laplace"))
     if refit and proposal != "laplace":
         raise r.err("sampler.refit", "refits the independence proposal of proposal = 'laplace' only")
+    blocked = _blocked(r, s, kind, model, auto, lazy)
+    init = _init(r, s, chains, model)
+    cov = None if proposal == "laplace" else _start_cov(r, s, model, auto)
+    if blocked:  # the shared block's start (its prior's spread) and the chains' shared coordinates
+        shared = SharedModel(model)
+        cov = prior_proposal_cov(shared)
+        if not isinstance(init, str):
+            init = np.ascontiguousarray(init[:, list(shared.index)])
     return SamplerSettings(
         kind=kind,
         chains=chains,
         iterations=iterations,
         warmup=warmup,
-        proposal_cov=None if proposal == "laplace" else _start_cov(r, s, model, auto),
-        init=_init(r, s, chains, model),
+        proposal_cov=cov,
+        init=init,
         init_scale=_init_scale(r, s, model),
         penalty=penalty,
         penalty_total_sd=total_sd,
         proposal=proposal,
         refit=refit,
         lazy=lazy,
+        blocked=blocked,
         **adapt,
     )
+
+
+def _blocked(r: Reader, s: dict[str, Any], kind: str, model: Model, auto: bool, lazy: Lazy | None) -> bool:
+    """``sampler.blocked``: default true for a model with a registry random intercept under the automatic
+    proposal of kinds mh and adaptive-mh (module docstring); true elsewhere is an error naming why."""
+    has = model.random_intercept() is not None
+    able = kind in ("mh", "adaptive-mh") and auto and lazy is None
+    blocked = bool(r.get(s, "sampler", "blocked", bool, has and able))
+    if not blocked:
+        return False
+    if not has:
+        raise r.err(
+            "sampler.blocked", f"model {model.name!r} has no registry random intercept to sample in blocks"
+        )
+    if not able:
+        why = (
+            f"kind {kind!r}" if kind not in ("mh", "adaptive-mh")
+            else "lazy acceptance" if lazy is not None
+            else "a fixed proposal (proposal_scale / proposal_cov / proposal)"
+        )  # fmt: skip
+        raise r.err(
+            "sampler.blocked",
+            f"blocked sampling tunes the shared block's proposal itself and decides exact MH moves (kinds mh "
+            f"and adaptive-mh, the automatic proposal, no lazy acceptance), not with {why}: remove it or set "
+            "blocked = false",
+        )
+    return True
 
 
 def _adapt(r: Reader, s: dict[str, Any], iterations: int) -> dict[str, Any]:

@@ -43,6 +43,10 @@ Example (all keys; optional ones marked)::
     topologies = ["mesh", "relay"] # optional, default both
     security = ["abort"]           # optional, default both "semi-honest" and "abort": the sessions' security
                                    # this party joins ("abort": t deviating parties are caught, issue 25)
+    release_effects = false        # optional (default false): at the end of a blocked run (a model with a
+                                   # registry random intercept, docs/MODELS.md "Blocked sampling"), release
+                                   # this registry's draws of its own effect z_j to the coordinator; without
+                                   # it they never leave the registry (no privacy charge backs the release)
     [allow.bounds.gaussian-mean]   # optional: numeric model parameter -> [low, high]
     sigma = [0.1, 100.0]
 
@@ -142,6 +146,7 @@ class PartyConfig:
     allow_modes: tuple[str, ...]
     allow_topologies: tuple[str, ...]
     allow_security: tuple[str, ...] = ("semi-honest", "abort")  # [allow] security: sessions this party joins
+    release_effects: bool = False  # [allow] release_effects: a blocked run's effect draws leave at its end
     model_path: tuple[Path, ...] = ()  # [allow] model_path: folders of model plug-ins (import path)
     bounds: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
     max_decisions: int = 1_000_000
@@ -372,7 +377,7 @@ def _allow_section(r: _Reader) -> dict[str, Any]:
     """[allow]: the PartyConfig fields allow_models, model_path, allow_modes, allow_topologies,
     allow_security, bounds."""
     allow = r.table("allow")
-    known = {"models", "reveal_modes", "topologies", "security", "bounds", "model_path"}
+    known = {"models", "reveal_modes", "topologies", "security", "bounds", "model_path", "release_effects"}
     _check_unknown(r, allow, "allow", known)
     models = _str_list(r, allow, "allow.models", None)
     model_path: list[Path] = []
@@ -393,6 +398,7 @@ def _allow_section(r: _Reader) -> dict[str, Any]:
         "allow_topologies": tuple(topos),
         "allow_security": tuple(security),
         "bounds": _allow_bounds(r, allow),
+        "release_effects": r.get(allow, "allow", "release_effects", bool, False),
     }
 
 

@@ -28,14 +28,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from hss.modes import REVEAL
 from hss.randomness import SecureRandom
 from mechanisms import noise, warmstart
 from mechanisms.models.base import Model, SchemaError, load_model
+from mechanisms.samplers.blocked import TERM_FLOOR
+from mechanisms.samplers.local import EffectsRelease, LocalState, RegistryBlock
 from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.requests import DecisionRequest, record_sensitivity, within_cap
-from mechanisms.samplers.terms import Terms, party_terms
+from mechanisms.samplers.terms import Terms, party_noise, party_terms
 from mechanisms.warmstart import Statistics
 from parties.analyses import AnalysisError, Dataset, Unaccountable
+from parties.effects import EffectsFileError
+from parties.local_blocks import LocalContext
+from parties.replay import LocalStep, ReplayFileError
 
 if TYPE_CHECKING:
     from hss.lazy_coin import LazyCoin
@@ -59,6 +65,12 @@ class ModelAnalysis:
     _checked: dict[int, dict[str, F64]] = field(default_factory=dict, repr=False)
     _moved: int | None = field(default=None, repr=False)  # records clipped at the check, not yet audited
     _log_bound: float | None = field(default=None, repr=False)
+    # a blocked run (parties.local_blocks): this registry's own effect, kept across the session's steps
+    _ctx: LocalContext | None = field(default=None, repr=False)
+    _block: RegistryBlock | None = field(default=None, repr=False)
+    _local: LocalState | None = field(default=None, repr=False)
+    _request: dict[str, Any] | None = field(default=None, repr=False)  # the last sweep's request (public)
+    _pending: tuple[LocalStep | None, tuple[int, F64] | None] = field(default=(None, None), repr=False)
 
     def plan(self, params: dict[str, Any]) -> DecisionPlan:
         """The session's :class:`DecisionPlan` (parsed once per session); AnalysisError naming the key."""
@@ -79,8 +91,12 @@ class ModelAnalysis:
         return self._model
 
     def check_params(self, params: dict[str, Any]) -> None:
-        self.plan(params)
-        self.model(params)
+        plan, model = self.plan(params), self.model(params)
+        if (plan.blocked is not None or plan.effects is not None) and model.random_intercept() is None:
+            raise AnalysisError(
+                f"{self.name}: blocked sampling and its effects release need a model with a registry random "
+                f"intercept; model {model.name!r} has none"
+            )
 
     def lazy_coin(self, params: dict[str, Any]) -> LazyCoin | None:
         """The session's secret lazy coin (the same at every party), or None."""
@@ -257,6 +273,10 @@ class ModelAnalysis:
         cols = self.records(model, data)
         if plan.statistics is not None:
             out = self.release_terms(model, cols, plan.statistics, inputs, n, mode, rng)
+        elif plan.effects is not None:
+            out = self.effects_terms(model, cols, plan, plan.effects, inputs, n, mode)
+        elif plan.blocked is not None:
+            out = self.blocked_terms(model, cols, plan, inputs, n, m, mode, rng)
         else:
             out = self.decision_terms(model, cols, plan, inputs, n, m, mode, rng)
         moved, self._moved = self._moved, None  # audited once, on the batch that checked the records
@@ -323,3 +343,203 @@ class ModelAnalysis:
         ):
             raise AnalysisError(f"{self.name}: proposals outside the parameter bounds must not be sent")
         return party_terms(model, cols, req, m, rng, mode, log_bound=log_bound, exp_noise=plan.exp_noise)
+
+    # ---- a blocked run: this registry's own effect (parties.local_blocks) ---------------------------------
+
+    def keeps_local(self, params: dict[str, Any]) -> bool:
+        plan = self.plan(params)
+        return plan.blocked is not None or plan.effects is not None
+
+    def bind_local(self, ctx: LocalContext) -> None:
+        self._ctx = ctx
+
+    def local_step(self) -> tuple[LocalStep | None, tuple[int, F64] | None]:
+        out, self._pending = self._pending, (None, None)
+        return out
+
+    def local_replayed(self, held: LocalStep | None) -> None:
+        if held is not None:
+            self._local, self._request = LocalState.from_json(held.after), held.request
+
+    def registry_block(self, model: Model, cols: dict[str, F64], plan: DecisionPlan) -> RegistryBlock:
+        """This registry's side of the blocked sampler (built once per session): its records must all carry
+        its own level, the k-th declared one for party k."""
+        if self._block is None:
+            if self._ctx is None:
+                raise AnalysisError(f"{self.name}: a blocked step outside the daemon's decision path")
+            settings = plan.blocked
+            if settings is None:  # an effects release: the local settings do not matter
+                from mechanisms.samplers.local import LocalSettings
+
+                settings = LocalSettings()
+            try:
+                self._block = RegistryBlock(model, cols, settings, level=self._ctx.me - 1)
+            except (ValueError, IndexError) as exc:
+                raise AnalysisError(f"{self.name}: {exc}") from exc
+        return self._block
+
+    def _start_of(self, sweep: int) -> tuple[LocalState | None, dict[str, Any] | None]:
+        """This registry's effect at the start of ``sweep`` and the request of the sweep before: the
+        session's own (it made the previous sweep), or the held run step's ``after`` (the next sweep) or
+        ``before`` (the held sweep evaluated afresh), or none at sweep 0; AnalysisError otherwise."""
+        if self._local is not None and self._local.t == sweep:
+            return self._local, self._request
+        held = self._ctx.held if self._ctx is not None else None
+        if held is not None:
+            after, before = LocalState.from_json(held.after), LocalState.from_json(held.before)
+            if after.t == sweep:
+                return after, held.request
+            if before.t == sweep:
+                return before, held.previous
+        if sweep == 0 and self._local is None and held is None:
+            return None, None
+        at = self._local.t if self._local is not None else (LocalState.from_json(held.after).t if held else 0)
+        raise AnalysisError(
+            f"{self.name}: this registry's own effect is at sweep {at}, the batch asks sweep {sweep} (a "
+            "blocked run continues from the sweep after its last completed step, or evaluates that step "
+            "again)"
+        )
+
+    @staticmethod
+    def _check_follows(states: F64, previous: dict[str, Any] | None) -> None:
+        """Each chain's state at this sweep is its state or its proposal of the previous sweep."""
+        if previous is None:
+            return
+        old = np.asarray(previous["states"], dtype=np.float64)
+        if old.shape != states.shape:
+            raise AnalysisError(
+                f"the chains' states have shape {states.shape}, the previous sweep's {old.shape}"
+            )
+        ok = np.all(states == old, axis=1)
+        chain = np.asarray(previous["chain"], dtype=np.int64)
+        star = np.asarray(previous["theta_star"], dtype=np.float64).reshape(chain.size, -1)
+        ok[chain] |= np.all(states[chain] == star, axis=1)
+        if not ok.all():
+            bad = np.flatnonzero(~ok)[:10].tolist()
+            raise AnalysisError(
+                f"chains {bad}: the state is neither the chain's state nor its proposal of the previous sweep"
+            )
+
+    def blocked_terms(
+        self,
+        model: Model,
+        cols: dict[str, F64],
+        plan: DecisionPlan,
+        inputs: dict[str, npt.NDArray[Any]],
+        n: int,
+        m: int,
+        mode: str,
+        rng: SecureRandom,
+    ) -> Terms:
+        """A sweep of a blocked run (``mechanisms.samplers.blocked``): this registry's local updates of its
+        own effect for every chain (randomness: a key drawn first from the step's noise stream, so a step
+        evaluated again draws the same), then its terms of the shared decisions at its updated effect plus
+        its Gamma(1/m, 1) shares (and W_j for the blinded reveal). Nothing of the effect leaves here."""
+        block = self.registry_block(model, cols, plan)
+        try:
+            req = DecisionRequest.from_inputs(inputs, "mh", n, block.shared.d, None, blocked=True)
+        except ValueError as exc:
+            raise AnalysisError(f"{self.name}: {exc}") from exc
+        assert req.states is not None and req.sweep is not None and req.chain is not None
+        assert req.theta is not None
+        sm = block.shared
+        if not (sm.in_bounds(req.theta_star).all() and sm.in_bounds(req.states).all()):
+            raise AnalysisError(f"{self.name}: proposals outside the parameter bounds must not be sent")
+        state, previous = self._start_of(req.sweep)
+        self._check_follows(req.states, previous)
+        local_rng = SecureRandom(rng.key())
+        chains = req.states.shape[0]
+        if state is None:
+            state = block.initial(chains, local_rng)
+        if state.chains != chains:
+            raise AnalysisError(
+                f"{self.name}: this registry keeps {state.chains} chains, the batch has {chains}"
+            )
+        try:
+            drawn = (req.sweep - 1, block.z_of(req.states, state)) if req.sweep > 0 else None
+            after, current = block.sweep(state, req.states, local_rng)
+            ell = block.shared_terms(after, current, req.chain, req.theta, req.theta_star)
+        except ValueError as exc:
+            raise AnalysisError(f"{self.name}: {exc}") from exc
+        ell = np.maximum(ell, TERM_FLOOR)
+        blinded = mode in REVEAL and REVEAL[mode].blinding
+        nz, blind = party_noise(rng, m, n, None, blinded, plan.exp_noise)
+        request = {
+            "states": req.states.tolist(),
+            "chain": req.chain.tolist(),
+            "theta_star": req.theta_star.tolist(),
+        }
+        self._local, self._request = after, request
+        step = LocalStep(req.sweep, state.to_json(), after.to_json(), request, previous)
+        self._pending = (step, drawn)
+        return Terms(ell + nz, blind, public=req.public)
+
+    def effects_terms(
+        self,
+        model: Model,
+        cols: dict[str, F64],
+        plan: DecisionPlan,
+        release: EffectsRelease,
+        inputs: dict[str, npt.NDArray[Any]],
+        n: int,
+        mode: str,
+    ) -> Terms:
+        """The release of this registry's effect draws of a blocked run (``plan.effects``): its own slot of
+        the batch (the k-th level's), zeros elsewhere, revealed as the total (reveal mode ``sum``). Only with
+        ``[allow] release_effects``; once per run with one set of final chain states (``parties.effects``)."""
+        ctx = self._ctx
+        if ctx is None:
+            raise AnalysisError(f"{self.name}: an effects release outside the daemon's decision path")
+        if not ctx.release_effects:
+            raise AnalysisError(
+                f"{self.name}: this registry does not release its random effect's draws ([allow] "
+                "release_effects = false, the default): they stay here"
+            )
+        if mode != "sum":
+            raise AnalysisError(f"{self.name}: an effects release runs in reveal mode 'sum', not {mode!r}")
+        block = self.registry_block(model, cols, plan)
+        levels, chains = block.hierarchy.m, release.chains
+        if n != release.size(levels):
+            raise AnalysisError(
+                f"{self.name}: the release holds {release.size(levels)} values, got a batch of {n}"
+            )
+        try:
+            held = ctx.replays.load(release.run)
+            kept = ctx.effects.draws(release.run)
+            before = ctx.effects.released(release.run)
+        except (ReplayFileError, EffectsFileError) as exc:
+            raise AnalysisError(f"{self.name}: {exc}") from exc
+        if held is None or held.local is None:
+            raise AnalysisError(f"{self.name}: this registry holds no blocked run {release.run!r}")
+        after = LocalState.from_json(held.local.after)
+        raw = np.asarray(inputs.get("states", np.zeros(0)), dtype=np.float64)
+        if raw.shape != (chains, block.shared.d) or not np.isfinite(raw).all():
+            raise AnalysisError(
+                f"{self.name}: input 'states' must be the ({chains}, {block.shared.d}) final chain states"
+            )
+        self._check_follows(raw, held.local.request)
+        if before is not None and not np.array_equal(before, raw):
+            raise AnalysisError(
+                f"{self.name}: the effects of run {release.run!r} were released with other final chain "
+                "states; a release is answered once per run (the same final states give the same values "
+                "again)"
+            )
+        last = after.t - 1  # the held sweep: its draw needs the final states
+        want = range(release.first, release.first + release.sweeps)
+        if want.stop - 1 > last or after.chains != chains:
+            raise AnalysisError(
+                f"{self.name}: run {release.run!r} holds sweeps 0..{last} of {after.chains} chains here, the "
+                f"release asks {want.start}..{want.stop - 1} of {chains}"
+            )
+        missing = [t for t in want if t < last and t not in kept]
+        if missing:
+            raise AnalysisError(f"{self.name}: no kept draws of sweeps {missing[:5]} of run {release.run!r}")
+        assert block.level is not None
+        z = np.empty((chains, release.sweeps))
+        for i, t in enumerate(want):
+            z[:, i] = block.z_of(raw, after) if t == last else kept[t]
+        values = np.zeros((levels, chains, release.sweeps))
+        values[block.level] = z
+        if before is None:
+            ctx.effects.mark_released(release.run, raw)
+        return Terms(values.reshape(-1), None, public=np.zeros(n))

@@ -23,6 +23,12 @@ vector state (:class:`SvtStep`: the run's plan digest, the SVT counters before t
 bits), from which ``parties.abcdp`` rebuilds the state before or after the step in a later session (the
 threshold share from the run noise key, the feature sum from the records), in the same atomic write.
 
+A run step of a blocked run (a model with a registry random intercept, ``mechanisms.samplers.blocked``) also
+records this registry's own block (:class:`LocalStep`: its effect's local state before and after the sweep
+and the sweep's public request), secret to the registry, in the same atomic write, so that a later session
+continues the registry's local chain where the run is, a replayed step moves it past the step, and the held
+step evaluated afresh starts from the same state with the same local randomness (it draws the same).
+
 The record also holds the SHA-256 of the records snapshot the step ran on (``parties.sources``): a daemon
 restarted on changed records refuses to continue the run (FAILED_PRECONDITION naming both hashes), since a
 chain whose later steps see other data is no longer exact.
@@ -109,6 +115,24 @@ class SvtStep:
 
 
 @dataclass(frozen=True)
+class LocalStep:
+    """What a completed run step of a blocked run (``mechanisms.samplers.blocked``) leaves of this registry's
+    own block, all of it secret to the registry (it never leaves the party): the sweep, its local state before
+    and after the sweep (``mechanisms.samplers.local.LocalState.to_json``: the effect's coordinate per chain,
+    the coordinates chosen, the local scales), and the public parts of the sweep's request and of the one
+    before it (every chain's state, the asked chains and their proposals), against which the next sweep's
+    chain states are checked (each is its chain's state or its proposal). A session of the run continues
+    from ``after``; the held step evaluated afresh starts again from ``before`` with the same local
+    randomness (keyed by the step), so it draws the same."""
+
+    sweep: int
+    before: dict[str, Any]
+    after: dict[str, Any]
+    request: dict[str, Any]  # {"states": [[...]], "chain": [...], "theta_star": [[...]]}
+    previous: dict[str, Any] | None = None  # the sweep before's request (None at sweep 0)
+
+
+@dataclass(frozen=True)
 class RunRecord:
     """One party's last completed run step of a run, with its final messages to the receiver."""
 
@@ -119,6 +143,7 @@ class RunRecord:
     data_sha256: str = ""  # the snapshot of this party's records the step ran on ("": none, or older file)
     svt: SvtStep | None = None  # reveal mode svt: the SVT state the step started from and its bits
     security: str = "semi-honest"  # the session's security: the stored messages decode only under it
+    local: LocalStep | None = None  # a blocked run: this registry's own block before and after the step
 
     @property
     def run_step(self) -> int:
@@ -202,7 +227,28 @@ def _body(rec: RunRecord, identity: str) -> dict[str, Any]:
         **({"data_sha256": rec.data_sha256} if rec.data_sha256 else {}),
         **({"svt": _svt_body(rec.svt)} if rec.svt is not None else {}),
         **({"security": rec.security} if rec.security != "semi-honest" else {}),
+        **({"local": dataclasses.asdict(rec.local)} if rec.local is not None else {}),
     }
+
+
+def _local_parse(doc: Any) -> LocalStep:
+    """A stored :class:`LocalStep`, its states checked by ``LocalState.from_json`` (ValueError)."""
+    from mechanisms.samplers.local import LocalState
+
+    keys = {"sweep", "before", "after", "request", "previous"}
+    if not isinstance(doc, dict) or set(doc) != keys:
+        raise ValueError(f"local must hold exactly {sorted(keys)}")
+    if type(doc["sweep"]) is not int or doc["sweep"] < 0:
+        raise ValueError("local.sweep must be an integer >= 0")
+    LocalState.from_json(doc["before"])
+    LocalState.from_json(doc["after"])
+    for key in ("request", "previous"):
+        req = doc[key]
+        if req is None and key == "previous":
+            continue
+        if not isinstance(req, dict) or set(req) != {"states", "chain", "theta_star"}:
+            raise ValueError(f"local.{key} must hold exactly states, chain, theta_star")
+    return LocalStep(doc["sweep"], doc["before"], doc["after"], doc["request"], doc["previous"])
 
 
 def _svt_body(svt: SvtStep) -> dict[str, Any]:
@@ -289,7 +335,10 @@ class ReplayStore:
         security = doc.get("security", "semi-honest")
         if security not in SECURITY:
             raise ValueError(f"security {security!r} is not one of {SECURITY}")
-        return RunRecord(ref, batch, rounds, tuple(messages), data_sha256=data, svt=svt, security=security)
+        local = _local_parse(doc["local"]) if "local" in doc else None
+        return RunRecord(
+            ref, batch, rounds, tuple(messages), data_sha256=data, svt=svt, security=security, local=local
+        )
 
     def save(self, rec: RunRecord) -> None:
         """Make ``rec`` the run's record, durably before this returns: one line appended and fdatasynced,

@@ -24,10 +24,11 @@ from parties import ahead
 from parties.analyses import AnalysisError
 from parties.deviate import tamper_outputs
 from parties.exchange import RunOutcome
+from parties.local_blocks import LocalContext, local_blocks_of
 from parties.peering import drive_step
 from parties.policy import check_decision_budget, paid_run_step, recharge_reason
 from parties.refusal import Reason, Refusal
-from parties.replay import RunRecord, SvtStep, plan_digest, step_digest
+from parties.replay import LocalStep, RunRecord, SvtStep, plan_digest, step_digest
 from parties.run_state import RunStateAnalysis, RunStateError, run_state_of
 from parties.session import Party, Session, noise_rng, reveal_rng
 from proto import party_pb2, serde, serde_session
@@ -71,6 +72,9 @@ async def evaluate(party: Party, sess: Session, step: Step) -> tuple[Any, dict[s
         await sess.mailbox.finish(step.number)  # no frames were exchanged for it; the next step is step + 1
         if state is not None:  # the analysis's run state moves past the step
             run_audit.update(state.replayed())
+        blocks = local_blocks_of(sess.analysis, sess.spec.model_params)
+        if blocks is not None and sess.run.held is not None:  # a blocked run's own effect moves past it
+            blocks.local_replayed(sess.run.held.local)
         return replayed, run_audit
     assert sess.keys is not None  # a ready session has its keys
     # charged before: same inputs, same noise
@@ -117,7 +121,9 @@ async def _evaluate_decisions(
         )
     t_drive = time.perf_counter()
     out = await drive_step(party, sess, machine, step.number, n, step.timeout, round_base)
-    _keep(party, sess, step, out)
+    blocks = local_blocks_of(sess.analysis, spec.model_params)
+    local, drawn = blocks.local_step() if blocks is not None else (None, None)
+    _keep(party, sess, step, out, local=local, drawn=drawn)
     sess.last_step = step.number
     ahead.start(party, sess, step.number + 1, n)  # the next step's precompute, if the session asks for it
     clamped = int(np.count_nonzero(out.result.clamped)) if hasattr(out.result, "clamped") else 0
@@ -160,6 +166,20 @@ def _decision_machine(
     spec = sess.spec
     keys = sess.keys
     assert keys is not None
+    blocks = local_blocks_of(sess.analysis, spec.model_params)
+    if blocks is not None:  # a blocked run: where this registry's own effect stands (parties.local_blocks)
+        held = sess.run.held
+        blocks.bind_local(
+            LocalContext(
+                sess.me,
+                spec.run_id,
+                held.local if held is not None else None,
+                held.run_step if held is not None else 0,
+                party.store.replays,
+                party.store.effects,
+                party.cfg.release_effects,
+            )
+        )
     try:
         terms = sess.analysis.terms(
             party.data,
@@ -207,10 +227,23 @@ def _charge_decisions(
     store.freeze_point("after-charge", step.run_step)
 
 
-def _keep(party: Party, sess: Session, step: Step, out: RunOutcome, state: SvtStep | None = None) -> None:
+def _keep(
+    party: Party,
+    sess: Session,
+    step: Step,
+    out: RunOutcome,
+    state: SvtStep | None = None,
+    *,
+    local: LocalStep | None = None,
+    drawn: tuple[int, Any] | None = None,
+) -> None:
     """A completed run step, kept durably before the messages leave (unless the session was superseded);
-    ``state``: the public run state an analysis with run state keeps with it."""
+    ``state``: the public run state an analysis with run state keeps with it; ``local``: a blocked run's own
+    block (secret, this registry's) and ``drawn`` the effect draw the step made known (``parties.effects``,
+    appended first: a sweep kept twice keeps the same draw)."""
     if step.run_step and sess.state == "ready":
+        if drawn is not None:
+            party.store.effects.append(sess.spec.run_id, drawn[0], drawn[1])
         ref = RunStepRef(sess.spec.run_id, step.run_step, step.digest, sess.spec.session_id)
         held = RunRecord(
             ref,
@@ -220,6 +253,7 @@ def _keep(party: Party, sess: Session, step: Step, out: RunOutcome, state: SvtSt
             data_sha256=party.data_sha256,
             svt=state,
             security=sess.spec.security,
+            local=local,
         )
         sess.run = replace(sess.run, held=held)
         party.store.replays.save(held)

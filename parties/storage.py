@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from parties.approvals import ApprovalError, approval_store
 from parties.audit import AuditLog
 from parties.config import PartyConfig
+from parties.effects import EffectsStore
 from parties.governance import Governance
 from parties.journal import JOURNAL_FILE, Journal, JournalContents, missing_journal, read_journal
 from parties.privacy_budget import PrivacyBudgetStore
@@ -40,7 +41,8 @@ COMPACT_EVERY = 1000  # journal records between snapshots (a session's close and
 
 
 class PartyStorage:
-    """The state directory of one party: audit log, decision ledger, privacy ledger, run resume store."""
+    """The state directory of one party: audit log, decision ledger, privacy ledger, run resume store, the
+    effect draws of blocked runs."""
 
     def __init__(self, cfg: PartyConfig, snapshot: Snapshot | None) -> None:
         self.cfg = cfg
@@ -67,6 +69,7 @@ class PartyStorage:
         except ApprovalError as exc:
             raise RuntimeError(str(exc)) from exc
         self.governance = Governance(cfg, self.privacy, approvals)  # study approvals (issue 37)
+        self.effects = EffectsStore(cfg.state_dir)  # blocked runs' effect draws (parties.effects)
         self.compact()  # records left by a crash (a clean stop leaves none): into the snapshots now
 
     # ---- decision ledger ---------------------------------------------------------------------------------

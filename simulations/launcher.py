@@ -79,6 +79,7 @@ def party_config_text(
     model_path: Sequence[Path] = (),
     require_approval: bool = False,
     admin_listen: str | None = None,
+    release_effects: bool = False,
 ) -> str:
     """A party's config. Its records: ``data_path`` (a CSV or Parquet file), or ``data_table``, the entries
     of a ``[data]`` table (``simulations.registries.data_table``: a database or an endpoint)."""
@@ -121,6 +122,7 @@ def party_config_text(
         f"models = {_toml_value(list(models))}",
         f"reveal_modes = {_toml_value(list(modes))}",
         *([f"model_path = {_toml_value([str(f) for f in model_path])}"] if model_path else []),
+        *(["release_effects = true"] if release_effects else []),  # a blocked run's effect draws may leave
         "",
         "[budget]",
         f"max_decisions = {max_decisions}",

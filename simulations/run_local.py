@@ -26,7 +26,10 @@ tail ESS are at least 4x the confidential run's and 2,000 and its R-hat <= 1.01,
 centralised analysis would get; the z-scores of the outputs are computed against it. It reports its
 progress on stderr, stops at ``[reference] max_seconds`` (default 120 s) with what it has, and a reference
 that did not converge is a warning of the run; ``--no-reference`` skips it, and so does a run with fewer
-than 4 draws per chain after warm-up (nothing to compare).
+than 4 draws per chain after warm-up (nothing to compare). A blocked run (a registry random intercept,
+``[sampler] blocked``) is compared with the blocked scheme in plain arithmetic instead
+(:func:`simulations.reference.blocked_reference`), under the same cap, progress and warning; when the
+registries kept their effects, with its shared parameters only.
 
 For ABCDP the simulated parties assume the protocols' honest-majority threat model (``[budget] colluding
 = (m - 1) // 2``: the SVT ε is backed against that many colluders, see ``parties/abcdp.py``) and, unless
@@ -63,6 +66,7 @@ from simulations.reference import (
     REFERENCE_MIN_ESS,
     STAGES,
     ReferenceProgress,
+    blocked_reference,
     plain_reference,
     run_ess,
 )
@@ -141,6 +145,7 @@ def consortium(exp: Experiment, workdir: Path, data: list[dict[str, F64]]) -> It
             budget.update(epsilon=2.0 * eps_run if math.isfinite(eps_run) else 1.0, delta=1e-6)
         budget.setdefault("colluding", max_threshold(m))
     kinds = [sim.source(pid) for pid in range(1, m + 1)]
+    blocked = exp.sampler.kind in MH_KINDS and exp.sampler.blocked  # effects released at the run's end
     with contextlib.ExitStack() as servers:  # stopped after the daemons (lc.stop() runs first)
         tables = registry_tables(exp, workdir, data, kinds, servers)
         try:
@@ -157,12 +162,13 @@ def consortium(exp: Experiment, workdir: Path, data: list[dict[str, F64]]) -> It
                         data_table=tables[pid - 1],
                         models=(exp.analysis(),),
                         model_path=exp.model_path,
-                        modes=(exp.reveal_mode, "sum") if exp.warm_start else (exp.reveal_mode,),
+                        modes=(exp.reveal_mode, "sum") if exp.warm_start or blocked else (exp.reveal_mode,),
                         data_model=None if exp.sampler.kind == "abcdp" else exp.model_name,
                         data_model_args=None if exp.sampler.kind == "abcdp" else exp.model_params,
                         fixed_rng_key=noise_key(pid) if sim.fixed_noise_keys else None,
                         privacy_budget=budget or None,
                         require_approval=sim.party_require_approval,
+                        release_effects=blocked,  # the simulation's own registries release their z_j draws
                     )
                 )
                 lc.spawn(pid, cfg, insecure=False)
@@ -260,7 +266,9 @@ class ReferenceLog:
 class PooledReference:
     """The reference of a simulated MH run (:data:`coordinator.run.ReferenceOf`): the converged plain
     posterior of the pooled records as the sampler saw them, at least 2,000 and 4x the run's ESS (``min_ess``
-    fixes another target), stopped after ``max_seconds``; progress and outcome told through ``say``."""
+    fixes another target), stopped after ``max_seconds`` (or ``max_iterations``); progress and outcome told
+    through ``say``. A blocked run's is :func:`blocked_reference` (the run's scheme in plain arithmetic),
+    cut to the shared parameters when the run's outputs hold only those (the effects were not released)."""
 
     data: list[dict[str, F64]]
     seed: int
@@ -273,20 +281,33 @@ class PooledReference:
         min_ess = self.min_ess or max(REFERENCE_MIN_ESS, REFERENCE_ESS_RATIO * run_ess(draws))
         n = sum(len(next(iter(d.values()))) for d in self.data)
         cap = f"at most {self.max_seconds:g} s ([reference] max_seconds); " if self.max_seconds else ""
+        blocked = bool(ran.sampler.blocked)
+        fit = "blocked fit (the run's sampler in plain arithmetic)" if blocked else "fit"
         self.say(
-            f"reference posterior: a plain (not private) fit of the {n:,} pooled records to compare the run "
-            f"with (target: min ESS {min_ess:.0f}, R-hat <= 1.01); {cap}--no-reference skips it"
+            f"reference posterior: a plain (not private) {fit} of the {n:,} pooled records to compare the "
+            f"run with (target: min ESS {min_ess:.0f}, R-hat <= 1.01); {cap}--no-reference skips it"
         )
         try:
-            ref = plain_reference(
-                ran.model(),
-                self.data,
-                self.seed,
-                min_ess=min_ess,
-                max_iterations=self.max_iterations,
-                max_seconds=self.max_seconds,
-                progress=ReferenceLog(self.say),
-            )
+            if blocked:  # a registry random intercept: the blocked scheme in plain arithmetic
+                ref = blocked_reference(
+                    ran.model(),
+                    self.data,
+                    self.seed,
+                    min_ess=min_ess,
+                    max_iterations=self.max_iterations,
+                    max_seconds=self.max_seconds,
+                    progress=ReferenceLog(self.say),
+                )
+            else:
+                ref = plain_reference(
+                    ran.model(),
+                    self.data,
+                    self.seed,
+                    min_ess=min_ess,
+                    max_iterations=self.max_iterations,
+                    max_seconds=self.max_seconds,
+                    progress=ReferenceLog(self.say),
+                )
         except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:  # the run stands without it
             warn(f"no reference posterior (the pooled records' fit failed: {exc})")
             return None
@@ -301,7 +322,12 @@ class PooledReference:
             )
         if ref.draws.shape[1] == 0:
             return None
-        return LabelledDraws(("converged reference: " if ref.converged else "") + ref.label(), ref.draws)
+        ref_draws = ref.draws
+        if blocked and draws.shape[-1] < ref_draws.shape[-1]:  # the registries kept their effects
+            from mechanisms.models.hierarchy import SharedModel
+
+            ref_draws = np.ascontiguousarray(ref_draws[..., list(SharedModel(ran.model()).index)])
+        return LabelledDraws(("converged reference: " if ref.converged else "") + ref.label(), ref_draws)
 
 
 def simulate_experiment(

@@ -77,7 +77,8 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from mechanisms.models.base import F64, Column, Data, Model, as_batch, label_problem
+from mechanisms.models.base import F64, Column, Data, Model, as_batch, label_problem, softplus
+from mechanisms.models.hierarchy import RandomIntercept
 
 FAMILIES = ("bernoulli", "poisson", "gaussian", "weibull")
 MAX_CORNERS = 1 << 16  # the design is evaluated at every corner of the declared box
@@ -528,6 +529,27 @@ class FormulaModel(Model):
             out[name] = view
         return out, 0
 
+    def random_intercept(self) -> RandomIntercept | None:
+        """The ``(1 | column)`` term's parameters (None without one): log σ_u and z_1.. after the
+        coefficients (and ``log_shape`` before them for weibull)."""
+        p = self.parsed
+        if p.group is None:
+            return None
+        i = 1 if self.family == "weibull" else 0
+        zs = tuple(range(i + self.k + 1, i + self.k + 1 + len(p.levels)))
+        icept = i + p.names.index("Intercept") if "Intercept" in p.names else None
+        return RandomIntercept(p.group, p.levels, i + self.k, zs, tuple(range(i, i + self.k)), icept)
+
+    def covariate_means(self, data: Data, weights: F64 | None = None) -> F64:
+        """The mean design row of ``data`` (the intercept column's mean is 1), or per row of ``weights``
+        (rows, records) the weighted mean (rows, k)."""
+        x = self.design(data)
+        if weights is None:
+            return np.asarray(x.mean(axis=0), dtype=np.float64)
+        w = np.asarray(weights, dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.asarray((w @ x) / w.sum(axis=1, keepdims=True), dtype=np.float64)
+
     # ---- parameters ----------------------------------------------------------------------------------------
 
     def _split(self, theta: F64) -> tuple[F64 | None, F64, F64 | None]:
@@ -620,8 +642,25 @@ class FormulaModel(Model):
             out = out + u[:, idx]
         return np.asarray(out, dtype=np.float64)
 
+    def linear_predictor(self, data: Data, theta: F64) -> F64:
+        """β·x of every record (proposals, records): η without the random intercept and the offset."""
+        _, beta, _ = self._split(theta)
+        return np.asarray(beta @ self.design(data).T, dtype=np.float64)
+
+    def log_likelihood_eta(self, data: Data, theta: F64, eta: F64) -> F64:
+        """Σ_i log p(y_i | η_i, θ) (proposals,) at the given linear predictor (θ gives the Weibull shape)."""
+        y = np.asarray(data[self.parsed.outcome], dtype=np.float64)
+        if self.family == "bernoulli":  # Σ y η − log(1 + e^η)
+            return np.asarray(eta @ y - softplus(eta).sum(axis=1), dtype=np.float64)
+        return np.asarray(self._record_ll(data, theta, eta).sum(axis=1), dtype=np.float64)
+
     def record_log_likelihood(self, data: Data, theta: F64) -> F64:
-        eta = self.eta(data, theta)
+        return self._record_ll(data, theta, self.eta(data, theta))
+
+    def record_log_likelihood_eta(self, data: Data, theta: F64, eta: F64) -> F64:
+        return self._record_ll(data, theta, eta)
+
+    def _record_ll(self, data: Data, theta: F64, eta: F64) -> F64:
         y = np.asarray(data[self.parsed.outcome], dtype=np.float64)[None, :]
         fam = self.family
         if fam == "bernoulli":

@@ -27,8 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms.models.base import F64, Column, Data, Model, as_batch
+from mechanisms.models.base import F64, Column, Data, Model, as_batch, softplus
 from mechanisms.models.ellipsoid import CovariateRegion
+from mechanisms.models.hierarchy import RandomIntercept
 from mechanisms.models.logistic import BayesLogistic
 
 
@@ -81,6 +82,26 @@ class LogisticRandomIntercept(CovariateRegion, Model):
         z = th[:, self.p + 2 :]
         return beta, sigma, sigma[:, None] * z
 
+    def random_intercept(self) -> RandomIntercept:
+        zs = tuple(range(self.p + 2, self.p + 2 + self.registries))
+        levels = tuple(float(j) for j in range(1, self.registries + 1))
+        return RandomIntercept(self.registry, levels, self.p + 1, zs, tuple(range(self.p + 1)), 0)
+
+    def covariate_means(self, data: Data, weights: F64 | None = None) -> F64:
+        """(1, the mean of each covariate) over ``data``'s records, or per row of ``weights`` the weighted
+        means (rows, p + 1)."""
+        n = len(data[self.outcome])
+        x = np.column_stack([np.ones(n), *(data[c] for c in self.covariates)])
+        if weights is None:
+            return np.asarray(x.mean(axis=0), dtype=np.float64)
+        w = np.asarray(weights, dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.asarray((w @ x) / w.sum(axis=1, keepdims=True), dtype=np.float64)
+
+    def record_log_likelihood_eta(self, data: Data, theta: F64, eta: F64) -> F64:
+        s = 2.0 * data[self.outcome][None, :] - 1.0
+        return np.asarray(-np.logaddexp(0.0, -s * eta), dtype=np.float64)
+
     def log_prior(self, theta: F64) -> F64:
         th = as_batch(theta, self.d)
         beta, sigma, _ = self._split(th)
@@ -120,6 +141,16 @@ class LogisticRandomIntercept(CovariateRegion, Model):
         x = np.column_stack([np.ones(n), *(data[c] for c in self.covariates)])
         reg = np.asarray(data[self.registry]).astype(np.int64) - 1
         return np.asarray(beta @ x.T + u[:, reg], dtype=np.float64)
+
+    def linear_predictor(self, data: Data, theta: F64) -> F64:
+        beta, _, _ = self._split(theta)
+        n = len(data[self.outcome])
+        x = np.column_stack([np.ones(n), *(data[c] for c in self.covariates)])
+        return np.asarray(beta @ x.T, dtype=np.float64)
+
+    def log_likelihood_eta(self, data: Data, theta: F64, eta: F64) -> F64:
+        y = np.asarray(data[self.outcome], dtype=np.float64)
+        return np.asarray(eta @ y - softplus(eta).sum(axis=1), dtype=np.float64)
 
     def record_log_likelihood(self, data: Data, theta: F64) -> F64:
         eta = self._eta(data, theta)

@@ -40,6 +40,12 @@ formula bernoulli)                 of the run so far, the run's Gram matrices ke
 rejection, cap c̄      sign         ProfileEvent: the Bernoulli cover of P(a + Gamma(r/m) ≥ 0) (lazy: × γ)
                                    for a ≤ −m·margin, Δ = c̄ (public bound) or 2c̄ (data bound)
 rejection, cap c̄      sum/blinded  ProfileEvent: the exact sum-reveal curve δ(ε) = F_k(Δ)
+blocked (registry-   —            Unaccountable: each registry's term is evaluated at its own effect z_j,
+local effects)                     a state it drew from its records with exact local MH steps that carry no
+                                   noise, so the bits depend on the records through z_j as well, which no
+                                   per-decision charge here covers (docs/MODELS.md, "Blocked sampling")
+effects release       —            Unaccountable: a blocked run's effect draws leave the registry without
+                                   noise; the registry's own [allow] release_effects decides, not a budget
 noise "none" (tests)  —            Unaccountable, every decision kind: the parties drop their Gamma(1/m)
                                    shares of Exp(1), so a decision is not the sampler's and nothing above
                                    holds (lazy MH: the bit is deterministic given the coin). A statistics
@@ -116,6 +122,21 @@ def decision_events(
         mu = release_mu(stats, model, view.threat.residual_parties, neighbours)
         label = f"{name} warm start: {stats.what} release, {neighbours}, sd={stats.sd:g}/{stats.sd2:g}"
         return [GaussianEvent(mu, count=1, label=label)]
+    if plan.effects is not None:
+        raise Unaccountable(
+            f"{name}: a release of a blocked run's registry effects (the z_j draws, without noise) has no "
+            "privacy bound a registry can back; a registry releases them only when its own [allow] "
+            "release_effects = true says so, and a registry with a privacy budget refuses it"
+        )
+    if plan.blocked is not None:
+        raise Unaccountable(
+            f"{name}: blocked sampling (registry-local random effects) has no per-decision privacy bound: "
+            "each registry's term of a shared decision is evaluated at its own effect z_j, which it draws "
+            "from its records by exact local Metropolis-Hastings steps without noise, so the accept bits "
+            "depend on the records through z_j too, and no charge of the shared decision alone covers that "
+            "(docs/MODELS.md, 'Blocked sampling'); run it without a privacy budget, or sample the model "
+            "without blocks ([sampler] blocked = false) under the penalty"
+        )
     if not plan.exp_noise:
         raise Unaccountable(_without_noise(plan, name))
     if plan.penalty is not None and plan.penalty.fixed:

@@ -68,6 +68,7 @@ from mechanisms.samplers.seeds import PublicSeeds
 
 F64 = npt.NDArray[np.float64]
 Bits = npt.NDArray[np.bool_]
+PUBLIC_CAP = 2.0**16  # half the default fixed-point range of a term (hss.fixedpoint: 17 integer bits)
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,11 @@ def mh_decide(
     """Shared step: public term, ask only proposals inside the support, move accepted chains."""
     lp_star = model.log_prior(theta_star)
     public = lp_star - state.log_prior + log_q_ratio
-    ok = np.isfinite(public)
+    # a public term past the decision format's range is refused by the parties; those proposals (a heavy-
+    # tailed independence proposal's far draws) are rejected without asking: |public| <= cap is symmetric in
+    # (θ, θ*) because this part of the public term is h(θ*) - h(θ), a restriction that keeps the posterior
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(public) & (np.abs(public) <= PUBLIC_CAP)
     if lazy is not None and lazy.max_sensitivity is not None:  # lazy MH's public sensitivity cap
         c = np.full(theta_star.shape[0], np.inf)
         c[ok] = record_sensitivity(model, state.theta[ok], theta_star[ok])
@@ -160,6 +165,7 @@ def mh_decide(
             theta_star=theta_star[idx],
             public=public[idx],
             penalty=penalty,
+            chain=idx.astype(np.int64),
         )
         accept[idx] = decide(req)
     theta = np.where(accept[:, None], theta_star, state.theta)

@@ -21,7 +21,15 @@ Keys of ``model_params`` (every key optional but ``model_args`` defaults to ``{}
 * ``statistics`` (kind ``"statistics"`` only): a release of the differentially private warm start
   (:class:`mechanisms.warmstart.Statistics`: ``what``, ``sd``, ``sd2``, ``scale``, ``clip``) — not an
   accept-reject decision: each registry's terms are its noisy per-record sums, revealed as their total in
-  reveal mode ``sum``.
+  reveal mode ``sum``;
+* ``blocked`` (kind ``"mh"`` only): blocked sampling of a model with a registry random intercept
+  (``mechanisms.samplers.blocked``): each registry keeps and updates its own effect with these local
+  settings (:class:`mechanisms.samplers.local.LocalSettings`: ``steps``, ``adapt_until``,
+  ``target_accept``, ``parameterisation``, ``choose_every``), the batches carry the chains, their states and
+  the sweep; no penalty or lazy acceptance;
+* ``effects`` (kind ``"effects"`` only): the end of a blocked run, each registry's effect draws released
+  (:class:`mechanisms.samplers.local.EffectsRelease`: ``run``, ``first``, ``sweeps``, ``chains``) as one
+  sum-revealed batch, by the registries that allow it.
 
 :meth:`to_params` writes only what differs from the defaults (``kind`` always), so a plan and its JSON are
 one-to-one. Errors are ``ValueError`` naming the key.
@@ -34,6 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mechanisms.samplers.local import EffectsRelease, LocalSettings
 from mechanisms.samplers.requests import KINDS, Lazy, Penalty
 from mechanisms.warmstart import Statistics
 
@@ -50,9 +59,12 @@ PARAMS = (
     "bound",
     "max_sensitivity",
     "statistics",
+    "blocked",
+    "effects",
 )
-#: what a model session's batches are: accept-reject decisions (MH, rejection) or warm-start releases
-PLAN_KINDS = (*KINDS, "statistics")
+#: what a model session's batches are: accept-reject decisions (MH, rejection), warm-start releases or the
+#: release of a blocked run's registry effects
+PLAN_KINDS = (*KINDS, "statistics", "effects")
 #: rejection sampling's bound M_j: each party's own maximum likelihood, or the model's public bound
 BOUNDS = ("data", "public")
 #: the confidential noise each party adds: Gamma(1/m, 1) shares of Exp(1), or none (tests only)
@@ -76,6 +88,8 @@ class DecisionPlan:
     bound: str = "data"
     max_sensitivity: float | None = None  # rejection sampling: cap on a proposal's record range
     statistics: Statistics | None = None  # kind "statistics": the warm-start release
+    blocked: LocalSettings | None = None  # kind "mh": registry-local blocks (blocked sampling)
+    effects: EffectsRelease | None = None  # kind "effects": a blocked run's effect draws released
 
     def __post_init__(self) -> None:
         if not isinstance(self.model_args, Mapping):
@@ -105,6 +119,17 @@ class DecisionPlan:
             raise ValueError("the penalty applies to kind 'mh' only")
         if self.lazy is not None and self.penalty is not None:
             raise ValueError("lazy acceptance and the penalty are not combined; choose one")
+        if (self.kind == "effects") != (self.effects is not None):
+            raise ValueError("kind 'effects' and the effects release go together")
+        if self.effects is not None and (self.penalty is not None or self.lazy is not None):
+            raise ValueError("an effects release takes no penalty or lazy acceptance")
+        exact_mh = self.kind == "mh" and self.penalty is None and self.lazy is None
+        if self.blocked is not None and not exact_mh:
+            raise ValueError(
+                "blocked sampling decides exact MH moves of the shared block (kind 'mh'): no penalty or lazy "
+                "acceptance (their sensitivity depends on the registries' effects, which the coordinator "
+                "does not see)"
+            )
 
     # ---- the wire form ------------------------------------------------------------------------------------
 
@@ -125,6 +150,10 @@ class DecisionPlan:
             out["max_sensitivity"] = self.max_sensitivity
         if self.statistics is not None:
             out["statistics"] = self.statistics.to_params()
+        if self.blocked is not None:
+            out["blocked"] = self.blocked.to_params()
+        if self.effects is not None:
+            out["effects"] = self.effects.to_params()
         return out
 
     @classmethod
@@ -145,6 +174,8 @@ class DecisionPlan:
             bound=params.get("bound", "data"),
             max_sensitivity=params.get("max_sensitivity"),
             statistics=_part(params, "statistics", Statistics.from_params),
+            blocked=_part(params, "blocked", LocalSettings.from_params),
+            effects=_part(params, "effects", EffectsRelease.from_params),
         )
 
     # ---- what the plan implies ----------------------------------------------------------------------------

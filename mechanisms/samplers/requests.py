@@ -261,11 +261,19 @@ def within_cap(sensitivity: F64, cap: float | None) -> npt.NDArray[np.bool_]:
 
 @dataclass(frozen=True)
 class DecisionRequest:
+    """A batch of decisions. A blocked sampler's batch (``mechanisms.samplers.blocked``) also carries, for the
+    registries' local updates: ``chain``, the chain each decision moves; ``states``, every chain's shared
+    state at the start of the sweep (each decision's ``theta`` is its chain's row); and ``sweep``, the
+    sweep's number (0, 1, ...). All three are public (the chain states are released anyway)."""
+
     kind: str
     theta_star: F64  # (n, d)
     public: F64  # (n,)
     theta: F64 | None = None  # (n, d), MH only
     penalty: Penalty | None = None
+    chain: npt.NDArray[np.int64] | None = None  # (n,): each decision's chain (set by mh_decide)
+    states: F64 | None = None  # (chains, d): blocked sampling only
+    sweep: int | None = None  # blocked sampling only
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -278,6 +286,34 @@ class DecisionRequest:
             raise ValueError("an MH request needs theta with the shape of theta_star")
         if self.penalty is not None and self.kind != "mh":
             raise ValueError("the penalty applies to MH requests only")
+        if (self.states is None) != (self.sweep is None):
+            raise ValueError("a blocked request has both states and sweep, any other request neither")
+        if self.states is not None:
+            self._check_blocked()
+
+    def _check_blocked(self) -> None:
+        """A blocked request's chains, states and sweep agree with its decisions (ValueError naming them)."""
+        assert self.states is not None and self.sweep is not None
+        if self.kind != "mh" or self.penalty is not None:
+            raise ValueError("blocked sampling decides exact MH moves of the shared block (no penalty)")
+        st, chain = self.states, self.chain
+        if st.ndim != 2 or st.shape[1] != self.theta_star.shape[1] or st.shape[0] < 1:
+            raise ValueError(f"states must be (chains, {self.theta_star.shape[1]}), got {st.shape}")
+        if chain is None or chain.shape != (self.n,):
+            raise ValueError(f"a blocked request needs the chain of each of its {self.n} decisions")
+        if self.n < 1 or (chain < 0).any() or (chain >= st.shape[0]).any():
+            raise ValueError(f"chain indices must lie in 0..{st.shape[0] - 1}, got {chain.tolist()}")
+        if np.unique(chain).size != chain.size:
+            raise ValueError("a chain is moved by at most one decision of a sweep")
+        assert self.theta is not None
+        if not np.array_equal(self.theta, st[chain]):
+            raise ValueError("each decision's theta must be its chain's state at the start of the sweep")
+        if not (isinstance(self.sweep, int) and 0 <= self.sweep < 2**53):
+            raise ValueError(f"sweep must be an integer in 0..2^53, got {self.sweep!r}")
+
+    @property
+    def blocked(self) -> bool:
+        return self.states is not None
 
     @property
     def n(self) -> int:
@@ -288,6 +324,11 @@ class DecisionRequest:
         out = {"theta_star": self.theta_star, "public": self.public}
         if self.theta is not None:
             out["theta"] = self.theta
+        if self.states is not None:
+            assert self.chain is not None and self.sweep is not None
+            out["chain"] = self.chain.astype(np.float64)
+            out["states"] = self.states
+            out["sweep"] = np.array([float(self.sweep)])
         return out
 
     @classmethod
@@ -298,6 +339,7 @@ class DecisionRequest:
         n: int,
         d: int,
         penalty: Penalty | None = None,
+        blocked: bool = False,
     ) -> DecisionRequest:
         """The request back from the arrays of :meth:`to_inputs` (a party's side), for a batch of ``n``
         decisions of a d-parameter model; ``kind`` and ``penalty`` are the session's (they do not travel
@@ -307,12 +349,28 @@ class DecisionRequest:
         if kind not in KINDS:
             raise ValueError(f"decision kind must be one of {KINDS}, got {kind!r}")
         theta = _input_array(inputs, "theta", (n, d)) if kind == "mh" else None
+        chain, states, sweep = None, None, None
+        if blocked:  # a blocked sampler's batch: the chains, every chain's state and the sweep (public)
+            chain_f = _input_array(inputs, "chain", (n,))
+            if (chain_f != np.round(chain_f)).any():
+                raise ValueError("input 'chain' must hold integers")
+            chain = chain_f.astype(np.int64)
+            raw = np.asarray(inputs.get("states", np.zeros((0, d))), dtype=np.float64)
+            chains = raw.shape[0] if raw.ndim >= 1 else 0
+            states = _input_array(inputs, "states", (chains, d))
+            sweep_f = _input_array(inputs, "sweep", (1,))[0]
+            if sweep_f != round(sweep_f) or not 0 <= sweep_f < 2**53:
+                raise ValueError(f"input 'sweep' must be an integer >= 0, got {sweep_f!r}")
+            sweep = int(sweep_f)
         return cls(
             kind=kind,
             theta_star=_input_array(inputs, "theta_star", (n, d)),
             public=_input_array(inputs, "public", (n,)),
             theta=theta,
             penalty=penalty,
+            chain=chain,
+            states=states,
+            sweep=sweep,
         )
 
 

@@ -1,17 +1,22 @@
 """A run compared with a plain reference fit of its pooled records (issue 40; ``coordinator.run`` with
 ``simulations.run_local.PooledReference``, over daemons in the test's process): a reference that does not
 converge is a warning of the run, with its R-hat and ESS, in the summary and the provenance; a run with too
-few draws after warm-up to compare is not compared, and says so. ``--no-reference`` over daemon processes
-is tests/network/test_run.py."""
+few draws after warm-up to compare is not compared, and says so; a blocked run (issue 36) is compared with
+the blocked reference, cut to the shared parameters when the registries kept their effects.
+``--no-reference`` over daemon processes is tests/network/test_run.py."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
+
 from coordinator.experiment import Experiment, load_experiment
 from coordinator.run import run_experiment
+from mechanisms.models.hierarchy import SharedModel
 from simulations.run_local import PooledReference
+from tests.coordinator import test_blocked_driver
 from tests.coordinator.test_run import CHAINS, EXPERIMENT, ITER, parties, party_data
 
 
@@ -57,3 +62,35 @@ def test_too_few_draws_to_compare_skip_the_reference(tmp_path: Path) -> None:
     assert not any(s.startswith("reference posterior") for s in said)  # never started
     assert "reference:" not in (tmp_path / "out" / "summary.txt").read_text()
     assert json.loads((tmp_path / "out" / "provenance.json").read_text())["outputs"]["reference"] is None
+
+
+def test_a_blocked_run_is_compared_with_the_blocked_reference(tmp_path: Path) -> None:
+    """The reference of a blocked run is the blocked scheme in plain arithmetic (its label and its progress
+    lines say so), under PooledReference's limits and warning; its draws hold every parameter when the run's
+    do (the effects released) and the shared ones only when the run's outputs do (the effects kept)."""
+    exp = test_blocked_driver.experiment(tmp_path)
+    assert exp.sampler.blocked
+    rng = np.random.default_rng(7)
+    records = []
+    for j, n in enumerate((60, 40, 30), start=1):
+        x = rng.uniform(-2, 2, n)
+        y = (rng.random(n) < 1 / (1 + np.exp(-(0.3 * j - 0.5 + x)))).astype(np.float64)
+        records.append({"y": y, "x": x, "registry": np.full(n, float(j))})
+    model = exp.model()
+    shared = list(SharedModel(model).index)
+    assert 0 < len(shared) < model.d
+    outs = []
+    for d in (model.d, len(shared)):
+        said: list[str] = []
+        warned: list[str] = []
+        ref = PooledReference(records, 1, 120.0, said.append, min_ess=1e9, max_iterations=800)
+        out = ref(exp, np.zeros((4, 30, d)), warned.append)
+        assert out is not None and out.draws.shape == (8, 50, d)  # 800 sweeps, 750 of them its warm-up
+        assert out.label.startswith("plain blocked MH") and "NOT converged" in out.label
+        assert said[0].startswith("reference posterior: a plain (not private) blocked fit (the run's sampler")
+        assert "of the 130 pooled records" in said[0]
+        assert any("in its warm-up (blocked sweeps)" in s for s in said)
+        assert len(warned) == 1 and "did not converge" in warned[0]
+        assert "after 800 iterations x 8 chains" in warned[0]
+        outs.append(out.draws)
+    assert np.array_equal(outs[1], outs[0][..., shared])  # the same chains (public seeds), cut

@@ -6,7 +6,7 @@ from here."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ def party_data(m: int, n: int = 40, seed: int = 0) -> list[npt.NDArray[np.float6
 async def inproc_consortium(
     root: Path,
     m: int,
-    data: Sequence[npt.ArrayLike] | None = None,
+    data: Sequence[npt.ArrayLike | Mapping[str, npt.ArrayLike]] | None = None,
     *,
     fixed_keys: dict[int, bytes] | None = None,
     insecure: bool = False,
@@ -55,7 +55,8 @@ async def inproc_consortium(
         for pid in range(1, m + 1):
             pdir = root / f"party-{pid}"
             pdir.mkdir(parents=True, exist_ok=True)
-            write_csv(pdir / "data.csv", {"x": data[pid - 1]})
+            records = data[pid - 1]  # a column x, or a table of named columns
+            write_csv(pdir / "data.csv", dict(records) if isinstance(records, Mapping) else {"x": records})
             cfg_path = pdir / "party.toml"
             cfg_path.write_text(
                 party_config_text(

@@ -2,7 +2,9 @@
 posterior moments where the model is conjugate (also where its quadratic surrogate is a poor fit: the exact
 test corrects it), a bounded parameter kept inside its support (a probability: the fit and the chains'
 starts), a hierarchical (random-intercept) posterior that converges, a reference short of its ESS target or
-stopped by its time cap labelled NOT converged, and its progress reported stage by stage."""
+stopped by its time cap labelled NOT converged, and its progress reported stage by stage. The blocked
+reference (a blocked run's: the blocked scheme in plain arithmetic) under the same cap, progress and labels,
+its draws matching the exact posterior of a conjugate Gaussian hierarchical model."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from scipy import stats
 
 from mechanisms.models.base import load_model
 from mechanisms.models.formula import FormulaModel
-from simulations.reference import ReferenceProgress, plain_reference
+from simulations.reference import ReferenceProgress, blocked_reference, plain_reference
+from tests.mechanisms.samplers.test_blocked import SIZES, _check_exact, gaussian_model, gaussian_registries
 
 
 def _check_beta(x: np.ndarray, a: float, b: float, ess: float) -> None:
@@ -147,3 +150,49 @@ def test_progress_reports_each_stage() -> None:
     assert its == sorted(its) and its[-1] == ref.iterations
     assert seen[-1].ess >= 500.0 and seen[-1].rhat <= 1.01 and seen[-1].min_ess == 500.0
     assert all(b.elapsed >= a.elapsed for a, b in itertools.pairwise(seen))
+
+
+# ---- the blocked reference (a run of [sampler] blocked) ---------------------------------------------------
+
+
+def test_the_blocked_reference_matches_the_exact_hierarchical_posterior() -> None:
+    """Run to its ESS target on test_blocked's four registries (3 to 1,000 records): every parameter's mean
+    and variance (the intercept, log σ_u and each z_j) within 4 MCSE of the exact posterior's, its label the
+    blocked scheme's, its progress the warm-up and then sampling."""
+    data = gaussian_registries(SIZES)
+    model = gaussian_model(len(SIZES))
+    seen: list[ReferenceProgress] = []
+    ref = blocked_reference(model, data, 3, min_ess=400.0, warmup=200, block=50, progress=seen.append)
+    assert ref.converged and ref.stopped == "" and ref.warning() is None
+    assert ref.label().startswith("plain blocked MH") and "(converged)" in ref.label()
+    assert ref.draws.shape == (8, ref.iterations - 200, model.d)
+    _check_exact(ref.draws.transpose(1, 0, 2), SIZES, model.param_names)  # (draws, chains, d) there
+    stages = [p.stage for p in seen]
+    assert stages[0] == "warm-up" and stages[-1] == "sampling"
+    assert stages.index("sampling") == stages.count("warm-up")  # warm-up first, then sampling only
+    its = [p.iterations for p in seen]
+    assert its == sorted(its) and its[-1] == ref.iterations
+    assert seen[-1].ess >= 400.0 and seen[-1].rhat <= 1.01
+
+
+def test_the_blocked_reference_short_of_its_target_says_so() -> None:
+    model = gaussian_model(len(SIZES))
+    data = gaussian_registries(SIZES)
+    ref = blocked_reference(model, data, 3, min_ess=1e9, warmup=20, block=20, max_iterations=60)
+    assert ref.stopped == "iterations" and ref.iterations == 60 and ref.draws.shape == (8, 40, model.d)
+    assert "NOT converged: target ESS 1000000000" in ref.label() and "limit of 60 iterations" in ref.label()
+    w = ref.warning()
+    assert w is not None and "did not converge" in w and "after 60 iterations x 8 chains" in w
+
+
+def test_the_time_cap_in_the_blocked_warm_up_leaves_no_draws() -> None:
+    """The cap of [reference] max_seconds reached in the warm-up: no draws, and the warning says where it
+    stopped and the key to change (the blocked reference raised an error there before the merge of issue
+    40's reference machinery)."""
+    model = gaussian_model(len(SIZES))
+    ref = blocked_reference(model, gaussian_registries(SIZES), 3, max_seconds=1e-9)
+    assert ref.stopped == "time" and ref.stage == "warm-up" and ref.draws.shape[1] == 0
+    assert ref.iterations == 1 and not ref.converged
+    w = ref.warning()
+    assert w is not None and w.startswith("no reference posterior: it stopped at the time cap of 1e-09 s")
+    assert "in its warm-up (blocked sweeps)" in w and "a larger [reference] max_seconds" in w
