@@ -13,6 +13,9 @@ MCMC charges anything (:mod:`mechanisms.planning` has the law).
                               # the GDP composition it answers for these Gaussian charges) or "renyi" (their
                               # [budget] accountant = "renyi": a Renyi filter at the order their budget
                               # fixes, which prices each accept bit below the Gaussian; sign reveal only)
+    per_run = "per-decision"  # how the registries charge: "per-decision" or "worst-record" (their [budget]
+                              # per_run: the run at its worst record over the whole run; the plan
+                              # simulates that charge on its chains, mechanisms.privacy.worst_record)
 
 It needs the penalty with a fixed ``sd``, ``[sampler] proposal = "laplace"`` and a ``[warm_start]``.
 Twice: before the warm start from a **pilot** — the exact Laplace approximation of the model's public
@@ -41,6 +44,7 @@ from mechanisms.models.base import Model
 from mechanisms.planning import (
     McmcPlan,
     ProposalStatistics,
+    RunCharge,
     offset_statistics,
     pilot_bits,
     pilot_offset,
@@ -51,6 +55,7 @@ from mechanisms.planning import (
     warmup_of,
 )
 from mechanisms.privacy.renyi import BitRdpTable
+from mechanisms.privacy.worst_record import WorstRecordCharge
 from mechanisms.samplers.requests import NEIGHBOURS
 from mechanisms.warmstart import LaplaceApproximation, exact_laplace, mean_error_cov
 
@@ -58,8 +63,9 @@ if TYPE_CHECKING:
     from coordinator.experiment import Experiment
     from coordinator.simulate_settings import SimulateSettings
 
-KEYS = ("target_epsilon", "delta", "neighbours", "colluding", "min_ess", "accountant")
+KEYS = ("target_epsilon", "delta", "neighbours", "colluding", "min_ess", "accountant", "per_run")
 ACCOUNTANTS = ("pld", "renyi")
+PER_RUN = ("per-decision", "worst-record")
 
 
 @dataclass(frozen=True)
@@ -70,10 +76,12 @@ class BudgetTarget:
     colluding: int = 0
     min_ess: float = 100.0
     accountant: str = "pld"
+    per_run: str = "per-decision"
 
     def text(self) -> str:
         who = "the coordinator" if self.colluding == 0 else f"{self.colluding} colluding registries"
         how = ", Renyi filter" if self.accountant == "renyi" else ""
+        how += ", charged per run at the worst record" if self.per_run == "worst-record" else ""
         return f"eps = {self.epsilon:g} at delta = {self.delta:g}, {self.neighbours}, against {who}{how}"
 
 
@@ -88,6 +96,7 @@ def read_target(r: Reader, tbl: dict[str, object], m: int) -> BudgetTarget:
         colluding=r.integer(tbl, "privacy", "colluding", 0, lo=0, hi=m - 1),
         min_ess=r.number(tbl, "privacy", "min_ess", 100.0, gt=0.0),
         accountant=r.choice(tbl, "privacy", "accountant", ACCOUNTANTS, "pld"),
+        per_run=r.choice(tbl, "privacy", "per_run", PER_RUN, "per-decision"),
     )
 
 
@@ -95,9 +104,20 @@ def check_accountant(
     r: Reader, target: BudgetTarget, sim: SimulateSettings | None, mode: str, m: int, t: int
 ) -> None:
     """A plan priced for a Rényi filter needs registries that compose with one (else a registry's ε-at-δ
-    ledger reads the same run higher and refuses it partway) and a coalition that sees only the accept bit."""
+    ledger reads the same run higher and refuses it partway) and a coalition that sees only the accept bit;
+    a plan priced per run needs registries that charge per run and the other way round (a registry charging
+    per decision refuses a per-run plan partway; one charging per run leaves a per-decision plan's budget
+    largely unspent)."""
     from mechanisms.privacy.threat import coalition_view
 
+    if sim is not None and (sim.party_epsilon is not None or sim.party_gdp_mu is not None):
+        charges = sim.party_per_run or "per-decision"
+        if charges != target.per_run:
+            raise r.err(
+                "privacy.per_run",
+                f"{target.per_run!r}, but the simulated registries charge {charges!r} ([simulate] "
+                "party_per_run): the plan must price the run as their ledgers will",
+            )
     if sim is not None and sim.party_epsilon is not None:
         party = sim.party_accountant or "pld"
         if party != target.accountant:
@@ -120,8 +140,8 @@ class PlanRefused(ValueError):
     """The budget cannot buy a usable posterior (the message says what would)."""
 
 
-def pilot_laplace(exp: Experiment, model: Model) -> LaplaceApproximation:
-    """The exact Laplace approximation of the model's public synthetic registries at the public sizes."""
+def _pilot_data(exp: Experiment, model: Model) -> list[dict[str, npt.NDArray[np.float64]]]:
+    """The model's public synthetic registries at the public sizes (the pilot's stand-in for the records)."""
     assert exp.simulate is not None or exp.warm_start is not None
     n = exp.warm_start.n_records if exp.warm_start is not None else None
     sizes: tuple[int, ...]
@@ -133,7 +153,39 @@ def pilot_laplace(exp: Experiment, model: Model) -> LaplaceApproximation:
     data = model.synthetic_data(np.random.default_rng(exp.seed), sizes)
     if data is None:
         raise PlanRefused(f"model {model.name!r} has no synthetic_data, so no pilot can be planned from it")
-    checked = [model.check_data(d) for d in data]
+    return data
+
+
+def pilot_model(exp: Experiment, model: Model) -> Model:
+    """The model the pilot plans with: with a ``[warm_start] ellipsoid``, the covariate ellipsoid the warm
+    start's moments release sets, made from the synthetic registries' exact moments (the release's own
+    arithmetic without its noise: ``warmstart.with_ellipsoid``), so that the pilot prices decisions in the
+    region the run will have (the same assumption as :func:`pilot_laplace`: the records are like synthetic
+    data of the same size); ``model`` itself without one."""
+    from coordinator.warm_start import warm_start_plan
+    from mechanisms.models.ellipsoid import CovariateRegion
+    from mechanisms.warmstart import in_memory_release, with_ellipsoid
+
+    ws = exp.warm_start
+    if ws is None or ws.ellipsoid is None or not isinstance(model, CovariateRegion):
+        return model
+    moments = warm_start_plan(ws, model, exp.m).moments
+    if moments is None:
+        return model
+    data = _pilot_data(exp, model)
+
+    def exact(size: int) -> npt.NDArray[np.float64]:
+        return np.zeros(size)
+
+    total = in_memory_release(data, [exact] * len(data))(moments, None, model)
+    n = sum(len(next(iter(d.values()))) for d in data)
+    return with_ellipsoid(model, total, n, ws.ellipsoid)
+
+
+def pilot_laplace(exp: Experiment, model: Model) -> LaplaceApproximation:
+    """The exact Laplace approximation of the model's public synthetic registries at the public sizes (their
+    records checked, and clipped, by ``model``: :func:`pilot_model`'s for a pilot plan)."""
+    checked = [model.check_data(d) for d in _pilot_data(exp, model)]
     pooled = {k: np.concatenate([d[k] for d in checked]) for k in checked[0]}
     mean, cov = exact_laplace(model, pooled)
     return LaplaceApproximation(mean, cov)
@@ -171,6 +223,39 @@ def renyi_table(exp: Experiment) -> BitRdpTable | None:
     return accept_bit_table(pen.sd, view, float(pen.max_sensitivity), (renyi_order(exp),))
 
 
+def worst_record(exp: Experiment, model: Model) -> WorstRecordCharge | None:
+    """The per-run charge a registry of the target's view applies to this run when the target says the
+    registries charge per run (``[privacy] per_run = "worst-record"``): the ledger's own
+    (``charge.worst_record_charge`` of the session's plan and ``model``, at the Rényi filter's order for a
+    Rényi target); None when they charge per decision, or when their rule keeps the per-decision charge for
+    this session (a model without a linear predictor, no cap): the plan then prices per decision, as they
+    charge."""
+    from mechanisms.privacy.charge import worst_record_charge
+    from mechanisms.privacy.threat import coalition_view
+
+    target = exp.budget_target
+    assert target is not None
+    if target.per_run != "worst-record":
+        return None
+    table = renyi_table(exp)
+    view = coalition_view(exp.reveal_mode, exp.m, exp.t, target.colluding)
+    orders = None if table is None else table.orders
+    return worst_record_charge(exp.decision_plan(), model, view, target.neighbours, orders)
+
+
+# A per-run plan's charge is read off runs simulated from the approximation and charged as the registries
+# charge them (mechanisms.planning, RunCharge), warm-up and refits included: CHARGE_RUNS of them, priced at
+# the largest of them and their mean plus SPREAD standard deviations (one run's charge varies with its chains
+# and its proposal's refit: 8 % sd in the demo). A plan never buys past the simulated run: when the budget
+# would buy more (read past it at its last rate), the runs are simulated again at LONGER times that length
+# (at most PER_RUN_ROUNDS times, and never past the file's [sampler] iterations, which the run never passes:
+# the plan then buys the run simulated, less than the budget allows, and says what that spends).
+CHARGE_RUNS = 6
+SPREAD = 2.0
+LONGER = 1.15
+PER_RUN_ROUNDS = 3
+
+
 def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPlan:
     """The plan for ``exp``'s target given a Laplace approximation (pilot or DP)."""
     target, pen, ws = exp.budget_target, exp.sampler.penalty, exp.warm_start
@@ -178,12 +263,18 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
     sd_total = pen.sd * math.sqrt(exp.m)
     residual = exp.m - target.colluding
     table = renyi_table(exp)
+    wr = worst_record(exp, model)
+    from coordinator.drivers import WARM_INFLATE
     from coordinator.warm_start import warm_start_plan
 
     offset = mean_error_cov(warm_start_plan(ws, model, exp.m), model, laplace, exp.m)
     chains = exp.sampler.chains
+    warm_inflate = max(WARM_INFLATE, ws.inflate)  # a refitted proposal's in its warm-up (coordinator.drivers)
 
-    def simulate(steps: int, seed: int) -> ProposalStatistics:
+    def simulate(steps: int, seed: int, charge: bool = True, warmup: int = 0) -> ProposalStatistics:
+        """``warmup`` > 0: a whole run as the driver makes it, from draws of the approximation, its proposal
+        refitted at half the warm-up and at its end (``drivers.MHDriver.refits``) when it is."""
+        refits = (warmup // 2, warmup) if exp.sampler.refit and warmup >= 4 else ()
         return proposal_statistics(
             model,
             laplace.mean,
@@ -197,6 +288,10 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
             chains=chains,
             steps=steps,
             rdp_table=table,
+            worst_record=wr if charge else None,
+            from_proposal=warmup > 0,
+            refits=refits,
+            warm_inflate=warm_inflate,
         )
 
     factor = 1.0 if target.neighbours == "add-remove" else 2.0
@@ -218,12 +313,27 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
             min_warmup=min_warmup,
         )
 
-    first = plan_with(simulate(400, exp.seed))
-    # ESS per proposal measured on chains of the planned length (short chains mix worse per draw), 3 draws
-    steps = max(50, first.iterations - warmup_of(first.stats, first.iterations, min_warmup))
-    ess = float(np.mean([simulate(steps, exp.seed + k).ess_per_proposal for k in range(1, 4)]))
+    p = plan_with(simulate(400, exp.seed, charge=False))  # per decision: what per run buys at least
+    if wr is not None:
+        # charged per run: whole runs, warm-up included, at the length the budget buys (its rate falls with
+        # the length), simulated again longer while the budget would buy more than the run simulated
+        most = max(50, exp.sampler.iterations)  # the run never goes past the file's iterations
+        length = min(most, max(50, math.ceil(3.0 * p.iterations)))  # per run: 0.3-0.4 of per decision
+        for _ in range(PER_RUN_ROUNDS):
+            warmup = warmup_of(p.stats, length, min_warmup)
+            runs = [simulate(length, exp.seed + 10 + k, True, warmup) for k in range(1, CHARGE_RUNS + 1)]
+            curve = RunCharge.envelope([r.run_charge for r in runs if r.run_charge is not None], SPREAD)
+            p = plan_with(dataclasses.replace(p.stats, run_charge=curve))
+            if p.affordable() <= length or length == most:
+                break
+            length = min(most, math.ceil(LONGER * p.affordable()))
+    # ESS per proposal measured on chains of the planned length after its warm-up (short chains mix worse per
+    # draw), 3 draws
+    steps = max(50, p.iterations - warmup_of(p.stats, p.iterations, min_warmup))
+    ess = float(np.mean([simulate(steps, exp.seed + k, False).ess_per_proposal for k in range(1, 4)]))
+    p = plan_with(dataclasses.replace(p.stats, ess_per_proposal=ess))
     floor = floor_of(model, laplace.mean, laplace.cov, target.neighbours)
-    return dataclasses.replace(plan_with(dataclasses.replace(first.stats, ess_per_proposal=ess)), floor=floor)
+    return dataclasses.replace(p, floor=floor)
 
 
 def pilot_replan(
@@ -247,7 +357,7 @@ def pilot_replan(
     after = offset_statistics(
         model, laplace.mean, laplace.cov, ws.inflate, sd_total, target.neighbours, p.stats.cap, r,
         chains=exp.sampler.chains, steps=max(exp.sampler.iterations - steps, 50), seed=exp.seed + 13,
-        rdp_table=renyi_table(exp),
+        rdp_table=renyi_table(exp), worst_record=worst_record(exp, model),
     )  # fmt: skip
     p = dataclasses.replace(p, iterations=exp.sampler.iterations)  # the length run (at most the file's)
     re = replan_after_pilot(p, after, steps, sd_total=sd_total, m=exp.m, residual=exp.m - target.colluding)

@@ -415,6 +415,7 @@ def _plan(
     from the DP Laplace approximation after it; RunError when the budget buys too little."""
     what = "plan from the pilot (the model's synthetic registries at the public sizes)"
     if laplace is None:
+        model = planner.pilot_model(exp, model)
         laplace = planner.pilot_laplace(exp, model)
     else:
         what = "plan from the DP Laplace approximation"

@@ -37,7 +37,7 @@ def check(exp: Experiment, simulate: bool) -> int:
     if not problems and exp.budget_target is not None:  # a planned run: the pilot plan, as the run makes it
         what = "plan from the pilot (the model's synthetic registries at the public sizes)"
         try:
-            model = exp.model()
+            model = planner.pilot_model(exp, exp.model())
             mp = planner.plan(exp, model, planner.pilot_laplace(exp, model))
             planner.check_usable(exp, mp, what)
             plan_text = f"{what}, for {exp.budget_target.text()}: {mp.text()}"

@@ -81,8 +81,8 @@ def _offline_plan(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    model = exp.model()
     try:
+        model = planner.pilot_model(exp, exp.model())
         lap = planner.pilot_laplace(exp, model)
     except planner.PlanRefused as exc:
         print(f"confar privacy plan: {exc}", file=sys.stderr)
