@@ -58,11 +58,13 @@ class PrivacyPlan:
     composed: dict[int, cprivacy.Spend] = field(default_factory=dict)
     per_decision: bool = False  # decisions charged at their own sensitivity: per_batch is the cap's bound
     may_stop: str = ""  # [privacy] stop_at_budget: where the run may stop at a registry's budget
+    per_run: bool = False  # the registries charge the run at its worst record (charged_per_run)
 
     def spent_text(self, run_steps: int) -> str:
         """Largest GDP μ over parties after ``run_steps`` batches, when every event has a GDP bound."""
         if self.per_decision:
-            return "privacy: charged per decision by each registry (its ledger; `confar privacy report`)"
+            how = "per run at its worst record" if self.per_run else "per decision"
+            return f"privacy: charged {how} by each registry (its ledger; `confar privacy report`)"
         mus = []
         if any(not events for events in self.per_batch.values()):
             return "privacy: not accounted (a party keeps no budget: no number is stated)"
@@ -134,7 +136,9 @@ def check_privacy(
     per_batch = {  # every party answered here (one that could not be asked refuses above)
         pid: cprivacy.parse_events(r.events_json) for pid, r in answers.items() if not isinstance(r, str)
     }
-    plan = PrivacyPlan(per_batch, text, per_decision=per_decision, may_stop=may_stop)
+    plan = PrivacyPlan(
+        per_batch, text, per_decision=per_decision, may_stop=may_stop, per_run=charged_per_run(exp)
+    )
     target = exp.privacy
     if target is None or per_decision or before_release:  # per decision: checked against the plan's
         return plan  # expected charge (coordinator.planner), not the cap; each registry enforces its budget

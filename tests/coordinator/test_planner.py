@@ -324,3 +324,15 @@ def test_the_pilot_prices_decisions_in_the_region_the_warm_start_will_set(tmp_pa
     assert model.x_radius is None  # type: ignore[attr-defined]
     none = load_experiment(_variant(tmp_path, "ellipsoid = 0.99 ", "ellipsoid = false"))
     assert planner.pilot_model(none, none.model()) == none.model()
+
+
+def test_the_progress_line_says_how_the_registries_charge() -> None:
+    """A run charged per decision says so on its progress line; one whose registries charge per run at the
+    worst record says that instead (it said "per decision" for both)."""
+    from coordinator.run_privacy import PrivacyPlan, charged_per_run
+
+    exp = load_experiment(DEMO)
+    assert charged_per_run(exp)
+    line = PrivacyPlan({}, "", per_decision=True, per_run=charged_per_run(exp)).spent_text(3)
+    assert "charged per run at its worst record by each registry" in line, line
+    assert "charged per decision by each registry" in PrivacyPlan({}, "", per_decision=True).spent_text(3)
