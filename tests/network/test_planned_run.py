@@ -246,8 +246,9 @@ def test_planned_run_charged_per_run_spends_what_the_plan_predicts(tmp_path: Pat
     the same way ([privacy] per_run): the plan buys more decisions than the per-decision plan of the same
     target from the same DP approximation, the run is not stopped, every registry's ledger charges the
     decisions per run and stays within its budget, and that charge is within 30 % of the plan's prediction
-    at the run's length (measured: +0.6 % here; -17.5 % with the Renyi accountant; the prediction rests on
-    the Gaussian stand-in, and one run's chains vary)."""
+    at the run's length (measured: 10 % below it, mu^2 6.22 against 6.94, eps 13.5 against the plan's 14.4;
+    the prediction is the registries' own charge of simulated runs, priced at their largest and mean + 2 sd,
+    but the real run's proposals are not the simulated ones)."""
     import dataclasses
 
     from coordinator import planner
@@ -271,7 +272,7 @@ def test_planned_run_charged_per_run_spends_what_the_plan_predicts(tmp_path: Pat
     )
     q = planner.plan(per_decision, per_decision.model(), ran.sampler.laplace)
     assert q.stats.run_charge is None and q.eps <= 16.0
-    assert p.iterations > 1.3 * q.iterations and p.eps <= 16.0  # measured 163 vs 102
+    assert p.iterations > 1.3 * q.iterations and p.eps <= 16.0  # measured 150 vs 99
     length = planner.planned_experiment(ran, p).sampler.iterations
     assert length == p.iterations and out.finished and not out.stopped, out.stopped
     assert 0 < out.counts["decisions_asked"] <= 8 * length, out.counts
