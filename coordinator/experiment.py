@@ -113,6 +113,8 @@ EXPERIMENT.toml::
     [warm_start]                    # optional, before MCMC: a differentially private warm start (the keys
     mu = 0.3                        # are in coordinator/warm_start.py): noisy sums on secret shares (reveal
     steps = 5                       # sum), the covariates' public ellipsoid, a DP Laplace approximation
+                                    # (a formula model: no ellipsoid, its box bound is exact; its scores are
+                                    # released in the basis of the pilot's covariance, coordinator/planner.py)
 
     [reveal]
     mode = "sign"                   # sum | blinded | sign | svt  (blinded, sign and svt need m >= 3)
@@ -134,7 +136,9 @@ EXPERIMENT.toml::
     # Or a planned run (penalty with sd, proposal "laplace", [warm_start]; coordinator/planner.py):
     # target_epsilon = 18.0         # the run's length is what this buys (with delta, neighbours =
     #                               # "add-remove" | "replace-one", colluding, min_ess = 100: refused below,
-    #                               # accountant = "pld" | "renyi": the registries' [budget] accountant)
+    #                               # accountant = "pld" | "renyi": the registries' [budget] accountant);
+    #                               # [sampler] max_sensitivity may then be left out: the plan chooses the
+    #                               # cap (the 99.9 % quantile of c under the approximation)
     # stop_at_budget = true         # not with target_epsilon or abcdp (default false): accept a run whose
                                     # privacy dry run passes a registry's budget (for a penalty with sd:
                                     # at the cap, an upper bound); it is told where it may stop, and stops
@@ -142,8 +146,25 @@ EXPERIMENT.toml::
                                     # no posterior, the warm-up's draws). Without it such a run is refused
                                     # before anything is released, naming the registry and the figures
 
+    [design]                        # optional, a formula model's planned run: public guesses its pilot's
+                                    # design dataset is drawn at (mechanisms/models/formula_design.py;
+                                    # stated with the plan as the assumptions they are). Default: numeric
+                                    # columns normal, centred in their bounds, sd = range/6, truncated;
+                                    # categories equal shares; every coefficient 0 (the prior's centre)
+    rate = 0.007                    # the outcome's expected level, sets the intercept: bernoulli the
+                                    # prevalence, poisson the events per unit of exposure, gaussian the
+                                    # outcome's mean, weibull the share of records with an event
+    coefficients = { age = 0.04, "sex[M]" = 0.4 }   # design values of parameters, by output name
+    columns = { biomarker = { mean = 2.3, sd = 1.2 }, sex = { shares = [0.52, 0.48] } }
+
     [output]
     formats = ["netcdf", "csv", "summary", "plots", "privacy", "provenance"]   # default: all
+
+    [reference]                     # optional; MH samplers under --simulate: the plain (not private) fit of
+    max_seconds = 120.0             # the pooled simulated records the run is compared with
+                                    # (simulations/reference.py) stops after this many seconds (> 0; default
+                                    # 120) with what it has, and a warning says so when it is not converged;
+                                    # `confar run --no-reference` (study.fit(..., reference=False)) skips it
 
     [simulate]                      # optional: what `confar run --simulate` starts locally (LocalConsortium)
     parties = 7                     # m (default: the number of [[parties]], else 3)
@@ -212,6 +233,9 @@ from hss.fixedpoint import max_threshold
 from hss.modes import FEATURES, REVEAL_MODES, reveal_mode
 from hss.session import SIGN_PRECOMPUTE
 from mechanisms.models.base import Model, add_import_path, load_model
+from mechanisms.models.ellipsoid import CovariateRegion
+from mechanisms.models.formula import FormulaModel
+from mechanisms.models.formula_design import DesignGuess
 from mechanisms.samplers.plan import DecisionPlan
 from proto.spec import PartyEntry
 from proto.study import Study
@@ -232,9 +256,12 @@ TABLES = (
     "reveal",
     "privacy",
     "output",
+    "reference",
     "simulate",
     "study",
+    "design",
 )
+REFERENCE_MAX_SECONDS = 120.0  # [reference] max_seconds by default
 
 
 # ---- the experiment ----------------------------------------------------------------------------------------
@@ -250,6 +277,13 @@ class PrivacyTarget:
         if self.gdp_mu is not None:
             return f"mu = {self.gdp_mu:g} GDP"
         return f"eps = {self.epsilon:g} at delta = {self.delta:g}"
+
+
+@dataclass(frozen=True)
+class ReferenceSettings:
+    """``[reference]``: the plain reference posterior of a simulated MH run (``simulations.reference``)."""
+
+    max_seconds: float = REFERENCE_MAX_SECONDS  # wall time; then it stops with what it has
 
 
 @dataclass(frozen=True)
@@ -277,8 +311,10 @@ class Experiment:
     model_path: tuple[Path, ...] = ()  # model.path: folders of model plug-ins (on the import path)
     warm_start: WarmStartSettings | None = None  # [warm_start]: the DP warm start (coordinator.warm_start)
     budget_target: BudgetTarget | None = None  # [privacy] target_epsilon: a planned run (coordinator.planner)
+    design: DesignGuess | None = None  # [design]: a formula model's design dataset guesses (the pilot's)
     stop_at_budget: bool = False  # [privacy] stop_at_budget: a run that passes a registry's budget may start
     study: StudySettings | None = None  # [study]: the study request sent with every session (issue 37)
+    reference: ReferenceSettings = ReferenceSettings()  # [reference]: the simulation's plain reference fit
 
     @property
     def study_text(self) -> str:
@@ -425,6 +461,14 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
             raise r.err("warm_start", f"a warm start precedes MCMC (mh, adaptive-mh, penalty), not {kind!r}")
         n_default = sum(simulate.records) if simulate is not None and simulate.records else None
         warm = read_warm_start(r, warm_tbl, n_default)
+        if model is not None and not isinstance(model, CovariateRegion) and warm.ellipsoid is not None:
+            if "ellipsoid" in warm_tbl:  # the moments release fixes a covariate ellipsoid: not this model's
+                raise r.err(
+                    "warm_start.ellipsoid",
+                    f"model {model_name!r} has no covariate ellipsoid (a formula's bound over its declared "
+                    "box is exact): remove the key, or set it false",
+                )
+            warm = dataclasses.replace(warm, ellipsoid=None)
     if sampler.proposal == "laplace" and warm is None:
         raise r.err("sampler.proposal", "'laplace' is the warm start's approximation: add [warm_start]")
 
@@ -458,16 +502,27 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
                 "a planned run needs [sampler] kind = 'penalty' with sd, proposal = 'laplace' and a "
                 "[warm_start] (the plan prices decisions charged at their own sensitivity)",
             )
+        if pen.max_sensitivity is None:  # left to the plan: the 99.9 % quantile of c (coordinator.planner)
+            budget_target = dataclasses.replace(budget_target, choose_cap=True)
         check_accountant(
             r, budget_target, simulate, mode, m, max_threshold(m) if threshold is None else threshold
         )
         privacy = None
     else:
         privacy = _privacy(r, privacy_tbl, kind, sampler.lazy is not None)
+    pen = sampler.penalty
+    if pen is not None and pen.fixed and pen.max_sensitivity is None and budget_target is None:
+        raise r.err(
+            "sampler.max_sensitivity",
+            "missing: a penalty with sd needs a public cap on c (or a planned run, [privacy] target_epsilon, "
+            "whose plan chooses it)",
+        )
+    design = _design(r, r.table(doc, "design"), model, model_name)
 
     formats = _formats(r, r.table(doc, "output") or {})
     study_tbl = r.table(doc, "study")
     study = read_study(r, study_tbl) if study_tbl is not None else None
+    reference = _reference(r, r.table(doc, "reference"), kind)
 
     exp = Experiment(
         source=r.source,
@@ -493,12 +548,54 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         security=security,
         warm_start=warm,
         budget_target=budget_target,
+        design=design,
         stop_at_budget=stop_at_budget,
+        reference=reference,
     )
     if study is None:
         return exp
     text = Study.from_doc(study_document(exp, study, r)).text()  # made once, from the file as written
     return dataclasses.replace(exp, study=dataclasses.replace(study, text=text))
+
+
+def _design(
+    r: Reader, tbl: dict[str, Any] | None, model: Model | None, model_name: str
+) -> DesignGuess | None:
+    """``[design]``: a formula model's design-dataset guesses (``mechanisms.models.formula_design``),
+    checked against the model (keys named)."""
+    if tbl is None:
+        return None
+    if not isinstance(model, FormulaModel):
+        raise r.err(
+            "design",
+            f"is a formula model's design dataset; model {model_name or 'abcdp'!r} plans from its own "
+            "synthetic registries (remove the table)",
+        )
+    r.only(tbl, "design", ("rate", "coefficients", "columns"))
+    rate = r.number(tbl, "design", "rate", None)
+    coefficients: dict[str, float] = {}
+    for name in r.get(tbl, "design", "coefficients", dict, {}):
+        coefficients[name] = r.number(tbl["coefficients"], "design.coefficients", name)
+    columns: dict[str, tuple[float, float]] = {}
+    shares: dict[str, tuple[float, ...]] = {}
+    for name, spec in r.get(tbl, "design", "columns", dict, {}).items():
+        where = f"design.columns.{name}"
+        if not isinstance(spec, dict):
+            raise r.err(where, f"give {{mean, sd}} (a numeric column) or {{shares}} (values), got {spec!r}")
+        r.only(spec, where, ("mean", "sd") if "shares" not in spec else ("shares",))
+        if "shares" in spec:
+            raw = r.get(spec, where, "shares", list)
+            if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in raw):
+                raise r.err(f"{where}.shares", f"must be numbers, got {raw!r}")
+            shares[name] = tuple(float(v) for v in raw)
+        else:
+            columns[name] = (r.number(spec, where, "mean"), r.number(spec, where, "sd", gt=0.0))
+    guess = DesignGuess(rate=rate, coefficients=coefficients, columns=columns, shares=shares)
+    problems = guess.problems(model)
+    if problems:
+        key, why = problems[0]
+        raise r.err(f"design.{key}", why)
+    return guess
 
 
 FORMULA_KEYS = frozenset({"formula", "family", "columns"})  # [model] keys of mechanisms.models.formula
@@ -585,6 +682,20 @@ def _formats(r: Reader, out: dict[str, Any]) -> list[str]:
     if len(set(formats)) != len(formats):
         raise r.err("output.formats", f"repeats a format: {formats}")
     return list(formats)
+
+
+def _reference(r: Reader, tbl: dict[str, Any] | None, kind: str) -> ReferenceSettings:
+    """``[reference]`` (optional): the time cap of a simulated MH run's plain reference posterior."""
+    if tbl is None:
+        return ReferenceSettings()
+    r.only(tbl, "reference", ("max_seconds",))
+    if kind not in MH_KINDS:
+        raise r.err(
+            "reference",
+            f"a reference posterior is fitted for simulated MH runs ({', '.join(MH_KINDS)}), not for "
+            f"sampler.kind {kind!r}; remove [reference]",
+        )
+    return ReferenceSettings(r.number(tbl, "reference", "max_seconds", REFERENCE_MAX_SECONDS, gt=0.0))
 
 
 def _folders(r: Reader, tbl: dict[str, Any], where: str, key: str) -> tuple[Path, ...]:

@@ -19,10 +19,15 @@ MCMC charges anything (:mod:`mechanisms.planning` has the law).
 
 It needs the penalty with a fixed ``sd``, ``[sampler] proposal = "laplace"`` and a ``[warm_start]``.
 Twice: before the warm start from a **pilot** — the exact Laplace approximation of the model's public
-synthetic registries at the registries' public sizes (the posterior's shape is assumed to be like that of
-synthetic data of the same size; stated with the plan) — so that a budget that cannot buy a usable
-posterior is refused before anything is released; and after the warm start from the DP Laplace
-approximation itself, which sets ``[sampler] iterations`` (the file's value is a maximum). After the run, the
+synthetic registries at the registries' public sizes, or for a formula model of its **design dataset**
+(:mod:`mechanisms.models.formula_design`: the declared columns and the public ``[design]`` guesses only;
+the posterior's shape is assumed to be like that of these records; stated with the plan) — so that a
+budget that cannot buy a usable posterior is refused before anything is released; and after the warm start
+from the DP Laplace approximation itself, which sets ``[sampler] iterations`` (the file's value is a
+maximum) and, when the file leaves ``[sampler] max_sensitivity`` out, the cap on c(θ, θ*): the 99.9 %
+quantile of c under the approximation (:func:`mechanisms.planning.quantile_cap`). A formula model's warm
+start releases its scores in the basis of the pilot's covariance (:func:`with_pilot`,
+:mod:`mechanisms.warmstart_basis`), with the model's exact bound on them. After the run, the
 warm-up's accept bits (a pilot: released and charged) re-plan its ESS at the proposal's offset they show
 (:func:`pilot_replan`; the plan assumes the DP noise's offset only), stated beside the plan. Everything used
 is public. The registries charge what each decision really is; the run's report states what was spent.
@@ -50,6 +55,7 @@ from mechanisms.planning import (
     pilot_offset,
     plan_mcmc,
     proposal_statistics,
+    quantile_cap,
     refit_warmup,
     replan_after_pilot,
     warmup_of,
@@ -62,6 +68,7 @@ from mechanisms.warmstart import LaplaceApproximation, exact_laplace, mean_error
 if TYPE_CHECKING:
     from coordinator.experiment import Experiment
     from coordinator.simulate_settings import SimulateSettings
+    from mechanisms.privacy import PrivacyEvent
 
 KEYS = ("target_epsilon", "delta", "neighbours", "colluding", "min_ess", "accountant", "per_run")
 ACCOUNTANTS = ("pld", "renyi")
@@ -77,6 +84,7 @@ class BudgetTarget:
     min_ess: float = 100.0
     accountant: str = "pld"
     per_run: str = "per-decision"
+    choose_cap: bool = False  # [sampler] max_sensitivity left out: the plan chooses the cap
 
     def text(self) -> str:
         who = "the coordinator" if self.colluding == 0 else f"{self.colluding} colluding registries"
@@ -140,28 +148,63 @@ class PlanRefused(ValueError):
     """The budget cannot buy a usable posterior (the message says what would)."""
 
 
-def _pilot_data(exp: Experiment, model: Model) -> list[dict[str, npt.NDArray[np.float64]]]:
-    """The model's public synthetic registries at the public sizes (the pilot's stand-in for the records)."""
-    assert exp.simulate is not None or exp.warm_start is not None
-    n = exp.warm_start.n_records if exp.warm_start is not None else None
-    sizes: tuple[int, ...]
+@dataclass(frozen=True)
+class Pilot:
+    """The pilot: the exact Laplace approximation of public records at the public sizes, the records
+    (pooled, checked by ``model``), what they are, in words (stated with the plan), and the model it was made
+    with, the one the pilot's plan prices decisions with (:func:`pilot_model`'s in :func:`with_pilot`)."""
+
+    laplace: LaplaceApproximation
+    pooled: dict[str, npt.NDArray[np.float64]]
+    text: str
+    model: Model
+
+
+_PILOTS: dict[tuple[object, ...], Pilot] = {}  # a pilot is deterministic in its public inputs: made once
+
+
+def pilot_sizes(exp: Experiment) -> tuple[int, ...]:
+    """The registries' public sizes: ``[simulate]``'s, else ``[warm_start] n_records`` split evenly."""
     if exp.simulate is not None and exp.simulate.records:
-        sizes = exp.simulate.records
-    else:
-        assert n is not None
-        sizes = tuple([n // exp.m] * exp.m)
-    data = model.synthetic_data(np.random.default_rng(exp.seed), sizes)
+        return exp.simulate.records
+    n = exp.warm_start.n_records if exp.warm_start is not None else None
+    if n is None:
+        raise PlanRefused("no public record count for the pilot: give [warm_start] n_records")
+    return tuple([n // exp.m] * exp.m)
+
+
+def _pilot_records(exp: Experiment, model: Model) -> tuple[list[dict[str, npt.NDArray[np.float64]]], str]:
+    """The pilot's records, one table a registry, and what they are, in words: the model's public synthetic
+    registries at the public sizes, or a formula model's design dataset there
+    (:func:`mechanisms.models.formula_design.design_dataset` at ``[design]``); :class:`PlanRefused` for a
+    model with neither. Never a registry's records."""
+    from mechanisms.models.formula import FormulaModel
+    from mechanisms.models.formula_design import design_dataset
+
+    sizes = pilot_sizes(exp)
+    rng = np.random.default_rng(exp.seed)
+    data = model.synthetic_data(rng, sizes)
+    text = "the model's synthetic registries at the public sizes"
+    if data is None and isinstance(model, FormulaModel):
+        try:
+            design = design_dataset(model, rng, sizes, exp.design)
+        except ValueError as exc:
+            raise PlanRefused(f"[design]: {exc}") from exc
+        data, text = design.records, design.text
     if data is None:
-        raise PlanRefused(f"model {model.name!r} has no synthetic_data, so no pilot can be planned from it")
-    return data
+        raise PlanRefused(
+            f"model {model.name!r} has no synthetic_data (nor a formula's design dataset), so no pilot can "
+            "be planned from it"
+        )
+    return data, text
 
 
 def pilot_model(exp: Experiment, model: Model) -> Model:
     """The model the pilot plans with: with a ``[warm_start] ellipsoid``, the covariate ellipsoid the warm
-    start's moments release sets, made from the synthetic registries' exact moments (the release's own
+    start's moments release sets, made from the pilot's records' exact moments (the release's own
     arithmetic without its noise: ``warmstart.with_ellipsoid``), so that the pilot prices decisions in the
-    region the run will have (the same assumption as :func:`pilot_laplace`: the records are like synthetic
-    data of the same size); ``model`` itself without one."""
+    region the run will have (the same assumption as :func:`pilot`: the records are like the pilot's of the
+    same size); ``model`` itself without one."""
     from coordinator.warm_start import warm_start_plan
     from mechanisms.models.ellipsoid import CovariateRegion
     from mechanisms.warmstart import in_memory_release, with_ellipsoid
@@ -172,7 +215,7 @@ def pilot_model(exp: Experiment, model: Model) -> Model:
     moments = warm_start_plan(ws, model, exp.m).moments
     if moments is None:
         return model
-    data = _pilot_data(exp, model)
+    data, _ = _pilot_records(exp, model)
 
     def exact(size: int) -> npt.NDArray[np.float64]:
         return np.zeros(size)
@@ -182,13 +225,62 @@ def pilot_model(exp: Experiment, model: Model) -> Model:
     return with_ellipsoid(model, total, n, ws.ellipsoid)
 
 
-def pilot_laplace(exp: Experiment, model: Model) -> LaplaceApproximation:
-    """The exact Laplace approximation of the model's public synthetic registries at the public sizes (their
-    records checked, and clipped, by ``model``: :func:`pilot_model`'s for a pilot plan)."""
-    checked = [model.check_data(d) for d in _pilot_data(exp, model)]
+def pilot(exp: Experiment, model: Model) -> Pilot:
+    """The pilot of ``exp`` (:func:`_pilot_records`), its records checked, and clipped, by ``model``
+    (:func:`pilot_model`'s for a pilot plan). Never a registry's records."""
+    sizes = pilot_sizes(exp)
+    key = (model, sizes, exp.seed, repr(exp.design))
+    if key in _PILOTS:
+        return _PILOTS[key]
+    data, text = _pilot_records(exp, model)
+    checked = [model.check_data(d) for d in data]
     pooled = {k: np.concatenate([d[k] for d in checked]) for k in checked[0]}
+    for col in pooled.values():
+        col.setflags(write=False)  # read-only: a formula's design of them is computed once
     mean, cov = exact_laplace(model, pooled)
-    return LaplaceApproximation(mean, cov)
+    if len(_PILOTS) > 8:
+        _PILOTS.clear()
+    _PILOTS[key] = Pilot(LaplaceApproximation(mean, cov), pooled, text, model)
+    return _PILOTS[key]
+
+
+def pilot_laplace(exp: Experiment, model: Model) -> LaplaceApproximation:
+    """The pilot's exact Laplace approximation (:func:`pilot`)."""
+    return pilot(exp, model).laplace
+
+
+def with_pilot(exp: Experiment, model: Model) -> tuple[Experiment, Pilot | None]:
+    """``exp`` as a run makes it before anything is released, and its pilot (None when it needs none: no
+    target and no formula warm start). A formula model's warm start releases its scores in the basis B of
+    the pilot's covariance (B Bᵀ = Σ_pilot, Cholesky; ``Statistics.basis``), clipped at the model's exact
+    bound on ‖Bᵀs‖ (``FormulaModel.score_norm_bound``; when it depends on θ, the releases' clip is the bound
+    at each release's θ and the Gram block's the bound at the pilot's mean). Its steps start at the pilot's
+    mean, a public point, unless the model jumps from 0 (bernoulli with an intercept: to the released
+    prevalence's logit): a Weibull formula's five Fisher steps from 0 ended 100 posterior sd off, from the
+    pilot's mean 0.3-0.6 sd (30,000 records, mu = 2-4). The pilot is made with :func:`pilot_model`'s model
+    (with a ``[warm_start] ellipsoid``, in the region the run will have), its ``model``, which the pilot's
+    plan uses. Public and deterministic: the same on a resumed run."""
+    from mechanisms.models.formula import FormulaModel
+    from mechanisms.warmstart import score_bound
+
+    ws = exp.warm_start
+    formula = isinstance(model, FormulaModel) and ws is not None
+    if exp.budget_target is None and not formula:
+        return exp, None
+    p = pilot(exp, pilot_model(exp, model))
+    if not isinstance(model, FormulaModel) or ws is None or ws.basis is not None:
+        return exp, p
+    b = np.asarray(np.linalg.cholesky(p.laplace.cov), dtype=np.float64)
+    clip = score_bound(model, None, b)
+    if clip is None:
+        clip = score_bound(model, p.laplace.mean, b)
+    if clip is None or not (math.isfinite(clip) and clip > 0):
+        return exp, p  # no finite bound at the pilot's mean: the parameters' own coordinates, clipped
+    basis = tuple(tuple(float(v) for v in row) for row in b)
+    jumps = model.family == "bernoulli" and "Intercept" in model.parsed.names
+    start = None if jumps else tuple(float(v) for v in p.laplace.mean)
+    settings = dataclasses.replace(ws, basis=basis, basis_clip=clip, start=start)
+    return dataclasses.replace(exp, warm_start=settings), p
 
 
 def renyi_order(exp: Experiment) -> float:
@@ -204,10 +296,11 @@ def renyi_order(exp: Experiment) -> float:
     return budget_order(target.epsilon, target.delta)
 
 
-def renyi_table(exp: Experiment) -> BitRdpTable | None:
+def renyi_table(exp: Experiment, cap: float | None = None) -> BitRdpTable | None:
     """The one-order table of the accept bit's Rényi bound a registry of the target's view charges each
-    decision with (``mechanisms.privacy.charge.accept_bit_table``, the ledger's own); None for a target
-    planned with the GDP composition (a Rényi target's view sees only the bit: ``check_accountant``)."""
+    decision with (``mechanisms.privacy.charge.accept_bit_table``, the ledger's own) up to the cap (``cap``,
+    else ``[sampler] max_sensitivity``); None for a target planned with the GDP composition (a Rényi
+    target's view sees only the bit: ``check_accountant``)."""
     from mechanisms.privacy.charge import accept_bit_table
     from mechanisms.privacy.threat import coalition_view
 
@@ -215,21 +308,56 @@ def renyi_table(exp: Experiment) -> BitRdpTable | None:
     assert target is not None and pen is not None and pen.sd is not None
     if target.accountant != "renyi":
         return None
-    if pen.max_sensitivity is None:
+    cap = pen.max_sensitivity if cap is None else cap
+    if cap is None or not math.isfinite(cap):
         raise PlanRefused(
-            "[privacy] accountant = 'renyi' needs [sampler] max_sensitivity (the table's range)"
+            "[privacy] accountant = 'renyi' needs a finite cap on c (the table's range): [sampler] "
+            "max_sensitivity"
         )
     view = coalition_view(exp.reveal_mode, exp.m, exp.t, target.colluding)
-    return accept_bit_table(pen.sd, view, float(pen.max_sensitivity), (renyi_order(exp),))
+    return accept_bit_table(pen.sd, view, float(cap), (renyi_order(exp),))
 
 
-def worst_record(exp: Experiment, model: Model) -> WorstRecordCharge | None:
+def plan_cap(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> float | None:
+    """The cap on c(θ, θ*) the plan uses: ``[sampler] max_sensitivity``, or when the file leaves it to the
+    plan (``choose_cap``) the 99.9 % quantile of c under ``laplace`` (:func:`quantile_cap`; public seed)."""
+    target, pen, ws = exp.budget_target, exp.sampler.penalty, exp.warm_start
+    assert target is not None and pen is not None and ws is not None
+    if not target.choose_cap:
+        return pen.max_sensitivity
+    rng = np.random.default_rng(exp.seed + 101)
+    cap = quantile_cap(model, laplace.mean, laplace.cov, ws.inflate, rng)
+    if not (math.isfinite(cap) and cap > 0):
+        raise PlanRefused(
+            f"the plan cannot choose a cap on c: its 99.9 % quantile under the approximation is {cap:g} (the "
+            "model's bound is infinite for many proposals); give [sampler] max_sensitivity"
+        )
+    return cap
+
+
+def cap_advice(exp: Experiment, model: Model, laplace: LaplaceApproximation, p: McmcPlan) -> str | None:
+    """A line when the file's cap refuses more than a tenth of the plan's proposals before any registry is
+    asked (each such proposal is a rejection the budget does not pay for, but the chain stands still), with
+    the cap the plan would choose; None otherwise."""
+    target = exp.budget_target
+    if target is None or target.choose_cap or p.stats.asked >= 0.9 or exp.warm_start is None:
+        return None
+    rng = np.random.default_rng(exp.seed + 101)
+    q = quantile_cap(model, laplace.mean, laplace.cov, exp.warm_start.inflate, rng)
+    return (
+        f"the cap [sampler] max_sensitivity = {p.stats.cap:g} refuses {1 - p.stats.asked:.0%} of the "
+        "proposals before any registry is asked (the chain stands still there): leave it out and the plan "
+        f"chooses the 99.9 % quantile of c, {q:.3g} here"
+    )
+
+
+def worst_record(exp: Experiment, model: Model, cap: float | None = None) -> WorstRecordCharge | None:
     """The per-run charge a registry of the target's view applies to this run when the target says the
     registries charge per run (``[privacy] per_run = "worst-record"``): the ledger's own
     (``charge.worst_record_charge`` of the session's plan and ``model``, at the Rényi filter's order for a
-    Rényi target); None when they charge per decision, or when their rule keeps the per-decision charge for
-    this session (a model without a linear predictor, no cap): the plan then prices per decision, as they
-    charge."""
+    Rényi target), with the cap on c the run will have (``cap``, :func:`plan_cap`'s; None: the file's);
+    None when they charge per decision, or when their rule keeps the per-decision charge for this session (a
+    model without a linear predictor, no cap): the plan then prices per decision, as they charge."""
     from mechanisms.privacy.charge import worst_record_charge
     from mechanisms.privacy.threat import coalition_view
 
@@ -237,10 +365,15 @@ def worst_record(exp: Experiment, model: Model) -> WorstRecordCharge | None:
     assert target is not None
     if target.per_run != "worst-record":
         return None
-    table = renyi_table(exp)
+    table = renyi_table(exp, cap)
     view = coalition_view(exp.reveal_mode, exp.m, exp.t, target.colluding)
     orders = None if table is None else table.orders
-    return worst_record_charge(exp.decision_plan(), model, view, target.neighbours, orders)
+    decisions = exp.decision_plan()
+    if cap is not None and decisions.penalty is not None:  # the plan's cap, as planned_experiment sets it
+        decisions = dataclasses.replace(
+            decisions, penalty=dataclasses.replace(decisions.penalty, max_sensitivity=cap)
+        )
+    return worst_record_charge(decisions, model, view, target.neighbours, orders)
 
 
 # A per-run plan's charge is read off runs simulated from the approximation and charged as the registries
@@ -262,8 +395,9 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
     assert target is not None and pen is not None and pen.sd is not None and ws is not None
     sd_total = pen.sd * math.sqrt(exp.m)
     residual = exp.m - target.colluding
-    table = renyi_table(exp)
-    wr = worst_record(exp, model)
+    cap = plan_cap(exp, model, laplace)
+    table = renyi_table(exp, cap)
+    wr = worst_record(exp, model, cap)
     from coordinator.drivers import WARM_INFLATE
     from coordinator.warm_start import warm_start_plan
 
@@ -283,7 +417,7 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
             sd_total,
             target.neighbours,
             np.random.default_rng(seed),
-            cap=pen.max_sensitivity,
+            cap=cap,
             offset_cov=offset,
             chains=chains,
             steps=steps,
@@ -357,7 +491,7 @@ def pilot_replan(
     after = offset_statistics(
         model, laplace.mean, laplace.cov, ws.inflate, sd_total, target.neighbours, p.stats.cap, r,
         chains=exp.sampler.chains, steps=max(exp.sampler.iterations - steps, 50), seed=exp.seed + 13,
-        rdp_table=renyi_table(exp), worst_record=worst_record(exp, model),
+        rdp_table=renyi_table(exp, p.stats.cap), worst_record=worst_record(exp, model, p.stats.cap),
     )  # fmt: skip
     p = dataclasses.replace(p, iterations=exp.sampler.iterations)  # the length run (at most the file's)
     re = replan_after_pilot(p, after, steps, sd_total=sd_total, m=exp.m, residual=exp.m - target.colluding)
@@ -394,6 +528,31 @@ def check_usable(exp: Experiment, p: McmcPlan, what: str) -> None:
     )
 
 
+WARM_MUS = (0.5, 1.0, 2.0, 4.0, 8.0)  # the warm start's μ the offline plan compares (registry_scale's range)
+
+
+def warm_mu_advice(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> str | None:
+    """The registry-scale design chooses the warm start's μ on public records (``simulations.
+    registry_scale``: a better proposal repays a larger warm start): a line naming the μ of
+    :data:`WARM_MUS` whose plan buys ``min_ess`` for the smallest ε, when it is at least 10 % below the
+    file's; None otherwise. Each μ is planned from the same approximation (its DP offset is μ's)."""
+    target, ws = exp.budget_target, exp.warm_start
+    assert target is not None and ws is not None
+
+    def need(mu: float) -> float:
+        e = dataclasses.replace(exp, warm_start=dataclasses.replace(ws, mu=mu))
+        return plan(e, model, laplace).eps_for_ess(target.min_ess)
+
+    mine = need(ws.mu)
+    best = min(((need(mu), mu) for mu in WARM_MUS if mu != ws.mu), default=(math.inf, ws.mu))
+    if not best[0] < 0.9 * mine:
+        return None
+    return (
+        f"[warm_start] mu = {best[1]:g} would buy min_ess = {target.min_ess:g} for eps = {best[0]:.3g} (this "
+        f"file's mu = {ws.mu:g}: {mine:.3g}): a closer proposal repays a larger warm start"
+    )
+
+
 def other_readings(
     exp: Experiment, model: Model, reports: dict[int, object], run_id: str
 ) -> dict[int, list[str]]:
@@ -403,8 +562,13 @@ def other_readings(
     coalition size q' scales every μ by √(r / r') exactly, and replace-one doubles every Δ of these models
     (their c is twice their bound: no ``record_ratio_range``). Recomputed from the registry's own charges of
     this run, for the q and the neighbour relation their labels say they were computed for (none when they do
-    not say, or differ); each reading says its view and that it is the GDP reading (valid whatever the
-    accountant: a Rényi filter's bound is per view, so the filter's figure is the registry's own view's)."""
+    not say, or differ); each reading says its view and how it was read. For a registry whose decisions were
+    charged per decision with the accept bit's Rényi bound (a Rényi filter, reveal sign) the reading for a
+    coalition that still sees only the bit is that bound with the noise it leaves unknown, at the registry's
+    order (``mechanisms.privacy.charge.coalition_rdp``: each batch's charge times the largest ratio of the
+    two views' bounds over Δ <= the cap; issue 35 item 3.5) or the GDP reading, the smaller (both hold; at the
+    filter's one order the Rényi conversion costs more than GDP's for a short run); otherwise the GDP reading
+    (valid whatever the accountant)."""
     from coordinator.privacy import parse_events
     from coordinator.privacy_statement import coalition, event_view
     from mechanisms.privacy import GaussianEvent
@@ -436,9 +600,18 @@ def other_readings(
             )
         for q in sorted({0, min(3, m - 1), (m - 1) // 2} - {q_now}):
             mu_q = mu * math.sqrt((m - q_now) / (m - q))
-            readings.append(
-                f"{what} {coalition(q, m)}: epsilon = {gdp_eps(mu_q, delta):.4g} at delta = {delta:.3g}"
-            )
+            eps_q = gdp_eps(mu_q, delta)
+            renyi = _coalition_renyi(exp, events, q_now, q, delta)
+            if renyi is None:
+                readings.append(f"{what} {coalition(q, m)}: epsilon = {eps_q:.4g} at delta = {delta:.3g}")
+            else:  # two valid readings of the same charges: the smaller holds
+                eps_r, alpha, ratio = renyi
+                bits = f"order {alpha:g}, at most {ratio:.3g}x the one charged"
+                readings.append(
+                    f"reading of this run's charges {coalition(q, m)}: epsilon = {min(eps_r, eps_q):.4g} at "
+                    f"delta = {delta:.3g}, the smaller of the accept bits' Renyi bound with the noise they "
+                    f"do not know ({bits}): {eps_r:.4g}, and the GDP reading: {eps_q:.4g}"
+                )
         other = "replace-one" if neighbours == "add-remove" else "add-remove"
         mu_n = mu * (2.0 if other == "replace-one" else 0.5)
         eps_n = gdp_eps(mu_n, delta)
@@ -447,9 +620,44 @@ def other_readings(
     return out
 
 
+def _coalition_renyi(
+    exp: Experiment, events: list[PrivacyEvent], q_now: int, q: int, delta: float
+) -> tuple[float, float, float] | None:
+    """(ε at ``delta``, the order, the largest ratio of the two views' bounds) of the run's ``events`` for a
+    coalition of ``q`` by the accept bit's Rényi bound, or None when it does not apply: every decision charge
+    must be the fixed-sd penalty's per-decision Rényi event at one order (a run charged at its worst record,
+    or under a GDP or PLD budget, keeps the GDP reading), and both coalitions must see only the bit."""
+    from mechanisms.privacy import RenyiEvent
+    from mechanisms.privacy.charge import coalition_rdp
+    from mechanisms.privacy.renyi import rdp_eps
+
+    pen = exp.sampler.penalty
+    if pen is None or pen.sd is None or pen.max_sensitivity is None:
+        return None
+    bits = [e for e in events if isinstance(e, RenyiEvent)]
+    decisions = [e for e in events if "warm start" not in (e.label or "")]
+    orders = {e.orders for e in bits}
+    if not bits or len(bits) != len(decisions) or len(orders) != 1 or len(next(iter(orders))) != 1:
+        return None
+    if not all("per decision" in (e.label or "") for e in bits):
+        return None
+    alpha = float(next(iter(orders))[0])
+    cap = float(pen.max_sensitivity)
+    got = coalition_rdp(events, pen.sd, cap, exp.reveal_mode, exp.m, exp.t, q_now, q, alpha)
+    if got is None:
+        return None
+    rho, ratio = got
+    return rdp_eps(rho, alpha, delta), alpha, ratio
+
+
 def planned_experiment(exp: Experiment, p: McmcPlan) -> Experiment:
-    """``exp`` with the planned iterations (at most the file's) and the plan's warm-up."""
+    """``exp`` with the planned iterations (at most the file's), the plan's warm-up and, when the file
+    leaves it to the plan, the plan's cap (``[sampler] max_sensitivity``)."""
     s = exp.sampler
     iterations = max(2, min(p.iterations, s.iterations))
     warmup = max(1, warmup_of(p.stats, iterations, p.min_warmup))
-    return dataclasses.replace(exp, sampler=dataclasses.replace(s, iterations=iterations, warmup=warmup))
+    s = dataclasses.replace(s, iterations=iterations, warmup=warmup)
+    target = exp.budget_target
+    if target is not None and target.choose_cap and s.penalty is not None:
+        s = dataclasses.replace(s, penalty=dataclasses.replace(s.penalty, max_sensitivity=p.stats.cap))
+    return dataclasses.replace(exp, sampler=s)

@@ -95,7 +95,10 @@ EXIT_STOPPED = 3  # the run stopped early at a registry's privacy budget; its ou
 # ---- the run ---------------------------------------------------------------------------------------------
 
 
-ReferenceOf = Callable[[Experiment, F64], F64 | LabelledDraws | None]
+#: a reference computed after the run: given the experiment the sampler ran, the run's draws after warm-up
+#: and ``warn`` (a warning for the run's list: printed ``WARNING: ...``, kept in the summary and provenance)
+ReferenceOf = Callable[[Experiment, F64, Callable[[str], None]], F64 | LabelledDraws | None]
+MIN_DRAWS_TO_COMPARE = 4  # per chain after warm-up: fewer have no ESS, so no z-score against a reference
 
 
 def run_experiment(
@@ -117,8 +120,10 @@ def run_experiment(
     crashed after K batches of this invocation were decided but before the K-th checkpoint was written
     (raises :class:`StopRequested`); resuming then asks that batch again and the parties replay it.
     ``reference`` (chains, draws, d), e.g. a centralised run of a simulation, goes to the outputs; a
-    callable is given the experiment the sampler ran (after a warm start: with its covariate region) and the
-    run's draws after warm-up (chains, draws, d), e.g. to size the reference's ESS by the run's."""
+    callable (:data:`ReferenceOf`) is given the experiment the sampler ran (after a warm start: with its
+    covariate region), the run's draws after warm-up (chains, draws, d), e.g. to size the reference's ESS by
+    the run's, and a function adding a warning to the run's; it is not called when the run has fewer than 4
+    draws per chain after warm-up (nothing to compare: no ESS, no z-score), which is said."""
     if callable(reference):
         ref_of: ReferenceOf | None = reference
         reference = None
@@ -142,8 +147,13 @@ def run_experiment(
     out_dir = Path(out_dir)
     rf = RunFolder(out_dir)
     mcmc_plan: McmcPlan | None = None  # the plan the run's length came from (planned runs)
+    try:  # a formula's warm start in the pilot's basis; the pilot (public records) for the plan
+        exp, pilot = planner.with_pilot(exp, exp.model())
+    except planner.PlanRefused as exc:
+        raise RunError(str(exc)) from exc
     if exp.budget_target is not None:  # budget first: refused before anything is released if unusable
-        _plan(exp, exp.model(), None, say)
+        assert pilot is not None
+        _plan(exp, pilot.model, pilot.laplace, say, f"plan from the pilot ({pilot.text})")
     meta, ckpt = rf.open(exp, resume)
     warm_steps = 0
     if exp.warm_start is not None and exp.budget_target is None and _releases_warm_start(rf):
@@ -153,7 +163,8 @@ def run_experiment(
     if exp.warm_start is not None:  # the DP warm start: released once, kept in the run folder
         exp, warm_steps = _warm_start(exp, rf, meta, endpoints, tls, say)
         if exp.budget_target is not None:  # the run's length from the DP Laplace approximation
-            exp, mcmc_plan = _plan(exp, exp.model(), exp.sampler.laplace, say)
+            what = "plan from the DP Laplace approximation"
+            exp, mcmc_plan = _plan(exp, exp.model(), exp.sampler.laplace, say, what)
     driver, dlog, run_step = _start(exp, rf, meta, ckpt, warm_steps, say)
     run_id: str = meta["run_id"]
     remaining = max(driver.total - driver.batch, 0)
@@ -233,8 +244,20 @@ def run_experiment(
         for w in _pilot_check(exp, driver.model, stats["accepted"], warmup, outcome.notes):
             say(f"WARNING: {w}")
             outcome.warnings.append(w)
-    if ref_of is not None and outcome.posterior_draws:  # nothing to compare a run stopped in its warm-up with
-        reference = ref_of(exp, draws[:, min(warmup, draws.shape[1]) :])
+    if ref_of is not None:
+        kept = draws[:, min(warmup, draws.shape[1]) :]
+        if kept.shape[1] < MIN_DRAWS_TO_COMPARE:
+            say(
+                f"no reference posterior: the run has {kept.shape[1]} draws per chain after warm-up (fewer "
+                f"than {MIN_DRAWS_TO_COMPARE}: no ESS, so nothing to compare with a reference)"
+            )
+        else:
+
+            def warn(w: str) -> None:
+                say(f"WARNING: {w}")
+                outcome.warnings.append(w)
+
+            reference = ref_of(exp, kept, warn)
     outcome.written = write_run_outputs(exp, outcome, endpoints, reference, plan)
     summary = outcome.written.get("summary.txt")
     if summary is not None and outcome.warnings:
@@ -290,8 +313,9 @@ def exactness_line(exp: Experiment, model: Any, draws: F64, mcmc_plan: McmcPlan 
     Laplace approximation alone, with the same budget spent on the warm start, errs by its DP noise (this
     warm start's, ``mean_error_cov``, scaled by μ_warm/μ_total: the noise sd of a Gaussian release falls
     like 1/μ) and by the approximation's own error beyond its noise, estimated here from its distance to
-    this run's posterior (√max(z² − noise² − 1/ESS, 0) per parameter: z holds the DP noise and the chain's
-    own Monte Carlo error as well). Public: post-processing of released values
+    this run's posterior (√max(z² − 4(noise² + 1/ESS), 0) per parameter: z holds the DP noise and the
+    chain's own Monte Carlo error as well, and a distance within about two of their sds is not told apart
+    from none). Public: post-processing of released values
     and the plan. "" for a run that is not planned or has too few draws."""
     import arviz as az
 
@@ -309,7 +333,10 @@ def exactness_line(exp: Experiment, model: Any, draws: F64, mcmc_plan: McmcPlan 
     chain = float(np.max(1.0 / np.sqrt(np.maximum(ess, 1.0))))
     noise = np.sqrt(np.diag(mean_error_cov(warm_start_plan(ws, model, exp.m), model, lap, exp.m))) / sd
     z = np.abs(lap.mean - mean) / sd
-    bias = np.sqrt(np.maximum(z**2 - noise**2 - 1.0 / np.maximum(ess, 1.0), 0.0))  # z holds both errors too
+    # z holds the DP noise and the chain's Monte Carlo error too: only what they do not explain at about two
+    # of their sds is counted as the approximation's own error (a smaller z is indistinguishable from none)
+    explained = 4.0 * (noise**2 + 1.0 / np.maximum(ess, 1.0))
+    bias = np.sqrt(np.maximum(z**2 - explained, 0.0))
     scale = mcmc_plan.mu_warm / max(mcmc_plan.mu_total, 1e-300)
     alone = float(np.max(np.sqrt(bias**2 + (noise * scale) ** 2)))
     both = (
@@ -409,16 +436,11 @@ def budget_advice(
 
 
 def _plan(
-    exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None]
+    exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None], what: str
 ) -> tuple[Experiment, McmcPlan]:
-    """The planned run (``coordinator.planner``): from a pilot before the warm start (``laplace`` None),
-    from the DP Laplace approximation after it; RunError when the budget buys too little."""
-    what = "plan from the pilot (the model's synthetic registries at the public sizes)"
-    if laplace is None:
-        model = planner.pilot_model(exp, model)
-        laplace = planner.pilot_laplace(exp, model)
-    else:
-        what = "plan from the DP Laplace approximation"
+    """The planned run (``coordinator.planner``) from ``laplace``: the pilot's before the warm start (with the
+    pilot's model, ``planner.Pilot.model``), the DP Laplace approximation after it (``what`` says which);
+    RunError when the budget buys too little."""
     try:
         p = planner.plan(exp, model, laplace)
         planner.check_usable(exp, p, what)
@@ -426,6 +448,9 @@ def _plan(
         raise RunError(str(exc)) from exc
     assert exp.budget_target is not None
     say(f"{what}, for {exp.budget_target.text()}: {p.text()}\n{p.floor_line()}")
+    advice = planner.cap_advice(exp, model, laplace, p)
+    if advice is not None:
+        say(f"WARNING: {advice}")
     return planner.planned_experiment(exp, p), p
 
 
@@ -612,6 +637,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--check", action="store_true", help="only validate the file (no party is contacted)")
     p.add_argument("--no-progress", action="store_true", help="log lines instead of a progress bar")
     p.add_argument(
+        "--no-reference",
+        action="store_true",
+        help="--simulate: skip the plain reference fit of the pooled records the run is compared with",
+    )
+    p.add_argument(
         "--stop-after-batches",
         type=int,
         metavar="K",
@@ -654,6 +684,7 @@ def run(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             progress=bar,
             stop_after_batches=args.stop_after_batches,
+            reference=not args.no_reference,
         )
     except ExperimentError as exc:
         print(f"confar run: {exc}", file=sys.stderr)
@@ -700,16 +731,23 @@ def execute(
     overwrite: bool = False,
     progress: Callable[[ProgressInfo], None] | None = None,
     stop_after_batches: int | None = None,
+    reference: bool = True,
 ) -> Outcome:
     """Run ``exp`` into its output_dir, against its [[parties]] or (``simulate``) a local consortium of
-    daemons: what ``confar run`` and ``coordinator.study.fit`` both do."""
+    daemons: what ``confar run`` and ``coordinator.study.fit`` both do. ``reference`` False: a simulated
+    run is not compared with a plain fit of its pooled records (``--no-reference``)."""
     exp = _with_simulation(exp, simulate)
     if overwrite:
         clear_run_folder(exp.output_dir)
     if simulate:
         mod = import_by_name(SIMULATE_MODULE)
         outcome: Outcome = mod.simulate_experiment(
-            exp, exp.output_dir, progress=progress, resume=resume, stop_after_batches=stop_after_batches
+            exp,
+            exp.output_dir,
+            progress=progress,
+            resume=resume,
+            stop_after_batches=stop_after_batches,
+            reference=reference,
         )
         return outcome
     tls = exp.coordinator.tls(source=str(exp.source))

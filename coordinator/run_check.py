@@ -35,12 +35,16 @@ def check(exp: Experiment, simulate: bool) -> int:
                 problems += _budget_refusals(exp)
     plan_text = ""
     if not problems and exp.budget_target is not None:  # a planned run: the pilot plan, as the run makes it
-        what = "plan from the pilot (the model's synthetic registries at the public sizes)"
         try:
-            model = planner.pilot_model(exp, exp.model())
-            mp = planner.plan(exp, model, planner.pilot_laplace(exp, model))
-            planner.check_usable(exp, mp, what)
+            planned, pilot = planner.with_pilot(exp, exp.model())
+            assert pilot is not None
+            model = pilot.model  # the pilot's: in the covariate ellipsoid the warm start will set, if any
+            what = f"plan from the pilot ({pilot.text})"
+            mp = planner.plan(planned, model, pilot.laplace)
+            planner.check_usable(planned, mp, what)
             plan_text = f"{what}, for {exp.budget_target.text()}: {mp.text()}"
+            advice = planner.cap_advice(planned, model, pilot.laplace, mp)
+            plan_text += f"\nWARNING: {advice}" if advice is not None else ""
         except planner.PlanRefused as exc:
             problems.append(str(exc))
         sim = exp.simulate

@@ -300,7 +300,8 @@ def _adapt(r: Reader, s: dict[str, Any], iterations: int) -> dict[str, Any]:
 
 def _penalty(r: Reader, s: dict[str, Any], model: Model) -> tuple[Penalty, float | None]:
     """The penalty method's keys: tau, alpha, n_records (sigma = tau n^alpha c), or sd (a fixed total noise
-    sd, charged per decision at its own sensitivity; needs max_sensitivity), and c, b, max_sensitivity.
+    sd, charged per decision at its own sensitivity; needs max_sensitivity, or a planned run's plan chooses
+    it), and c, b, max_sensitivity.
     With sd the Penalty is made once m is known (:func:`with_parties`)."""
     if ("tau" in s) == ("sd" in s):
         raise r.err(
@@ -314,9 +315,8 @@ def _penalty(r: Reader, s: dict[str, Any], model: Model) -> tuple[Penalty, float
         for key in ("alpha", "n_records"):
             if key in s:
                 raise r.err(f"sampler.{key}", "belongs to the tau form of the penalty, not to sd")
-        if "max_sensitivity" not in s:
-            raise r.err("sampler.max_sensitivity", "missing: a penalty with sd needs a public cap on c")
-        cap = r.number(s, "sampler", "max_sensitivity", gt=0.0)
+        # a cap is needed (coordinator.experiment refuses its absence) unless a planned run's plan chooses it
+        cap = r.number(s, "sampler", "max_sensitivity", None, gt=0.0)
         total = r.number(s, "sampler", "sd", gt=0.0)
         # each registry's sd is total / sqrt(m): set by coordinator.experiment once m is known
         return Penalty(tau=None, sd=total, max_sensitivity=cap), total

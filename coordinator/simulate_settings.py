@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,7 @@ def read_simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int
             files += (path,)
         if "records" in tbl:
             raise r.err("simulate.records", "not with simulate.data (the files hold the records)")
+        records = [_file_records(r, f"simulate.data[{i}]", path) for i, path in enumerate(files)]
     require_approval = bool(r.get(tbl, "simulate", "party_require_approval", bool, False))
     if require_approval and gdp_mu is None and eps is None:
         raise r.err(
@@ -162,3 +164,25 @@ def read_simulate(r: Reader, tbl: dict[str, Any], doc: dict[str, Any], seed: int
         data=files,
         party_require_approval=require_approval,
     )
+
+
+def _file_records(r: Reader, key: str, path: Path) -> int:
+    """The number of records in a registry's file (a CSV's rows after the header; a Parquet file's rows):
+    the public size of a simulated registry (the warm start's n_records, a planned run's pilot)."""
+    if path.suffix.lower() == ".parquet":
+        try:
+            import pyarrow.parquet as pq  # type: ignore[import-not-found]
+
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        except ImportError as exc:
+            raise r.err(key, f"{path.name}: reading Parquet needs pyarrow (or convert it to CSV)") from exc
+        except OSError as exc:
+            raise r.err(key, f"{path.name}: not a readable Parquet file: {exc}") from exc
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = sum(1 for row in csv.reader(fh) if row)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise r.err(key, f"{path.name}: not a readable CSV file: {exc}") from exc
+    if rows < 2:
+        raise r.err(key, f"{path.name}: no records (a header row, then one record per line)")
+    return rows - 1

@@ -136,11 +136,14 @@ def fit(
     overwrite: bool = False,
     resume: bool = False,
     progress: bool | Callable[[ProgressInfo], None] = False,
+    reference: bool = True,
 ) -> Fit:
     """Run ``exp`` (against its ``[[parties]]``, or a local consortium of daemons with ``simulate``; the
     simulation needs the file's ``[simulate]`` table) into ``out`` (default: the file's output_dir), and
-    return the :class:`Fit`. ``overwrite`` clears an earlier run's folder, ``resume`` continues it. Works
-    inside a running event loop (the run goes to a worker thread)."""
+    return the :class:`Fit`. ``overwrite`` clears an earlier run's folder, ``resume`` continues it.
+    ``reference=False`` skips the plain fit of the pooled records a simulated MH run is compared with
+    (``confar run --no-reference``; ``[reference] max_seconds`` caps it otherwise). Works inside a running
+    event loop (the run goes to a worker thread)."""
     if out is not None:
         exp = change(exp, {"experiment.output_dir": str(Path(out).expanduser().absolute())})
     if simulate and exp.simulate is None:
@@ -156,7 +159,9 @@ def fit(
     def work() -> Outcome:
         from coordinator.run import execute
 
-        return execute(exp, simulate=simulate, resume=resume, overwrite=overwrite, progress=bar)
+        return execute(
+            exp, simulate=simulate, resume=resume, overwrite=overwrite, progress=bar, reference=reference
+        )
 
     try:
         asyncio.get_running_loop()

@@ -84,6 +84,12 @@ class WarmStartSettings:
     moments_share: float = 0.1
     gram_share: float = 0.3
     curvature: str | None = None  # None: the model's warm_start_curvature, else "secant"
+    # not file keys: a formula model's releases in the pilot's basis (coordinator.planner.with_pilot), the
+    # score's clip there (its bound, at the pilot's mean when it depends on theta), and the public start of
+    # the steps (the pilot's mean where the model has no public jump from 0; None: 0)
+    basis: tuple[tuple[float, ...], ...] | None = None
+    basis_clip: float | None = None
+    start: tuple[float, ...] | None = None
 
 
 def read_warm_start(r: Reader, tbl: dict[str, Any], n_default: int | None) -> WarmStartSettings:
@@ -153,11 +159,14 @@ def warm_start_plan(ws: WarmStartSettings, model: Model, m: int) -> WarmStartPla
     full = ws.steps if curvature == "fisher" else min(ws.steps, 2)
     mu_gram = mu_left * math.sqrt(ws.gram_share / full)
     mu_grad = mu_left * math.sqrt((1.0 - ws.gram_share) / ws.steps)
-    c = ws.clip
-    score = Statistics("score", c / (mu_grad * math.sqrt(m)), c**2 / (mu_gram * math.sqrt(m)), scale, clip=c)
+    c = ws.clip if ws.basis is None or ws.basis_clip is None else ws.basis_clip
+    b = ws.basis
+    score = Statistics(
+        "score", c / (mu_grad * math.sqrt(m)), c**2 / (mu_gram * math.sqrt(m)), scale, clip=c, basis=b
+    )
     gradient = None
     if ws.steps >= 3 and curvature == "secant":
-        gradient = Statistics("gradient", c / (mu_grad * math.sqrt(m)), 1.0, scale, clip=c)
+        gradient = Statistics("gradient", c / (mu_grad * math.sqrt(m)), 1.0, scale, clip=c, basis=b)
     return WarmStartPlan(
         score=score,
         steps=ws.steps,
@@ -267,7 +276,8 @@ def network_warm_start(
         return np.asarray(d.revealed, dtype=np.float64) * stats.scale
 
     try:
-        ws = run_warm_start(model, plan, release, exp.warm_start.n_records, np.zeros(model.d), exp.m)
+        start = np.zeros(model.d) if exp.warm_start.start is None else np.asarray(exp.warm_start.start)
+        ws = run_warm_start(model, plan, release, exp.warm_start.n_records, start, exp.m)
     except BaseException:
         for s in sessions.values():
             s.abort("warm start stopped")

@@ -60,6 +60,7 @@ __all__ = [
     "pilot_offset",
     "plan_mcmc",
     "proposal_statistics",
+    "quantile_cap",
     "replan_after_pilot",
 ]
 
@@ -201,9 +202,7 @@ def proposal_statistics(
         return np.asarray(np.einsum("ij,jk,ik->i", z, p, z), dtype=np.float64)
 
     if cap is None:
-        t0 = mean + rng.standard_normal((20_000, d)) @ chol.T
-        t1 = mean + inflate * rng.standard_normal((20_000, d)) @ chol.T
-        cap = float(np.quantile(record_sensitivity(model, t0, t1), cap_quantile))
+        cap = quantile_cap(model, mean, cov, inflate, rng, cap_quantile)
     start, s_chol = (mean, chol) if from_proposal else (centre, t_chol)
     theta = start + rng.standard_normal((chains, d)) @ s_chol.T
     trace = np.empty((steps, chains, d))
@@ -302,6 +301,20 @@ def _refit(mean: F64, cov: F64, pool: list[F64], min_sd_ratio: float) -> tuple[F
     m2 = (x - x.mean(axis=0)).T @ (x - x.mean(axis=0)) if n else None
     state = RefitState(x, np.zeros(n), 0, mean, cov, n, x.mean(axis=0) if n else None, m2)
     return refit_base(state, mean.shape[0], min_sd_ratio)
+
+
+def quantile_cap(
+    model: Model, mean: F64, cov: F64, inflate: float, rng: np.random.Generator, quantile: float = 0.999
+) -> float:
+    """The ``quantile`` of c(θ, θ*) (``requests.record_sensitivity``) for θ ~ N(mean, cov), the chain's
+    state under the Gaussian stand-in, and θ* ~ N(mean, inflate² cov), the independence proposal: a cap
+    that refuses about 1 − ``quantile`` of the proposals publicly (a planned run's ``max_sensitivity`` when
+    the file leaves it to the plan). Public: the approximation and the model's bound."""
+    d = mean.shape[0]
+    chol = np.linalg.cholesky(cov)
+    t0 = mean + rng.standard_normal((20_000, d)) @ chol.T
+    t1 = mean + inflate * rng.standard_normal((20_000, d)) @ chol.T
+    return float(np.quantile(record_sensitivity(model, t0, t1), quantile))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ only the noisy total is revealed (the ``sum`` reveal: the coordinator sees Σ_j 
 S_j). Two kinds (:data:`STATISTICS`):
 
 * ``"moments"``: v_i = (z_i, vech(z_i z_iᵀ)) for the covariates z_i of a regression model, bounded by the
-  schema's box |z_k| <= x_bound: ‖v_i‖₂ <= √(‖z‖² + ‖z‖⁴) with ‖z‖² <= p·x_bound². From the totals the
+  schema's box |z_k| <= x_bound: ‖z‖ <= √p·x_bound and ‖vech(z zᵀ)‖ <= x_bound²·√(p(p + 1)/2), both reached
+  at the box's corners (:func:`block_bounds`). From the totals the
   coordinator gets a public centre μ and covariance B for the covariate ellipsoid
   (:mod:`mechanisms.models.ellipsoid`).
 * ``"score"`` at a public θ: v_i = (s_i, vech(s_i s_iᵀ)) with s_i = ∇_θ log p(x_i | θ) clipped to the L2
@@ -25,15 +26,17 @@ S_j). Two kinds (:data:`STATISTICS`):
   Fisher-scoring step with its fresh empirical Fisher instead.
 
 When the model has a public bound on a record's score norm the gradient block is clipped at it, so no
-record's score is clipped (:meth:`WarmStartPlan.clipped_for`); a bound that depends on θ is taken at each
-release's public θ by the registries themselves (``model_bound``, :meth:`Statistics.at`), the noise scaled
-with it so that the release's μ is fixed in advance, and the Gram block then keeps its own clip ``clip2``.
+record's score is clipped (:meth:`WarmStartPlan.clipped_for`); the bound is taken at each release's public
+θ by the registries themselves (``model_bound``, :meth:`Statistics.at`), the noise scaled with it so that
+the release's μ is fixed in advance: for a bound that holds at every θ (logistic) both blocks scale with the
+bound at θ (half of it at θ = 0); for one that exists only at a θ (Weibull, linear) the Gram block keeps its
+own clip ``clip2``.
 
 Privacy (per registry, for its neighbour relation and the coalition it assumes): each registry adds
 N(0, sd²) to each coordinate of the first block (Σ v or Σ s) of its own sum and N(0, sd2²) to each of the
 second (the vech of the Gram matrix), so a coalition that knows q registries' noise still faces (m − q)
 times those variances, and the release is the Gaussian mechanism with μ = √((Δ₁/sd)² + (Δ₂/sd2)²) / √(m − q),
-Δ₁, Δ₂ the blocks' L2 sensitivities (max ‖z‖ and ‖z‖², or C and C², for add-remove; twice those for
+Δ₁, Δ₂ the blocks' L2 sensitivities (max ‖z‖ and ‖vech(z zᵀ)‖, or C and C², for add-remove; twice those for
 replace-one) — :func:`release_mu`. Two noise scales let the Gram block, which needs little relative
 precision, carry much more noise than the gradient. Releases compose with each
 other and with the MCMC's per-decision charges in the same GDP ledger (exact for Gaussians, valid under
@@ -50,11 +53,13 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from mechanisms.models.base import F64, Data, Model
 from mechanisms.models.ellipsoid import CovariateRegion
+from mechanisms.warmstart_basis import InBasis, has_score_bound, score_bound
 from mechanisms.warmstart_steps import exact_laplace, nearest_pd, prior_precision, secant_update
 
 __all__ = [
@@ -98,7 +103,14 @@ class Statistics:
     ``model_bound`` the first block's clip is the model's public bound on a record's score norm at the
     release's θ (``model.score_norm_bound(θ)``), ``clip`` and ``sd`` then the reference pair: the release at
     θ has clip C(θ) and noise sd·C(θ)/clip (and sd2·(C(θ)/clip)² without ``clip2``), so its μ is the
-    reference's at every θ (:meth:`at`, what the registries compute themselves from the public θ)."""
+    reference's at every θ (:meth:`at`, what the registries compute themselves from the public θ).
+
+    ``basis`` (score and gradient only): a public invertible d x d matrix B; a record's score is released in
+    the coordinates γ of θ = Bγ, i.e. Bᵀ ∇_θ log p(x | θ), clipped after the change (the privacy of the
+    release is its clip's, whatever B is; the model's bound is then that of ‖Bᵀs‖: :func:`score_bound`).
+    A formula model's warm start takes B from its pilot's covariance (``coordinator.planner``), so that
+    the scores of columns on very different scales (age in years beside a 0/1 indicator) are released with
+    noise of one size in posterior sds (:func:`run_warm_start` runs its steps in γ)."""
 
     what: str
     sd: float
@@ -107,6 +119,7 @@ class Statistics:
     clip: float | None = None
     clip2: float | None = None
     model_bound: bool = False
+    basis: tuple[tuple[float, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         if self.what not in STATISTICS:
@@ -126,9 +139,21 @@ class Statistics:
             self.what == "score" and math.isfinite(self.clip2) and self.clip2 > 0
         ):
             raise ValueError("clip2 bounds a score release's Gram block: a finite number > 0, score only")
+        if self.basis is not None:
+            if self.what == "moments":
+                raise ValueError("a basis is of the scores' coordinates: score and gradient releases only")
+            try:
+                b = np.asarray(self.basis, dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"statistics basis must be a matrix of numbers, got {self.basis!r}") from exc
+            if b.ndim != 2 or b.shape[0] != b.shape[1] or b.size == 0 or not np.isfinite(b).all():
+                raise ValueError(f"statistics basis must be a finite square matrix, got shape {b.shape}")
+            if np.linalg.cond(b) > 1e12:
+                raise ValueError("statistics basis must be invertible (its condition number is above 1e12)")
+            object.__setattr__(self, "basis", tuple(tuple(float(v) for v in row) for row in b))
 
-    def to_params(self) -> dict[str, float | str | bool]:
-        out: dict[str, float | str | bool] = {
+    def to_params(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "what": self.what,
             "sd": self.sd,
             "sd2": self.sd2,
@@ -140,16 +165,23 @@ class Statistics:
             out["clip2"] = self.clip2
         if self.model_bound:
             out["model_bound"] = True
+        if self.basis is not None:
+            out["basis"] = [list(row) for row in self.basis]  # type: ignore[assignment]
         return out
 
     @classmethod
     def from_params(cls, p: dict[str, object]) -> Statistics:
-        extra = set(p) - {"what", "sd", "sd2", "scale", "clip", "clip2", "model_bound"}
+        extra = set(p) - {"what", "sd", "sd2", "scale", "clip", "clip2", "model_bound", "basis"}
         if extra:
             raise ValueError(f"unknown statistics parameters {sorted(extra)}")
         clip, clip2, bound = p.get("clip"), p.get("clip2"), p.get("model_bound", False)
         if not isinstance(bound, bool):
             raise ValueError(f"statistics model_bound must be true or false, got {bound!r}")
+        basis = p.get("basis")
+        if basis is not None and not (
+            isinstance(basis, list | tuple) and all(isinstance(row, list | tuple) for row in basis)
+        ):
+            raise ValueError(f"statistics basis must be a list of rows, got {basis!r}")
         return cls(
             what=str(p.get("what")),
             sd=_num(p, "sd"),
@@ -158,7 +190,12 @@ class Statistics:
             clip=None if clip is None else _num(p, "clip"),
             clip2=None if clip2 is None else _num(p, "clip2"),
             model_bound=bound,
+            basis=None if basis is None else tuple(tuple(row) for row in basis),  # type: ignore[union-attr]
         )
+
+    @property
+    def basis_matrix(self) -> F64 | None:
+        return None if self.basis is None else np.asarray(self.basis, dtype=np.float64)
 
     def at(self, model: Model, theta: F64 | None) -> Statistics:
         """The release as made at ``theta``: with ``model_bound``, clip C = the model's score-norm bound
@@ -167,8 +204,7 @@ class Statistics:
         if not self.model_bound:
             return self
         assert self.clip is not None
-        fn = getattr(model, "score_norm_bound", None)
-        bound = fn(theta) if fn is not None and theta is not None else None
+        bound = score_bound(model, theta, self.basis_matrix) if theta is not None else None
         if bound is None or not (math.isfinite(bound) and bound > 0):
             raise ValueError(f"model {model.name!r} has no finite score-norm bound at theta = {theta}")
         k = float(bound) / self.clip
@@ -220,16 +256,19 @@ def _covariate_model(model: Model) -> CovariateRegion:
 
 def block_bounds(stats: Statistics, model: Model) -> tuple[float, float]:
     """max over allowed records of the L2 norms of v_i's two blocks: (‖s‖, ‖vech(s sᵀ)‖) <= (C, C2²) for
-    scores (C2 = clip2, default C), (‖z‖, ‖z‖²) with ‖z‖² <= p x_bound² for moments (the add-remove
-    sensitivities). With ``model_bound`` these are the reference clip's: the release at θ has clip C(θ) and
-    noise scaled by C(θ)/clip, the same ratios (:meth:`Statistics.at`)."""
+    scores (C2 = clip2, default C); for moments exactly (√p b, b² √(p(p + 1)/2)), b = x_bound: ‖z‖ and
+    ‖vech(z zᵀ)‖² = Σ_{k <= l} z_k² z_l² grow with every |z_k|, so both are largest at the box's corners,
+    where the latter is b⁴ times the p(p + 1)/2 entries of the upper triangle (the add-remove sensitivities;
+    the Gram block was charged ‖z‖² = ‖z zᵀ‖_F before, which counts each off-diagonal entry twice: √810 =
+    28.5 against 36 at p = 4, b = 3). With ``model_bound`` these are the reference clip's: the release at θ
+    has clip C(θ) and noise scaled by C(θ)/clip, the same ratios (:meth:`Statistics.at`)."""
     if stats.what in ("score", "gradient"):
         assert stats.clip is not None
         c2 = stats.clip if stats.clip2 is None else stats.clip2
         return stats.clip, (c2**2 if stats.what == "score" else 0.0)
     reg = _covariate_model(model)
-    z2 = reg.p * reg.x_bound**2
-    return math.sqrt(z2), z2
+    b2 = reg.x_bound**2
+    return math.sqrt(reg.p * b2), b2 * math.sqrt(reg.p * (reg.p + 1) / 2.0)
 
 
 def release_mu(stats: Statistics, model: Model, residual_parties: int, neighbours: str) -> float:
@@ -285,6 +324,11 @@ def record_vectors(stats: Statistics, model: Model, data: Data, theta: F64 | Non
         raise ValueError("a release with model_bound is made with its clip at theta: Statistics.at first")
     assert stats.clip is not None
     raw = record_scores(model, data, theta)
+    basis = stats.basis_matrix
+    if basis is not None:
+        if basis.shape != (model.d, model.d):
+            raise ValueError(f"the release's basis has shape {basis.shape}, the model d = {model.d}")
+        raw = raw @ basis  # each row: (Bᵀ s_i)ᵀ
     s = _clip_rows(raw, stats.clip)
     if stats.what == "gradient":
         return np.asarray(s.sum(axis=0), dtype=np.float64)
@@ -391,6 +435,11 @@ class WarmStartPlan:
             raise ValueError("a warm start is one moments release (optional) and score releases")
         if not 1 <= self.steps <= 50:
             raise ValueError(f"warm start steps must be in 1..50, got {self.steps}")
+        bases = {s.basis for s in (self.score, self.gradient) if s is not None}
+        if len(bases) != 1:
+            raise ValueError("the score and gradient releases of a warm start share one basis")
+        if self.basis is not None and self.moments is not None:
+            raise ValueError("a warm start in a basis has no moments release (a covariate ellipsoid's model)")
         if self.curvature not in CURVATURES:
             raise ValueError(f"warm start curvature must be one of {CURVATURES}, got {self.curvature!r}")
         secant = self.curvature == "secant" and self.steps >= 3
@@ -416,11 +465,17 @@ class WarmStartPlan:
         (``clip2``): clipping it only shrinks the curvature a little (longer steps, a wider Laplace
         covariance), while a clipped gradient moves its root, the warm start's mean, by a bias that grows
         like √n in posterior sds (measured at 10,000 Weibull records with clip 4: 2.8 % of the scores
-        clipped at the mode)."""
-        fn = getattr(model, "score_norm_bound", None)
-        if fn is None:
+        clipped at the mode).
+
+        A bound that holds at every θ (logistic: ‖(1, x)‖) is the reference clip of both blocks, and the
+        release at θ is still made at the model's bound there, which may be smaller (logistic: σ(sup|η|)
+        times it, half at θ = 0, where every record's |y − σ(η)| is ½): both blocks' clips and noise scale
+        with it (``model_bound`` without ``clip2``), so the release's μ is the reference's and, where the
+        bound at θ is smaller, its noise too (issue 35 item 3.2: the first release at θ = 0 was charged
+        2.6x its sensitivity at the demo's shares)."""
+        if not has_score_bound(model):
             return self
-        bound = fn()
+        bound = score_bound(model, None, self.score.basis_matrix)
         if bound is None:  # depends on θ
             return dataclasses.replace(
                 self,
@@ -431,8 +486,23 @@ class WarmStartPlan:
             )
         return dataclasses.replace(
             self,
-            score=_reclip(self.score, bound),
-            gradient=None if self.gradient is None else _reclip(self.gradient, bound),
+            score=dataclasses.replace(_reclip(self.score, bound), model_bound=True),
+            gradient=None
+            if self.gradient is None
+            else dataclasses.replace(_reclip(self.gradient, bound), model_bound=True),
+        )
+
+    @property
+    def basis(self) -> tuple[tuple[float, ...], ...] | None:
+        """The releases' basis (``Statistics.basis``), None: the parameters' own coordinates."""
+        return self.score.basis
+
+    def without_basis(self) -> WarmStartPlan:
+        """The plan as the coordinator's steps in the basis see it (the model there is :class:`InBasis`)."""
+        return dataclasses.replace(
+            self,
+            score=dataclasses.replace(self.score, basis=None),
+            gradient=None if self.gradient is None else dataclasses.replace(self.gradient, basis=None),
         )
 
     def proposal_cov(self, laplace: LaplaceApproximation) -> F64:
@@ -490,7 +560,23 @@ def run_warm_start(
     model: Model, plan: WarmStartPlan, release: Release, n_total: int, start: F64, m: int
 ) -> WarmStart:
     """The coordinator's side of the warm start, over any transport (``release``), for ``m`` registries
-    (each adds its noise share: the total's noise sd is √m times a registry's)."""
+    (each adds its noise share: the total's noise sd is √m times a registry's). With a basis B
+    (``plan.basis``) the steps run in the coordinates γ of θ = Bγ (:class:`InBasis`), the releases are asked
+    at θ = Bγ with the basis, and the result is carried back: N(Bγ̂, B Σ_γ Bᵀ), the path in θ."""
+    if plan.basis is not None:
+        b = np.asarray(plan.basis, dtype=np.float64)
+        inner = InBasis(model, b)
+
+        def in_basis(stats: Statistics, gamma: F64 | None, current: Model) -> F64:
+            wire = dataclasses.replace(stats, basis=plan.basis)
+            return release(wire, None if gamma is None else inner.theta(gamma)[0], model)
+
+        start_g = inner.gamma(np.asarray(start, dtype=np.float64).reshape(-1))[0]
+        ws = run_warm_start(inner, plan.without_basis(), in_basis, n_total, start_g, m)
+        lap = ws.laplace
+        cov = b @ lap.cov @ b.T
+        back = LaplaceApproximation(inner.theta(lap.mean)[0], np.asarray(0.5 * (cov + cov.T)))
+        return WarmStart(model, back, tuple(inner.theta(p)[0] for p in ws.path))
 
     if plan.moments is not None:
         model = with_ellipsoid(model, release(plan.moments, None, model), n_total, plan.ellipsoid_quantile)
@@ -564,7 +650,15 @@ def mean_error_cov(plan: WarmStartPlan, model: Model, laplace: LaplaceApproximat
     covariance m sd² Â⁻²  (Â⁻¹ = the approximation's covariance). Public: the noise scales are the plan's
     as released for ``model`` (the model after the moments release: :meth:`WarmStartPlan.clipped_for`), at
     the approximation's mean when the clip is the model's bound at θ (the last release was one step before
-    it)."""
+    it). With a basis B the noise is of one size in its coordinates γ: the same there, carried back
+    (B cov_γ Bᵀ)."""
+    if plan.basis is not None:
+        b = np.asarray(plan.basis, dtype=np.float64)
+        inner = InBasis(model, b)
+        cov_g = inner.inverse @ laplace.cov @ inner.inverse.T
+        lap_g = LaplaceApproximation(inner.gamma(laplace.mean)[0], cov_g)
+        err = mean_error_cov(plan.without_basis(), inner, lap_g, m)
+        return np.asarray(b @ err @ b.T, dtype=np.float64)
     cov = laplace.cov
     sd = plan.clipped_for(model).score.at(model, laplace.mean).sd
     return np.asarray(m * sd**2 * cov @ cov, dtype=np.float64)

@@ -6,6 +6,7 @@ pilot on public synthetic records). Pure: no I/O, no randomness."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy import optimize
@@ -82,9 +83,13 @@ def _hessian(f: object, x: F64, h: F64) -> F64:
     return out
 
 
-def exact_laplace(model: Model, pooled: Data) -> tuple[F64, F64]:
+def exact_laplace(
+    model: Model, pooled: Data, callback: Callable[[F64], None] | None = None
+) -> tuple[F64, F64]:
     """(mode, inverse Hessian) of the log posterior of ``pooled`` (records in one place: a simulation's
-    reference, or a planning pilot on public synthetic records; never a registry's private data)."""
+    reference, or a planning pilot on public synthetic records; never a registry's private data).
+    ``callback`` is called with the optimiser's point after each of its iterations (an exception raised
+    there stops the fit and propagates: a caller's time limit)."""
 
     def neg(th: F64) -> float:
         t = np.atleast_2d(th)
@@ -97,9 +102,13 @@ def exact_laplace(model: Model, pooled: Data) -> tuple[F64, F64]:
             (a + 1e-9 if np.isfinite(a) else None, b - 1e-9 if np.isfinite(b) else None)
             for a, b in zip(lo, hi, strict=True)
         ]
-        res = optimize.minimize(neg, start, method="L-BFGS-B", bounds=inner, options={"maxiter": 2000})
+        res = optimize.minimize(
+            neg, start, method="L-BFGS-B", bounds=inner, options={"maxiter": 2000}, callback=callback
+        )
     else:
-        res = optimize.minimize(neg, start, method="BFGS", options={"gtol": 1e-8, "maxiter": 2000})
+        res = optimize.minimize(
+            neg, start, method="BFGS", options={"gtol": 1e-8, "maxiter": 2000}, callback=callback
+        )
     mode = np.asarray(res.x, dtype=np.float64)
     h = 1e-4 * np.maximum(1.0, np.abs(mode))
     hess = _hessian(neg, mode, h)

@@ -288,6 +288,8 @@ class ModelAnalysis:
             theta = raw
             if not model.in_bounds(theta[None, :]).all():
                 raise AnalysisError(f"{self.name}: the release's theta lies outside the parameter bounds")
+        if stats.basis is not None and (stats.what == "moments" or len(stats.basis) != model.d):
+            raise AnalysisError(f"{self.name}: a release's basis must be {model.d} x {model.d} (a score's)")
         try:  # the clip at theta when the release has model_bound (the model's public bound there)
             stats = stats.at(model, theta)
         except ValueError as exc:

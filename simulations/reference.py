@@ -1,55 +1,147 @@
 """A converged plain posterior on the pooled records: the reference a confidential run is compared with.
 
-Not the same kernel with the same seed (which inherits the confidential run's tuning and burn-in), but a
-tuned exact sampler of its own: the posterior mode and curvature of the pooled (and, with a public
-covariate region, clipped) records by numerical optimisation, then an independence Metropolis–Hastings
-chain from N(mode, inflate² H⁻¹) with the plain Metropolis rule, run in blocks until its bulk and tail ESS
-reach ``min_ess`` (and split R-hat <= 1.01), or ``max_iterations``. Public seeds only (no secret noise: it
-is plain MH on data the simulation holds in one place). Its diagnostics go with it, so a reference that did
-not converge is labelled as such.
+Not the same kernel with the same seed (which inherits the confidential run's tuning and burn-in), but an
+exact sampler of its own, fitted to the pooled (and, with a public covariate region, clipped) records: the
+surrogate transition method (Liu 2001, *Monte Carlo Strategies in Scientific Computing*, §9.4.3; delayed
+acceptance, Christen & Fox 2005):
+
+1. the posterior mode and curvature by numerical optimisation (:func:`mechanisms.warmstart.exact_laplace`);
+2. a concave quadratic ℓ̃ of the pooled log-likelihood in the model's likelihood coordinates ψ
+   (``Model.likelihood_coordinates``: the effects u = σ z of a non-centred random intercept, not σ and z;
+   θ for most models), from finite differences at the mode in one batched evaluation. The log-likelihood of
+   many records is close to quadratic in ψ; the hierarchy (the funnel of σ and z) is in the prior, which
+   the surrogate posterior π̃ ∝ prior × e^ℓ̃ keeps exactly;
+3. a random-walk Metropolis kernel P for π̃ (no records: cheap), its covariance and scale tuned on π̃ alone
+   and then frozen;
+4. each iteration, every chain runs K steps of P from its θ to a proposal θ*, accepted with probability
+   min(1, e^{r(θ*) − r(θ)}), r = ℓ − ℓ̃: the only evaluation of the records (the current state's is kept).
+   P^K is reversible with respect to π̃, so this is a Metropolis–Hastings step for the exact posterior
+   whatever the surrogate's quality: a poor surrogate costs acceptance, never correctness;
+5. every third iteration does the same with the tempered surrogate τ ℓ̃ (τ = 0.3; its own kernel P_τ,
+   r = ℓ − τ ℓ̃): where the log-likelihood's tail is heavier than the quadratic's (a rare outcome's
+   log-rate, a probability near 0), a chain out there has a high r and the untempered step rarely leaves;
+   the tempered one does. A cycle of kernels that each keep the posterior keeps it too. On a Beta(2, 12)
+   posterior from 12 records the tail ESS of 1,000 iterations went from 279 to 4,926; on the 77,000-record
+   random-intercept model it is neutral.
+
+Why not the Laplace approximation as an independence proposal (the sampler before issue 40): on a
+hierarchical posterior the joint mode of (σ, z) is far from their mass, and on a random-intercept model of
+77,000 records that chain accepted 6% of its proposals and stopped, not converged, at ESS 58 / R-hat 1.19
+after an hour; each of its steps also evaluated the records twice and rebuilt the formula's design.
+
+Run in blocks until its bulk and tail ESS reach ``min_ess`` and split R-hat <= 1.01, or ``max_iterations``,
+or ``max_seconds`` (a time cap: it stops with what it has, labelled NOT converged); ``progress`` hears where
+it is. Public seeds only (no secret noise: it is plain MH on data the simulation holds in one place). Its
+diagnostics go with it, so a reference that did not converge is labelled as such.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import arviz as az
 import numpy as np
-import numpy.typing as npt
 
 from mechanisms.models.base import F64, Data, Model
-from mechanisms.samplers import BernoulliRule, GaussianProposal, IndependenceMH, LocalParties, PublicSeeds
+from mechanisms.samplers import GaussianProposal, PublicSeeds
+from mechanisms.samplers.mh import default_target_accept
 from mechanisms.warmstart import exact_laplace
+
+RHAT_TARGET = 1.01
+STAGES = {"mode": "finding the posterior mode", "surrogate": "fitting its surrogate", "sampling": "sampling"}
+
+
+@dataclass(frozen=True)
+class ReferenceProgress:
+    """Where a reference is: ``stage`` (a key of :data:`STAGES`), iterations per chain so far, the min bulk
+    and tail ESS and max R-hat of the last check (NaN before it), seconds since it started."""
+
+    stage: str
+    iterations: int
+    chains: int
+    ess: float
+    rhat: float
+    min_ess: float
+    elapsed: float
+    max_seconds: float | None
 
 
 @dataclass(frozen=True)
 class Reference:
-    draws: F64  # (chains, draws, d)
+    draws: F64  # (chains, draws, d) after warm-up; no draws when stopped before sampling
     mode: F64
     cov: F64  # the inverse Hessian at the mode
     ess_bulk: float  # min over parameters
     ess_tail: float
     rhat: float  # max over parameters
-    iterations: int
+    iterations: int  # per chain, warm-up included
     min_ess: float = 0.0  # the ESS it was run to
+    stopped: str = ""  # "" (the targets met), "time" (max_seconds), "iterations" (max_iterations)
+    max_seconds: float | None = None
+    stage: str = "sampling"  # where it was when it stopped (a time cap can stop it before sampling)
+    acceptance: float = math.nan  # of the exact step
+    inner_steps: int = 0  # K surrogate steps per proposal
+    elapsed: float = 0.0  # seconds
+    cpu: float = 0.0  # seconds of this process's CPU (below elapsed on a busy machine)
 
     @property
     def converged(self) -> bool:
         """R-hat <= 1.01 and the bulk and tail ESS it was asked for."""
-        return self.rhat <= 1.01 and min(self.ess_bulk, self.ess_tail) >= self.min_ess
+        return self.rhat <= RHAT_TARGET and min(self.ess_bulk, self.ess_tail) >= self.min_ess
+
+    def why_stopped(self) -> str:
+        """Why it stopped short of its targets ("" when it did not)."""
+        if self.stopped == "time":
+            return (
+                f"stopped at the time cap of {self.max_seconds:g} s while {STAGES[self.stage]} (it had "
+                f"{self.cpu:.0f} s of CPU)"
+            )
+        if self.stopped == "iterations":
+            return f"stopped at its limit of {self.iterations} iterations"
+        return ""
+
+    def warning(self) -> str | None:
+        """What a run compared with it should be warned of: None when it converged, else what it missed
+        (R-hat, ESS) and why it stopped, with the key to change (``confar run``'s ``[reference]``)."""
+        if self.converged:
+            return None
+        change = "; change: a larger [reference] max_seconds" if self.stopped == "time" else ""
+        if self.draws.shape[1] == 0:
+            return f"no reference posterior: it {self.why_stopped()}, before its first draws{change}"
+        return (
+            f"the reference posterior (a plain fit of the pooled records) did not converge: max R-hat "
+            f"{self.rhat:.3f} (target <= {RHAT_TARGET}), min bulk ESS {self.ess_bulk:.0f} and min tail ESS "
+            f"{self.ess_tail:.0f} (target {self.min_ess:.0f}) after {self.iterations} iterations x "
+            f"{self.draws.shape[0]} chains"
+            + (f"; {self.why_stopped()}" if self.stopped else "")
+            + f". The run's z-scores against it are not to be trusted{change}"
+        )
 
     def label(self) -> str:
-        state = "converged" if self.converged else f"NOT converged: target ESS {self.min_ess:.0f}, R-hat 1.01"
+        why = self.why_stopped()
+        state = (
+            "converged"
+            if self.converged
+            else f"NOT converged: target ESS {self.min_ess:.0f}, R-hat {RHAT_TARGET}"
+            + (f"; {why}" if why else "")
+        )
         return (
-            "plain independence MH on the pooled records from their Laplace approximation, "
-            f"{self.iterations} iterations x {self.draws.shape[0]} chains, min bulk ESS {self.ess_bulk:.0f}, "
-            f"min tail ESS {self.ess_tail:.0f}, max R-hat {self.rhat:.4f} ({state})"
+            "plain MH on the pooled records (surrogate transitions: "
+            f"{self.inner_steps} random-walk steps on a quadratic fit of the log-likelihood, some tempered, "
+            f"then the exact test; acceptance {self.acceptance:.2f}), {self.iterations} iterations x "
+            f"{self.draws.shape[0]} "
+            f"chains, min bulk ESS {self.ess_bulk:.0f}, min tail ESS {self.ess_tail:.0f}, max R-hat "
+            f"{self.rhat:.4f} ({state})"
         )
 
 
 def _diagnostics(draws: F64) -> tuple[float, float, float]:
+    if draws.shape[1] < 4:
+        return math.nan, math.nan, math.nan
     ds = az.convert_to_dataset(draws)
     bulk = float(np.min(az.ess(ds, method="bulk").to_array().values))
     tail = float(np.min(az.ess(ds, method="tail").to_array().values))
@@ -69,6 +161,171 @@ def run_ess(draws: F64) -> float:
     return ess if np.isfinite(ess) else 0.0
 
 
+@dataclass
+class _State:
+    """Where :func:`plain_reference` is (what its progress reports)."""
+
+    stage: str = "mode"
+    it: int = 0
+    ess: float = math.nan
+    rhat: float = math.nan
+
+
+class _OutOfTime(Exception):
+    """The time cap passed (raised inside the mode's optimiser and the surrogate's evaluations)."""
+
+
+CHUNK = 16  # parameter values per evaluation of the pooled records (memory: CHUNK x records floats)
+
+
+def pooled_log_likelihood(
+    model: Model, pooled: Data, theta: F64, tick: Callable[[], None] | None = None
+) -> F64:
+    """log p(pooled | θ) per row of ``theta``, evaluated ``CHUNK`` rows at a time (``tick`` between chunks);
+    -inf where it is not finite."""
+    out = np.empty(theta.shape[0])
+    for a in range(0, theta.shape[0], CHUNK):
+        if tick is not None:
+            tick()
+        with np.errstate(all="ignore"):
+            out[a : a + CHUNK] = model.log_likelihood(pooled, theta[a : a + CHUNK])
+    return np.where(np.isfinite(out), out, -np.inf)
+
+
+@dataclass(frozen=True)
+class QuadraticSurrogate:
+    """ℓ̃(θ) = g·x − ½ xᵀAx with x = ψ(θ) − ψ₀, A positive semi-definite: a concave quadratic of the
+    log-likelihood in the model's likelihood coordinates ψ (up to a constant)."""
+
+    model: Model
+    psi0: F64
+    grad: F64
+    neg_hess: F64
+
+    def __call__(self, theta: F64) -> F64:
+        x = self.model.likelihood_coordinates(theta) - self.psi0
+        return np.asarray(
+            x @ self.grad - 0.5 * np.einsum("ni,ij,nj->n", x, self.neg_hess, x), dtype=np.float64
+        )
+
+    @classmethod
+    def fit(
+        cls, model: Model, pooled: Data, psi0: F64, spread: F64, tick: Callable[[], None] | None = None
+    ) -> QuadraticSurrogate:
+        """Central differences of the pooled log-likelihood at ψ₀ (1 + 2k + 2k(k − 1) values for k
+        coordinates, evaluated together) with steps of 1% of ψ's ``spread``; the Hessian's positive
+        eigenvalues clamped to 0 (a direction the records do not inform, e.g. an intercept against the
+        registries' effects, is left to the prior)."""
+        k = psi0.size
+        fallback = 1e-3 * np.maximum(1.0, np.abs(psi0))
+        h = 1e-2 * np.where(np.isfinite(spread) & (spread > 0), spread, fallback)
+        for _ in range(4):
+            at = model.from_likelihood_coordinates(_stencil(psi0, h))
+            ll = pooled_log_likelihood(model, pooled, at, tick)
+            if np.isfinite(ll).all():
+                break
+            h = h / 10.0  # a step left the likelihood's support (a probability near 0 or 1): closer in
+        else:
+            raise ValueError(f"the pooled records' log-likelihood is not finite around {psi0.tolist()}")
+        f0, grad, hess = ll[0], np.empty(k), np.empty((k, k))
+        pairs = ll[1 : 1 + 2 * k].reshape(k, 2)
+        grad[:] = (pairs[:, 0] - pairs[:, 1]) / (2.0 * h)
+        hess[np.diag_indices(k)] = (pairs[:, 0] - 2.0 * f0 + pairs[:, 1]) / h**2
+        cross = ll[1 + 2 * k :].reshape(-1, 4)
+        for n, (i, j) in enumerate(itertools.combinations(range(k), 2)):
+            pp, pm, mp, mm = cross[n]
+            hess[i, j] = hess[j, i] = (pp - pm - mp + mm) / (4.0 * h[i] * h[j])
+        w, v = np.linalg.eigh(-0.5 * (hess + hess.T))
+        return cls(model, psi0, grad, np.asarray((v * np.maximum(w, 0.0)) @ v.T, dtype=np.float64))
+
+
+def _stencil(x0: F64, h: F64) -> F64:
+    """x0, then x0 ± h_i e_i per i, then x0 ± h_i e_i ± h_j e_j per i < j (order ++, +-, -+, --)."""
+    k = x0.size
+    rows = [x0]
+    for i in range(k):
+        for s in (1.0, -1.0):
+            e = x0.copy()
+            e[i] += s * h[i]
+            rows.append(e)
+    for i, j in itertools.combinations(range(k), 2):  # the order of np.triu_indices(k, 1)
+        for si, sj in ((1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (-1.0, -1.0)):
+            e = x0.copy()
+            e[i] += si * h[i]
+            e[j] += sj * h[j]
+            rows.append(e)
+    return np.asarray(rows, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class SurrogateKernel:
+    """The frozen random-walk Metropolis kernel P for π̃ ∝ prior × e^ℓ̃: proposals θ + L ε, ε ~ N(0, I)."""
+
+    model: Model
+    surrogate: QuadraticSurrogate
+    chol: F64  # L
+    temper: float = 1.0  # τ: π̃ ∝ prior × e^{τ ℓ̃}
+
+    def log_density(self, theta: F64) -> F64:
+        with np.errstate(all="ignore"):
+            lp = self.model.log_prior(theta)
+            ok = np.isfinite(lp) & self.model.in_bounds(theta)
+            out = np.where(ok, lp + self.temper * self.surrogate(theta), -np.inf)
+        return np.asarray(np.where(np.isfinite(out), out, -np.inf), dtype=np.float64)
+
+    def run(self, rng: np.random.Generator, theta: F64, log_density: F64, steps: int) -> tuple[F64, F64, int]:
+        """``steps`` steps of P from every row of ``theta``: the states, their log π̃, and the moves made."""
+        x, lx, moved = theta.copy(), log_density.copy(), 0
+        for _ in range(steps):
+            y = x + rng.standard_normal(x.shape) @ self.chol.T
+            ly = self.log_density(y)
+            a = np.log(rng.random(x.shape[0])) < ly - lx
+            x[a], lx[a] = y[a], ly[a]
+            moved += int(a.sum())
+        return x, lx, moved
+
+
+def tune_kernel(
+    model: Model,
+    surrogate: QuadraticSurrogate,
+    start: F64,
+    cov: F64,
+    rng: np.random.Generator,
+    steps: int | None = None,
+    temper: float = 1.0,
+) -> tuple[SurrogateKernel, F64]:
+    """P's covariance and scale from an adaptive random walk on π̃ alone (no records): ``start``'s walkers,
+    the scale steered to the random walk's target acceptance (Robbins–Monro), the covariance of the
+    walkers' states re-estimated in doubling windows; then frozen. Returns P and the walkers' last states
+    (draws of π̃: the exact chains start there). ``steps`` default: 500 + 200 d."""
+    d = model.d
+    steps = steps if steps is not None else 500 + 200 * d
+    target = default_target_accept(d)
+    kernel = SurrogateKernel(model, surrogate, np.asarray(np.linalg.cholesky(cov), dtype=np.float64), temper)
+    x = start.copy()
+    lx = kernel.log_density(x)
+    log_scale, c = math.log(2.38 / math.sqrt(d)), cov
+    history: list[F64] = []
+    window = 250
+    root = np.linalg.cholesky(c)
+    for step in range(steps):
+        y = x + rng.standard_normal(x.shape) @ (math.exp(log_scale) * root.T)
+        ly = kernel.log_density(y)
+        a = np.log(rng.random(x.shape[0])) < ly - lx
+        x[a], lx[a] = y[a], ly[a]
+        log_scale += (float(a.mean()) - target) / math.sqrt(1.0 + step / 10.0)
+        history.append(x.copy())
+        if step + 1 == window:  # the covariance of the window's second half, with a small ridge
+            flat = np.concatenate(history[len(history) // 2 :])
+            est = np.cov(flat.T).reshape(d, d)
+            if np.isfinite(est).all() and np.all(np.linalg.eigvalsh(est) > 0):
+                c = est + 1e-10 * np.trace(est) / d * np.eye(d)
+                root = np.linalg.cholesky(c)
+            history, window = [], window * 2
+    chol = math.exp(log_scale) * root
+    return SurrogateKernel(model, surrogate, np.asarray(chol, dtype=np.float64), temper), x
+
+
 def plain_reference(
     model: Model,
     datasets: Sequence[Data],
@@ -76,36 +333,142 @@ def plain_reference(
     *,
     min_ess: float = 2000.0,
     chains: int = 16,
-    block: int = 250,
+    block: int = 50,
+    warmup: int = 25,
     max_iterations: int | None = None,
-    inflate: float = 1.3,
+    max_seconds: float | None = None,
+    inner_steps: int | None = None,
+    temper: float = 0.3,
+    temper_every: int = 3,
+    progress: Callable[[ReferenceProgress], None] | None = None,
 ) -> Reference:
-    """The converged plain posterior of the pooled records (checked and clipped as a registry would);
-    ``max_iterations`` (default: enough for min_ess at 0.1 effective draws per draw, at least 20,000) stops
-    a reference that does not get there, which its label then says."""
+    """The converged plain posterior of the pooled records (checked and clipped as a registry would): the
+    module docstring's sampler, ``chains`` chains of ``inner_steps`` (default 30 d) surrogate steps per
+    exact test, every ``temper_every``-th iteration (0: never) on the surrogate tempered by ``temper``,
+    checked every ``block`` iterations after ``warmup``; ``max_iterations`` (default: enough for min_ess at
+    0.1 effective draws per draw, at least 20,000) and ``max_seconds`` (wall time, the mode's search
+    included) stop a reference that does not get there, which its label then says."""
+    t0, c0 = time.monotonic(), time.process_time()
     if max_iterations is None:
         max_iterations = max(20_000, math.ceil(10.0 * min_ess / chains))
+    k_steps = inner_steps if inner_steps is not None else max(20, 30 * model.d)
     checked = [model.check_data(d) for d in datasets]
     pooled = {k: np.concatenate([d[k] for d in checked]) for k in checked[0]}
-    mode, cov = exact_laplace(model, pooled)
-    seeds = PublicSeeds(seed)
-    decide = LocalParties(model, [pooled], BernoulliRule(seeds.rng(0, party=98)))
-    kernel = IndependenceMH(model, decide, GaussianProposal(mode, inflate**2 * cov))
+    for col in pooled.values():
+        col.setflags(write=False)  # the records do not change: a model may cache what it derives from them
+    state = _State()
+
+    def report() -> None:
+        if progress is not None:
+            st, elapsed = state, time.monotonic() - t0
+            at = ReferenceProgress(st.stage, st.it, chains, st.ess, st.rhat, min_ess, elapsed, max_seconds)
+            progress(at)
+
+    def tick(*_: object) -> None:
+        report()
+        if max_seconds is not None and time.monotonic() - t0 > max_seconds:
+            raise _OutOfTime
+
+    d = model.d
+    nothing = np.full(d, math.nan)
+
+    def stopped_early(mode: F64, cov: F64) -> Reference:
+        """Stopped by the time cap before sampling: no draws."""
+        nan, stage, elapsed, cpu = math.nan, state.stage, time.monotonic() - t0, time.process_time() - c0
+        empty = np.empty((chains, 0, d))
+        return Reference(
+            empty,
+            mode,
+            cov,
+            nan,
+            nan,
+            nan,
+            0,
+            min_ess,
+            "time",
+            max_seconds,
+            stage,
+            nan,
+            k_steps,
+            elapsed,
+            cpu,
+        )
+
+    try:
+        tick()
+        mode, cov = exact_laplace(model, pooled, callback=tick)
+    except _OutOfTime:
+        return stopped_early(nothing, np.full((d, d), math.nan))
     if not np.isfinite(model.log_prior(mode[None, :])[0]):
         raise ValueError(f"the pooled records' posterior mode {mode.tolist()} is outside the prior's support")
-    start = GaussianProposal(mode, cov).sample(seeds.init_rng(), chains)
-    start[~np.isfinite(model.log_prior(start))] = mode  # a bounded parameter (a probability): start inside
-    state = kernel.init(start)
-    blocks: list[npt.NDArray[np.float64]] = []
-    it = 0
+    seeds = PublicSeeds(seed)
+    state.stage = "surrogate"
+    try:
+        tick()
+        walkers = GaussianProposal(mode, cov).sample(seeds.init_rng(), max(64, 4 * chains))
+        with np.errstate(all="ignore"):  # ψ's spread under the Laplace approximation: the steps' scale
+            spread = np.std(model.likelihood_coordinates(walkers), axis=0)
+        psi0 = model.likelihood_coordinates(mode[None, :])[0]
+        surrogate = QuadraticSurrogate.fit(model, pooled, psi0, spread, tick)
+        walkers[~np.isfinite(model.log_prior(walkers)) | ~model.in_bounds(walkers)] = mode  # start inside
+        kernel, walkers = tune_kernel(model, surrogate, walkers, cov, seeds.rng(1, party=97))
+        kernels = [kernel]
+        if temper_every:  # the tempered kernel: its π̃ wider than the posterior where the records inform it
+            rng = seeds.rng(2, party=97)
+            kernels.append(tune_kernel(model, surrogate, walkers.copy(), cov, rng, temper=temper)[0])
+    except _OutOfTime:
+        return stopped_early(mode, cov)
+    theta = walkers[:chains].copy()
+    state.stage = "sampling"
+    ll, ls = pooled_log_likelihood(model, pooled, theta), surrogate(theta)  # ℓ and ℓ̃ at the chains' states
+    out: list[F64] = []
+    accepted, stopped = 0, ""
+    bulk = tail = rhat = math.nan
     while True:
-        out = np.empty((block, chains, model.d))
-        for k in range(block):
-            state, _ = kernel.step(seeds.rng(10_000 + it), state)
-            out[k] = state.theta
-            it += 1
-        blocks.append(out)
-        draws = np.concatenate(blocks).transpose(1, 0, 2)
+        rng = seeds.rng(10_000 + len(out), party=98)
+        kern = kernels[1] if temper_every and len(out) % temper_every == temper_every - 1 else kernels[0]
+        prop, _, _ = kern.run(rng, theta, kern.log_density(theta), k_steps)
+        ll_prop, ls_prop = pooled_log_likelihood(model, pooled, prop), surrogate(prop)
+        with np.errstate(invalid="ignore"):
+            gain = (ll_prop - kern.temper * ls_prop) - (ll - kern.temper * ls)
+            a = np.isfinite(ll_prop) & (np.log(rng.random(chains)) < gain)
+        theta[a], ll[a], ls[a] = prop[a], ll_prop[a], ls_prop[a]
+        accepted += int(a.sum())
+        out.append(theta.copy())
+        it = len(out)
+        state.it = it
+        if it >= warmup + 4 and (it - warmup) % block == 0:
+            bulk, tail, rhat = _diagnostics(np.stack(out[warmup:], axis=1))
+            state.ess, state.rhat = min(bulk, tail), rhat
+            if min(bulk, tail) >= min_ess and rhat <= RHAT_TARGET:
+                break
+        if it >= max_iterations:
+            stopped = "iterations"
+            break
+        try:
+            tick()
+        except _OutOfTime:
+            stopped = "time"
+            break
+    keep = out[warmup:] if len(out) >= warmup + 4 else out  # too short for a warm-up: all it has
+    draws = np.ascontiguousarray(np.stack(keep, axis=1))
+    if stopped:
         bulk, tail, rhat = _diagnostics(draws)
-        if (min(bulk, tail) >= min_ess and rhat <= 1.01) or it >= max_iterations:
-            return Reference(np.ascontiguousarray(draws), mode, cov, bulk, tail, rhat, it, min_ess)
+    report()
+    return Reference(
+        draws,
+        mode,
+        cov,
+        bulk,
+        tail,
+        rhat,
+        it,
+        min_ess,
+        stopped,
+        max_seconds,
+        "sampling",
+        accepted / (it * chains),
+        k_steps,
+        time.monotonic() - t0,
+        time.process_time() - c0,
+    )

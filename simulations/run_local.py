@@ -20,10 +20,13 @@ by the daemon through its ``[data]`` table (``simulations.registries``); the ser
 daemons and stopped by PID after them (``simulations.servers``). The records are bit-for-bit the same
 whatever the source, so is the run (``tests/network/test_consortium_sources.py``).
 
-For MH samplers a reference posterior is computed too: a converged plain fit of the pooled records
-(:func:`simulations.reference.plain_reference`: a tuned independence sampler run until its bulk and tail ESS
-are at least 4x the confidential run's and 2,000, its own R-hat checked and shown in its label), what a
-centralised analysis would get; the z-scores of the outputs are computed against it.
+For MH samplers a reference posterior is computed too (:class:`PooledReference`): a converged plain fit of
+the pooled records (:func:`simulations.reference.plain_reference`: an exact sampler run until its bulk and
+tail ESS are at least 4x the confidential run's and 2,000 and its R-hat <= 1.01, shown in its label), what a
+centralised analysis would get; the z-scores of the outputs are computed against it. It reports its
+progress on stderr, stops at ``[reference] max_seconds`` (default 120 s) with what it has, and a reference
+that did not converge is a warning of the run; ``--no-reference`` skips it, and so does a run with fewer
+than 4 draws per chain after warm-up (nothing to compare).
 
 For ABCDP the simulated parties assume the protocols' honest-majority threat model (``[budget] colluding
 = (m - 1) // 2``: the SVT ε is backed against that many colluders, see ``parties/abcdp.py``) and, unless
@@ -55,7 +58,14 @@ from mechanisms.models.base import Model, SchemaError
 from parties.sources import DEFAULT_MAX_RECORDS, CsvSource, ParquetSource, SourceError, take_snapshot
 from simulations import registries
 from simulations.launcher import LocalConsortium, party_config_text, write_csv
-from simulations.reference import REFERENCE_ESS_RATIO, REFERENCE_MIN_ESS, plain_reference, run_ess
+from simulations.reference import (
+    REFERENCE_ESS_RATIO,
+    REFERENCE_MIN_ESS,
+    STAGES,
+    ReferenceProgress,
+    plain_reference,
+    run_ess,
+)
 from simulations.servers import PostgresServer, SparqlServer
 
 F64 = npt.NDArray[np.float64]
@@ -225,6 +235,75 @@ def registry_tables(
     return tables
 
 
+class ReferenceLog:
+    """The reference's progress as ``confar run:`` lines: when its stage changes and every ``every_s``
+    seconds (what it is doing, iterations, ESS and R-hat so far against the targets, elapsed)."""
+
+    def __init__(self, say: Callable[[str], None], every_s: float = 10.0) -> None:
+        self.say, self.every_s = say, every_s
+        self.stage, self.last = "", -math.inf
+
+    def __call__(self, p: ReferenceProgress) -> None:
+        if p.stage == self.stage and p.elapsed - self.last < self.every_s:
+            return
+        self.stage, self.last = p.stage, p.elapsed
+        cap = f" (at most {p.max_seconds:g} s)" if p.max_seconds is not None else ""
+        text = f"reference posterior: {STAGES[p.stage]}"
+        if p.stage == "sampling" and p.iterations:
+            text += f", {p.iterations} iterations x {p.chains} chains"
+            if math.isfinite(p.ess):
+                text += f", min ESS {p.ess:.0f} of {p.min_ess:.0f}, max R-hat {p.rhat:.3f} (target 1.01)"
+        self.say(f"{text}, {p.elapsed:.0f} s{cap}")
+
+
+@dataclasses.dataclass(frozen=True)
+class PooledReference:
+    """The reference of a simulated MH run (:data:`coordinator.run.ReferenceOf`): the converged plain
+    posterior of the pooled records as the sampler saw them, at least 2,000 and 4x the run's ESS (``min_ess``
+    fixes another target), stopped after ``max_seconds``; progress and outcome told through ``say``."""
+
+    data: list[dict[str, F64]]
+    seed: int
+    max_seconds: float | None
+    say: Callable[[str], None]
+    min_ess: float | None = None
+    max_iterations: int | None = None
+
+    def __call__(self, ran: Experiment, draws: F64, warn: Callable[[str], None]) -> LabelledDraws | None:
+        min_ess = self.min_ess or max(REFERENCE_MIN_ESS, REFERENCE_ESS_RATIO * run_ess(draws))
+        n = sum(len(next(iter(d.values()))) for d in self.data)
+        cap = f"at most {self.max_seconds:g} s ([reference] max_seconds); " if self.max_seconds else ""
+        self.say(
+            f"reference posterior: a plain (not private) fit of the {n:,} pooled records to compare the run "
+            f"with (target: min ESS {min_ess:.0f}, R-hat <= 1.01); {cap}--no-reference skips it"
+        )
+        try:
+            ref = plain_reference(
+                ran.model(),
+                self.data,
+                self.seed,
+                min_ess=min_ess,
+                max_iterations=self.max_iterations,
+                max_seconds=self.max_seconds,
+                progress=ReferenceLog(self.say),
+            )
+        except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:  # the run stands without it
+            warn(f"no reference posterior (the pooled records' fit failed: {exc})")
+            return None
+        w = ref.warning()
+        if w is not None:
+            warn(w)
+        else:
+            self.say(
+                f"reference posterior: converged in {ref.elapsed:.0f} s ({ref.cpu:.0f} s of CPU; "
+                f"{ref.iterations} iterations x {ref.draws.shape[0]} chains, min ESS "
+                f"{min(ref.ess_bulk, ref.ess_tail):.0f}, max R-hat {ref.rhat:.3f})"
+            )
+        if ref.draws.shape[1] == 0:
+            return None
+        return LabelledDraws(("converged reference: " if ref.converged else "") + ref.label(), ref.draws)
+
+
 def simulate_experiment(
     exp: Experiment,
     out_dir: Path,
@@ -233,26 +312,22 @@ def simulate_experiment(
     resume: bool = False,
     stop_after_batches: int | None = None,
     log: Callable[[str], None] | None = None,
+    reference: bool = True,
     **kwargs: Any,
 ) -> Outcome:
-    """Start (or restart, on resume) the simulated consortium and run the experiment against it."""
+    """Start (or restart, on resume) the simulated consortium and run the experiment against it; for MH
+    samplers compare it with a plain reference fit of the pooled records unless ``reference`` is False."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     data = synthetic_data(exp)
     if exp.simulate is not None and exp.simulate.fixed_noise_keys and log is None:
         print("confar run: WARNING: [simulate] fixed_noise_keys: party noise is REPEATABLE (testing only)")
-    reference: Any = None
-    if exp.sampler.kind in MH_KINDS:  # the converged plain posterior of the records as the sampler saw them
-
-        def reference(ran: Experiment, draws: F64) -> LabelledDraws | None:
-            min_ess = max(REFERENCE_MIN_ESS, REFERENCE_ESS_RATIO * run_ess(draws))
-            try:
-                ref = plain_reference(ran.model(), data, exp.seed, min_ess=min_ess)
-            except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:  # the run stands without it
-                say = log or (lambda msg: print(f"confar run: {msg}", file=sys.stderr))
-                say(f"WARNING: no reference posterior (the pooled records' fit failed: {exc})")
-                return None
-            return LabelledDraws(f"converged reference: {ref.label()}", ref.draws)
+    say = log or (lambda msg: print(f"confar run: {msg}", file=sys.stderr))
+    ref_of: PooledReference | None = None
+    if exp.sampler.kind in MH_KINDS and reference:  # the plain posterior of the records the sampler saw
+        ref_of = PooledReference(data, exp.seed, exp.reference.max_seconds, say)
+    elif exp.sampler.kind in MH_KINDS:
+        say("no reference posterior (--no-reference): the run is not compared with a plain fit")
 
     with consortium(exp, out_dir / "simulation", data) as lc:
         eps = lc.endpoints()
@@ -265,7 +340,7 @@ def simulate_experiment(
             progress,
             resume=resume,
             stop_after_batches=stop_after_batches,
-            reference=reference,
+            reference=ref_of,
             log=log,
             **kwargs,
         )

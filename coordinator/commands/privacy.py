@@ -6,7 +6,8 @@
   opened, no data is read, no ledger changes. Exit 1 when a party would refuse.
 * ``confar privacy plan EXPERIMENT.toml [--epsilon E]``: offline, no daemon: what a budget buys the
   experiment (``coordinator.planner``: a warm start and a fixed-sd penalty run, priced from a pilot — the
-  model's synthetic registries at the public sizes): iterations, expected ESS and Monte Carlo error, the ε it
+  model's synthetic registries at the public sizes, or a formula model's design dataset): iterations,
+  expected ESS and Monte Carlo error, the ε it
   spends, and the ε a usable posterior needs. ``--epsilon`` asks about other budgets than
   ``[privacy] target_epsilon``. Exit 1 when the target cannot buy ``min_ess``.
 * ``confar privacy report PLAN.toml [--plot DIR] [--delta D]``: every party's ledger (the events its data
@@ -82,21 +83,24 @@ def _offline_plan(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        model = planner.pilot_model(exp, exp.model())
-        lap = planner.pilot_laplace(exp, model)
+        exp, pilot = planner.with_pilot(exp, exp.model())
+        assert pilot is not None
+        model, lap = pilot.model, pilot.laplace  # the pilot's model: in the warm start's ellipsoid, if any
+        targets = [dataclasses.replace(target, epsilon=e) for e in [target.epsilon, *(args.epsilon or [])]]
+        plans = [
+            (t.epsilon, planner.plan(dataclasses.replace(exp, budget_target=t), model, lap)) for t in targets
+        ]
     except planner.PlanRefused as exc:
         print(f"confar privacy plan: {exc}", file=sys.stderr)
         return 2
     n = exp.warm_start.n_records if exp.warm_start else "?"
     print(
         f"offline plan for {args.plan} ({exp.m} registries, {n} records; pilot: the exact Laplace "
-        "approximation of the model's synthetic registries at these sizes, standing in for the posterior; "
-        "the registries charge what each decision really is)"
+        f"approximation of {pilot.text}, standing in for the posterior; the registries charge what each "
+        "decision really is)"
     )
     code = 0
-    for eps in [target.epsilon, *(args.epsilon or [])]:
-        e = dataclasses.replace(exp, budget_target=dataclasses.replace(target, epsilon=eps))
-        p = planner.plan(e, model, lap)
+    for eps, p in plans:
         if p.warm_alone:  # a plan never states a spend above its target
             acc = p.accounting
             print(
@@ -109,7 +113,13 @@ def _offline_plan(args: argparse.Namespace) -> int:
             print(f"    {p.floor_line()}")
         if eps == target.epsilon and p.ess < target.min_ess:
             code = 1
-    p = planner.plan(exp, model, lap)
+    p = plans[0][1]
+    advice = planner.cap_advice(exp, model, lap, p)
+    if advice is not None:
+        print(f"  WARNING: {advice}")
+    better_mu = planner.warm_mu_advice(exp, model, lap)
+    if better_mu is not None:
+        print(f"  {better_mu}")
     for ess in (100.0, 400.0):  # as a planned run (with its margin) needs
         print(f"  an ESS of {ess:.0f} needs eps = {p.eps_for_ess(ess):.3g} at delta = {target.delta:g}")
         print(f"    {p.floor_line(ess)}")

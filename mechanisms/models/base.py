@@ -305,6 +305,18 @@ class Model(ABC):
         """sup of log p(X | θ) over θ in the bounds with ``record_loglik_range(θ) <= max_range``."""
         return None
 
+    def likelihood_coordinates(self, theta: F64) -> F64:
+        """What the likelihood depends on, per proposal: ψ (n, k) with log p(X | θ) a function of ψ(θ) alone;
+        θ itself by default. A model parameterised for its prior says so here: a non-centred random intercept
+        (σ, z) enters the likelihood only through u = σ z. Optional: the plain reference posterior of a
+        simulation (``simulations.reference``) fits a quadratic to the pooled records' log-likelihood in ψ,
+        where it is close to one; with the default it fits one in θ."""
+        return as_batch(theta, self.d)
+
+    def from_likelihood_coordinates(self, psi: F64) -> F64:
+        """A θ (n, d) with ``likelihood_coordinates(θ) == ψ`` (any one; a right inverse of that map)."""
+        return as_batch(psi, self.d)
+
     def n_records(self, data: Data) -> int:
         return len(data[self.schema[0].name])
 

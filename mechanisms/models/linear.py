@@ -3,7 +3,7 @@
 Declared public bounds |x_k| ≤ x_bound and |y| ≤ y_bound give a public per-record log-ratio bound:
 with r = y − x̃·β, |r*² − r²| / (2σ²) = |x̃·Δ| |2y − x̃·(β + β*)| / (2σ²)
 ≤ (Σ_k B_k |Δ_k|)(2 y_bound + Σ_k B_k |β_k + β*_k|) / (2σ²), B_0 = 1, B_k = x_bound; with a public covariate
-ellipsoid (records clipped into it) each sup over x̃ is the tighter of the box's and the ellipsoid's
+ellipsoid (records clipped into it) each sup over x̃ is taken over the box ∩ the ellipsoid
 (:mod:`mechanisms.models.ellipsoid`).
 The party's rejection bound is the log-likelihood at the least-squares fit.
 
@@ -89,7 +89,7 @@ class LinearRegression(GaussianPriorRegression):
             sup |y − η| ‖x̃‖ <= sup_y,x |y − η| · sup_x ‖x̃‖ = (y_bound + H) · sup_x ‖x̃‖,
 
         H = sup_x |η| = |β_0| + x_bound ‖β_{1:}‖₁ over the box (at the corner x = ±x_bound sign β_{1:}), or
-        the ellipsoid's |β_0 + μ·β_{1:}| + R ‖β_{1:}‖_B when smaller (``eta_change_bound``), and
+        with the ellipsoid the sup over box ∩ ellipsoid (``eta_change_bound``), and
         sup ‖x̃‖ the region's ``design_norm_bound``; sup_y |y − η| = y_bound + |η| at y = −sign(η) y_bound.
         In the box alone the bound is attained: every corner has the largest ‖x̃‖ = √(1 + p x_bound²), so
         the corner that maximises |η|, with y = ∓y_bound, reaches it. With an ellipsoid the two sups may be

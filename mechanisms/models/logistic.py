@@ -5,8 +5,9 @@ declared public bound |x_k| ≤ x_bound (the schema refuses records outside it),
 is Lipschitz: |log p(y | x, β*) − log p(y | x, β)| ≤ |x̃ · (β* − β)| ≤ Σ_k B_k |β*_k − β_k| with B_0 = 1
 (intercept), B_k = x_bound (the derivative of log σ is bounded by 1). That public bound makes the
 Yıldırım–Ermiş penalty exact without clipping. With a public covariate ellipsoid (``x_center``, ``x_cov``,
-``x_radius``; records clipped into it) the bound is the tighter |Δβ_0 + μᵀΔβ| + R‖Δβ‖_B
-(:mod:`mechanisms.models.ellipsoid`): the posterior is then that of the clipped records.
+``x_radius``; records clipped into it) the bound is the sup of |Δη| over the box ∩ the ellipsoid, at most
+the smaller of the box's and |Δβ_0 + μᵀΔβ| + R‖Δβ‖_B (:mod:`mechanisms.models.ellipsoid`): the posterior is
+then that of the clipped records.
 
 :func:`synthetic_registries` draws m registries of different sizes and case mixes (a shifted covariate
 distribution and a registry-specific case prevalence through the intercept), with covariates clipped to the
@@ -81,14 +82,22 @@ class BayesLogistic(GaussianPriorRegression):
         return out, np.asarray(4.0 * ybar * (1.0 - ybar) * fisher, dtype=np.float64)
 
     def score_norm_bound(self, theta: F64 | None = None) -> float:
-        """sup over the records the model allows of ‖∇_θ log p(y | x, θ)‖₂ = |y − σ(η)| ‖(1, x)‖ ≤ ‖(1, x)‖
-        at every θ: the warm start's score releases clip nothing with it (public: the box, or the ellipsoid
-        when set)."""
-        del theta
-        return self.design_norm_bound()
+        """sup over the records the model allows of ‖∇_θ log p(y | x, θ)‖₂ = |y − σ(η)| ‖(1, x)‖: without
+        ``theta`` the bound D = sup ‖(1, x)‖ (``design_norm_bound``) that holds at every θ; at ``theta``
+        σ(H) D, H = sup over the records of |η| (``eta_change_bound``), since |y − σ(η)| ≤ σ(|η|). At θ = 0
+        (the warm start's first release) every record's score is (y − ½)(1, x), so the bound is D/2 and is
+        reached by the record with the longest (1, x). The warm start's score releases clip nothing with it
+        (public: the box, or box ∩ ellipsoid when set); made at each release's θ (``Statistics.at``), their
+        noise scales with it (issue 35 item 3.2)."""
+        bound = self.design_norm_bound()
+        if theta is None:
+            return bound
+        th = np.asarray(theta, dtype=np.float64).reshape(-1)
+        h = float(self.eta_change_bound(th[:1], th[None, 1:])[0])
+        return float(bound / (1.0 + math.exp(-h)))
 
     def record_ratio_bound(self, theta: F64, theta_star: F64) -> F64 | None:
-        """sup over allowed records of |Δη| (log σ is 1-Lipschitz): the box's or the ellipsoid's."""
+        """sup over allowed records of |Δη| (log σ is 1-Lipschitz): over the box, or box ∩ ellipsoid."""
         delta = as_batch(theta_star, self.d) - as_batch(theta, self.d)
         return self.eta_change_bound(delta[:, 0], delta[:, 1:])
 

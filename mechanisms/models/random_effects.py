@@ -11,8 +11,8 @@ record of a registry, declared in the schema), so a registry's daemon evaluates 
 Per-record bound (penalty, replace-one): |log p(y | x, θ*) − log p(y | x, θ)| ≤ |Δη| ≤ |Δβ_0| + x_bound Σ_k
 |Δβ_k| + max_j |Δu_j| (log σ is 1-Lipschitz in η; the maximum over j because the replaced record may belong to
 any registry the schema allows; with a public covariate ellipsoid — ``x_center``, ``x_cov``, ``x_radius``,
-records clipped into it — the x part is the tighter of the box's and the ellipsoid's). Rejection: the record
-range at θ is |β_0| + x_bound Σ|β_k| + max_j |u_j| (or the ellipsoid's); the public bound is 0.
+records clipped into it — the x part is the sup over the box ∩ the ellipsoid). Rejection: the record
+range at θ is |β_0| + x_bound Σ|β_k| + max_j |u_j| (or over box ∩ ellipsoid); the public bound is 0.
 
 What the posterior of u_j reveals: u_j is registry j's baseline log-odds relative to the others — an
 aggregate of its whole case mix, published with the posterior by design. The privacy accounting protects
@@ -94,6 +94,17 @@ class LogisticRandomIntercept(CovariateRegion, Model):
         z = th[:, self.p + 2 :]
         lp_z = -0.5 * np.sum(z**2, axis=1) - self.registries * 0.5 * np.log(2 * np.pi)
         return np.asarray(lp_beta + lp_sigma + lp_z, dtype=np.float64)
+
+    def likelihood_coordinates(self, theta: F64) -> F64:
+        """(β, u = σ_u z): the likelihood sees only the product of σ_u and z."""
+        beta, _, u = self._split(theta)
+        return np.asarray(np.hstack([beta, u]), dtype=np.float64)
+
+    def from_likelihood_coordinates(self, psi: F64) -> F64:
+        """(β, log σ_u = 0, z = u)."""
+        ps = as_batch(psi, self.d - 1)
+        k = self.p + 1
+        return np.asarray(np.hstack([ps[:, :k], np.zeros((ps.shape[0], 1)), ps[:, k:]]), dtype=np.float64)
 
     def sample_prior(self, rng: np.random.Generator, n: int) -> F64:
         beta = rng.normal(0.0, self.prior_sd, size=(n, self.p + 1))

@@ -53,6 +53,7 @@ anything else         —            Unaccountable (exact MH without noise: a re
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -66,14 +67,21 @@ from mechanisms.warmstart import release_mu
 
 from .events import AmplifiedGaussianEvent, GaussianEvent, PrivacyEvent, ProfileEvent, RenyiEvent
 from .penalty import penalty_gdp_mu, penalty_step_profile
-from .renyi import BitRdpTable, bit_rdp_table
+from .renyi import BitRdpTable, bit_rdp_table, table_ratio
 from .residual import ResidualPenaltyAcceptance
 from .reveal_sign import AcceptanceModel, PenaltyAcceptance, sign_step_profile
 from .reveal_sum import sum_reveal_profile
-from .threat import RevealView
+from .threat import RevealView, coalition_view
 from .worst_record import RunState, WorstRecordCharge, linear_structure
 
-__all__ = ["Unaccountable", "decision_events", "worst_record_charge", "worst_record_events"]
+__all__ = [
+    "Unaccountable",
+    "accept_bit_table",
+    "coalition_rdp",
+    "decision_events",
+    "worst_record_charge",
+    "worst_record_events",
+]
 
 
 class Unaccountable(ValueError):
@@ -188,6 +196,49 @@ def accept_bit_table(sd: float, view: RevealView, cap: float, orders: Sequence[f
     k = view.threat.residual_shape
     bit: AcceptanceModel = PenaltyAcceptance(sd_res) if k == 1.0 else ResidualPenaltyAcceptance(sd_res, k)
     return bit_rdp_table(bit, float(cap), tuple(float(a) for a in orders))
+
+
+def coalition_rdp(
+    events: Sequence[PrivacyEvent],
+    sd: float,
+    cap: float,
+    mode: str,
+    m: int,
+    t: int,
+    charged_for: int,
+    colluding: int,
+    alpha: float,
+) -> tuple[float, float] | None:
+    """(ρ at order ``alpha``, the ratio used) of a run's ``events`` for a coalition of ``colluding``
+    registries, from the charges a registry made for ``charged_for`` (its [budget] colluding): the warm
+    start's releases (GaussianEvent, μ = Δ/(sd √r)) and the fixed-sd penalty's accept bits charged per
+    decision with their Rényi bound (RenyiEvent, ρ = Σ_t base.rho(Δ_t) over the batch,
+    :func:`_per_decision_events` — the caller passes only such charges). The coalition leaves r' registries'
+    noise unknown: each Gaussian's μ² grows by r/r', and each decision's bit is
+    1[ℓ + N(0, r' sd²) + Gamma(r'/m) ≥ 0], whose bound at the same Δ is at most ``table_ratio(to, base)``
+    times the one charged, whatever Δ was; so a batch costs at most min(ratio · ρ, α μ'²/2) for the coalition
+    (the Gaussian it post-processes). None when either view sees more than the bit in ``mode`` (or an event
+    is not of these kinds, or carries no ρ at ``alpha``)."""
+    base_view = coalition_view(mode, m, t, charged_for)
+    view = coalition_view(mode, m, t, colluding)
+    if base_view.observed != "sign" or view.observed != "sign":
+        return None
+    base = accept_bit_table(sd, base_view, cap, (alpha,))
+    ratio = float(table_ratio(accept_bit_table(sd, view, cap, (alpha,)), base, cap)[0])
+    grow = base_view.threat.residual_parties / view.threat.residual_parties  # μ'² / μ²
+    total = 0.0
+    for e in events:
+        if not isinstance(e, GaussianEvent):
+            return None
+        gauss = alpha * e.mu * e.mu * grow / 2.0
+        if isinstance(e, RenyiEvent):
+            at = [r for a, r in zip(e.orders, e.rho, strict=True) if math.isclose(a, alpha, rel_tol=1e-12)]
+            if not at:
+                return None
+            total += e.count * min(ratio * at[0], gauss)
+        else:
+            total += e.count * gauss
+    return total, ratio
 
 
 def _per_decision_events(

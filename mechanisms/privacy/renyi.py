@@ -52,6 +52,7 @@ __all__ = [
     "budget_order",
     "gaussian_rdp",
     "rdp_eps",
+    "table_ratio",
 ]
 
 #: the order grid (every Rényi event carries its ρ at these orders; a budget fixes one of them)
@@ -198,6 +199,33 @@ class BitRdpTable:
     def batch_rho(self, delta_shift: npt.ArrayLike) -> FloatArray:
         """Σ over a batch's decisions of ``rho``, per order."""
         return np.asarray(self.rho(delta_shift).sum(axis=0), dtype=np.float64)
+
+
+def table_ratio(to: BitRdpTable, base: BitRdpTable, cap: float) -> FloatArray:
+    """Per order, an upper bound of sup over 0 < Δ <= ``cap`` of to.rho(Δ)/base.rho(Δ): what a decision
+    charged ``base.rho(Δ)`` costs at most under ``to`` (another coalition's view of the same bit), whatever
+    its Δ. Each table is min(αΔ²/(2s²), b_j) on its cells (δ_{j−1}, δ_j], so on the elementary intervals
+    between both grids' points and the points where either switches from the Gaussian to b_j both are a
+    fixed c·Δ^0 or c·Δ², their ratio is monotone there, and its sup is at an end: evaluated at every right
+    end and just past every left end (a relative 1e-9 in Δ, covered by a padding of 1e-8); near 0 both are
+    Gaussian, the ratio (s_base/s_to)²."""
+    if to.orders != base.orders:
+        raise ValueError(f"the two tables must have the same orders, got {to.orders} and {base.orders}")
+    if not (cap > 0 and math.isfinite(cap)):
+        raise ValueError(f"cap must be positive and finite, got {cap}")
+    al = np.asarray(base.orders, dtype=np.float64)
+    points = [np.asarray([cap])]
+    for t in (to, base):
+        points.append(np.asarray(t.deltas, dtype=np.float64))
+        g = al[None, :] / (2.0 * t.s**2)
+        points.append(np.sqrt(np.asarray(t.bounds, dtype=np.float64) / g).ravel())  # Gaussian = b_j
+    p = np.unique(np.concatenate(points))
+    p = p[(p > 0) & (p <= cap)]
+    lefts = np.r_[p[0] * 1e-6, p[:-1] * (1.0 + 1e-9)]  # just past each left end (the first: near 0)
+    where = np.concatenate([lefts, p])
+    num, den = to.rho(where), base.rho(where)
+    ratio = np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
+    return np.asarray(ratio.max(axis=0) * (1.0 + 1e-8), dtype=np.float64)
 
 
 def _pair_matrix(

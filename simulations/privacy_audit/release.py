@@ -64,6 +64,7 @@ class ReleaseAudit:
 
 def canary(model: Model, stats: Statistics, theta: F64 | None) -> dict[str, F64]:
     """The allowed record with the longest per-record vector for ``stats`` (box corners x outcomes)."""
+    stats = stats.at(model, theta)
     covs = list(model.covariates)  # type: ignore[attr-defined]
     bound = float(model.x_bound)  # type: ignore[attr-defined]
     best: tuple[float, dict[str, F64]] | None = None
@@ -97,6 +98,7 @@ def audit_release(
     m = len(data)
     r = m - colluding
     mu = release_mu(stats, model, r, "add-remove")
+    stats = stats.at(model, theta)  # as the registries make it at θ (the clip at the model's bound there)
     k = block_size(stats.what, model)
     sums = [record_vectors(stats, model, model.check_data(d), theta) for d in data]
     extra = record_vectors(stats, model, canary(model, stats, theta), theta)

@@ -143,6 +143,14 @@ REFUSALS = [
     (("insecure = true", "insecure = false"), "coordinator.cert", "required unless insecure"),
     (("[reveal]", "[privacy]\ngdp_mu = 1.0\n[reveal]"), "privacy", "no privacy bound"),
     (("[reveal]", "[output]\nformats = ['pdf']\n[reveal]"), "output.formats[0]", "unknown format"),
+    # [reference] max_seconds: the simulated run's plain reference fit, capped (issue 40)
+    (("[reveal]", "[reference]\nmax_seconds = 0\n[reveal]"), "reference.max_seconds", "must be > 0"),
+    (("[reveal]", "[reference]\nmax_seconds = -5.0\n[reveal]"), "reference.max_seconds", "must be > 0"),
+    (("[reveal]", "[reference]\nmax_seconds = '2 min'\n[reveal]"), "reference.max_seconds", "wrong type"),
+    (("[reveal]", "[reference]\nmax_seconds = nan\n[reveal]"), "reference.max_seconds", "finite number"),
+    (("[reveal]", "[reference]\nmax_seconds = inf\n[reveal]"), "reference.max_seconds", "finite number"),
+    (("[reveal]", "[reference]\nmax_seconds = true\n[reveal]"), "reference.max_seconds", "wrong type"),
+    (("[reveal]", "[reference]\nmin_ess = 100\n[reveal]"), "reference.min_ess", "unknown key"),
 ]
 
 
@@ -298,6 +306,22 @@ def test_cli_exit_code_2_names_the_key(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["run", str(p), "--check"]) == 0
     assert main(["run"]) == 2
     assert main(["run", "--resume", str(tmp_path / "nothing")]) == 2
+
+
+def test_reference_time_cap_default_and_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert load(tmp_path, BASE).reference.max_seconds == 120.0  # type: ignore[attr-defined]
+    given = _edit("[reveal]", "[reference]\nmax_seconds = 5\n[reveal]")
+    assert load(tmp_path, given).reference.max_seconds == 5.0  # type: ignore[attr-defined]
+    p = tmp_path / "bad.toml"
+    p.write_text(_edit("[reveal]", "[reference]\nmax_seconds = -1\n[reveal]"))
+    assert main(["run", str(p), "--check"]) == 2
+    assert "reference.max_seconds: must be > 0, got -1" in capsys.readouterr().err
+    rejection = BASE.replace('kind = "mh"', 'kind = "rejection"\nn_accept = 5\nmax_proposals = 50')
+    for key in ("chains = 4\n", "iterations = 10\n", "proposal_scale = 0.1\n"):
+        rejection = rejection.replace(key, "")
+    load(tmp_path, rejection)  # no [reference]: fine
+    with pytest.raises(ExperimentError, match=r": reference: a reference posterior is fitted for simulated"):
+        load(tmp_path, rejection + "\n[reference]\nmax_seconds = 5\n")
 
 
 def test_security_default_and_abort(tmp_path: Path) -> None:

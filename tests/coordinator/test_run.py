@@ -66,6 +66,12 @@ def fixed_key(pid: int) -> bytes:
     return hashlib.sha256(b"test-run/%d" % pid).digest()
 
 
+def party_data() -> list[np.ndarray]:
+    """Each party's records (column ``x``): 60 Bernoulli(0.3) draws."""
+    rng = np.random.default_rng(5)
+    return [(rng.random(60) < 0.3).astype(np.float64) for _ in range(M)]
+
+
 @contextlib.contextmanager
 def parties(root: Path, gdp_mu: float = 10.0) -> Iterator[tuple[list[Any], Any]]:
     """In-process daemons (budget mu_max = ``gdp_mu``, fixed noise keys) served from a background event
@@ -73,8 +79,7 @@ def parties(root: Path, gdp_mu: float = 10.0) -> Iterator[tuple[list[Any], Any]]
     loop = asyncio.new_event_loop()
     th = threading.Thread(target=loop.run_forever, daemon=True)
     th.start()
-    rng = np.random.default_rng(5)
-    data = [(rng.random(60) < 0.3).astype(np.float64) for _ in range(M)]
+    data = party_data()
     cm = inproc_consortium(
         root,
         M,

@@ -286,3 +286,30 @@ def test_planned_run_charged_per_run_spends_what_the_plan_predicts(tmp_path: Pat
         assert runs and all(e["type"] == "gaussian" for e in runs), events
         charged = sum(int(e.get("count", 1)) * float(e["mu"]) ** 2 for e in runs)
         assert charged == pytest.approx(predicted, rel=0.30), (charged, predicted)
+def test_planned_formula_run_over_daemons(tmp_path: Path) -> None:
+    """A formula study (``died ~ age + C(sex) + biomarker``, sex as text labels, age in years) planned from
+    its design dataset over three registry daemons reading CSV files: the warm start's score releases are
+    made in the pilot's basis at the model's exact bound (a score release at every step), the plan chooses
+    the cap, every registry's spend is finite and within the target, and the posterior lands on the
+    converged reference (issue 40 item 2; before, the plan refused: no synthetic_data)."""
+    from tests.coordinator.test_formula_budget import write_study
+
+    exp = load_experiment(write_study(tmp_path))
+    logs: list[str] = []
+    out = simulate_experiment(exp, tmp_path / "f", log=logs.append)
+    assert any(line.startswith("plan from the pilot (a design dataset") for line in logs), logs
+    warm = json.loads((tmp_path / "f" / "warm_start.json").read_text())
+    assert warm["run_steps"] == 5 and sum("score release" in line for line in logs) == 5, logs
+    for pid in (1, 2, 3):
+        events = _ledger_events(tmp_path / "f", pid)
+        assert sum(int(e.get("count", 1)) for e in events if "warm start" in str(e.get("label"))) == 5
+        r = out.privacy_reports[pid]
+        assert not isinstance(r, str)
+        assert 0.0 < r.budget.spent <= 60.0 * (1 + 1e-9)
+    names = ("Intercept ", "age ", "sex[M] ", "biomarker ")
+    summary = (tmp_path / "f" / "summary.txt").read_text()
+    rows = [line.split() for line in summary.splitlines() if line.startswith(names)][:4]
+    assert [r[0] for r in rows] == [n.strip() for n in names], summary
+    z = [abs(float(r[-1])) for r in rows]
+    assert max(z) < 4.0, summary  # 4 parameters, |z| < 4: a false failure about 2.5e-4 of the time
+    assert (tmp_path / "f" / "provenance.json").is_file() and out.draws.shape[0] == 4

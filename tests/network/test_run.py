@@ -1,7 +1,8 @@
 """``confar run --simulate`` over daemon processes (``simulations.run_local``): a run stopped after 3 batches
 and resumed with ``--resume`` restarts the daemons on their persisted state, which replay the run step the
-coordinator never checkpointed. ``confar run`` over daemons in the test's process is
-tests/coordinator/test_run.py, whose experiment this borrows."""
+coordinator never checkpointed; ``--no-reference`` writes the outputs without the plain reference fit.
+``confar run`` over daemons in the test's process is tests/coordinator/test_run.py, whose experiment this
+borrows."""
 
 from __future__ import annotations
 
@@ -54,3 +55,34 @@ def test_relative_resume_folder_from_another_working_directory(
     assert main([*args, "--stop-after-batches", "2"]) == 130
     assert main(["run", "--resume", "runs/a", "--no-progress"]) == 0
     assert json.loads((tmp_path / "runs" / "a" / "checkpoint" / "state.json").read_text())["done"]
+
+
+@pytest.mark.slow
+def test_no_reference_writes_the_outputs_without_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40: `--no-reference` skips the plain fit of the pooled records; the outputs are written, with
+    no reference column or label. The same run without the flag has one (converged), with its progress."""
+    from coordinator.cli import main
+
+    full = EXPERIMENT.format(chains=CHAINS, iterations=12, target=5.0)
+    text = full.split("[coordinator]")[0] + "[model]" + full.split("[model]")[1]
+    text = text.replace("formats = []", 'formats = ["netcdf", "summary", "provenance"]')
+    text += "[simulate]\nparties = 3\nrecords = 60\nparty_gdp_mu = 10.0\n"
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text(text)
+    out = tmp_path / "out"
+    assert main(["run", str(cfg), "--simulate", "--no-progress", "--no-reference"]) == 0
+    err = capsys.readouterr().err
+    assert "no reference posterior (--no-reference)" in err and "reference posterior: sampling" not in err
+    summary = (out / "summary.txt").read_text()
+    assert (out / "posterior.nc").is_file() and "reference:" not in summary and "ref_mean" not in summary
+    assert json.loads((out / "provenance.json").read_text())["outputs"]["reference"] is None
+
+    assert main(["run", str(cfg), "--simulate", "--no-progress", "--overwrite"]) == 0
+    err = capsys.readouterr().err
+    assert "reference posterior: a plain (not private) fit of the 180 pooled records" in err
+    assert "reference posterior: converged in" in err
+    summary = (out / "summary.txt").read_text()
+    assert "reference: converged reference: plain MH on the pooled records" in summary
+    assert json.loads((out / "provenance.json").read_text())["outputs"]["reference"].startswith("converged")

@@ -270,3 +270,23 @@ def test_a_partys_merge_of_per_decision_events_adds_the_renyi_rho() -> None:
     assert budget.rho([m]) == pytest.approx(budget.rho([a, b]))
     assert len(_merge([a, GaussianEvent(0.3, label="x per decision")])) == 2
     assert len(_merge([a, RenyiEvent(0.3, (2.0,), (0.05,), label="x per decision")])) == 2
+
+
+@pytest.mark.parametrize("q", [1, 3])
+def test_table_ratio_bounds_the_ratio_of_two_views_at_every_delta(q: int) -> None:
+    """The largest ratio of a coalition's bound to the one charged (q = 0), over every Δ up to the cap:
+    never below the ratio at any Δ of a dense grid (and at the cells' ends), at least the Gaussians' ratio
+    (s_0/s_q)², and within 1e-6 of the grid's largest (the sup is at a cell's end)."""
+    from mechanisms.privacy import coalition_view
+    from mechanisms.privacy.charge import accept_bit_table
+    from mechanisms.privacy.renyi import table_ratio
+
+    sd, cap, m = 2.0 / math.sqrt(7), 0.6, 7
+    base = accept_bit_table(sd, coalition_view("sign", m, 3, 0), cap, (2.0, 2.5))
+    to = accept_bit_table(sd, coalition_view("sign", m, 3, q), cap, (2.0, 2.5))
+    got = table_ratio(to, base, cap)
+    d = np.concatenate([np.linspace(1e-7, cap, 400_000), base.deltas, to.deltas])
+    d = d[d <= cap]
+    seen = (to.rho(d) / base.rho(d)).max(axis=0)
+    assert (got >= seen).all() and (got <= seen * (1 + 1e-6)).all()
+    assert (got >= (base.s / to.s) ** 2).all()

@@ -52,15 +52,37 @@ def _exact_mode(model: object, data: list[dict[str, F64]]) -> tuple[F64, F64]:
     return b, np.linalg.inv(h)
 
 
+def _moment_vectors(model: object, z: F64) -> F64:
+    """Each row's own (z, vech(z zᵀ)), as a registry sums it (one record per row)."""
+    p = z.shape[1]
+    cols = {f"x{k + 1}": z[:, k] for k in range(p)} | {"y": np.zeros(len(z))}
+    return np.array(
+        [covariate_moments(model, {c: v[i : i + 1] for c, v in cols.items()}) for i in range(len(z))]  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize(("p", "bound"), [(3, 2.0), (4, 3.0), (1, 1.5)])
+def test_moments_block_bounds_are_the_maximum_over_the_box(p: int, bound: float) -> None:
+    """Moments: both blocks' bounds are the maximum over the box exactly — reached at its corners, and no
+    record of a dense sample of the box (faces and interior) above them. The Gram block was bounded by
+    ‖z‖² = p x_bound² before: at the demo's box (p = 4, x_bound = 3) √810 = 28.46 against 36, 1.26× slack."""
+    model = load_model("bayes-logistic", {"p": p, "x_bound": bound})
+    b1, b2 = block_bounds(Statistics("moments", 1.0, 1.0, 1.0), model)
+    corners = np.array(list(itertools.product([-bound, bound], repeat=p)))
+    rng = np.random.default_rng(p)
+    inside = rng.uniform(-bound, bound, (3000, p))
+    faces = np.where(rng.random((3000, p)) < 0.5, np.sign(inside) * bound, inside)
+    per = _moment_vectors(model, np.vstack([corners, inside, faces]))
+    first, gram = np.linalg.norm(per[:, :p], axis=1), np.linalg.norm(per[:, p:], axis=1)
+    assert first.max() == pytest.approx(b1, rel=1e-12) and gram.max() == pytest.approx(b2, rel=1e-12)
+    old = p * bound**2  # the Gram block's bound before: ‖z‖², the Frobenius norm of z zᵀ
+    if (p, bound) == (4, 3.0):
+        assert b2 == pytest.approx(math.sqrt(810.0)) and old / gram.max() >= 1.26
+    assert old / gram.max() == pytest.approx(math.sqrt(2.0 * p / (p + 1)), rel=1e-12)
+
+
 def test_block_bounds_hold_for_every_record_the_schema_allows() -> None:
-    """Moments: the box's corners are the worst records; scores: clipped, so at most C by construction."""
-    mom = Statistics("moments", 1.0, 1.0, 1.0)
-    b1, b2 = block_bounds(mom, MODEL)
-    corners = np.array(list(itertools.product([-2.0, 2.0], repeat=3)))
-    cols = {f"x{k + 1}": corners[:, k] for k in range(3)} | {"y": np.zeros(len(corners))}
-    per = np.array([covariate_moments(MODEL, {c: v[i : i + 1] for c, v in cols.items()}) for i in range(8)])
-    assert np.linalg.norm(per[:, :3], axis=1).max() == pytest.approx(b1)
-    assert np.linalg.norm(per[:, 3:], axis=1).max() <= b2 + 1e-12
+    """Scores: clipped, so at most C by construction."""
     rng = np.random.default_rng(0)
     data = synthetic_registries(rng, MODEL, sizes=(500,))[0]
     s = clipped_scores(MODEL, data, rng.normal(size=MODEL.d) * 3.0, clip=0.7)
@@ -244,6 +266,45 @@ def test_a_release_at_the_model_s_bound_keeps_its_mu_and_round_trips() -> None:
     released = plan.clipped_for(WEIBULL).score
     assert released.model_bound and released.clip2 == 4.0
     assert release_mu(released, WEIBULL, 7, "add-remove") == pytest.approx(mus[1], rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "extra", [{}, {"x_center": [0.1, -0.1, 0.0, 0.2], "x_cov": (1.25 * np.eye(4)).tolist(), "x_radius": 3.64}]
+)
+def test_the_first_score_release_at_theta_zero_is_made_at_its_sensitivity(extra: dict[str, object]) -> None:
+    """The logistic warm start's first score release is at θ = 0, where every record's score is
+    (y − ½)(1, x): its per-record bound there is half the θ-free clip. By brute force over the records the
+    model allows (the box's corners and a sample of it, clipped into the ellipsoid when there is one, both
+    outcomes) at the demo's warm start (μ = 1, 5 steps, 7 registries): the release as made before — clip
+    and noise at the θ-free bound — had a true μ 2.6x below the μ charged for it; as made now (clip and noise
+    at the bound at θ = 0, both blocks) its true μ is within the Gram block's own slack (‖vech(s sᵀ)‖ against
+    ‖s‖², 1.12x) of the same charged μ, and never above it."""
+    model = load_model("bayes-logistic", {"p": 4, "x_bound": 3.0, **extra})
+    settings = WarmStartSettings(mu=1.0, steps=5, n_records=100_000, moments_share=0.1, gram_share=0.3)
+    ref = warm_start_plan(settings, model, 7).clipped_for(model).score
+    zero = np.zeros(model.d)
+    made = ref.at(model, zero)
+    assert ref.model_bound and made.clip == pytest.approx(0.5 * ref.clip, rel=1e-12)
+    assert (made.sd, made.sd2) == (pytest.approx(0.5 * ref.sd), pytest.approx(0.25 * ref.sd2))
+    charged = release_mu(ref, model, 7, "add-remove")
+    assert release_mu(made, model, 7, "add-remove") == pytest.approx(charged, rel=1e-12)
+    rng = np.random.default_rng(5)
+    corners = np.array(list(itertools.product([-3.0, 3.0], repeat=4)))
+    z = np.vstack([corners, rng.uniform(-3.0, 3.0, (400, 4))])
+    cols = model.check_data({f"x{k + 1}": z[:, k] for k in range(4)} | {"y": np.zeros(len(z))})
+    first, gram = [], []
+    for i in range(len(z)):
+        for y in (0.0, 1.0):
+            rec = {c: v[i : i + 1] for c, v in cols.items()} | {"y": np.array([y])}
+            v = record_vectors(made, model, rec, zero)  # nothing clipped: ‖s‖ <= made.clip
+            first.append(float(np.linalg.norm(v[: model.d])))
+            gram.append(float(np.linalg.norm(v[model.d :])))
+    a, b = np.array(first), np.array(gram)
+    assert a.max() <= made.clip * (1 + 1e-9) and a.max() >= 0.99 * made.clip
+    true_before = float(np.max(np.hypot(a / ref.sd, b / ref.sd2))) / math.sqrt(7)
+    true_now = float(np.max(np.hypot(a / made.sd, b / made.sd2))) / math.sqrt(7)
+    assert charged / true_before >= 2.6
+    assert 1.0 <= charged / true_now <= 1.12
 
 
 def _weibull_warm_start(n: int, noise: bool) -> tuple[object, F64, F64, object]:
