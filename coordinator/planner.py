@@ -13,6 +13,9 @@ MCMC charges anything (:mod:`mechanisms.planning` has the law).
                               # the GDP composition it answers for these Gaussian charges) or "renyi" (their
                               # [budget] accountant = "renyi": a Renyi filter at the order their budget
                               # fixes, which prices each accept bit below the Gaussian; sign reveal only)
+    per_run = "per-decision"  # how the registries charge: "per-decision" or "worst-record" (their [budget]
+                              # per_run: the run at its worst record over the whole run; the plan
+                              # simulates that charge on its chains, mechanisms.privacy.worst_record)
 
 It needs the penalty with a fixed ``sd``, ``[sampler] proposal = "laplace"`` and a ``[warm_start]``.
 Twice: before the warm start from a **pilot** — the exact Laplace approximation of the model's public
@@ -46,6 +49,7 @@ from mechanisms.models.base import Model
 from mechanisms.planning import (
     McmcPlan,
     ProposalStatistics,
+    RunCharge,
     offset_statistics,
     pilot_bits,
     pilot_offset,
@@ -57,6 +61,7 @@ from mechanisms.planning import (
     warmup_of,
 )
 from mechanisms.privacy.renyi import BitRdpTable
+from mechanisms.privacy.worst_record import WorstRecordCharge
 from mechanisms.samplers.requests import NEIGHBOURS
 from mechanisms.warmstart import LaplaceApproximation, exact_laplace, mean_error_cov
 
@@ -65,8 +70,9 @@ if TYPE_CHECKING:
     from coordinator.simulate_settings import SimulateSettings
     from mechanisms.privacy import PrivacyEvent
 
-KEYS = ("target_epsilon", "delta", "neighbours", "colluding", "min_ess", "accountant")
+KEYS = ("target_epsilon", "delta", "neighbours", "colluding", "min_ess", "accountant", "per_run")
 ACCOUNTANTS = ("pld", "renyi")
+PER_RUN = ("per-decision", "worst-record")
 
 
 @dataclass(frozen=True)
@@ -77,11 +83,13 @@ class BudgetTarget:
     colluding: int = 0
     min_ess: float = 100.0
     accountant: str = "pld"
+    per_run: str = "per-decision"
     choose_cap: bool = False  # [sampler] max_sensitivity left out: the plan chooses the cap
 
     def text(self) -> str:
         who = "the coordinator" if self.colluding == 0 else f"{self.colluding} colluding registries"
         how = ", Renyi filter" if self.accountant == "renyi" else ""
+        how += ", charged per run at the worst record" if self.per_run == "worst-record" else ""
         return f"eps = {self.epsilon:g} at delta = {self.delta:g}, {self.neighbours}, against {who}{how}"
 
 
@@ -96,6 +104,7 @@ def read_target(r: Reader, tbl: dict[str, object], m: int) -> BudgetTarget:
         colluding=r.integer(tbl, "privacy", "colluding", 0, lo=0, hi=m - 1),
         min_ess=r.number(tbl, "privacy", "min_ess", 100.0, gt=0.0),
         accountant=r.choice(tbl, "privacy", "accountant", ACCOUNTANTS, "pld"),
+        per_run=r.choice(tbl, "privacy", "per_run", PER_RUN, "per-decision"),
     )
 
 
@@ -103,9 +112,20 @@ def check_accountant(
     r: Reader, target: BudgetTarget, sim: SimulateSettings | None, mode: str, m: int, t: int
 ) -> None:
     """A plan priced for a Rényi filter needs registries that compose with one (else a registry's ε-at-δ
-    ledger reads the same run higher and refuses it partway) and a coalition that sees only the accept bit."""
+    ledger reads the same run higher and refuses it partway) and a coalition that sees only the accept bit;
+    a plan priced per run needs registries that charge per run and the other way round (a registry charging
+    per decision refuses a per-run plan partway; one charging per run leaves a per-decision plan's budget
+    largely unspent)."""
     from mechanisms.privacy.threat import coalition_view
 
+    if sim is not None and (sim.party_epsilon is not None or sim.party_gdp_mu is not None):
+        charges = sim.party_per_run or "per-decision"
+        if charges != target.per_run:
+            raise r.err(
+                "privacy.per_run",
+                f"{target.per_run!r}, but the simulated registries charge {charges!r} ([simulate] "
+                "party_per_run): the plan must price the run as their ledgers will",
+            )
     if sim is not None and sim.party_epsilon is not None:
         party = sim.party_accountant or "pld"
         if party != target.accountant:
@@ -131,11 +151,13 @@ class PlanRefused(ValueError):
 @dataclass(frozen=True)
 class Pilot:
     """The pilot: the exact Laplace approximation of public records at the public sizes, the records
-    (pooled, checked) and what they are, in words (stated with the plan)."""
+    (pooled, checked by ``model``), what they are, in words (stated with the plan), and the model it was made
+    with, the one the pilot's plan prices decisions with (:func:`pilot_model`'s in :func:`with_pilot`)."""
 
     laplace: LaplaceApproximation
     pooled: dict[str, npt.NDArray[np.float64]]
     text: str
+    model: Model
 
 
 _PILOTS: dict[tuple[object, ...], Pilot] = {}  # a pilot is deterministic in its public inputs: made once
@@ -151,17 +173,15 @@ def pilot_sizes(exp: Experiment) -> tuple[int, ...]:
     return tuple([n // exp.m] * exp.m)
 
 
-def pilot(exp: Experiment, model: Model) -> Pilot:
-    """The pilot of ``exp``: the model's public synthetic registries at the public sizes, or a formula
-    model's design dataset there (:func:`mechanisms.models.formula_design.design_dataset` at ``[design]``);
-    :class:`PlanRefused` for a model with neither. Never a registry's records."""
+def _pilot_records(exp: Experiment, model: Model) -> tuple[list[dict[str, npt.NDArray[np.float64]]], str]:
+    """The pilot's records, one table a registry, and what they are, in words: the model's public synthetic
+    registries at the public sizes, or a formula model's design dataset there
+    (:func:`mechanisms.models.formula_design.design_dataset` at ``[design]``); :class:`PlanRefused` for a
+    model with neither. Never a registry's records."""
     from mechanisms.models.formula import FormulaModel
     from mechanisms.models.formula_design import design_dataset
 
     sizes = pilot_sizes(exp)
-    key = (model, sizes, exp.seed, repr(exp.design))
-    if key in _PILOTS:
-        return _PILOTS[key]
     rng = np.random.default_rng(exp.seed)
     data = model.synthetic_data(rng, sizes)
     text = "the model's synthetic registries at the public sizes"
@@ -176,6 +196,43 @@ def pilot(exp: Experiment, model: Model) -> Pilot:
             f"model {model.name!r} has no synthetic_data (nor a formula's design dataset), so no pilot can "
             "be planned from it"
         )
+    return data, text
+
+
+def pilot_model(exp: Experiment, model: Model) -> Model:
+    """The model the pilot plans with: with a ``[warm_start] ellipsoid``, the covariate ellipsoid the warm
+    start's moments release sets, made from the pilot's records' exact moments (the release's own
+    arithmetic without its noise: ``warmstart.with_ellipsoid``), so that the pilot prices decisions in the
+    region the run will have (the same assumption as :func:`pilot`: the records are like the pilot's of the
+    same size); ``model`` itself without one."""
+    from coordinator.warm_start import warm_start_plan
+    from mechanisms.models.ellipsoid import CovariateRegion
+    from mechanisms.warmstart import in_memory_release, with_ellipsoid
+
+    ws = exp.warm_start
+    if ws is None or ws.ellipsoid is None or not isinstance(model, CovariateRegion):
+        return model
+    moments = warm_start_plan(ws, model, exp.m).moments
+    if moments is None:
+        return model
+    data, _ = _pilot_records(exp, model)
+
+    def exact(size: int) -> npt.NDArray[np.float64]:
+        return np.zeros(size)
+
+    total = in_memory_release(data, [exact] * len(data))(moments, None, model)
+    n = sum(len(next(iter(d.values()))) for d in data)
+    return with_ellipsoid(model, total, n, ws.ellipsoid)
+
+
+def pilot(exp: Experiment, model: Model) -> Pilot:
+    """The pilot of ``exp`` (:func:`_pilot_records`), its records checked, and clipped, by ``model``
+    (:func:`pilot_model`'s for a pilot plan). Never a registry's records."""
+    sizes = pilot_sizes(exp)
+    key = (model, sizes, exp.seed, repr(exp.design))
+    if key in _PILOTS:
+        return _PILOTS[key]
+    data, text = _pilot_records(exp, model)
     checked = [model.check_data(d) for d in data]
     pooled = {k: np.concatenate([d[k] for d in checked]) for k in checked[0]}
     for col in pooled.values():
@@ -183,7 +240,7 @@ def pilot(exp: Experiment, model: Model) -> Pilot:
     mean, cov = exact_laplace(model, pooled)
     if len(_PILOTS) > 8:
         _PILOTS.clear()
-    _PILOTS[key] = Pilot(LaplaceApproximation(mean, cov), pooled, text)
+    _PILOTS[key] = Pilot(LaplaceApproximation(mean, cov), pooled, text, model)
     return _PILOTS[key]
 
 
@@ -200,8 +257,9 @@ def with_pilot(exp: Experiment, model: Model) -> tuple[Experiment, Pilot | None]
     at each release's θ and the Gram block's the bound at the pilot's mean). Its steps start at the pilot's
     mean, a public point, unless the model jumps from 0 (bernoulli with an intercept: to the released
     prevalence's logit): a Weibull formula's five Fisher steps from 0 ended 100 posterior sd off, from the
-    pilot's mean 0.3-0.6 sd (30,000 records, mu = 2-4). Public and deterministic: the same on a resumed
-    run."""
+    pilot's mean 0.3-0.6 sd (30,000 records, mu = 2-4). The pilot is made with :func:`pilot_model`'s model
+    (with a ``[warm_start] ellipsoid``, in the region the run will have), its ``model``, which the pilot's
+    plan uses. Public and deterministic: the same on a resumed run."""
     from mechanisms.models.formula import FormulaModel
     from mechanisms.warmstart import score_bound
 
@@ -209,7 +267,7 @@ def with_pilot(exp: Experiment, model: Model) -> tuple[Experiment, Pilot | None]
     formula = isinstance(model, FormulaModel) and ws is not None
     if exp.budget_target is None and not formula:
         return exp, None
-    p = pilot(exp, model)
+    p = pilot(exp, pilot_model(exp, model))
     if not isinstance(model, FormulaModel) or ws is None or ws.basis is not None:
         return exp, p
     b = np.asarray(np.linalg.cholesky(p.laplace.cov), dtype=np.float64)
@@ -293,6 +351,44 @@ def cap_advice(exp: Experiment, model: Model, laplace: LaplaceApproximation, p: 
     )
 
 
+def worst_record(exp: Experiment, model: Model, cap: float | None = None) -> WorstRecordCharge | None:
+    """The per-run charge a registry of the target's view applies to this run when the target says the
+    registries charge per run (``[privacy] per_run = "worst-record"``): the ledger's own
+    (``charge.worst_record_charge`` of the session's plan and ``model``, at the Rényi filter's order for a
+    Rényi target), with the cap on c the run will have (``cap``, :func:`plan_cap`'s; None: the file's);
+    None when they charge per decision, or when their rule keeps the per-decision charge for this session (a
+    model without a linear predictor, no cap): the plan then prices per decision, as they charge."""
+    from mechanisms.privacy.charge import worst_record_charge
+    from mechanisms.privacy.threat import coalition_view
+
+    target = exp.budget_target
+    assert target is not None
+    if target.per_run != "worst-record":
+        return None
+    table = renyi_table(exp, cap)
+    view = coalition_view(exp.reveal_mode, exp.m, exp.t, target.colluding)
+    orders = None if table is None else table.orders
+    decisions = exp.decision_plan()
+    if cap is not None and decisions.penalty is not None:  # the plan's cap, as planned_experiment sets it
+        decisions = dataclasses.replace(
+            decisions, penalty=dataclasses.replace(decisions.penalty, max_sensitivity=cap)
+        )
+    return worst_record_charge(decisions, model, view, target.neighbours, orders)
+
+
+# A per-run plan's charge is read off runs simulated from the approximation and charged as the registries
+# charge them (mechanisms.planning, RunCharge), warm-up and refits included: CHARGE_RUNS of them, priced at
+# the largest of them and their mean plus SPREAD standard deviations (one run's charge varies with its chains
+# and its proposal's refit: 8 % sd in the demo). A plan never buys past the simulated run: when the budget
+# would buy more (read past it at its last rate), the runs are simulated again at LONGER times that length
+# (at most PER_RUN_ROUNDS times, and never past the file's [sampler] iterations, which the run never passes:
+# the plan then buys the run simulated, less than the budget allows, and says what that spends).
+CHARGE_RUNS = 6
+SPREAD = 2.0
+LONGER = 1.15
+PER_RUN_ROUNDS = 3
+
+
 def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPlan:
     """The plan for ``exp``'s target given a Laplace approximation (pilot or DP)."""
     target, pen, ws = exp.budget_target, exp.sampler.penalty, exp.warm_start
@@ -301,12 +397,18 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
     residual = exp.m - target.colluding
     cap = plan_cap(exp, model, laplace)
     table = renyi_table(exp, cap)
+    wr = worst_record(exp, model, cap)
+    from coordinator.drivers import WARM_INFLATE
     from coordinator.warm_start import warm_start_plan
 
     offset = mean_error_cov(warm_start_plan(ws, model, exp.m), model, laplace, exp.m)
     chains = exp.sampler.chains
+    warm_inflate = max(WARM_INFLATE, ws.inflate)  # a refitted proposal's in its warm-up (coordinator.drivers)
 
-    def simulate(steps: int, seed: int) -> ProposalStatistics:
+    def simulate(steps: int, seed: int, charge: bool = True, warmup: int = 0) -> ProposalStatistics:
+        """``warmup`` > 0: a whole run as the driver makes it, from draws of the approximation, its proposal
+        refitted at half the warm-up and at its end (``drivers.MHDriver.refits``) when it is."""
+        refits = (warmup // 2, warmup) if exp.sampler.refit and warmup >= 4 else ()
         return proposal_statistics(
             model,
             laplace.mean,
@@ -320,6 +422,10 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
             chains=chains,
             steps=steps,
             rdp_table=table,
+            worst_record=wr if charge else None,
+            from_proposal=warmup > 0,
+            refits=refits,
+            warm_inflate=warm_inflate,
         )
 
     factor = 1.0 if target.neighbours == "add-remove" else 2.0
@@ -341,12 +447,27 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
             min_warmup=min_warmup,
         )
 
-    first = plan_with(simulate(400, exp.seed))
-    # ESS per proposal measured on chains of the planned length (short chains mix worse per draw), 3 draws
-    steps = max(50, first.iterations - warmup_of(first.stats, first.iterations, min_warmup))
-    ess = float(np.mean([simulate(steps, exp.seed + k).ess_per_proposal for k in range(1, 4)]))
+    p = plan_with(simulate(400, exp.seed, charge=False))  # per decision: what per run buys at least
+    if wr is not None:
+        # charged per run: whole runs, warm-up included, at the length the budget buys (its rate falls with
+        # the length), simulated again longer while the budget would buy more than the run simulated
+        most = max(50, exp.sampler.iterations)  # the run never goes past the file's iterations
+        length = min(most, max(50, math.ceil(3.0 * p.iterations)))  # per run: 0.3-0.4 of per decision
+        for _ in range(PER_RUN_ROUNDS):
+            warmup = warmup_of(p.stats, length, min_warmup)
+            runs = [simulate(length, exp.seed + 10 + k, True, warmup) for k in range(1, CHARGE_RUNS + 1)]
+            curve = RunCharge.envelope([r.run_charge for r in runs if r.run_charge is not None], SPREAD)
+            p = plan_with(dataclasses.replace(p.stats, run_charge=curve))
+            if p.affordable() <= length or length == most:
+                break
+            length = min(most, math.ceil(LONGER * p.affordable()))
+    # ESS per proposal measured on chains of the planned length after its warm-up (short chains mix worse per
+    # draw), 3 draws
+    steps = max(50, p.iterations - warmup_of(p.stats, p.iterations, min_warmup))
+    ess = float(np.mean([simulate(steps, exp.seed + k, False).ess_per_proposal for k in range(1, 4)]))
+    p = plan_with(dataclasses.replace(p.stats, ess_per_proposal=ess))
     floor = floor_of(model, laplace.mean, laplace.cov, target.neighbours)
-    return dataclasses.replace(plan_with(dataclasses.replace(first.stats, ess_per_proposal=ess)), floor=floor)
+    return dataclasses.replace(p, floor=floor)
 
 
 def pilot_replan(
@@ -370,7 +491,7 @@ def pilot_replan(
     after = offset_statistics(
         model, laplace.mean, laplace.cov, ws.inflate, sd_total, target.neighbours, p.stats.cap, r,
         chains=exp.sampler.chains, steps=max(exp.sampler.iterations - steps, 50), seed=exp.seed + 13,
-        rdp_table=renyi_table(exp, p.stats.cap),
+        rdp_table=renyi_table(exp, p.stats.cap), worst_record=worst_record(exp, model, p.stats.cap),
     )  # fmt: skip
     p = dataclasses.replace(p, iterations=exp.sampler.iterations)  # the length run (at most the file's)
     re = replan_after_pilot(p, after, steps, sd_total=sd_total, m=exp.m, residual=exp.m - target.colluding)

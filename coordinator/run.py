@@ -153,7 +153,7 @@ def run_experiment(
         raise RunError(str(exc)) from exc
     if exp.budget_target is not None:  # budget first: refused before anything is released if unusable
         assert pilot is not None
-        _plan(exp, exp.model(), pilot.laplace, say, f"plan from the pilot ({pilot.text})")
+        _plan(exp, pilot.model, pilot.laplace, say, f"plan from the pilot ({pilot.text})")
     meta, ckpt = rf.open(exp, resume)
     warm_steps = 0
     if exp.warm_start is not None and exp.budget_target is None and _releases_warm_start(rf):
@@ -447,8 +447,9 @@ def budget_advice(
 def _plan(
     exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None], what: str
 ) -> tuple[Experiment, McmcPlan]:
-    """The planned run (``coordinator.planner``) from ``laplace``: the pilot's before the warm start, the DP
-    Laplace approximation after it (``what`` says which); RunError when the budget buys too little."""
+    """The planned run (``coordinator.planner``) from ``laplace``: the pilot's before the warm start (with the
+    pilot's model, ``planner.Pilot.model``), the DP Laplace approximation after it (``what`` says which);
+    RunError when the budget buys too little."""
     try:
         p = planner.plan(exp, model, laplace)
         planner.check_usable(exp, p, what)

@@ -36,9 +36,9 @@ def check(exp: Experiment, simulate: bool) -> int:
     plan_text = ""
     if not problems and exp.budget_target is not None:  # a planned run: the pilot plan, as the run makes it
         try:
-            model = exp.model()
-            planned, pilot = planner.with_pilot(exp, model)
+            planned, pilot = planner.with_pilot(exp, exp.model())
             assert pilot is not None
+            model = pilot.model  # the pilot's: in the covariate ellipsoid the warm start will set, if any
             what = f"plan from the pilot ({pilot.text})"
             mp = planner.plan(planned, model, pilot.laplace)
             planner.check_usable(planned, mp, what)

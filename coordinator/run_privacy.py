@@ -58,11 +58,13 @@ class PrivacyPlan:
     composed: dict[int, cprivacy.Spend] = field(default_factory=dict)
     per_decision: bool = False  # decisions charged at their own sensitivity: per_batch is the cap's bound
     may_stop: str = ""  # [privacy] stop_at_budget: where the run may stop at a registry's budget
+    per_run: bool = False  # the registries charge the run at its worst record (charged_per_run)
 
     def spent_text(self, run_steps: int) -> str:
         """Largest GDP μ over parties after ``run_steps`` batches, when every event has a GDP bound."""
         if self.per_decision:
-            return "privacy: charged per decision by each registry (its ledger; `confar privacy report`)"
+            how = "per run at its worst record" if self.per_run else "per decision"
+            return f"privacy: charged {how} by each registry (its ledger; `confar privacy report`)"
         mus = []
         if any(not events for events in self.per_batch.values()):
             return "privacy: not accounted (a party keeps no budget: no number is stated)"
@@ -112,7 +114,7 @@ def check_privacy(
         others = set()  # refusals for other reasons are asked again, of the session that runs
     if others:
         if over and per_decision:
-            text += f"\nparties {sorted(over)}: {_cap_note(cap)}"
+            text += f"\nparties {sorted(over)}: {_cap_note(cap, per_run=charged_per_run(exp))}"
         raise RunError(f"the privacy dry run failed ({len(others | over)} party/parties refused):\n{text}")
     may_stop = ""
     if over:
@@ -123,7 +125,7 @@ def check_privacy(
             failed = f"the privacy dry run failed ({len(over)} party/parties refused)"
             raise RunError(f"{failed}:\n{text}\n{_STOP_HINT}")
         if per_decision:
-            text = _per_decision_text(pf, answers, over, cap, planned)
+            text = _per_decision_text(pf, answers, over, cap, planned, charged_per_run(exp))
         if exp.stop_at_budget:
             may_stop = _may_stop_text(exp, pf, answers, over, per_decision)
     if moot:
@@ -134,7 +136,9 @@ def check_privacy(
     per_batch = {  # every party answered here (one that could not be asked refuses above)
         pid: cprivacy.parse_events(r.events_json) for pid, r in answers.items() if not isinstance(r, str)
     }
-    plan = PrivacyPlan(per_batch, text, per_decision=per_decision, may_stop=may_stop)
+    plan = PrivacyPlan(
+        per_batch, text, per_decision=per_decision, may_stop=may_stop, per_run=charged_per_run(exp)
+    )
     target = exp.privacy
     if target is None or per_decision or before_release:  # per decision: checked against the plan's
         return plan  # expected charge (coordinator.planner), not the cap; each registry enforces its budget
@@ -250,24 +254,44 @@ def _may_stop_text(
 
 _CAP_NOTE = (
     "the dry run charges every decision at the cap max_sensitivity = {cap}, an upper bound, not the "
-    "charge{planned}; each decision is charged at its own sensitivity, and a registry refuses a batch past "
-    "its budget when it comes"
+    "charge{planned}; {how}, and a registry refuses a batch past its budget when it comes"
+)
+_EACH = "each decision is charged at its own sensitivity"
+_PER_RUN = (
+    "registries charging per run ([budget] per_run = \"worst-record\") charge each batch the increase of "
+    "the run's worst-record bound, at most the decisions' own sensitivities"
 )
 
 
-def _cap_note(cap: float | None, planned: bool = True) -> str:
+def charged_per_run(exp: Experiment) -> bool:
+    """Whether the run's registries say they charge per run at the worst record: a planned run's target
+    (``[privacy] per_run``, checked against simulated registries by ``planner.check_accountant``) or the
+    simulated registries' ``[simulate] party_per_run``."""
+    if exp.budget_target is not None:
+        return exp.budget_target.per_run == "worst-record"
+    return exp.simulate is not None and exp.simulate.party_per_run == "worst-record"
+
+
+def _cap_note(cap: float | None, planned: bool = True, per_run: bool = False) -> str:
     return _CAP_NOTE.format(
-        cap="none" if cap is None else f"{cap:g}", planned=" (the plan gives the expected spend)" * planned
+        cap="none" if cap is None else f"{cap:g}",
+        planned=" (the plan gives the expected spend)" * planned,
+        how=_PER_RUN if per_run else _EACH,
     )
 
 
 def _per_decision_text(
-    pf: Any, answers: dict[int, Any], upper: set[int], cap: float | None, planned: bool = True
+    pf: Any,
+    answers: dict[int, Any],
+    upper: set[int],
+    cap: float | None,
+    planned: bool = True,
+    per_run: bool = False,
 ) -> str:
     """The dry run of a run charged per decision whose projection at the cap exceeds some budgets, every
     other party accepting: each such party's numbers, without the verdict "WOULD REFUSE" (it refuses a
-    batch past its budget when it comes, at the decision's own sensitivity)."""
-    lines = [f"parties {sorted(upper)} accept the session: {_cap_note(cap, planned)}"]
+    batch past its budget when it comes, at the decision's own sensitivity, or per run)."""
+    lines = [f"parties {sorted(upper)} accept the session: {_cap_note(cap, planned, per_run)}"]
     for pid in sorted(upper):
         r = answers[pid]
         b = r.budget

@@ -14,6 +14,24 @@ approximation (a Gaussian standing in for the posterior) with the penalty's exac
 public cap, Δ from the model's public per-record bound. The plan is a prediction (the posterior is
 not exactly Gaussian), labelled as such; the registries charge what each decision really is, and the run's
 outputs state what was spent. Pure: the generator comes in as an argument (public seed).
+
+**Registries charging per run** (``[budget] per_run = "worst-record"``, ``mechanisms.privacy.worst_record``)
+charge a run min(f S(G_K) + c K, Σ_t ρ(Δ_t)) after K decisions, G_K = Σ_t v_t v_tᵀ, S(G) the sup of zᵀGz
+over the public region: not a sum of per-decision charges, so no price per decision. The plan simulates the
+run's proposals from the approximation (public quantities only) and charges them exactly as the registries
+would (:class:`RunCharge`): one batch per iteration of every chain, the batch charged the ledger's own
+increment (``WorstRecordCharge.charged`` after less before, floored at 0, its events read by the registry's
+accountant); the d × d state accumulated as a registry accumulates it, its sup read at every iteration. So on
+the simulated proposals the plan's figure *is* the registries' charge, not an estimate of it; over several
+simulated runs it is priced at the largest of them and their mean plus two sds (:meth:`RunCharge.envelope`),
+and the plan never buys iterations past the simulated run (:func:`_most_iterations`: the planner simulates
+again, longer, when the budget would buy more). What remains a prediction is that the real run's proposals
+are like the simulated ones (the posterior is not exactly the Gaussian stand-in): the plan spends
+``margin`` of the budget for that, and each registry still charges what the run really is. Past the
+simulated run (what a larger ESS would cost: :meth:`McmcPlan.eps_for_ess`) the curve is extrapolated at its
+last average rate: S is positively homogeneous and subadditive (S(G + G') ≤ S(G) + S(G')), so for steps of
+a stationary chain E[S(G_{nK})] ≤ n E[S(G_K)] and the rate falls with K (towards S(E[v vᵀ]) per decision):
+the extrapolation over-predicts in expectation.
 """
 
 from __future__ import annotations
@@ -28,12 +46,16 @@ import numpy.typing as npt
 from mechanisms.floor import Floor
 from mechanisms.models.base import F64, Model
 from mechanisms.privacy.conversions import gdp_eps, gdp_mu
+from mechanisms.privacy.events import GaussianEvent, RenyiEvent
+from mechanisms.privacy.ledger import event_rdp
 from mechanisms.privacy.renyi import BitRdpTable, rdp_eps
+from mechanisms.privacy.worst_record import RunState, WorstRecordCharge
 from mechanisms.samplers.requests import record_sensitivity, sensitivities
 
 __all__ = [
     "Accounting",
     "McmcPlan",
+    "RunCharge",
     "pilot_bits",
     "pilot_offset",
     "plan_mcmc",
@@ -41,6 +63,68 @@ __all__ = [
     "quantile_cap",
     "replan_after_pilot",
 ]
+
+
+@dataclass(frozen=True)
+class RunCharge:
+    """What a registry charging per run at its worst record (``[budget] per_run = "worst-record"``) is
+    charged along a simulated run, after each of its iterations (``proposals``: the run's proposals so far,
+    every chain's, those above the cap included): the sum of its ledger's increments, one batch per iteration
+    as the driver asks them (``WorstRecordCharge.charged`` of the state after the batch less that before it,
+    floored at 0: the events ``WorstRecordCharge.events`` makes), read as the registry's accountant reads the
+    events: ``total`` in the plan's unit (μ², or ρ at the Rényi filter's order), ``mu2`` their GDP reading;
+    ``per_decision`` the per-decision charge of the same decisions (plan's unit). Non-decreasing."""
+
+    proposals: F64
+    total: F64
+    mu2: F64
+    per_decision: F64
+
+    @property
+    def end(self) -> float:
+        """The proposals of the whole simulated run."""
+        return float(self.proposals[-1])
+
+    def at(self, proposals: float, which: str = "total") -> float:
+        """The charge after ``proposals`` proposals: on the simulated run, its value at the first iteration
+        that reaches them (the curve is non-decreasing, so never below the value at ``proposals``); past its
+        end, at its last average rate (a prediction that over-predicts in expectation: the module docstring;
+        a plan never buys a run past the simulated one, ``_most_iterations``)."""
+        curve = np.asarray(getattr(self, which), dtype=np.float64)
+        if proposals <= 0:
+            return 0.0
+        if proposals <= self.end:
+            return float(curve[int(np.searchsorted(self.proposals, proposals * (1.0 - 1e-12), "left"))])
+        return float(curve[-1]) * proposals / self.end
+
+    @property
+    def ratio(self) -> float:
+        """The whole simulated run's charge over its per-decision charge (plan's unit)."""
+        pd = float(self.per_decision[-1])
+        return float(self.total[-1]) / pd if pd > 0 else 1.0
+
+    @staticmethod
+    def envelope(curves: list[RunCharge], spread: float = 0.0) -> RunCharge:
+        """Runs simulated at the same ``proposals`` priced together: the charges (``total``, ``mu2``) at the
+        largest of the runs' own and their average plus ``spread`` standard deviations over the runs
+        (pointwise, sample sd, made non-decreasing): never below any of the runs, and a prediction that
+        another run's charge exceeds rarely (a run's own chains, and the refit its proposal gets from them,
+        move its charge by about 10 %); ``per_decision`` at the runs' average."""
+        grid = curves[0].proposals
+        if any(c.proposals.shape != grid.shape or np.any(c.proposals != grid) for c in curves):
+            raise ValueError("run charges are priced together over runs of the same proposals")
+        if spread > 0 and len(curves) < 2:
+            raise ValueError("a spread over runs needs at least 2 runs")
+
+        def upper(key: str) -> F64:
+            v = np.array([getattr(c, key) for c in curves])
+            out = v.max(axis=0)
+            if spread > 0:
+                out = np.maximum(out, v.mean(axis=0) + spread * v.std(axis=0, ddof=1))
+            return np.asarray(np.maximum.accumulate(out), dtype=np.float64)
+
+        pd = np.mean([c.per_decision for c in curves], axis=0)
+        return RunCharge(grid, upper("total"), upper("mu2"), np.asarray(pd, dtype=np.float64))
 
 
 @dataclass(frozen=True)
@@ -54,6 +138,7 @@ class ProposalStatistics:
     c_quantile: float  # the quantile of c the cap sits at (when chosen from it)
     ess_per_proposal: float  # bulk ESS per proposal of the simulated chains (smallest over parameters)
     mean_rho: float | None = None  # E[ρ_bit(α, Δ_t)] over the decisions asked, at one order (a Rényi plan)
+    run_charge: RunCharge | None = None  # registries charging per run: the simulated run's charge
 
 
 def proposal_statistics(
@@ -73,6 +158,11 @@ def proposal_statistics(
     from_proposal: bool = False,
     count_from: int = 0,
     rdp_table: BitRdpTable | None = None,
+    worst_record: WorstRecordCharge | None = None,
+    refits: tuple[int, ...] = (),
+    warm_inflate: float = 1.5,
+    min_sd_ratio: float = 0.5,
+    record: list[tuple[F64, F64]] | None = None,
 ) -> ProposalStatistics:
     """The independence sampler N(mean, inflate² cov) run on the Gaussian stand-in N(mean, cov) for the
     posterior with the penalty's exact decision law (accept iff a + N(−s²/2, s²) + Exp(1) >= 0; proposals
@@ -86,7 +176,16 @@ def proposal_statistics(
     ``from_proposal``: the chains start at draws of N(mean, cov) as a run's do (a pilot's acceptance), not at
     draws of the stand-in; ``count_from``: the acceptance of the steps from that one on (a pilot's second
     half). ``rdp_table``: a one-order table of the accept bit's Rényi bound for the registry's view (what its
-    ledger charges each decision under a Rényi filter, ``mechanisms.privacy.charge``): also E[ρ_bit]."""
+    ledger charges each decision under a Rényi filter, ``mechanisms.privacy.charge``): also E[ρ_bit].
+    ``worst_record``: the per-run charge of a registry charging per run (``charge.worst_record_charge``, the
+    ledger's own; its Rényi table the same as ``rdp_table``, or neither): the simulated run charged as that
+    registry charges it, every chain's decisions in one run (:class:`RunCharge`). ``refits``: the
+    proposal refitted as ``RefitIndependenceMH`` refits it (its ``refit_base``, ``warm_inflate`` and
+    ``min_sd_ratio``): N(base, ``warm_inflate``² base cov) in the warm-up, starting from (mean, cov), the
+    base refitted at each of ``refits`` to the simulated chains' states pooled over the second half of the
+    stage, frozen at ``inflate`` from ``refits[-1]`` on: a whole run's decisions, warm-up included, as its
+    registries are asked them (the refit's estimation noise included). ``record``: each iteration's
+    decisions asked (θ, θ*, rows) are appended to it (a check of the charge against the registries')."""
     import arviz as az
 
     d = mean.shape[0]
@@ -111,25 +210,68 @@ def proposal_statistics(
     rho: list[F64] = []
     if rdp_table is not None and len(rdp_table.orders) != 1:
         raise ValueError(f"a plan's Renyi table has one order (the budget's), got {rdp_table.orders}")
+    if worst_record is not None:
+        orders = None if worst_record.table is None else worst_record.table.orders
+        if orders != (None if rdp_table is None else rdp_table.orders):
+            raise ValueError(
+                f"a per-run plan prices the Renyi filter's order {rdp_table and rdp_table.orders} with the "
+                f"ledger's per-run charge at the same order, got {orders}"
+            )
+    state = worst_record.empty() if worst_record is not None else None
+    charged = None if worst_record is None else np.zeros(worst_record.layers)
+    alpha = None if rdp_table is None else rdp_table.orders[0]
+    run = np.zeros((steps, 3))  # per iteration: the ledger's total (plan's unit), μ², per-decision
     asked = accepted = 0
     count_from = min(count_from, steps - 1)
+    q_mean, q_cov, q_chol, q_prec = mean, cov, chol, prec  # the proposal's base (RefitIndependenceMH's)
+    frozen = refits[-1] if refits else 0
+    pool: list[F64] = []
     for k in range(steps):
-        star = mean + inflate * rng.standard_normal((chains, d)) @ chol.T
+        if k in refits:
+            q_mean, q_cov = _refit(q_mean, q_cov, pool, min_sd_ratio)
+            q_chol, q_prec = np.linalg.cholesky(q_cov), np.asarray(np.linalg.inv(q_cov), dtype=np.float64)
+            pool = []
+        kappa = warm_inflate if k < frozen else inflate
+        star = q_mean + kappa * rng.standard_normal((chains, d)) @ q_chol.T
         c_all, d_all = sensitivities(model, theta, star, neighbours)
         ok = model.in_bounds(star) & (c_all <= cap)
-        # log π̂(θ*) − log π̂(θ) + log q(θ) − log q(θ*), π̂ = N(centre, cov), q = N(mean, inflate² cov)
+        # log π̂(θ*) − log π̂(θ) + log q(θ) − log q(θ*), π̂ = N(centre, cov), q = N(q_mean, κ² q_cov)
         a = -0.5 * (quad(star, centre, t_prec) - quad(theta, centre, t_prec))
-        a += 0.5 * (quad(star) - quad(theta)) / inflate**2
+        a += 0.5 * (quad(star, q_mean, q_prec) - quad(theta, q_mean, q_prec)) / kappa**2
         noise = rng.normal(-0.5 * sd_total**2, sd_total, chains) + rng.exponential(1.0, chains)
         move = ok & (a + noise >= 0.0)
+        if record is not None:
+            record.append((theta[ok].copy(), star[ok].copy()))
         if ok.any():
             delta2.append(d_all[ok] ** 2)
             if rdp_table is not None:
                 rho.append(rdp_table.rho(np.sqrt(delta2[-1]))[:, 0])
+        if state is not None and worst_record is not None and charged is not None:
+            inc = np.zeros(3)
+            if ok.any():  # the batch of this iteration charged as the ledger charges it (increment, events)
+                g = state.grams + worst_record.grams(theta[ok], star[ok], d_all[ok])
+                state = RunState(
+                    (g + g.transpose(0, 2, 1)) / 2.0,
+                    state.per_decision + worst_record.per_decision(d_all[ok]),
+                    state.decisions + int(ok.sum()),
+                )
+                now = worst_record.charged(state)
+                (event,) = worst_record.events(np.maximum(now - charged, 0.0), "plan")
+                charged = now
+                assert isinstance(event, (GaussianEvent, RenyiEvent))
+                mu2 = event.mu**2  # the event's GDP reading
+                inc[:2] = (mu2 if alpha is None else event_rdp(event, alpha)), mu2
+            run[k] = inc + (run[k - 1] if k else 0.0)
+            run[k, 2] = state.per_decision[-1]
         asked += int(ok.sum())
         accepted += int(move.sum()) if k >= count_from else 0
         theta = np.where(move[:, None], star, theta)
         trace[k] = theta
+        if k < frozen:  # RefitIndependenceMH pools every chain's state over the second half of each stage
+            begin = max((r for r in (0, *refits) if r <= k), default=0)
+            end = min(r for r in refits if r > k)
+            if k >= (begin + end) // 2:
+                pool.append(theta.copy())
     ess = float(
         np.min(az.ess(az.convert_to_dataset(trace.transpose(1, 0, 2)), method="bulk").to_array().values)
     )
@@ -144,7 +286,21 @@ def proposal_statistics(
         mean_rho=(float(np.mean(np.concatenate(rho))) if rho else math.inf)
         if rdp_table is not None
         else None,
+        run_charge=None
+        if worst_record is None
+        else RunCharge(chains * np.arange(1.0, steps + 1.0), run[:, 0], run[:, 1], run[:, 2]),
     )
+
+
+def _refit(mean: F64, cov: F64, pool: list[F64], min_sd_ratio: float) -> tuple[F64, F64]:
+    """``RefitIndependenceMH``'s refit (``refit_base``) of the base (``mean``, ``cov``) to ``pool``."""
+    from mechanisms.samplers.mh import RefitState, refit_base
+
+    x = np.vstack(pool) if pool else np.empty((0, mean.shape[0]))
+    n = x.shape[0]
+    m2 = (x - x.mean(axis=0)).T @ (x - x.mean(axis=0)) if n else None
+    state = RefitState(x, np.zeros(n), 0, mean, cov, n, x.mean(axis=0) if n else None, m2)
+    return refit_base(state, mean.shape[0], min_sd_ratio)
 
 
 def quantile_cap(
@@ -181,7 +337,8 @@ class McmcPlan:
     alpha: float | None = None
     rho_total: float = 0.0
     rho_warm: float = 0.0
-    per_proposal: float = 0.0  # the expected charge of one proposal, in the accounting's unit (μ² or ρ)
+    per_proposal: float = 0.0  # the expected charge of one proposal, in the accounting's unit (μ² or ρ;
+    # charged per run: the average over the planned run, the plan's curve is stats.run_charge)
     budget_total: float = math.inf  # what the target allows in that unit (Accounting.budget)
     floor: Floor | None = None  # the one-posterior-sample floor at the plan's approximation (public)
     min_warmup: int = 0  # the warm-up a refitted proposal needs (refit_warmup), 0 without a refit
@@ -219,12 +376,32 @@ class McmcPlan:
             lo, hi = (lo, mid) if enough(mid) else (mid, hi)
         return hi
 
+    @property
+    def per_run(self) -> bool:
+        """Priced for registries charging per run at the worst record (``stats.run_charge``)."""
+        return self.stats.run_charge is not None
+
+    def affordable(self) -> int:
+        """The iterations the budget (with the margin) would buy were the simulated per-run charge read past
+        the simulated run at its last rate (:meth:`RunCharge.at`); per decision, :attr:`iterations`. The
+        planner simulates a run this long when it is longer than the one simulated."""
+        if self.stats.run_charge is None:
+            return self.iterations
+        acc = self.accounting
+        left = self.margin * max(self.budget_total - acc.warm(self.mu_warm), 0.0)
+        return _most_iterations(self.stats, self.chains, self.per_proposal, left, extrapolate=True)
+
+    def decisions_charge(self, iterations: int) -> float:
+        """The expected charge (μ² or ρ) of ``iterations`` per chain, warm start excluded: this plan's cost
+        per proposal times the proposals, or, charged per run, its simulated run's (:class:`RunCharge`)."""
+        return _decisions_charge(self.stats, self.chains, iterations, self.per_proposal)
+
     def total_for_ess(self, ess: float) -> float:
         """The charge (μ² or ρ, warm start included) a planned run (with its margin) needs for ``ess``
         effective draws at this plan's cost per proposal and ESS per proposal."""
         warm = self.accounting.warm(self.mu_warm)
         it = self.iterations_for_ess(ess)
-        return warm + self.chains * it * self.per_proposal / self.margin
+        return warm + self.decisions_charge(it) / self.margin
 
     def eps_scaled(self, factor: float) -> float:
         """ε at δ of this plan's run with ``factor`` times its decisions (the warm start once), at the
@@ -260,6 +437,11 @@ class McmcPlan:
             f"inside the cap c <= {s.cap:.3g}); acceptance {s.acceptance:.2f}; expected ESS {self.ess:.0f} "
             f"(Monte Carlo error {self.mcse_sd:.2f} posterior sd); "
         )
+        if s.run_charge is not None:
+            head += (
+                "charged per run at the worst record (the registries' own charge of simulated runs: "
+                f"{s.run_charge.ratio:.2f} of the per-decision charge of the same decisions); "
+            )
         if self.alpha is None:
             return head + (
                 f"spends mu = {self.mu_total:.3f} (warm start {self.mu_warm:.3f}), eps = {self.eps:.3g} at "
@@ -316,6 +498,49 @@ def _mu_per_decision(stats: ProposalStatistics, sd_total: float, m: int, residua
     return stats.asked * stats.mean_delta2 * m / (sd_total**2 * residual)
 
 
+def _decisions_charge(stats: ProposalStatistics, chains: int, iterations: int, per: float) -> float:
+    """The decisions' expected charge in the plan's unit: ``per`` a proposal, or the per-run curve."""
+    if stats.run_charge is not None:
+        return stats.run_charge.at(chains * iterations)
+    return chains * iterations * per
+
+
+def _decisions_mu2(
+    stats: ProposalStatistics, chains: int, iterations: int, sd_total: float, m: int, residual: int
+) -> float:
+    """The decisions' expected μ² (the GDP reading)."""
+    if stats.run_charge is not None:
+        return stats.run_charge.at(chains * iterations, "mu2")
+    return chains * iterations * _mu_per_decision(stats, sd_total, m, residual)
+
+
+def _most_iterations(
+    stats: ProposalStatistics, chains: int, per: float, left: float, extrapolate: bool = False
+) -> int:
+    """The most iterations per chain whose decisions' expected charge stays within ``left``; charged per run,
+    at most the simulated run's (``extrapolate``: read past it at its last rate, what the planner uses to
+    choose the length it simulates next)."""
+    if stats.run_charge is None:
+        return int(left / (chains * per)) if per > 0 else 0
+    most = 10**9 if extrapolate else int(stats.run_charge.end // chains)
+
+    def fits(it: int) -> bool:
+        return _decisions_charge(stats, chains, it, per) <= left
+
+    if most < 1 or not fits(1):
+        return 0
+    if fits(most):
+        return most
+    lo, hi = 1, 2
+    while hi < most and fits(hi):  # the charge is non-decreasing (linear past the simulated run)
+        lo, hi = hi, 2 * hi
+    hi = min(hi, most)
+    while hi - lo > 1:  # the largest it that fits lies in [lo, hi)
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
 def warmup_of(stats: ProposalStatistics, iterations: int, min_warmup: int = 0) -> int:
     """Warm-up iterations of a planned run: a tenth of it, and at least the ~5 acceptances a chain started at
     a draw of the approximation (off the posterior by the approximation's error) needs to forget its start,
@@ -350,15 +575,20 @@ def plan_mcmc(
     after the warm start is planned (the prediction rests on the Gaussian stand-in: the real steps cost
     somewhat more, 8 % in the demo). ``alpha``: the registries' Rényi filter order (:class:`Accounting`;
     ``stats`` then carries E[ρ_bit] at that order); ``min_warmup``: the warm-up a refitted proposal needs.
+    ``stats.run_charge`` (registries charging per run): the iterations whose simulated per-run charge
+    (:class:`RunCharge`, in the same unit) fits, not a cost per decision times the decisions.
     The ESS counts the draws after the warm-up at ``stats``' ESS per proposal: with a refitted proposal
     that is the DP approximation's (offset by its noise), a conservative stand-in for the refit's."""
     acc = Accounting(delta, alpha)
     warm = acc.warm(mu_warm)
     left = margin * max(acc.budget(eps) - warm, 0.0)
     per = acc.per_proposal(stats, sd_total, m, residual)
-    iterations = int(left / (chains * per)) if per > 0 else 0
-    total = warm + chains * iterations * per
-    mu_total = math.sqrt(mu_warm**2 + chains * iterations * _mu_per_decision(stats, sd_total, m, residual))
+    iterations = _most_iterations(stats, chains, per, left)
+    total = warm + _decisions_charge(stats, chains, iterations, per)
+    mu_total = math.sqrt(mu_warm**2 + _decisions_mu2(stats, chains, iterations, sd_total, m, residual))
+    if stats.run_charge is not None:  # the average charge of a proposal over the planned run
+        rc = stats.run_charge
+        per = (total - warm) / (chains * iterations) if iterations else float(rc.total[-1] / rc.proposals[-1])
     ess = chains * max(iterations - warmup_of(stats, iterations, min_warmup), 0) * stats.ess_per_proposal
     return McmcPlan(
         iterations=iterations,
@@ -411,6 +641,7 @@ def offset_statistics(
     from_proposal: bool = False,
     count_from: int = 0,
     rdp_table: BitRdpTable | None = None,
+    worst_record: WorstRecordCharge | None = None,
 ) -> ProposalStatistics:
     """:func:`proposal_statistics` with the Gaussian stand-in's centre ``offset`` approximation sds from
     ``mean`` (in :data:`PILOT_DIRECTIONS` random directions of the whitened space, averaged): what the
@@ -432,11 +663,13 @@ def offset_statistics(
             from_proposal=from_proposal,
             count_from=count_from,
             rdp_table=rdp_table,
+            worst_record=worst_record,
         )
         for k, u in enumerate(_directions(mean.shape[0], seed))
     ]
     d2 = [r.mean_delta2 for r in runs if math.isfinite(r.mean_delta2)]
     rho = [r.mean_rho for r in runs if r.mean_rho is not None and math.isfinite(r.mean_rho)]
+    curves = [r.run_charge for r in runs if r.run_charge is not None]
     return ProposalStatistics(
         mean_delta2=float(np.mean(d2)) if d2 else math.inf,
         acceptance=float(np.mean([r.acceptance for r in runs])),
@@ -445,6 +678,7 @@ def offset_statistics(
         c_quantile=runs[0].c_quantile,
         ess_per_proposal=float(np.mean([r.ess_per_proposal for r in runs])),
         mean_rho=None if rdp_table is None else (float(np.mean(rho)) if rho else math.inf),
+        run_charge=None if not curves else RunCharge.envelope(curves),  # the largest over the offsets
     )
 
 
@@ -503,14 +737,18 @@ def replan_after_pilot(
     statistics at the offset the pilot's acceptance shows (:func:`pilot_offset`, :func:`offset_statistics`):
     the budget the plan left after the pilot (its expected charge) buys the rest at ``after``'s cost per
     decision, and the ESS is that of the draws after the pilot."""
-    acc = p.accounting
+    acc, k = p.accounting, p.chains
     per_old = acc.per_proposal(p.stats, sd_total, m, residual)
     per_new = acc.per_proposal(after, sd_total, m, residual)
-    left = p.chains * max(p.iterations - pilot, 0) * per_old
-    rest = int(left / (p.chains * per_new)) if per_new > 0 else 0
-    total = acc.warm(p.mu_warm) + p.chains * pilot * per_old + p.chains * rest * per_new
-    mu2_old, mu2_new = (_mu_per_decision(x, sd_total, m, residual) for x in (p.stats, after))
-    mu_total = math.sqrt(p.mu_warm**2 + p.chains * pilot * mu2_old + p.chains * rest * mu2_new)
+    spent = _decisions_charge(p.stats, k, pilot, per_old)
+    left = max(_decisions_charge(p.stats, k, p.iterations, per_old) - spent, 0.0)
+    rest = _most_iterations(after, k, per_new, left)
+    # charged per run, the pilot's and the rest's Gram matrices add: S(G + G') <= S(G) + S(G') and the c T
+    # terms add, so the two curves' sum bounds the worst-record reading of the whole run (each curve is at
+    # most its run's worst-record reading; at the per-decision reading, their sum is that of the whole run)
+    total = acc.warm(p.mu_warm) + spent + _decisions_charge(after, k, rest, per_new)
+    mu2 = _decisions_mu2(p.stats, k, pilot, sd_total, m, residual)
+    mu_total = math.sqrt(p.mu_warm**2 + mu2 + _decisions_mu2(after, k, rest, sd_total, m, residual))
     ess = p.chains * rest * after.ess_per_proposal
     return dataclasses.replace(
         p,
@@ -521,5 +759,5 @@ def replan_after_pilot(
         mcse_sd=1.0 / math.sqrt(ess) if ess > 0 else math.inf,
         stats=after,
         rho_total=total if p.alpha is not None else 0.0,
-        per_proposal=per_new,
+        per_proposal=per_new if after.run_charge is None else p.per_proposal,
     )

@@ -83,6 +83,7 @@ __all__ = [
     "run_warm_start",
     "secant_update",
     "unpack",
+    "with_ellipsoid",
 ]
 
 #: what a release sums per record
@@ -538,6 +539,23 @@ def ellipsoid_radius(p: int, quantile: float) -> float:
     return float(math.sqrt(chi2.ppf(quantile, max(p, 1))))
 
 
+def with_ellipsoid(model: Model, total: F64, n_total: int, quantile: float | None) -> Model:
+    """``model`` with the covariate ellipsoid a moments release's ``total`` sets (centre clipped into the
+    schema's box, radius keeping ``quantile`` of Gaussian covariates); ``model`` itself when ``quantile`` is
+    None."""
+    reg = _covariate_model(model)
+    mu, cov = moments_from_totals(total, reg.p, n_total)
+    if quantile is None:
+        return model
+    mu = np.clip(mu, -reg.x_bound, reg.x_bound)  # the centre must lie in the schema's box
+    return dataclasses.replace(  # type: ignore[type-var]
+        model,
+        x_center=tuple(float(v) for v in mu),
+        x_cov=tuple(tuple(float(v) for v in row) for row in cov),
+        x_radius=ellipsoid_radius(reg.p, quantile),
+    )
+
+
 def run_warm_start(
     model: Model, plan: WarmStartPlan, release: Release, n_total: int, start: F64, m: int
 ) -> WarmStart:
@@ -561,17 +579,7 @@ def run_warm_start(
         return WarmStart(model, back, tuple(inner.theta(p)[0] for p in ws.path))
 
     if plan.moments is not None:
-        reg = _covariate_model(model)
-        mu, cov = moments_from_totals(release(plan.moments, None, model), reg.p, n_total)
-        if plan.ellipsoid_quantile is not None:
-            mu = np.clip(mu, -reg.x_bound, reg.x_bound)  # the centre must lie in the schema's box
-            radius = ellipsoid_radius(reg.p, plan.ellipsoid_quantile)
-            model = dataclasses.replace(  # type: ignore[type-var]
-                model,
-                x_center=tuple(float(v) for v in mu),
-                x_cov=tuple(tuple(float(v) for v in row) for row in cov),
-                x_radius=radius,
-            )
+        model = with_ellipsoid(model, release(plan.moments, None, model), n_total, plan.ellipsoid_quantile)
     plan = plan.clipped_for(model)
     theta = np.asarray(start, dtype=np.float64).reshape(-1)
     path = [theta]

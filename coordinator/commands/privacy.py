@@ -82,11 +82,10 @@ def _offline_plan(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    model = exp.model()
     try:
-        exp, pilot = planner.with_pilot(exp, model)
+        exp, pilot = planner.with_pilot(exp, exp.model())
         assert pilot is not None
-        lap = pilot.laplace
+        model, lap = pilot.model, pilot.laplace  # the pilot's model: in the warm start's ellipsoid, if any
         targets = [dataclasses.replace(target, epsilon=e) for e in [target.epsilon, *(args.epsilon or [])]]
         plans = [
             (t.epsilon, planner.plan(dataclasses.replace(exp, budget_target=t), model, lap)) for t in targets

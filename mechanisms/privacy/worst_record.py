@@ -477,12 +477,18 @@ class WorstRecordCharge:
         g1 = before.grams + self.grams(theta, theta_star, deltas)
         pd = before.per_decision + self.per_decision(deltas)
         after = RunState((g1 + g1.transpose(0, 2, 1)) / 2.0, pd, before.decisions + n)
-        gain = np.maximum(self.charged(after) - self.charged(before), 0.0)
+        return self.events(np.maximum(self.charged(after) - self.charged(before), 0.0), label), after
+
+    def events(self, gain: npt.ArrayLike, label: str) -> list[PrivacyEvent]:
+        """The events charging one batch whose increase of :meth:`charged` is ``gain`` (μ², then ρ per order;
+        floored at 0 by the caller): what :meth:`increment` returns, also what a plan simulating a run
+        charges (``mechanisms.planning``, which keeps :meth:`charged` of the state it has)."""
+        gain = np.asarray(gain, dtype=np.float64)
         mu2 = float(gain[0])
         what = f"{label}, worst record over the run"
         if self.bound is None:
-            return [GaussianEvent(math.sqrt(mu2), count=1, label=what)], after
+            return [GaussianEvent(math.sqrt(mu2), count=1, label=what)]
         rho = tuple(float(r) for r in gain[1:])
         # μ raised so that the event's min(ρ, αμ²/2) never clips ρ (module docstring)
         top = max(2.0 * r / a for r, a in zip(rho, self.bound.orders, strict=True)) * (1.0 + 1e-12)
-        return [RenyiEvent(math.sqrt(max(mu2, top)), self.bound.orders, rho, count=1, label=what)], after
+        return [RenyiEvent(math.sqrt(max(mu2, top)), self.bound.orders, rho, count=1, label=what)]

@@ -237,6 +237,22 @@ class RefitState:
     pool_m2: F64 | None = None  # (d, d) their running sum of outer products of deviations (Welford)
 
 
+def refit_base(state: RefitState, d: int, min_sd_ratio: float) -> tuple[F64, F64]:
+    """A refitted proposal's base after a stage: the pooled states' mean and covariance, no narrower than
+    ``min_sd_ratio`` of the previous base (``state.mean``, ``state.cov``) in any direction; the previous base
+    when the pool is too small (fewer than 2(d + 1) states). Also what a plan simulates
+    (``mechanisms.planning``)."""
+    if state.count < 2 * (d + 1) or state.pool_mean is None or state.pool_m2 is None:
+        return state.mean, state.cov
+    emp = state.pool_m2 / (state.count - 1)
+    chol = np.linalg.cholesky(state.cov)
+    white = np.linalg.solve(chol, np.linalg.solve(chol, emp).T)  # L⁻¹ C L⁻ᵀ
+    w, v = np.linalg.eigh(0.5 * (white + white.T))
+    w = np.maximum(w, min_sd_ratio**2)
+    cov = chol @ (v * w) @ v.T @ chol.T
+    return np.asarray(state.pool_mean, dtype=np.float64), np.asarray(0.5 * (cov + cov.T))
+
+
 @dataclass
 class RefitIndependenceMH:
     """An independence sampler whose Gaussian proposal is refitted, during the warm-up, to the chains' own
@@ -304,18 +320,8 @@ class RefitIndependenceMH:
         raise ValueError(f"iteration {t} is past the warm-up")
 
     def refit(self, state: RefitState) -> tuple[F64, F64]:
-        """The base after a stage: the pooled states' mean and covariance, no narrower than ``min_sd_ratio``
-        of the previous base in any direction; the previous base when the pool is too small."""
-        d = self.model.d
-        if state.count < 2 * (d + 1) or state.pool_mean is None or state.pool_m2 is None:
-            return state.mean, state.cov
-        emp = state.pool_m2 / (state.count - 1)
-        chol = np.linalg.cholesky(state.cov)
-        white = np.linalg.solve(chol, np.linalg.solve(chol, emp).T)  # L⁻¹ C L⁻ᵀ
-        w, v = np.linalg.eigh(0.5 * (white + white.T))
-        w = np.maximum(w, self.min_sd_ratio**2)
-        cov = chol @ (v * w) @ v.T @ chol.T
-        return np.asarray(state.pool_mean, dtype=np.float64), np.asarray(0.5 * (cov + cov.T))
+        """The base after a stage (:func:`refit_base`)."""
+        return refit_base(state, self.model.d, self.min_sd_ratio)
 
     def step(self, rng: np.random.Generator, state: RefitState) -> tuple[RefitState, MHInfo]:
         t = state.t

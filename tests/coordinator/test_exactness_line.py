@@ -25,7 +25,9 @@ def _setup(offset_sd: float, draws_per_chain: int, sticky: bool = False):  # typ
     lap = LaplaceApproximation(mean + offset_sd * 0.01, cov)  # the DP approximation, offset_sd sds off
     exp = dataclasses.replace(exp, sampler=dataclasses.replace(exp.sampler, laplace=lap))
     stats = ProposalStatistics(0.02, 0.3, 0.95, 0.6, 0.999, 0.15)
-    p = plan_mcmc(stats, sd_total=2.0, m=7, residual=7, chains=16, eps=18.0, delta=1e-5, mu_warm=1.0)
+    assert exp.warm_start is not None  # the plan's warm start is the experiment's (its noise is scaled by it)
+    mu_warm = exp.warm_start.mu
+    p = plan_mcmc(stats, sd_total=2.0, m=7, residual=7, chains=16, eps=18.0, delta=1e-5, mu_warm=mu_warm)
     rng = np.random.default_rng(0)
     draws = mean + 0.01 * rng.standard_normal((16, draws_per_chain, d))  # the exact posterior N(0, 0.01^2)
     if sticky:  # chains that barely move: few effective draws
