@@ -46,6 +46,7 @@ from mechanisms.samplers import (
 )
 from mechanisms.samplers.blocked import BlockedDecider, BlockedMH, SharedAuto, SharedState, blocked_kernel
 from mechanisms.samplers.local import EffectsRelease
+from mechanisms.samplers.mh import WARM_INFLATE
 from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.rejection import RejectionSampler
 from proto.spec import PartyEntry
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
     from mechanisms.abcdp.federated import FederatedSvtPlan
 
 F64 = npt.NDArray[np.float64]
-WARM_INFLATE = 1.5  # a refitted proposal's inflation during the warm-up (heavier than the frozen one's)
 
 
 #: the per-draw sample statistics each kind of run writes (``confar run --check`` checks their names)

@@ -398,8 +398,8 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
     cap = plan_cap(exp, model, laplace)
     table = renyi_table(exp, cap)
     wr = worst_record(exp, model, cap)
-    from coordinator.drivers import WARM_INFLATE
     from coordinator.warm_start import warm_start_plan
+    from mechanisms.samplers.mh import WARM_INFLATE
 
     offset = mean_error_cov(warm_start_plan(ws, model, exp.m), model, laplace, exp.m)
     chains = exp.sampler.chains

@@ -253,6 +253,9 @@ def refit_base(state: RefitState, d: int, min_sd_ratio: float) -> tuple[F64, F64
     return np.asarray(state.pool_mean, dtype=np.float64), np.asarray(0.5 * (cov + cov.T))
 
 
+WARM_INFLATE = 1.5  # a refitted proposal's inflation during the warm-up (heavier than the frozen one's)
+
+
 @dataclass
 class RefitIndependenceMH:
     """An independence sampler whose Gaussian proposal is refitted, during the warm-up, to the chains' own
@@ -278,7 +281,7 @@ class RefitIndependenceMH:
     mean0: F64
     cov0: F64
     refits: tuple[int, ...]
-    warm_inflate: float = 1.5
+    warm_inflate: float = WARM_INFLATE
     inflate: float = 1.1
     min_sd_ratio: float = 0.5
     penalty: Penalty | None = None

@@ -29,6 +29,8 @@ SHRINK = {
     "adapt_stop": "8",
     "n_accept": "5",
     "c": "3",
+    "min_ess": "5",  # a planned example's (the demo's) bar, for the few iterations above
+    "max_seconds": "20",  # the reference's time cap (registry-effects: its blocked reference)
 }
 
 
@@ -52,6 +54,7 @@ def test_every_example_is_covered() -> None:
         "plugin",
         "poisson-rate",
         "poisson-rate-plugin",
+        "registry-effects",
     }
 
 
@@ -64,7 +67,8 @@ def test_example_runs_simulated(example: Path, tmp_path: Path, capsys: pytest.Ca
         pytest.skip("oxigraph (pip install oxigraph) not installed")
     if (ROOT / "examples" / "plugins").is_dir():  # [model] path = "plugins" is relative to the file
         shutil.copytree(ROOT / "examples" / "plugins", tmp_path / "plugins")
-    shutil.copytree(ROOT / "examples" / "poisson", tmp_path / "poisson")  # [simulate] data files
+    for data in ("poisson", "registry-effects"):  # [simulate] data files
+        shutil.copytree(ROOT / "examples" / data, tmp_path / data)
     cfg = tmp_path / example.name
     cfg.write_text(shrunk(example.read_text(encoding="utf-8")), encoding="utf-8")
     out = tmp_path / "out"
