@@ -76,7 +76,7 @@ class Composition:
         if self.mu is not None:
             out = gdp_eps(self.mu, delta)
         if self.pld is not None:
-            out = min(out, float(self.pld.get_epsilon_for_delta(delta)))
+            out = min(out, pld_eps(self.pld, delta))
         return out
 
     def delta_at_many(self, eps: npt.ArrayLike) -> FloatArray:
@@ -127,6 +127,52 @@ def _pmf_deltas(pmf: object, eps: FloatArray) -> FloatArray | None:
         out = inf_mass + upper[idx] - np.exp(eps) * lower_sum[idx]
     safe = np.where(np.isfinite(out), np.maximum(out, 0.0), inf_mass + upper[idx])
     return np.asarray(safe, dtype=np.float64)
+
+
+def _pmf_eps(pmf: object, delta: float) -> float | None:
+    """The smallest ε with δ(ε) ≤ ``delta`` of one dense dp_accounting PMF, vectorised: dp_accounting's
+    routine walks the loss bins from the top in a Python loop (9 s of the 34 a registry's dry run of 20,000
+    rejection decisions took). The same scan as prefix sums over the bins in descending order: before bin k,
+    U = inf_mass + Σ_{j<k} p_j and L = Σ_{j<k} p_j e^{−loss_j} (in logs, so a loss past the double range
+    does not underflow L to 0, where dp_accounting falls back to the larger ε = loss); the answer is
+    log((U − δ)/L) at the first bin whose loss that does not exceed, else over all bins; 0 when U ≤ L + δ.
+    None when the PMF does not expose the dense layout."""
+    dense = getattr(pmf, "to_dense_pmf", None)
+    if dense is None:
+        return None
+    d = dense()
+    try:
+        lower, probs, disc, inf_mass = d._lower_loss, d._probs, d._discretization, d._infinity_mass
+    except AttributeError:
+        return None
+    if inf_mass > delta:
+        return math.inf
+    p = np.asarray(probs, dtype=np.float64)[::-1]
+    losses = (np.arange(len(p))[::-1] + lower) * disc
+    with np.errstate(divide="ignore"):
+        log_terms = np.where(p > 0, np.log(np.where(p > 0, p, 1.0)), -np.inf) - losses
+    upper = inf_mass + np.concatenate([[0.0], np.cumsum(p)])  # before bin k, and after the last
+    log_lower = np.concatenate([[-np.inf], np.logaddexp.accumulate(log_terms)])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cand = np.log(upper - delta) - log_lower  # log((U - δ)/L) before each bin, then after all
+    ok = (upper[:-1] > delta) & np.isfinite(log_lower[:-1]) & (cand[:-1] >= losses)
+    k = int(np.argmax(ok)) if ok.any() else len(p)
+    lower_mass = math.exp(log_lower[k]) if math.isfinite(log_lower[k]) else 0.0
+    if upper[k] <= lower_mass + delta:
+        return 0.0
+    return max(0.0, float(cand[k]))
+
+
+def pld_eps(pld: pld_lib.PrivacyLossDistribution, delta: float) -> float:
+    """ε at ``delta`` of a dp_accounting PLD (both directions when it is not symmetric), as its own
+    ``get_epsilon_for_delta`` computes it but vectorised (``_pmf_eps``)."""
+    pmfs = [getattr(pld, "_pmf_remove", None)]
+    if not getattr(pld, "_symmetric", True):
+        pmfs.append(getattr(pld, "_pmf_add", None))
+    parts = [_pmf_eps(pmf, delta) if pmf is not None else None for pmf in pmfs]
+    if any(part is None for part in parts):
+        return float(pld.get_epsilon_for_delta(delta))
+    return max(part for part in parts if part is not None)
 
 
 def pld_deltas(pld: pld_lib.PrivacyLossDistribution, eps: FloatArray) -> FloatArray:

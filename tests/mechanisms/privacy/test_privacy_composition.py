@@ -135,3 +135,52 @@ def test_vectorised_deltas_equal_dp_accounting() -> None:
         want = np.asarray(comp.pld.get_delta_for_epsilon(list(grid)))
         np.testing.assert_allclose(pld_deltas(comp.pld, grid), want, rtol=1e-9, atol=1e-15)
         np.testing.assert_allclose(comp.delta_at_many(grid), want, rtol=1e-9, atol=1e-15)
+
+
+# --- ε at δ of a PLD, vectorised (composition.pld_eps) against dp_accounting's own loop ---------------------
+
+
+def _pld_cases() -> list[object]:
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    disc = {"value_discretization_interval": 1e-3}
+    return [
+        pld_lib.from_gaussian_mechanism(1.0, **disc),
+        pld_lib.from_laplace_mechanism(0.5, **disc).self_compose(30),
+        pld_lib.from_gaussian_mechanism(3.0, **disc).compose(pld_lib.from_laplace_mechanism(2.0, **disc)),
+        pld_lib.from_randomized_response(0.1, 2, **disc).self_compose(50),  # mass at large losses
+        pld_lib.from_gaussian_mechanism(0.8, sampling_prob=0.3, **disc),  # not symmetric: both directions
+    ]
+
+
+@pytest.mark.parametrize("delta", [0.5, 1e-2, 1e-5, 1e-9])
+def test_pld_eps_equals_dp_accounting(delta: float) -> None:
+    from mechanisms.privacy.composition import pld_eps
+
+    for pld in _pld_cases():
+        ours, theirs = pld_eps(pld, delta), float(pld.get_epsilon_for_delta(delta))  # type: ignore[attr-defined]
+        assert ours == pytest.approx(theirs, rel=1e-9, abs=1e-9), (pld, delta)
+
+
+def test_pld_eps_past_the_double_range_is_exact_where_dp_accounting_rounds_up() -> None:
+    """Losses past exp's range (a long composition of large steps): dp_accounting's L = Σ p e^{−loss}
+    underflows to 0 and it answers with the loss itself; ours keeps L in logs. Ours is never above theirs
+    and its δ, summed independently with mpmath (50 digits) over the PMF's bins, is at most δ."""
+    import mpmath
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    from mechanisms.privacy.composition import pld_eps
+
+    pld = pld_lib.from_laplace_mechanism(1 / 50, value_discretization_interval=1e-2).self_compose(20)
+    delta = 1e-5
+    ours, theirs = pld_eps(pld, delta), float(pld.get_epsilon_for_delta(delta))
+    assert ours <= theirs + 1e-9
+    d = pld._pmf_remove.to_dense_pmf()  # type: ignore[attr-defined]
+    mpmath.mp.dps = 50
+    eps = mpmath.mpf(ours)
+    total = mpmath.mpf(d._infinity_mass)
+    for i, p in enumerate(d._probs):
+        loss = mpmath.mpf((i + d._lower_loss) * d._discretization)
+        if p > 0 and loss > eps:
+            total += mpmath.mpf(float(p)) * (1 - mpmath.exp(eps - loss))
+    assert float(total) <= delta * (1 + 1e-9)
