@@ -3,6 +3,7 @@ running event loop, and shows the fit, the privacy statements and the plots (iss
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 from pathlib import Path
@@ -16,22 +17,27 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("daemons")]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def test_the_notebook_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import nbformat
-    from nbclient import NotebookClient
+def _edited(nb: Any, edits: dict[str, str]) -> Any:
+    """The notebook with each ``old -> new`` replaced in its code cells (each ``old`` must occur: a notebook
+    edited since would otherwise run unshortened without anyone noticing)."""
+    for old, new in edits.items():
+        cells = [c for c in nb.cells if c.cell_type == "code" and old in c.source]
+        assert cells, f"{old!r} is no longer in the notebook"
+        for c in cells:
+            c.source = c.source.replace(old, new)
+    return nb
 
-    monkeypatch.setenv("CONFAR_EXAMPLES", str(EXAMPLES))
-    monkeypatch.setenv("CONFAR_NOTEBOOK_OUT", str(tmp_path / "out"))
-    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # figures as outputs
-    nb = nbformat.read(EXAMPLES / "notebook.ipynb", as_version=4)
-    where = {"metadata": {"path": str(tmp_path)}}
-    NotebookClient(nb, timeout=900, kernel_name="python3", resources=where).execute()
-    text = "\n".join(
-        str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
-        for c in nb.cells
-        if c.cell_type == "code"
-        for o in c.get("outputs", [])
-    )
+
+def test_the_notebook_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notebook as shipped, its planned run's budget lowered from 80 to 30 (the planner buys a run about
+    five times shorter; min_ess lowered with it): this test is of the notebook API and its outputs, the
+    planned runs' statistics are tests/network's."""
+    lower = {
+        '"privacy.target_epsilon": 80.0': '"privacy.target_epsilon": 30.0',
+        '"simulate.party_epsilon": 80.0': '"simulate.party_epsilon": 30.0',
+        '"privacy.min_ess": 100': '"privacy.min_ess": 30',
+    }
+    nb, text = _run("notebook.ipynb", tmp_path, monkeypatch, lower)
     assert "Fit(8 chains x" in text and "party-7: epsilon = " in text
     for path in sorted((tmp_path / "out" / "privacy").glob("party-*.json")):
         doc = json.loads(path.read_text())  # the fit's repr and the privacy cell print its sentence verbatim
@@ -43,14 +49,16 @@ def test_the_notebook_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert (tmp_path / "out" / "posterior.nc").is_file() and os.environ["CONFAR_NOTEBOOK_OUT"]
 
 
-def _run(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str]:
+def _run(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edits: dict[str, str]
+) -> tuple[Any, str]:
     import nbformat
     from nbclient import NotebookClient
 
     monkeypatch.setenv("CONFAR_EXAMPLES", str(EXAMPLES))
     monkeypatch.setenv("CONFAR_NOTEBOOK_OUT", str(tmp_path / "out"))
-    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    nb = nbformat.read(EXAMPLES / name, as_version=4)
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # figures as outputs
+    nb = _edited(nbformat.read(EXAMPLES / name, as_version=4), edits)
     NotebookClient(
         nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     ).execute()
@@ -66,14 +74,21 @@ def _run(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[An
 
 
 def test_the_poisson_rate_notebook_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Poisson rate study of issue 24 from a notebook: the formula and the hand-written plug-in, both with
-    the defaults: no warning, and the two posteriors agree within their Monte Carlo errors (|z| < 4 for each
-    of the 4 parameters; each fit's agreement with the converged reference is tests/network/
-    test_poisson_study.py)."""
-    _, text = _run("poisson-rate.ipynb", tmp_path, monkeypatch)
+    """The Poisson rate study of issue 24 from a notebook: the formula and the hand-written plug-in, each run
+    5x shorter than the example's default (8 chains x 600 iterations: the default's convergence without a
+    warning is tests/network/test_poisson_study.py's, from the CLI, with the same sampler for both models);
+    no warning but the convergence diagnostics', and the two posteriors agree within their Monte Carlo errors
+    (|z| < 4 for each of the 4 parameters)."""
+    shorter = '{"sampler.chains": 8, "sampler.iterations": 600}'
+    edits = {f'"{f}.toml")': f'"{f}.toml", {shorter})' for f in ("poisson-rate", "poisson-rate-plugin")}
+    _, text = _run("poisson-rate.ipynb", tmp_path, monkeypatch, edits)
     assert "FormulaModel(formula='deaths ~ age + sex + creatinine'" in text
-    assert "warnings: none" in text, text[-2000:]
-    assert "plug-in warnings: none" in text, text[-2000:]
+    for what in ("warnings:", "plug-in warnings:"):
+        line = next(x for x in text.splitlines() if x.startswith(what))
+        said = line.removeprefix(what).strip()
+        if said != "none":  # a list: only the diagnostics of a short run may speak
+            warned = ast.literal_eval(said)
+            assert all(w.startswith(("bulk ESS", "tail ESS", "not converged")) for w in warned), line
     zs = {
         line.split()[3].rstrip(":"): float(line.split()[4])
         for line in text.splitlines()
