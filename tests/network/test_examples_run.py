@@ -28,6 +28,7 @@ SHRINK = {
     "adapt_every": "2",
     "adapt_stop": "8",
     "n_accept": "5",
+    "max_proposals": "1000",  # the registries' dry run composes every batch the run may ask (one PLD)
     "c": "3",
     "min_ess": "5",  # a planned example's (the demo's) bar, for the few iterations above
     "max_seconds": "20",  # the reference's time cap (registry-effects: its blocked reference)
