@@ -187,7 +187,7 @@ class LocalConsortium:
         *,
         workdir: Path | None = None,
         insecure: bool = False,
-        startup_timeout_s: float = 30.0,
+        startup_timeout_s: float = 60.0,
         keep: bool = False,
         fixed_rng_keys: dict[int, bytes] | None = None,
         deviate: dict[int, Sequence[str]] | None = None,
@@ -292,7 +292,7 @@ class LocalConsortium:
             pp.proc.send_signal(signal.SIGKILL)
             pp.proc.wait(5)
 
-    def restart(self, pid: int, timeout_s: float = 30.0, insecure: bool = False) -> PartyProcess:
+    def restart(self, pid: int, timeout_s: float = 60.0, insecure: bool = False) -> PartyProcess:
         """Start party ``pid`` again on its config and state (after :meth:`kill`); it listens on a new port,
         so take :meth:`endpoints` afresh."""
         pp = self.procs[pid]
