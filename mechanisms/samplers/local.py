@@ -60,6 +60,7 @@ from hss.randomness import SecureRandom
 from mechanisms.models.base import F64, Data, Model
 from mechanisms.models.hierarchy import RandomIntercept, SharedModel
 from mechanisms.samplers.penalty import penalty_acceptance
+from mechanisms.samplers.requests import step_sensitivity
 
 PARAMETERISATIONS = ("auto", "centred", "non-centred")
 LOG_2PI = math.log(2.0 * math.pi)
@@ -449,8 +450,6 @@ def local_step_sensitivity(model: Model, max_step: float, neighbours: str = "rep
     state with the effects moved by ``max_step`` (σ_u = 1 there, so u_j moves by ``max_step``). A bound on
     every local step only for a model whose bound holds at any offset and grows with |Δu| alone
     (``Model.offset_uniform_bound``: sup |Δη| = |Δu| for bernoulli), which the privacy charge checks."""
-    from mechanisms.samplers.requests import step_sensitivity
-
     shared = SharedModel(model)
     theta = shared.held_coordinates(np.zeros((1, shared.d)))
     star = theta.copy()

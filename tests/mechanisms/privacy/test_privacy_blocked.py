@@ -31,10 +31,19 @@ PENALTY = Penalty(None, sd=SD, max_sensitivity=CAP)
 CHAINS = 40
 
 
+#: family -> (outcome bounds, extra columns, model keywords)
+FAMILIES: dict[str, tuple[Any, dict[str, Any], dict[str, Any]]] = {
+    "bernoulli": ({"values": [0, 1]}, {}, {}),
+    "gaussian": ([-5, 5], {}, {"sigma": 1.0}),
+    "poisson": ({"lower": 0, "upper": 20, "integer": True}, {"t": [0.5, 4]}, {"offset": "t"}),
+    "weibull": ([0.1, 5], {"event": {"values": [0, 1]}}, {"event": "event"}),
+}
+
+
 def _formula(family: str = "bernoulli") -> FormulaModel:
-    outcome: Any = {"values": [0, 1]} if family == "bernoulli" else [-5, 5]
-    kw = {} if family == "bernoulli" else {"sigma": 1.0}
-    cols = {"y": outcome, "x1": [-2, 2], "x2": [-1, 3], "registry": {"values": list(range(1, M + 1))}}
+    outcome, extra, kw = FAMILIES[family]
+    levels = {"values": list(range(1, M + 1))}
+    cols = {"y": outcome, "x1": [-2, 2], "x2": [-1, 3], **extra, "registry": levels}
     return FormulaModel("y ~ x1 + x2 + (1 | registry)", family, cols, **kw)
 
 
@@ -147,11 +156,12 @@ def test_the_blocked_charge_is_never_below_the_brute_force_truth(which: str, nei
     assert dry_local.mu == pytest.approx(ev_local.mu * math.sqrt(5 / CHAINS))
 
 
-@pytest.mark.parametrize("family", ["gaussian"])
+@pytest.mark.parametrize("family", ["gaussian", "poisson", "weibull"])
 def test_a_model_bounded_only_at_a_level_of_eta_is_refused(family: str) -> None:
-    """A gaussian outcome's bound grows with the level of η, which each registry's effect moves and the
-    coordinator does not see: no charge."""
+    """A gaussian, poisson or weibull outcome's bound grows with the level of η (the residual, e^η, the
+    survival term), which each registry's effect moves and the coordinator does not see: no charge."""
     model = _formula(family)
+    assert not model.offset_uniform_bound() and _formula().offset_uniform_bound()
     plan = DecisionPlan(model_args=model.config()["args"], penalty=PENALTY, blocked=LOCAL)
     view = coalition_view("sign", M, 2, 0)
     with pytest.raises(Unaccountable, match=r"model 'formula' bounds .* only at a given level"):
