@@ -339,7 +339,7 @@ class BlockedDriver(MHDriver):
         def make(sm: SharedModel, dec: BlockedDecider) -> SharedAuto:
             return SharedAuto(
                 sm, dec, cov, stop=s.adapt_stop, start=s.adapt_start, every=s.adapt_every,
-                history_from=s.history_from, target_accept=s.target_accept,
+                history_from=s.history_from, target_accept=s.target_accept, penalty=s.penalty, m=self.exp.m,
             )  # fmt: skip
 
         return blocked_kernel(self.full, decide, make, sweep=self.batch)

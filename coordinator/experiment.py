@@ -73,6 +73,9 @@ EXPERIMENT.toml::
                                     # where its records are, the shared parameters by the confidential
                                     # decision (docs/MODELS.md, "Blocked sampling"); false: one random walk
                                     # over every parameter
+    # penalty with sd and blocked (a budget can charge it; docs/PRIVACY.md "Blocked sampling under a
+    #   budget"): local_sd (each registry's own noise sd on a local log ratio), local_max_step (the cap on a
+    #   local move of u_j), local_steps (default 3); blocked is then the default. Bernoulli models only.
     # adaptive-mh (Haario et al.; mechanisms.samplers.AdaptiveMH): adapt_start (default iterations // 10),
     #   adapt_every (iterations // 40), adapt_stop (iterations // 2), history_from (iterations // 20);
     #   warmup must be >= adapt_stop (only draws of the frozen kernel are posterior draws); final =
@@ -355,8 +358,19 @@ class Experiment:
             log_bound_margin=s.log_bound_margin if rejection else 0.0,
             bound=s.rejection_bound if rejection else "data",
             max_sensitivity=s.max_sensitivity if rejection else None,
-            blocked=LocalSettings(adapt_until=s.adapt_stop) if s.blocked else None,
+            blocked=self.local_settings() if s.blocked else None,
         )
+
+    def local_settings(self) -> LocalSettings:
+        """A blocked run's local settings: exact local steps (adapting until adapt_stop), or with the penalty
+        the noisy ones of ``local_sd`` / ``local_max_step`` in the public centred coordinate."""
+        s = self.sampler
+        if s.local_sd is None:
+            return LocalSettings(adapt_until=s.adapt_stop)
+        return LocalSettings(
+            steps=s.local_steps, adapt_until=s.adapt_stop, parameterisation="centred", sd=s.local_sd,
+            max_step=s.local_max_step,
+        )  # fmt: skip
 
     def session_params(self) -> dict[str, Any]:
         """The session's public ``model_params``: the decision plan's (``DecisionPlan.to_params``), or the

@@ -154,7 +154,7 @@ def registry_privacy(
     recomputed["epsilon_by_accountant"] = eps
     parts = [
         f"{eps_clause}, {_neighbours_clause(views, str(rep.get('neighbours', '')))}, {threat.clause}",
-        f"released: {_released(views)}",
+        f"released: {_released(views, [e.label for e in events])}",
         f"budget: {_budget_clause(reported, recomputed)} ({used})",
     ]
     scopes = sorted(  # federated ABCDP's whole-run charge says against whom its epsilon holds
@@ -332,12 +332,23 @@ def _neighbours_clause(views: Sequence[EventView | None], reported: str) -> str:
     return f"{reported} neighbours" if reported else "neighbour relation not reported"
 
 
-def _released(views: Sequence[EventView | None]) -> str:
+#: the label of a blocked run's release of a registry's effect draws (``mechanisms.privacy.charge``)
+EFFECTS_RELEASE = "effects release of run"
+
+
+def _released(views: Sequence[EventView | None], labels: Sequence[str] = ()) -> str:
+    """What the charged sessions released, by reveal mode; a blocked run's effects release (reveal sum, but
+    the draws in the clear, not noisy sums) is named as such."""
     if not views:
         return "nothing charged yet"
-    modes = list(dict.fromkeys(v.reveal for v in views if v is not None and v.reveal))
-    unsaid = sum(v is None or not v.reveal for v in views)
+    effects = [i for i, label in enumerate(labels) if EFFECTS_RELEASE in label]
+    kept = [v for i, v in enumerate(views) if i not in set(effects)]
+    modes = list(dict.fromkeys(v.reveal for v in kept if v is not None and v.reveal))
+    unsaid = sum(v is None or not v.reveal for v in kept)
     said = ", ".join(f"{RELEASED.get(md, md)} (reveal {md})" for md in modes)
+    if effects:
+        clear = "its random effect's draws in the clear (reveal sum; a post-processing of its charged sweeps)"
+        said = f"{said}, {clear}" if said else clear
     if not unsaid:
         return said
     rest = f"{unsaid} charge(s) that do not record their reveal mode"

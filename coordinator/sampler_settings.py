@@ -20,8 +20,11 @@ intercept, ``(1 | registry)`` or ``logistic-random-intercept``, under the automa
 registry updates its own effect z_j where its records are, the shared block by the confidential decision
 (:mod:`mechanisms.samplers.blocked`, docs/MODELS.md "Blocked sampling"); the shared block's kernel is
 :class:`mechanisms.samplers.blocked.SharedAuto` with the adapt_* keys' warm-up, and every registry's local
-scales and coordinate adapt until adapt_stop too. Not with a penalty, lazy acceptance, a Laplace proposal
-or a given proposal_scale / proposal_cov.
+scales and coordinate adapt until adapt_stop too. Not with lazy acceptance, a Laplace proposal or a given
+proposal_scale / proposal_cov. With kind penalty (sd, max_sensitivity) and ``local_sd``, ``local_max_step``
+(``local_steps``, default 3): the accountable plan a registry's budget can charge — every registry's local
+steps penalty MH with its own noise and capped moves, each effect held in the public coordinate β_0 + u_j
+(docs/PRIVACY.md, "Blocked sampling under a budget"); blocked is then the default.
 """
 
 from __future__ import annotations
@@ -67,7 +70,8 @@ SAMPLER_KEYS: dict[str, set[str]] = {
     "adaptive-mh": MH_KEYS | LAZY_KEYS | ADAPT_KEYS,
     "penalty": MH_KEYS
     | ADAPT_KEYS
-    | {"tau", "alpha", "n_records", "c", "b", "max_sensitivity", "sd", "proposal", "refit"},
+    | {"tau", "alpha", "n_records", "c", "b", "max_sensitivity", "sd", "proposal", "refit"}
+    | {"local_sd", "local_max_step", "local_steps"},
     "rejection": {
         "kind",
         "n_accept",
@@ -119,6 +123,10 @@ class SamplerSettings:
     refit: bool = False  # proposal "laplace": refitted to the chains' states in the warm-up, then frozen
     lazy: Lazy | None = None  # lazy acceptance (sign reveal): a secret coin of probability gamma
     blocked: bool = False  # registry-local random effects (mechanisms.samplers.blocked)
+    # blocked with the penalty (the accountable plan): each registry's noisy local steps
+    local_sd: float | None = None  # its own N(0, local_sd^2) on a local log ratio
+    local_max_step: float | None = None  # a local proposal moves u_j by at most this
+    local_steps: int = 3  # local steps per sweep
     # rejection
     n_accept: int = 0
     max_proposals: int = 0
@@ -269,6 +277,7 @@ def _mh(r: Reader, s: dict[str, Any], kind: str, model: Model) -> SamplerSetting
     if refit and proposal != "laplace":
         raise r.err("sampler.refit", "refits the independence proposal of proposal = 'laplace' only")
     blocked = _blocked(r, s, kind, model, auto, lazy)
+    local = _local(r, s, blocked, penalty)
     init = _init(r, s, chains, model)
     cov = None if proposal == "laplace" else _start_cov(r, s, model, auto)
     if blocked:  # the shared block's start (its prior's spread) and the chains' shared coordinates
@@ -290,15 +299,53 @@ def _mh(r: Reader, s: dict[str, Any], kind: str, model: Model) -> SamplerSetting
         refit=refit,
         lazy=lazy,
         blocked=blocked,
+        **local,
         **adapt,
     )
 
 
+def _local(r: Reader, s: dict[str, Any], blocked: bool, penalty: Penalty | None) -> dict[str, Any]:
+    """The noisy local steps of a blocked run under the penalty (``local_sd``, ``local_max_step``,
+    ``local_steps``): required together with kind penalty and blocked, refused elsewhere (naming the key)."""
+    keys = sorted({"local_sd", "local_max_step", "local_steps"} & set(s))
+    if not blocked or penalty is None:
+        if keys:
+            raise r.err(
+                f"sampler.{keys[0]}",
+                "sets the noisy local steps of a blocked run under the penalty (kind 'penalty' with sd, a "
+                "model with a registry random intercept, blocked = true)",
+            )
+        return {}
+    if not penalty.fixed or penalty.c != "bound":
+        raise r.err(
+            "sampler.tau",
+            "blocked sampling takes the penalty with a fixed sd (and c = 'bound'): each decision is "
+            "charged at its own sensitivity with every effect held at its public coordinate",
+        )
+    for key in ("local_sd", "local_max_step"):
+        if key not in s:
+            raise r.err(
+                f"sampler.{key}",
+                "missing: blocked sampling under the penalty makes every registry's local steps penalty MH "
+                "with its own noise (local_sd) and a cap on their move of u_j (local_max_step), so that "
+                "its ledger can charge them (docs/PRIVACY.md, 'Blocked sampling under a budget')",
+            )
+    return {
+        "local_sd": r.number(s, "sampler", "local_sd", gt=0.0),
+        "local_max_step": r.number(s, "sampler", "local_max_step", gt=0.0),
+        "local_steps": r.integer(s, "sampler", "local_steps", 3, lo=1, hi=64),
+    }
+
+
 def _blocked(r: Reader, s: dict[str, Any], kind: str, model: Model, auto: bool, lazy: Lazy | None) -> bool:
     """``sampler.blocked``: default true for a model with a registry random intercept under the automatic
-    proposal of kinds mh and adaptive-mh (module docstring); true elsewhere is an error naming why."""
+    proposal of kinds mh and adaptive-mh, and of kind penalty when its noisy local steps are given
+    (``local_sd``; module docstring); true elsewhere is an error naming why."""
     has = model.random_intercept() is not None
-    able = kind in ("mh", "adaptive-mh") and auto and lazy is None
+    penalty_ok = kind == "penalty" and s.get("proposal", "random-walk") == "random-walk"
+    able = (kind in ("mh", "adaptive-mh") or penalty_ok) and auto and lazy is None
+    if kind == "penalty" and "blocked" not in s:
+        able = able and "local_sd" in s  # a penalty run is blocked when it says how its local steps are
     blocked = bool(r.get(s, "sampler", "blocked", bool, has and able))
     if not blocked:
         return False
@@ -308,14 +355,14 @@ def _blocked(r: Reader, s: dict[str, Any], kind: str, model: Model, auto: bool, 
         )
     if not able:
         why = (
-            f"kind {kind!r}" if kind not in ("mh", "adaptive-mh")
+            f"kind {kind!r}" if kind not in ("mh", "adaptive-mh", "penalty")
             else "lazy acceptance" if lazy is not None
             else "a fixed proposal (proposal_scale / proposal_cov / proposal)"
         )  # fmt: skip
         raise r.err(
             "sampler.blocked",
-            f"blocked sampling tunes the shared block's proposal itself and decides exact MH moves (kinds mh "
-            f"and adaptive-mh, the automatic proposal, no lazy acceptance), not with {why}: remove it or set "
+            f"blocked sampling tunes the shared block's proposal itself (kinds mh, adaptive-mh and penalty "
+            f"with sd, the automatic proposal, no lazy acceptance), not with {why}: remove it or set "
             "blocked = false",
         )
     return True

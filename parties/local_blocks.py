@@ -17,6 +17,7 @@ session); a session of a run starts it from this party's last completed run step
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
@@ -40,6 +41,9 @@ class LocalContext:
     replays: ReplayStore
     effects: EffectsStore
     release_effects: bool
+    #: with a privacy budget: how many run steps 1..k of a run this registry's ledger charged (its
+    #: ``PrivacyBudgetStore.charged_steps``); None without a budget
+    charged_steps: Callable[[str], int] | None = None
 
 
 @runtime_checkable

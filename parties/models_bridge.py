@@ -32,6 +32,7 @@ from hss.modes import REVEAL
 from hss.randomness import SecureRandom
 from mechanisms import noise, warmstart
 from mechanisms.models.base import Model, SchemaError, load_model
+from mechanisms.models.hierarchy import SharedModel
 from mechanisms.samplers.blocked import TERM_FLOOR
 from mechanisms.samplers.local import EffectsRelease, LocalState, RegistryBlock
 from mechanisms.samplers.plan import DecisionPlan
@@ -167,7 +168,15 @@ class ModelAnalysis:
 
         plan, model = self.plan(params), self.model(params)
         per_decision = plan.penalty is not None and plan.penalty.fixed
-        request = self.request(model, plan, batch, n) if per_decision and batch is not None else None
+        request = None
+        if per_decision and batch is not None and plan.blocked is not None:  # the shared block's batch
+            try:
+                d = SharedModel(model).d
+                request = DecisionRequest.from_inputs(batch, "mh", n, d, plan.penalty, blocked=True)
+            except ValueError as exc:
+                raise AnalysisError(f"{self.name}: {exc}") from exc
+        elif per_decision and batch is not None:
+            request = self.request(model, plan, batch, n)
         try:
             return charge.decision_events(
                 plan, model, mode, view, n, self.name, request, neighbours, rdp_orders
@@ -437,7 +446,7 @@ class ModelAnalysis:
         its Gamma(1/m, 1) shares (and W_j for the blinded reveal). Nothing of the effect leaves here."""
         block = self.registry_block(model, cols, plan)
         try:
-            req = DecisionRequest.from_inputs(inputs, "mh", n, block.shared.d, None, blocked=True)
+            req = DecisionRequest.from_inputs(inputs, "mh", n, block.shared.d, plan.penalty, blocked=True)
         except ValueError as exc:
             raise AnalysisError(f"{self.name}: {exc}") from exc
         assert req.states is not None and req.sweep is not None and req.chain is not None
@@ -445,6 +454,8 @@ class ModelAnalysis:
         sm = block.shared
         if not (sm.in_bounds(req.theta_star).all() and sm.in_bounds(req.states).all()):
             raise AnalysisError(f"{self.name}: proposals outside the parameter bounds must not be sent")
+        if plan.penalty is not None:  # the shared moves' cap and sigma, at the held-coordinate bound
+            self.check_mh_batch(sm, req, plan, inputs.get("sigma"))
         state, previous = self._start_of(req.sweep)
         self._check_follows(req.states, previous)
         local_rng = SecureRandom(rng.key())
@@ -463,7 +474,8 @@ class ModelAnalysis:
             raise AnalysisError(f"{self.name}: {exc}") from exc
         ell = np.maximum(ell, TERM_FLOOR)
         blinded = mode in REVEAL and REVEAL[mode].blinding
-        nz, blind = party_noise(rng, m, n, None, blinded, plan.exp_noise)
+        sigma = None if plan.penalty is None else plan.penalty.sigma_of(np.zeros(n))  # a fixed sd
+        nz, blind = party_noise(rng, m, n, sigma, blinded, plan.exp_noise)
         request = {
             "states": req.states.tolist(),
             "chain": req.chain.tolist(),
@@ -512,6 +524,13 @@ class ModelAnalysis:
         if held is None or held.local is None:
             raise AnalysisError(f"{self.name}: this registry holds no blocked run {release.run!r}")
         after = LocalState.from_json(held.local.after)
+        if ctx.charged_steps is not None and ctx.charged_steps(release.run) < after.t:
+            raise AnalysisError(
+                f"{self.name}: this registry has a privacy budget and its ledger charged sweeps 0.."
+                f"{ctx.charged_steps(release.run) - 1} of run {release.run!r}, not all its {after.t} sweeps: "
+                "effect draws of a run it did not charge (made before the budget, or without noisy local "
+                "steps) have no privacy bound, so they stay here"
+            )
         raw = np.asarray(inputs.get("states", np.zeros(0)), dtype=np.float64)
         if raw.shape != (chains, block.shared.d) or not np.isfinite(raw).all():
             raise AnalysisError(

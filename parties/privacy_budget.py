@@ -311,6 +311,18 @@ class PrivacyBudgetStore:
     def enforced(self) -> bool:
         return self.budget is not None
 
+    def charged_steps(self, run_id: str) -> int:
+        """k: this ledger holds charges for run steps 1..k of ``run_id`` without a gap (0: none). A blocked
+        run's effects release is a post-processing of what its charged sweeps paid for, so a registry with a
+        budget releases the draws of charged sweeps only (``parties.models_bridge``)."""
+        ranges = sorted((c.from_step, c.to_step) for c in self.run_charges if c.run_id == run_id)
+        k = 0
+        for lo, hi in ranges:
+            if lo > k + 1:
+                break
+            k = max(k, hi)
+        return k
+
     def charged_run_step(
         self, run_id: str, run_step: int, digest: bytes, noise_key: str
     ) -> RunCharge | None:

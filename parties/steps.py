@@ -178,6 +178,7 @@ def _decision_machine(
                 party.store.replays,
                 party.store.effects,
                 party.cfg.release_effects,
+                party.store.privacy.charged_steps if party.store.privacy.enforced else None,
             )
         )
     try:

@@ -332,6 +332,15 @@ class Model(ABC):
         updates its own z_j, the coordinator the rest; it must then also give :meth:`covariate_means`."""
         return None
 
+    def offset_uniform_bound(self) -> bool:
+        """Whether :meth:`record_ratio_bound` holds uniformly in an additive offset of the linear predictor:
+        for every offset o, sup over allowed records of |log p(x | θ*; η + o) − log p(x | θ; η + o)| is at
+        most the bound at (θ, θ*) with the random intercept held fixed (e.g. bernoulli: the log-likelihood is
+        1-Lipschitz in η, so the bound sup |Δη| does not see the level of η). A blocked run under a privacy
+        budget needs it: each registry's terms are evaluated at its own effect, which the coordinator does
+        not see (``mechanisms.privacy.charge``). False (the default): no such claim."""
+        return False
+
     def linear_predictor(self, data: Data, theta: F64) -> F64 | None:
         """Optional (blocked sampling's fast path): the linear predictor of every record without the random
         intercept, (proposals, records), such that the log-likelihood is ``log_likelihood_eta`` at it plus

@@ -540,6 +540,12 @@ class FormulaModel(Model):
         icept = i + p.names.index("Intercept") if "Intercept" in p.names else None
         return RandomIntercept(p.group, p.levels, i + self.k, zs, tuple(range(i, i + self.k)), icept)
 
+    def offset_uniform_bound(self) -> bool:
+        """bernoulli only: its bound is sup |Δη| and the log-likelihood is 1-Lipschitz in η, at any level of
+        η; the poisson, gaussian and weibull bounds grow with the level (e^η, the residual, the survival
+        term), which a registry's effect moves."""
+        return self.family == "bernoulli"
+
     def covariate_means(self, data: Data, weights: F64 | None = None) -> F64:
         """The mean design row of ``data`` (the intercept column's mean is 1), or per row of ``weights``
         (rows, records) the weighted mean (rows, k)."""

@@ -146,6 +146,29 @@ class SharedModel(Model):
     def sample_prior(self, rng: np.random.Generator, n: int) -> F64:
         return np.asarray(self.full.sample_prior(rng, n)[:, list(self.index)], dtype=np.float64)
 
+    def held_coordinates(self, theta: F64) -> F64:
+        """The full θ (n, d) at which the full model sees a shared state s (n, d_s) when each registry holds
+        its effect in the public intercept-centred coordinate v_j = β_0 + u_j (``local``'s noisy mode): the
+        intercept and log σ_u set to 0 and z = 0, so the linear predictor is x·β without β_0 and u_j, the
+        part of η a shared move changes at fixed v_j (v_j is an offset)."""
+        s = np.array(as_batch(theta, self.d), dtype=np.float64)
+        ri = self.hierarchy
+        if ri.intercept is not None:
+            s[:, self.position(ri.intercept)] = 0.0
+        s[:, self.position(ri.log_sd)] = 0.0
+        return self.embed(s)
+
+    def record_ratio_bound(self, theta: F64, theta_star: F64) -> F64 | None:
+        """The full model's bound of a shared move s → s* with each registry's effect held at fixed v_j =
+        β_0 + u_j (:meth:`held_coordinates`; symmetric in s, s* as the full model's bound is). It bounds the
+        change of one record's log-likelihood in a registry's term only for a model whose bound holds at
+        any offset of the linear predictor (``Model.offset_uniform_bound``, which the privacy charge
+        checks); for any model it is a public symmetric function of (s, s*), so a cap on it restricts the
+        shared proposal symmetrically and the chain stays exact."""
+        return self.full.record_ratio_bound(  # type: ignore[no-any-return]
+            self.held_coordinates(theta), self.held_coordinates(theta_star)
+        )
+
     def record_log_likelihood(self, data: Data, theta: F64) -> F64:
         raise ValueError(
             "the shared block has no likelihood of its own: each registry evaluates the full model with its "

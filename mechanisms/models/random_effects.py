@@ -87,6 +87,10 @@ class LogisticRandomIntercept(CovariateRegion, Model):
         levels = tuple(float(j) for j in range(1, self.registries + 1))
         return RandomIntercept(self.registry, levels, self.p + 1, zs, tuple(range(self.p + 1)), 0)
 
+    def offset_uniform_bound(self) -> bool:
+        """The bound is sup |Δη| and log σ(±η) is 1-Lipschitz in η: it holds at any level of u_j."""
+        return True
+
     def covariate_means(self, data: Data, weights: F64 | None = None) -> F64:
         """(1, the mean of each covariate) over ``data``'s records, or per row of ``weights`` the weighted
         means (rows, p + 1)."""

@@ -40,12 +40,27 @@ formula bernoulli)                 of the run so far, the run's Gram matrices ke
 rejection, cap c̄      sign         ProfileEvent: the Bernoulli cover of P(a + Gamma(r/m) ≥ 0) (lazy: × γ)
                                    for a ≤ −m·margin, Δ = c̄ (public bound) or 2c̄ (data bound)
 rejection, cap c̄      sum/blinded  ProfileEvent: the exact sum-reveal curve δ(ε) = F_k(Δ)
-blocked (registry-   —            Unaccountable: each registry's term is evaluated at its own effect z_j,
-local effects)                     a state it drew from its records with exact local MH steps that carry no
-                                   noise, so the bits depend on the records through z_j as well, which no
-                                   per-decision charge here covers (docs/MODELS.md, "Blocked sampling")
-effects release       —            Unaccountable: a blocked run's effect draws leave the registry without
-                                   noise; the registry's own [allow] release_effects decides, not a budget
+blocked: shared      any          per sweep, two GaussianEvents (``_blocked_events``; docs/PRIVACY.md,
+penalty sd, cap c̄,                 "Blocked sampling under a budget"): the joint release of the transcript
+noisy local steps                  and this registry's own effect path is charged, the transcript being a
+(sd_loc, max_step h),              post-processing of it. The shared decisions as the fixed-sd penalty's,
+a model whose bound                μ² = Σ_t (Δ_t / (sd √r))², Δ_t the model's bound with every effect held
+holds at any offset                at v_j = β_0 + u_j (``SharedModel.record_ratio_bound``: a record's term
+(bernoulli)                        moves by at most it at any v_j); the sweep's chains × steps local steps,
+                                   each penalty MH with the registry's own N(0, sd_loc²), at the cap
+                                   Δ_loc = the model's bound for |Δu_j| ≤ h (2h replace-one, h add-remove
+                                   for bernoulli): μ² = chains · steps · (Δ_loc / sd_loc)². A GDP filter
+                                   over both (adaptive composition of the joint release)
+blocked, anything     —            Unaccountable: shared decisions without the fixed-sd penalty (exact MH),
+else                               exact local steps (no noise: an unbounded loss that every later bit is
+                                   conditioned on), or a model whose bound grows with the level of η
+                                   (poisson, gaussian, weibull: the registry's effect is an offset the
+                                   bound does not see)
+effects release       —            a GaussianEvent of μ = 0 whose label states it: the z_j draws are a
+                                   function of the joint release the run's sweeps were charged for
+                                   (post-processing); the registry also checks that its ledger charged every
+                                   sweep of the run (``parties.models_bridge``) and releases only with its
+                                   own [allow] release_effects = true
 noise "none" (tests)  —            Unaccountable, every decision kind: the parties drop their Gamma(1/m)
                                    shares of Exp(1), so a decision is not the sampler's and nothing above
                                    holds (lazy MH: the bit is deterministic given the coin). A statistics
@@ -67,6 +82,8 @@ from numpy.random import default_rng  # a fixed public probe point, not secret r
 
 from hss.modes import reveal_mode
 from mechanisms.models.base import Model
+from mechanisms.models.hierarchy import SharedModel
+from mechanisms.samplers.local import LocalSettings, local_step_sensitivity
 from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.requests import DecisionRequest, Lazy, Penalty, step_sensitivity
 from mechanisms.warmstart import release_mu
@@ -123,22 +140,17 @@ def decision_events(
         label = f"{name} warm start: {stats.what} release, {neighbours}, sd={stats.sd:g}/{stats.sd2:g}"
         return [GaussianEvent(mu, count=1, label=label)]
     if plan.effects is not None:
-        raise Unaccountable(
-            f"{name}: a release of a blocked run's registry effects (the z_j draws, without noise) has no "
-            "privacy bound a registry can back; a registry releases them only when its own [allow] "
-            "release_effects = true says so, and a registry with a privacy budget refuses it"
+        rel = plan.effects
+        label = (
+            f"{name} effects release of run {rel.run!r}, sweeps {rel.first}..{rel.first + rel.sweeps - 1} of "
+            "this registry's z_j draws: a post-processing of the run's joint release, charged with its "
+            "sweeps in this ledger (nothing more; released only with [allow] release_effects = true)"
         )
-    if plan.blocked is not None:
-        raise Unaccountable(
-            f"{name}: blocked sampling (registry-local random effects) has no per-decision privacy bound: "
-            "each registry's term of a shared decision is evaluated at its own effect z_j, which it draws "
-            "from its records by exact local Metropolis-Hastings steps without noise, so the accept bits "
-            "depend on the records through z_j too, and no charge of the shared decision alone covers that "
-            "(docs/MODELS.md, 'Blocked sampling'); run it without a privacy budget, or sample the model "
-            "without blocks ([sampler] blocked = false) under the penalty"
-        )
+        return [GaussianEvent(0.0, count=1, label=label)]
     if not plan.exp_noise:
         raise Unaccountable(_without_noise(plan, name))
+    if plan.blocked is not None:
+        return _blocked_events(plan, plan.blocked, model, mode, view, n, name, request, neighbours)
     if plan.penalty is not None and plan.penalty.fixed:
         return _per_decision_events(plan.penalty, model, mode, view, n, name, request, neighbours, rdp_orders)
     if neighbours != "replace-one":
@@ -173,6 +185,80 @@ def decision_events(
             label=f"{label}, c <= {cap:g}: confidential amplification ({view.observed})",
         )
     ]
+
+
+def _blocked_events(
+    plan: DecisionPlan,
+    local: LocalSettings,
+    model: Model,
+    mode: str,
+    view: RevealView,
+    n: int,
+    name: str,
+    request: DecisionRequest | None,
+    neighbours: str,
+) -> list[PrivacyEvent]:
+    """A sweep of a blocked run (docs/PRIVACY.md, "Blocked sampling under a budget"): the joint release of
+    the public transcript and this registry's own effect path is charged, the transcript being a
+    post-processing of it. Given the joint history, (a) each shared decision's term ℓ_j is evaluated at a
+    known v_j = β_0 + u_j (the public intercept-centred coordinate), so one record moves it by at most the
+    model's bound at fixed offset (``SharedModel.record_ratio_bound``; a bound at every offset only when
+    ``model.offset_uniform_bound()``): Δ_t/(sd √r)-GDP as any fixed-sd penalty decision; (b) each of the
+    sweep's chains × steps local steps is penalty MH with the registry's own N(0, sd_loc²) on a log ratio
+    one record moves by at most Δ_loc (``local_step_sensitivity``, |Δu| ≤ max_step): Δ_loc/sd_loc-GDP,
+    charged at that cap whatever the step (it is fixed before the sweep). Both are GaussianEvents, composed
+    adaptively under the ledger's GDP filter. A dry run (no ``request``) charges ``n`` decisions at the cap
+    and the local steps of ``n`` chains."""
+    why = None
+    pen = plan.penalty
+    if pen is None or not pen.fixed or pen.max_sensitivity is None:
+        why = (
+            "its shared decisions are exact Metropolis-Hastings (a reject is impossible whenever r >= 1): "
+            "they need the penalty with a fixed sd and max_sensitivity"
+        )
+    elif not local.noisy:
+        why = (
+            "its local steps are exact Metropolis-Hastings without noise (an unbounded loss), and the shared "
+            "decisions depend on the records through the effect they draw: the local steps need the "
+            "registry's own noise (blocked.sd) and a cap on their move (blocked.max_step)"
+        )
+    elif not model.offset_uniform_bound():
+        why = (
+            f"model {model.name!r} bounds a record's log-likelihood ratio only at a given level of the "
+            "linear predictor (its bound grows with the level, e.g. e^eta, a residual or a survival "
+            "term), and each registry's terms are evaluated at its own effect, an offset the bound does "
+            "not see; only a model whose bound holds at any offset (family bernoulli, "
+            "logistic-random-intercept) is charged"
+        )
+    if why is not None:
+        raise Unaccountable(
+            f"{name}: blocked sampling (registry-local random effects) has no privacy bound here: {why} "
+            "(docs/PRIVACY.md, 'Blocked sampling under a budget'); run it without a privacy budget"
+        )
+    assert pen is not None and pen.sd is not None and pen.max_sensitivity is not None
+    assert local.sd is not None and local.max_step is not None
+    cap = float(pen.max_sensitivity)
+    sd_res = pen.sd * (view.threat.residual_parties**0.5)
+    shared = SharedModel(model)
+    where = f"{name} blocked, shared block: penalty sd={pen.sd:g} {mode}, {neighbours}, per decision"
+    if request is None:
+        delta = np.full(n, cap)
+        chains = n
+        where += f" at the cap c <= {cap:g} (dry run)"
+    else:
+        assert request.theta is not None
+        delta = step_sensitivity(shared, request.theta, request.theta_star, neighbours, pen.c, pen.b)
+        chains = n if request.states is None else int(request.states.shape[0])
+    mu_shared = float(np.sqrt(np.sum((delta / sd_res) ** 2)))
+    d_loc = local_step_sensitivity(model, local.max_step, neighbours)
+    count = chains * local.steps
+    mu_local = math.sqrt(count) * d_loc / local.sd
+    what = (
+        f"{name} blocked, own effect: {chains} chains x {local.steps} noisy local MH steps, |du| <= "
+        f"{local.max_step:g} (Delta {d_loc:g}, {neighbours}), own noise sd={local.sd:g}, kept in this "
+        "registry (charged as released: the joint release the transcript post-processes)"
+    )
+    return [GaussianEvent(mu_shared, count=1, label=where), GaussianEvent(mu_local, count=1, label=what)]
 
 
 def _without_noise(plan: DecisionPlan, name: str) -> str:
@@ -389,6 +475,8 @@ def worst_record_charge(
     None when the per-run charge does not apply (the per-decision one is kept)."""
     pen = plan.penalty
     if plan.statistics is not None or pen is None or not pen.fixed or pen.max_sensitivity is None:
+        return None
+    if plan.blocked is not None:  # a blocked run's terms sit at the registries' own effects: per decision
         return None
     structure = linear_structure(model)
     if structure is None:

@@ -29,10 +29,12 @@ public term 0: the same state whatever the bit) so that the registries still mak
 
 **What the coordinator learns.** Each decision's accept bit, as for any MH run; nothing else of the z_j: they
 stay in the registries (with a daemon, in its run state), and a registry's local decisions are never sent.
-The bits of (b) do depend on the z_j (ℓ_j is evaluated at them), so the z_j are not hidden *from* the bits:
-the privacy cost of a blocked run is discussed in docs/MODELS.md ("Blocked sampling"); a run under a privacy
-budget is refused (``mechanisms.privacy.charge``). The z_j draws leave a registry only at the end of a run,
-and only if it allows it (``parties``, ``[allow] release_effects``).
+The bits of (b) do depend on the z_j (ℓ_j is evaluated at them), so the z_j are not hidden *from* the bits.
+A privacy budget charges only the accountable plan (``mechanisms.privacy.charge``; docs/PRIVACY.md "Blocked
+sampling under a budget"): noisy local steps (``local``) and the shared decisions with a fixed-sd penalty
+and its cap on ``SharedModel.record_ratio_bound`` (each registry adds its N(0, sd²), the public term carries
+−m sd²/2; exact as any penalty MH); the default exact plan is refused. The z_j draws leave a registry only at
+the end of a run, and only if it allows it (``parties``, ``[allow] release_effects``).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from mechanisms.models.hierarchy import SharedModel
 from mechanisms.samplers.decision import DecideFn, Decider
 from mechanisms.samplers.local import LocalSettings, LocalState, RegistryBlock
 from mechanisms.samplers.mh import AdaptiveMH, Kernel, MHInfo, MHState, mh_decide
-from mechanisms.samplers.requests import DecisionRequest
+from mechanisms.samplers.requests import DecisionRequest, Penalty
 from mechanisms.samplers.seeds import PublicSeeds
 from mechanisms.samplers.terms import party_noise
 
@@ -65,14 +67,16 @@ Bits = npt.NDArray[np.bool_]
 TERM_FLOOR = -65536.0
 
 
-def null_request(states: F64, sweep: int) -> DecisionRequest:
+def null_request(states: F64, sweep: int, penalty: Penalty | None = None) -> DecisionRequest:
     """A sweep's null decision (chain 0 proposes its own state, public term 0): asked only when no chain's
-    proposal is, so that the registries still make the sweep's local updates; its bit changes nothing."""
+    proposal is, so that the registries still make the sweep's local updates; its bit changes nothing. It
+    carries the session's ``penalty`` (its sensitivity is 0: the state does not move)."""
     return DecisionRequest(
         kind="mh",
         theta_star=states[:1].copy(),
         public=np.zeros(1),
         theta=states[:1].copy(),
+        penalty=penalty,
         chain=np.zeros(1, dtype=np.int64),
         states=states,
         sweep=sweep,
@@ -109,14 +113,14 @@ class BlockedMH:
     def __post_init__(self) -> None:
         if not isinstance(getattr(self.shared, "decide", None), BlockedDecider):
             raise ValueError("the shared kernel's decider must be a BlockedDecider")
-        if (
-            getattr(self.shared, "penalty", None) is not None
-            or getattr(self.shared, "lazy", None) is not None
-        ):
+        pen = getattr(self.shared, "penalty", None)
+        if getattr(self.shared, "lazy", None) is not None:
+            raise ValueError("blocked sampling decides MH moves of the shared block: no lazy acceptance")
+        if pen is not None and (not pen.fixed or pen.c != "bound"):
             raise ValueError(
-                "blocked sampling decides exact MH moves of the shared block: no penalty or lazy acceptance "
-                "(their per-decision sensitivity depends on the registries' effects, which the coordinator "
-                "does not see)"
+                "blocked sampling takes the penalty with a fixed sd and c = 'bound' only (a shared move's "
+                "sensitivity is SharedModel.record_ratio_bound, every effect held at its public "
+                "intercept-centred coordinate)"
             )
 
     @property
@@ -137,7 +141,7 @@ class BlockedMH:
         )
         out, info = self.shared.step(rng, state)
         if not dec.called:  # no proposal inside the support: the null decision carries the local updates
-            dec.inner(null_request(dec.states, self.sweep))
+            dec.inner(null_request(dec.states, self.sweep, getattr(self.shared, "penalty", None)))
             info = dataclasses.replace(info, asked=info.asked + 1)
         dec.states = None
         self.sweep += 1
@@ -228,14 +232,18 @@ class LocalBlockParties:
             for b, st, cur in zip(self.blocks, self.states, current, strict=True)
             if st is not None
         ]
+        pen = request.penalty
+        sigma = None if pen is None else pen.sigma_of(np.zeros(request.n))  # a fixed sd (BlockedMH checks)
         if self.rng is not None:
             total = request.public + np.sum(terms, axis=0)
+            if sigma is not None:  # the registries' N(0, sd²) each; the correction is in the public term
+                total = total + self.rng.normal(0.0, 1.0, request.n) * sigma * math.sqrt(self.m)
             return np.asarray(np.log(self.rng.random(request.n)) < total)
         assert self.decide is not None and self.noise_rngs is not None
         blinded = self.mode in REVEAL and REVEAL[self.mode].blinding
         values, blinds = [], []
         for ell, nrng in zip(terms, self.noise_rngs, strict=True):
-            nz, blind = party_noise(nrng, self.m, request.n, None, blinded)
+            nz, blind = party_noise(nrng, self.m, request.n, sigma, blinded)
             values.append(ell + nz)
             if blind is not None:
                 blinds.append(blind)
@@ -426,7 +434,8 @@ class SharedAuto:
     walk_share: float = WALK_SHARE  # after the warm-up, each chain's step is the frozen random walk's with
     # this probability (from the public seed, whatever the state), else the independence sampler's
     target_accept: float | None = None
-    penalty: None = None  # (BlockedMH checks there is none)
+    penalty: Penalty | None = None  # a fixed sd only (BlockedMH checks): the plan a budget can charge
+    m: int | None = None  # the number of registries (the penalty's public correction)
     lazy: None = None
 
     def __post_init__(self) -> None:
@@ -442,7 +451,7 @@ class SharedAuto:
         return AdaptiveMH(
             self.model, self.decide, init_cov=self.init_cov, start=self.start, every=self.every,
             stop=self.stop, history_from=self.history_from, scale_adapt=True,
-            target_accept=self.target_accept,
+            target_accept=self.target_accept, penalty=self.penalty, m=self.m,
         )  # fmt: skip
 
     @property
@@ -534,7 +543,7 @@ class SharedAuto:
         ts = np.where(walk[:, None], state.theta + steps, ts)
         q_ratio = np.where(walk, 0.0, q_ratio)
         out, info = mh_decide(
-            self.model, self.decide, MHState(state.theta, state.log_prior), ts, q_ratio, None, None
+            self.model, self.decide, MHState(state.theta, state.log_prior), ts, q_ratio, self.penalty, self.m
         )
         inner = dataclasses.replace(state.inner, theta=out.theta, log_prior=out.log_prior, t=t + 1)
         d = self.model.d

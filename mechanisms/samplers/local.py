@@ -35,6 +35,15 @@ adapted to ``target_accept`` (1-D optimum 0.44) during the warm-up (sweeps < ``a
 it; the uniforms and normals from the registry's CSPRNG. Everything is fixed from ``adapt_until`` on, so the
 sweeps after it are a fixed kernel (finite adaptation). What is public: the settings (they travel in the
 session's plan). What is not: v, its coordinate, its scale, the local accept bits and x̄_j.
+
+**Noisy local steps** (``LocalSettings.sd`` and ``max_step``: the plan a privacy budget can charge,
+docs/PRIVACY.md "Blocked sampling under a budget"): every local step is penalty MH — accept iff log U <
+T_j(s, v') − T_j(s, v) + W − sd²/2, W ~ N(0, sd²) from the registry's CSPRNG (exact: the penalty's acceptance
+α(λ) = e^λ α(−λ)) — with the increment clipped to ±``max_step`` (a symmetric law clipped symmetrically: a
+symmetric proposal), and nothing is computed from the records but the local log ratios: the coordinate is
+the public intercept-centred one (v = β_0 + u_j: :attr:`RegistryBlock.public_centre`, parameterisation
+"centred"), the initial scale ``max_step``, the Robbins–Monro target lowered by the penalty's acceptance at
+λ = 0. The scale still adapts in the warm-up, from the noisy accept bits (charged: a post-processing).
 """
 
 from __future__ import annotations
@@ -50,6 +59,8 @@ from scipy import special
 from hss.randomness import SecureRandom
 from mechanisms.models.base import F64, Data, Model
 from mechanisms.models.hierarchy import RandomIntercept, SharedModel
+from mechanisms.samplers.penalty import penalty_acceptance
+from mechanisms.samplers.requests import step_sensitivity
 
 PARAMETERISATIONS = ("auto", "centred", "non-centred")
 LOG_2PI = math.log(2.0 * math.pi)
@@ -67,6 +78,8 @@ class LocalSettings:
     target_accept: float = 0.44
     parameterisation: str = "auto"
     choose_every: int = 10
+    sd: float | None = None  # noisy local steps: the registry's own N(0, sd²) on its local log ratio
+    max_step: float | None = None  # noisy local steps: a local proposal moves u_j by at most this
 
     def __post_init__(self) -> None:
         if not (isinstance(self.steps, int) and 1 <= self.steps <= MAX_LOCAL_STEPS):
@@ -81,6 +94,30 @@ class LocalSettings:
             )
         if not (isinstance(self.choose_every, int) and self.choose_every >= 1):
             raise ValueError(f"local choose_every must be an integer >= 1, got {self.choose_every!r}")
+        if (self.sd is None) != (self.max_step is None):
+            raise ValueError(
+                "noisy local steps need both local sd (the penalty's noise on a local log ratio) and "
+                f"local max_step (the cap on a local proposal's move of u_j), got sd={self.sd!r}, "
+                f"max_step={self.max_step!r}"
+            )
+        for key in ("sd", "max_step"):
+            v = getattr(self, key)
+            number = isinstance(v, int | float) and not isinstance(v, bool)
+            if v is not None and (not number or not 0 < v < math.inf):
+                raise ValueError(f"local {key} must be a finite number > 0, got {v!r}")
+        if self.noisy and self.parameterisation != "centred":
+            raise ValueError(
+                "noisy local steps hold every effect in the public intercept-centred coordinate "
+                "v_j = beta_0 + u_j: local parameterisation must be 'centred', got "
+                f"{self.parameterisation!r} (the data-driven choice and centring of 'auto' would be releases "
+                "of their own)"
+            )
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the local steps are penalty MH with the registry's own noise (accountable) rather than
+        exact MH (``RegistryBlock.sweep``)."""
+        return self.sd is not None
 
     def to_params(self) -> dict[str, Any]:
         return {
@@ -89,11 +126,13 @@ class LocalSettings:
             "target_accept": self.target_accept,
             "parameterisation": self.parameterisation,
             "choose_every": self.choose_every,
-        }
+        } | ({} if self.sd is None else {"sd": self.sd, "max_step": self.max_step})
 
     @classmethod
     def from_params(cls, p: dict[str, Any]) -> LocalSettings:
-        extra = set(p) - {"steps", "adapt_until", "target_accept", "parameterisation", "choose_every"}
+        extra = set(p) - {
+            "steps", "adapt_until", "target_accept", "parameterisation", "choose_every", "sd", "max_step",
+        }  # fmt: skip
         if extra:
             raise ValueError(f"unknown local parameters {sorted(extra)}")
         for key in ("steps", "adapt_until", "choose_every"):
@@ -108,6 +147,8 @@ class LocalSettings:
             target_accept=float(target),
             parameterisation=str(p.get("parameterisation", "auto")),
             choose_every=p.get("choose_every", 10),
+            sd=p.get("sd"),
+            max_step=p.get("max_step"),
         )
 
 
@@ -295,9 +336,26 @@ class RegistryBlock:
 
     # ---- the local update ------------------------------------------------------------------------------
 
+    @property
+    def public_centre(self) -> F64:
+        """The centring row of the noisy mode's coordinate v = β_0 + u_j: 1 at the intercept, 0 elsewhere
+        (all 0 without an intercept: v = u_j). Public: it depends on no record."""
+        ri = self.hierarchy
+        row = np.zeros(len(ri.beta))
+        if ri.intercept is not None:
+            row[ri.beta.index(ri.intercept)] = 1.0
+        return row
+
     def initial(self, chains: int, rng: SecureRandom) -> LocalState:
-        """Sweep 0's state: z_j from its prior N(0, 1) per chain (non-centred; the first sweep chooses)."""
+        """Sweep 0's state: z_j from its prior N(0, 1) per chain (non-centred; the first sweep chooses). With
+        noisy local steps everything but z_j is public: the centring row :attr:`public_centre`, the centred
+        coordinate always, the local scale ``max_step`` (nothing computed from the records)."""
         v = _normal(rng, chains)
+        if self.settings.noisy:
+            assert self.settings.max_step is not None
+            centre = np.tile(self.public_centre, (chains, 1))
+            scale = np.full(chains, math.log(self.settings.max_step))
+            return LocalState(0, v, np.zeros(chains, dtype=bool), centre, scale, np.ones(chains))
         centre = np.tile(self._mean_row, (chains, 1))
         return LocalState(0, v, np.zeros(chains, dtype=bool), centre, np.zeros(chains), np.zeros(chains))
 
@@ -336,7 +394,8 @@ class RegistryBlock:
             raise ValueError(f"shared states must be ({state.chains}, {self._shared.d}), got {s.shape}")
         t = state.t
         adapting = t < cfg.adapt_until
-        if (adapting and t % cfg.choose_every == 0) or (t == 0 and state.local_steps == 0):
+        choose = (adapting and t % cfg.choose_every == 0) or (t == 0 and state.local_steps == 0)
+        if choose and not cfg.noisy:  # noisy: the public coordinate, nothing chosen from the records
             state = self._choose(s, state)
         at = self.at(s, state.centre)
         centred = rng.uniform(state.chains) < state.p_centred
@@ -345,17 +404,28 @@ class RegistryBlock:
         step_v = np.where(centred, 0.0, -np.log(at.sigma))  # a scale in u's units, in v's
         cur = self.target(at, v, centred)
         steps, accepted = state.local_steps, state.accepted
+        target_accept = cfg.target_accept
+        if cfg.noisy:  # the penalty lowers acceptance at λ = 0 to 2Φ(−sd/2): aim at the same share of it
+            assert cfg.sd is not None
+            target_accept *= float(penalty_acceptance(np.zeros(1), np.full(1, cfg.sd))[0])
         for _ in range(cfg.steps):
-            prop = v + np.exp(log_scale + step_v) * _normal(rng, state.chains)
+            step = np.exp(log_scale + step_v) * _normal(rng, state.chains)
+            if cfg.max_step is not None:  # a symmetric increment law clipped symmetrically: symmetric
+                step = np.clip(step, -cfg.max_step, cfg.max_step)
+            prop = v + step
             new = self.target(at, prop, centred)
             log_u = np.log(rng.uniform(state.chains))
             with np.errstate(invalid="ignore"):
-                acc = log_u < new - cur
+                ratio = new - cur
+                if cfg.noisy:  # penalty MH: the registry's own N(0, sd²) and the correction −sd²/2
+                    assert cfg.sd is not None
+                    ratio = ratio + cfg.sd * _normal(rng, state.chains) - 0.5 * cfg.sd**2
+                acc = log_u < ratio
             v, cur = np.where(acc, prop, v), np.where(acc, new, cur)
             accepted += int(acc.sum())
             if adapting:
                 gain = (1.0 + steps / 10.0) ** -0.6
-                log_scale = np.clip(log_scale + gain * (acc - cfg.target_accept), -25.0, 25.0)
+                log_scale = np.clip(log_scale + gain * (acc - target_accept), -25.0, 25.0)
             steps += 1
         if not np.isfinite(cur).all():
             raise ValueError("a registry's local target is not finite at its current state")
@@ -371,6 +441,20 @@ class RegistryBlock:
         new = self.target(self.at(s_star, state.centre[chain]), v, centred)
         out = new - current[chain]
         return np.asarray(np.where(np.isnan(out), -np.inf, out), dtype=np.float64)
+
+
+def local_step_sensitivity(model: Model, max_step: float, neighbours: str = "replace-one") -> float:
+    """Δ of one noisy local step: the most one record moves a registry's local log ratio T_j(s, v') −
+    T_j(s, v) (the prior part depends on no record) when its effect moves by at most ``max_step``, under
+    ``neighbours`` (``requests.step_sensitivity``): the model's bound between a probe state and the same
+    state with the effects moved by ``max_step`` (σ_u = 1 there, so u_j moves by ``max_step``). A bound on
+    every local step only for a model whose bound holds at any offset and grows with |Δu| alone
+    (``Model.offset_uniform_bound``: sup |Δη| = |Δu| for bernoulli), which the privacy charge checks."""
+    shared = SharedModel(model)
+    theta = shared.held_coordinates(np.zeros((1, shared.d)))
+    star = theta.copy()
+    star[:, list(shared.hierarchy.z)] = max_step
+    return float(step_sensitivity(model, theta, star, neighbours)[0])
 
 
 @dataclass(frozen=True)
@@ -408,4 +492,11 @@ class EffectsRelease:
         return cls(p["run"], p["first"], p["sweeps"], p["chains"])
 
 
-__all__ = ["PARAMETERISATIONS", "EffectsRelease", "LocalSettings", "LocalState", "RegistryBlock"]
+__all__ = [
+    "PARAMETERISATIONS",
+    "EffectsRelease",
+    "LocalSettings",
+    "LocalState",
+    "RegistryBlock",
+    "local_step_sensitivity",
+]

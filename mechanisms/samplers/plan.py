@@ -25,8 +25,9 @@ Keys of ``model_params`` (every key optional but ``model_args`` defaults to ``{}
 * ``blocked`` (kind ``"mh"`` only): blocked sampling of a model with a registry random intercept
   (``mechanisms.samplers.blocked``): each registry keeps and updates its own effect with these local
   settings (:class:`mechanisms.samplers.local.LocalSettings`: ``steps``, ``adapt_until``,
-  ``target_accept``, ``parameterisation``, ``choose_every``), the batches carry the chains, their states and
-  the sweep; no penalty or lazy acceptance;
+  ``target_accept``, ``parameterisation``, ``choose_every``, and for noisy local steps ``sd`` and
+  ``max_step``), the batches carry the chains, their states and the sweep; no lazy acceptance, and the
+  penalty only with a fixed sd, a cap and noisy local steps (the plan a budget can charge);
 * ``effects`` (kind ``"effects"`` only): the end of a blocked run, each registry's effect draws released
   (:class:`mechanisms.samplers.local.EffectsRelease`: ``run``, ``first``, ``sweeps``, ``chains``) as one
   sum-revealed batch, by the registries that allow it.
@@ -123,12 +124,26 @@ class DecisionPlan:
             raise ValueError("kind 'effects' and the effects release go together")
         if self.effects is not None and (self.penalty is not None or self.lazy is not None):
             raise ValueError("an effects release takes no penalty or lazy acceptance")
-        exact_mh = self.kind == "mh" and self.penalty is None and self.lazy is None
-        if self.blocked is not None and not exact_mh:
+        if self.blocked is not None:
+            self._check_blocked(self.blocked)
+
+    def _check_blocked(self, blocked: LocalSettings) -> None:
+        if self.kind != "mh" or self.lazy is not None:
+            raise ValueError("blocked sampling decides MH moves of the shared block (kind 'mh'), not lazy")
+        pen = self.penalty
+        if pen is None:
+            return
+        if not pen.fixed or pen.c != "bound" or pen.max_sensitivity is None:
             raise ValueError(
-                "blocked sampling decides exact MH moves of the shared block (kind 'mh'): no penalty or lazy "
-                "acceptance (their sensitivity depends on the registries' effects, which the coordinator "
-                "does not see)"
+                "blocked sampling takes the penalty with a fixed sd, c = 'bound' and max_sensitivity only (a "
+                "shared move's sensitivity is the model's bound with every effect held at its public "
+                "intercept-centred coordinate: SharedModel.record_ratio_bound)"
+            )
+        if not blocked.noisy:
+            raise ValueError(
+                "blocked sampling with the penalty needs noisy local steps (blocked.sd and "
+                "blocked.max_step): the shared move's sensitivity holds for effects held in the public "
+                "intercept-centred coordinate, and exact local steps have no privacy bound"
             )
 
     # ---- the wire form ------------------------------------------------------------------------------------

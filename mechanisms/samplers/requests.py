@@ -294,8 +294,12 @@ class DecisionRequest:
     def _check_blocked(self) -> None:
         """A blocked request's chains, states and sweep agree with its decisions (ValueError naming them)."""
         assert self.states is not None and self.sweep is not None
-        if self.kind != "mh" or self.penalty is not None:
-            raise ValueError("blocked sampling decides exact MH moves of the shared block (no penalty)")
+        pen = self.penalty
+        if self.kind != "mh" or (pen is not None and (not pen.fixed or pen.c != "bound")):
+            raise ValueError(
+                "blocked sampling decides MH moves of the shared block, with the penalty only of a fixed sd "
+                "and c = 'bound'"
+            )
         st, chain = self.states, self.chain
         if st.ndim != 2 or st.shape[1] != self.theta_star.shape[1] or st.shape[0] < 1:
             raise ValueError(f"states must be (chains, {self.theta_star.shape[1]}), got {st.shape}")

@@ -24,6 +24,7 @@ from mechanisms.samplers.blocked import (
 from mechanisms.samplers.diagnostics import ess
 from mechanisms.samplers.local import LocalSettings, LocalState, RegistryBlock
 from mechanisms.samplers.mh import prior_proposal_cov
+from mechanisms.samplers.requests import Penalty
 
 from .helpers import Z, noise_rngs
 
@@ -84,17 +85,26 @@ def exact_moments(data: list[dict[str, np.ndarray]]) -> tuple[np.ndarray, np.nda
     return mean, np.sqrt(w @ mom2 - mean**2)
 
 
+#: the noisy (accountable) plan of the exactness test: each registry's local penalty sd and step cap, the
+#: shared block's fixed penalty sd and cap (docs/PRIVACY.md, "Blocked sampling under a budget")
+NOISY_LOCAL = {"sd": 0.8, "max_step": 0.5}
+NOISY_SHARED = Penalty(tau=None, sd=0.5, max_sensitivity=1.0)
+
+
 def _run(
     sizes: tuple[int, ...],
     sweeps: int,
     warmup: int,
     parameterisation: str = "auto",
     confidential: bool = False,
+    noisy: bool = False,
 ) -> tuple[np.ndarray, FormulaModel, LocalBlockParties]:
     m = len(sizes)
     model = gaussian_model(m)
     data = gaussian_registries(sizes)
-    settings = LocalSettings(steps=3, adapt_until=warmup, parameterisation=parameterisation)
+    extra: dict[str, float] = NOISY_LOCAL if noisy else {}
+    settings = LocalSettings(steps=3, adapt_until=warmup, parameterisation=parameterisation, **extra)
+    penalty = NOISY_SHARED if noisy else None
     keys = [bytes([j + 1]) * 32 for j in range(m)]
     if confidential:
         parties = LocalBlockParties(
@@ -105,7 +115,8 @@ def _run(
 
     def make(shared: SharedModel, dec: BlockedDecider) -> SharedAuto:
         cov = prior_proposal_cov(shared)
-        return SharedAuto(shared, dec, cov, stop=warmup, start=warmup // 5, every=max(warmup // 20, 1))
+        every = max(warmup // 20, 1)
+        return SharedAuto(shared, dec, cov, stop=warmup, start=warmup // 5, every=every, penalty=penalty, m=m)
 
     kernel = blocked_kernel(model, parties, make)
     seeds = PublicSeeds(3)
@@ -158,6 +169,22 @@ def test_confidential_rule_gives_the_same_posterior() -> None:
     law as the plain rule, so the same exact posterior."""
     draws, model, _ = _run(SIZES, 1300, 500, confidential=True)
     _check_exact(draws, SIZES, model.param_names)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("confidential", [False, True])
+def test_noisy_local_steps_and_the_shared_penalty_are_exact(confidential: bool) -> None:
+    """The accountable plan (docs/PRIVACY.md, "Blocked sampling under a budget"): every local step penalty
+    MH with the registry's own N(0, 0.8²) on its log ratio and moves of u_j clipped to ±0.5, the shared
+    block's decisions with each registry's N(0, 0.5²) and the public correction −m sd²/2, the effects held
+    in the public coordinate β_0 + u_j. The penalty's acceptance α(λ) satisfies α(λ) = e^λ α(−λ) and the
+    clipped increment law is symmetric, so every kernel is still exact: the draws match the conjugate
+    posterior within Z Monte Carlo errors, under the plain rule and the confidential one."""
+    draws, model, parties = _run(SIZES, 1600, 600, "centred", confidential=confidential, noisy=True)
+    assert ess(draws).min() > 200, ess(draws)
+    _check_exact(draws, SIZES, model.param_names)
+    for st in parties.states:  # the public coordinate, never chosen from the records
+        assert st is not None and st.centred.all() and np.all(st.centre == [1.0])
 
 
 # ---- the pieces ------------------------------------------------------------------------------------------
@@ -279,7 +306,7 @@ def test_a_sweep_without_asked_decisions_still_updates_every_registry() -> None:
     _, info = kernel.step(np.random.default_rng(1), state)
     assert parties.calls == 1 and info.asked == 1
     assert all(st is not None and st.t == 1 for st in parties.states)
-    with pytest.raises(ValueError, match="no penalty or lazy"):
+    with pytest.raises(ValueError, match="no lazy acceptance"):
         from mechanisms.samplers.requests import Lazy
 
         never = _NeverAsks(BlockedDecider(parties))
