@@ -260,6 +260,10 @@ def refit_base(state: RefitState, d: int, min_sd_ratio: float) -> tuple[F64, F64
     * the covariance's log eigenvalues l (whitened: the previous base is 0) are scaled by
       max(0, 1 − d(d + 1) / (k Σ l²)): were the previous base right, the sample covariance of k draws would
       scatter around it with E Σ (w − 1)² = d(d + 1)/k (Wishart), and a spread no larger than that is noise;
+      and an eigenvalue w < 1 narrows the proposal only by what lies below the Marchenko–Pastur lower edge
+      (1 − √(d/k))², where the smallest of k draws of the previous base would put it: an independence
+      proposal narrower than the posterior loses its tails (the importance weights are unbounded), one
+      wider only costs acceptance, so the narrowing is the direction that must be shown, not estimated;
     * the mean moves by max(0, 1 − d / T) of the pooled mean's offset, T = k zᵀ W⁻¹ z its Hotelling
       statistic (z the whitened offset, W the shrunk covariance), whose expectation is d were the previous
       base's centre right.
@@ -278,7 +282,13 @@ def refit_base(state: RefitState, d: int, min_sd_ratio: float) -> tuple[F64, F64
     logw = np.log(np.maximum(w, 1e-12))
     spread = float(k * np.sum(logw**2))
     keep = max(0.0, 1.0 - d * (d + 1) / spread) if spread > 0 else 0.0
-    w = np.maximum(np.exp(keep * logw), min_sd_ratio**2)
+    shrunk = keep * logw
+    # narrowing only beyond the Marchenko-Pastur lower edge (1 - sqrt(d/k))^2: the smallest eigenvalue k
+    # draws of the previous base itself would show (k = 30, d = 4: 0.40, an sd ratio of 0.63)
+    edge = (1.0 - math.sqrt(d / k)) ** 2 if k > d else 0.0
+    beyond = np.log(np.minimum(1.0, np.maximum(w, 1e-12) / edge)) if edge > 0 else np.zeros(d)
+    shrunk = np.where(logw < 0, np.maximum(shrunk, beyond), shrunk)
+    w = np.maximum(np.exp(shrunk), min_sd_ratio**2)
     cov = chol @ (v * w) @ v.T @ chol.T
     z = np.linalg.solve(chol, np.asarray(state.pool_mean) - state.mean)
     zv = v.T @ z  # in the shrunk covariance's eigenbasis
