@@ -310,10 +310,11 @@ class RefitIndependenceMH:
     from (``mean0``, ``cov0``) (e.g. the DP Laplace approximation); at each t in ``refits`` the base becomes
     the mean and covariance of every chain's states pooled over the second half of the stage that ends there
     (an approximation of the posterior's that needs no Laplace step: the states are what the chains
-    accepted). From ``refits[-1]`` on the proposal N(mean, ``inflate``² cov) is frozen, so the draws from
-    there on are those of a fixed posterior-invariant kernel (finite adaptation: exact). Everything used is
-    public (proposals from the public seed, the released accept bits, hence the chain states): no privacy
-    cost beyond the decisions themselves.
+    accepted), shrunk toward the previous base by what the pool's distinct states can show
+    (:func:`refit_base`). From ``refits[-1]`` on the proposal N(mean, ``inflate``² cov) is frozen, so the
+    draws from there on are those of a fixed posterior-invariant kernel (finite adaptation: exact). Everything
+    used is public (proposals from the public seed, the released accept bits, hence the chain states): no
+    privacy cost beyond the decisions themselves.
 
     A refit never narrows the proposal below ``min_sd_ratio`` of the previous one in any direction (in the
     previous covariance's whitened coordinates, eigenvalues are raised to ``min_sd_ratio``²): chains that
