@@ -211,6 +211,8 @@ class MHDriver(Driver):
             out |= {"t": st.t, "mean": st.mean.tolist(), "cov": st.cov.tolist(), "count": st.count}
             if st.pool_mean is not None and st.pool_m2 is not None:
                 out |= {"pool_mean": st.pool_mean.tolist(), "pool_m2": st.pool_m2.tolist()}
+            if st.run_len is not None:  # the pool's holding times (its effective number of states)
+                out |= {"run_len": st.run_len.tolist(), "sum_h2": st.sum_h2}
         if isinstance(st, AdaptiveState):
             out |= {"t": st.t, "count": st.count, "mean": st.mean.tolist(), "m2": st.m2.tolist()}
             out["cov"] = st.cov.tolist()
@@ -239,6 +241,8 @@ class MHDriver(Driver):
                 theta, lp, int(st["t"]), _arr(st["mean"]).reshape(d), _arr(st["cov"]).reshape(d, d),
                 int(st["count"]), _arr(st["pool_mean"]).reshape(d) if pool else None,
                 _arr(st["pool_m2"]).reshape(d, d) if pool else None,
+                _arr(st["run_len"]).reshape(self.chains) if "run_len" in st else None,
+                float(st.get("sum_h2", 0.0)),
             )  # fmt: skip
         else:
             self.mh = MHState(theta, lp)

@@ -293,13 +293,24 @@ def proposal_statistics(
 
 
 def _refit(mean: F64, cov: F64, pool: list[F64], min_sd_ratio: float) -> tuple[F64, F64]:
-    """``RefitIndependenceMH``'s refit (``refit_base``) of the base (``mean``, ``cov``) to ``pool``."""
+    """``RefitIndependenceMH``'s refit (``refit_base``) of the base (``mean``, ``cov``) to ``pool`` (each
+    iteration's (chains, d) states, in order: the holding times are read from it as the kernel counts
+    them)."""
     from mechanisms.samplers.mh import RefitState, refit_base
 
     x = np.vstack(pool) if pool else np.empty((0, mean.shape[0]))
     n = x.shape[0]
     m2 = (x - x.mean(axis=0)).T @ (x - x.mean(axis=0)) if n else None
-    state = RefitState(x, np.zeros(n), 0, mean, cov, n, x.mean(axis=0) if n else None, m2)
+    run_len, sum_h2 = None, 0.0
+    for k, states in enumerate(pool):
+        if k == 0:
+            run_len = np.ones(states.shape[0])
+            continue
+        assert run_len is not None
+        moved = np.any(states != pool[k - 1], axis=1)
+        sum_h2 += float(np.sum(run_len[moved] ** 2))
+        run_len = np.where(moved, 1.0, run_len + 1.0)
+    state = RefitState(x, np.zeros(n), 0, mean, cov, n, x.mean(axis=0) if n else None, m2, run_len, sum_h2)
     return refit_base(state, mean.shape[0], min_sd_ratio)
 
 

@@ -125,10 +125,9 @@ WEIBULL = (
         'name = "weibull-regression"\n[model.params]\np = 2\nt_max = 3.0',
     )
     .replace("mu = 0.5", "mu = 4.0")
-    # the DP proposal throughout: this test is of the warm start's clipping; at its short warm-up (50
-    # iterations of 8 chains, about 30 distinct states in the last refit's pool) the refit's noisy mean and
-    # covariance cost the chain a third of its ESS (measured: bulk ESS 152-173 against 492-611 unrefitted)
-    .replace('proposal = "laplace"', 'proposal = "laplace"\nrefit = false')
+    # the proposal refitted in the warm-up (the default): 50 iterations of 8 chains, about 30 distinct states
+    # in the last refit's pool, which the refit's shrinkage weighs (bulk ESS 483-558 measured; 152-173 when
+    # the refit took the pool's mean and covariance as they were, 492-611 unrefitted)
     .replace("max_sensitivity = 1.0", "max_sensitivity = 12.0")
     .replace("target_epsilon = 25.0", "target_epsilon = 3000.0")
     .replace("party_epsilon = 25.0", "party_epsilon = 3000.0")
@@ -242,7 +241,9 @@ PER_RUN = (
     .replace("iterations = 400", "iterations = 3000")  # at most: the plan sets the length
     .replace("target_epsilon = 25.0", "target_epsilon = 16.0")
     .replace("party_epsilon = 25.0", "party_epsilon = 16.0")
-    .replace("min_ess = 60", 'min_ess = 60\nper_run = "worst-record"')
+    # min_ess 50: the pilot buys an expected ESS of 59 at this target since the refit narrows only beyond its
+    # pool's noise (the simulated runs keep the proposal's width and are charged a little more)
+    .replace("min_ess = 60", 'min_ess = 50\nper_run = "worst-record"')
     .replace("party_colluding = 0", 'party_colluding = 0\nparty_per_run = "worst-record"')
 )
 
@@ -251,10 +252,14 @@ def test_planned_run_charged_per_run_spends_what_the_plan_predicts(tmp_path: Pat
     """Registries charging per run at the worst record ([budget] per_run = "worst-record") and a plan priced
     the same way ([privacy] per_run): the plan buys more decisions than the per-decision plan of the same
     target from the same DP approximation, the run is not stopped, every registry's ledger charges the
-    decisions per run and stays within its budget, and that charge is within 30 % of the plan's prediction
-    at the run's length (measured: 10 % below it, mu^2 6.22 against 6.94, eps 13.5 against the plan's 14.4;
-    the prediction is the registries' own charge of simulated runs, priced at their largest and mean + 2 sd,
-    but the real run's proposals are not the simulated ones)."""
+    decisions per run and stays within its budget, and that charge is within 25 % of the plan's prediction
+    at the run's length. The prediction is the registries' own charge of runs simulated on the DP
+    approximation, priced at their largest and mean + 2 sd; the real run's posterior sits at the
+    approximation's realised error (here 1.3 of its sds, where the DP noise explains 0.8) with its own
+    covariance, so the plan is a prediction of about the real run's mean, not a bound on it: this run
+    replayed in memory over 6 secret-noise seeds charged 0.95-1.06 of the plan (mu^2 6.86 +- 0.27 against
+    6.93), the plan's simulated runs at the real posterior's mode and covariance 6.89 +- 0.27 (issue 35
+    item 2; docs/PRIVACY_UTILITY.md, "Why the per-run plan and the ledgers differ")."""
     import dataclasses
 
     from coordinator import planner
@@ -291,10 +296,11 @@ def test_planned_run_charged_per_run_spends_what_the_plan_predicts(tmp_path: Pat
         runs = [e for e in events if "worst record over the run" in str(e.get("label"))]
         assert runs and all(e["type"] == "gaussian" for e in runs), events
         charged = sum(int(e.get("count", 1)) * float(e["mu"]) ** 2 for e in runs)
-        # the plan prices the run at the largest of its simulated runs' charges (or their mean + 2 sd): the
-        # registries' charge is below it and, for the plan to be of use, not far below (measured after the
-        # tight bounds merged: 4.76 against 6.94; before them 6.22)
-        assert 0.5 * predicted <= charged <= predicted * 1.05, (charged, predicted)
+        # within 25 % of the plan either way: the real run's mean sits up to 10 % off the plan (its DP
+        # approximation's realised error), one run's charge 4 % sd around it with the refit shrunk by its
+        # pool's evidence (7-15 % with the unshrunk refit, which once charged 4.76 against 6.94 by narrowing
+        # the frozen proposal on a few dozen distinct states)
+        assert 0.75 * predicted <= charged <= 1.25 * predicted, (charged, predicted)
 def test_planned_formula_run_over_daemons(tmp_path: Path) -> None:
     """A formula study (``died ~ age + C(sex) + biomarker``, sex as text labels, age in years) planned from
     its design dataset over three registry daemons reading CSV files: the warm start's score releases are
