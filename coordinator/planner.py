@@ -461,9 +461,12 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
             if p.affordable() <= length or length == most:
                 break
             length = min(most, math.ceil(LONGER * p.affordable()))
-    # ESS per proposal measured on chains of the planned length after its warm-up (short chains mix worse per
-    # draw), 3 draws
-    steps = max(50, p.iterations - warmup_of(p.stats, p.iterations, min_warmup))
+    # ESS per proposal measured on chains of the run's length after its warm-up (short chains mix worse per
+    # draw), 3 draws; the run never goes past the file's iterations, however many the budget would buy (a
+    # budget of 3,000 bought 13,936 iterations that the Weibull daemon test's 400 never ran: 3 x 8 x 13,900
+    # simulated proposals, each with the model's per-record bound, were most of its planner's minutes)
+    length = min(p.iterations, max(50, exp.sampler.iterations))
+    steps = max(50, length - warmup_of(p.stats, length, min_warmup))
     ess = float(np.mean([simulate(steps, exp.seed + k, False).ess_per_proposal for k in range(1, 4)]))
     p = plan_with(dataclasses.replace(p.stats, ess_per_proposal=ess))
     floor = floor_of(model, laplace.mean, laplace.cov, target.neighbours)
