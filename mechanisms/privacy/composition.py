@@ -101,20 +101,29 @@ class Composition:
         return float(self.delta_at_many([eps])[0])
 
 
+def _dense_layout(pmf: object) -> tuple[int, FloatArray, float, float] | None:
+    """(lower loss index, probabilities, discretisation, mass at infinity) of a dp_accounting PMF made dense,
+    or None when it does not expose that layout (the callers then fall back to dp_accounting's methods)."""
+    dense = getattr(pmf, "to_dense_pmf", None)
+    if dense is None:
+        return None
+    d = dense()
+    try:
+        return d._lower_loss, d._probs, d._discretization, d._infinity_mass
+    except AttributeError:
+        return None
+
+
 def _pmf_deltas(pmf: object, eps: FloatArray) -> FloatArray | None:
     """δ(ε) of one dense dp_accounting PMF for sorted ε, vectorised: δ(ε) = inf_mass + Σ_{loss > ε} p −
     e^ε Σ_{loss > ε} p e^{−loss} (dp_accounting's own routine loops over every loss bin in Python: seconds
     for a long composition). None when the PMF does not expose the dense layout (then the caller falls
     back to the public method). Terms with e^{−loss} below the double range are dropped, which only raises δ.
     """
-    dense = getattr(pmf, "to_dense_pmf", None)
-    if dense is None:
+    layout = _dense_layout(pmf)
+    if layout is None:
         return None
-    d = dense()
-    try:
-        lower, probs, disc, inf_mass = d._lower_loss, d._probs, d._discretization, d._infinity_mass
-    except AttributeError:
-        return None
+    lower, probs, disc, inf_mass = layout
     losses = (np.arange(len(probs)) + lower) * disc
     p = np.asarray(probs, dtype=np.float64)
     # suffix sums over loss > eps: index of the first loss strictly above each eps
@@ -137,14 +146,10 @@ def _pmf_eps(pmf: object, delta: float) -> float | None:
     does not underflow L to 0, where dp_accounting falls back to the larger ε = loss); the answer is
     log((U − δ)/L) at the first bin whose loss that does not exceed, else over all bins; 0 when U ≤ L + δ.
     None when the PMF does not expose the dense layout."""
-    dense = getattr(pmf, "to_dense_pmf", None)
-    if dense is None:
+    layout = _dense_layout(pmf)
+    if layout is None:
         return None
-    d = dense()
-    try:
-        lower, probs, disc, inf_mass = d._lower_loss, d._probs, d._discretization, d._infinity_mass
-    except AttributeError:
-        return None
+    lower, probs, disc, inf_mass = layout
     if inf_mass > delta:
         return math.inf
     p = np.asarray(probs, dtype=np.float64)[::-1]
