@@ -10,7 +10,7 @@ import math
 import mpmath
 import numpy as np
 import pytest
-from scipy import optimize
+from scipy import integrate, optimize
 
 from mechanisms.privacy import (
     ExGaussianNoise,
@@ -41,11 +41,15 @@ def _mp_expect(s: float, k: float, x: float, h: object) -> mpmath.mpf:
         y = u ** (1 / km)
         return h(y) * mpmath.exp(-y) / mpmath.gamma(km + 1)  # type: ignore[operator]
 
+    return mpmath.quad(f, [*(mpmath.mpf(y) ** km for y in _breaks(s, x)), mpmath.inf])
+
+
+def _breaks(s: float, x: float) -> list[float]:
+    """Break points in y around the Gaussian bump of the integrand at x."""
     c = max(x - s * s, 0.0)
-    ys = sorted(
+    return sorted(
         {0.0, max(c - 12 * s, 0.0), max(c - 3 * s, 0.0), c, c + 3 * s, c + 12 * s, max(x + 12 * s, 0.0)}
     )
-    return mpmath.quad(f, [*(mpmath.mpf(y) ** km for y in ys), mpmath.inf])
 
 
 def _mp_density(s: float, k: float, x: float) -> mpmath.mpf:
@@ -109,15 +113,36 @@ def test_shift_bound_dominates_the_exact_exgaussian_closely() -> None:
         assert np.all(bound[big] <= exact[big] * 1.25 + 1e-12)
 
 
-def _mp_hockey(s: float, k: float, shift: float, eps: float) -> float:
-    """max over both orderings of ∫ (p(x) − e^ε p(x ∓ Δ))_+ dx with mpmath densities (independent)."""
-    mpmath.mp.dps = 15
-    dens = {}
+def _quad_density(s: float, k: float, x: float) -> float:
+    """∫_0^∞ φ_s(x − y) g_k(y) dy by scipy's adaptive quadrature in u = y^k, over the same break points as
+    ``_mp_expect`` (agrees with it to 1e-9 relative where the density is above 1e-12, 40x faster: the
+    hockey-stick integral below needs thousands of densities)."""
+
+    def f(u: float) -> float:
+        y = u ** (1.0 / k)
+        return math.exp(-y - 0.5 * ((x - y) / s) ** 2) / (s * math.sqrt(2 * math.pi) * math.gamma(k + 1))
+
+    us = [*(y**k for y in _breaks(s, x)), math.inf]
+    pieces = itertools.pairwise(us)
+    return sum(integrate.quad(f, a, b, epsabs=0.0, epsrel=1e-12, limit=200)[0] for a, b in pieces)
+
+
+def test_the_fast_density_agrees_with_mpmath() -> None:
+    """The hockey-stick reference's density against the mpmath one, where it carries mass."""
+    s, k = 0.7, 1 / 5
+    for x in np.linspace(-4.0, 20.0, 13):
+        assert _quad_density(s, k, float(x)) == pytest.approx(float(_mp_density(s, k, float(x))), rel=1e-9)
+
+
+def _quad_hockey(s: float, k: float, shift: float, eps: float) -> float:
+    """max over both orderings of ∫ (p(x) − e^ε p(x ∓ Δ))_+ dx with quadrature densities (independent of
+    the binned bound under test)."""
+    dens: dict[float, float] = {}
 
     def p(x: float) -> float:
         key = round(x, 12)
         if key not in dens:
-            dens[key] = float(_mp_density(s, k, x))
+            dens[key] = _quad_density(s, k, x)
         return dens[key]
 
     lo, hi = -10 * s - 2 * shift, 10 * s + 40.0
@@ -146,7 +171,7 @@ def test_shift_bound_vs_independent_quadrature() -> None:
     s, k, shift = 0.7, 1 / 5, 1.0
     noise = ExGammaNoise(s, k)
     for eps in (0.0, 0.8):
-        ref = _mp_hockey(s, k, shift, eps)
+        ref = _quad_hockey(s, k, shift, eps)
         ours = float(residual_shift_delta(np.array([eps]), shift, noise)[0])
         assert ours >= ref * (1 - 1e-6) - 1e-12
         assert ours <= ref * 1.10 + 1e-9
