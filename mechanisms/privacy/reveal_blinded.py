@@ -42,10 +42,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import special
 
 from hss.fixedpoint import FixedPoint
@@ -53,6 +53,10 @@ from hss.fixedpoint import FixedPoint
 from ._numeric import FloatArray, as_float_array, composite_gauss_legendre
 from .profile import PrivacyProfile
 from .reveal_sign import MetropolisAcceptance, sign_reveal_privacy
+
+if TYPE_CHECKING:  # imported where used: dp_accounting brings scipy.signal and .stats (~0.7 s of CPU per
+    # process), which a daemon whose charges compose in closed form never needs
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 __all__ = [
     "BlindedBranches",
@@ -210,6 +214,8 @@ def _direction_pld(
     p: BlindedBranches, q: BlindedBranches, discretization: float
 ) -> pld_lib.PrivacyLossDistribution:
     """Privacy-buckets PLD of law_a(Z) against law_{a'}(Z) (P = p, Q = q)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
     losses: list[FloatArray] = []
     masses: list[FloatArray] = []
     infinity = p.tail_mass
