@@ -31,7 +31,7 @@ SHRINK = {
     "max_proposals": "1000",  # the registries' dry run composes every batch the run may ask (one PLD)
     "c": "3",
     "min_ess": "5",  # a planned example's (the demo's) bar, for the few iterations above
-    "max_seconds": "20",  # the reference's time cap (registry-effects: its blocked reference)
+    "max_seconds": "20",  # the reference's time cap
 }
 
 

@@ -154,11 +154,19 @@ def test_blocked_sampler_matches_the_exact_hierarchical_posterior() -> None:
     assert big.p_centred.min() > 0.9 and small.p_centred.max() < big.p_centred.min()
 
 
+SMALL = (2, 3, 5, 8)  # registries that do not know their effects: where the non-centred coordinate mixes
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("parameterisation", ["centred", "non-centred"])
-def test_each_parameterisation_alone_is_exact(parameterisation: str) -> None:
-    draws, model, parties = _run(SIZES, 1300, 500, parameterisation)
-    _check_exact(draws, SIZES, model.param_names)
+@pytest.mark.parametrize(("parameterisation", "sizes"), [("centred", SIZES), ("non-centred", SMALL)])
+def test_each_parameterisation_alone_is_exact(parameterisation: str, sizes: tuple[int, ...]) -> None:
+    """Each coordinate alone is exact, checked where it mixes well enough for the Monte Carlo errors to mean
+    something (non-centred on SIZES, whose registries of 200 and 1,000 records pin u_j = σ_u z_j, left the
+    shared block a bulk ESS of 9-24 in 800 sweeps x 16 chains: a check on such an ESS passes or fails by
+    luck)."""
+    draws, model, parties = _run(sizes, 1300, 500, parameterisation)
+    assert ess(draws).min() > 200, ess(draws)
+    _check_exact(draws, sizes, model.param_names)
     st = parties.states[0]
     assert st is not None and st.centred.all() == (parameterisation == "centred")
 
