@@ -20,9 +20,11 @@ invariant. Step (b) is a Metropolis–Hastings kernel on s with v fixed whose ac
 leaves π(s | v), hence π, invariant. A composition of kernels each leaving π invariant leaves π invariant, so
 the sweep does (a Gibbs sweep of exact MH kernels, "Metropolis-within-Gibbs"; e.g. Tierney 1994, section
 2.4), and the chain converges to π wherever it starts, given irreducibility (the random walks have positive
-density everywhere). The coordinates chosen and the scales adapted during the warm-up are frozen from the
-warm-up's end on with the coordinator's adaptation, so the draws after it are those of one fixed kernel
-(finite adaptation, as ``AdaptiveMH``). Whether a decision of (b) was asked does not depend on v (the public
+density everywhere). Each registry's coin of its coordinate follows the chain's σ_u; its ratio at σ_u* over
+σ_u is part of ℓ_j, which keeps the sweep exact on an extended target (``local``'s docstring). The
+information, centring rows and scales measured during the warm-up are frozen from the warm-up's end on with
+the coordinator's adaptation, so the draws after it are those of one fixed kernel (finite adaptation, as
+``AdaptiveMH``). Whether a decision of (b) was asked does not depend on v (the public
 term and the support are functions of s and s*), and every sweep does (a): when no chain's proposal is asked
 (all outside the support) the coordinator sends one null decision (a chain's own state as its proposal,
 public term 0: the same state whatever the bit) so that the registries still make the sweep's local updates.
