@@ -34,9 +34,14 @@ or ``max_seconds`` (a time cap: it stops with what it has, labelled NOT converge
 it is. Public seeds only (no secret noise: it is plain MH on data the simulation holds in one place). Its
 diagnostics go with it, so a reference that did not converge is labelled as such.
 
-A run of the blocked sampler (a registry random intercept, ``[sampler] blocked``) is compared with
-:func:`blocked_reference` instead: the same blocked scheme in plain arithmetic, under the same time cap,
-progress reports, labels and warnings.
+A model with a registry random intercept (``Model.random_intercept``; a blocked run's) walks its surrogate
+in the effects' coordinates (:class:`EffectCoordinates`: u_j = σ_u z_j instead of z_j, the density's
+Jacobian included): in (log σ_u, z) the records pin each u_j = σ_u z_j, a curved ridge the Gaussian walk
+crossed slowly (examples/registry-effects.toml, 77,000 records: min ESS 63 and R-hat 1.21 after 250
+iterations x 16 chains); in u it is close to Gaussian (the same study: converged, min ESS 6,671 and R-hat
+1.003 after 725 iterations, acceptance 0.70). :func:`blocked_reference` (the run's blocked scheme in plain
+arithmetic, the blocked run's reference before; it reached neither target within 240 s on that study) is
+kept for comparisons.
 """
 
 from __future__ import annotations
@@ -270,13 +275,50 @@ def _stencil(x0: F64, h: F64) -> F64:
 
 
 @dataclass(frozen=True)
+class EffectCoordinates:
+    """The coordinates ω of the surrogate's random walk for a model with a registry random intercept
+    (``Model.random_intercept``): θ with each z_j replaced by the effect u_j = σ_u z_j (β, log σ_u, u). The
+    records pin each u_j (the likelihood sees u, not σ_u and z apart), so in (log σ_u, z) the posterior is a
+    curved ridge z_j ≈ u_j / σ_u that a Gaussian random walk crosses slowly (measured on
+    examples/registry-effects.toml: min ESS 63, R-hat 1.21 after 250 iterations x 16 chains), while in ω it is
+    close to Gaussian in (β, u) with log σ_u given u a one-dimensional law. The density of the same measure
+    in ω is the one in θ times |∂θ/∂ω| = σ_u^(−m) (z_j = u_j / σ_u)."""
+
+    log_sd: int
+    z: tuple[int, ...]
+
+    def omega(self, theta: F64) -> F64:
+        out = np.array(theta, dtype=np.float64)
+        out[:, list(self.z)] = theta[:, list(self.z)] * np.exp(theta[:, [self.log_sd]])
+        return out
+
+    def theta(self, omega: F64) -> F64:
+        out = np.array(omega, dtype=np.float64)
+        out[:, list(self.z)] = omega[:, list(self.z)] * np.exp(-omega[:, [self.log_sd]])
+        return out
+
+    def log_jacobian(self, omega: F64) -> F64:
+        """log |∂θ/∂ω| per row: −m log σ_u."""
+        return np.asarray(-len(self.z) * omega[:, self.log_sd], dtype=np.float64)
+
+    @classmethod
+    def of(cls, model: Model) -> EffectCoordinates | None:
+        ri = model.random_intercept()
+        return None if ri is None else cls(ri.log_sd, tuple(ri.z))
+
+
+@dataclass(frozen=True)
 class SurrogateKernel:
-    """The frozen random-walk Metropolis kernel P for π̃ ∝ prior × e^ℓ̃: proposals θ + L ε, ε ~ N(0, I)."""
+    """The frozen random-walk Metropolis kernel P for π̃ ∝ prior × e^ℓ̃: proposals θ + L ε, ε ~ N(0, I); with
+    ``coords`` (a random intercept: :class:`EffectCoordinates`) the walk is ω + L ε in those coordinates,
+    for the density of π̃ there (its Jacobian included): a kernel reversible for the same measure π̃, so
+    the exact test of the module docstring is unchanged (π/π̃ = e^{ℓ − ℓ̃} whatever the coordinates)."""
 
     model: Model
     surrogate: QuadraticSurrogate
     chol: F64  # L
     temper: float = 1.0  # τ: π̃ ∝ prior × e^{τ ℓ̃}
+    coords: EffectCoordinates | None = None
 
     def log_density(self, theta: F64) -> F64:
         with np.errstate(all="ignore"):
@@ -285,16 +327,34 @@ class SurrogateKernel:
             out = np.where(ok, lp + self.temper * self.surrogate(theta), -np.inf)
         return np.asarray(np.where(np.isfinite(out), out, -np.inf), dtype=np.float64)
 
+    def to_walk(self, theta: F64) -> F64:
+        """θ in the walk's coordinates (ω with ``coords``, else θ)."""
+        return theta.copy() if self.coords is None else self.coords.omega(theta)
+
+    def from_walk(self, x: F64) -> F64:
+        return x.copy() if self.coords is None else self.coords.theta(x)
+
+    def walk_log_density(self, x: F64) -> F64:
+        """log π̃ in the walk's coordinates (with ``coords``: the density in θ plus log |∂θ/∂ω|)."""
+        if self.coords is None:
+            return self.log_density(x)
+        with np.errstate(all="ignore"):
+            out = self.log_density(self.coords.theta(x)) + self.coords.log_jacobian(x)
+        return np.asarray(np.where(np.isfinite(out), out, -np.inf), dtype=np.float64)
+
     def run(self, rng: np.random.Generator, theta: F64, log_density: F64, steps: int) -> tuple[F64, F64, int]:
-        """``steps`` steps of P from every row of ``theta``: the states, their log π̃, and the moves made."""
-        x, lx, moved = theta.copy(), log_density.copy(), 0
+        """``steps`` steps of P from every row of ``theta``: the states, their log π̃ (in θ), and the moves
+        made. ``log_density`` is log π̃ at ``theta`` (:meth:`log_density`)."""
+        x, moved = self.to_walk(theta), 0
+        lx = log_density.copy() if self.coords is None else self.walk_log_density(x)
         for _ in range(steps):
             y = x + rng.standard_normal(x.shape) @ self.chol.T
-            ly = self.log_density(y)
+            ly = self.walk_log_density(y)
             a = np.log(rng.random(x.shape[0])) < ly - lx
             x[a], lx[a] = y[a], ly[a]
             moved += int(a.sum())
-        return x, lx, moved
+        out = self.from_walk(x)
+        return out, self.log_density(out), moved
 
 
 def tune_kernel(
@@ -313,16 +373,24 @@ def tune_kernel(
     d = model.d
     steps = steps if steps is not None else 500 + 200 * d
     target = default_target_accept(d)
-    kernel = SurrogateKernel(model, surrogate, np.asarray(np.linalg.cholesky(cov), dtype=np.float64), temper)
-    x = start.copy()
-    lx = kernel.log_density(x)
+    coords = EffectCoordinates.of(model)
+    if coords is not None:  # the walk is in ω: its first covariance, the walkers' there (a ridge keeps it PD)
+        w = coords.omega(start)
+        est = np.atleast_2d(np.cov(w.T)) if w.shape[0] > d else np.diag(np.diag(cov))
+        if np.isfinite(est).all():
+            cov = est + 1e-6 * max(float(np.trace(est)) / d, 1e-12) * np.eye(d)
+    kernel = SurrogateKernel(
+        model, surrogate, np.asarray(np.linalg.cholesky(cov), dtype=np.float64), temper, coords
+    )
+    x = kernel.to_walk(start)
+    lx = kernel.walk_log_density(x)
     log_scale, c = math.log(2.38 / math.sqrt(d)), cov
     history: list[F64] = []
     window = 250
     root = np.linalg.cholesky(c)
     for step in range(steps):
         y = x + rng.standard_normal(x.shape) @ (math.exp(log_scale) * root.T)
-        ly = kernel.log_density(y)
+        ly = kernel.walk_log_density(y)
         a = np.log(rng.random(x.shape[0])) < ly - lx
         x[a], lx[a] = y[a], ly[a]
         log_scale += (float(a.mean()) - target) / math.sqrt(1.0 + step / 10.0)
@@ -335,7 +403,8 @@ def tune_kernel(
                 root = np.linalg.cholesky(c)
             history, window = [], window * 2
     chol = math.exp(log_scale) * root
-    return SurrogateKernel(model, surrogate, np.asarray(chol, dtype=np.float64), temper), x
+    frozen = SurrogateKernel(model, surrogate, np.asarray(chol, dtype=np.float64), temper, coords)
+    return frozen, kernel.from_walk(x)
 
 
 def plain_reference(

@@ -27,9 +27,9 @@ centralised analysis would get; the z-scores of the outputs are computed against
 progress on stderr, stops at ``[reference] max_seconds`` (default 120 s) with what it has, and a reference
 that did not converge is a warning of the run; ``--no-reference`` skips it, and so does a run with fewer
 than 4 draws per chain after warm-up (nothing to compare). A blocked run (a registry random intercept,
-``[sampler] blocked``) is compared with the blocked scheme in plain arithmetic instead
-(:func:`simulations.reference.blocked_reference`), under the same cap, progress and warning; when the
-registries kept their effects, with its shared parameters only.
+``[sampler] blocked``) is compared with the same plain fit (whose surrogate walk moves the registries'
+effects u_j = σ_u z_j, not z_j: ``reference.EffectCoordinates``), an exact sampler independent of the
+run's scheme; when the registries kept their effects, with its shared parameters only.
 
 For ABCDP the simulated parties assume the protocols' honest-majority threat model (``[budget] colluding
 = (m - 1) // 2``: the SVT ε is backed against that many colluders, see ``parties/abcdp.py``) and, unless
@@ -66,7 +66,6 @@ from simulations.reference import (
     REFERENCE_MIN_ESS,
     STAGES,
     ReferenceProgress,
-    blocked_reference,
     plain_reference,
     run_ess,
 )
@@ -267,7 +266,7 @@ class PooledReference:
     """The reference of a simulated MH run (:data:`coordinator.run.ReferenceOf`): the converged plain
     posterior of the pooled records as the sampler saw them, at least 2,000 and 4x the run's ESS (``min_ess``
     fixes another target), stopped after ``max_seconds`` (or ``max_iterations``); progress and outcome told
-    through ``say``. A blocked run's is :func:`blocked_reference` (the run's scheme in plain arithmetic),
+    through ``say``. A blocked run's is the same fit (not the run's scheme: an exact sampler of its own),
     cut to the shared parameters when the run's outputs hold only those (the effects were not released)."""
 
     data: list[dict[str, F64]]
@@ -282,32 +281,20 @@ class PooledReference:
         n = sum(len(next(iter(d.values()))) for d in self.data)
         cap = f"at most {self.max_seconds:g} s ([reference] max_seconds); " if self.max_seconds else ""
         blocked = bool(ran.sampler.blocked)
-        fit = "blocked fit (the run's sampler in plain arithmetic)" if blocked else "fit"
         self.say(
-            f"reference posterior: a plain (not private) {fit} of the {n:,} pooled records to compare the "
-            f"run with (target: min ESS {min_ess:.0f}, R-hat <= 1.01); {cap}--no-reference skips it"
+            f"reference posterior: a plain (not private) fit of the {n:,} pooled records to compare the run "
+            f"with (target: min ESS {min_ess:.0f}, R-hat <= 1.01); {cap}--no-reference skips it"
         )
         try:
-            if blocked:  # a registry random intercept: the blocked scheme in plain arithmetic
-                ref = blocked_reference(
-                    ran.model(),
-                    self.data,
-                    self.seed,
-                    min_ess=min_ess,
-                    max_iterations=self.max_iterations,
-                    max_seconds=self.max_seconds,
-                    progress=ReferenceLog(self.say),
-                )
-            else:
-                ref = plain_reference(
-                    ran.model(),
-                    self.data,
-                    self.seed,
-                    min_ess=min_ess,
-                    max_iterations=self.max_iterations,
-                    max_seconds=self.max_seconds,
-                    progress=ReferenceLog(self.say),
-                )
+            ref = plain_reference(
+                ran.model(),
+                self.data,
+                self.seed,
+                min_ess=min_ess,
+                max_iterations=self.max_iterations,
+                max_seconds=self.max_seconds,
+                progress=ReferenceLog(self.say),
+            )
         except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:  # the run stands without it
             warn(f"no reference posterior (the pooled records' fit failed: {exc})")
             return None

@@ -24,11 +24,26 @@ T_j(s, v) = log p_j(v | s) + log L_j(s, u_j(s, v)), and its local update is MH o
 Which coordinate mixes depends on the data: with its data's information I_j about u_j (the curvature of
 log L_j in u_j), the two-block Gibbs sampler of the normal hierarchical model converges at rate
 1/(1 + I_j σ²) centred and I_j σ² / (1 + I_j σ²) non-centred (Papaspiliopoulos, Roberts & Sköld 2007), so
-with ``parameterisation = "auto"`` each chain uses the centred coordinate when I_j σ² ≥ 1 (the registry's
-data say more about its effect than the spread of effects) and the non-centred one otherwise, re-chosen
-(with x̄) every ``choose_every`` sweeps during the warm-up and frozen after it. The centring makes v, to
-first order, uncorrelated with the slopes in the registry's likelihood, so the shared move is not held back
-by a registry's large, well-determined intercept.
+with ``parameterisation = "auto"`` each sweep of a chain holds the centred coordinate with probability
+p_j(σ) = I_j σ² / (1 + I_j σ²) kept in [P_MIN, 1 − P_MIN] (:func:`centred_probability`), at the chain's
+current σ = σ_u: a registry whose data say more about its effect than the spread of effects is centred, one
+that says less non-centred, and the choice follows σ_u as the chain moves. I_j and x̄ are measured every
+``choose_every`` sweeps during the warm-up and frozen after it. The centring makes v, to first order,
+uncorrelated with the slopes in the registry's likelihood, so the shared move is not held back by a
+registry's large, well-determined intercept.
+
+**Why a coin that follows σ_u keeps the chain exact.** Take the coordinate label c_j (centred or not) as
+part of the state, with the extended target π(s, u) Π_j w_j(c_j | σ), w_j(centred | σ) = p_j(σ) and
+w_j(non-centred | σ) = 1 − p_j(σ); its marginal in (s, u) is the posterior (Σ_c w_j(c | σ) = 1). A sweep
+is three kernels, each invariant for it: the coin draws c_j from w_j(· | σ), its exact conditional (a Gibbs
+step); the local steps move v_j at fixed s and c_j, where w_j does not depend on v_j (its ratio is 1); the
+shared move s → s* at fixed (v, c) is MH for π(s, v) Π_j w_j(c_j | σ), so registry j's term gains
+log w_j(c_j | σ*) − log w_j(c_j | σ) (:meth:`RegistryBlock.shared_terms`). That term is computed inside the
+registry (I_j and c_j never leave it) and enters the confidential sum with the rest of ℓ_j, so the
+coordinator learns what it learnt before: the accept bit. With a coin whose probability stayed frozen at a
+warm-up state, a chain that moved to a small σ_u kept centring a registry too small to know its effect
+(docs/BENCHMARKS.md, "The registry-effects study: the coordinate floor"), and the floor P_MIN had to stay at
+0.05 (a quarter of the study's shared moves wasted on a large registry's non-centred coordinate).
 
 **The local kernel**: ``steps`` random-walk MH steps per sweep on v with each chain's own scale, Robbins–Monro
 adapted to ``target_accept`` (1-D optimum 0.44) during the warm-up (sweeps < ``adapt_until``) and frozen after
@@ -66,7 +81,7 @@ PARAMETERISATIONS = ("auto", "centred", "non-centred")
 LOG_2PI = math.log(2.0 * math.pi)
 CURVATURE_STEP = 1e-2  # the finite-difference step (in u) of the information I_j
 MAX_LOCAL_STEPS = 64
-P_MIN = 0.05  # "auto": each coordinate is held in at least this share of a chain's shared moves
+P_MIN = 0.005  # "auto": each coordinate is held in at least this share of a chain's shared moves
 
 
 @dataclass(frozen=True)
@@ -163,12 +178,15 @@ class LocalState:
     centred: npt.NDArray[np.bool_]  # (chains,): the coordinate of v (that of the last sweep's shared move)
     centre: F64  # (chains, k): the centring row of each chain's centred coordinate
     log_scale: F64  # (chains,): the local random walk's log scale, in u's units
-    p_centred: F64  # (chains,): the probability that a sweep holds the centred coordinate in its shared move
+    p_centred: F64  # (chains,): the probability that the last sweep held the centred coordinate in its shared
+    # move (with ``info``: the one at that sweep's σ_u, :func:`centred_probability`)
     local_steps: int = 0
     accepted: int = 0
+    info: F64 | None = None  # (chains,): "auto"'s I_j, measured in the warm-up and frozen after it (None: the
+    # coordinate's probability is p_centred whatever σ_u: a fixed parameterisation, or before the first sweep)
 
     KEYS: ClassVar[tuple[str, ...]] = (
-        "t", "v", "centred", "centre", "log_scale", "p_centred", "local_steps", "accepted",
+        "t", "v", "centred", "centre", "log_scale", "p_centred", "local_steps", "accepted", "info",
     )  # fmt: skip
 
     @property
@@ -186,6 +204,7 @@ class LocalState:
             "p_centred": [float(x) for x in self.p_centred],
             "local_steps": self.local_steps,
             "accepted": self.accepted,
+            "info": None if self.info is None else [float(x) for x in self.info],
         }
 
     @classmethod
@@ -208,7 +227,16 @@ class LocalState:
         ints = (doc["t"], doc["local_steps"], doc["accepted"])
         if not all(type(x) is int and x >= 0 for x in ints):
             raise ValueError("a local state's t, local_steps and accepted must be integers >= 0")
-        return cls(doc["t"], v, centred, centre, scale, p_c, doc["local_steps"], doc["accepted"])
+        info = None if doc["info"] is None else np.asarray(doc["info"], dtype=np.float64)
+        if info is not None and (info.shape != v.shape or not np.isfinite(info).all() or (info < 0).any()):
+            raise ValueError("a local state's info must be null or finite numbers >= 0, one per chain")
+        return cls(doc["t"], v, centred, centre, scale, p_c, doc["local_steps"], doc["accepted"], info)
+
+
+def centred_probability(info: F64, sigma: F64) -> F64:
+    """"auto"'s probability of the centred coordinate: I σ_u² / (1 + I σ_u²) kept in [P_MIN, 1 − P_MIN]."""
+    ratio = info * sigma**2
+    return np.asarray(np.clip(ratio / (1.0 + ratio), P_MIN, 1.0 - P_MIN), dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -370,8 +398,7 @@ class RegistryBlock:
         info = w.sum(axis=1)
         sigma = old.sigma
         if p == "auto":
-            ratio = info * sigma**2
-            p_centred = np.clip(ratio / (1.0 + ratio), P_MIN, 1.0 - P_MIN)
+            p_centred = centred_probability(info, sigma)
         else:
             p_centred = np.full(state.chains, 1.0 if p == "centred" else 0.0)
         weighted = np.asarray(self.model.covariate_means(self.data, w), dtype=np.float64)
@@ -381,8 +408,9 @@ class RegistryBlock:
         if state.t == 0 and state.local_steps == 0:  # 2.4 conditional sds of u (the 1-D optimum)
             log_scale = np.log(2.4 / np.sqrt(info + 1.0 / sigma**2))
         return replace(
-            state, v=v, centre=centre, log_scale=np.asarray(log_scale, dtype=np.float64), p_centred=p_centred
-        )
+            state, v=v, centre=centre, log_scale=np.asarray(log_scale, dtype=np.float64), p_centred=p_centred,
+            info=np.asarray(info, dtype=np.float64) if p == "auto" else None,
+        )  # fmt: skip
 
     def sweep(self, state: LocalState, s: F64, rng: SecureRandom) -> tuple[LocalState, F64]:
         """Sweep ``state.t``: the local updates of every chain given the chains' shared states s (chains,
@@ -398,7 +426,8 @@ class RegistryBlock:
         if choose and not cfg.noisy:  # noisy: the public coordinate, nothing chosen from the records
             state = self._choose(s, state)
         at = self.at(s, state.centre)
-        centred = rng.uniform(state.chains) < state.p_centred
+        p_centred = state.p_centred if state.info is None else centred_probability(state.info, at.sigma)
+        centred = rng.uniform(state.chains) < p_centred
         v = self.v_of(at, self.u_of(at, state.v, state.centred), centred)
         log_scale = state.log_scale.copy()
         step_v = np.where(centred, 0.0, -np.log(at.sigma))  # a scale in u's units, in v's
@@ -429,7 +458,7 @@ class RegistryBlock:
             steps += 1
         if not np.isfinite(cur).all():
             raise ValueError("a registry's local target is not finite at its current state")
-        out = LocalState(t + 1, v, centred, state.centre, log_scale, state.p_centred, steps, accepted)
+        out = LocalState(t + 1, v, centred, state.centre, log_scale, p_centred, steps, accepted, state.info)
         return out, np.asarray(cur, dtype=np.float64)
 
     def shared_terms(
@@ -440,6 +469,12 @@ class RegistryBlock:
         v, centred = state.v[chain], state.centred[chain]
         new = self.target(self.at(s_star, state.centre[chain]), v, centred)
         out = new - current[chain]
+        if state.info is not None:  # the coin's probability at σ_u* over the one at σ_u (module docstring)
+            info = state.info[chain]
+            p_new = centred_probability(info, np.exp(s_star[:, self._ls]))
+            p_old = centred_probability(info, np.exp(s[:, self._ls]))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out = out + np.where(centred, np.log(p_new / p_old), np.log((1.0 - p_new) / (1.0 - p_old)))
         return np.asarray(np.where(np.isnan(out), -np.inf, out), dtype=np.float64)
 
 

@@ -2,7 +2,7 @@
 ``simulations.run_local.PooledReference``, over daemons in the test's process): a reference that does not
 converge is a warning of the run, with its R-hat and ESS, in the summary and the provenance; a run with too
 few draws after warm-up to compare is not compared, and says so; a blocked run (issue 36) is compared with
-the blocked reference, cut to the shared parameters when the registries kept their effects.
+the same plain reference, cut to the shared parameters when the registries kept their effects.
 ``--no-reference`` over daemon processes is tests/network/test_run.py."""
 
 from __future__ import annotations
@@ -64,10 +64,11 @@ def test_too_few_draws_to_compare_skip_the_reference(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "out" / "provenance.json").read_text())["outputs"]["reference"] is None
 
 
-def test_a_blocked_run_is_compared_with_the_blocked_reference(tmp_path: Path) -> None:
-    """The reference of a blocked run is the blocked scheme in plain arithmetic (its label and its progress
-    lines say so), under PooledReference's limits and warning; its draws hold every parameter when the run's
-    do (the effects released) and the shared ones only when the run's outputs do (the effects kept)."""
+def test_a_blocked_run_is_compared_with_the_plain_reference(tmp_path: Path) -> None:
+    """The reference of a blocked run is the plain fit of the pooled records (an exact sampler of its own,
+    whose surrogate walk moves the effects u_j = σ_u z_j), under PooledReference's limits and warning; its
+    draws hold every parameter when the run's do (the effects released) and the shared ones only when the
+    run's outputs do (the effects kept)."""
     exp = test_blocked_driver.experiment(tmp_path)
     assert exp.sampler.blocked
     rng = np.random.default_rng(7)
@@ -83,14 +84,12 @@ def test_a_blocked_run_is_compared_with_the_blocked_reference(tmp_path: Path) ->
     for d in (model.d, len(shared)):
         said: list[str] = []
         warned: list[str] = []
-        ref = PooledReference(records, 1, 120.0, said.append, min_ess=1e9, max_iterations=800)
+        ref = PooledReference(records, 1, 120.0, said.append, min_ess=1e9, max_iterations=100)
         out = ref(exp, np.zeros((4, 30, d)), warned.append)
-        assert out is not None and out.draws.shape == (8, 50, d)  # 800 sweeps, 750 of them its warm-up
-        assert out.label.startswith("plain blocked MH") and "NOT converged" in out.label
-        assert said[0].startswith("reference posterior: a plain (not private) blocked fit (the run's sampler")
-        assert "of the 130 pooled records" in said[0]
-        assert any("in its warm-up (blocked sweeps)" in s for s in said)
+        assert out is not None and out.draws.shape == (16, 75, d)  # 100 iterations, 25 of them its warm-up
+        assert out.label.startswith("plain MH on the pooled records") and "NOT converged" in out.label
+        assert said[0].startswith("reference posterior: a plain (not private) fit of the 130 pooled records")
         assert len(warned) == 1 and "did not converge" in warned[0]
-        assert "after 800 iterations x 8 chains" in warned[0]
+        assert "after 100 iterations x 16 chains" in warned[0]
         outs.append(out.draws)
     assert np.array_equal(outs[1], outs[0][..., shared])  # the same chains (public seeds), cut

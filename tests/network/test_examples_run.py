@@ -31,7 +31,7 @@ SHRINK = {
     "max_proposals": "1000",  # the registries' dry run composes every batch the run may ask (one PLD)
     "c": "3",
     "min_ess": "5",  # a planned example's (the demo's) bar, for the few iterations above
-    "max_seconds": "3",  # the reference's time cap (registry-effects: its blocked reference stops, says so)
+    "max_seconds": "3",  # the reference's time cap (a shrunk run's reference may stop there, and says so)
 }
 
 
