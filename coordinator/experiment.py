@@ -76,6 +76,8 @@ EXPERIMENT.toml::
     # penalty with sd and blocked (a budget can charge it; docs/PRIVACY.md "Blocked sampling under a
     #   budget"): local_sd (each registry's own noise sd on a local log ratio), local_max_step (the cap on a
     #   local move of u_j), local_steps (default 3); blocked is then the default. Bernoulli models only.
+    #   With [privacy] target_epsilon (a planned blocked run) sd, local_sd, local_max_step and
+    #   max_sensitivity may be left out: the plan chooses them and the sweeps (mechanisms/planning_blocked.py)
     # adaptive-mh (Haario et al.; mechanisms.samplers.AdaptiveMH): adapt_start (default iterations // 10),
     #   adapt_every (iterations // 40), adapt_stop (iterations // 2), history_from (iterations // 20);
     #   warmup must be >= adapt_stop (only draws of the frozen kernel are posterior draws); final =
@@ -147,7 +149,10 @@ EXPERIMENT.toml::
     #                               # "add-remove" | "replace-one", colluding, min_ess = 100: refused below,
     #                               # accountant = "pld" | "renyi": the registries' [budget] accountant);
     #                               # [sampler] max_sensitivity may then be left out: the plan chooses the
-    #                               # cap (the 99.9 % quantile of c under the approximation)
+    #                               # cap (the 99.9 % quantile of c under the approximation).
+    #                               # With a registry random intercept (kind penalty, bernoulli): a planned
+    #                               # blocked run, no warm start, accountant "pld" (docs/PRIVACY.md,
+    #                               # "Planned blocked runs")
     # stop_at_budget = true         # not with target_epsilon or abcdp (default false): accept a run whose
                                     # privacy dry run passes a registry's budget (for a penalty with sd:
                                     # at the cap, an upper bound); it is told where it may stop, and stops

@@ -587,7 +587,15 @@ def _check_blocked(exp: Experiment, p: BlockedPlan, what: str) -> None:
     if st is None or not math.isfinite(p.need_eps):
         raise PlanRefused(
             f"{head} No setting the plan tried reached it within {MAX_NEED_SWEEPS} sweeps of its simulation "
-            "(the blocked sampler mixes too slowly under this noise): a smaller min_ess, or more records"
+            "(its chains did not mix, or too slowly, under this noise), whatever the target: a smaller "
+            "min_ess, or other [sampler] settings (docs/PRIVACY.md, 'Planned blocked runs')"
+        )
+    if not p.need_simulated:
+        raise PlanRefused(
+            f"{head} No setting the plan simulated reached it within {MAX_NEED_SWEEPS} sweeps; at the ESS "
+            f"per sweep of its longest simulated run, about {p.need_iterations} sweeps with {st.text()} "
+            f"would, i.e. target_epsilon about {p.need_eps:g} and [sampler] iterations about "
+            f"{p.need_iterations} (an extrapolation, not a simulated run), or a smaller min_ess"
         )
     longer = (
         f" and [sampler] iterations >= {p.need_iterations} (the file's {p.most} are too few)"

@@ -31,11 +31,12 @@ there, as in the model). The run is made as the real one is:
   it (``local.RegistryBlock.sweep``); the effects start at σ_u z, z ~ N(0, 1), as a registry's do.
 
 The ESS is the smallest bulk ESS (ArviZ) over s and the effects u_j = v_j − β_0 of the draws after the
-warm-up, chains as the run's. It is a prediction and a **mean** (one simulated run per setting, public
-seed), not a bound: the stand-in is Gaussian (a real posterior of σ_u with few registries is skewed), the
-design dataset is a guess, and the largest of several noisy ESS estimates is chosen (a selection that
-favours an estimate above its mean). The registries still charge what each sweep really is, and the run's
-outputs say what ESS it reached (on the 600-record test study: planned 6, reached 5).
+warm-up, chains as the run's, counted only when the simulated chains mixed (largest split R-hat at most
+:data:`RHAT_MAX`; else 0). It is a prediction and a **mean** (one simulated run per setting, public seed),
+not a bound: the stand-in is Gaussian (a real posterior of σ_u with few registries is skewed), the design
+dataset is a guess, and the largest of several noisy ESS estimates is chosen (a selection that favours an
+estimate above its mean). The registries still charge what each sweep really is, and the run's outputs say
+what ESS it reached (the 600-record test study at ε = 900: planned 112, reached 20: optimistic).
 
 **Which settings.** The budget's μ_max² buys K = μ_max² / μ²_sweep sweeps (at most the file's iterations).
 A local step moves v_j by about h with acceptance a(sd_loc) ≈ 2Φ(−sd_loc/2) when h is small against v_j's
@@ -80,7 +81,8 @@ __all__ = [
 
 LOCAL_SD = 2.4  # argmax of 2Φ(−s/2) s²: a local step's diffusion per unit of its charge (module docstring)
 SD_GRID = (1.0, 2.0, 3.0)  # the shared penalty's total sd the plan compares
-STEP_GRID = (0.05, 0.2)  # the local step cap h the plan compares
+STEP_GRID = (0.1, 0.5)  # the local step cap h the plan compares
+RHAT_MAX = 1.05  # a simulated run whose chains disagree more buys no usable draw (the run warns past 1.01)
 MIN_SWEEPS = 20  # a shorter run has no warm-up worth the name (SharedAuto needs >= 4 of adaptation)
 WALK_SHARE, INFLATE, BROAD, BROAD_INFLATE = 0.25, 1.25, 0.2, 2.0  # blocked.SharedAuto's frozen kernel
 CAP_QUANTILES = (0.9, 0.999)  # the caps the plan compares when the file leaves it: each is charged in full
@@ -146,10 +148,16 @@ class StandIn:
 
 @dataclass(frozen=True)
 class Simulated:
-    ess: float  # the smallest bulk ESS over s and u after the warm-up
+    """A simulated run's summaries. ``ess`` counts only a run whose chains mixed: the smallest bulk ESS
+    over s and u after the warm-up when the largest rank-normalised split R-hat is at most :data:`RHAT_MAX`,
+    else 0 (chains that disagree buy no usable draw, however ArviZ counts their draws)."""
+
+    ess: float
     shared_acceptance: float
     local_acceptance: float
     asked: float  # the share of shared proposals inside the cap
+    rhat: float = 1.0  # the largest R-hat over s and u
+    raw_ess: float = 0.0  # the smallest bulk ESS whatever the R-hat
 
 
 def _quad(z: F64, prec: F64) -> F64:
@@ -303,10 +311,13 @@ def simulate_blocked(
             accepted += int(info.accept.sum())
             asked += int(info.asked)
     kept = sweeps - warmup
-    bulk = az.ess(az.convert_to_dataset(trace.transpose(1, 0, 2)), method="bulk")
-    ess = float(np.min(bulk.to_array().values))
+    data = az.convert_to_dataset(trace.transpose(1, 0, 2))
+    ess = float(np.min(az.ess(data, method="bulk").to_array().values))
+    rhat = float(np.max(az.rhat(data).to_array().values))
     return Simulated(
-        ess=ess,
+        ess=ess if rhat <= RHAT_MAX else 0.0,
+        rhat=rhat,
+        raw_ess=ess,
         shared_acceptance=accepted / max(chains * kept, 1),
         local_acceptance=parties.local_accepted / max(parties.local_steps, 1),
         asked=asked / max(chains * kept, 1),
@@ -333,6 +344,7 @@ class BlockedPlan:
     need_eps: float  # ε at δ those sweeps spend
     most: int  # the file's iterations (the run never goes past them)
     need_settings: BlockedSettings | None = None  # the settings of need_eps
+    need_simulated: bool = True  # False: need_eps is an extrapolation past the longest run simulated
     floor: Floor | None = None
     mu_warm: float = 0.0  # a blocked run has no warm start
     warm_alone: bool = False
@@ -378,7 +390,8 @@ class BlockedPlan:
         if sim is not None:
             head += (
                 f"acceptance {sim.shared_acceptance:.2f} shared ({sim.asked:.1%} inside the cap), "
-                f"{sim.local_acceptance:.2f} local; expected ESS {self.ess:.0f} (Monte Carlo error "
+                f"{sim.local_acceptance:.2f} local; R-hat {sim.rhat:.3g}; expected ESS {self.ess:.0f} (Monte "
+                "Carlo error "
                 f"{self.mcse_sd:.2f} posterior sd; a mean over a Gaussian stand-in); "
             )
         return head + (
@@ -401,16 +414,28 @@ def _run(
     seed: int,
     target_accept: float | None = None,
 ) -> Simulated:
-    """A run of ``sweeps`` sweeps, its warm-up the first half (a blocked run's ``warmup = adapt_stop``)."""
+    """A run of ``sweeps`` sweeps, its warm-up the first half (a blocked run's ``warmup = adapt_stop``);
+    deterministic in its public inputs, so made once (plans for several targets share their runs)."""
+    key = (id(shared), stand.mean.tobytes(), stand.cov.tobytes(), st, chains, sweeps, seed, target_accept)
+    if key in _RUNS:
+        return _RUNS[key]
     rng = np.random.default_rng(seed)
     half = sweeps // 2
-    return simulate_blocked(
+    sim = simulate_blocked(
         shared, stand, st, chains=chains, sweeps=sweeps, warmup=half, rng=rng, target_accept=target_accept
     )
+    if len(_RUNS) > 512:
+        _RUNS.clear()
+    _RUNS[key] = sim
+    return sim
+
+
+_RUNS: dict[tuple[object, ...], Simulated] = {}
 
 
 SCREEN_SWEEPS = 200  # every candidate is first simulated this long (or the run it buys, if shorter) ...
 FINALISTS = 2  # ... and the candidates with the largest projected ESS at the run they buy, that long
+EXTRA_FINALISTS = 4  # ... and, while none of them reaches min_ess, up to this many more in that order
 
 
 def plan_blocked(
@@ -431,8 +456,9 @@ def plan_blocked(
     """The candidate with the largest expected ESS within ε at δ (ties: the smaller spend): each is
     screened on a run of :data:`SCREEN_SWEEPS` sweeps (its ESS per sweep after the warm-up projects the ESS
     of the run it buys), and the :data:`FINALISTS` best projections are simulated at the sweeps they buy (at
-    most ``most``, the file's iterations; none below :data:`MIN_SWEEPS`); with what ``min_ess`` needs
-    (:func:`_need`) when the best buys less."""
+    most ``most``, the file's iterations; none below :data:`MIN_SWEEPS`), then up to
+    :data:`EXTRA_FINALISTS` more while none reaches ``min_ess``; with what ``min_ess`` needs (:func:`_need`)
+    when the best buys less."""
     budget_mu = gdp_mu(eps, delta)
     plans: list[BlockedPlan] = []
     screens: list[tuple[int, float]] = []  # (sweeps, ESS) of each candidate's screening run
@@ -442,7 +468,7 @@ def plan_blocked(
         it = it if it >= MIN_SWEEPS else 0
         screen = min(it, SCREEN_SWEEPS) if it else SCREEN_SWEEPS
         sim = _run(shared, stand, st, chains, screen, seed + k, target_accept)
-        screens.append((screen, sim.ess))
+        screens.append((screen, sim.raw_ess))  # its ESS per sweep projects longer runs (R-hat aside)
         plans.append(
             BlockedPlan(
                 settings=st, iterations=it, warmup=it // 2, chains=chains, mu_sweep2=mu2,
@@ -456,22 +482,44 @@ def plan_blocked(
         p, (screen, ess) = plans[k], screens[k]
         return 0.0 if not p.iterations else ess * (p.iterations - p.iterations // 2) / (screen - screen // 2)
 
-    for k in sorted(range(len(plans)), key=projected, reverse=True)[:FINALISTS]:
+    order = sorted(range(len(plans)), key=projected, reverse=True)
+    for rank, k in enumerate(order[: FINALISTS + EXTRA_FINALISTS]):
+        if rank >= FINALISTS and max(p.ess for p in plans) >= min_ess:
+            break  # past the finalists only while no run simulated reaches min_ess
         p = plans[k]
         if p.iterations and p.sim is None:
             sim = _run(shared, stand, p.settings, chains, p.iterations, seed + k, target_accept)
             plans[k] = dataclasses.replace(p, sim=sim, ess=sim.ess)
-    best = max(plans, key=lambda p: (p.ess, -p.eps))
+    best = max(plans, key=lambda p: (p.ess, p.sim.raw_ess if p.sim is not None else -1.0, -p.eps))
     if best.ess >= min_ess:
         return best
-    need_eps, need_it, need_st = _need(
+    need = _need(
         shared, stand, plans, screens, min_ess=min_ess, chains=chains, seed=seed, target_accept=target_accept
     )
-    return dataclasses.replace(best, need_eps=need_eps, need_iterations=need_it, need_settings=need_st)
+    return dataclasses.replace(
+        best,
+        need_eps=need.eps,
+        need_iterations=need.sweeps,
+        need_settings=need.settings,
+        need_simulated=need.simulated,
+    )
 
 
 NEED_CANDIDATES = 2  # the candidates with the cheapest projected need searched by simulation
+NEED_ROUNDS = 8  # lengthenings of a run towards min_ess: by the ESS per sweep it showed, or twice if unmixed
 MAX_NEED_SWEEPS = 10_000  # the longest run the search simulates
+
+
+@dataclass(frozen=True)
+class Need:
+    """What ``min_ess`` needs: ε at δ, the sweeps, the settings; ``simulated`` False when no run simulated
+    reached it (then an extrapolation from the longest run's ESS per sweep, at :data:`MAX_NEED_SWEEPS` and
+    beyond)."""
+
+    eps: float
+    sweeps: int
+    settings: BlockedSettings | None
+    simulated: bool = True
 
 
 def _need(
@@ -484,45 +532,63 @@ def _need(
     chains: int,
     seed: int,
     target_accept: float | None = None,
-) -> tuple[float, int, BlockedSettings | None]:
-    """(ε at δ, sweeps, settings): the cheapest run found whose simulated ESS reaches ``min_ess``. Each
-    candidate's ESS per sweep after the warm-up on its screening run projects the sweeps it needs; for the
-    :data:`NEED_CANDIDATES` cheapest projections the shortest run reaching it is searched (doubling, then
-    bisection to 5 %) on the runs :func:`plan_blocked` simulates (the same seed), so a target at the ε
-    found buys a run whose simulation reached ``min_ess``; ε: that run's charge at the cap."""
+) -> Need:
+    """The cheapest run found whose simulated ESS reaches ``min_ess``. Each candidate's ESS per sweep after
+    the warm-up on its screening run projects the sweeps it needs; for the :data:`NEED_CANDIDATES` cheapest
+    projections a run that long is simulated (the plan's own runs: the same seed), lengthened by the ESS per
+    sweep it shows, or doubled while its chains have not mixed (at most :data:`NEED_ROUNDS` times, to
+    :data:`MAX_NEED_SWEEPS`) until it reaches it, then
+    shortened by bisection (down to half of it, to 5 %); the target advised is that run's charge at the cap,
+    rounded up to 3 digits and checked: the run that target buys reaches it too. None reached: the longest
+    mixed run's ESS per sweep extrapolated (``simulated`` False, said as such), or nothing (a run that never
+    mixed)."""
     projected = []
     for k, (p, (it, ess)) in enumerate(zip(plans, screens, strict=True)):
         rate = max(ess, 1e-3) / max(it - it // 2, 1)
-        sweeps = min(2 * math.ceil(min_ess / rate), MAX_NEED_SWEEPS)
+        sweeps = max(MIN_SWEEPS, 2 * math.ceil(min_ess / rate))
         projected.append((sweeps * p.mu_sweep2, sweeps, k))
-    best: tuple[float, int, BlockedSettings | None] = (math.inf, 10**9, None)
+    best = Need(math.inf, 10**9, None)
+    fallback = Need(math.inf, 10**9, None, simulated=False)
     for _, sweeps, k in sorted(projected)[:NEED_CANDIDATES]:
         p = plans[k]
 
-        def enough(it: int, k: int = k, p: BlockedPlan = p) -> bool:
-            return _run(shared, stand, p.settings, chains, it, seed + k, target_accept).ess >= min_ess
+        def sim_of(it: int, k: int = k, p: BlockedPlan = p) -> Simulated:
+            return _run(shared, stand, p.settings, chains, it, seed + k, target_accept)
 
-        hi = max(MIN_SWEEPS, sweeps // 2)
-        while not enough(hi):
-            if hi >= MAX_NEED_SWEEPS:
-                hi = 0
+        def ess_of(it: int) -> float:
+            return sim_of(it).ess
+
+        hi, lo = min(sweeps, MAX_NEED_SWEEPS), MIN_SWEEPS - 1
+        for _ in range(NEED_ROUNDS):
+            sim = sim_of(hi)
+            if sim.ess >= min_ess or hi >= MAX_NEED_SWEEPS:
                 break
-            hi = min(2 * hi, MAX_NEED_SWEEPS)
-        if not hi:
+            lo, rate = hi, max(sim.raw_ess, 1e-3) / (hi - hi // 2)
+            # not mixed: twice as long; mixed: as long as its rate says
+            longer = 2 * hi if sim.rhat > RHAT_MAX else 2 * math.ceil(1.1 * min_ess / rate)
+            hi = min(MAX_NEED_SWEEPS, max(math.ceil(1.25 * hi), longer))
+        if sim.ess < min_ess:
+            if sim.rhat > RHAT_MAX:
+                continue  # its chains never mixed in the simulation's reach: nothing to extrapolate
+            rate = max(sim.raw_ess, 1e-3) / (hi - hi // 2)  # mixed, too few draws: the rate extrapolated
+            far = 2 * math.ceil(min_ess / rate)
+            e = round_up(gdp_eps(math.sqrt(far * p.mu_sweep2), p.delta))
+            if e < fallback.eps:
+                fallback = Need(e, far, p.settings, simulated=False)
             continue
-        lo = max(MIN_SWEEPS, hi // 2) - 1
-        while hi - lo > max(1, hi // 20):  # the shortest run that reaches it, to 5 %
+        lo = max(lo, hi // 2 - 1)
+        while hi - lo > max(1, hi // 20):  # the shortest run that reaches it (from half of it), to 5 %
             mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+            lo, hi = (lo, mid) if ess_of(mid) >= min_ess else (mid, hi)
         for _ in range(4):  # the target as advised (3 digits, rounded up) buys its own run: check that one
             e = round_up(gdp_eps(math.sqrt(hi * p.mu_sweep2), p.delta))
             bought = bought_sweeps(e, p.delta, p.mu_sweep2, MAX_NEED_SWEEPS)
-            if enough(bought):
-                if e < best[0]:
-                    best = (e, bought, p.settings)
+            if ess_of(bought) >= min_ess:
+                if e < best.eps:
+                    best = Need(e, bought, p.settings)
                 break
             hi = math.ceil(1.05 * bought)
-    return best
+    return best if best.settings is not None else fallback
 
 
 def round_up(x: float, digits: int = 3) -> float:
