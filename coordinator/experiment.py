@@ -605,11 +605,12 @@ def _check_blocked_target(
             "be left to the plan): the registries charge the penalty's noisy decisions and local steps",
         )
     if not model.offset_uniform_bound():
+        family = f" (family {model.family!r})" if isinstance(model, FormulaModel) else ""
         raise r.err(
             "privacy.target_epsilon",
-            f"a blocked run of model {model.name!r} has no privacy bound (its per-record bound grows with "
-            "the level of the linear predictor, which each registry's effect offsets): only family bernoulli "
-            "(or logistic-random-intercept) can be planned under a budget with (1 | registry) "
+            f"a blocked run of model {model.name!r}{family} has no privacy bound (its per-record bound grows "
+            "with the level of the linear predictor, which each registry's effect offsets): only family "
+            "bernoulli (or logistic-random-intercept) can be planned under a budget with (1 | registry) "
             "(docs/PRIVACY.md, 'Blocked sampling under a budget')",
         )
     if target.accountant != "pld":
