@@ -67,6 +67,9 @@ from mechanisms.floor import Floor
 from mechanisms.models.base import F64
 from mechanisms.models.hierarchy import SharedModel
 from mechanisms.privacy.conversions import gdp_eps, gdp_mu
+from mechanisms.samplers.blocked import BROAD_INFLATE, WALK_SHARE
+from mechanisms.samplers.blocked import BROAD_WEIGHT as BROAD
+from mechanisms.samplers.blocked import INDEPENDENCE_INFLATE as INFLATE
 from mechanisms.samplers.requests import DecisionRequest, record_sensitivity
 
 __all__ = [
@@ -84,7 +87,6 @@ SD_GRID = (1.0, 2.0, 3.0)  # the shared penalty's total sd the plan compares
 STEP_GRID = (0.1, 0.5)  # the local step cap h the plan compares
 RHAT_MAX = 1.05  # a simulated run whose chains disagree more buys no usable draw (the run warns past 1.01)
 MIN_SWEEPS = 20  # a shorter run has no warm-up worth the name (SharedAuto needs >= 4 of adaptation)
-WALK_SHARE, INFLATE, BROAD, BROAD_INFLATE = 0.25, 1.25, 0.2, 2.0  # blocked.SharedAuto's frozen kernel
 CAP_QUANTILES = (0.9, 0.999)  # the caps the plan compares when the file leaves it: each is charged in full
 
 #: μ² one sweep of every chain adds to a registry's ledger under the given settings (the caller prices it
@@ -162,16 +164,6 @@ class Simulated:
 
 def _quad(z: F64, prec: F64) -> F64:
     return np.asarray(np.einsum("ij,jk,ik->i", z, prec, z), dtype=np.float64)
-
-
-def _logpdf_mix(x: F64, mean: F64, chols: list[F64], weights: tuple[float, ...]) -> F64:
-    logs = []
-    for chol, w in zip(chols, weights, strict=True):
-        zz = np.linalg.solve(chol, (x - mean).T).T
-        logs.append(math.log(w) - 0.5 * np.sum(zz**2, axis=1) - np.log(np.diag(chol)).sum())
-    arr = np.stack(logs)
-    top = arr.max(axis=0)
-    return np.asarray(top + np.log(np.exp(arr - top).sum(axis=0)), dtype=np.float64)
 
 
 def _shared_proposal(stand: StandIn) -> tuple[F64, F64, list[F64], F64]:
