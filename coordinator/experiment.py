@@ -76,6 +76,8 @@ EXPERIMENT.toml::
     # penalty with sd and blocked (a budget can charge it; docs/PRIVACY.md "Blocked sampling under a
     #   budget"): local_sd (each registry's own noise sd on a local log ratio), local_max_step (the cap on a
     #   local move of u_j), local_steps (default 3); blocked is then the default. Bernoulli models only.
+    #   With [privacy] target_epsilon (a planned blocked run) sd, local_sd, local_max_step and
+    #   max_sensitivity may be left out: the plan chooses them and the sweeps (mechanisms/planning_blocked.py)
     # adaptive-mh (Haario et al.; mechanisms.samplers.AdaptiveMH): adapt_start (default iterations // 10),
     #   adapt_every (iterations // 40), adapt_stop (iterations // 2), history_from (iterations // 20);
     #   warmup must be >= adapt_stop (only draws of the frozen kernel are posterior draws); final =
@@ -147,7 +149,10 @@ EXPERIMENT.toml::
     #                               # "add-remove" | "replace-one", colluding, min_ess = 100: refused below,
     #                               # accountant = "pld" | "renyi": the registries' [budget] accountant);
     #                               # [sampler] max_sensitivity may then be left out: the plan chooses the
-    #                               # cap (the 99.9 % quantile of c under the approximation)
+    #                               # cap (the 99.9 % quantile of c under the approximation).
+    #                               # With a registry random intercept (kind penalty, bernoulli): a planned
+    #                               # blocked run, no warm start, accountant "pld" (docs/PRIVACY.md,
+    #                               # "Planned blocked runs")
     # stop_at_budget = true         # not with target_epsilon or abcdp (default false): accept a run whose
                                     # privacy dry run passes a registry's budget (for a penalty with sd:
                                     # at the cap, an upper bound); it is told where it may stop, and stops
@@ -472,7 +477,9 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
 
     model, model_name, model_params, model_path = _model(r, r.table(doc, "model"), kind)
 
-    sampler = read_sampler(r, samp, kind, model, seed)
+    raw_privacy = doc.get("privacy")
+    planned = isinstance(raw_privacy, dict) and "target_epsilon" in raw_privacy
+    sampler = read_sampler(r, samp, kind, model, seed, planned)
     if sampler.penalty is not None and sampler.penalty_total_sd is not None:  # sd: each registry's share
         per = sampler.penalty_total_sd / math.sqrt(m)
         sampler = dataclasses.replace(sampler, penalty=dataclasses.replace(sampler.penalty, sd=per))
@@ -518,7 +525,10 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
     if privacy_tbl is not None and "target_epsilon" in privacy_tbl:
         budget_target = read_target(r, privacy_tbl, m)
         pen = sampler.penalty
-        if pen is None or not pen.fixed or sampler.proposal != "laplace" or warm is None:
+        if sampler.blocked:
+            _check_blocked_target(r, budget_target, sampler, model, warm)
+            assert pen is not None
+        elif pen is None or not pen.fixed or sampler.proposal != "laplace" or warm is None:
             raise r.err(
                 "privacy.target_epsilon",
                 "a planned run needs [sampler] kind = 'penalty' with sd, proposal = 'laplace' and a "
@@ -578,6 +588,50 @@ def parse_experiment(doc: dict[str, Any], r: Reader, text: str = "") -> Experime
         return exp
     text = Study.from_doc(study_document(exp, study, r)).text()  # made once, from the file as written
     return dataclasses.replace(exp, study=dataclasses.replace(study, text=text))
+
+
+def _check_blocked_target(
+    r: Reader, target: BudgetTarget, sampler: SamplerSettings, model: Model | None, warm: object
+) -> None:
+    """A planned blocked run (``[privacy] target_epsilon`` with a registry random intercept): the plan
+    prices the sweeps' GaussianEvents (``mechanisms.planning_blocked``) as the registries' ε-at-δ or GDP
+    ledgers compose them, for a model whose bound holds at any offset of η; refused otherwise, naming why."""
+    assert model is not None
+    pen = sampler.penalty
+    if pen is None or not pen.fixed:
+        raise r.err(
+            "privacy.target_epsilon",
+            "a planned blocked run needs [sampler] kind = 'penalty' (its sd, local_sd and local_max_step may "
+            "be left to the plan): the registries charge the penalty's noisy decisions and local steps",
+        )
+    if not model.offset_uniform_bound():
+        family = f" (family {model.family!r})" if isinstance(model, FormulaModel) else ""
+        raise r.err(
+            "privacy.target_epsilon",
+            f"a blocked run of model {model.name!r}{family} has no privacy bound (its per-record bound grows "
+            "with the level of the linear predictor, which each registry's effect offsets): only family "
+            "bernoulli (or logistic-random-intercept) can be planned under a budget with (1 | registry) "
+            "(docs/PRIVACY.md, 'Blocked sampling under a budget')",
+        )
+    if target.accountant != "pld":
+        raise r.err(
+            "privacy.accountant",
+            "'renyi' prices the accept bits of independent decisions; a blocked run's sweeps are charged as "
+            "Gaussian events (shared block and own effect), which the plan prices by the GDP composition: "
+            "use 'pld'",
+        )
+    if target.per_run != "per-decision":
+        raise r.err(
+            "privacy.per_run",
+            "a blocked run's sweeps are charged per sweep (shared block and own effect); 'worst-record' is "
+            "not offered for it: use 'per-decision'",
+        )
+    if warm is not None:
+        raise r.err(
+            "warm_start",
+            "a blocked run starts its chains from the prior and tunes its own proposal: a planned blocked "
+            "run takes no warm start (remove the table)",
+        )
 
 
 def _design(

@@ -60,6 +60,7 @@ from mechanisms.planning import (
     replan_after_pilot,
     warmup_of,
 )
+from mechanisms.planning_blocked import BlockedPlan, BlockedSettings
 from mechanisms.privacy.renyi import BitRdpTable
 from mechanisms.privacy.worst_record import WorstRecordCharge
 from mechanisms.samplers.requests import NEIGHBOURS
@@ -335,11 +336,13 @@ def plan_cap(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> fl
     return cap
 
 
-def cap_advice(exp: Experiment, model: Model, laplace: LaplaceApproximation, p: McmcPlan) -> str | None:
+def cap_advice(exp: Experiment, model: Model, laplace: LaplaceApproximation, p: AnyPlan) -> str | None:
     """A line when the file's cap refuses more than a tenth of the plan's proposals before any registry is
     asked (each such proposal is a rejection the budget does not pay for, but the chain stands still), with
     the cap the plan would choose; None otherwise."""
     target = exp.budget_target
+    if isinstance(p, BlockedPlan):  # a blocked plan chooses its cap, or prices the file's (its text says)
+        return None
     if target is None or target.choose_cap or p.stats.asked >= 0.9 or exp.warm_start is None:
         return None
     rng = np.random.default_rng(exp.seed + 101)
@@ -389,8 +392,12 @@ LONGER = 1.15
 PER_RUN_ROUNDS = 3
 
 
+AnyPlan = McmcPlan | BlockedPlan
+
+
 def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPlan:
-    """The plan for ``exp``'s target given a Laplace approximation (pilot or DP)."""
+    """The plan for ``exp``'s target given a Laplace approximation (pilot or DP); a blocked run's is
+    :func:`plan_blocked_run`'s (:func:`any_plan`)."""
     target, pen, ws = exp.budget_target, exp.sampler.penalty, exp.warm_start
     assert target is not None and pen is not None and pen.sd is not None and ws is not None
     sd_total = pen.sd * math.sqrt(exp.m)
@@ -473,6 +480,135 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
     return dataclasses.replace(p, floor=floor)
 
 
+def any_plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> AnyPlan:
+    """The plan of ``exp``: a blocked run's (:func:`plan_blocked_run`) or the independence sampler's."""
+    if exp.sampler.blocked:
+        return plan_blocked_run(exp, model, laplace)
+    return plan(exp, model, laplace)
+
+
+def blocked_sweep_charge(exp: Experiment, model: Model, st: BlockedSettings) -> float:
+    """μ² one sweep of every chain adds to a registry's ledger under ``st``: the registries' own charge
+    (``charge.decision_events`` of the session's decision plan with these settings, as their dry run makes
+    it: every shared decision at the cap, every local step at its cap), for the target's coalition and
+    neighbour relation; the GDP reading (μ² summed), which their ledgers never exceed."""
+    from mechanisms.privacy import GaussianEvent
+    from mechanisms.privacy.charge import decision_events
+    from mechanisms.privacy.threat import coalition_view
+    from mechanisms.samplers.plan import DecisionPlan
+    from mechanisms.samplers.requests import Penalty
+
+    target = exp.budget_target
+    assert target is not None
+    local = dataclasses.replace(
+        exp.local_settings(), sd=st.local_sd, max_step=st.local_max_step, steps=st.local_steps
+    )
+    pen = Penalty(tau=None, sd=st.sd_total / math.sqrt(exp.m), max_sensitivity=st.cap)
+    decisions = DecisionPlan(model_args=dict(exp.model_params), kind="mh", penalty=pen, blocked=local)
+    view = coalition_view(exp.reveal_mode, exp.m, exp.t, target.colluding)
+    events = decision_events(
+        decisions, model, exp.reveal_mode, view, exp.sampler.chains, "plan", None, target.neighbours
+    )
+    assert all(isinstance(e, GaussianEvent) for e in events)
+    return float(sum(e.count * e.mu**2 for e in events))  # type: ignore[attr-defined]
+
+
+def blocked_candidates(exp: Experiment, shared: object, stand: object) -> list[BlockedSettings]:
+    """The settings a planned blocked run compares (:mod:`mechanisms.planning_blocked`): the file's where
+    it gives them, else the module's grids (the shared sd, the local step cap, the cap on c at public
+    quantiles of the stand-in's c; the local noise at :data:`LOCAL_SD`)."""
+    from mechanisms.models.hierarchy import SharedModel
+    from mechanisms.planning_blocked import CAP_QUANTILES, LOCAL_SD, SD_GRID, STEP_GRID, StandIn, shared_cap
+
+    assert isinstance(shared, SharedModel) and isinstance(stand, StandIn)
+    s, target = exp.sampler, exp.budget_target
+    assert target is not None and s.penalty is not None and s.local_sd is not None
+    assert s.local_max_step is not None and s.penalty_total_sd is not None
+    sds = SD_GRID if "sd" in s.chosen else (s.penalty_total_sd,)
+    steps = STEP_GRID if "local_max_step" in s.chosen else (s.local_max_step,)
+    local_sd = LOCAL_SD if "local_sd" in s.chosen else s.local_sd
+    if target.choose_cap:
+        caps = tuple(
+            shared_cap(shared, stand, np.random.default_rng(exp.seed + 101), q) for q in CAP_QUANTILES
+        )
+    else:
+        assert s.penalty.max_sensitivity is not None
+        caps = (s.penalty.max_sensitivity,)
+    return [
+        BlockedSettings(sd, cap, local_sd, h, s.local_steps) for sd in sds for cap in caps for h in steps
+    ]
+
+
+def plan_blocked_run(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> BlockedPlan:
+    """A planned blocked run (:mod:`mechanisms.planning_blocked`): the settings and sweeps that buy the most
+    expected ESS within the target, each sweep priced by the registries' own charge
+    (:func:`blocked_sweep_charge`), the ESS simulated on the Gaussian stand-in of ``laplace`` (the pilot's:
+    the design dataset's exact Laplace approximation); the floor at ``laplace``."""
+    from mechanisms.models.hierarchy import SharedModel
+    from mechanisms.planning_blocked import StandIn, plan_blocked
+
+    target = exp.budget_target
+    assert target is not None
+    shared = SharedModel(model)
+    stand = StandIn.from_laplace(shared, laplace.mean, laplace.cov)
+    return plan_blocked(
+        shared,
+        stand,
+        lambda st: blocked_sweep_charge(exp, model, st),
+        blocked_candidates(exp, shared, stand),
+        eps=target.epsilon,
+        delta=target.delta,
+        min_ess=target.min_ess,
+        chains=exp.sampler.chains,
+        most=exp.sampler.iterations,
+        seed=exp.seed,
+        floor=floor_of(model, laplace.mean, laplace.cov, target.neighbours),
+        target_accept=exp.sampler.target_accept,
+    )
+
+
+def _check_blocked(exp: Experiment, p: BlockedPlan, what: str) -> None:
+    """:func:`check_usable` of a blocked plan: refused below ``min_ess`` with what would buy it (the target
+    the cheapest simulated run reaching it spends, its settings, and the iterations when the file's are too
+    few), or that no setting tried reached it."""
+    from mechanisms.planning_blocked import MAX_NEED_SWEEPS, MIN_SWEEPS
+
+    target = exp.budget_target
+    assert target is not None
+    if p.ess >= target.min_ess:
+        return
+    bought = (
+        f"buys an expected ESS of {p.ess:.0f} ({p.text()})"
+        if p.iterations
+        else f"buys fewer than {MIN_SWEEPS} sweeps at every setting tried (no run)"
+    )
+    head = f"{what}: the budget {target.text()} {bought}, below min_ess = {target.min_ess:g}."
+    st = p.need_settings
+    if st is None or not math.isfinite(p.need_eps):
+        raise PlanRefused(
+            f"{head} No setting the plan tried reached it within {MAX_NEED_SWEEPS} sweeps of its simulation "
+            "(its chains did not mix, or too slowly, under this noise), whatever the target: a smaller "
+            "min_ess, or other [sampler] settings (docs/PRIVACY.md, 'Planned blocked runs')"
+        )
+    if not p.need_simulated:
+        raise PlanRefused(
+            f"{head} No setting the plan simulated reached it within {MAX_NEED_SWEEPS} sweeps; at the ESS "
+            f"per sweep of its longest simulated run, about {p.need_iterations} sweeps with {st.text()} "
+            f"would, i.e. target_epsilon about {p.need_eps:g} and [sampler] iterations about "
+            f"{p.need_iterations} (an extrapolation, not a simulated run), or a smaller min_ess"
+        )
+    longer = (
+        f" and [sampler] iterations >= {p.need_iterations} (the file's {p.most} are too few)"
+        if p.need_iterations > p.most
+        else ""
+    )
+    raise PlanRefused(
+        f"{head} It would fit with target_epsilon >= {p.need_eps:g}{longer}: {p.need_iterations} sweeps "
+        f"with {st.text()} (the plan's cheapest simulated run reaching it), or a smaller min_ess. "
+        f"{'' if p.floor is None else p.floor.line(target.min_ess, target.delta, p.need_eps)}".rstrip()
+    )
+
+
 def pilot_replan(
     exp: Experiment, model: Model, laplace: LaplaceApproximation, accept: npt.NDArray[np.bool_]
 ) -> tuple[McmcPlan, McmcPlan, float]:
@@ -501,11 +637,14 @@ def pilot_replan(
     return p, re, r
 
 
-def check_usable(exp: Experiment, p: McmcPlan, what: str) -> None:
+def check_usable(exp: Experiment, p: AnyPlan, what: str) -> None:
     """Refuse a plan that buys fewer than ``min_ess`` effective draws (:class:`PlanRefused`), saying what
     would fit: the target a planned run needs (priced at this plan's cost per proposal and ESS per
     proposal, also when the budget bought no decision), or that the warm start alone spends the target,
     or how many times the records (a decision's charge falls like 1/n, the warm start's does not)."""
+    if isinstance(p, BlockedPlan):
+        _check_blocked(exp, p, what)
+        return
     target = exp.budget_target
     assert target is not None
     if p.ess >= target.min_ess:
@@ -540,7 +679,9 @@ def warm_mu_advice(exp: Experiment, model: Model, laplace: LaplaceApproximation)
     :data:`WARM_MUS` whose plan buys ``min_ess`` for the smallest ε, when it is at least 10 % below the
     file's; None otherwise. Each μ is planned from the same approximation (its DP offset is μ's)."""
     target, ws = exp.budget_target, exp.warm_start
-    assert target is not None and ws is not None
+    assert target is not None
+    if ws is None:  # a blocked run: no warm start
+        return None
 
     def need(mu: float) -> float:
         e = dataclasses.replace(exp, warm_start=dataclasses.replace(ws, mu=mu))
@@ -653,9 +794,12 @@ def _coalition_renyi(
     return rdp_eps(rho, alpha, delta), alpha, ratio
 
 
-def planned_experiment(exp: Experiment, p: McmcPlan) -> Experiment:
+def planned_experiment(exp: Experiment, p: AnyPlan) -> Experiment:
     """``exp`` with the planned iterations (at most the file's), the plan's warm-up and, when the file
-    leaves it to the plan, the plan's cap (``[sampler] max_sensitivity``)."""
+    leaves it to the plan, the plan's cap (``[sampler] max_sensitivity``); a blocked plan's settings
+    (:func:`planned_blocked`)."""
+    if isinstance(p, BlockedPlan):
+        return planned_blocked(exp, p)
     s = exp.sampler
     iterations = max(2, min(p.iterations, s.iterations))
     warmup = max(1, warmup_of(p.stats, iterations, p.min_warmup))
@@ -663,4 +807,22 @@ def planned_experiment(exp: Experiment, p: McmcPlan) -> Experiment:
     target = exp.budget_target
     if target is not None and target.choose_cap and s.penalty is not None:
         s = dataclasses.replace(s, penalty=dataclasses.replace(s.penalty, max_sensitivity=p.stats.cap))
+    return dataclasses.replace(exp, sampler=s)
+
+
+def planned_blocked(exp: Experiment, p: BlockedPlan) -> Experiment:
+    """``exp`` with a blocked plan's settings: its sweeps (``[sampler] iterations``), the adaptation of a
+    run that long (the defaults of ``coordinator.sampler_settings._adapt``: adapt_stop and the warm-up its
+    half, as the plan simulated), the shared penalty's sd (each registry's sd / √m) and cap, and the local
+    steps' sd, cap and count."""
+    s, st = exp.sampler, p.settings
+    it = max(p.iterations, 8)
+    assert s.penalty is not None
+    pen = dataclasses.replace(s.penalty, sd=st.sd_total / math.sqrt(exp.m), max_sensitivity=st.cap)
+    stop = max(it // 2, 2)
+    s = dataclasses.replace(
+        s, iterations=it, warmup=stop, adapt_start=max(it // 10, 1), adapt_every=max(it // 40, 1),
+        adapt_stop=stop, history_from=it // 20, penalty=pen, penalty_total_sd=st.sd_total,
+        local_sd=st.local_sd, local_max_step=st.local_max_step, local_steps=st.local_steps, chosen=(),
+    )  # fmt: skip
     return dataclasses.replace(exp, sampler=s)

@@ -81,7 +81,6 @@ from coordinator.run_check import check, in_file_keys, output_name_problems
 from coordinator.run_privacy import PrivacyPlan, check_privacy, plan_file, privacy_reports
 from coordinator.sampler_settings import MH_KINDS
 from coordinator.tables import ExperimentError
-from mechanisms.planning import McmcPlan
 from mechanisms.samplers import RefitState
 from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
@@ -146,14 +145,16 @@ def run_experiment(
         )
     out_dir = Path(out_dir)
     rf = RunFolder(out_dir)
-    mcmc_plan: McmcPlan | None = None  # the plan the run's length came from (planned runs)
+    mcmc_plan: planner.AnyPlan | None = None  # the plan the run's length came from (planned runs)
     try:  # a formula's warm start in the pilot's basis; the pilot (public records) for the plan
         exp, pilot = planner.with_pilot(exp, exp.model())
     except planner.PlanRefused as exc:
         raise RunError(str(exc)) from exc
     if exp.budget_target is not None:  # budget first: refused before anything is released if unusable
         assert pilot is not None
-        _plan(exp, pilot.model, pilot.laplace, say, f"plan from the pilot ({pilot.text})")
+        pilot_exp, p = _plan(exp, pilot.model, pilot.laplace, say, f"plan from the pilot ({pilot.text})")
+        if exp.sampler.blocked:  # no warm start: the pilot's plan is the run's (its settings and sweeps)
+            exp, mcmc_plan = pilot_exp, p
     meta, ckpt = rf.open(exp, resume)
     warm_steps = 0
     if exp.warm_start is not None and exp.budget_target is None and _releases_warm_start(rf):
@@ -316,7 +317,7 @@ def laplace_lines(exp: Experiment, names: Any, draws: F64) -> list[str]:
     return lines
 
 
-def exactness_line(exp: Experiment, model: Any, draws: F64, mcmc_plan: McmcPlan | None) -> str:
+def exactness_line(exp: Experiment, model: Any, draws: F64, mcmc_plan: planner.AnyPlan | None) -> str:
     """Does exactness pay for its ε here? (issue 35: a user should never buy it blind.) The exact chain's
     error is its Monte Carlo error, 1/√ESS posterior sd in a mean (the largest over the parameters). The DP
     Laplace approximation alone, with the same budget spent on the warm start, errs by its DP noise (this
@@ -408,7 +409,7 @@ def _pilot_check(exp: Experiment, model: Any, accepted: Any, warmup: int, notes:
 
 
 def budget_advice(
-    exp: Experiment, mcmc_plan: McmcPlan | None, reports: dict[int, Any]
+    exp: Experiment, mcmc_plan: planner.AnyPlan | None, reports: dict[int, Any]
 ) -> Callable[[float], str] | None:
     """What more effective draws would cost when the registries charge every decision (the convergence
     warnings' advice; "more iterations" alone would hide that it spends more ε): given the factor of
@@ -446,12 +447,12 @@ def budget_advice(
 
 def _plan(
     exp: Experiment, model: Any, laplace: Any, say: Callable[[str], None], what: str
-) -> tuple[Experiment, McmcPlan]:
+) -> tuple[Experiment, planner.AnyPlan]:
     """The planned run (``coordinator.planner``) from ``laplace``: the pilot's before the warm start (with the
     pilot's model, ``planner.Pilot.model``), the DP Laplace approximation after it (``what`` says which);
     RunError when the budget buys too little."""
     try:
-        p = planner.plan(exp, model, laplace)
+        p = planner.any_plan(exp, model, laplace)
         planner.check_usable(exp, p, what)
     except planner.PlanRefused as exc:
         raise RunError(str(exc)) from exc

@@ -40,7 +40,7 @@ def check(exp: Experiment, simulate: bool) -> int:
             assert pilot is not None
             model = pilot.model  # the pilot's: in the covariate ellipsoid the warm start will set, if any
             what = f"plan from the pilot ({pilot.text})"
-            mp = planner.plan(planned, model, pilot.laplace)
+            mp = planner.any_plan(planned, model, pilot.laplace)
             planner.check_usable(planned, mp, what)
             plan_text = f"{what}, for {exp.budget_target.text()}: {mp.text()}"
             advice = planner.cap_advice(planned, model, pilot.laplace, mp)
@@ -152,6 +152,8 @@ def _budget_refusals(exp: Experiment) -> list[str]:
     from mechanisms.privacy.charge import Unaccountable, decision_events
     from mechanisms.privacy.threat import coalition_view
 
+    if exp.budget_target is not None and exp.sampler.blocked:  # its settings are the plan's: it prices each
+        return []  # sweep with the registries' own charge (coordinator.planner.blocked_sweep_charge)
     colluding = exp.m - 1 if sim.party_colluding is None else sim.party_colluding
     view = coalition_view(exp.reveal_mode, exp.m, exp.t, colluding)
     plan = exp.decision_plan()

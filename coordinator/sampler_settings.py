@@ -127,6 +127,7 @@ class SamplerSettings:
     local_sd: float | None = None  # its own N(0, local_sd^2) on a local log ratio
     local_max_step: float | None = None  # a local proposal moves u_j by at most this
     local_steps: int = 3  # local steps per sweep
+    chosen: tuple[str, ...] = ()  # a planned blocked run: the keys left to the plan (provisional values)
     # rejection
     n_accept: int = 0
     max_proposals: int = 0
@@ -221,17 +222,36 @@ def _start_cov(r: Reader, s: dict[str, Any], model: Model, auto: bool) -> F64:
         raise r.err("sampler.proposal_scale", f"missing, and no automatic proposal: {exc}") from exc
 
 
-def read_sampler(r: Reader, s: dict[str, Any], kind: str, model: Model | None, seed: int) -> SamplerSettings:
-    """The ``[sampler]`` table of ``kind`` (its keys were checked against ``SAMPLER_KEYS[kind]``)."""
+def read_sampler(
+    r: Reader, s: dict[str, Any], kind: str, model: Model | None, seed: int, planned: bool = False
+) -> SamplerSettings:
+    """The ``[sampler]`` table of ``kind`` (its keys were checked against ``SAMPLER_KEYS[kind]``);
+    ``planned``: the file has ``[privacy] target_epsilon`` (a planned blocked run may leave sd, local_sd
+    and local_max_step to the plan)."""
     if kind in MH_KINDS:
         assert model is not None
-        return _mh(r, s, kind, model)
+        return _mh(r, s, kind, model, planned)
     if kind == "rejection":
         return _rejection(r, s, model)
     return _abcdp(r, s, seed)
 
 
-def _mh(r: Reader, s: dict[str, Any], kind: str, model: Model) -> SamplerSettings:
+#: a planned blocked run's provisional values of the keys it leaves to the plan (coordinator.planner replaces
+#: them before anything is released; they are never a run's)
+PROVISIONAL = {"sd": 1.0, "local_sd": 2.4, "local_max_step": 0.05}
+
+
+def _planned_blocked(s: dict[str, Any], kind: str, model: Model, planned: bool) -> bool:
+    """A planned run (``[privacy] target_epsilon``) of kind penalty on a model with a registry random
+    intercept under the automatic proposal: sampled in blocks, its settings chosen by the plan
+    (``coordinator.planner``, :mod:`mechanisms.planning_blocked`) where the file leaves them out."""
+    given = {"proposal_scale", "proposal_cov"} & set(s)
+    auto = s.get("proposal", "random-walk") == "random-walk" and not given
+    blocked = s.get("blocked", True) is True
+    return planned and kind == "penalty" and model.random_intercept() is not None and auto and blocked
+
+
+def _mh(r: Reader, s: dict[str, Any], kind: str, model: Model, planned: bool = False) -> SamplerSettings:
     chains = r.integer(s, "sampler", "chains", lo=1, hi=MAX_CHAINS)
     iterations = r.integer(s, "sampler", "iterations", lo=1, hi=10**8)
     if "warmup" in s and "burn_in" in s:
@@ -267,7 +287,15 @@ def _mh(r: Reader, s: dict[str, Any], kind: str, model: Model) -> SamplerSetting
             f"must be >= adapt_stop = {adapt['adapt_stop']}: draws made while the proposal still adapts "
             "are not draws of a fixed posterior-invariant kernel",
         )
-    penalty, total_sd = _penalty(r, s, model) if kind == "penalty" else (None, None)
+    plan_blocked = _planned_blocked(s, kind, model, planned)
+    chosen = tuple(k for k in ("sd", "local_sd", "local_max_step") if plan_blocked and k not in s)
+    if plan_blocked and "tau" in s:
+        raise r.err(
+            "sampler.tau",
+            "a planned blocked run takes the penalty with a fixed sd (or none: the plan chooses it), not tau",
+        )
+    provisional = {k: PROVISIONAL[k] for k in chosen}  # the plan replaces them
+    penalty, total_sd = _penalty(r, provisional | s, model) if kind == "penalty" else (None, None)
     lazy = _lazy(r, s, model)
     if proposal == "laplace" and adapt:
         raise r.err("sampler.proposal", "the Laplace proposal is fixed: no adapt_* keys with it")
@@ -276,8 +304,8 @@ def _mh(r: Reader, s: dict[str, Any], kind: str, model: Model) -> SamplerSetting
     refit = bool(r.get(s, "sampler", "refit", bool, proposal == "laplace"))
     if refit and proposal != "laplace":
         raise r.err("sampler.refit", "refits the independence proposal of proposal = 'laplace' only")
-    blocked = _blocked(r, s, kind, model, auto, lazy)
-    local = _local(r, s, blocked, penalty)
+    blocked = _blocked(r, provisional | s, kind, model, auto, lazy)
+    local = _local(r, provisional | s, blocked, penalty)
     init = _init(r, s, chains, model)
     cov = None if proposal == "laplace" else _start_cov(r, s, model, auto)
     if blocked:  # the shared block's start (its prior's spread) and the chains' shared coordinates
@@ -299,6 +327,7 @@ def _mh(r: Reader, s: dict[str, Any], kind: str, model: Model) -> SamplerSetting
         refit=refit,
         lazy=lazy,
         blocked=blocked,
+        chosen=chosen,
         **local,
         **adapt,
     )

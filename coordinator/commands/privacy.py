@@ -68,6 +68,8 @@ def _offline_plan(args: argparse.Namespace) -> int:
     from coordinator import planner
     from coordinator.experiment import load_experiment
     from coordinator.tables import ExperimentError
+    from mechanisms.planning import McmcPlan
+    from mechanisms.planning_blocked import BlockedPlan
 
     try:
         exp = load_experiment(args.plan)
@@ -88,12 +90,13 @@ def _offline_plan(args: argparse.Namespace) -> int:
         model, lap = pilot.model, pilot.laplace  # the pilot's model: in the warm start's ellipsoid, if any
         targets = [dataclasses.replace(target, epsilon=e) for e in [target.epsilon, *(args.epsilon or [])]]
         plans = [
-            (t.epsilon, planner.plan(dataclasses.replace(exp, budget_target=t), model, lap)) for t in targets
+            (t.epsilon, planner.any_plan(dataclasses.replace(exp, budget_target=t), model, lap))
+            for t in targets
         ]
     except planner.PlanRefused as exc:
         print(f"confar privacy plan: {exc}", file=sys.stderr)
         return 2
-    n = exp.warm_start.n_records if exp.warm_start else "?"
+    n = exp.warm_start.n_records if exp.warm_start else sum(planner.pilot_sizes(exp))
     print(
         f"offline plan for {args.plan} ({exp.m} registries, {n} records; pilot: the exact Laplace "
         f"approximation of {pilot.text}, standing in for the posterior; the registries charge what each "
@@ -101,7 +104,7 @@ def _offline_plan(args: argparse.Namespace) -> int:
     )
     code = 0
     for eps, p in plans:
-        if p.warm_alone:  # a plan never states a spend above its target
+        if isinstance(p, McmcPlan) and p.warm_alone:  # a plan never states a spend above its target
             acc = p.accounting
             print(
                 f"  eps = {eps:g}: REFUSED: the warm start alone (mu = {p.mu_warm:.3g}) spends eps = "
@@ -120,6 +123,12 @@ def _offline_plan(args: argparse.Namespace) -> int:
     better_mu = planner.warm_mu_advice(exp, model, lap)
     if better_mu is not None:
         print(f"  {better_mu}")
+    if isinstance(p, BlockedPlan):  # what min_ess needs, from the plan's own simulated runs
+        try:
+            planner.check_usable(exp, p, "the plan")
+        except planner.PlanRefused as exc:
+            print(f"  {exc}")
+        return code
     for ess in (100.0, 400.0):  # as a planned run (with its margin) needs
         print(f"  an ESS of {ess:.0f} needs eps = {p.eps_for_ess(ess):.3g} at delta = {target.delta:g}")
         print(f"    {p.floor_line(ess)}")
