@@ -150,7 +150,9 @@ def test_a_planned_blocked_run_writes_outputs_and_privacy_reports_within_its_pla
     planned = _spend(plan_line + "\n")
     assert planned <= RUN_EPS
     sweeps = int(re.search(r"4 chains x (\d+) sweeps", plan_line).group(1))  # type: ignore[union-attr]
-    assert sweeps == RUN_SWEEPS and "R-hat 1.0" in plan_line  # the run planned: mixed in the simulation
+    # what eps 900 buys at the chosen cap (the file's 600 at most): 584-600 as the shared kernel's cap moves
+    assert 0.9 * RUN_SWEEPS <= sweeps <= RUN_SWEEPS, plan_line
+    assert "R-hat 1.0" in plan_line, plan_line  # the run planned: mixed in the simulation
     out = tmp_path / "out"
     assert (out / "posterior.nc").exists() and (out / "summary.csv").exists()
     for pid in (1, 2, 3):
