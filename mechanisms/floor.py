@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -121,6 +122,18 @@ class Floor:
             return head
         ratio = plan_eps / x if x > 0 else math.inf
         return head + f" (this plan: {plan_eps:.3g}, ratio {ratio:.3g})"
+
+
+def plan_floor_line(
+    floor: Floor | None, ess: float, delta: float, spend: Callable[[], float]
+) -> str:
+    """A plan's floor line for ``ess`` effective draws (``spend()``: what the plan spends for them), or why
+    there is none: the one wording of every kind of plan (``mechanisms.planning``, ``.planning_blocked``)."""
+    if floor is None:
+        return "floor: not computed (the model's public region is unbounded)"
+    if ess < 1:
+        return "floor: this plan buys no effective draw (nothing to compare)"
+    return floor.line(ess, delta, spend())
 
 
 def floor_of(

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from mechanisms.floor import Floor
+from mechanisms.floor import Floor, plan_floor_line
 from mechanisms.models.base import F64, Model
 from mechanisms.privacy.conversions import gdp_eps, gdp_mu
 from mechanisms.privacy.events import GaussianEvent, RenyiEvent
@@ -432,13 +432,9 @@ class McmcPlan:
         """The floor for ``ess`` effective draws (default: this plan's expected ESS) beside what this plan
         (or, for another ESS, a planned run) spends for them: ``floor: eps_floor = X at delta = D for K
         effective draws (this plan: Y, ratio R)``."""
-        if self.floor is None:
-            return "floor: not computed (the model's public region is unbounded)"
         k = self.ess if ess is None else ess
-        if k < 1:
-            return "floor: this plan buys no effective draw (nothing to compare)"
-        spend = self.eps if ess is None else self.eps_for_ess(ess)
-        return self.floor.line(k, self.delta, spend)
+        spend = (lambda: self.eps) if ess is None else (lambda: self.eps_for_ess(k))
+        return plan_floor_line(self.floor, k, self.delta, spend)
 
     def text(self) -> str:
         s = self.stats

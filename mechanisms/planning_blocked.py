@@ -63,7 +63,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats as sps
 
-from mechanisms.floor import Floor
+from mechanisms.floor import Floor, plan_floor_line
 from mechanisms.models.base import F64
 from mechanisms.models.hierarchy import SharedModel
 from mechanisms.privacy.conversions import gdp_eps, gdp_mu
@@ -365,13 +365,9 @@ class BlockedPlan:
         return gdp_eps(math.sqrt(factor * self.iterations * self.mu_sweep2), self.delta)
 
     def floor_line(self, ess: float | None = None) -> str:
-        if self.floor is None:
-            return "floor: not computed (the model's public region is unbounded)"
         k = self.ess if ess is None else ess
-        if k < 1:
-            return "floor: this plan buys no effective draw (nothing to compare)"
-        spend = self.eps if ess is None else self.eps_for_ess(ess)
-        return self.floor.line(k, self.delta, spend)
+        spend = (lambda: self.eps) if ess is None else (lambda: self.eps_for_ess(k))
+        return plan_floor_line(self.floor, k, self.delta, spend)
 
     def text(self) -> str:
         sim = self.sim
