@@ -275,6 +275,8 @@ def proposal_statistics(
     ess = float(
         np.min(az.ess(az.convert_to_dataset(trace.transpose(1, 0, 2)), method="bulk").to_array().values)
     )
+    if asked == 0:  # every proposal above the cap: the chains never moved (ArviZ's ESS of a constant is > 0)
+        ess = 0.0
     n = chains * steps
     return ProposalStatistics(
         mean_delta2=float(np.mean(np.concatenate(delta2))) if delta2 else math.inf,
@@ -412,6 +414,8 @@ class McmcPlan:
         effective draws at this plan's cost per proposal and ESS per proposal."""
         warm = self.accounting.warm(self.mu_warm)
         it = self.iterations_for_ess(ess)
+        if it >= 10**9:  # out of reach (no proposal moves the chain, e.g. every one above the cap)
+            return math.inf
         return warm + self.decisions_charge(it) / self.margin
 
     def eps_scaled(self, factor: float) -> float:
@@ -488,6 +492,8 @@ class Accounting:
             return _mu_per_decision(stats, sd_total, m, residual)
         if stats.mean_rho is None:
             raise ValueError("a Renyi plan needs the decisions' Renyi bound (proposal_statistics rdp_table)")
+        if stats.asked == 0:  # every proposal above the cap: none asked, none charged (mean_rho is inf)
+            return 0.0
         return stats.asked * stats.mean_rho
 
     def eps(self, total: float) -> float:
@@ -502,6 +508,8 @@ class Accounting:
 
 def _mu_per_decision(stats: ProposalStatistics, sd_total: float, m: int, residual: int) -> float:
     """E[μ_t²] per proposal (proposals above the cap are not asked, hence not charged)."""
+    if stats.asked == 0:  # none asked: mean_delta2 is inf, the charge 0
+        return 0.0
     return stats.asked * stats.mean_delta2 * m / (sd_total**2 * residual)
 
 

@@ -285,3 +285,20 @@ def test_a_refitted_proposal_is_simulated_as_the_kernel_refits_it() -> None:
     plain, refitted = run(()), run((20, 40))
     assert refitted.acceptance > plain.acceptance + 0.1, (refitted.acceptance, plain.acceptance)
     assert refitted.mean_delta2 < plain.mean_delta2
+
+
+def test_a_plan_whose_cap_refuses_every_proposal_buys_nothing() -> None:
+    """Every proposal above the cap (asked = 0: the decisions' mean charge is undefined, inf): the plan asks
+    nothing and charges nothing for decisions, and no budget buys an effective draw (inf, not the warm
+    start's ε alone and not a NaN: the offline plan's advice over μ raised 'rho must be >= 0, got nan')."""
+    none_asked = ProposalStatistics(
+        mean_delta2=math.inf, acceptance=0.0, asked=0.0, cap=0.5, c_quantile=0.999, ess_per_proposal=0.0,
+        mean_rho=math.inf,
+    )  # fmt: skip
+    for alpha in (None, 4.0):
+        p = plan_mcmc(
+            none_asked, sd_total=2.0, m=7, residual=7, chains=16, eps=10.0, delta=1e-5, mu_warm=0.3,
+            alpha=alpha,
+        )  # fmt: skip
+        assert p.iterations == 0 and p.ess == 0.0 and math.isfinite(p.eps)
+        assert p.eps_for_ess(1.0) == math.inf
