@@ -56,6 +56,7 @@ def test_every_example_is_covered() -> None:
         "poisson-rate",
         "poisson-rate-plugin",
         "registry-effects",
+        "vasculitis",
     }
 
 
@@ -68,7 +69,7 @@ def test_example_runs_simulated(example: Path, tmp_path: Path, capsys: pytest.Ca
         pytest.skip("oxigraph (pip install oxigraph) not installed")
     if (ROOT / "examples" / "plugins").is_dir():  # [model] path = "plugins" is relative to the file
         shutil.copytree(ROOT / "examples" / "plugins", tmp_path / "plugins")
-    for data in ("poisson", "registry-effects"):  # [simulate] data files
+    for data in ("poisson", "registry-effects", "vasculitis"):  # [simulate] data files
         shutil.copytree(ROOT / "examples" / data, tmp_path / data)
     cfg = tmp_path / example.name
     cfg.write_text(shrunk(example.read_text(encoding="utf-8")), encoding="utf-8")
