@@ -64,7 +64,6 @@ from coordinator.checkpoint import (
     load_resumed,
     now,
 )
-from coordinator.commands import SIMULATE_MODULE, import_by_name
 from coordinator.convergence import convergence_warnings
 from coordinator.decider import NetworkDecider
 from coordinator.drivers import BlockedDriver, MHDriver, RejectionDriver, make_driver, run_abcdp
@@ -77,6 +76,7 @@ from coordinator.outcome import (
     summary_text,
     write_run_outputs,
 )
+from coordinator.plugins import service
 from coordinator.run_check import check, in_file_keys, output_name_problems
 from coordinator.run_privacy import PrivacyPlan, check_privacy, plan_file, privacy_reports
 from coordinator.sampler_settings import MH_KINDS
@@ -750,7 +750,7 @@ def execute(
     if overwrite:
         clear_run_folder(exp.output_dir)
     if simulate:
-        mod = import_by_name(SIMULATE_MODULE)
+        mod = service("local-consortium")
         outcome: Outcome = mod.simulate_experiment(
             exp,
             exp.output_dir,

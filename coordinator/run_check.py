@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 
 from coordinator import planner
-from coordinator.commands import SIMULATE_MODULE, import_by_name
 from coordinator.experiment import Experiment, check_model
+from coordinator.plugins import service
 
 
 def check(exp: Experiment, simulate: bool) -> int:
@@ -20,7 +20,7 @@ def check(exp: Experiment, simulate: bool) -> int:
 
     problems = check_model(exp) + output_name_problems(exp)
     if simulate and not problems and exp.simulate is not None:
-        mod = import_by_name(SIMULATE_MODULE)
+        mod = service("local-consortium")
         try:
             data = mod.synthetic_data(exp)
         except ValueError as exc:

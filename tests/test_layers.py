@@ -11,8 +11,9 @@ the party's answers), mutual TLS (``proto.tls``) and durable writes (``proto.fil
 ``hss`` (a session's fixed-point format and protocol parameters) but not ``mechanisms``, and neither ``hss``
 nor ``mechanisms`` imports it. ``parties/`` and ``coordinator/`` both build on ``proto`` and never import
 each other: all they exchange goes through the wire contract. Only ``simulations/``, which launches both,
-imports both. One named exception: the coordinator loads modules of ``simulations/`` by name through one
-function (:data:`SIMULATIONS_BY_NAME`), and a second by-name import in ``coordinator/`` or ``parties/`` fails.
+imports both. What ``simulations/`` adds to the coordinator (the ``simulate`` and ``bench`` commands, the
+local consortium, the privacy audit's engine) the coordinator finds through the package's entry points
+(:data:`ENTRY_POINTS_READER`), and any by-name import in ``coordinator/`` or ``parties/`` fails.
 """
 
 from __future__ import annotations
@@ -93,18 +94,17 @@ def test_pure_layers_do_no_network_io() -> None:
             assert not imported_tops(path) & {"socket", "urllib", "http", "requests"}, path
 
 
-#: The one exception to "coordinator never imports simulations": the coordinator imports modules of
-#: ``simulations/`` by name, when called, through this one function (the command table's modules, ``confar run
-#: --simulate``'s local consortium, ``confar privacy audit``'s engine), so no import statement points up.
-SIMULATIONS_BY_NAME = ("coordinator/commands/__init__.py", "import_by_name")
 #: Calls that import a module named at run time.
 BY_NAME_CALLS = {
     "import_module", "__import__", "spec_from_file_location", "module_from_spec", "run_module", "run_path"
 }
+#: The coordinator's one way to what ``simulations/`` offers: the package's entry points, read here only.
+ENTRY_POINTS_READER = "coordinator/plugins.py"
 
 
 def _by_name_imports(path: Path) -> set[tuple[str, str]]:
-    """(file, enclosing function) of every call in ``path`` that imports a module named at run time."""
+    """(file, enclosing function) of every call in ``path`` that imports a module named at run time, or reads
+    the package's entry points (``entry_points``)."""
     rel = str(path.relative_to(ROOT))
     found: set[tuple[str, str]] = set()
 
@@ -114,7 +114,7 @@ def _by_name_imports(path: Path) -> set[tuple[str, str]]:
         if isinstance(node, ast.Call):
             f = node.func
             name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
-            if name in BY_NAME_CALLS:
+            if name in BY_NAME_CALLS or name == "entry_points":
                 found.add((rel, where))
         for child in ast.iter_child_nodes(node):
             visit(child, where)
@@ -123,34 +123,36 @@ def _by_name_imports(path: Path) -> set[tuple[str, str]]:
     return found
 
 
-def test_coordinator_reaches_simulations_only_through_its_one_by_name_import() -> None:
-    """``coordinator/`` and ``parties/`` import by name in exactly one place, :data:`SIMULATIONS_BY_NAME`: a
-    second such import (which the import checks above cannot see) fails here, and so does removing it
-    without removing this exception."""
+def test_coordinator_reaches_simulations_only_through_its_entry_points() -> None:
+    """No by-name import anywhere in ``coordinator/`` or ``parties/`` (which the import checks above cannot
+    see): the coordinator reaches ``simulations/`` only through the entry points ``pyproject.toml`` declares,
+    read in :data:`ENTRY_POINTS_READER` alone."""
     paths = [p for pkg in ("coordinator", "parties") for p in sorted((ROOT / pkg).rglob("*.py"))]
     found = set().union(*(_by_name_imports(p) for p in paths))
-    assert found == {SIMULATIONS_BY_NAME}, (
-        f"by-name imports in coordinator/ and parties/: {sorted(found)}; the one allowed is "
-        f"{SIMULATIONS_BY_NAME} (use it, or move the code to simulations/)"
+    assert found == {(ENTRY_POINTS_READER, "_entries")}, (
+        f"by-name imports in coordinator/ and parties/: {sorted(found)}; the coordinator reaches "
+        f"simulations/ only through {ENTRY_POINTS_READER} (declare an entry point, or move the code up)"
     )
 
 
-def test_by_name_imports_of_simulations_resolve() -> None:
-    """Every module of ``simulations/`` the coordinator names (for :data:`SIMULATIONS_BY_NAME`) exists, so a
-    by-name import never silently points at nothing; ``parties/`` names none."""
+def test_entry_points_are_declared_in_simulations_and_resolve() -> None:
+    """Every ``confar.*`` entry point of ``pyproject.toml`` names a module of ``simulations/`` (the one layer
+    above the coordinator) that exists, and the installed metadata has the same table (an install step that
+    was not re-run after pyproject.toml changed would leave the coordinator without its local consortium)."""
     import importlib.util
+    import tomllib
+    from importlib.metadata import entry_points
 
-    for pkg in ("coordinator", "parties"):
-        for path in sorted((ROOT / pkg).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-                if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
-                    continue
-                name = node.value
-                if not re.fullmatch(r"simulations(\.\w+)*", name):
-                    continue
-                where = f"{path.relative_to(ROOT)}:{node.lineno} names {name!r}"
-                assert pkg == "coordinator", f"{where}: parties never reach simulations/"
-                assert importlib.util.find_spec(name) is not None, f"{where}: no such module"
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    groups = {g: t for g, t in declared.items() if g.startswith("confar.")}
+    assert set(groups) == {"confar.commands", "confar.services"}, sorted(groups)
+    for group, table in groups.items():
+        for name, target in table.items():
+            what = f"{group}.{name} = {target!r}"
+            assert re.fullmatch(r"simulations(\.\w+)+", target), f"{what}: not a module of simulations/"
+            assert importlib.util.find_spec(target) is not None, f"{what}: no such module"
+        installed = {ep.name: ep.value for ep in entry_points(group=group)}
+        assert installed == table, f"{group}: installed {installed}, pyproject.toml {table}: pip install -e ."
 
 
 def _module_name(path: Path) -> str:

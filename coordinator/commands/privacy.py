@@ -15,8 +15,8 @@
   ``mechanisms.privacy`` (GDP mu when every event has a GDP bound; eps at delta), and with ``--plot`` one
   trade-off plot per party. PLAN.toml's ``[session]`` is not needed. Exit 1 when a party could not be asked.
 * ``confar privacy audit AUDIT.toml --out DIR``: a membership-inference audit of a registry's stated
-  guarantee on the real protocol; the engine is :mod:`simulations.privacy_audit`, loaded by name
-  (``coordinator.commands.import_by_name``: the coordinator never imports simulations). Exit 0
+  guarantee on the real protocol; the engine is :mod:`simulations.privacy_audit`, the service
+  ``privacy-audit`` found by ``coordinator.plugins`` (the coordinator never imports simulations). Exit 0
   consistent (or no finite claim, reported), 1 VIOLATED.
 
 PLAN.toml's schema is in :mod:`coordinator.privacy`. Exit 2: a bad file or argument.
@@ -28,13 +28,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from coordinator.commands import Command, Target, import_by_name
+from coordinator.commands import Command, Target
+from coordinator.plugins import service
 
 HELP = (
     "privacy budgets: plan (dry run of a session at every party), report (what each party spent) and audit "
     "(membership inference against a stated guarantee)"
 )
-AUDIT_ENGINE = "simulations.privacy_audit"
 
 
 def _plan_arguments(p: argparse.ArgumentParser) -> None:
@@ -210,7 +210,7 @@ def _audit_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    engine = import_by_name(AUDIT_ENGINE)
+    engine = service("privacy-audit")
     return int(engine.run(args))
 
 
