@@ -57,32 +57,51 @@ def _toml_value(v: Any) -> str:
     raise TypeError(f"cannot write {v!r} to TOML")
 
 
+@dataclass(frozen=True)
+class PartyOptions:
+    """What a local registry's config says beyond its identity, peers and records (:func:`party_config_text`):
+    ``[allow]`` (models, reveal modes, plug-in paths, whether a blocked run's effect draws may leave),
+    ``[budget]`` (``max_decisions`` and the privacy budget's entries, e.g. ``{"gdp_mu": 2.0}``),
+    ``[limits]``, ``[governance]`` and ``[admin]``, the data's model, and ``[testing]`` (a fixed noise key,
+    fault injection, deliberate deviations)."""
+
+    models: Sequence[str] = ("gaussian-mean",)
+    modes: Sequence[str] = ("sum", "blinded", "sign")
+    max_decisions: int = 10_000_000
+    round_timeout_s: float = 30.0
+    fixed_rng_key: bytes | None = None
+    peer_addresses: Mapping[int, str] | None = None
+    data_model: str | None = None
+    data_model_args: Mapping[str, Any] | None = None
+    privacy_budget: Mapping[str, Any] | None = None
+    freeze_at: Sequence[str] = ()
+    deviate: Sequence[str] = ()
+    data_table: Mapping[str, Any] | None = None
+    model_path: Sequence[Path] = ()
+    require_approval: bool = False
+    admin_listen: str | None = None
+    release_effects: bool = False
+
+
 def party_config_text(
     pid: int,
     m: int,
     workdir: Path,
     certs: Path | None,
     data_path: Path | None,
-    *,
-    models: Sequence[str] = ("gaussian-mean",),
-    modes: Sequence[str] = ("sum", "blinded", "sign"),
-    max_decisions: int = 10_000_000,
-    round_timeout_s: float = 30.0,
-    fixed_rng_key: bytes | None = None,
-    peer_addresses: dict[int, str] | None = None,
-    data_model: str | None = None,
-    data_model_args: dict[str, Any] | None = None,
-    privacy_budget: Mapping[str, Any] | None = None,
-    freeze_at: Sequence[str] = (),
-    deviate: Sequence[str] = (),
-    data_table: Mapping[str, Any] | None = None,
-    model_path: Sequence[Path] = (),
-    require_approval: bool = False,
-    admin_listen: str | None = None,
-    release_effects: bool = False,
+    options: PartyOptions | None = None,
 ) -> str:
-    """A party's config. Its records: ``data_path`` (a CSV or Parquet file), or ``data_table``, the entries
-    of a ``[data]`` table (``simulations.registries.data_table``: a database or an endpoint)."""
+    """A party's config. Its records: ``data_path`` (a CSV or Parquet file), or ``options.data_table``, the
+    entries of a ``[data]`` table (``simulations.registries.data_table``: a database or an endpoint)."""
+    o = options or PartyOptions()
+    models, modes, max_decisions, round_timeout_s = o.models, o.modes, o.max_decisions, o.round_timeout_s
+    fixed_rng_key, peer_addresses, data_model, data_model_args = (
+        o.fixed_rng_key, o.peer_addresses, o.data_model, o.data_model_args
+    )  # fmt: skip
+    privacy_budget, freeze_at, deviate, data_table = o.privacy_budget, o.freeze_at, o.deviate, o.data_table
+    model_path, require_approval, admin_listen, release_effects = (
+        o.model_path, o.require_approval, o.admin_listen, o.release_effects
+    )  # fmt: skip
     pdir = workdir / f"party-{pid}"
     lines = [
         "[party]",
@@ -306,9 +325,11 @@ class LocalConsortium:
                         workdir,
                         certs,
                         dpath,
-                        fixed_rng_key=(fixed_rng_keys or {}).get(pid),
-                        deviate=(deviate or {}).get(pid, ()),
-                        **config_kwargs,
+                        PartyOptions(
+                            fixed_rng_key=(fixed_rng_keys or {}).get(pid),
+                            deviate=(deviate or {}).get(pid, ()),
+                            **config_kwargs,
+                        ),
                     )
                 )
                 lc.spawn(pid, cfg, insecure)

@@ -34,7 +34,7 @@ from parties.config import load_config
 from parties.daemon import PartyDaemon
 from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
-from simulations.launcher import party_config_text, write_csv
+from simulations.launcher import PartyOptions, party_config_text, write_csv
 
 # gaussian-mean with clipped records and the penalty (bounded: a privacy event per decision)
 PARAMS: dict[str, Any] = {"model_args": {"sigma": 1.0, "clip": [-4.0, 6.0]}, "penalty": {"tau": 10.0, "n": 1}}
@@ -87,7 +87,9 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             pdir.mkdir(parents=True)
             write_csv(pdir / "data.csv", {"x": rng.normal(1.0, 1.0, 40)})
             (pdir / "party.toml").write_text(
-                party_config_text(pid, args.parties, root, certs, pdir / "data.csv", privacy_budget=budget)
+                party_config_text(
+                    pid, args.parties, root, certs, pdir / "data.csv", PartyOptions(privacy_budget=budget)
+                )
             )
             d = PartyDaemon(load_config(pdir / "party.toml"))
             await d.start()

@@ -60,7 +60,7 @@ from hss.fixedpoint import max_threshold
 from mechanisms.models.base import Model, SchemaError
 from parties.sources import DEFAULT_MAX_RECORDS, CsvSource, ParquetSource, SourceError, take_snapshot
 from simulations import registries
-from simulations.launcher import LocalConsortium, party_config_text, write_csv
+from simulations.launcher import LocalConsortium, PartyOptions, party_config_text, write_csv
 from simulations.reference import (
     REFERENCE_ESS_RATIO,
     REFERENCE_MIN_ESS,
@@ -151,25 +151,19 @@ def consortium(exp: Experiment, workdir: Path, data: list[dict[str, F64]]) -> It
             for pid in range(1, m + 1):
                 pdir = workdir / f"party-{pid}"
                 cfg = pdir / "party.toml"
-                cfg.write_text(
-                    party_config_text(
-                        pid,
-                        m,
-                        workdir,
-                        certs,
-                        None,
-                        data_table=tables[pid - 1],
-                        models=(exp.analysis(),),
-                        model_path=exp.model_path,
-                        modes=(exp.reveal_mode, "sum") if exp.warm_start or blocked else (exp.reveal_mode,),
-                        data_model=None if exp.sampler.kind == "abcdp" else exp.model_name,
-                        data_model_args=None if exp.sampler.kind == "abcdp" else exp.model_params,
-                        fixed_rng_key=noise_key(pid) if sim.fixed_noise_keys else None,
-                        privacy_budget=budget or None,
-                        require_approval=sim.party_require_approval,
-                        release_effects=blocked,  # the simulation's own registries release their z_j draws
-                    )
+                options = PartyOptions(
+                    data_table=tables[pid - 1],
+                    models=(exp.analysis(),),
+                    model_path=exp.model_path,
+                    modes=(exp.reveal_mode, "sum") if exp.warm_start or blocked else (exp.reveal_mode,),
+                    data_model=None if exp.sampler.kind == "abcdp" else exp.model_name,
+                    data_model_args=None if exp.sampler.kind == "abcdp" else exp.model_params,
+                    fixed_rng_key=noise_key(pid) if sim.fixed_noise_keys else None,
+                    privacy_budget=budget or None,
+                    require_approval=sim.party_require_approval,
+                    release_effects=blocked,  # the simulation's own registries release their z_j draws
                 )
+                cfg.write_text(party_config_text(pid, m, workdir, certs, None, options))
                 lc.spawn(pid, cfg, insecure=False)
             lc.wait_ready(60.0)
             yield lc

@@ -327,17 +327,10 @@ def tail(path: Path, lines: int = 20) -> str:
 
 def wan_party_config(pid: int, m: int, workdir: Path, certs: Path, data_path: Path, **kw: Any) -> str:
     """``launcher.party_config_text`` with the daemon listening on its veth address and peers via proxies."""
-    from simulations.launcher import party_config_text
+    from simulations.launcher import PartyOptions, party_config_text
 
-    text = party_config_text(
-        pid,
-        m,
-        workdir,
-        certs,
-        data_path,
-        peer_addresses={q: f"127.0.0.1:{PROXY_BASE + q}" for q in range(1, m + 1) if q != pid},
-        **kw,
-    )
+    peers = {q: f"127.0.0.1:{PROXY_BASE + q}" for q in range(1, m + 1) if q != pid}
+    text = party_config_text(pid, m, workdir, certs, data_path, PartyOptions(peer_addresses=peers, **kw))
     default = 'listen = "127.0.0.1:0"'
     if default not in text:
         raise NetnsError("launcher.party_config_text no longer writes the listen line this suite replaces")

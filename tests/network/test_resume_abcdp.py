@@ -412,7 +412,7 @@ def _scenario_run(j: int) -> str:
 
 
 def _write_config(lc: LocalConsortium, plan: FederatedSvtPlan, pid: int, freeze: list[str]) -> None:
-    from simulations.launcher import party_config_text
+    from simulations.launcher import PartyOptions, party_config_text
 
     pdir = lc.workdir / f"party-{pid}"
     text = party_config_text(
@@ -421,12 +421,14 @@ def _write_config(lc: LocalConsortium, plan: FederatedSvtPlan, pid: int, freeze:
         lc.workdir,
         lc.certs,
         pdir / "data.csv",
-        models=("abcdp-rff",),
-        modes=("svt",),
-        privacy_budget=budget(plan),
-        fixed_rng_key=KEYS[pid],
-        round_timeout_s=20.0,
-        freeze_at=freeze,
+        PartyOptions(
+            models=("abcdp-rff",),
+            modes=("svt",),
+            privacy_budget=budget(plan),
+            fixed_rng_key=KEYS[pid],
+            round_timeout_s=20.0,
+            freeze_at=freeze,
+        ),
     )
     (pdir / "party.toml").write_text(text)
     lc.kill(pid)

@@ -28,7 +28,7 @@ from coordinator.api import BlockingCoordinator, BlockingSession, SessionError
 from parties.config import FREEZE_PHASES, load_config
 from parties.privacy_budget import LEDGER_FILE, PrivacyBudgetStore, run_step_counts
 from proto.records import RunCharge
-from simulations.launcher import LocalConsortium, party_config_text
+from simulations.launcher import LocalConsortium, PartyOptions, party_config_text
 from tests.parties.helpers import gm_inputs, gm_params, party_data
 
 M, N, STEPS = 3, 16, 4  # each run: run steps base + 1 .. base + STEPS, killed at run step base + 2
@@ -85,10 +85,12 @@ def _write_config(lc: LocalConsortium, pid: int, done: set[int]) -> None:
         lc.workdir,
         lc.certs,
         pdir / "data.csv",
-        fixed_rng_key=KEYS[pid],
-        privacy_budget=BUDGET,
-        round_timeout_s=20.0,
-        freeze_at=_freeze_points(pid, done),
+        PartyOptions(
+            fixed_rng_key=KEYS[pid],
+            privacy_budget=BUDGET,
+            round_timeout_s=20.0,
+            freeze_at=_freeze_points(pid, done),
+        ),
     )
     (pdir / "party.toml").write_text(text)
 

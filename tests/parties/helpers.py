@@ -19,7 +19,7 @@ from parties.config import load_config
 from parties.daemon import PartyDaemon
 from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
-from simulations.launcher import party_config_text, write_csv
+from simulations.launcher import PartyOptions, party_config_text, write_csv
 
 
 def make_certs(root: Path, m: int) -> Path:
@@ -65,8 +65,10 @@ async def inproc_consortium(
                     root,
                     certs,
                     pdir / "data.csv",
-                    fixed_rng_key=(fixed_keys or {}).get(pid),
-                    **config_kwargs,
+                    PartyOptions(
+                        fixed_rng_key=(fixed_keys or {}).get(pid),
+                        **config_kwargs,
+                    ),
                 )
             )
             d = PartyDaemon(load_config(cfg_path, insecure=insecure), insecure=insecure)

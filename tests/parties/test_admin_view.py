@@ -16,7 +16,7 @@ import pytest
 from parties.config import ConfigError, load_config
 from parties.report import num
 from proto.study import Study
-from simulations.launcher import party_config_text
+from simulations.launcher import PartyOptions, party_config_text
 from tests.parties.helpers import coordinator_for, inproc_consortium
 from tests.parties.test_governance import BUDGET, M, _steps
 from tests.proto.test_study_document import study_doc
@@ -78,7 +78,7 @@ def test_the_live_view_serves_the_report(tmp_path: Path) -> None:
 )
 def test_the_admin_address_is_loopback_only(tmp_path: Path, listen: str, why: str) -> None:
     cfg = tmp_path / "party.toml"
-    text = party_config_text(1, 3, tmp_path, None, None, admin_listen=listen)
+    text = party_config_text(1, 3, tmp_path, None, None, PartyOptions(admin_listen=listen))
     cfg.write_text(text.replace('listen = "127.0.0.1:0"', 'listen = "127.0.0.1:5005"', 1))
     with pytest.raises(ConfigError, match=rf"admin\.listen: .*{why}"):
         load_config(cfg, insecure=True)
@@ -88,5 +88,5 @@ def test_the_admin_view_is_off_by_default(tmp_path: Path) -> None:
     cfg = tmp_path / "party.toml"
     cfg.write_text(party_config_text(1, 3, tmp_path, None, None))
     assert load_config(cfg, insecure=True).admin_listen is None
-    cfg.write_text(party_config_text(1, 3, tmp_path, None, None, admin_listen="[::1]:0"))
+    cfg.write_text(party_config_text(1, 3, tmp_path, None, None, PartyOptions(admin_listen="[::1]:0")))
     assert load_config(cfg, insecure=True).admin_listen == "[::1]:0"

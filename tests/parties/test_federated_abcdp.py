@@ -103,7 +103,7 @@ def test_plan_names_the_collusion_reason_and_charges_the_run_once(tmp_path: Path
     from parties.config import load_config
     from parties.privacy_budget import PrivacyBudgetStore
     from proto.spec import PartyEntry
-    from simulations.launcher import party_config_text
+    from simulations.launcher import PartyOptions, party_config_text
 
     plan = _plan(2.0, 3, False, 5, 0.1)
     params = {**plan.to_params(), "columns": ["y"]}
@@ -113,7 +113,16 @@ def test_plan_names_the_collusion_reason_and_charges_the_run_once(tmp_path: Path
         budget = {"epsilon": BUDGET_EPS, "delta": BUDGET_DELTA, "colluding": colluding}
         path.write_text(
             party_config_text(
-                pid, M, tmp_path, None, None, models=("abcdp-rff",), modes=("svt",), privacy_budget=budget
+                pid,
+                M,
+                tmp_path,
+                None,
+                None,
+                PartyOptions(
+                    models=("abcdp-rff",),
+                    modes=("svt",),
+                    privacy_budget=budget,
+                ),
             )
         )
         cfg = load_config(path, insecure=True)

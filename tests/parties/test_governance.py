@@ -199,16 +199,26 @@ def test_the_cap_and_the_expiry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 def test_require_approval_needs_a_privacy_budget(tmp_path: Path) -> None:
     from parties.config import ConfigError, load_config
-    from simulations.launcher import party_config_text
+    from simulations.launcher import PartyOptions, party_config_text
 
     cfg = tmp_path / "party.toml"
-    cfg.write_text(party_config_text(1, 3, tmp_path, None, None, require_approval=True))
+    cfg.write_text(party_config_text(1, 3, tmp_path, None, None, PartyOptions(require_approval=True)))
     with pytest.raises(
         ConfigError, match=r"governance\.require_approval: needs a privacy budget in \[budget\]"
     ):
         load_config(cfg, insecure=True)
     cfg.write_text(
-        party_config_text(1, 3, tmp_path, None, None, require_approval=True, privacy_budget=BUDGET)
+        party_config_text(
+            1,
+            3,
+            tmp_path,
+            None,
+            None,
+            PartyOptions(
+                require_approval=True,
+                privacy_budget=BUDGET,
+            ),
+        )
     )
     assert load_config(cfg, insecure=True).require_approval
     cfg.write_text(cfg.read_text().replace("require_approval = true", "require_approval = 1"))

@@ -25,7 +25,7 @@ from parties.registry import get_analysis
 from parties.storage import PartyStorage
 from proto.records import RunCharge
 from proto.spec import PartyEntry, SessionSpec
-from simulations.launcher import party_config_text
+from simulations.launcher import PartyOptions, party_config_text
 from tests.parties.helpers import gm_params
 
 M, N = 3, 16
@@ -37,7 +37,7 @@ RUN = "run-j"
 def _cfg(root: Path, budget: dict[str, Any] | None = BUDGET) -> PartyConfig:
     root.mkdir(parents=True, exist_ok=True)
     path = root / "party-1.toml"
-    path.write_text(party_config_text(1, M, root, None, None, privacy_budget=budget))
+    path.write_text(party_config_text(1, M, root, None, None, PartyOptions(privacy_budget=budget)))
     return load_config(path, insecure=True)
 
 

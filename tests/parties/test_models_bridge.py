@@ -17,7 +17,7 @@ from parties.models_bridge import DataSchemaError
 from parties.registry import get_analysis, known_analyses
 from parties.sources import DataConfig, Snapshot, snapshot
 from parties.sources.files import CsvSource, ParquetSource
-from simulations.launcher import party_config_text, write_csv
+from simulations.launcher import PartyOptions, party_config_text, write_csv
 from tests.mechanisms.samplers.helpers import fixed_rng
 
 MODEL = BayesLogistic(p=2)
@@ -145,9 +145,11 @@ def test_daemon_refuses_bad_data_at_startup(tmp_path: Path) -> None:
             tmp_path,
             None,
             pdir / "data.csv",
-            models=("bayes-logistic",),
-            data_model="bayes-logistic",
-            data_model_args={"p": 2},
+            PartyOptions(
+                models=("bayes-logistic",),
+                data_model="bayes-logistic",
+                data_model_args={"p": 2},
+            ),
         )
     )
     conf = load_config(cfg, insecure=True)

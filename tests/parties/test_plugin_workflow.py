@@ -12,7 +12,7 @@ import pytest
 
 from parties.cli import main as confar_party
 from parties.config import ConfigError, load_config
-from simulations.launcher import party_config_text, write_csv
+from simulations.launcher import PartyOptions, party_config_text, write_csv
 from tests.coordinator.test_plugin_workflow import experiment
 
 
@@ -25,7 +25,7 @@ def test_check_config_imports_allowed_models_and_evaluates_the_likelihood(
     write_csv(pdir / "data.csv", {"x": np.r_[np.zeros(3), 6.0, 1.0]})
 
     def party(models: str, data_model: str, path: str = '"../mymodels"') -> Path:
-        text = party_config_text(1, 3, tmp_path, None, None, models=())
+        text = party_config_text(1, 3, tmp_path, None, None, PartyOptions(models=()))
         text = text.replace("models = []", f"models = {models}\nmodel_path = [{path}]")
         cfg = pdir / "party.toml"
         cfg.write_text(text + f'\n[data]\npath = "data.csv"\nmodel = "{data_model}"\n')

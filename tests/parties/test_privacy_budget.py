@@ -30,7 +30,7 @@ from parties.refusal import Reason
 from parties.registry import get_analysis
 from proto import serde_privacy
 from proto.spec import PartyEntry, SessionSpec
-from simulations.launcher import party_config_text
+from simulations.launcher import PartyOptions, party_config_text
 from tests.parties.helpers import coordinator_for, gm_inputs, gm_params, inproc_consortium
 
 TAU = 10.0  # per-decision mu = 1/tau with colluding = "all"
@@ -40,7 +40,7 @@ BUDGET = {"gdp_mu": 1.0}  # 100 decisions of mu = 0.1
 
 def _cfg(tmp_path: Path, budget: dict[str, Any] | None = None, pid: int = 1, m: int = 3) -> PartyConfig:
     path = tmp_path / f"party-{pid}.toml"
-    path.write_text(party_config_text(pid, m, tmp_path, None, None, privacy_budget=budget))
+    path.write_text(party_config_text(pid, m, tmp_path, None, None, PartyOptions(privacy_budget=budget)))
     return load_config(path, insecure=True)
 
 

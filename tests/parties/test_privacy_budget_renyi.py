@@ -16,7 +16,7 @@ from parties.config import ConfigError, PartyConfig, load_config
 from parties.privacy_budget import LEDGER_FILE, PrivacyBudgetStore, PrivacyRefusal
 from parties.registry import get_analysis
 from proto.spec import PartyEntry, SessionSpec
-from simulations.launcher import party_config_text
+from simulations.launcher import PartyOptions, party_config_text
 from tests.parties.helpers import gm_params
 
 TAU = 10.0
@@ -25,7 +25,7 @@ PARAMS: dict[str, Any] = gm_params(1.0, (-4.0, 6.0), tau=TAU)
 
 def _cfg(tmp_path: Path, budget: dict[str, Any]) -> PartyConfig:
     path = tmp_path / "party-1.toml"
-    path.write_text(party_config_text(1, 3, tmp_path, None, None, privacy_budget=budget))
+    path.write_text(party_config_text(1, 3, tmp_path, None, None, PartyOptions(privacy_budget=budget)))
     return load_config(path, insecure=True)
 
 

@@ -50,7 +50,7 @@ from parties.replay import (
 from proto import serde
 from proto.records import RunCharge, RunStepRef
 from proto.spec import PartyEntry, SessionSpec, SpecError
-from simulations.launcher import party_config_text, write_csv
+from simulations.launcher import PartyOptions, party_config_text, write_csv
 from tests.parties.helpers import gm_inputs, gm_params, make_certs, party_data, tls_for
 
 M, N = 3, 16
@@ -206,7 +206,7 @@ def test_run_charges_merge_count_and_persist(tmp_path: Path) -> None:
     assert run_step_counts(cs, "r") == {1: 1, 2: 1, 3: 2} and run_step_counts(cs, "q") == {1: 1}
 
     path = tmp_path / "party-1.toml"
-    path.write_text(party_config_text(1, M, tmp_path, None, None, privacy_budget=BUDGET))
+    path.write_text(party_config_text(1, M, tmp_path, None, None, PartyOptions(privacy_budget=BUDGET)))
     cfg = load_config(path, insecure=True)
     store = PrivacyBudgetStore.load(cfg)
     spec = _spec("run-1")
@@ -282,7 +282,7 @@ def test_run_charge_records_digest_and_key_and_old_ledgers_still_load(tmp_path: 
 
     # a ledger written before charges recorded their digest still loads; its charges match nothing
     path = tmp_path / "party-1.toml"
-    path.write_text(party_config_text(1, M, tmp_path, None, None, privacy_budget=BUDGET))
+    path.write_text(party_config_text(1, M, tmp_path, None, None, PartyOptions(privacy_budget=BUDGET)))
     cfg = load_config(path, insecure=True)
     store = PrivacyBudgetStore.load(cfg)
     spec = _spec("run-1")
@@ -340,10 +340,12 @@ class Consortium:
                     root,
                     self.certs,
                     pdir / "data.csv",
-                    modes=modes,
-                    fixed_rng_key=KEYS[pid] if fixed else None,
-                    privacy_budget=BUDGET,
-                    round_timeout_s=10.0,
+                    PartyOptions(
+                        modes=modes,
+                        fixed_rng_key=KEYS[pid] if fixed else None,
+                        privacy_budget=BUDGET,
+                        round_timeout_s=10.0,
+                    ),
                 )
             )
             self.configs.append(cfg)

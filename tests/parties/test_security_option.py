@@ -18,7 +18,7 @@ from parties.replay import ReplayStore, RunRecord
 from proto import serde
 from proto.records import Frame, Kind, RunStepRef
 from proto.spec import SpecError
-from simulations.launcher import party_config_text, write_csv
+from simulations.launcher import PartyOptions, party_config_text, write_csv
 from tests.parties.helpers import make_certs
 from tests.parties.test_resume import _spec
 
@@ -65,7 +65,7 @@ def test_the_mode_table_gives_the_rounds_under_abort() -> None:
 def _config(tmp_path: Path, extra: str = "") -> Path:
     certs = make_certs(tmp_path, 3)
     write_csv(tmp_path / "d.csv", {"x": [1.0, 2.0]})
-    text = party_config_text(1, 3, tmp_path, certs, tmp_path / "d.csv", modes=("sum", "sign"))
+    text = party_config_text(1, 3, tmp_path, certs, tmp_path / "d.csv", PartyOptions(modes=("sum", "sign")))
     p = tmp_path / "party.toml"
     p.write_text(text.replace("[budget]", extra + "\n[budget]", 1) if extra else text)
     return p

@@ -15,7 +15,7 @@ from parties.approvals import APPROVALS_FILE, Signer, append_record, read_approv
 from parties.cli import main
 from parties.config import load_config
 from proto.study import digest, file_text
-from simulations.launcher import party_config_text
+from simulations.launcher import PartyOptions, party_config_text
 from tests.parties.helpers import make_certs
 from tests.proto.test_study_document import study_doc
 
@@ -29,7 +29,16 @@ def configs(root: Path, m: int = 3) -> list[Path]:
         (root / f"party-{pid}").mkdir(parents=True, exist_ok=True)
         cfg = root / f"party-{pid}" / "party.toml"
         cfg.write_text(
-            party_config_text(pid, m, root, certs, None, privacy_budget={"epsilon": 10.0, "delta": 1e-6})
+            party_config_text(
+                pid,
+                m,
+                root,
+                certs,
+                None,
+                PartyOptions(
+                    privacy_budget={"epsilon": 10.0, "delta": 1e-6},
+                ),
+            )
         )
         out.append(cfg)
     return out

@@ -37,7 +37,7 @@ from parties.privacy_budget import (
 )
 from parties.registry import get_analysis
 from proto.spec import PartyEntry, SessionSpec
-from simulations.launcher import party_config_text, write_csv
+from simulations.launcher import PartyOptions, party_config_text, write_csv
 from simulations.worst_record import ARGS, independence_run, record_losses
 from tests.parties.helpers import make_certs, tls_for
 
@@ -70,7 +70,17 @@ def _cfg(tmp_path: Path, per_run: str | None, name: str = "p") -> PartyConfig:
     root = tmp_path / name
     root.mkdir(parents=True, exist_ok=True)
     path = root / "party-1.toml"
-    text = party_config_text(1, M, root, None, None, models=("bayes-logistic",), privacy_budget=budget)
+    text = party_config_text(
+        1,
+        M,
+        root,
+        None,
+        None,
+        PartyOptions(
+            models=("bayes-logistic",),
+            privacy_budget=budget,
+        ),
+    )
     path.write_text(text)
     return load_config(path, insecure=True)
 
@@ -118,7 +128,16 @@ def test_per_run_config(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=re.escape("budget.per_run: must be one of")):
         _cfg(tmp_path, "worst")
     path = tmp_path / "q.toml"
-    path.write_text(party_config_text(1, M, tmp_path, None, None, privacy_budget={"per_run": "worst-record"}))
+    path.write_text(party_config_text(
+        1,
+        M,
+        tmp_path,
+        None,
+        None,
+        PartyOptions(
+            privacy_budget={"per_run": "worst-record"},
+        ),
+    ))
     with pytest.raises(ConfigError, match=re.escape("budget.per_run: only used with a privacy budget")):
         load_config(path, insecure=True)
 
@@ -202,9 +221,18 @@ class Consortium:
             cfg = pdir / "party.toml"
             cfg.write_text(
                 party_config_text(
-                    pid, M, root, self.certs, pdir / "data.csv", models=("bayes-logistic",), modes=("sign",),
-                    fixed_rng_key=KEYS[pid], privacy_budget=BUDGET | {"per_run": "worst-record"},
-                    round_timeout_s=10.0,
+                    pid,
+                    M,
+                    root,
+                    self.certs,
+                    pdir / "data.csv",
+                    PartyOptions(
+                        models=("bayes-logistic",),
+                        modes=("sign",),
+                        fixed_rng_key=KEYS[pid],
+                        privacy_budget=BUDGET | {"per_run": "worst-record"},
+                        round_timeout_s=10.0,
+                    ),
                 )
             )  # fmt: skip
             self.configs.append(cfg)

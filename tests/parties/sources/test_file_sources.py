@@ -15,7 +15,7 @@ from parties.config import ConfigError, load_config
 from parties.daemon import PartyDaemon
 from parties.sources import DataConfig, DataProblems, SourceError, content_hash, snapshot
 from parties.sources.files import CsvSource, ParquetSource
-from simulations.launcher import party_config_text, write_csv
+from simulations.launcher import PartyOptions, party_config_text, write_csv
 
 ARGS = {"p": 2}
 
@@ -160,7 +160,7 @@ def write_party(tmp_path: Path, data_lines: list[str]) -> Path:
     pdir.mkdir(exist_ok=True)
     write_csv(pdir / "data.csv", records(30))
     cfg = pdir / "party.toml"
-    text = party_config_text(1, 3, tmp_path, None, None, models=("bayes-logistic",))
+    text = party_config_text(1, 3, tmp_path, None, None, PartyOptions(models=("bayes-logistic",)))
     cfg.write_text(text + "\n[data]\n" + "\n".join(data_lines) + "\n")
     return cfg
 

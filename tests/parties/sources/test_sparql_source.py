@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from parties.config import ConfigError, load_config
 from parties.sources import DataConfig, DataProblems, SourceError, content_hash, snapshot
 from parties.sources.sparql import SparqlSource
-from simulations.launcher import party_config_text
+from simulations.launcher import PartyOptions, party_config_text
 from simulations.registries import FV, registry_graph, sparql_query, write_trig
 from simulations.servers import SparqlServer, free_port, oxigraph_binary
 
@@ -181,7 +181,7 @@ def test_bad_inputs(server: SparqlServer) -> None:
 def test_config_keys(tmp_path: Path, server: SparqlServer) -> None:
     def cfg(*lines: str) -> Path:
         p = tmp_path / "party.toml"
-        text = party_config_text(1, 3, tmp_path, None, None, models=("bayes-logistic",))
+        text = party_config_text(1, 3, tmp_path, None, None, PartyOptions(models=("bayes-logistic",)))
         p.write_text(text + '\n[data]\nsource = "sparql"\n' + "\n".join(lines) + "\n")
         return p
 
@@ -332,7 +332,7 @@ def test_check_config_against_the_endpoint(
 
     (tmp_path / "q.rq").write_text(QUERY)
     p = tmp_path / "party.toml"
-    text = party_config_text(1, 3, tmp_path, None, None, models=("bayes-logistic",))
+    text = party_config_text(1, 3, tmp_path, None, None, PartyOptions(models=("bayes-logistic",)))
     data = (
         '[data]\nsource = "sparql"\nquery_file = "q.rq"\nmodel = "bayes-logistic"\nmodel_args = { p = 2 }\n'
     )

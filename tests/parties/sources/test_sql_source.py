@@ -15,7 +15,7 @@ import pytest
 from parties.config import ConfigError, load_config
 from parties.sources import DataConfig, DataProblems, SourceError, content_hash, snapshot
 from parties.sources.sql import SqlSource, check_select
-from simulations.launcher import party_config_text
+from simulations.launcher import PartyOptions, party_config_text
 from simulations.registries import write_sqlite
 from simulations.servers import PostgresServer, free_port, postgres_bindir
 
@@ -172,7 +172,7 @@ def test_max_records(pg: PostgresServer, pwfile: Path) -> None:
 def test_config_keeps_secrets_out(pg: PostgresServer, tmp_path: Path, pwfile: Path) -> None:
     def cfg(*lines: str) -> Path:
         p = tmp_path / "party.toml"
-        text = party_config_text(1, 3, tmp_path, None, None, models=("bayes-logistic",))
+        text = party_config_text(1, 3, tmp_path, None, None, PartyOptions(models=("bayes-logistic",)))
         p.write_text(text + '\n[data]\nsource = "sql"\n' + "\n".join(lines) + "\n")
         return p
 
@@ -235,7 +235,7 @@ def test_check_config_against_postgresql(
     from parties.cli import main
 
     p = tmp_path / "party.toml"
-    text = party_config_text(1, 3, tmp_path, None, None, models=("bayes-logistic",))
+    text = party_config_text(1, 3, tmp_path, None, None, PartyOptions(models=("bayes-logistic",)))
     data = f'[data]\nsource = "sql"\nurl = "{pg.url("registry", "reader")}"\nquery = "{QUERY}"\n'
     data += 'model = "bayes-logistic"\nmodel_args = { p = 2 }\n'
     p.write_text(f'{text}\n{data}password_file = "{pwfile}"\n')
