@@ -32,7 +32,7 @@ from typing import Any
 from hss.protocols import precompute_blocks, precompute_sign
 from hss.randomness import SecureRandom
 from hss.runtime import Machine, ProtocolError
-from parties.exchange import RunOutcome, drive
+from parties.exchange import RunOutcome, Wire, drive
 from parties.peering import offload_to_thread, sender
 from parties.refusal import Reason, Refusal
 from parties.session import Party, Session
@@ -82,18 +82,10 @@ def start(party: Party, sess: Session, step: int, n: int) -> None:
 
 async def _run(party: Party, sess: Session, ahead: Ahead, machine: Any) -> RunOutcome | None:
     try:
-        out = await drive(
-            machine,
-            me=sess.me,
-            peers=sess.peers,
-            step=ahead.step,
-            send=sender(party, sess),
-            mailbox=sess.mailbox,
-            symmetric=True,
-            timeout_s=party.cfg.round_timeout_s,
-            offload=offload_to_thread,  # always: the event loop stays free to send step k's answer
-            finish=False,
-        )
+        # offload always: the event loop stays free to send step k's answer
+        send = sender(party, sess)
+        wire = Wire(sess.me, sess.peers, send, sess.mailbox, party.cfg.round_timeout_s, offload_to_thread)
+        out = await drive(machine, wire, step=ahead.step, symmetric=True, finish=False)
     except ProtocolError as exc:  # a lost link (LinkLost) or a deviation: the session fails, named
         ahead.error = f"step {ahead.step}: precompute ahead: {exc}"
     except Exception as exc:  # anything else also ends the session, never silently

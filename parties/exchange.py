@@ -244,28 +244,31 @@ def _inbox(frames: dict[int, Frame], active: set[int], symmetric: bool, rnd: int
     return inbox
 
 
-async def drive(
-    machine: Machine[Any],
-    *,
-    me: int,
-    peers: list[int],
-    step: int,
-    send: SendFn,
-    mailbox: Mailbox,
-    symmetric: bool,
-    timeout_s: float,
-    offload: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
-    round_base: int = 0,
-    finish: bool = True,
-) -> RunOutcome:
-    """Run ``machine`` (party ``me``) to completion over ``send`` / ``mailbox``; see the module docstring.
+@dataclass(frozen=True)
+class Wire:
+    """How party ``me`` exchanges a step's frames: with ``peers``, through ``send`` and ``mailbox``, every
+    round within ``timeout_s`` of the run's start; ``offload`` runs a machine step elsewhere (e.g. a thread)
+    so the event loop keeps serving the links."""
 
-    ``offload`` runs a machine step elsewhere (e.g. a thread) so the event loop keeps serving the links.
+    me: int
+    peers: list[int]
+    send: SendFn
+    mailbox: Mailbox
+    timeout_s: float
+    offload: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None
+
+
+async def drive(
+    machine: Machine[Any], wire: Wire, *, step: int, symmetric: bool, round_base: int = 0, finish: bool = True
+) -> RunOutcome:
+    """Run ``machine`` (party ``wire.me``) to completion over ``wire``; see the module docstring.
+
     ``round_base``: the step's rounds 1..round_base were run already (a precompute run ahead of the step,
     ``parties.ahead``), so this run's frames are rounds round_base + 1, ...; ``finish=False`` leaves the
     step open in the mailbox (the precompute run itself). ``rounds`` of the outcome are this run's own.
     """
-    deadline = time.monotonic() + timeout_s
+    me, peers, send, mailbox, offload = wire.me, wire.peers, wire.send, wire.mailbox, wire.offload
+    deadline = time.monotonic() + wire.timeout_s
     active = set(peers)
     to_receiver: list[tuple[int, Payload]] = []
     stepped = sent = waited = 0.0
@@ -370,16 +373,7 @@ async def run_local(
     peers = {p: [q for q in machines if q != p] for p in machines}
     outs = await asyncio.gather(
         *(
-            drive(
-                mc,
-                me=p,
-                peers=peers[p],
-                step=step,
-                send=send,
-                mailbox=boxes[p],
-                symmetric=symmetric,
-                timeout_s=timeout_s,
-            )
+            drive(mc, Wire(p, peers[p], send, boxes[p], timeout_s), step=step, symmetric=symmetric)
             for p, mc in machines.items()
         )
     )

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 from hss.runtime import ProtocolError
 from parties import e2e
 from parties.deviate import tamper_frame
-from parties.exchange import LinkLost, Refused, RunOutcome, drive
+from parties.exchange import LinkLost, Refused, RunOutcome, Wire, drive
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, OnFrame, RelayLink
 from parties.refusal import Reason, Refusal
 from parties.session import LIVE, Party, Session
@@ -194,18 +194,8 @@ async def drive_step(
     sess.busy = True
     offload = offload_to_thread if n >= OFFLOAD_MIN_BATCH else None
     try:
-        return await drive(
-            machine,
-            me=sess.me,
-            peers=sess.peers,
-            step=step,
-            send=sender(party, sess),
-            mailbox=sess.mailbox,
-            symmetric=True,
-            timeout_s=timeout(),
-            offload=offload,
-            round_base=round_base,
-        )
+        wire = Wire(sess.me, sess.peers, sender(party, sess), sess.mailbox, timeout(), offload)
+        return await drive(machine, wire, step=step, symmetric=True, round_base=round_base)
     except LinkLost as exc:
         sess.fail(f"step {step}: {exc}")
         raise Refusal(Reason.UNAVAILABLE, str(exc)) from exc

@@ -27,7 +27,7 @@ from hss.session import PartyContext, key_setup
 from parties import ahead, e2e, sources, steps
 from parties.analyses import Analysis, AnalysisError, Dataset
 from parties.config import PartyConfig
-from parties.exchange import PROBE_MAX_ROUNDS, LinkLost, Refused, drive, probe_machine
+from parties.exchange import PROBE_MAX_ROUNDS, LinkLost, Refused, Wire, drive, probe_machine
 from parties.links import LinkError
 from parties.peering import accept_stream, drive_step, open_links, sender, unwrap_frame, verify_bundles
 from parties.policy import (
@@ -327,16 +327,9 @@ class PartyService:
                 assert keys is not None
                 setup = key_setup_checked if sess.spec.security == "abort" else key_setup  # + key hash check
                 machine = setup(sess.spec.params(), self.cfg.id, keys.proto_rng)
-                out = await drive(
-                    machine,
-                    me=self.cfg.id,
-                    peers=sess.peers,
-                    step=0,
-                    send=sender(self.party, sess),
-                    mailbox=sess.mailbox,
-                    symmetric=False,
-                    timeout_s=self.timeout(context),
-                )
+                send = sender(self.party, sess)
+                wire = Wire(self.cfg.id, sess.peers, send, sess.mailbox, self.timeout(context))
+                out = await drive(machine, wire, step=0, symmetric=False)
                 sess.ctx = PartyContext(sess.spec.params(), out.result)
             except Refusal:
                 sess.fail("connect failed")
