@@ -44,6 +44,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -189,9 +190,8 @@ def run_experiment(
         if not driver.finished:
             sess = _open_session(coord, exp, rf, meta, run_step, warnings, say)
             session_ids.append(sess.spec.session_id.hex())
-            run_step, ran_out = _sample(
-                sess, driver, dlog, rf, run_id, run_step, plan, progress, stop_after_batches, t_start
-            )
+            report = _Reporter(plan, progress, t_start)
+            run_step, ran_out = _sample(sess, driver, dlog, rf, run_id, run_step, report, stop_after_batches)
             if ran_out:
                 stopped = _stopped_text(driver, warmup, ran_out)
                 say(f"WARNING: {stopped}")
@@ -566,6 +566,16 @@ def _open_session(
     return sess
 
 
+@dataclass(frozen=True)
+class _Reporter:
+    """What the progress line after each batch needs: the privacy plan (its spend so far), the callback and
+    the time decisions/s count from."""
+
+    plan: PrivacyPlan | None
+    progress: Callable[[ProgressInfo], None] | None
+    t_start: float
+
+
 def _sample(
     sess: BlockingSession,
     driver: MHDriver | RejectionDriver,
@@ -573,15 +583,14 @@ def _sample(
     rf: RunFolder,
     run_id: str,
     run_step: int,
-    plan: PrivacyPlan | None,
-    progress: Callable[[ProgressInfo], None] | None,
+    report: _Reporter,
     stop_after_batches: int | None,
-    t_start: float,
 ) -> tuple[int, str]:
     """Drive the sampler to its end in ``sess``, one ``Evaluate`` step per batch, appending to the draw log
     and writing a checkpoint after each; the session is aborted on any exception, else closed. Returns the
-    last run step (decisions/s count from ``t_start``) and, when a registry refused a batch because its
-    privacy budget ran out, its reason (the sampling ends there; the draws so far are kept)."""
+    last run step and, when a registry refused a batch because its privacy budget ran out, its reason (the
+    sampling ends there; the draws so far are kept)."""
+    plan, progress, t_start = report.plan, report.progress, report.t_start
     decisions0 = 0
     decide = NetworkDecider(sess)
     base_step = run_step
