@@ -101,6 +101,7 @@ from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Inbox, Machine, PartyGen
 from hss.session import PartyContext, SessionParams
 from hss.svt import (
+    SvtInputs,
     SvtPartyResult,
     _Block,
     _block_view,
@@ -179,11 +180,8 @@ def svt_decide_party_abort(
     """``svt`` under abort: the arguments of :func:`hss.svt.svt_decide_party`; the same opened bits, or
     every honest party raises AbortError before any bit is opened. Needs 1 <= t < m/2."""
     what = "reveal mode 'svt' with security 'abort'"
-    s_int, phi, tau_int, e_int, rem, stp, clamped = encode_svt_inputs(
-        ctx, fmt, feature_sum, phibar, tau, eps_abc, remaining, step, what
-    )
-    gen = _svt_gen(ctx, fmt, s_int, phi, tau_int, e_int, rem, stp, rng, clamped)
-    return Machine(ctx.party, gen, "svt[abort]")
+    inputs = encode_svt_inputs(ctx, fmt, feature_sum, phibar, tau, eps_abc, remaining, step, what)
+    return Machine(ctx.party, _svt_gen(ctx, fmt, inputs, rng), "svt[abort]")
 
 
 def svt_decide_receiver_abort(
@@ -377,17 +375,10 @@ def _tree(
 
 
 def _svt_gen(
-    ctx: PartyContext,
-    fmt: SvtFormat,
-    s_int: I64,
-    phi: I64,
-    tau_int: I64,
-    e_int: int,
-    remaining: int,
-    step: int,
-    rng: SecureRandom,
-    clamped: BoolArray,
+    ctx: PartyContext, fmt: SvtFormat, inputs: SvtInputs, rng: SecureRandom
 ) -> PartyGen[SvtPartyResult]:
+    s_int, phi, tau_int, e_int = inputs.s_int, inputs.phi, inputs.tau_int, inputs.e_int
+    remaining, step, clamped = inputs.remaining, inputs.step, inputs.clamped
     params = ctx.params
     m, n, dim = params.m, phi.shape[0], fmt.dim
     s_bits, tau_bits, k_t, k_b = abort_bits(fmt, m)

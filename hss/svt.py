@@ -161,11 +161,23 @@ def svt_decide_party(
     ``rng``: this party's CSPRNG.
     """
     what = "reveal mode 'svt'"
-    s_int, phi, tau_int, e_int, rem, stp, clamped = encode_svt_inputs(
-        ctx, fmt, feature_sum, phibar, tau, eps_abc, remaining, step, what
-    )
-    gen = _svt_gen(ctx, fmt, s_int, phi, tau_int, e_int, rem, stp, rng, clamped)
-    return Machine(ctx.party, gen, "svt")
+    inputs = encode_svt_inputs(ctx, fmt, feature_sum, phibar, tau, eps_abc, remaining, step, what)
+    return Machine(ctx.party, _svt_gen(ctx, fmt, inputs, rng), "svt")
+
+
+@dataclass(frozen=True)
+class SvtInputs:
+    """A batch's checked and encoded inputs at one party: its feature sum ``s_int``, the public candidates
+    ``phi`` (n, D), its threshold shares ``tau_int`` and which of them were ``clamped``, the public ε and
+    ``remaining`` accepts, and the batch's ``step`` (the PRSS nonce)."""
+
+    s_int: I64
+    phi: I64
+    tau_int: I64
+    e_int: int
+    remaining: int
+    step: int
+    clamped: BoolArray
 
 
 def encode_svt_inputs(
@@ -178,9 +190,9 @@ def encode_svt_inputs(
     remaining: int,
     step: int,
     what: str,
-) -> tuple[I64, I64, I64, int, int, int, BoolArray]:
-    """The checked and encoded inputs of a batch (s_int, phi, tau_int, e_int, remaining, step, clamped), or
-    ValueError naming what is wrong (``what``: the machine's name in the honest-majority refusal)."""
+) -> SvtInputs:
+    """The checked and encoded inputs of a batch, or ValueError naming what is wrong (``what``: the
+    machine's name in the honest-majority refusal)."""
     params = ctx.params
     params.require_honest_majority(what)
     if params.m > fmt.max_parties:
@@ -191,7 +203,7 @@ def encode_svt_inputs(
     s_int = fmt.encode_feature_sum(feature_sum)
     phi = fmt.encode_phibar(phibar)
     tau_int, clamped = fmt.encode_tau(tau, phi.shape[0])
-    return s_int, phi, tau_int, fmt.encode_eps(eps_abc), int(remaining), int(step), clamped
+    return SvtInputs(s_int, phi, tau_int, fmt.encode_eps(eps_abc), int(remaining), int(step), clamped)
 
 
 def svt_decide_receiver(params: SessionParams, inbox: Inbox, n: int) -> BoolArray:
@@ -433,21 +445,25 @@ def _sigma_monomials(
 # -- the party's generator ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _GateMask:
+    """The gate comparison's mask: its value ``mask`` (the low ``kbits`` bits and the high part ``r_hi``),
+    the blocks of its bits and the sigma monomials the first carry level is made of."""
+
+    mask: F.FieldArray
+    kbits: int
+    r_hi: F.FieldArray
+    blocks: list[_Block]
+    sigma: dict[int, F.FieldArray]
+
+
 def _gate_gen(
-    ctx: PartyContext,
-    rng: SecureRandom,
-    step: int,
-    out: F.FieldArray,
-    remaining: int,
-    gate_mask: F.FieldArray,
-    kbits: int,
-    r_hi: F.FieldArray,
-    blocks: list[_Block],
-    sigma: dict[int, F.FieldArray],
+    ctx: PartyContext, rng: SecureRandom, step: int, out: F.FieldArray, remaining: int, g: _GateMask
 ) -> PartyGen[F.FieldArray]:
     """The c-accept gate on the accept bits ``out`` (degree 2t): P_i = sum_{l<i} acc_l (local); one round
-    opens remaining - 1 - P_i masked (``gate_mask``) and reshares acc; then acc_i [P_i <= remaining - 1] by
+    opens remaining - 1 - P_i masked (``g.mask``) and reshares acc; then acc_i [P_i <= remaining - 1] by
     the fused AND."""
+    gate_mask, kbits, r_hi, blocks, sigma = g.mask, g.kbits, g.r_hi, g.blocks, g.sigma
     n = out.shape[0]
     incl = out.copy()
     shift = 1
@@ -479,17 +495,10 @@ def _output_gen(ctx: PartyContext, out: F.FieldArray, step: int) -> PartyGen[Boo
 
 
 def _svt_gen(
-    ctx: PartyContext,
-    fmt: SvtFormat,
-    s_int: I64,
-    phi: I64,
-    tau_int: I64,
-    e_int: int,
-    remaining: int,
-    step: int,
-    rng: SecureRandom,
-    clamped: BoolArray,
+    ctx: PartyContext, fmt: SvtFormat, inputs: SvtInputs, rng: SecureRandom
 ) -> PartyGen[SvtPartyResult]:
+    s_int, phi, tau_int, e_int = inputs.s_int, inputs.phi, inputs.tau_int, inputs.e_int
+    remaining, step, clamped = inputs.remaining, inputs.step, inputs.clamped
     n = phi.shape[0]
     gate = n > remaining
     kbits = [fmt.t_bits, fmt.b_bits] + ([fmt.gate_bits(n)] if gate else [])
@@ -544,10 +553,8 @@ def _svt_gen(
     out = yield from _and_gen(ctx, rng, step, tree_t, tree_b, "svt/and")  # degree 2t
 
     if gate:
-        gate_blocks = [b for b in blocks if b.cmp == 2]
-        out = yield from _gate_gen(
-            ctx, rng, step, out, remaining, mask(2), kbits[2], r_hi[2], gate_blocks, sigma
-        )
+        g = _GateMask(mask(2), kbits[2], r_hi[2], [b for b in blocks if b.cmp == 2], sigma)
+        out = yield from _gate_gen(ctx, rng, step, out, remaining, g)
 
     bits = yield from _output_gen(ctx, out, step)
     return SvtPartyResult(revealed=bits, clamped=clamped)
