@@ -13,11 +13,11 @@ from simulations.abcdp_repro.common import (
     load_shared_json,
     parse_eps,
 )
-from simulations.abcdp_repro.covid import covid_repro
-from simulations.abcdp_repro.federated import federated_repro
+from simulations.abcdp_repro.covid import CovidSettings, covid_repro
+from simulations.abcdp_repro.federated import FederatedGrid, federated_repro
 from simulations.abcdp_repro.flip import flip_repro
-from simulations.abcdp_repro.tb import tb_repro
-from simulations.abcdp_repro.toy import toy_repro
+from simulations.abcdp_repro.tb import TbSettings, tb_repro
+from simulations.abcdp_repro.toy import ToyGrid, toy_repro
 
 DESCRIPTION = (
     "Reproductions of the ABCDP paper's experiments (single-owner ABCDP), each writing a figure and a table."
@@ -141,32 +141,36 @@ def _run_toy(args: argparse.Namespace) -> list[Row]:
     bw: float | str = "median" if args.bandwidth == "median" else float(args.bandwidth)
     return toy_repro(
         args.out,
-        runs=args.runs,
-        n_candidates=args.candidates,
-        n_obs=args.n_obs,
-        cs=args.c,
-        eps_abcs=args.eps_abc,
-        eps_totals=args.eps_total,
-        bandwidth=bw,
-        n_features=args.features,
-        seed=args.seed,
-        secure_noise=args.secure_noise,
-        data_dir=args.data_dir,
+        ToyGrid(
+            runs=args.runs,
+            n_candidates=args.candidates,
+            n_obs=args.n_obs,
+            cs=args.c,
+            eps_abcs=args.eps_abc,
+            eps_totals=args.eps_total,
+            bandwidth=bw,
+            n_features=args.features,
+            seed=args.seed,
+            secure_noise=args.secure_noise,
+            data_dir=args.data_dir,
+        ),
     )
 
 
 def _run_covid(args: argparse.Namespace) -> list[Row]:
     return covid_repro(
         args.out,
-        n_candidates=args.candidates,
-        c=args.c,
-        eps_abc=args.eps_abc,
-        eps_totals=args.eps_total,
-        resample=args.resample,
-        n_features=args.features,
-        seed=args.seed,
-        secure_noise=args.secure_noise,
-        data_dir=args.data_dir,
+        CovidSettings(
+            n_candidates=args.candidates,
+            c=args.c,
+            eps_abc=args.eps_abc,
+            eps_totals=args.eps_total,
+            resample=args.resample,
+            n_features=args.features,
+            seed=args.seed,
+            secure_noise=args.secure_noise,
+            data_dir=args.data_dir,
+        ),
     )
 
 
@@ -179,40 +183,44 @@ def _run_federated(args: argparse.Namespace) -> list[Row]:
         ets, rss = [parse_eps(str(e)) for e in grid["eps_total"]], (False, True)
     return federated_repro(
         args.out,
-        parties=args.parties,
-        reps=args.reps,
-        cs=cs,
-        eps_abcs=eas,
-        eps_totals=ets,
-        resamples=rss,
-        n_obs=args.n_obs,
-        n_features=args.features,
-        bandwidth=args.bandwidth,
-        batch_size=args.batch_size,
-        max_candidates=args.max_candidates,
-        noise_shares=args.noise_shares,
-        backend=args.backend,
-        seed=args.seed,
-        secure_noise=args.secure_noise,
-        data_dir=args.data_dir,
+        FederatedGrid(
+            parties=args.parties,
+            reps=args.reps,
+            cs=cs,
+            eps_abcs=eas,
+            eps_totals=ets,
+            resamples=rss,
+            n_obs=args.n_obs,
+            n_features=args.features,
+            bandwidth=args.bandwidth,
+            batch_size=args.batch_size,
+            max_candidates=args.max_candidates,
+            noise_shares=args.noise_shares,
+            backend=args.backend,
+            seed=args.seed,
+            secure_noise=args.secure_noise,
+            data_dir=args.data_dir,
+        ),
     )
 
 
 def _run_tb(args: argparse.Namespace) -> list[Row]:
     return tb_repro(
         args.out,
-        records=args.records,
-        n_candidates=args.candidates,
-        n_pseudo=args.pseudo,
-        c=args.c,
-        eps_total=args.eps_total,
-        resample=args.resample,
-        eps_abc=args.eps_abc,
-        clip=args.clip,
-        repeats=args.repeats,
-        seed=args.seed,
-        secure_noise=args.secure_noise,
-        data_dir=args.data_dir,
+        TbSettings(
+            records=args.records,
+            n_candidates=args.candidates,
+            n_pseudo=args.pseudo,
+            c=args.c,
+            eps_total=args.eps_total,
+            resample=args.resample,
+            eps_abc=args.eps_abc,
+            clip=args.clip,
+            repeats=args.repeats,
+            seed=args.seed,
+            secure_noise=args.secure_noise,
+            data_dir=args.data_dir,
+        ),
     )
 
 

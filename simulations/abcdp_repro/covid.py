@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,19 +29,28 @@ from simulations.abcdp_repro.common import (
 )
 
 
-def covid_repro(
-    out_dir: Path,
-    n_candidates: int = 50000,
-    c: int = 10,
-    eps_abc: float = 0.02,
-    eps_totals: Sequence[float] = (math.inf, 100.0, 10.0),
-    resample: bool = False,
-    n_features: int = 500,
-    seed: int = 0,
-    secure_noise: bool = False,
-    data_dir: Path | None = None,
-) -> list[Row]:
+@dataclass(frozen=True)
+class CovidSettings:
+    """The COVID-19 case study's settings (ABCDP paper section 6.3): candidates, accepts c, eps_abc and the
+    eps_total grid, resampling, features, the public seed, whether the noise is secure, the data's folder."""
+
+    n_candidates: int = 50000
+    c: int = 10
+    eps_abc: float = 0.02
+    eps_totals: Sequence[float] = (math.inf, 100.0, 10.0)
+    resample: bool = False
+    n_features: int = 500
+    seed: int = 0
+    secure_noise: bool = False
+    data_dir: Path | None = None
+
+
+def covid_repro(out_dir: Path, settings: CovidSettings | None = None) -> list[Row]:
     """ABCDP posterior of the cubic growth model on the Dutch counts (RFF-MMD on per-day records)."""
+    _s = settings if settings is not None else CovidSettings()
+    n_candidates, c, eps_abc = _s.n_candidates, _s.c, _s.eps_abc
+    eps_totals, resample, n_features = _s.eps_totals, _s.resample, _s.n_features
+    seed, secure_noise, data_dir = _s.seed, _s.secure_noise, _s.data_dir
     data = load_shared_json("covid_nl_2020.json", data_dir)
     counts = np.asarray(data["counts"], dtype=np.float64)
     model = CovidCubicModel(n_days=counts.shape[0])

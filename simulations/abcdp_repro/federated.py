@@ -9,6 +9,7 @@ import math
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,25 +70,31 @@ class ToyCandidateCache:
         return propose
 
 
-def federated_repro(
-    out_dir: Path,
-    parties: int = 7,
-    reps: int = 10,
-    cs: Sequence[int] = (10,),
-    eps_abcs: Sequence[float] = (0.1, 0.2),
-    eps_totals: Sequence[float] = (1.0, math.inf),
-    resamples: Sequence[bool] = (False, True),
-    n_obs: int | None = None,
-    n_features: int = 100,
-    bandwidth: float = 0.6,
-    batch_size: int = 128,
-    max_candidates: int = 20000,
-    noise_shares: str = "exact",
-    backend: str = "mpc",
-    seed: int = 0,
-    secure_noise: bool = True,
-    data_dir: Path | None = None,
-) -> list[Row]:
+@dataclass(frozen=True)
+class FederatedGrid:
+    """The single-owner vs federated grid's settings: parties, repetitions, the grid of c, eps_abc, eps_total
+    and resampling, observations, features, bandwidth, batch size, the candidates' cap, how the noise is
+    shared, the backend, the public seed, whether the noise is secure, the data's folder."""
+
+    parties: int = 7
+    reps: int = 10
+    cs: Sequence[int] = (10,)
+    eps_abcs: Sequence[float] = (0.1, 0.2)
+    eps_totals: Sequence[float] = (1.0, math.inf)
+    resamples: Sequence[bool] = (False, True)
+    n_obs: int | None = None
+    n_features: int = 100
+    bandwidth: float = 0.6
+    batch_size: int = 128
+    max_candidates: int = 20000
+    noise_shares: str = "exact"
+    backend: str = "mpc"
+    seed: int = 0
+    secure_noise: bool = True
+    data_dir: Path | None = None
+
+
+def federated_repro(out_dir: Path, settings: FederatedGrid | None = None) -> list[Row]:
     """Toy grid, single-owner vs federated ABCDP (m parties, in-memory protocol): MAE distributions and KS.
 
     Per rep: one private data set of N points (split over the parties), one public feature map and one
@@ -99,6 +106,13 @@ def federated_repro(
     are deterministic given the candidates and must accept the same θ's (``identical`` column; a
     difference can only come from a fixed-point tie inside the encoding margin).
     """
+    _s = settings if settings is not None else FederatedGrid()
+    parties, reps, cs = _s.parties, _s.reps, _s.cs
+    eps_abcs, eps_totals, resamples = _s.eps_abcs, _s.eps_totals, _s.resamples
+    n_obs, n_features, bandwidth = _s.n_obs, _s.n_features, _s.bandwidth
+    batch_size, max_candidates, noise_shares = _s.batch_size, _s.max_candidates, _s.noise_shares
+    backend, seed, secure_noise = _s.backend, _s.seed, _s.secure_noise
+    data_dir = _s.data_dir
     from mechanisms.abcdp.federated import FederatedSvtPlan, distances_from_sum, party_feature_sum
     from mechanisms.abcdp.federated_run import run_abcdp_in_memory
 

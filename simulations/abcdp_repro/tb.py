@@ -71,28 +71,40 @@ def tb_public_pilot(
     return clip, float(np.median(np.minimum(same, clip)))
 
 
-def tb_repro(
-    out_dir: Path,
-    records: Sequence[int] = (100, 1000),
-    n_candidates: int = 1000,
-    n_pseudo: int = 5,
-    c: int = 10,
-    eps_total: float = 1.0,
-    resample: bool = False,
-    eps_abc: float | None = None,
-    clip: float | None = None,
-    sf_accept_fraction: float = 0.02,
-    repeats: int = 1,
-    seed: int = 0,
-    secure_noise: bool = False,
-    data_dir: Path | None = None,
-) -> list[Row]:
+@dataclass(frozen=True)
+class TbSettings:
+    """The tuberculosis case study's settings (ABCDP paper section 6.4): records, candidates, pseudo-data sets
+    per candidate, accepts c, eps_total, resampling, eps_abc, the clip, repeats, the public seed, whether the
+    noise is secure, the data's folder."""
+
+    records: Sequence[int] = (100, 1000)
+    n_candidates: int = 1000
+    n_pseudo: int = 5
+    c: int = 10
+    eps_total: float = 1.0
+    resample: bool = False
+    eps_abc: float | None = None
+    clip: float | None = None
+    sf_accept_fraction: float = 0.02
+    repeats: int = 1
+    seed: int = 0
+    secure_noise: bool = False
+    data_dir: Path | None = None
+
+
+def tb_repro(out_dir: Path, settings: TbSettings | None = None) -> list[Row]:
     """TB posterior error with n private records at ε_total (and ∞), plus a non-private SF-data posterior.
 
     Each (n, ε) setting is run ``repeats`` times on the same private records with fresh candidates and
     noise; the table reports the mean (and standard error) of the MAE over the repeats and the pooled
     posterior means; the figure shows the pooled accepted samples.
     """
+    _s = settings if settings is not None else TbSettings()
+    records, n_candidates, n_pseudo = _s.records, _s.n_candidates, _s.n_pseudo
+    c, eps_total, resample = _s.c, _s.eps_total, _s.resample
+    eps_abc, clip, sf_accept_fraction = _s.eps_abc, _s.clip, _s.sf_accept_fraction
+    repeats, seed, secure_noise = _s.repeats, _s.seed, _s.secure_noise
+    data_dir = _s.data_dir
     sf = load_shared_json("tb_sf_1994.json", data_dir)
     sf_summary = observed_summary(
         sf["cluster_size_counts"],

@@ -195,21 +195,27 @@ def compare_toy_to_reference(rows: Sequence[Row], reference: ToyReference) -> li
     return out
 
 
-def toy_repro(
-    out_dir: Path,
-    runs: int = 60,
-    n_candidates: int = 10000,
-    n_obs: int | None = None,
-    cs: Sequence[int] | None = None,
-    eps_abcs: Sequence[float] | None = None,
-    eps_totals: Sequence[float] | None = None,
-    resamples: Sequence[bool] = (False, True),
-    bandwidth: float | str = 0.6,
-    n_features: int = 100,
-    seed: int = 0,
-    secure_noise: bool = False,
-    data_dir: Path | None = None,
-) -> list[Row]:
+@dataclass(frozen=True)
+class ToyGrid:
+    """The toy grid's settings (ABCDP paper section 6.1): repetitions, candidates, observations, the grid of
+    c, eps_abc and eps_total, the kernel's bandwidth and features, the public seed, whether the noise is
+    secure, the reference data's folder."""
+
+    runs: int = 60
+    n_candidates: int = 10000
+    n_obs: int | None = None
+    cs: Sequence[int] | None = None
+    eps_abcs: Sequence[float] | None = None
+    eps_totals: Sequence[float] | None = None
+    resamples: Sequence[bool] = (False, True)
+    bandwidth: float | str = 0.6
+    n_features: int = 100
+    seed: int = 0
+    secure_noise: bool = False
+    data_dir: Path | None = None
+
+
+def toy_repro(out_dir: Path, settings: ToyGrid | None = None) -> list[Row]:
     """MAE of the ABCDP posterior mean on the toy model over the paper's grid, beside the reference code's.
 
     Each row holds the mean MAE over the runs and its standard error (sample s.d. over the runs with at
@@ -217,6 +223,11 @@ def toy_repro(
     reference code's figure, its standard error and the z-score of the difference (NaN elsewhere). The
     comparison alone is written to ``toy_reference.csv`` / ``.md`` and drawn in the figure's last panel.
     """
+    _s = settings if settings is not None else ToyGrid()
+    runs, n_candidates, n_obs = _s.runs, _s.n_candidates, _s.n_obs
+    cs, eps_abcs, eps_totals = _s.cs, _s.eps_abcs, _s.eps_totals
+    resamples, bandwidth, n_features = _s.resamples, _s.bandwidth, _s.n_features
+    seed, secure_noise, data_dir = _s.seed, _s.secure_noise, _s.data_dir
     cfg = load_shared_json("abcdp_toy.json", data_dir)
     reference = load_toy_reference(data_dir)  # read before the long run, so a missing file fails at once
     theta_true = np.asarray(cfg["theta_true"], dtype=np.float64)

@@ -38,8 +38,17 @@ def test_flip_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 @pytest.mark.slow
 def test_toy_command_small(tmp_path: Path) -> None:
-    rows = toy.toy_repro(tmp_path, runs=2, n_candidates=300, n_obs=300, cs=[5], eps_abcs=[0.2, 0.5],
-                                 eps_totals=[1.0, math.inf])
+    rows = toy.toy_repro(
+        tmp_path,
+        toy.ToyGrid(
+            runs=2,
+            n_candidates=300,
+            n_obs=300,
+            cs=[5],
+            eps_abcs=[0.2, 0.5],
+            eps_totals=[1.0, math.inf],
+        ),
+    )
     _has_outputs(tmp_path, "toy")
     assert len(rows) == 2 * 2 * 2
     assert all(r["mean_accepted"] <= 5 for r in rows)
@@ -47,8 +56,16 @@ def test_toy_command_small(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_covid_and_tb_commands_small(tmp_path: Path) -> None:
-    rows = covid.covid_repro(tmp_path, n_candidates=2000, c=3, eps_abc=0.05,
-                                   eps_totals=(math.inf, 10.0), n_features=50)
+    rows = covid.covid_repro(
+        tmp_path,
+        covid.CovidSettings(
+            n_candidates=2000,
+            c=3,
+            eps_abc=0.05,
+            eps_totals=(math.inf, 10.0),
+            n_features=50,
+        ),
+    )
     _has_outputs(tmp_path, "covid")
     assert rows[0]["n_accepted"] == 3
     assert cli.main(["tb", "--out", str(tmp_path), "--records", "20", "--candidates", "40",
@@ -99,9 +116,18 @@ def test_toy_comparison_reads_the_file_and_computes_z(tmp_path: Path) -> None:
     (data_dir / toy.TOY_REFERENCE_FILE).write_text(json.dumps(raw))
     reread = _reference_file(data_dir)
     eps_totals = sorted({float(c["eps_total"]) for c in reread["cells"]})
-    rows = toy.toy_repro(tmp_path / "out", runs=3, n_candidates=400, n_obs=300,
-                                 cs=[reread["settings"]["c"]], eps_abcs=[reread["settings"]["eps_abc"], 0.3],
-                                 eps_totals=eps_totals, data_dir=data_dir)
+    rows = toy.toy_repro(
+        tmp_path / "out",
+        toy.ToyGrid(
+            runs=3,
+            n_candidates=400,
+            n_obs=300,
+            cs=[reread["settings"]["c"]],
+            eps_abcs=[reread["settings"]["eps_abc"], 0.3],
+            eps_totals=eps_totals,
+            data_dir=data_dir,
+        ),
+    )
     _has_outputs(tmp_path / "out", "toy")
     with (tmp_path / "out" / "toy_reference.csv").open() as fh:
         written = list(csv.DictReader(fh))
