@@ -181,9 +181,11 @@ def _mpyc_section(argv: list[str], sections: dict[str, Any]) -> dict[str, Any]:
         bench_mpyc.ints(a.batch, [1, 100, 1000]),
         a.repeats,
         a.warmup,
-        sec_param=a.sec_param,
-        seed=a.seed,
-        ours=ours,
+        bench_mpyc.MpycSuiteOptions(
+            sec_param=a.sec_param,
+            seed=a.seed,
+            ours=ours,
+        ),
     )
     if any(r["mismatches"] for r in sec.get("records", [])):
         raise RuntimeError("MPyC revealed bits differ from the plaintext")

@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -237,19 +238,23 @@ def _launch_local(_i: int, cmd: list[str], env: dict[str, str], log: Path) -> su
         )
 
 
-def run_parties(
-    m: int,
-    *,
-    batches: list[int] | None = None,
-    inputs: npt.ArrayLike | None = None,
-    repeats: int = 10,
-    warmup: int = 2,
-    sec_param: int = 64,
-    seed: int = 0,
-    timeout_s: float = 600.0,
-    party_args: Callable[[int], list[str]] | None = None,
-    launch: Launch | None = None,
-) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class MpycRun:
+    """One MPyC run's settings: batch sizes or the inputs themselves, repeats and warm-up, the security
+    parameter, the seed, the timeout, each party's extra arguments and how its processes are launched."""
+
+    batches: list[int] | None = None
+    inputs: npt.ArrayLike | None = None
+    repeats: int = 10
+    warmup: int = 2
+    sec_param: int = 64
+    seed: int = 0
+    timeout_s: float = 600.0
+    party_args: Callable[[int], list[str]] | None = None
+    launch: Launch | None = None
+
+
+def run_parties(m: int, settings: MpycRun | None = None) -> list[dict[str, Any]]:
     """Run the MPyC program on m processes; returns each party's result document (sorted by pid).
 
     Either ``batches`` (timed random batches) or ``inputs`` (integer terms in units of 2^-20, shape
@@ -257,6 +262,10 @@ def run_parties(
     address options (default: ``-P 127.0.0.1:<free port>`` for every party, then ``-I i``); ``launch``
     starts a party's command (default: a local process; ``confar bench wan --mpyc``: in its namespace).
     """
+    _s = settings if settings is not None else MpycRun()
+    batches, inputs, repeats = _s.batches, _s.inputs, _s.repeats
+    warmup, sec_param, seed = _s.warmup, _s.sec_param, _s.seed
+    timeout_s, party_args, launch = _s.timeout_s, _s.party_args, _s.launch
     if mpyc_version() is None:
         raise MpycError(f"mpyc is not installed; {EXTRA_HINT}")
     if m < 2:
@@ -316,7 +325,16 @@ def mpyc_records(
     records = []
     for m in parties:
         t0 = time.perf_counter()
-        docs = run_parties(m, batches=batches, repeats=repeats, warmup=warmup, sec_param=sec_param, seed=seed)
+        docs = run_parties(
+            m,
+            MpycRun(
+                batches=batches,
+                repeats=repeats,
+                warmup=warmup,
+                sec_param=sec_param,
+                seed=seed,
+            ),
+        )
         wall = time.perf_counter() - t0
         for k, batch in enumerate(batches):
             rec = mpyc_record(m, batch, [d["results"][k] for d in docs], docs[0], wall)
@@ -383,7 +401,7 @@ def ours_records(
     daemons (mesh) with the pooled precompute."""
     from coordinator.api import Coordinator
     from simulations.bench_hss import bench_one
-    from simulations.bench_network import RECORDS_PER_PARTY, bench_protocol, protocol_shape
+    from simulations.bench_network import RECORDS_PER_PARTY, ProtocolOptions, bench_protocol, protocol_shape
     from simulations.launcher import LocalConsortium
 
     out: list[dict[str, Any]] = []
@@ -412,12 +430,32 @@ def ours_records(
                         )
                 for b in pool_shapes:
                     rec = await bench_protocol(
-                        coord, lc, "sign", "mesh", b, pool_shapes[b], warmup, repeats, precompute="pooled"
+                        coord,
+                        lc,
+                        "sign",
+                        "mesh",
+                        b,
+                        pool_shapes[b],
+                        warmup,
+                        repeats,
+                        ProtocolOptions(
+                            precompute="pooled",
+                        ),
                     )
                     recs.append(rec)
                 for b in abort_shapes:
                     rec = await bench_protocol(
-                        coord, lc, "sign", "mesh", b, abort_shapes[b], warmup, repeats, security="abort"
+                        coord,
+                        lc,
+                        "sign",
+                        "mesh",
+                        b,
+                        abort_shapes[b],
+                        warmup,
+                        repeats,
+                        ProtocolOptions(
+                            security="abort",
+                        ),
                     )
                     recs.append(rec)
             return recs
@@ -498,23 +536,33 @@ def print_comparison(rows: list[dict[str, Any]]) -> None:
         )
 
 
+@dataclass(frozen=True)
+class MpycSuiteOptions:
+    """The side-by-side suite's options: MPyC's security parameter, the public seed, our records (or a run of
+    ours for ours_seconds), and our session's security and precompute."""
+
+    sec_param: int = 64
+    seed: int = 0
+    ours: list[dict[str, Any]] | None = None
+    ours_seconds: float = 1.0
+    abort: bool = False
+    pooled: bool = False
+
+
 def suite(
     parties: list[int],
     batches: list[int],
     repeats: int,
     warmup: int,
-    *,
-    sec_param: int = 64,
-    seed: int = 0,
-    ours: list[dict[str, Any]] | None = None,
-    ours_seconds: float = 1.0,
-    abort: bool = False,
-    pooled: bool = False,
+    settings: MpycSuiteOptions | None = None,
 ) -> dict[str, Any]:
     """The mpyc section of ``confar bench all``: ``{records, comparison}`` or ``{skipped: reason}``.
 
     ``ours`` None measures our sign protocol too; pass records (bench network / hss) to reuse them.
     """
+    _s = settings if settings is not None else MpycSuiteOptions()
+    sec_param, seed, ours = _s.sec_param, _s.seed, _s.ours
+    ours_seconds, abort, pooled = _s.ours_seconds, _s.abort, _s.pooled
     if mpyc_version() is None:
         return {"skipped": f"mpyc is not installed; {EXTRA_HINT}"}
     recs = mpyc_records(parties, batches, repeats, warmup, sec_param, seed)
@@ -567,12 +615,14 @@ def run(args: argparse.Namespace) -> int:
             batches,
             repeats,
             warmup,
-            sec_param=args.sec_param,
-            seed=args.seed,
-            ours=ours,
-            ours_seconds=0.2 if q else 1.0,
-            abort=args.abort,
-            pooled=args.pooled,
+            MpycSuiteOptions(
+                sec_param=args.sec_param,
+                seed=args.seed,
+                ours=ours,
+                ours_seconds=0.2 if q else 1.0,
+                abort=args.abort,
+                pooled=args.pooled,
+            ),
         )
     except (MpycError, RuntimeError) as exc:
         print(f"confar bench mpyc: {exc}", file=sys.stderr)

@@ -215,6 +215,18 @@ def _audit_timings(workdir: Path, m: int, session_id: bytes, first_step: int) ->
     return out
 
 
+@dataclass(frozen=True)
+class ProtocolOptions:
+    """How one protocol is timed: the sign precompute, probe rounds before the step, the precompute run ahead,
+    the gap between batches and the session's security."""
+
+    precompute: str = "inline"
+    probe_rounds: int = 0
+    ahead: bool = False
+    gap_ms: float = 0.0
+    security: str = "semi-honest"
+
+
 async def bench_protocol(
     coord: Coordinator,
     lc: LocalConsortium,
@@ -224,12 +236,11 @@ async def bench_protocol(
     shape: Shape,
     warmup: int,
     repeats: int,
-    precompute: str = "inline",
-    probe_rounds: int = 0,
-    ahead: bool = False,
-    gap_ms: float = 0.0,
-    security: str = "semi-honest",
+    settings: ProtocolOptions | None = None,
 ) -> dict[str, Any]:
+    _s = settings if settings is not None else ProtocolOptions()
+    precompute, probe_rounds, ahead = _s.precompute, _s.probe_rounds, _s.ahead
+    gap_ms, security = _s.gap_ms, _s.security
     sess = await coord.open_session(
         reveal_mode=mode,
         model="gaussian-mean",
@@ -476,10 +487,7 @@ async def _run_m(
     shapes: dict[tuple[str, int], Shape],
     warmup: int,
     repeats: int,
-    precompute: str = "inline",
-    probe_rounds: int = 0,
-    ahead: bool = False,
-    gap_ms: float = 0.0,
+    options: ProtocolOptions,
 ) -> list[dict[str, Any]]:
     out = []
     async with Coordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=300.0) as coord:
@@ -495,10 +503,7 @@ async def _run_m(
                         shapes[(mode, batch)],
                         warmup,
                         repeats,
-                        precompute,
-                        probe_rounds,
-                        ahead,
-                        gap_ms,
+                        options,
                     )
                     print(_fmt(rec), flush=True)
                     out.append(rec)
@@ -558,10 +563,9 @@ def run(args: argparse.Namespace) -> int:
                         shapes,
                         warmup,
                         repeats,
-                        args.sign_precompute,
-                        probe_rounds,
-                        args.precompute_ahead,
-                        args.gap_ms,
+                        ProtocolOptions(
+                            args.sign_precompute, probe_rounds, args.precompute_ahead, args.gap_ms
+                        ),
                     )
                 )
                 assert lc.certs is not None

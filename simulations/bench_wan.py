@@ -221,7 +221,7 @@ async def _driver_main(spec: dict[str, Any]) -> list[dict[str, Any]]:
     """Inside the coordinator namespace: the timed sessions (code shared with ``confar bench network``)."""
     from coordinator.api import Coordinator, PartyEntry
     from coordinator.certs import party_identity
-    from simulations.bench_network import bench_protocol, protocol_shape
+    from simulations.bench_network import ProtocolOptions, bench_protocol, protocol_shape
     from simulations.launcher import LocalConsortium
 
     m = int(spec["m"])
@@ -249,9 +249,11 @@ async def _driver_main(spec: dict[str, Any]) -> list[dict[str, Any]]:
                         shape,
                         spec["warmup"],
                         spec["repeats"],
-                        pre,
-                        ahead=bool(spec.get("precompute_ahead", False)),
-                        gap_ms=float(spec.get("gap_ms", 0.0)),
+                        ProtocolOptions(
+                            precompute=pre,
+                            ahead=bool(spec.get("precompute_ahead", False)),
+                            gap_ms=float(spec.get("gap_ms", 0.0)),
+                        ),
                     )
                     # propagation floor: request + reply (one coordinator RTT) and each exchange round one
                     # way between parties (mesh: rtt/2) or party -> relay -> party (relay: coordinator RTT)

@@ -555,18 +555,25 @@ def plain_reference(
     )
 
 
+@dataclass(frozen=True)
+class BlockedReferenceSettings:
+    """When a blocked reference stops and how it samples: the ESS it aims for, chains, warm-up, iterations per
+    block, the iteration and time caps, and the progress callback."""
+
+    min_ess: float = 2000.0
+    chains: int = 8
+    warmup: int = 750
+    block: int = 100
+    max_iterations: int | None = None
+    max_seconds: float | None = None
+    progress: Callable[[ReferenceProgress], None] | None = None
+
+
 def blocked_reference(
     model: Model,
     datasets: Sequence[Data],
     seed: int,
-    *,
-    min_ess: float = 2000.0,
-    chains: int = 8,
-    warmup: int = 750,
-    block: int = 100,
-    max_iterations: int | None = None,
-    max_seconds: float | None = None,
-    progress: Callable[[ReferenceProgress], None] | None = None,
+    settings: BlockedReferenceSettings | None = None,
 ) -> Reference:
     """The plain posterior of a model with a registry random intercept by the blocked sampler itself in
     plain arithmetic (``mechanisms.samplers.blocked``: each registry's effect by exact local MH, the shared
@@ -579,6 +586,10 @@ def blocked_reference(
     after every sweep, as :func:`plain_reference` does): a reference stopped by a bound says so in its label
     and :meth:`Reference.warning`, and one stopped in its warm-up has no draws. ``progress`` hears where it
     is (stages ``warm-up`` and ``sampling``). Its mode and cov are the draws' mean and covariance."""
+    _s = settings if settings is not None else BlockedReferenceSettings()
+    min_ess, chains, warmup = _s.min_ess, _s.chains, _s.warmup
+    block, max_iterations, max_seconds = _s.block, _s.max_iterations, _s.max_seconds
+    progress = _s.progress
     from mechanisms.models.hierarchy import SharedModel
     from mechanisms.samplers.blocked import BlockedDecider, LocalBlockParties, SharedAuto, blocked_kernel
     from mechanisms.samplers.local import LocalSettings

@@ -252,20 +252,27 @@ async def soak(
     return rep
 
 
-def run_soak(
-    m: int,
-    decisions: int,
-    batch: int,
-    *,
-    warmup: float = 0.1,
-    samples: int = 50,
-    seed: int = 1,
-    precompute: str = "pooled",
-    z_max: float = 5.0,
-    records: int = 200,
-    workdir: Path | None = None,
-    progress: bool = False,
-) -> SoakReport:
+@dataclass(frozen=True)
+class SoakSettings:
+    """How a soak run is made: the warm-up share of its decisions, how many latency samples, the public seed,
+    the sign precompute, the z bound the decisions are checked at, records per registry, the work folder and
+    whether to print progress."""
+
+    warmup: float = 0.1
+    samples: int = 50
+    seed: int = 1
+    precompute: str = "pooled"
+    z_max: float = 5.0
+    records: int = 200
+    workdir: Path | None = None
+    progress: bool = False
+
+
+def run_soak(m: int, decisions: int, batch: int, settings: SoakSettings | None = None) -> SoakReport:
+    _s = settings if settings is not None else SoakSettings()
+    warmup, samples, seed = _s.warmup, _s.samples, _s.seed
+    precompute, z_max, records = _s.precompute, _s.z_max, _s.records
+    workdir, progress = _s.workdir, _s.progress
     if m < 3 or batch < 1 or decisions < batch:
         raise ValueError(
             f"need m >= 3, batch >= 1, decisions >= batch; got m={m}, batch={batch}, {decisions}"
@@ -313,13 +320,15 @@ def main(argv: list[str] | None = None) -> int:
             args.parties,
             args.decisions,
             args.batch,
-            warmup=args.warmup,
-            samples=args.samples,
-            seed=args.seed,
-            precompute=args.sign_precompute,
-            z_max=args.z_max,
-            workdir=Path(tmp),
-            progress=True,
+            SoakSettings(
+                warmup=args.warmup,
+                samples=args.samples,
+                seed=args.seed,
+                precompute=args.sign_precompute,
+                z_max=args.z_max,
+                workdir=Path(tmp),
+                progress=True,
+            ),
         )
     out = rep.summary()
     out["date"] = datetime.now(UTC).strftime("%a %b %d %H:%M:%S UTC %Y")

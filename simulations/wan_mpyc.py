@@ -66,7 +66,7 @@ def run_mpyc_wan(
     timeout_s: float = 900.0,
 ) -> list[dict[str, Any]]:
     """bench_mpyc's program on m processes in the WAN's namespaces; one record per batch size."""
-    from simulations.bench_mpyc import MpycError, fmt_mpyc, mpyc_record, mpyc_version, run_parties
+    from simulations.bench_mpyc import MpycError, MpycRun, fmt_mpyc, mpyc_record, mpyc_version, run_parties
 
     if mpyc_version() is None:
         from simulations.bench_mpyc import EXTRA_HINT
@@ -87,14 +87,16 @@ def run_mpyc_wan(
         t0 = time.perf_counter()
         docs = run_parties(
             m,
-            batches=batches,
-            repeats=repeats,
-            warmup=warmup,
-            sec_param=sec_param,
-            seed=seed,
-            timeout_s=timeout_s,
-            party_args=lambda k: mpyc_party_args(m, k),
-            launch=launch,
+            MpycRun(
+                batches=batches,
+                repeats=repeats,
+                warmup=warmup,
+                sec_param=sec_param,
+                seed=seed,
+                timeout_s=timeout_s,
+                party_args=lambda k: mpyc_party_args(m, k),
+                launch=launch,
+            ),
         )
         wall = time.perf_counter() - t0
         transport = f"TCP through the WAN's delay proxies ({rtt_ms:g} ms RTT, rtt/2 each way), no TLS"

@@ -181,6 +181,18 @@ class LocalSvtParties:
         return bits
 
 
+@dataclass(frozen=True)
+class InMemoryOptions:
+    """How an in-memory federated ABCDP run is made: the candidates' cap, the backend, whether to keep the
+    trace, and the adaptive batch with its smallest size."""
+
+    max_candidates: int = 100_000
+    backend: Backend = "mpc"
+    keep_trace: bool = False
+    adaptive_batch: bool = True
+    min_batch: int = 8
+
+
 def run_abcdp_in_memory(
     plan: FederatedSvtPlan,
     shards: Sequence[npt.ArrayLike],
@@ -189,11 +201,7 @@ def run_abcdp_in_memory(
     batch_size: int,
     public_rng: np.random.Generator,
     secret_rngs: Mapping[int, SecureRandom],
-    max_candidates: int = 100_000,
-    backend: Backend = "mpc",
-    keep_trace: bool = False,
-    adaptive_batch: bool = True,
-    min_batch: int = 8,
+    settings: InMemoryOptions | None = None,
 ) -> InMemoryAbcdpResult:
     """Run federated c-sample ABCDP until c accepts or ``max_candidates`` revealed decisions.
 
@@ -208,6 +216,9 @@ def run_abcdp_in_memory(
     the rest of its batch) near one batch's worth per accept. The loop is :func:`driver.drive_abcdp`, the
     decider :class:`LocalSvtParties`.
     """
+    _s = settings if settings is not None else InMemoryOptions()
+    max_candidates, backend, keep_trace = _s.max_candidates, _s.backend, _s.keep_trace
+    adaptive_batch, min_batch = _s.adaptive_batch, _s.min_batch
     if not isinstance(m, int) or m < 1:
         raise ValueError(f"number of parties m must be a positive integer, got {m!r}")
     if backend == "mpc" and m < 3:

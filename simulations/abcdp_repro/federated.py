@@ -114,7 +114,7 @@ def federated_repro(out_dir: Path, settings: FederatedGrid | None = None) -> lis
     backend, seed, secure_noise = _s.backend, _s.seed, _s.secure_noise
     data_dir = _s.data_dir
     from mechanisms.abcdp.federated import FederatedSvtPlan, distances_from_sum, party_feature_sum
-    from mechanisms.abcdp.federated_run import run_abcdp_in_memory
+    from mechanisms.abcdp.federated_run import InMemoryOptions, run_abcdp_in_memory
 
     cfg = load_shared_json("abcdp_toy.json", data_dir)
     theta_true = np.asarray(cfg["theta_true"], dtype=np.float64)
@@ -149,8 +149,17 @@ def federated_repro(out_dir: Path, settings: FederatedGrid | None = None) -> lis
             ts = time.time()
             secret = _party_randomness(parties, secure_noise, seed, r)
             res_f = run_abcdp_in_memory(
-                plan, shards, fed_propose, parties, batch_size, public, secret,
-                max_candidates=max_candidates, backend=backend,  # type: ignore[arg-type]
+                plan,
+                shards,
+                fed_propose,
+                parties,
+                batch_size,
+                public,
+                secret,
+                InMemoryOptions(
+                    max_candidates=max_candidates,
+                    backend=backend,  # type: ignore[arg-type]
+                ),
             )
             k = (c, ea, et, rs)
             cnt[k]["secs"].append(time.time() - ts)

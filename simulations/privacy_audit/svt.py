@@ -87,7 +87,7 @@ def first_accepts(
 ) -> F64:
     """Minus the index of the first accept of each of ``runs`` runs (``n_cand`` where none accepts): large
     means an early accept, which suggests D."""
-    from mechanisms.abcdp.federated_run import run_abcdp_in_memory
+    from mechanisms.abcdp.federated_run import InMemoryOptions, run_abcdp_in_memory
 
     m = len(data)
     out = np.empty(runs)
@@ -101,9 +101,11 @@ def first_accepts(
             n_cand,
             np.random.default_rng(i),
             rngs,
-            max_candidates=n_cand,
-            backend=backend,  # type: ignore[arg-type]
-            adaptive_batch=False,
+            InMemoryOptions(
+                max_candidates=n_cand,
+                backend=backend,  # type: ignore[arg-type]
+                adaptive_batch=False,
+            ),
         )
         hits = np.flatnonzero(res.decisions)
         out[i] = -(hits[0] if hits.size else n_cand)  # large = an early accept = D

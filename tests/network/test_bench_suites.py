@@ -35,7 +35,7 @@ def test_mpyc_comparison_matches_plaintext() -> None:
     terms[0, :, 0] = [5, -2, -3]
     terms[0, :, 1] = [0, 0, -1]
     terms[0, :, 2] = [1, 0, 0]
-    docs = bench_mpyc.run_parties(m, inputs=terms, timeout_s=120.0)
+    docs = bench_mpyc.run_parties(m, bench_mpyc.MpycRun(inputs=terms, timeout_s=120.0))
     expected = [[int(v) for v in (t.sum(axis=0) >= 0)] for t in terms]
     assert expected[0][:3] == [1, 0, 1]
     for d in docs:  # every party sees the same revealed bits, equal to the plaintext comparison

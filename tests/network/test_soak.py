@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from simulations.soak import run_soak
+from simulations.soak import SoakSettings, run_soak
 
 
 @pytest.mark.slow
 def test_small_soak_passes(tmp_path: Path) -> None:
-    rep = run_soak(3, 12_000, 200, samples=20, seed=3, workdir=tmp_path)
+    rep = run_soak(3, 12_000, 200, SoakSettings(samples=20, seed=3, workdir=tmp_path))
     assert rep.failures == []
     assert rep.decisions == 12_000 and len(rep.windows) == 10
     assert sum(w["accepts"] for w in rep.windows) > 0

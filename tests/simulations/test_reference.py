@@ -15,7 +15,12 @@ from scipy import stats
 
 from mechanisms.models.base import load_model
 from mechanisms.models.formula import FormulaModel
-from simulations.reference import ReferenceProgress, blocked_reference, plain_reference
+from simulations.reference import (
+    BlockedReferenceSettings,
+    ReferenceProgress,
+    blocked_reference,
+    plain_reference,
+)
 from tests.mechanisms.samplers.test_blocked import SIZES, _check_exact, gaussian_model, gaussian_registries
 
 
@@ -162,7 +167,17 @@ def test_the_blocked_reference_matches_the_exact_hierarchical_posterior() -> Non
     data = gaussian_registries(SIZES)
     model = gaussian_model(len(SIZES))
     seen: list[ReferenceProgress] = []
-    ref = blocked_reference(model, data, 3, min_ess=400.0, warmup=200, block=50, progress=seen.append)
+    ref = blocked_reference(
+        model,
+        data,
+        3,
+        BlockedReferenceSettings(
+            min_ess=400.0,
+            warmup=200,
+            block=50,
+            progress=seen.append,
+        ),
+    )
     assert ref.converged and ref.stopped == "" and ref.warning() is None
     assert ref.label().startswith("plain blocked MH") and "(converged)" in ref.label()
     assert ref.draws.shape == (8, ref.iterations - 200, model.d)
@@ -178,7 +193,17 @@ def test_the_blocked_reference_matches_the_exact_hierarchical_posterior() -> Non
 def test_the_blocked_reference_short_of_its_target_says_so() -> None:
     model = gaussian_model(len(SIZES))
     data = gaussian_registries(SIZES)
-    ref = blocked_reference(model, data, 3, min_ess=1e9, warmup=20, block=20, max_iterations=60)
+    ref = blocked_reference(
+        model,
+        data,
+        3,
+        BlockedReferenceSettings(
+            min_ess=1e9,
+            warmup=20,
+            block=20,
+            max_iterations=60,
+        ),
+    )
     assert ref.stopped == "iterations" and ref.iterations == 60 and ref.draws.shape == (8, 40, model.d)
     assert "NOT converged: target ESS 1000000000" in ref.label() and "limit of 60 iterations" in ref.label()
     w = ref.warning()
@@ -190,7 +215,14 @@ def test_the_time_cap_in_the_blocked_warm_up_leaves_no_draws() -> None:
     stopped and the key to change (the blocked reference raised an error there before the merge of issue
     40's reference machinery)."""
     model = gaussian_model(len(SIZES))
-    ref = blocked_reference(model, gaussian_registries(SIZES), 3, max_seconds=1e-9)
+    ref = blocked_reference(
+        model,
+        gaussian_registries(SIZES),
+        3,
+        BlockedReferenceSettings(
+            max_seconds=1e-9,
+        ),
+    )
     assert ref.stopped == "time" and ref.stage == "warm-up" and ref.draws.shape[1] == 0
     assert ref.iterations == 1 and not ref.converged
     w = ref.warning()

@@ -406,6 +406,7 @@ def test_candidate_queue_refusals() -> None:
 
 from mechanisms.abcdp.federated_run import (  # noqa: E402
     InMemoryAbcdpResult,
+    InMemoryOptions,
     run_abcdp_in_memory,
     summed_noise_by_candidate,
 )
@@ -459,9 +460,19 @@ def _run(
 ) -> InMemoryAbcdpResult:
     m = len(shards)
     return run_abcdp_in_memory(
-        plan, shards, stream, m, batch, np.random.default_rng(99),
-        {p: srng(f"{label}/{p}") for p in range(1, m + 1)}, max_candidates=max_candidates,
-        backend=backend, keep_trace=True, adaptive_batch=adaptive,  # type: ignore[arg-type]
+        plan,
+        shards,
+        stream,
+        m,
+        batch,
+        np.random.default_rng(99),
+        {p: srng(f"{label}/{p}") for p in range(1, m + 1)},
+        InMemoryOptions(
+            max_candidates=max_candidates,
+            backend=backend,
+            keep_trace=True,
+            adaptive_batch=adaptive,
+        ),
     )
 
 
