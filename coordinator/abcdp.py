@@ -142,6 +142,24 @@ def session_params(plan: FederatedSvtPlan, columns: list[str] | None = None) -> 
     return params
 
 
+@dataclass(frozen=True)
+class FederatedRunOptions:
+    """A federated ABCDP session's options: the feature columns, the topology and security, the cap on
+    proposals, the progress callback, the session and run ids, the checkpointed state to continue from, and
+    the hooks called with the open session and after every settled step."""
+
+    columns: list[str] | None = None
+    topology: str = "mesh"
+    security: str = "semi-honest"
+    max_proposals: int | None = None
+    progress: ProgressFn | None = None
+    session_id: bytes | None = None
+    run_id: str | None = None
+    start: AbcdpState | None = None
+    on_open: Callable[[CoordinatorSession], None] | None = None
+    on_step: Callable[[AbcdpState], None] | None = None
+
+
 def run_federated_abcdp(
     coord: BlockingCoordinator,
     plan: FederatedSvtPlan,
@@ -149,17 +167,7 @@ def run_federated_abcdp(
     simulate: Simulator,
     batch_size: int,
     public_seed: int,
-    *,
-    columns: list[str] | None = None,
-    topology: str = "mesh",
-    security: str = "semi-honest",
-    max_proposals: int | None = None,
-    progress: ProgressFn | None = None,
-    session_id: bytes | None = None,
-    run_id: str | None = None,
-    start: AbcdpState | None = None,
-    on_open: Callable[[CoordinatorSession], None] | None = None,
-    on_step: Callable[[AbcdpState], None] | None = None,
+    settings: FederatedRunOptions | None = None,
 ) -> FederatedAbcdpResult:
     """Run one federated c-sample ABCDP session to c accepts (see the module docstring).
 
@@ -173,6 +181,11 @@ def run_federated_abcdp(
     thread). On any failure the session is aborted at every party and the error
     (``coordinator.api.SessionError``) propagates.
     """
+    _s = settings if settings is not None else FederatedRunOptions()
+    columns, topology, security = _s.columns, _s.topology, _s.security
+    max_proposals, progress, session_id = _s.max_proposals, _s.progress, _s.session_id
+    run_id, start, on_open = _s.run_id, _s.start, _s.on_open
+    on_step = _s.on_step
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if max_proposals is not None and max_proposals < 1:

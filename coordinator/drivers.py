@@ -513,14 +513,16 @@ def run_abcdp(
             hooks.simulate,
             s.batch_size,
             exp.seed,
-            topology=exp.topology,
-            security=exp.security,
-            max_proposals=s.max_proposals,
-            progress=hooks.on_progress,
-            run_id=run_id,
-            start=start,
-            on_open=hooks.on_open,
-            on_step=hooks.on_step,
+            cabcdp.FederatedRunOptions(
+                topology=exp.topology,
+                security=exp.security,
+                max_proposals=s.max_proposals,
+                progress=hooks.on_progress,
+                run_id=run_id,
+                start=start,
+                on_open=hooks.on_open,
+                on_step=hooks.on_step,
+            ),
         )
         reports = privacy_reports(exp, endpoints, tls)
     return _abcdp_outcome(exp, endpoints, out_dir, meta, res, plan.c, reports, pp, say)

@@ -579,7 +579,7 @@ def run_abcdp(args: Any) -> int:
     ``abcdp-rff`` in reveal mode ``svt`` and has an eps-at-delta privacy budget in which it charges the run's
     ε once. Simulations and proposals use the public seed; the DP noise comes from each party's CSPRNG.
     """
-    from coordinator.abcdp import charged_epsilons, run_federated_abcdp
+    from coordinator.abcdp import FederatedRunOptions, charged_epsilons, run_federated_abcdp
     from coordinator.api import BlockingCoordinator, SessionError
     from hss.fixedpoint import max_threshold
     from mechanisms.simulators.toy import ToyMixtureModel
@@ -630,8 +630,10 @@ def run_abcdp(args: Any) -> int:
                     simulate,
                     args.batch,
                     args.data_seed + 1,
-                    columns=["y"],
-                    topology=args.topology,
+                    FederatedRunOptions(
+                        columns=["y"],
+                        topology=args.topology,
+                    ),
                 )
                 charged = charged_epsilons(coord, res.session_id)
     except (SessionError, LaunchError) as exc:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator.abcdp import run_federated_abcdp
+from coordinator.abcdp import FederatedRunOptions, run_federated_abcdp
 from coordinator.api import BlockingCoordinator, SessionError
 from hss.abort_svt import abort_svt_rounds
 from simulations.launcher import LocalConsortium
@@ -58,13 +58,31 @@ def test_federated_abcdp_under_abort_equals_semi_honest_and_catches_a_deviation(
             message = r"abort at step 1, round 12 \(check before the gate\): the MAC check failed"
             with pytest.raises(SessionError, match=message):
                 run_federated_abcdp(
-                    coord, noisy, _prior, _simulate, BATCH, 31, columns=["y"], security="abort"
+                    coord,
+                    noisy,
+                    _prior,
+                    _simulate,
+                    BATCH,
+                    31,
+                    FederatedRunOptions(
+                        columns=["y"],
+                        security="abort",
+                    ),
                 )
         _set_deviation(lc, 2, [])
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
             runs = {
                 security: run_federated_abcdp(
-                    coord, exact, _prior, _simulate, BATCH, 21, columns=["y"], security=security
+                    coord,
+                    exact,
+                    _prior,
+                    _simulate,
+                    BATCH,
+                    21,
+                    FederatedRunOptions(
+                        columns=["y"],
+                        security=security,
+                    ),
                 )
                 for security in ("semi-honest", "abort")
             }
@@ -81,10 +99,12 @@ def test_federated_abcdp_under_abort_equals_semi_honest_and_catches_a_deviation(
                 _simulate,
                 BATCH,
                 31,
-                columns=["y"],
-                session_id=sid,
-                topology="relay",
-                security="abort",
+                FederatedRunOptions(
+                    columns=["y"],
+                    session_id=sid,
+                    topology="relay",
+                    security="abort",
+                ),
             )
             assert res.done and res.n_accepted == noisy.c
             _check_against_reference(noisy, sid, 31, res.decisions, res.decided_ids)
@@ -127,12 +147,32 @@ def test_an_aborted_federated_abcdp_run_retried_completes_charged_once(tmp_path:
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
             with pytest.raises(SessionError, match=r"abort at step 1, round 3 "):
                 run_federated_abcdp(
-                    coord, noisy, _prior, _simulate, BATCH, 31, columns=["y"], security="abort", run_id="r"
+                    coord,
+                    noisy,
+                    _prior,
+                    _simulate,
+                    BATCH,
+                    31,
+                    FederatedRunOptions(
+                        columns=["y"],
+                        security="abort",
+                        run_id="r",
+                    ),
                 )
         _set_deviation(lc, 2, [])
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
             res = run_federated_abcdp(
-                coord, noisy, _prior, _simulate, BATCH, 31, columns=["y"], security="abort", run_id="r"
+                coord,
+                noisy,
+                _prior,
+                _simulate,
+                BATCH,
+                31,
+                FederatedRunOptions(
+                    columns=["y"],
+                    security="abort",
+                    run_id="r",
+                ),
             )
             assert res.done and res.n_accepted == noisy.c
             request = party_pb2.PrivacyReportRequest()

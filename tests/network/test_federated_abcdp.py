@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from coordinator.abcdp import charged_epsilons, run_federated_abcdp, session_params
+from coordinator.abcdp import FederatedRunOptions, charged_epsilons, run_federated_abcdp, session_params
 from coordinator.api import BlockingCoordinator, SessionError
 from hss import field as F
 from hss.primitives import receive_opened
@@ -118,7 +118,16 @@ def test_no_noise_equals_single_owner_rejection_abc(tmp_path: Path) -> None:
             for resample, seed, topology in ((False, 21, "mesh"), (True, 22, "relay")):
                 plan = _plan(math.inf, 4, resample, seed, 0.12)
                 res = run_federated_abcdp(
-                    coord, plan, _prior, _simulate, BATCH, seed, columns=["y"], topology=topology
+                    coord,
+                    plan,
+                    _prior,
+                    _simulate,
+                    BATCH,
+                    seed,
+                    FederatedRunOptions(
+                        columns=["y"],
+                        topology=topology,
+                    ),
                 )
                 assert res.done and res.n_accepted == plan.c
                 thetas, phibar = _stream(plan, seed, res.n_proposed // BATCH)
@@ -161,9 +170,11 @@ def test_noisy_run_budget_and_refusals(tmp_path: Path) -> None:
                 _simulate,
                 BATCH,
                 seed,
-                columns=["y"],
-                session_id=sid,
-                progress=lambda p: seen.append(p.accepted),
+                FederatedRunOptions(
+                    columns=["y"],
+                    session_id=sid,
+                    progress=lambda p: seen.append(p.accepted),
+                ),
             )
             assert res.done and res.n_accepted == c and int(res.decisions.sum()) == c
             assert seen and seen[-1] == c and seen == sorted(seen)

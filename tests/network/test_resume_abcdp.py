@@ -438,7 +438,7 @@ def _write_config(lc: LocalConsortium, plan: FederatedSvtPlan, pid: int, freeze:
 def _drive(
     lc: LocalConsortium, plan: FederatedSvtPlan, run: str, start: Any = None, on_step: Any = None
 ) -> Any:
-    from coordinator.abcdp import run_federated_abcdp
+    from coordinator.abcdp import FederatedRunOptions, run_federated_abcdp
 
     def prior(g: np.random.Generator, k: int) -> F64:
         return MODEL.sample_prior(g, k)
@@ -448,7 +448,18 @@ def _drive(
 
     with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
         return run_federated_abcdp(
-            coord, plan, prior, sim, BATCH, 17, columns=["y"], run_id=run, start=start, on_step=on_step
+            coord,
+            plan,
+            prior,
+            sim,
+            BATCH,
+            17,
+            FederatedRunOptions(
+                columns=["y"],
+                run_id=run,
+                start=start,
+                on_step=on_step,
+            ),
         )
 
 
