@@ -545,7 +545,7 @@ def plan_blocked_run(exp: Experiment, model: Model, laplace: LaplaceApproximatio
     (:func:`blocked_sweep_charge`), the ESS simulated on the Gaussian stand-in of ``laplace`` (the pilot's:
     the design dataset's exact Laplace approximation); the floor at ``laplace``."""
     from mechanisms.models.hierarchy import SharedModel
-    from mechanisms.planning_blocked import StandIn, plan_blocked
+    from mechanisms.planning_blocked import BlockedTarget, StandIn, plan_blocked
 
     target = exp.budget_target
     assert target is not None
@@ -556,14 +556,16 @@ def plan_blocked_run(exp: Experiment, model: Model, laplace: LaplaceApproximatio
         stand,
         lambda st: blocked_sweep_charge(exp, model, st),
         blocked_candidates(exp, shared, stand),
-        eps=target.epsilon,
-        delta=target.delta,
-        min_ess=target.min_ess,
-        chains=exp.sampler.chains,
-        most=exp.sampler.iterations,
-        seed=exp.seed,
-        floor=floor_of(model, laplace.mean, laplace.cov, target.neighbours),
-        target_accept=exp.sampler.target_accept,
+        BlockedTarget(
+            eps=target.epsilon,
+            delta=target.delta,
+            min_ess=target.min_ess,
+            chains=exp.sampler.chains,
+            most=exp.sampler.iterations,
+            seed=exp.seed,
+            floor=floor_of(model, laplace.mean, laplace.cov, target.neighbours),
+            target_accept=exp.sampler.target_accept,
+        ),
     )
 
 

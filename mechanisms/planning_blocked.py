@@ -426,20 +426,28 @@ FINALISTS = 2  # ... and the candidates with the largest projected ESS at the ru
 EXTRA_FINALISTS = 4  # ... and, while none of them reaches min_ess, up to this many more in that order
 
 
+@dataclass(frozen=True)
+class BlockedTarget:
+    """What a blocked plan must reach and within what: the budget eps at delta, the ESS it must buy, the
+    chains, the most sweeps, the public seed of its simulations, the floor to state beside it and the target
+    acceptance of the local steps."""
+
+    eps: float
+    delta: float
+    min_ess: float
+    chains: int
+    most: int
+    seed: int
+    floor: Floor | None = None
+    target_accept: float | None = None
+
+
 def plan_blocked(
     shared: SharedModel,
     stand: StandIn,
     charge: SweepCharge,
     candidates: list[BlockedSettings],
-    *,
-    eps: float,
-    delta: float,
-    min_ess: float,
-    chains: int,
-    most: int,
-    seed: int,
-    floor: Floor | None = None,
-    target_accept: float | None = None,
+    target: BlockedTarget,
 ) -> BlockedPlan:
     """The candidate with the largest expected ESS within ε at δ (ties: the smaller spend): each is
     screened on a run of :data:`SCREEN_SWEEPS` sweeps (its ESS per sweep after the warm-up projects the ESS
@@ -447,6 +455,10 @@ def plan_blocked(
     most ``most``, the file's iterations; none below :data:`MIN_SWEEPS`), then up to
     :data:`EXTRA_FINALISTS` more while none reaches ``min_ess``; with what ``min_ess`` needs (:func:`_need`)
     when the best buys less."""
+    _s = target
+    eps, delta, min_ess = _s.eps, _s.delta, _s.min_ess
+    chains, most, seed = _s.chains, _s.most, _s.seed
+    floor, target_accept = _s.floor, _s.target_accept
     budget_mu = gdp_mu(eps, delta)
     plans: list[BlockedPlan] = []
     screens: list[tuple[int, float]] = []  # (sweeps, ESS) of each candidate's screening run
