@@ -32,6 +32,7 @@ from typing import Any
 from hss.protocols import precompute_blocks, precompute_sign
 from hss.randomness import SecureRandom
 from hss.runtime import Machine, ProtocolError
+from parties.audit import AuditSubject
 from parties.exchange import RunOutcome, Wire, drive
 from parties.peering import offload_to_thread, sender
 from parties.refusal import Reason, Refusal
@@ -98,10 +99,7 @@ async def _run(party: Party, sess: Session, ahead: Ahead, machine: Any) -> RunOu
         party.store.audit.record(
             who=party.cfg.identity,
             what="PrecomputeAhead",
-            session=sess.spec.session_id,
-            step=ahead.step,
-            analysis=sess.spec.model,
-            reveal_mode=sess.spec.reveal_mode,
+            about=AuditSubject(sess.spec.session_id, ahead.step, sess.spec.model, sess.spec.reveal_mode),
             outcome="UNAVAILABLE",
             detail=ahead.error,
         )

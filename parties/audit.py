@@ -17,6 +17,7 @@ import json
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,22 @@ def _bounded(v: Any) -> Any:
     return v
 
 
+@dataclass(frozen=True)
+class AuditSubject:
+    """What an audit line is about: the session (its id), the step, the analysis and reveal mode it runs, and
+    how many decisions a step made."""
+
+    session: bytes | None = None
+    step: int | None = None
+    analysis: str | None = None
+    reveal_mode: str | None = None
+    decisions: int | None = None
+
+
+NOTHING = AuditSubject()
+SUBJECT_KEYS = frozenset({"session", "step", "analysis", "reveal_mode", "decisions"})
+
+
 class AuditLog:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,25 +78,24 @@ class AuditLog:
         who: str | None,
         what: str,
         outcome: str = "ok",
-        session: bytes | None = None,
-        step: int | None = None,
-        analysis: str | None = None,
-        reveal_mode: str | None = None,
-        decisions: int | None = None,
+        about: AuditSubject = NOTHING,
         detail: str | None = None,
         **extra: Any,
     ) -> None:
+        misplaced = sorted(set(extra) & SUBJECT_KEYS)
+        if misplaced:  # they belong in ``about``: as extra keys they would replace the columns' own values
+            raise TypeError(f"audit line {what!r}: {misplaced} go in about=AuditSubject(...)")
         now = time.time()  # one clock reading: microseconds, so lines written close together keep their order
         entry: dict[str, Any] = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
             + f".{int(now * 1e6) % 1_000_000:06d}Z",
             "who": who,
             "what": what,
-            "session": _session_text(session),
-            "step": step,
-            "analysis": analysis,
-            "reveal_mode": reveal_mode,
-            "decisions": decisions,
+            "session": _session_text(about.session),
+            "step": about.step,
+            "analysis": about.analysis,
+            "reveal_mode": about.reveal_mode,
+            "decisions": about.decisions,
             "outcome": outcome,
         }
         if detail:

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 from hss.runtime import ProtocolError
 from parties import e2e
+from parties.audit import AuditSubject
 from parties.deviate import tamper_frame
 from parties.exchange import LinkLost, Refused, RunOutcome, Wire, drive
 from parties.links import LinkError, MeshAcceptLink, MeshDialLink, OnFrame, RelayLink
@@ -240,9 +241,7 @@ async def accept_stream(
     party.store.audit.record(
         who=who,
         what="PeerExchange",
-        session=sid,
-        analysis=sess.spec.model,
-        reveal_mode=sess.spec.reveal_mode,
+        about=AuditSubject(session=sid, analysis=sess.spec.model, reveal_mode=sess.spec.reveal_mode),
     )
 
     async def read() -> None:

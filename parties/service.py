@@ -26,6 +26,7 @@ from hss.runtime import ProtocolError
 from hss.session import PartyContext, key_setup
 from parties import ahead, e2e, sources, steps
 from parties.analyses import Analysis, AnalysisError, Dataset
+from parties.audit import SUBJECT_KEYS, AuditSubject
 from parties.config import PartyConfig
 from parties.exchange import PROBE_MAX_ROUNDS, LinkLost, Refused, Wire, drive, probe_machine
 from parties.links import LinkError
@@ -192,14 +193,10 @@ class PartyService:
         unexpected error (INTERNAL) to a status code; one audit line either way. Error messages sent back
         are cut to MAX_ERROR_CHARS."""
         sess = self.sessions.get(bytes(session)) if session else None
-        base: dict[str, Any] = {
-            "who": who,
-            "what": what,
-            "session": session,
-            "step": step,
-            "analysis": sess.spec.model if sess else None,
-            "reveal_mode": sess.spec.reveal_mode if sess else None,
-        }
+        about = AuditSubject(
+            session, step, sess.spec.model if sess else None, sess.spec.reveal_mode if sess else None
+        )
+        base: dict[str, Any] = {"who": who, "what": what, "about": about}
         try:
             resp, audit_extra = await fn()
         except Refusal as exc:
@@ -214,7 +211,9 @@ class PartyService:
             self.audit.record(**base, outcome="INTERNAL", detail=msg)
             await context.abort(grpc.StatusCode.INTERNAL, cut(msg))
             raise AssertionError("unreachable") from exc
-        self.audit.record(**{**base, **audit_extra})
+        extra = dict(audit_extra)  # what a handler adds: a step's decisions, an opened session's analysis
+        base["about"] = replace(about, **{k: extra.pop(k) for k in SUBJECT_KEYS & extra.keys()})
+        self.audit.record(**{**base, **extra})
         return resp
 
     async def refuse_caller(self, context: grpc.aio.ServicerContext, what: str, who: str | None) -> NoReturn:
@@ -222,7 +221,7 @@ class PartyService:
         audit log cuts every string)."""
         msg = f"caller {shown(who)} is not this party's coordinator ({self.cfg.coordinator_identity!r})"
         denied = Reason.PERMISSION_DENIED
-        self.audit.record(who=who, what=what, outcome=denied.name, session=None, detail=msg)
+        self.audit.record(who=who, what=what, outcome=denied.name, detail=msg)
         await context.abort(STATUS[denied], msg)
         raise AssertionError("unreachable")
 
@@ -520,8 +519,7 @@ class PartyService:
                     who=_ident_of(sess, src),
                     what="PeerFrame",
                     outcome="REFUSED",
-                    session=bytes(msg.session_id)[:64],
-                    step=int(msg.step),
+                    about=AuditSubject(bytes(msg.session_id)[:64], int(msg.step)),
                     detail=exc.reason,
                     round=int(msg.round),
                 )
@@ -551,7 +549,8 @@ class PartyService:
 
         async def refuse(reason: Reason, msg: str, sid: bytes | None = None) -> NoReturn:
             self.refused_frames += 1
-            self.audit.record(who=who, what="PeerExchange", outcome=reason.name, session=sid, detail=msg)
+            about = AuditSubject(session=sid)
+            self.audit.record(who=who, what="PeerExchange", outcome=reason.name, about=about, detail=msg)
             await context.abort(STATUS[reason], cut(msg))
             raise AssertionError("unreachable")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from parties.audit import MAX_LINE_BYTES, AuditLog
+from parties.audit import MAX_LINE_BYTES, AuditLog, AuditSubject
 from proto import files
 from tests.parties.helpers import coordinator_for, gm_inputs, gm_params, inproc_consortium
 
@@ -110,7 +110,8 @@ def test_an_old_world_readable_ledger_is_tightened_at_start(tmp_path: Path) -> N
 def test_audit_lines_are_bounded_whatever_they_are_given(tmp_path: Path) -> None:
     log = AuditLog(tmp_path / "audit.log")
     big = "z" * (1 << 20)
-    log.record(who=big, what="Evaluate", session=b"\x01" * (1 << 20), detail=big, reason=big)
+    huge = AuditSubject(session=b"\x01" * (1 << 20))
+    log.record(who=big, what="Evaluate", about=huge, detail=big, reason=big)
     log.record(who="coordinator", what="Status", listed=["x"] * 100_000)
     log.record(who="coordinator", what="Status", **{f"k{i}": "v" * 400 for i in range(200)})
     log.close()
@@ -126,7 +127,8 @@ def test_audit_lines_are_bounded_whatever_they_are_given(tmp_path: Path) -> None
 def test_audit_line_scalars_kept_and_nested_values_bounded(tmp_path: Path) -> None:
     log = AuditLog(tmp_path / "audit.log")
     nested = {"a": ["y" * 1000, 7, None, 2.5, True], "b": b"\x02" * 3}
-    log.record(who="c", what="Evaluate", step=3, decisions=16, handler_ms=1.5, replayed=False, nested=nested)
+    subject = AuditSubject(step=3, decisions=16)
+    log.record(who="c", what="Evaluate", about=subject, handler_ms=1.5, replayed=False, nested=nested)
     log.close()
     (line,) = (json.loads(x) for x in (tmp_path / "audit.log").read_text().splitlines())
     assert (line["step"], line["decisions"], line["handler_ms"], line["replayed"]) == (3, 16, 1.5, False)
@@ -139,7 +141,16 @@ def test_audit_lines_have_microseconds_from_one_clock_reading(tmp_path: Path) ->
     from a second clock reading (so 12:00:00.999 could be followed by 12:00:00.001)."""
     log = AuditLog(tmp_path / "audit.log")
     for i in range(50):
-        log.record(who="coordinator", what="Test", step=i)
+        log.record(who="coordinator", what="Test", about=AuditSubject(step=i))
     times = [json.loads(line)["time"] for line in (tmp_path / "audit.log").read_text().splitlines()]
     assert all(len(t) == len("2026-01-01T00:00:00.000000Z") for t in times)
     assert times == sorted(times)
+
+
+def test_a_subject_field_given_as_an_extra_key_is_refused(tmp_path: Path) -> None:
+    """session/step/analysis/reveal_mode/decisions belong in ``about``: as extra keys they would overwrite the
+    line's own columns (the session id as raw bytes, not its bounded hex), so they are refused by name."""
+    log = AuditLog(tmp_path / "audit.log")
+    with pytest.raises(TypeError, match=r"\['session', 'step'\] go in about=AuditSubject"):
+        log.record(who="c", what="Evaluate", session=b"\x01", step=3)
+    assert (tmp_path / "audit.log").read_text() == ""
