@@ -44,7 +44,7 @@ from mechanisms.samplers import (
 from mechanisms.samplers.requests import Penalty
 from mechanisms.warmstart import LaplaceApproximation, exact_laplace, mean_error_cov
 from simulations import registry_scale as rs
-from simulations.reference import plain_reference
+from simulations.reference import ReferenceSettings, plain_reference
 
 
 def realised(
@@ -111,7 +111,7 @@ def check(name: str, n: int, seed: int, iterations: int | None) -> dict[str, Any
     stats = dataclasses.replace(stats, ess_per_proposal=short.ess_per_proposal)
     _, planned_it = rs.eps_for_ess(stats, rs.M, rs.ESS_TARGET, mu_warm)
     it = iterations or min(planned_it, 3000)
-    ref = plain_reference(model, data, seed, min_ess=4000.0, chains=16)
+    ref = plain_reference(model, data, seed, ReferenceSettings(min_ess=4000.0, chains=16))
     flat = ref.draws.reshape(-1, model.d)
     post = (flat.mean(axis=0), np.cov(flat.T))
     checked = [model.check_data(d) for d in data]

@@ -407,21 +407,29 @@ def tune_kernel(
     return frozen, kernel.from_walk(x)
 
 
+@dataclass(frozen=True)
+class ReferenceSettings:
+    """When the plain reference stops and how it samples: the ESS it aims for, chains, iterations per block,
+    warm-up blocks, the iteration and time caps, the surrogate's inner steps, the tempering and how often it
+    tempers, and the progress callback."""
+
+    min_ess: float = 2000.0
+    chains: int = 16
+    block: int = 50
+    warmup: int = 25
+    max_iterations: int | None = None
+    max_seconds: float | None = None
+    inner_steps: int | None = None
+    temper: float = 0.3
+    temper_every: int = 3
+    progress: Callable[[ReferenceProgress], None] | None = None
+
+
 def plain_reference(
     model: Model,
     datasets: Sequence[Data],
     seed: int,
-    *,
-    min_ess: float = 2000.0,
-    chains: int = 16,
-    block: int = 50,
-    warmup: int = 25,
-    max_iterations: int | None = None,
-    max_seconds: float | None = None,
-    inner_steps: int | None = None,
-    temper: float = 0.3,
-    temper_every: int = 3,
-    progress: Callable[[ReferenceProgress], None] | None = None,
+    settings: ReferenceSettings | None = None,
 ) -> Reference:
     """The converged plain posterior of the pooled records (checked and clipped as a registry would): the
     module docstring's sampler, ``chains`` chains of ``inner_steps`` (default 30 d) surrogate steps per
@@ -429,6 +437,11 @@ def plain_reference(
     checked every ``block`` iterations after ``warmup``; ``max_iterations`` (default: enough for min_ess at
     0.1 effective draws per draw, at least 20,000) and ``max_seconds`` (wall time, the mode's search
     included) stop a reference that does not get there, which its label then says."""
+    _s = settings if settings is not None else ReferenceSettings()
+    min_ess, chains, block = _s.min_ess, _s.chains, _s.block
+    warmup, max_iterations, max_seconds = _s.warmup, _s.max_iterations, _s.max_seconds
+    inner_steps, temper, temper_every = _s.inner_steps, _s.temper, _s.temper_every
+    progress = _s.progress
     t0, c0 = time.monotonic(), time.process_time()
     if max_iterations is None:
         max_iterations = max(20_000, math.ceil(10.0 * min_ess / chains))

@@ -97,7 +97,7 @@ from mechanisms.warmstart import (
     mean_error_cov,
     run_warm_start,
 )
-from simulations.reference import plain_reference
+from simulations.reference import ReferenceSettings, plain_reference
 from simulations.worst_record import run_ratios, stand_in_steps
 
 PROPORTIONS = np.array([21, 7, 13, 5, 27, 10, 17], dtype=float) / 100.0
@@ -407,7 +407,7 @@ def one(name: str, n: int, validate: bool, seed: int, worst_record: bool = False
         row |= worst_record_eps(ws, inflate, offset, stats, iterations, eps, order, mu_warm, seed)
     row |= floor_columns(ws, row)
     if validate:
-        ref = plain_reference(model, data, seed, min_ess=4000.0, chains=16)
+        ref = plain_reference(model, data, seed, ReferenceSettings(min_ess=4000.0, chains=16))
         run_it = min(iterations, MAX_VALIDATE)
         warm = warmup_of(stats, run_it)
         row["planned_ess"] = CHAINS * (run_it - warm) * stats.ess_per_proposal  # at the length run

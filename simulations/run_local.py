@@ -66,6 +66,7 @@ from simulations.reference import (
     REFERENCE_MIN_ESS,
     STAGES,
     ReferenceProgress,
+    ReferenceSettings,
     plain_reference,
     run_ess,
 )
@@ -284,10 +285,12 @@ class PooledReference:
                 ran.model(),
                 self.data,
                 self.seed,
-                min_ess=min_ess,
-                max_iterations=self.max_iterations,
-                max_seconds=self.max_seconds,
-                progress=ReferenceLog(self.say),
+                ReferenceSettings(
+                    min_ess=min_ess,
+                    max_iterations=self.max_iterations,
+                    max_seconds=self.max_seconds,
+                    progress=ReferenceLog(self.say),
+                ),
             )
         except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:  # the run stands without it
             warn(f"no reference posterior (the pooled records' fit failed: {exc})")

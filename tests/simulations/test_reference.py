@@ -18,6 +18,7 @@ from mechanisms.models.formula import FormulaModel
 from simulations.reference import (
     BlockedReferenceSettings,
     ReferenceProgress,
+    ReferenceSettings,
     blocked_reference,
     plain_reference,
 )
@@ -43,7 +44,7 @@ def test_reference_of_a_bounded_parameter_matches_the_exact_posterior() -> None:
     rng = np.random.default_rng(0)
     data = [{"y": (rng.random(n) < 0.3).astype(np.float64)} for n in (50, 60, 70)]
     k, n = sum(float(d["y"].sum()) for d in data), 180
-    ref = plain_reference(model, data, 1, min_ess=1000.0)
+    ref = plain_reference(model, data, 1, ReferenceSettings(min_ess=1000.0))
     assert ref.converged and "(converged)" in ref.label() and ref.stopped == ""
     _check_beta(ref.draws.reshape(-1), 1.0 + k, 1.0 + n - k, min(ref.ess_bulk, ref.ess_tail))
 
@@ -56,7 +57,7 @@ def test_the_exact_test_corrects_a_poor_surrogate() -> None:
     model = load_model("beta-bernoulli", {})
     y = np.zeros(12)
     y[3] = 1.0
-    ref = plain_reference(model, [{"y": y[:5]}, {"y": y[5:]}], 3, min_ess=2000.0)
+    ref = plain_reference(model, [{"y": y[:5]}, {"y": y[5:]}], 3, ReferenceSettings(min_ess=2000.0))
     assert ref.converged
     assert ref.acceptance < 0.95  # the surrogate alone would be a different posterior
     _check_beta(ref.draws.reshape(-1), 2.0, 12.0, min(ref.ess_bulk, ref.ess_tail))
@@ -92,7 +93,7 @@ def test_a_random_intercept_reference_converges() -> None:
     this one reaches its target ESS with R-hat <= 1.01, and its fixed effects agree with the records'."""
     data = _random_intercept_records(np.random.default_rng(2))
     model = FormulaModel(**RI_MODEL)  # type: ignore[arg-type]
-    ref = plain_reference(model, data, 5, min_ess=500.0, chains=8)
+    ref = plain_reference(model, data, 5, ReferenceSettings(min_ess=500.0, chains=8))
     assert ref.converged, ref.label()
     assert ref.acceptance > 0.5, ref.label()
     flat = ref.draws.reshape(-1, model.d)
@@ -103,7 +104,7 @@ def test_a_random_intercept_reference_converges() -> None:
 def test_a_reference_short_of_its_target_says_so() -> None:
     model = load_model("beta-bernoulli", {})
     data = [{"y": np.array([0.0, 1.0, 1.0, 0.0])}]
-    ref = plain_reference(model, data, 2, min_ess=1e9, max_iterations=250)
+    ref = plain_reference(model, data, 2, ReferenceSettings(min_ess=1e9, max_iterations=250))
     assert not ref.converged and "NOT converged: target ESS 1000000000" in ref.label()
     assert ref.stopped == "iterations" and ref.iterations == 250
     w = ref.warning()
@@ -118,7 +119,16 @@ def test_the_time_cap_stops_it_with_what_it_has() -> None:
     model = load_model("beta-bernoulli", {})
     rng = np.random.default_rng(4)
     data = [{"y": (rng.random(100) < 0.4).astype(np.float64)}]
-    ref = plain_reference(model, data, 2, min_ess=1e9, max_iterations=20_000, max_seconds=1.0)
+    ref = plain_reference(
+        model,
+        data,
+        2,
+        ReferenceSettings(
+            min_ess=1e9,
+            max_iterations=20_000,
+            max_seconds=1.0,
+        ),
+    )
     assert ref.stopped == "time" and not ref.converged
     assert "time cap of 1 s" in ref.why_stopped()
     w = ref.warning()
@@ -132,7 +142,7 @@ def test_the_time_cap_stops_it_with_what_it_has() -> None:
 
 def test_a_cap_before_the_first_draws_leaves_no_draws() -> None:
     model = load_model("beta-bernoulli", {})
-    ref = plain_reference(model, [{"y": np.array([0.0, 1.0, 1.0])}], 2, max_seconds=1e-9)
+    ref = plain_reference(model, [{"y": np.array([0.0, 1.0, 1.0])}], 2, ReferenceSettings(max_seconds=1e-9))
     assert ref.stopped == "time" and ref.stage == "mode" and ref.draws.shape[1] == 0 and not ref.converged
     w = ref.warning()
     assert (
@@ -147,7 +157,7 @@ def test_progress_reports_each_stage() -> None:
     rng = np.random.default_rng(6)
     data = [{"y": (rng.random(80) < 0.4).astype(np.float64)}]
     seen: list[ReferenceProgress] = []
-    ref = plain_reference(model, data, 2, min_ess=500.0, progress=seen.append)
+    ref = plain_reference(model, data, 2, ReferenceSettings(min_ess=500.0, progress=seen.append))
     stages = [p.stage for p in seen]
     assert stages[0] == "mode" and "surrogate" in stages and stages[-1] == "sampling"
     assert stages.index("surrogate") < stages.index("sampling")
@@ -244,6 +254,6 @@ def test_the_reference_walks_in_the_effects_and_matches_the_exact_hierarchical_p
     assert coords is not None and len(coords.z) == len(SIZES)
     theta = np.random.default_rng(0).normal(size=(5, model.d))
     assert np.allclose(coords.theta(coords.omega(theta)), theta)
-    ref = plain_reference(model, data, 3, min_ess=1000.0, chains=8)
+    ref = plain_reference(model, data, 3, ReferenceSettings(min_ess=1000.0, chains=8))
     assert ref.converged, ref.label()
     _check_exact(ref.draws.transpose(1, 0, 2), SIZES, model.param_names)  # (draws, chains, d) there
