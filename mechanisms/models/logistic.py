@@ -16,6 +16,7 @@ public bounds.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -23,6 +24,10 @@ import numpy as np
 
 from mechanisms.models.base import F64, Column, Data, as_batch
 from mechanisms.models.regression import GaussianPriorRegression
+from mechanisms.models.replace_range import clip_halfplane, convex_hull, ratio_range
+
+#: directions of the region's support cutting the box's projection when the covariate ellipsoid is set
+SUPPORT_DIRECTIONS = 32
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,48 @@ class BayesLogistic(GaussianPriorRegression):
         """sup over allowed records of |Δη| (log σ is 1-Lipschitz): over the box, or box ∩ ellipsoid."""
         delta = as_batch(theta_star, self.d) - as_batch(theta, self.d)
         return self.eta_change_bound(delta[:, 0], delta[:, 1:])
+
+    def record_replace_range(self, theta: F64, theta_star: F64) -> F64 | None:
+        """The replace-one range of a record's log-ratio over the box (∩ the ellipsoid), per proposal
+        (:mod:`mechanisms.models.replace_range`): the records' points (η, Δη) in the hull of the box's
+        projected corners, cut with the ellipsoid by the region's certified supports in
+        :data:`SUPPORT_DIRECTIONS` directions (spread evenly after scaling both axes to the box's extents:
+        the set is a thin sliver when the step is small), then mapped to (η, η*) = (η, η + Δη). Kept between
+        the add-remove bound B (the truth is never below it: r(x, 1) − r(x, 0) = Δη) and 2B. None past 2^16
+        corners (the charge keeps 2B)."""
+        th, st = as_batch(theta, self.d), as_batch(theta_star, self.d)
+        bound = np.asarray(self.record_ratio_bound(th, st), dtype=np.float64)
+        if 2**self.p > 1 << 16:
+            return None
+        v = st - th
+        grid = np.array(list(itertools.product((-self.x_bound, self.x_bound), repeat=self.p)))
+        corners = np.hstack([np.ones((grid.shape[0], 1)), grid.reshape(-1, self.p)])
+        a, dl = th @ corners.T, v @ corners.T  # (proposals, corners): η and Δη at the box's corners
+        ell = self.ellipsoid
+        cuts = None
+        if ell is not None and self.p:
+            ra = np.maximum(a.max(axis=1) - a.min(axis=1), 1e-300)[:, None, None]
+            rd = np.maximum(dl.max(axis=1) - dl.min(axis=1), 1e-300)[:, None, None]
+            ang = np.linspace(0.0, 2.0 * math.pi, SUPPORT_DIRECTIONS, endpoint=False)
+            u = np.column_stack([np.cos(ang), np.sin(ang)])[None, :, :]  # (1, directions, 2)
+            normal = np.concatenate([u[..., :1] / ra, u[..., 1:] / rd], axis=2)  # (proposals, dirs, 2)
+            w = normal[..., :1] * th[:, None, :] + normal[..., 1:] * v[:, None, :]  # (proposals, dirs, d)
+            flat = w.reshape(-1, self.d)
+            _, hi = self.eta_extent(flat[:, 0], flat[:, 1:])
+            cuts = (normal, np.asarray(hi, dtype=np.float64).reshape(th.shape[0], -1))
+        out = np.empty(th.shape[0])
+        for i in range(th.shape[0]):
+            poly = convex_hull(np.column_stack([a[i], dl[i]]))
+            if cuts is not None:
+                normal, hi = cuts
+                for k in range(normal.shape[1]):
+                    h = float(hi[i, k])
+                    poly = clip_halfplane(poly, normal[i, k], h + 1e-9 * (1.0 + abs(h)))
+            if poly.shape[0] == 0:
+                out[i] = 2.0 * bound[i]
+                continue
+            out[i] = ratio_range(np.column_stack([poly[:, 0], poly[:, 0] + poly[:, 1]]))
+        return np.asarray(np.maximum(bound, np.minimum(2.0 * bound, out)), dtype=np.float64)
 
     def record_loglik_range(self, theta: F64) -> F64 | None:
         """H = |β_0| + x_bound Σ_k |β_k| bounds |η| over the schema, and log p(y | x, β) = −log(1 + e^{∓η})

@@ -1,0 +1,114 @@
+"""The replace-one range of a Bernoulli log-ratio over a public region of records (issue 35 item 3.4).
+
+A registry protecting replace-one neighbours (record x replaced by x') is charged, per decision, the most one
+replaced record moves its log acceptance ratio: sup over allowed records of |r(x) − r(x')|, r the record's
+log-ratio log p(x | θ*) − log p(x | θ). Without more, that is twice the add-remove bound sup |r(x)|. For a
+model with a Bernoulli outcome on a linear predictor η = zᵀθ (``f = log σ``),
+
+    r(x, 1) = f(η*) − f(η),      r(x, 0) = f(−η*) − f(−η),        η = zᵀθ, η* = zᵀθ*,
+
+so r depends on the record only through the point (η, η*) (outcome 1) or (−η, −η*) (outcome 0), and the
+replace-one sensitivity is exactly sup g − inf g over T ∪ (−T), g(a, b) = f(b) − f(a) and T the region's
+image under z ↦ (zᵀθ, zᵀθ*) (:func:`ratio_range`). The outcome matters: r(x, 1) − r(x, 0) = zᵀ(θ* − θ)
+exactly (f(t) − f(−t) = t), so the range is never below the add-remove bound sup |zᵀ(θ* − θ)|, and a
+bound that ignored the outcome — e.g. max zᵀv − min zᵀv, in which an intercept-only move cancels — is
+below the truth (a move of the intercept alone by c moves every record's ratio, with range at least |c|).
+
+**Certificate.** T is a convex polygon: the hull of the box's projected corners (exact), cut by half-planes
+u·(a, b) ≤ h(u) whose h(u) is a certified support of the records' region in direction u (the model's
+``eta_extent``: box ∩ ellipsoid) — a superset of the records' image, so sup and inf over it bound the true
+ones. g is strictly increasing in b and decreasing in a (f' = σ(−t) ∈ (0, 1)), so from any interior point
+a move along (−1, 1) raises g and along (1, −1) lowers it: both extremes lie on the boundary. On an edge
+p(t) = p₀ + t(p₁ − p₀), t ∈ [0, 1], h(t) = g(p(t)) has |h''| ≤ (Δa² + Δb²)/4 (|f''| = σ(t)σ(−t) ≤ ¼), so
+on a grid of K equal steps max h ≤ max of the grid values + (Δa² + Δb²)/(32 K²) (a function with
+|h''| ≤ M is at most the larger end value plus M w²/8 on a step of width w), and min h likewise. The result
+is padded by a relative 1e-9 for floating point. Pure: no I/O, no randomness.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+F64 = npt.NDArray[np.float64]
+
+__all__ = ["GRID", "clip_halfplane", "convex_hull", "ratio_range"]
+
+GRID = 64  # steps per polygon edge (the curvature term is (Δa² + Δb²)/(32 · 64²))
+_PAD = 1e-9  # relative padding of a computed range (floating point of the polygon and of log σ)
+
+
+def convex_hull(points: npt.ArrayLike) -> F64:
+    """The convex hull of 2-D ``points`` (k, 2) as its vertices in counter-clockwise order (Andrew's
+    monotone chain; collinear points dropped; one or two vertices for a degenerate set)."""
+    pts = np.unique(np.asarray(points, dtype=np.float64).reshape(-1, 2), axis=0)  # sorted by (a, b)
+    if pts.shape[0] <= 2:
+        return pts
+
+    def half(seq: F64) -> list[F64]:
+        out: list[F64] = []
+        for p in seq:
+            while len(out) >= 2:
+                o, q = out[-2], out[-1]
+                if (q[0] - o[0]) * (p[1] - o[1]) - (q[1] - o[1]) * (p[0] - o[0]) > 0.0:
+                    break
+                out.pop()
+            out.append(p)
+        return out
+
+    lower, upper = half(pts), half(pts[::-1])
+    return np.asarray(lower[:-1] + upper[:-1], dtype=np.float64)
+
+
+def clip_halfplane(poly: F64, u: F64, h: float) -> F64:
+    """The convex polygon ``poly`` (k, 2; vertices in order) cut to {p : u·p ≤ h} (Sutherland-Hodgman for one
+    half-plane; empty (0, 2) when nothing is left)."""
+    if poly.shape[0] == 0:
+        return poly
+    s = poly @ u - h
+    if np.all(s <= 0.0):
+        return poly
+    out: list[F64] = []
+    k = poly.shape[0]
+    for i in range(k):
+        p, q, sp, sq = poly[i], poly[(i + 1) % k], s[i], s[(i + 1) % k]
+        if sp <= 0.0:
+            out.append(p)
+        if (sp < 0.0 < sq) or (sq < 0.0 < sp):
+            out.append(p + (sp / (sp - sq)) * (q - p))
+    return np.asarray(out, dtype=np.float64).reshape(-1, 2)
+
+
+def _log_sigmoid(t: F64) -> F64:
+    return np.asarray(-np.logaddexp(0.0, -t), dtype=np.float64)
+
+
+def _edge_extremes(poly: F64, grid: int) -> tuple[float, float]:
+    """(an upper bound of sup g, a lower bound of inf g) over the boundary of ``poly`` (module docstring)."""
+    if poly.shape[0] == 1:
+        v = float(_log_sigmoid(poly[:1, 1])[0] - _log_sigmoid(poly[:1, 0])[0])
+        return v, v
+    p0 = poly
+    p1 = np.roll(poly, -1, axis=0)
+    t = np.linspace(0.0, 1.0, grid + 1)
+    pts = p0[:, None, :] + t[None, :, None] * (p1 - p0)[:, None, :]  # (edges, grid + 1, 2)
+    g = _log_sigmoid(pts[..., 1]) - _log_sigmoid(pts[..., 0])
+    d = p1 - p0
+    curve = (d[:, 0] ** 2 + d[:, 1] ** 2) / (32.0 * grid**2)  # M w² / 8, M = (Δa² + Δb²)/4, w = 1/grid
+    return float(np.max(g.max(axis=1) + curve)), float(np.min(g.min(axis=1) - curve))
+
+
+def ratio_range(poly: npt.ArrayLike, grid: int = GRID) -> float:
+    """A certified upper bound of sup − inf of g(a, b) = log σ(b) − log σ(a) over T ∪ (−T), T the convex
+    polygon ``poly`` (vertices (k, 2) in order, k ≥ 1) of the points (η, η*) a record of outcome 1 can
+    take (outcome 0: their negatives): the replace-one range of a Bernoulli log-ratio (module docstring)."""
+    pg = np.asarray(poly, dtype=np.float64).reshape(-1, 2)
+    if pg.shape[0] == 0:
+        raise ValueError("the records' region is empty in the (eta, eta*) plane")
+    if not np.all(np.isfinite(pg)):
+        raise ValueError("the records' region must be finite in the (eta, eta*) plane")
+    hi1, lo1 = _edge_extremes(pg, grid)
+    hi0, lo0 = _edge_extremes(-pg, grid)
+    hi, lo = max(hi1, hi0), min(lo1, lo0)
+    scale = 1.0 + float(np.abs(pg).max())
+    return (hi - lo) + _PAD * scale
