@@ -9,10 +9,13 @@ import math
 import numpy as np
 import pytest
 
+from mechanisms.models.formula import FormulaModel
 from mechanisms.models.logistic import BayesLogistic
 from mechanisms.models.replace_range import clip_halfplane, convex_hull, ratio_range
 from mechanisms.samplers.requests import record_sensitivity, step_sensitivity
 from mechanisms.warmstart import Statistics, block_bounds, replace_one_blocks
+from tests.mechanisms.models.test_formula import STUDY_COLUMNS, _pairs
+from tests.mechanisms.models.test_formula import _records as formula_records
 
 BOX = BayesLogistic(p=4)
 ELL = BayesLogistic(
@@ -149,3 +152,26 @@ def test_warm_start_gram_block_replace_one_by_brute_force(what: str) -> None:
     assert diff <= r2 * (1 + 1e-12) and first <= r1 * (1 + 1e-12)
     assert diff > 0.6 * r2  # not vacuous
     assert math.isfinite(r2)
+
+
+@pytest.mark.parametrize(
+    "formula", ["y ~ age + C(sex) + age:creatinine", "y ~ age * creatinine + (1 | registry)"]
+)
+def test_formula_bernoulli_range_against_a_brute_force(formula: str) -> None:
+    """A formula model of the bernoulli family: the replace-one charge is at least max − min of the
+    log-ratio over the schema's corners and 3,000 interior records (both outcomes, every registry), between
+    the add-remove bound and twice it, and strictly below twice it on most pairs."""
+    model = FormulaModel(formula, "bernoulli", STUDY_COLUMNS)
+    rng = np.random.default_rng(11)
+    data = formula_records(model, rng)
+    data = {k: np.r_[v, v] for k, v in data.items()}
+    half = data["y"].size // 2
+    data["y"] = np.r_[np.ones(half), np.zeros(half)]
+    th, ts = _pairs(model, rng)
+    r = model.record_log_likelihood(data, ts) - model.record_log_likelihood(data, th)
+    truth = r.max(axis=1) - r.min(axis=1)
+    got = step_sensitivity(model, th, ts, "replace-one")
+    bound = np.asarray(model.record_ratio_bound(th, ts))
+    assert np.all(got >= truth * (1 - 1e-12)), (got - truth).min()
+    assert np.all(got >= bound * (1 - 1e-9)) and np.all(got <= 2 * bound * (1 + 1e-9))
+    assert np.mean(got < 2 * bound / 1.05) > 0.5
