@@ -395,6 +395,22 @@ PER_RUN_ROUNDS = 3
 AnyPlan = McmcPlan | BlockedPlan
 
 
+def warm_mu(exp: Experiment, model: Model) -> float:
+    """The warm start's μ for the target's view: [warm_start] mu (against the coordinator, add-remove) scaled
+    by √(m / r) for the coalition; for replace-one each release as the registries' ledgers charge it
+    (``mechanisms.warmstart.release_mu``: at most twice, the Gram blocks √2 times)."""
+    from coordinator.warm_start import warm_start_plan
+    from mechanisms.warmstart import release_mu
+
+    target, ws = exp.budget_target, exp.warm_start
+    assert target is not None and ws is not None
+    residual = exp.m - target.colluding
+    if target.neighbours == "add-remove":
+        return ws.mu * math.sqrt(exp.m / residual)
+    releases = warm_start_plan(ws, model, exp.m).releases()
+    return math.sqrt(sum(release_mu(r, model, residual, target.neighbours) ** 2 for r in releases))
+
+
 def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPlan:
     """The plan for ``exp``'s target given a Laplace approximation (pilot or DP); a blocked run's is
     :func:`plan_blocked_run`'s (:func:`any_plan`)."""
@@ -435,8 +451,7 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
             warm_inflate=warm_inflate,
         )
 
-    factor = 1.0 if target.neighbours == "add-remove" else 2.0
-    mu_warm = ws.mu * factor * math.sqrt(exp.m / residual)  # the warm start's μ for this view
+    mu_warm = warm_mu(exp, model)
 
     min_warmup = refit_warmup(model.d, chains) if exp.sampler.refit else 0
 
