@@ -24,7 +24,7 @@ import numpy as np
 
 from mechanisms.models.base import F64, Column, Data, as_batch
 from mechanisms.models.regression import GaussianPriorRegression
-from mechanisms.models.replace_range import clip_halfplane, convex_hull, ratio_range
+from mechanisms.models.replace_range import clip_halfplanes, convex_hull, ratio_range
 
 #: directions of the region's support cutting the box's projection when the covariate ellipsoid is set
 SUPPORT_DIRECTIONS = 32
@@ -139,9 +139,7 @@ class BayesLogistic(GaussianPriorRegression):
             poly = convex_hull(np.column_stack([a[i], dl[i]]))
             if cuts is not None:
                 normal, hi = cuts
-                for k in range(normal.shape[1]):
-                    h = float(hi[i, k])
-                    poly = clip_halfplane(poly, normal[i, k], h + 1e-9 * (1.0 + abs(h)))
+                poly = clip_halfplanes(poly, normal[i], hi[i] + 1e-9 * (1.0 + np.abs(hi[i])))
             if poly.shape[0] == 0:
                 out[i] = 2.0 * bound[i]
                 continue

@@ -40,13 +40,13 @@ _PAD = 1e-9  # relative padding of a computed range (floating point of the polyg
 
 def convex_hull(points: npt.ArrayLike) -> F64:
     """The convex hull of 2-D ``points`` (k, 2) as its vertices in counter-clockwise order (Andrew's
-    monotone chain; collinear points dropped; one or two vertices for a degenerate set)."""
-    pts = np.unique(np.asarray(points, dtype=np.float64).reshape(-1, 2), axis=0)  # sorted by (a, b)
-    if pts.shape[0] <= 2:
-        return pts
+    monotone chain on plain floats; collinear points dropped; one or two vertices for a degenerate set)."""
+    pts = sorted({(float(a), float(b)) for a, b in np.asarray(points, dtype=np.float64).reshape(-1, 2)})
+    if len(pts) <= 2:
+        return np.asarray(pts, dtype=np.float64).reshape(-1, 2)
 
-    def half(seq: F64) -> list[F64]:
-        out: list[F64] = []
+    def half(seq: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        out: list[tuple[float, float]] = []
         for p in seq:
             while len(out) >= 2:
                 o, q = out[-2], out[-1]
@@ -77,6 +77,31 @@ def clip_halfplane(poly: F64, u: F64, h: float) -> F64:
         if (sp < 0.0 < sq) or (sq < 0.0 < sp):
             out.append(p + (sp / (sp - sq)) * (q - p))
     return np.asarray(out, dtype=np.float64).reshape(-1, 2)
+
+
+def clip_halfplanes(poly: F64, normals: npt.ArrayLike, bounds: npt.ArrayLike) -> F64:
+    """``poly`` cut to {p : n_k·p ≤ h_k} for every row n_k of ``normals`` and h_k of ``bounds``, in order (the
+    same cuts as :func:`clip_halfplane`, on plain floats: a polygon has a few dozen vertices at most)."""
+    pts = [(float(a), float(b)) for a, b in np.asarray(poly, dtype=np.float64).reshape(-1, 2)]
+    nrm = np.asarray(normals, dtype=np.float64).reshape(-1, 2).tolist()
+    for (u0, u1), h in zip(nrm, np.asarray(bounds, dtype=np.float64).reshape(-1).tolist(), strict=True):
+        if not pts:
+            break
+        sv = [u0 * a + u1 * b - h for a, b in pts]
+        if max(sv) <= 0.0:
+            continue
+        out: list[tuple[float, float]] = []
+        k = len(pts)
+        for i in range(k):
+            (pa, pb), sp = pts[i], sv[i]
+            (qa, qb), sq = pts[(i + 1) % k], sv[(i + 1) % k]
+            if sp <= 0.0:
+                out.append((pa, pb))
+            if (sp < 0.0 < sq) or (sq < 0.0 < sp):
+                w = sp / (sp - sq)
+                out.append((pa + w * (qa - pa), pb + w * (qb - pb)))
+        pts = out
+    return np.asarray(pts, dtype=np.float64).reshape(-1, 2)
 
 
 def _log_sigmoid(t: F64) -> F64:
