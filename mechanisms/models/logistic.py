@@ -119,8 +119,9 @@ class BayesLogistic(GaussianPriorRegression):
         if 2**self.p > 1 << 16:
             return None
         v = st - th
-        grid = np.array(list(itertools.product((-self.x_bound, self.x_bound), repeat=self.p)))
-        corners = np.hstack([np.ones((grid.shape[0], 1)), grid.reshape(-1, self.p)])
+        signs = list(itertools.product((-self.x_bound, self.x_bound), repeat=self.p))
+        grid = np.array(signs, dtype=np.float64).reshape(2**self.p, self.p)
+        corners = np.hstack([np.ones((2**self.p, 1)), grid])
         a, dl = th @ corners.T, v @ corners.T  # (proposals, corners): η and Δη at the box's corners
         ell = self.ellipsoid
         cuts = None

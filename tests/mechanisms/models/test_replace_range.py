@@ -175,3 +175,11 @@ def test_formula_bernoulli_range_against_a_brute_force(formula: str) -> None:
     assert np.all(got >= truth * (1 - 1e-12)), (got - truth).min()
     assert np.all(got >= bound * (1 - 1e-9)) and np.all(got <= 2 * bound * (1 + 1e-9))
     assert np.mean(got < 2 * bound / 1.05) > 0.5
+
+
+def test_without_covariates_the_range_is_the_intercept_move() -> None:
+    """p = 0: the only records are y = 0 and y = 1, whose log-ratios differ by exactly Δβ_0, the add-remove
+    bound; a step that does not move keeps 0."""
+    model = BayesLogistic(p=0)
+    theta, star = np.array([[0.3], [1.0]]), np.array([[0.5], [1.0]])
+    np.testing.assert_allclose(step_sensitivity(model, theta, star, "replace-one"), [0.2, 0.0], atol=1e-12)
