@@ -752,19 +752,20 @@ class FormulaModel(Model):
         add-remove bound B and 2B (the truth is at least B: r(x, 1) − r(x, 0) = Δη)."""
         if self.family != "bernoulli":
             return None
-        from mechanisms.models.replace_range import convex_hull, ratio_range
+        from mechanisms.models.replace_range import convex_hull, ratio_ranges
 
         _, b0, u0 = self._split(theta)
         _, b1, u1 = self._split(theta_star)
         bound = np.asarray(self.record_ratio_bound(theta, theta_star), dtype=np.float64)
         a, b = b0 @ self.parsed.corners.T, b1 @ self.parsed.corners.T  # (proposals, corners)
-        out = np.empty(a.shape[0])
+        polys = []
         for i in range(a.shape[0]):
             ai, bi = a[i], b[i]
             if u0 is not None and u1 is not None:
                 ai = (ai[:, None] + u0[i][None, :]).ravel()
                 bi = (bi[:, None] + u1[i][None, :]).ravel()
-            out[i] = ratio_range(convex_hull(np.column_stack([ai, bi])))
+            polys.append(convex_hull(np.column_stack([ai, bi])))
+        out = ratio_ranges(polys)
         return np.asarray(np.maximum(bound, np.minimum(2.0 * bound, out)), dtype=np.float64)
 
     def record_loglik_range(self, theta: F64) -> F64 | None:

@@ -24,7 +24,7 @@ import numpy as np
 
 from mechanisms.models.base import F64, Column, Data, as_batch
 from mechanisms.models.regression import GaussianPriorRegression
-from mechanisms.models.replace_range import clip_halfplanes, convex_hull, ratio_range
+from mechanisms.models.replace_range import clip_halfplanes, convex_hull, ratio_ranges
 
 #: directions of the region's support cutting the box's projection when the covariate ellipsoid is set
 SUPPORT_DIRECTIONS = 32
@@ -126,25 +126,35 @@ class BayesLogistic(GaussianPriorRegression):
         ell = self.ellipsoid
         cuts = None
         if ell is not None and self.p:
-            ra = np.maximum(a.max(axis=1) - a.min(axis=1), 1e-300)[:, None, None]
-            rd = np.maximum(dl.max(axis=1) - dl.min(axis=1), 1e-300)[:, None, None]
+            ra, rd = a.max(axis=1) - a.min(axis=1), dl.max(axis=1) - dl.min(axis=1)
+            top = np.maximum(np.maximum(ra, rd), 1e-12)  # an axis of no extent (a step of the intercept
+            ra = np.maximum(ra, 1e-9 * top)[:, None, None]  # alone): scaled as a billionth of the other
+            rd = np.maximum(rd, 1e-9 * top)[:, None, None]
             ang = np.linspace(0.0, 2.0 * math.pi, SUPPORT_DIRECTIONS, endpoint=False)
             u = np.column_stack([np.cos(ang), np.sin(ang)])[None, :, :]  # (1, directions, 2)
             normal = np.concatenate([u[..., :1] / ra, u[..., 1:] / rd], axis=2)  # (proposals, dirs, 2)
             w = normal[..., :1] * th[:, None, :] + normal[..., 1:] * v[:, None, :]  # (proposals, dirs, d)
             flat = w.reshape(-1, self.d)
             _, hi = self.eta_extent(flat[:, 0], flat[:, 1:])
-            cuts = (normal, np.asarray(hi, dtype=np.float64).reshape(th.shape[0], -1))
-        out = np.empty(th.shape[0])
+            h = np.asarray(hi, dtype=np.float64).reshape(th.shape[0], -1)
+            h = h + 1e-9 * (1.0 + np.abs(h))
+            # a half-plane every corner satisfies holds the hull and every cut of it: skipped
+            at_corners = np.einsum("nkc,ndc->nkd", np.stack([a, dl], axis=2), normal)  # (proposals, k, dirs)
+            # and one whose normal in (η, η*) = (a, a + d), (n_a − n_d, n_d), has components of one sign faces
+            # no extreme of g (g rises with η* and falls with η): left out, the cut set only grows (valid)
+            faces = (normal[..., 0] - normal[..., 1]) * normal[..., 1] < 0.0
+            finite = np.isfinite(h) & np.all(np.isfinite(normal), axis=2)  # a cut left out only grows the set
+            cuts = (normal, h, np.any(at_corners > h[:, None, :], axis=1) & faces & finite)
+        polys, empty = [], np.zeros(th.shape[0], dtype=bool)
         for i in range(th.shape[0]):
             poly = convex_hull(np.column_stack([a[i], dl[i]]))
             if cuts is not None:
-                normal, hi = cuts
-                poly = clip_halfplanes(poly, normal[i], hi[i] + 1e-9 * (1.0 + np.abs(hi[i])))
-            if poly.shape[0] == 0:
-                out[i] = 2.0 * bound[i]
-                continue
-            out[i] = ratio_range(np.column_stack([poly[:, 0], poly[:, 0] + poly[:, 1]]))
+                normal, h, active = cuts
+                poly = clip_halfplanes(poly, normal[i][active[i]], h[i][active[i]])
+            if poly.shape[0] == 0:  # nothing left (rounding): the region's image is not known, keep 2B
+                empty[i], poly = True, np.zeros((1, 2))
+            polys.append(np.column_stack([poly[:, 0], poly[:, 0] + poly[:, 1]]))
+        out = np.where(empty, 2.0 * bound, ratio_ranges(polys))
         return np.asarray(np.maximum(bound, np.minimum(2.0 * bound, out)), dtype=np.float64)
 
     def record_loglik_range(self, theta: F64) -> F64 | None:

@@ -27,6 +27,8 @@ is padded by a relative 1e-9 for floating point. Pure: no I/O, no randomness.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
@@ -82,7 +84,7 @@ def clip_halfplane(poly: F64, u: F64, h: float) -> F64:
 def clip_halfplanes(poly: F64, normals: npt.ArrayLike, bounds: npt.ArrayLike) -> F64:
     """``poly`` cut to {p : n_k·p ≤ h_k} for every row n_k of ``normals`` and h_k of ``bounds``, in order (the
     same cuts as :func:`clip_halfplane`, on plain floats: a polygon has a few dozen vertices at most)."""
-    pts = [(float(a), float(b)) for a, b in np.asarray(poly, dtype=np.float64).reshape(-1, 2)]
+    pts: list[list[float]] = np.asarray(poly, dtype=np.float64).reshape(-1, 2).tolist()
     nrm = np.asarray(normals, dtype=np.float64).reshape(-1, 2).tolist()
     for (u0, u1), h in zip(nrm, np.asarray(bounds, dtype=np.float64).reshape(-1).tolist(), strict=True):
         if not pts:
@@ -90,16 +92,13 @@ def clip_halfplanes(poly: F64, normals: npt.ArrayLike, bounds: npt.ArrayLike) ->
         sv = [u0 * a + u1 * b - h for a, b in pts]
         if max(sv) <= 0.0:
             continue
-        out: list[tuple[float, float]] = []
-        k = len(pts)
-        for i in range(k):
-            (pa, pb), sp = pts[i], sv[i]
-            (qa, qb), sq = pts[(i + 1) % k], sv[(i + 1) % k]
+        out: list[list[float]] = []
+        for (pa, pb), sp, (qa, qb), sq in zip(pts, sv, pts[1:] + pts[:1], sv[1:] + sv[:1], strict=True):
             if sp <= 0.0:
-                out.append((pa, pb))
+                out.append([pa, pb])
             if (sp < 0.0 < sq) or (sq < 0.0 < sp):
                 w = sp / (sp - sq)
-                out.append((pa + w * (qa - pa), pb + w * (qb - pb)))
+                out.append([pa + w * (qa - pa), pb + w * (qb - pb)])
         pts = out
     return np.asarray(pts, dtype=np.float64).reshape(-1, 2)
 
@@ -108,32 +107,33 @@ def _log_sigmoid(t: F64) -> F64:
     return np.asarray(-np.logaddexp(0.0, -t), dtype=np.float64)
 
 
-def _edge_extremes(poly: F64, grid: int) -> tuple[float, float]:
-    """(an upper bound of sup g, a lower bound of inf g) over the boundary of ``poly`` (module docstring)."""
-    if poly.shape[0] == 1:
-        v = float(_log_sigmoid(poly[:1, 1])[0] - _log_sigmoid(poly[:1, 0])[0])
-        return v, v
-    p0 = poly
-    p1 = np.roll(poly, -1, axis=0)
+def ratio_ranges(polys: Sequence[npt.ArrayLike], grid: int = GRID) -> F64:
+    """:func:`ratio_range` of each polygon, evaluated together (each padded to the most vertices by
+    repeating its last vertex: the extra edges have length 0 and add their vertex's value only)."""
+    pgs = [np.asarray(pg, dtype=np.float64).reshape(-1, 2) for pg in polys]
+    if not pgs:
+        return np.zeros(0)
+    if any(pg.shape[0] == 0 for pg in pgs):
+        raise ValueError("the records' region is empty in the (eta, eta*) plane")
+    k = max(pg.shape[0] for pg in pgs)
+    p0 = np.stack([np.vstack([pg, np.repeat(pg[-1:], k - pg.shape[0], axis=0)]) for pg in pgs])  # (n, k, 2)
+    if not np.all(np.isfinite(p0)):
+        raise ValueError("the records' region must be finite in the (eta, eta*) plane")
+    p0 = np.concatenate([p0, -p0], axis=1)  # outcome 1's points, then outcome 0's (their negatives)
+    p1 = np.concatenate([np.roll(p0[:, :k], -1, axis=1), np.roll(p0[:, k:], -1, axis=1)], axis=1)
     t = np.linspace(0.0, 1.0, grid + 1)
-    pts = p0[:, None, :] + t[None, :, None] * (p1 - p0)[:, None, :]  # (edges, grid + 1, 2)
-    g = _log_sigmoid(pts[..., 1]) - _log_sigmoid(pts[..., 0])
     d = p1 - p0
-    curve = (d[:, 0] ** 2 + d[:, 1] ** 2) / (32.0 * grid**2)  # M w² / 8, M = (Δa² + Δb²)/4, w = 1/grid
-    return float(np.max(g.max(axis=1) + curve)), float(np.min(g.min(axis=1) - curve))
+    pts = p0[:, :, None, :] + t[None, None, :, None] * d[:, :, None, :]  # (n, 2k edges, grid + 1, 2)
+    g = _log_sigmoid(pts[..., 1]) - _log_sigmoid(pts[..., 0])
+    curve = (d[..., 0] ** 2 + d[..., 1] ** 2) / (32.0 * grid**2)  # M w² / 8, M = (Δa² + Δb²)/4, w = 1/grid
+    hi = np.max(g.max(axis=2) + curve, axis=1)
+    lo = np.min(g.min(axis=2) - curve, axis=1)
+    scale = 1.0 + np.abs(p0).max(axis=(1, 2))
+    return np.asarray((hi - lo) + _PAD * scale, dtype=np.float64)
 
 
 def ratio_range(poly: npt.ArrayLike, grid: int = GRID) -> float:
     """A certified upper bound of sup − inf of g(a, b) = log σ(b) − log σ(a) over T ∪ (−T), T the convex
     polygon ``poly`` (vertices (k, 2) in order, k ≥ 1) of the points (η, η*) a record of outcome 1 can
     take (outcome 0: their negatives): the replace-one range of a Bernoulli log-ratio (module docstring)."""
-    pg = np.asarray(poly, dtype=np.float64).reshape(-1, 2)
-    if pg.shape[0] == 0:
-        raise ValueError("the records' region is empty in the (eta, eta*) plane")
-    if not np.all(np.isfinite(pg)):
-        raise ValueError("the records' region must be finite in the (eta, eta*) plane")
-    hi1, lo1 = _edge_extremes(pg, grid)
-    hi0, lo0 = _edge_extremes(-pg, grid)
-    hi, lo = max(hi1, hi0), min(lo1, lo0)
-    scale = 1.0 + float(np.abs(pg).max())
-    return (hi - lo) + _PAD * scale
+    return float(ratio_ranges([poly], grid)[0])
