@@ -11,6 +11,8 @@ Two routes a registry could take instead of the Rényi filter, both computed her
   directions). :func:`at_cap_eps` composes T of them with the warm start's Gaussian by PLD
   (``composition.composed_eps``) and gives the Gaussian at the cap beside it (an upper bound: Z adds Exp(1)
   to the Gaussian).
+- the accept bit's Rényi bound over the Gaussian's at a few Δ ≤ the cap and orders (what the PLD route
+  cannot see);
 - **the optimal conversion of the filter's one Rényi point**: the filter guarantees (α, B)-RDP at its one
   order; the smallest δ at ε any pair with D_α ≤ B can have is attained by a pair of Bernoullis (the
   Neyman-Pearson set of any pair is a binary post-processing with the same hockey-stick divergence and no
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import math
 
+import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
 from mechanisms.privacy.additive import ExGaussianNoise, additive_noise_delta
@@ -35,7 +38,8 @@ from mechanisms.privacy.composition import composed_eps
 from mechanisms.privacy.conversions import gdp_eps
 from mechanisms.privacy.events import GaussianEvent, ProfileEvent
 from mechanisms.privacy.profile import PrivacyProfile
-from mechanisms.privacy.renyi import budget_order, rdp_eps
+from mechanisms.privacy.renyi import bit_rdp_table, budget_order, rdp_eps
+from mechanisms.privacy.reveal_sign import PenaltyAcceptance
 
 
 def at_cap_eps(decisions: int, cap: float, s: float, warm_mu: float, delta: float) -> tuple[float, float]:
@@ -89,6 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eps", type=float, help="a Renyi filter's epsilon: also its point's optimal conversion")
     ap.add_argument("--alpha", type=float, help="the filter's order (default: the one its budget fixes)")
     args = ap.parse_args(argv)
+    orders = (2.0, 3.0, 4.0, 6.0, 8.0)
+    table = bit_rdp_table(PenaltyAcceptance(args.sd), args.cap, orders)
+    for d in (args.cap / 4, args.cap / 2, args.cap):
+        ratio = table.rho(np.array([d]))[0] / (np.asarray(orders) * d**2 / (2.0 * args.sd**2))
+        print(
+            f"the accept bit's Renyi bound at Delta = {d:.3g} over the Gaussian's, orders "
+            f"{', '.join(f'{a:g}' for a in orders)}: {', '.join(f'{x:.3f}' for x in ratio)}"
+        )
     for delta in (float(x) for x in args.delta.split(",")):
         pld, gauss = at_cap_eps(args.decisions, args.cap, args.sd, args.warm_mu, delta)
         print(
