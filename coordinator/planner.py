@@ -395,6 +395,22 @@ PER_RUN_ROUNDS = 3
 AnyPlan = McmcPlan | BlockedPlan
 
 
+def warm_mu(exp: Experiment, model: Model) -> float:
+    """The warm start's μ for the target's view: [warm_start] mu (against the coordinator, add-remove) scaled
+    by √(m / r) for the coalition; for replace-one each release as the registries' ledgers charge it
+    (``mechanisms.warmstart.release_mu``: at most twice, the Gram blocks √2 times)."""
+    from coordinator.warm_start import warm_start_plan
+    from mechanisms.warmstart import release_mu
+
+    target, ws = exp.budget_target, exp.warm_start
+    assert target is not None and ws is not None
+    residual = exp.m - target.colluding
+    if target.neighbours == "add-remove":
+        return ws.mu * math.sqrt(exp.m / residual)
+    releases = warm_start_plan(ws, model, exp.m).releases()
+    return math.sqrt(sum(release_mu(r, model, residual, target.neighbours) ** 2 for r in releases))
+
+
 def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPlan:
     """The plan for ``exp``'s target given a Laplace approximation (pilot or DP); a blocked run's is
     :func:`plan_blocked_run`'s (:func:`any_plan`)."""
@@ -435,8 +451,7 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
             warm_inflate=warm_inflate,
         )
 
-    factor = 1.0 if target.neighbours == "add-remove" else 2.0
-    mu_warm = ws.mu * factor * math.sqrt(exp.m / residual)  # the warm start's μ for this view
+    mu_warm = warm_mu(exp, model)
 
     min_warmup = refit_warmup(model.d, chains) if exp.sampler.refit else 0
 
@@ -705,11 +720,14 @@ def other_readings(
     """The run's privacy in the views beside each registry's own, for its statement's other readings: its
     ledger charges this run with Gaussian events whose μ is Δ √m / (sd √r) (decisions) or Δ / (sd √r)
     (warm-start releases), r = m - q the registries whose noise the coalition does not know, so another
-    coalition size q' scales every μ by √(r / r') exactly, and replace-one doubles every Δ of these models
-    (their c is twice their bound: no ``record_ratio_range``). Recomputed from the registry's own charges of
-    this run, for the q and the neighbour relation their labels say they were computed for (none when they do
-    not say, or differ); each reading says its view and how it was read. For a registry whose decisions were
-    charged per decision with the accept bit's Rényi bound (a Rényi filter, reveal sign) the reading for a
+    coalition size q' scales every μ by √(r / r') exactly, and replace-one at most doubles every Δ of these
+    models (their c is twice their bound: no ``record_ratio_range``) and never charges one below its
+    add-remove Δ (a tight replace-one range is at least the bound, ``record_replace_range``; a warm start's
+    Gram block is charged √2 times its add-remove bound): an add-remove reading of replace-one charges is
+    therefore read at the same μ. Recomputed from the registry's own charges of this run, for the q and the
+    neighbour relation their labels say they were computed for (none when they do not say, or differ); each
+    reading says its view and how it was read. For a registry whose decisions were charged per decision
+    with the accept bit's Rényi bound (a Rényi filter, reveal sign) the reading for a
     coalition that still sees only the bit is that bound with the noise it leaves unknown, at the registry's
     order (``mechanisms.privacy.charge.coalition_rdp``: each batch's charge times the largest ratio of the
     two views' bounds over Δ <= the cap; issue 35 item 3.5) or the GDP reading, the smaller (both hold; at the
@@ -759,7 +777,9 @@ def other_readings(
                     f"do not know ({bits}): {eps_r:.4g}, and the GDP reading: {eps_q:.4g}"
                 )
         other = "replace-one" if neighbours == "add-remove" else "add-remove"
-        mu_n = mu * (2.0 if other == "replace-one" else 0.5)
+        # replace-one charges each Δ at most twice and at least once its add-remove one (a range of a
+        # log-ratio is at least its bound; a warm start's Gram block √2 times it): x2 one way, x1 the other
+        mu_n = mu * (2.0 if other == "replace-one" else 1.0)
         eps_n = gdp_eps(mu_n, delta)
         readings.append(f"{what} for {other} neighbours: epsilon = {eps_n:.4g} at delta = {delta:.3g}")
         out[pid] = readings

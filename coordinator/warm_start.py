@@ -5,7 +5,7 @@ reveal mode ``sum``, the DP Laplace approximation, and what the MCMC then starts
 
     [warm_start]
     mu = 0.3              # its GDP budget against the coordinator for add-remove neighbours (each registry
-                          # charges its own view: more for a coalition it assumes, twice for replace-one)
+                          # charges its own view: more for a coalition it assumes, <= twice for replace-one)
     steps = 5             # Fisher-scoring steps: a score release first and last, gradients between
     clip = 4.0            # L2 bound on each record's score (a modelling choice of the warm start only)
     ellipsoid = 0.99      # first a moments release, then the covariates' public ellipsoid keeps this share

@@ -36,9 +36,10 @@ Privacy (per registry, for its neighbour relation and the coalition it assumes):
 N(0, sd²) to each coordinate of the first block (Σ v or Σ s) of its own sum and N(0, sd2²) to each of the
 second (the vech of the Gram matrix), so a coalition that knows q registries' noise still faces (m − q)
 times those variances, and the release is the Gaussian mechanism with μ = √((Δ₁/sd)² + (Δ₂/sd2)²) / √(m − q),
-Δ₁, Δ₂ the blocks' L2 sensitivities (max ‖z‖ and ‖vech(z zᵀ)‖, or C and C², for add-remove; twice those for
-replace-one) — :func:`release_mu`. Two noise scales let the Gram block, which needs little relative
-precision, carry much more noise than the gradient. Releases compose with each
+Δ₁, Δ₂ the blocks' L2 sensitivities (max ‖z‖ and ‖vech(z zᵀ)‖, or C and C², for add-remove; for replace-one
+twice the first and at most √2 times the Gram block's, a difference of two rank-one positive semi-definite
+matrices: :func:`replace_one_blocks`) — :func:`release_mu`. Two noise scales let the Gram block, which needs
+little relative precision, carry much more noise than the gradient. Releases compose with each
 other and with the MCMC's per-decision charges in the same GDP ledger (exact for Gaussians, valid under
 adaptive choice as a GDP filter).
 
@@ -80,6 +81,7 @@ __all__ = [
     "prior_precision",
     "record_vectors",
     "release_mu",
+    "replace_one_blocks",
     "run_warm_start",
     "secant_update",
     "unpack",
@@ -271,17 +273,36 @@ def block_bounds(stats: Statistics, model: Model) -> tuple[float, float]:
     return math.sqrt(reg.p * b2), b2 * math.sqrt(reg.p * (reg.p + 1) / 2.0)
 
 
+def replace_one_blocks(stats: Statistics, model: Model) -> tuple[float, float]:
+    """The blocks' replace-one L2 sensitivities (issue 35 item 3.4): the first block twice its add-remove
+    bound Δ₁ (reached: a record and its mirror image); the Gram block vech(s sᵀ) of a rank-one positive
+    semi-definite matrix √2 Δ₂, not 2Δ₂: for A = s sᵀ, B = s' s'ᵀ, vech A · vech B = (⟨A, B⟩_F + Σ_k A_kk
+    B_kk)/2 ≥ 0, so ‖vech A − vech B‖² ≤ ‖vech A‖² + ‖vech B‖² ≤ 2Δ₂². For the moments' Gram block over the
+    box |z_k| ≤ b also entry by entry: a diagonal z_k² moves by at most b², an off-diagonal z_k z_l by 2b², so
+    ‖Δ vech‖ ≤ b² √(p + 2p(p − 1)) (the smaller for p ≤ 2); the smaller of the two. The sup of the two
+    blocks' sum is at most the sum of their sups, so μ stays valid."""
+    d1, d2 = block_bounds(stats, model)
+    r2 = math.sqrt(2.0) * d2
+    if stats.what == "moments":
+        reg = _covariate_model(model)
+        r2 = min(r2, reg.x_bound**2 * math.sqrt(reg.p + 2.0 * reg.p * (reg.p - 1)))
+    return 2.0 * d1, r2
+
+
 def release_mu(stats: Statistics, model: Model, residual_parties: int, neighbours: str) -> float:
     """GDP μ of one release for a registry whose assumed coalition leaves ``residual_parties`` registries'
-    noise unknown: √((Δ₁/sd)² + (Δ₂/sd2)²)/√r, Δ the block bounds (add-remove) or twice them (replace-one)."""
+    noise unknown: √((Δ₁/sd)² + (Δ₂/sd2)²)/√r, Δ the block bounds (add-remove) or their replace-one
+    sensitivities (:func:`replace_one_blocks`: 2Δ₁ and at most √2 Δ₂)."""
     if residual_parties < 1:
         raise ValueError("at least one registry's noise must be unknown to the coalition")
-    factor = {"add-remove": 1.0, "replace-one": 2.0}.get(neighbours)
-    if factor is None:
+    if neighbours == "add-remove":
+        d1, d2 = block_bounds(stats, model)
+    elif neighbours == "replace-one":
+        d1, d2 = replace_one_blocks(stats, model)
+    else:
         raise ValueError(f"neighbours must be 'add-remove' or 'replace-one', got {neighbours!r}")
-    d1, d2 = block_bounds(stats, model)
     # a gradient release has no Gram block (d2 = 0)
-    return factor * math.hypot(d1 / stats.sd, d2 / stats.sd2) / math.sqrt(residual_parties)
+    return math.hypot(d1 / stats.sd, d2 / stats.sd2) / math.sqrt(residual_parties)
 
 
 def covariate_moments(model: Model, data: Data) -> F64:

@@ -16,6 +16,8 @@ A model is public code with public hyperparameters. It owns:
   allows of |r(x) − r(x')|, r(x) = log p(x | θ*) − log p(x | θ): how much one replaced record moves ℓ_j,
   never more than 2 × ``record_ratio_bound``. A model that gives it has the penalty use it as c(θ, θ*)
   (``mechanisms.samplers.requests.record_sensitivity``); ``None`` (the default): c = 2 × the bound;
+* ``record_replace_range(theta, theta_star)`` (optional): the same sup, certified and tighter than
+  2 × the bound, for the replace-one privacy charge only (the penalty's c and its cap are unchanged);
 * ``max_log_likelihood(data)``: sup_θ log p(X | θ) for a party's own records (the party's private
   rejection-sampling bound log M_j; it never leaves the party).
 
@@ -288,6 +290,13 @@ class Model(ABC):
     def record_ratio_range(self, theta: F64, theta_star: F64) -> F64 | None:
         """Public bound on |r(x) − r(x')| over every x, x' the schema allows, per proposal (None: use 2 × the
         bound), r(x) = log p(x | θ*) − log p(x | θ)."""
+        return None
+
+    def record_replace_range(self, theta: F64, theta_star: F64) -> F64 | None:
+        """A certified bound on sup over allowed records x, x' of |r(x) − r(x')| per proposal, between the
+        add-remove bound and 2 × it, used only by the replace-one privacy charge
+        (``requests.step_sensitivity``), never as the penalty's c(θ, θ*) (the sampler is unchanged). None
+        (the default): the charge is c(θ, θ*)."""
         return None
 
     def max_log_likelihood(self, data: Data) -> float | None:

@@ -743,6 +743,31 @@ class FormulaModel(Model):
         level = np.maximum(2.0 * self._bound(y, 2) - lo, hi - 2.0 * self._bound(y, 1))
         return np.asarray(d * level / (2.0 * float(self.sigma) ** 2), dtype=np.float64)  # type: ignore[arg-type]
 
+    def record_replace_range(self, theta: F64, theta_star: F64) -> F64 | None:
+        """bernoulli only: the replace-one range of a record's log-ratio (``mechanisms.models.replace_range``)
+        over the points (η, η*) of the allowed records, which lie in the hull of the design's corners'
+        points (the design is multilinear in the numeric columns: a record's row is a convex combination of
+        the corners' rows with the same weights for β and β*), shifted by each registry's (u_j, u*_j) with
+        the random intercept (the union over registries: a superset of each one's). Kept between the
+        add-remove bound B and 2B (the truth is at least B: r(x, 1) − r(x, 0) = Δη)."""
+        if self.family != "bernoulli":
+            return None
+        from mechanisms.models.replace_range import convex_hull, ratio_ranges
+
+        _, b0, u0 = self._split(theta)
+        _, b1, u1 = self._split(theta_star)
+        bound = np.asarray(self.record_ratio_bound(theta, theta_star), dtype=np.float64)
+        a, b = b0 @ self.parsed.corners.T, b1 @ self.parsed.corners.T  # (proposals, corners)
+        polys = []
+        for i in range(a.shape[0]):
+            ai, bi = a[i], b[i]
+            if u0 is not None and u1 is not None:
+                ai = (ai[:, None] + u0[i][None, :]).ravel()
+                bi = (bi[:, None] + u1[i][None, :]).ravel()
+            polys.append(convex_hull(np.column_stack([ai, bi])))
+        out = ratio_ranges(polys)
+        return np.asarray(np.maximum(bound, np.minimum(2.0 * bound, out)), dtype=np.float64)
+
     def record_loglik_range(self, theta: F64) -> F64 | None:
         """bernoulli only: log p(y | η) over the allowed records has a range of sup |η| (as the built-in
         logistic model); the other families have none here (rejection sampling under a budget refuses)."""

@@ -16,6 +16,7 @@ public bounds.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -23,6 +24,10 @@ import numpy as np
 
 from mechanisms.models.base import F64, Column, Data, as_batch
 from mechanisms.models.regression import GaussianPriorRegression
+from mechanisms.models.replace_range import clip_halfplanes, convex_hull, ratio_ranges
+
+#: directions of the region's support cutting the box's projection when the covariate ellipsoid is set
+SUPPORT_DIRECTIONS = 32
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,57 @@ class BayesLogistic(GaussianPriorRegression):
         """sup over allowed records of |Δη| (log σ is 1-Lipschitz): over the box, or box ∩ ellipsoid."""
         delta = as_batch(theta_star, self.d) - as_batch(theta, self.d)
         return self.eta_change_bound(delta[:, 0], delta[:, 1:])
+
+    def record_replace_range(self, theta: F64, theta_star: F64) -> F64 | None:
+        """The replace-one range of a record's log-ratio over the box (∩ the ellipsoid), per proposal
+        (:mod:`mechanisms.models.replace_range`): the records' points (η, Δη) in the hull of the box's
+        projected corners, cut with the ellipsoid by the region's certified supports in
+        :data:`SUPPORT_DIRECTIONS` directions (spread evenly after scaling both axes to the box's extents:
+        the set is a thin sliver when the step is small), then mapped to (η, η*) = (η, η + Δη). Kept between
+        the add-remove bound B (the truth is never below it: r(x, 1) − r(x, 0) = Δη) and 2B. None past 2^16
+        corners (the charge keeps 2B)."""
+        th, st = as_batch(theta, self.d), as_batch(theta_star, self.d)
+        bound = np.asarray(self.record_ratio_bound(th, st), dtype=np.float64)
+        if 2**self.p > 1 << 16:
+            return None
+        v = st - th
+        signs = list(itertools.product((-self.x_bound, self.x_bound), repeat=self.p))
+        grid = np.array(signs, dtype=np.float64).reshape(2**self.p, self.p)
+        corners = np.hstack([np.ones((2**self.p, 1)), grid])
+        a, dl = th @ corners.T, v @ corners.T  # (proposals, corners): η and Δη at the box's corners
+        ell = self.ellipsoid
+        cuts = None
+        if ell is not None and self.p:
+            ra, rd = a.max(axis=1) - a.min(axis=1), dl.max(axis=1) - dl.min(axis=1)
+            top = np.maximum(np.maximum(ra, rd), 1e-12)  # an axis of no extent (a step of the intercept
+            ra = np.maximum(ra, 1e-9 * top)[:, None, None]  # alone): scaled as a billionth of the other
+            rd = np.maximum(rd, 1e-9 * top)[:, None, None]
+            ang = np.linspace(0.0, 2.0 * math.pi, SUPPORT_DIRECTIONS, endpoint=False)
+            u = np.column_stack([np.cos(ang), np.sin(ang)])[None, :, :]  # (1, directions, 2)
+            normal = np.concatenate([u[..., :1] / ra, u[..., 1:] / rd], axis=2)  # (proposals, dirs, 2)
+            w = normal[..., :1] * th[:, None, :] + normal[..., 1:] * v[:, None, :]  # (proposals, dirs, d)
+            flat = w.reshape(-1, self.d)
+            _, hi = self.eta_extent(flat[:, 0], flat[:, 1:])
+            h = np.asarray(hi, dtype=np.float64).reshape(th.shape[0], -1)
+            h = h + 1e-9 * (1.0 + np.abs(h))
+            # a half-plane every corner satisfies holds the hull and every cut of it: skipped
+            at_corners = np.einsum("nkc,ndc->nkd", np.stack([a, dl], axis=2), normal)  # (proposals, k, dirs)
+            # and one whose normal in (η, η*) = (a, a + d), (n_a − n_d, n_d), has components of one sign faces
+            # no extreme of g (g rises with η* and falls with η): left out, the cut set only grows (valid)
+            faces = (normal[..., 0] - normal[..., 1]) * normal[..., 1] < 0.0
+            finite = np.isfinite(h) & np.all(np.isfinite(normal), axis=2)  # a cut left out only grows the set
+            cuts = (normal, h, np.any(at_corners > h[:, None, :], axis=1) & faces & finite)
+        polys, empty = [], np.zeros(th.shape[0], dtype=bool)
+        for i in range(th.shape[0]):
+            poly = convex_hull(np.column_stack([a[i], dl[i]]))
+            if cuts is not None:
+                normal, h, active = cuts
+                poly = clip_halfplanes(poly, normal[i][active[i]], h[i][active[i]])
+            if poly.shape[0] == 0:  # nothing left (rounding): the region's image is not known, keep 2B
+                empty[i], poly = True, np.zeros((1, 2))
+            polys.append(np.column_stack([poly[:, 0], poly[:, 0] + poly[:, 1]]))
+        out = np.where(empty, 2.0 * bound, ratio_ranges(polys))
+        return np.asarray(np.maximum(bound, np.minimum(2.0 * bound, out)), dtype=np.float64)
 
     def record_loglik_range(self, theta: F64) -> F64 | None:
         """H = |β_0| + x_bound Σ_k |β_k| bounds |η| over the schema, and log p(y | x, β) = −log(1 + e^{∓η})

@@ -75,7 +75,7 @@ from hss.randomness import SecureRandom
 from mechanisms.models.base import F64, Data, Model
 from mechanisms.models.hierarchy import RandomIntercept, SharedModel
 from mechanisms.samplers.penalty import penalty_acceptance
-from mechanisms.samplers.requests import step_sensitivity
+from mechanisms.samplers.requests import record_sensitivity, step_sensitivity
 
 PARAMETERISATIONS = ("auto", "centred", "non-centred")
 LOG_2PI = math.log(2.0 * math.pi)
@@ -489,6 +489,9 @@ def local_step_sensitivity(model: Model, max_step: float, neighbours: str = "rep
     theta = shared.held_coordinates(np.zeros((1, shared.d)))
     star = theta.copy()
     star[:, list(shared.hierarchy.z)] = max_step
+    if neighbours == "replace-one":  # c, not the model's replace-one range: that one holds at the probe's
+        # level of η only, and the registry's effect is an offset it does not see
+        return float(record_sensitivity(model, theta, star)[0])
     return float(step_sensitivity(model, theta, star, neighbours)[0])
 
 

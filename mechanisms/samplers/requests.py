@@ -216,12 +216,16 @@ def step_sensitivity(
     b: float | None = None,
 ) -> F64:
     """Δ(θ, θ*) per decision: the most one record can move a registry's log-ratio ℓ_j under the registry's
-    neighbour relation. ``"replace-one"``: c(θ, θ*) of :func:`record_sensitivity`. ``"add-remove"``: the
+    neighbour relation. ``"replace-one"``: c(θ, θ*) of :func:`record_sensitivity`, or the model's certified
+    ``record_replace_range`` when it has one and it is smaller (a charge only: c and its cap are the
+    sampler's and stay as they are). ``"add-remove"``: the
     model's public bound on |r(x)| itself (a record added or removed moves ℓ_j by r(x)), or b‖θ* − θ‖₂ with
     clipped log-ratios. It is c/2 when c is twice the bound (the regression models), but it can exceed c/2
     where c is the model's tighter range of r (e.g. gaussian-mean), so it is computed, not derived from c."""
     if neighbours == "replace-one":
-        return record_sensitivity(model, theta, theta_star, c, b)
+        spread = record_sensitivity(model, theta, theta_star, c, b)
+        tight = model.record_replace_range(theta, theta_star) if c == "bound" else None
+        return spread if tight is None else np.asarray(np.minimum(spread, tight), dtype=np.float64)
     if neighbours != "add-remove":
         raise ValueError(f"neighbours must be one of {NEIGHBOURS}, got {neighbours!r}")
     if c == "bound":

@@ -416,3 +416,23 @@ def test_a_renyi_registry_s_coalition_reading_is_the_bit_s_bound_with_their_nois
     assert eps_read >= eps_brute * (1 - 1e-3)  # printed to 4 digits
     assert eps_read <= rdp_eps(1.04 * brute, alpha, delta)
     assert eps_gdp >= 1.2 * eps_brute and eps_said == eps_read
+
+
+def test_warm_start_mu_for_replace_one_is_what_the_ledgers_charge(tmp_path: Path) -> None:
+    """A replace-one plan prices the warm start at the releases' own replace-one μ (twice the first block,
+    √2 the Gram block: below twice the add-remove μ), the sum the registries' ledgers will hold."""
+    from coordinator.planner import warm_mu
+    from coordinator.warm_start import warm_start_plan
+    from mechanisms.warmstart import release_mu
+
+    demo = load_experiment(DEMO)
+    assert warm_mu(demo, demo.model()) == pytest.approx(0.5)  # add-remove, against the coordinator
+    p = _variant(tmp_path, 'neighbours = "add-remove"', 'neighbours = "replace-one"')
+    p.write_text(p.read_text().replace('party_neighbours = "add-remove"', 'party_neighbours = "replace-one"'))
+    exp = load_experiment(p)
+    assert exp.warm_start is not None
+    model = exp.model()
+    got = warm_mu(exp, model)
+    rel = warm_start_plan(exp.warm_start, model, exp.m).releases()
+    assert got == pytest.approx(math.sqrt(sum(release_mu(r, model, 7, "replace-one") ** 2 for r in rel)))
+    assert 0.5 * 1.5 < got < 2 * 0.5 / 1.05  # the Gram blocks' share of mu^2 charged sqrt(2), not 2

@@ -317,3 +317,32 @@ def test_run_charged_once_per_step_across_a_crash_and_a_resume(tmp_path: Path) -
         assert _rho(store) == pytest.approx(rho, rel=1e-9)
         deltas = step_sensitivity(RUN.model, RUN.theta[:steps], RUN.theta_star[:steps], "add-remove")
         assert _truth(steps, cfg) <= _rho(store) < float(wr.per_decision(deltas)[1])
+
+
+def test_a_replace_one_registry_charges_each_decision_its_range(tmp_path: Path) -> None:
+    """A registry protecting replace-one neighbours (the default) with a GDP budget charges a logistic batch
+    per decision at the log-ratio's own range (issue 35 item 3.4), what its store hands the daemon: below the
+    old twice-the-bound charge, and never below the brute force over pairs of allowed records (both
+    outcomes) at any step or summed over the batch."""
+    root = tmp_path / "ro"
+    root.mkdir()
+    path = root / "party-1.toml"
+    budget = {"gdp_mu": 50.0, "colluding": 1}
+    text = party_config_text(1, M, root, None, None, models=("bayes-logistic",), privacy_budget=budget)
+    path.write_text(text)
+    cfg = load_config(path, insecure=True)
+    assert cfg.neighbours == "replace-one"
+    store = PrivacyBudgetStore.load(cfg)
+    a = get_analysis("bayes-logistic")
+    ev, state = store.run_events_for(cfg, a, _spec(), N, _inputs(1))
+    assert state is None and len(ev) == 1 and "replace-one" in (ev[0].label or "")
+    s_res = SD * session_view(cfg, _spec()).threat.residual_parties ** 0.5
+    theta, star = RUN.theta[:N], RUN.theta_star[:N]
+    delta = step_sensitivity(RUN.model, theta, star, "replace-one")
+    mu = ev[0].gdp_mu()
+    assert mu == pytest.approx(float(np.sqrt(np.sum((delta / s_res) ** 2))), rel=1e-12)
+    old = 2.0 * np.asarray(RUN.model.record_ratio_bound(theta, star))
+    assert mu < float(np.sqrt(np.sum((old / s_res) ** 2))) / 1.1
+    losses = record_losses(RUN.model, theta, star, "replace-one", 9)  # (pairs, steps)
+    assert np.all(losses.max(axis=0) <= delta * (1 + 1e-9))
+    assert float(np.sqrt(np.max(np.sum(losses**2, axis=1)))) / s_res <= mu

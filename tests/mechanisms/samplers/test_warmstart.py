@@ -106,7 +106,8 @@ def test_release_mu_is_the_gaussian_mechanism_for_the_registry_s_view() -> None:
     want = math.hypot(2.0 / 2.0, 4.0 / 8.0)
     assert release_mu(stats, MODEL, 1, "add-remove") == pytest.approx(want)
     assert release_mu(stats, MODEL, 4, "add-remove") == pytest.approx(want / 2.0)
-    assert release_mu(stats, MODEL, 4, "replace-one") == pytest.approx(want)
+    # replace-one: twice the first block, √2 times the Gram block (a difference of rank-one PSD matrices)
+    assert release_mu(stats, MODEL, 4, "replace-one") == pytest.approx(math.hypot(2.0, 2**0.5 * 0.5) / 2.0)
     with pytest.raises(ValueError, match="neighbours"):
         release_mu(stats, MODEL, 4, "swap")
 
