@@ -88,8 +88,14 @@ from mechanisms.planning import (
     warmup_of,
 )
 from mechanisms.privacy import GaussianEvent, PrivacyEvent, RDPBudget
-from mechanisms.privacy.charge import accept_bit_table, worst_record_charge, worst_record_events
+from mechanisms.privacy.charge import (
+    accept_bit_table,
+    decision_events,
+    worst_record_charge,
+    worst_record_events,
+)
 from mechanisms.privacy.conversions import gdp_eps, gdp_mu
+from mechanisms.privacy.ledger import event_rdp
 from mechanisms.privacy.renyi import ORDERS, BitRdpTable, budget_order, rdp_eps
 from mechanisms.privacy.threat import coalition_view
 from mechanisms.privacy.worst_record import RunState, WorstRecordCharge
@@ -493,20 +499,30 @@ def one(name: str, n: int, validate: bool, seed: int, worst_record: bool = False
 
 
 class ChargedDecisions:
-    """A decider that charges every batch it is asked as each registry's ledger charges it when charged per
-    run at the worst record (``[budget] per_run = "worst-record"``): ``charge.worst_record_events`` on the
-    request the registries receive, the run's state carried from batch to batch (all of a run's chains and
-    iterations are one run), the events kept in order; then it asks ``decide``."""
+    """A decider that charges every batch it is asked as each registry's ledger charges it, then asks
+    ``decide``: with ``charge`` (``[budget] per_run = "worst-record"`` and a model it applies to) per run at
+    the worst record, ``charge.worst_record_events`` on the request the registries receive, the run's state
+    carried from batch to batch (all of a run's chains and iterations are one run); without it (a model with
+    no linear predictor: a registry charging per run keeps the per-decision charge for it) per decision,
+    ``charge.decision_events`` with the accept bit's Rényi bound at every order. The events kept in order."""
 
-    def __init__(self, decide: Decider, charge: WorstRecordCharge, plan: DecisionPlan, model: Model) -> None:
+    def __init__(
+        self, decide: Decider, charge: WorstRecordCharge | None, plan: DecisionPlan, model: Model
+    ) -> None:
         self.decide, self.charge, self.plan, self.model = decide, charge, plan, model
         self.state: RunState | None = None
         self.events: list[PrivacyEvent] = []
+        self.decisions = 0
 
     def __call__(self, req: DecisionRequest) -> Any:
-        events, self.state = worst_record_events(
-            self.charge, self.plan, self.model, "sign", req, "mh", self.state, "add-remove"
-        )
+        n = int(np.atleast_2d(np.asarray(req.theta)).shape[0])
+        self.decisions += n
+        if self.charge is not None:
+            events, self.state = worst_record_events(
+                self.charge, self.plan, self.model, "sign", req, "mh", self.state, "add-remove"
+            )
+        else:
+            events = decision_events(self.plan, self.model, "sign", VIEW, n, "mh", req, "add-remove", ORDERS)
         self.events += events
         return self.decide(req)
 
@@ -547,8 +563,14 @@ def _bulk(draws: F64) -> tuple[float, float]:
 REALISED_RATE = 0.25  # the first block's assumed ESS per proposal after the freeze (the refit's 0.15-0.19
 # measured, docs/PRIVACY_UTILITY.md): optimistic, so the first block stops short rather than past the target
 REALISED_MARGIN = 1.1  # an extension asks for 10 % more than the measured rate says the target needs
-REALISED_ROUNDS = 10  # extensions at most (each at most doubles the kept draws)
+REALISED_ROUNDS = 16  # extensions at most (each adds at most half the kept draws)
 MAX_REALISED = 4000  # iterations per chain at most (warm-up included)
+
+
+# the realised rows' design grid: MU_WARMS and INFLATES narrowed to what won on the first rows (logistic and
+# rare at 10^4, the full grid: μ_warm 0.3 and 0.6 and inflate 1.3 never did, 1 and 2 within 2 % for logistic)
+# to cut the Weibull model's simulations (its per-record bound per proposal) by 3x
+REALISED_MU_WARMS, REALISED_INFLATES = (1.0, 2.0, 4.0), (1.1,)
 
 
 def realised_warmup(d: int, acceptance: float, max_iterations: int) -> int:
@@ -573,17 +595,21 @@ def simulated_realised_eps(
     warmup = realised_warmup(model.d, first.acceptance, MAX_REALISED)
     pen = Penalty(None, sd=SD_TOTAL / math.sqrt(M), max_sensitivity=float(first.cap))
     wr = worst_record_charge(DecisionPlan(kind="mh", penalty=pen), model, VIEW, "add-remove", (alpha,))
-    assert wr is not None and wr.table is not None
+    table = wr.table if wr is not None else accept_bit_table(pen.sd or 0.0, VIEW, float(first.cap), (alpha,))
     rhos = []
     for k in range(2):
         sim = proposal_statistics(
             model, lap.mean, lap.cov, inflate, SD_TOTAL, "add-remove", np.random.default_rng(seed + 31 + k),
             cap=first.cap, offset_cov=offset, chains=CHAINS, steps=warmup + math.ceil(ess / (0.2 * CHAINS)),
-            rdp_table=wr.table, worst_record=wr, from_proposal=True, refits=(warmup // 2, warmup),
+            rdp_table=table, worst_record=wr, from_proposal=True, refits=(warmup // 2, warmup),
             warm_inflate=max(WARM_INFLATE, inflate),
         )  # fmt: skip
-        assert sim.run_charge is not None
-        rhos.append(sim.run_charge.at(CHAINS * warmup + ess / max(sim.ess_per_proposal, 1e-6)))
+        proposals = CHAINS * warmup + ess / max(sim.ess_per_proposal, 1e-6)
+        if sim.run_charge is not None:  # charged per run
+            rhos.append(sim.run_charge.at(proposals))
+        else:  # per decision (no linear predictor): E[ρ_bit] per decision asked
+            assert sim.mean_rho is not None
+            rhos.append(sim.asked * sim.mean_rho * proposals)
     return rdp_eps(alpha * mu_warm**2 / 2.0 + float(np.mean(rhos)), alpha, DELTA)
 
 
@@ -595,10 +621,10 @@ def realised_design(name: str, base: Model, n: int, seed: int, ess: float) -> tu
     design = registries(base, n, seed + DESIGN_SEED, rare=name == "rare")
     best: tuple[float, float, float] | None = None
     alpha = 2.0
-    for mu_warm in MU_WARMS:
+    for mu_warm in REALISED_MU_WARMS:
         ws_try = dp_warm_start(base, design, n, mu_warm, seed + DESIGN_SEED)
         offset = mean_error_cov(warm_plan(base, n, mu_warm), ws_try.model, ws_try.laplace, M)
-        for inflate in INFLATES:
+        for inflate in REALISED_INFLATES:
             eps_try = simulated_realised_eps(ws_try, inflate, offset, seed, ess, mu_warm, alpha)
             print(f"  design {name} n={n}: mu_warm {mu_warm:g}, inflate {inflate:g}: eps {eps_try:.3g} "
                   f"(order {alpha:g})", file=sys.stderr)  # fmt: skip
@@ -623,7 +649,7 @@ def realised_row(
     confidential decision law. The first block after the warm-up is sized for ``ess_target`` at
     :data:`REALISED_RATE`; while the bulk ESS (ArviZ, over the chains, the frozen kernel's draws) is short
     the chain continues by what its own measured rate says is missing (times :data:`REALISED_MARGIN`, at
-    most doubling the draws kept), at most :data:`REALISED_ROUNDS` times and ``max_iterations`` in all.
+    most half the draws kept again), at most :data:`REALISED_ROUNDS` times and ``max_iterations`` in all.
     Every batch asked, warm-up included, is charged by the ledger's own per-run code
     (:class:`ChargedDecisions`) against the coordinator (add-remove); ε is the least budget a registry's
     Rényi filter at δ = 1e-5 admits the warm start and the whole run at (:func:`filter_eps`), also at the
@@ -644,9 +670,7 @@ def realised_row(
     warmup = realised_warmup(model.d, stats.acceptance, max_iterations)
     pen = Penalty(None, sd=SD_TOTAL / math.sqrt(M), max_sensitivity=float(stats.cap))
     decisions = DecisionPlan(model_args=dict(args), kind="mh", penalty=pen)
-    wr = worst_record_charge(decisions, model, VIEW, "add-remove", ORDERS)
-    if wr is None:
-        raise ValueError(f"model {name!r}: its registries would charge per decision (no linear predictor)")
+    wr = worst_record_charge(decisions, model, VIEW, "add-remove", ORDERS)  # None: charged per decision
     checked = [model.check_data(d) for d in data]
     rngs = [SecureRandom(bytes([200 + j, seed % 256]) * 16) for j in range(M)]
     decide = ChargedDecisions(
@@ -660,6 +684,7 @@ def realised_row(
     theta0 = GaussianProposal(ws.laplace.mean, ws.laplace.cov).sample(seeds.init_rng(), CHAINS)
     state, trace = run_kernel(kernel, kernel.init(theta0), warmup, seeds)
     warm_acc = trace.accept.mean()
+    after_warmup = len(decide.events)
     kept: list[F64] = []
     done, step = warmup, math.ceil(ess_target / (REALISED_RATE * CHAINS))
     ess = rhat = math.nan
@@ -676,7 +701,7 @@ def realised_row(
             break
         post = done - warmup
         step = max(10, math.ceil(post * (REALISED_MARGIN * ess_target / max(ess, 1.0) - 1.0)))
-        step = min(step, post)  # at most doubling: a short chain's ESS estimate is noisy
+        step = min(step, max(10, post // 2))  # at most half again: a short chain's ESS estimate is noisy
     draws = np.ascontiguousarray(np.concatenate(kept).transpose(1, 0, 2))
     accepted = float(np.mean(np.any(draws[:, 1:] != draws[:, :-1], axis=-1)))  # after the freeze
     events: list[PrivacyEvent] = [GaussianEvent(mu_warm, label="warm start"), *decide.events]
@@ -684,9 +709,12 @@ def realised_row(
     largest = max(round(n * float(p)) for p in PROPORTIONS)
     d_conv = 1.0 / (10.0 * largest)
     eps_conv = RDPBudget(eps, d_conv, alpha).spend(events) if d_conv < DELTA else math.nan
-    assert decide.state is not None
-    charged, per_dec = wr.charged(decide.state), decide.state.per_decision
-    mu2_run, layer = float(charged[0]), 1 + ORDERS.index(alpha)
+    mu2_run = math.fsum(e.count * float(e.mu) ** 2 for e in decide.events)  # type: ignore[attr-defined]
+    rho_run = math.fsum(e.count * event_rdp(e, alpha) for e in decide.events)
+    per_run_ratio = math.nan  # the per-run charge over the same decisions' per-decision charge
+    if wr is not None and decide.state is not None:
+        layer = 1 + ORDERS.index(alpha)
+        per_run_ratio = float(wr.charged(decide.state)[layer] / decide.state.per_decision[layer])
     fl = floor_of(model, ws.laplace.mean, ws.laplace.cov, "add-remove")
     floor = fl.eps(ess, DELTA) if fl is not None else math.nan
     floor_target = fl.eps(ess_target, DELTA) if fl is not None else math.nan
@@ -708,8 +736,13 @@ def realised_row(
         "iterations": done,
         "warmup": warmup,
         "chains": CHAINS,
-        "decisions": decide.state.decisions,
-        "worst_record_ratio_renyi": float(charged[layer] / per_dec[layer]),
+        "decisions": decide.decisions,
+        "charged_per": "run, worst record" if wr is not None else "decision",
+        "worst_record_ratio_renyi": per_run_ratio,
+        # where ρ at the filter's order went: the warm start, the warm-up's decisions (the refit's), the run
+        "rho_warm_start": alpha * mu_warm**2 / 2.0,
+        "rho_warmup": math.fsum(e.count * event_rdp(e, alpha) for e in decide.events[:after_warmup]),
+        "rho_run": rho_run,
         "warmup_acceptance": float(warm_acc),
         "acceptance": accepted,
         "mu_warm": mu_warm,
@@ -848,12 +881,12 @@ def plot_realised(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def main_realised(args: argparse.Namespace, sizes: list[int], models: list[str]) -> int:
-    """``--realised-ess K``: :func:`realised_row` for each model and size, written to realised_essK.csv and
-    .png (a model in :data:`NOT_RUN` gets a row that says why)."""
+    """``--realised-ess K``: :func:`realised_row` for each size and model, written to realised_essK.csv and
+    .png after each row (a model in :data:`NOT_RUN` gets a row that says why)."""
     rows: list[dict[str, Any]] = []
     stem = f"realised_ess{args.realised_ess:g}"
-    for name in models:
-        for n in sizes:
+    for n in sizes:  # the smaller sizes of every model first; the files are rewritten after each row
+        for name in models:
             if name in NOT_RUN:
                 row: dict[str, Any] = {"model": name, "n": n, "note": NOT_RUN[name]}
             else:
@@ -863,12 +896,12 @@ def main_realised(args: argparse.Namespace, sizes: list[int], models: list[str])
                 k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in row.items() if k != "reference"
             }
             print(shown, flush=True)
-    keys = sorted({k for r in rows for k in r})
-    with open(args.out / f"{stem}.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
-    plot_realised(rows, args.out / f"{stem}.png")
+            keys = sorted({k for r in rows for k in r})
+            with open(args.out / f"{stem}.csv", "w", newline="", encoding="utf-8") as fh:
+                w = csv.DictWriter(fh, fieldnames=keys)
+                w.writeheader()
+                w.writerows(rows)
+            plot_realised(rows, args.out / f"{stem}.png")
     print(f"wrote {args.out / stem}.csv and .png")
     return 0
 
