@@ -33,6 +33,10 @@ def test_a_realised_row_is_consistent_at_a_tiny_size() -> None:
     approx = max(row["laplace_mean_err"], row["laplace_quantile_err"])
     assert (row["better"] == "exact chain") == (exact < approx)
     assert math.isnan(row["eps_conventional_delta"])  # 1/(10 x 540 records) is above 1e-5: not stated
+    # the ratio split into the Renyi conversion's factor and the sampler's
+    assert row["conversion_factor"] * row["sampler_factor"] == pytest.approx(row["floor_ratio"], rel=1e-9)
+    assert row["conversion_factor"] >= 1.0 - 1e-9  # the exact GDP conversion is the tightest for a Gaussian
+    assert row["rho_ratio"] > 0 and row["rho_warmup"] <= row["rho_run"]
 
 
 def test_filter_eps_is_a_budget_the_filter_admits_and_no_smaller_candidate_is() -> None:
