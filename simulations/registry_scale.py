@@ -787,7 +787,7 @@ def realised_row(
         "cap": float(stats.cap),
     }
     row |= floor_split(row)
-    ref = plain_reference(model, data, seed, min_ess=4000.0, chains=16)
+    ref = plain_reference(model, data, seed, ReferenceSettings(min_ess=4000.0, chains=16))
     e = errors_of(draws, ref.draws)
     lap = laplace_only(model, data, n, math.sqrt(max(gdp_mu(eps, DELTA) ** 2 - mu_warm**2 * 0.1, 0.0)), seed)
     le = laplace_errors(lap, ref.draws, np.random.default_rng(seed))

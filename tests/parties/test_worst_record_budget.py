@@ -328,7 +328,17 @@ def test_a_replace_one_registry_charges_each_decision_its_range(tmp_path: Path) 
     root.mkdir()
     path = root / "party-1.toml"
     budget = {"gdp_mu": 50.0, "colluding": 1}
-    text = party_config_text(1, M, root, None, None, models=("bayes-logistic",), privacy_budget=budget)
+    text = party_config_text(
+        1,
+        M,
+        root,
+        None,
+        None,
+        PartyOptions(
+            models=("bayes-logistic",),
+            privacy_budget=budget,
+        ),
+    )
     path.write_text(text)
     cfg = load_config(path, insecure=True)
     assert cfg.neighbours == "replace-one"
