@@ -65,23 +65,15 @@ def _inputs(k: int) -> dict[str, Any]:
     return {"theta": RUN.theta[sl], "theta_star": RUN.theta_star[sl], "public": np.zeros(N)}
 
 
-def _cfg(tmp_path: Path, per_run: str | None, name: str = "p") -> PartyConfig:
-    budget = BUDGET | ({} if per_run is None else {"per_run": per_run})
+def _cfg(
+    tmp_path: Path, per_run: str | None, name: str = "p", budget: dict[str, Any] = BUDGET
+) -> PartyConfig:
+    budget = budget | ({} if per_run is None else {"per_run": per_run})
     root = tmp_path / name
     root.mkdir(parents=True, exist_ok=True)
     path = root / "party-1.toml"
-    text = party_config_text(
-        1,
-        M,
-        root,
-        None,
-        None,
-        PartyOptions(
-            models=("bayes-logistic",),
-            privacy_budget=budget,
-        ),
-    )
-    path.write_text(text)
+    options = PartyOptions(models=("bayes-logistic",), privacy_budget=budget)
+    path.write_text(party_config_text(1, M, root, None, None, options))
     return load_config(path, insecure=True)
 
 
@@ -324,23 +316,7 @@ def test_a_replace_one_registry_charges_each_decision_its_range(tmp_path: Path) 
     per decision at the log-ratio's own range (issue 35 item 3.4), what its store hands the daemon: below the
     old twice-the-bound charge, and never below the brute force over pairs of allowed records (both
     outcomes) at any step or summed over the batch."""
-    root = tmp_path / "ro"
-    root.mkdir()
-    path = root / "party-1.toml"
-    budget = {"gdp_mu": 50.0, "colluding": 1}
-    text = party_config_text(
-        1,
-        M,
-        root,
-        None,
-        None,
-        PartyOptions(
-            models=("bayes-logistic",),
-            privacy_budget=budget,
-        ),
-    )
-    path.write_text(text)
-    cfg = load_config(path, insecure=True)
+    cfg = _cfg(tmp_path, None, "ro", budget={"gdp_mu": 50.0, "colluding": 1})
     assert cfg.neighbours == "replace-one"
     store = PrivacyBudgetStore.load(cfg)
     a = get_analysis("bayes-logistic")
