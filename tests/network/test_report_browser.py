@@ -65,7 +65,7 @@ formats = ["summary", "privacy"]
 [simulate]
 parties = 3
 records = [600, 400, 500]
-party_epsilon = 35.0  # a full run charges ~59.5 since the tighter per-decision bounds: 35 stops it midway
+party_epsilon = 17.0  # a full run charges ~28.5 since the replace-one range (59.5 before): 17 stops it midway
 party_delta = 1e-6
 
 [study]
