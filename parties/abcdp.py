@@ -81,32 +81,38 @@ MIN_PARTIES = 3
 EXTRA_PARAMS = ("columns",)
 
 
-def plan_of(params: dict[str, Any]) -> FederatedSvtPlan:
-    """The public run plan in ``params`` (without our own extra keys); AnalysisError naming the bad key."""
-    from mechanisms.abcdp.federated import FederatedSvtPlan
+@dataclass(frozen=True)
+class AbcdpPlan:
+    """A session's public ABCDP plan, parsed once from its ``model_params``: the run's ``FederatedSvtPlan``
+    and the columns holding this party's Y* (None: all, in file order)."""
 
-    plan_params = {k: v for k, v in params.items() if k not in EXTRA_PARAMS}
-    try:
-        return FederatedSvtPlan.from_params(plan_params)
-    except (ValueError, TypeError, KeyError) as exc:
-        raise AnalysisError(f"{ANALYSIS}: model_params refused: {exc}") from exc
+    svt: FederatedSvtPlan
+    columns: tuple[str, ...] | None = None
 
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> AbcdpPlan:
+        """AnalysisError naming the bad key."""
+        from mechanisms.abcdp.federated import FederatedSvtPlan
 
-def columns_of(params: dict[str, Any]) -> list[str] | None:
-    cols = params.get("columns")
-    if cols is None:
-        return None
-    if (
-        not isinstance(cols, list)
-        or not cols
-        or not all(isinstance(c, str) and c for c in cols)
-        or len(set(cols)) != len(cols)
-    ):
-        raise AnalysisError(
-            f"{ANALYSIS}: model_params refused: columns must be a non-empty list of distinct column names, "
-            f"got {cols!r}"
-        )
-    return list(cols)
+        if not isinstance(params, dict):
+            raise AnalysisError(f"{ANALYSIS}: model_params refused: must be an object, got {params!r}")
+        plan_params = {k: v for k, v in params.items() if k not in EXTRA_PARAMS}
+        try:
+            svt = FederatedSvtPlan.from_params(plan_params)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise AnalysisError(f"{ANALYSIS}: model_params refused: {exc}") from exc
+        cols = params.get("columns")
+        if cols is not None and (
+            not isinstance(cols, list)
+            or not cols
+            or not all(isinstance(c, str) and c for c in cols)
+            or len(set(cols)) != len(cols)
+        ):
+            raise AnalysisError(
+                f"{ANALYSIS}: model_params refused: columns must be a non-empty list of distinct column "
+                f"names, got {cols!r}"
+            )
+        return cls(svt, None if cols is None else tuple(cols))
 
 
 class AbcdpRff:
@@ -119,27 +125,23 @@ class AbcdpRff:
     name = ANALYSIS
     whole_run = "the ABCDP run"
 
-    def __init__(self) -> None:
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.plan = AbcdpPlan.from_params(params)  # the session's, parsed once
         self._resume: SvtResume | None = None  # a run's: the counters it starts from (and the step to redo)
         self._run: SvtRun | None = None  # the secret state, from the session's first evaluated step on
         self._before: dict[str, int | bool] = {}  # the counters before the step being evaluated
 
-    def check_params(self, params: dict[str, Any]) -> None:
-        plan_of(params)
-        columns_of(params)
-
-    def lazy_coin(self, params: dict[str, Any]) -> None:
+    def lazy_coin(self) -> None:
         """ABCDP reveals SVT bits: no lazy coin."""
         return None
 
-    def public_numbers(self, params: dict[str, Any]) -> dict[str, float]:
+    def public_numbers(self) -> dict[str, float]:
         """The run plan's numbers (eps_abc, eps_total, c, n_records, ...)."""
-        raw = plan_of(params).to_params()
+        raw = self.plan.svt.to_params()
         return {k: float(v) for k, v in raw.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
     def privacy_events(
         self,
-        params: dict[str, Any],
         mode: str,
         view: RevealView,
         n: int,
@@ -159,7 +161,7 @@ class AbcdpRff:
         """
         if mode != SVT_MODE:
             raise Unaccountable(f"{ANALYSIS} runs only in reveal mode {SVT_MODE!r}, not {mode!r}")
-        plan = plan_of(params)
+        plan = self.plan.svt
         why = threat_refusal(plan, view)
         if why is not None:
             raise Unaccountable(why)
@@ -171,7 +173,6 @@ class AbcdpRff:
     def terms(
         self,
         data: Dataset,
-        params: dict[str, Any],
         inputs: dict[str, npt.NDArray[Any]],
         n: int,
         m: int,
@@ -186,7 +187,7 @@ class AbcdpRff:
         """Where the session of ABCDP run ``spec.run_id`` starts (:func:`resume_at_open`); refused when the
         state cannot be rebuilt, also when the run noise key ``key_path`` is missing although a run step is
         recorded (another key draws other threshold noise)."""
-        resume = resume_at_open(spec, held)
+        resume = resume_at_open(spec, held, self.plan.svt)
         if held is not None and not key_path.exists():
             raise SvtResumeError(
                 f"the run noise key {key_path} of ABCDP run {spec.run_id!r} is missing although run "
@@ -213,12 +214,12 @@ class AbcdpRff:
             return None
         return (
             f"the ABCDP run is finished: c accepts reached ({now['count']} of "
-            f"c = {plan_of(spec.model_params).c}); no further candidate is decided in this session "
+            f"c = {self.plan.svt.c}); no further candidate is decided in this session "
             "(close it)"
         )
 
     def step_input(self, spec: SessionSpec, inputs: dict[str, npt.NDArray[Any]], n: int) -> F64:
-        return phibar_input(spec, inputs, n)
+        return phibar_input(self.plan.svt, spec.m, inputs, n)
 
     @property
     def started(self) -> bool:
@@ -231,7 +232,7 @@ class AbcdpRff:
         if spec.run_id:
             assert self._resume is not None  # set at open for every session of a run
             self._run = SvtRun.start(
-                spec.model_params,
+                self.plan,
                 data,
                 spec.m,
                 None,
@@ -240,7 +241,7 @@ class AbcdpRff:
             )
         else:
             key = derive_key(noise_key, spec.session_id, b"svt-state")
-            self._run = SvtRun.start(spec.model_params, data, spec.m, SecureRandom(key))
+            self._run = SvtRun.start(self.plan, data, spec.m, SecureRandom(key))
         self._run.security = spec.security  # "abort": hss.abort_svt's machine (issue 25)
 
     def machine(
@@ -340,9 +341,9 @@ def _ledger_event(plan: FederatedSvtPlan, view: RevealView) -> PrivacyEvent | No
     return EpsDeltaEvent(eps, delta, label=label)
 
 
-def check_session(spec: SessionSpec, data: Dataset) -> None:
-    """Checks at OpenSession that need no record values: mode and analysis pair, m >= 3, the plan, and the
-    data's column names against the plan's data dimension (schema only)."""
+def check_session(spec: SessionSpec, data: Dataset, analysis: object) -> None:
+    """Checks at OpenSession that need no record values: mode and analysis pair, m >= 3, the plan (of the
+    session's ``analysis``), and the data's column names against the plan's data dimension (schema only)."""
     if (spec.reveal_mode == SVT_MODE) != (spec.model == ANALYSIS):
         raise AnalysisError(
             f"reveal mode {SVT_MODE!r} runs exactly the analysis {ANALYSIS!r}; got reveal mode "
@@ -352,15 +353,17 @@ def check_session(spec: SessionSpec, data: Dataset) -> None:
         raise AnalysisError(
             f"{ANALYSIS}: needs m >= {MIN_PARTIES} parties (honest-majority secure comparison), got {spec.m}"
         )
-    plan = plan_of(spec.model_params)
+    if not isinstance(analysis, AbcdpRff):
+        raise AnalysisError(f"reveal mode {SVT_MODE!r} runs the analysis {ANALYSIS!r}, not {spec.model!r}")
+    plan = analysis.plan.svt
     if spec.security == "abort":  # inputs dealt as bits need a wider [b >= 0] comparison (hss.abort_svt)
         try:
             abort_bits(plan.svt_format(spec.m), spec.m)
         except ValueError as exc:
             raise AnalysisError(f"{ANALYSIS} with security 'abort': {exc}") from exc
-    cols = columns_of(spec.model_params)
+    cols = analysis.plan.columns
     have = list(data.columns)
-    use = cols if cols is not None else have
+    use = list(cols) if cols is not None else have
     missing = [c for c in use if c not in data.columns]
     if missing:
         raise AnalysisError(f"{ANALYSIS}: this party's data has no column(s) {missing}; columns: {have}")
@@ -371,9 +374,9 @@ def check_session(spec: SessionSpec, data: Dataset) -> None:
         )
 
 
-def records_of(data: Dataset, params: dict[str, Any]) -> F64:
+def records_of(data: Dataset, plan: AbcdpPlan) -> F64:
     """This party's records of Y*, shape (n_j, dim): the named columns, or all columns in file order."""
-    cols = columns_of(params) or list(data.columns)
+    cols = list(plan.columns or data.columns)
     arr = np.column_stack([data.column(c) for c in cols]) if cols else np.zeros((0, 0))
     if not np.isfinite(arr).all():
         bad = np.flatnonzero(~np.isfinite(arr).all(axis=1))[:10].tolist()
@@ -381,10 +384,10 @@ def records_of(data: Dataset, params: dict[str, Any]) -> F64:
     return np.asarray(arr, dtype=np.float64)
 
 
-def phibar_input(spec: SessionSpec, inputs: dict[str, npt.NDArray[Any]], n: int) -> F64:
+def phibar_input(plan: FederatedSvtPlan, m: int, inputs: dict[str, npt.NDArray[Any]], n: int) -> F64:
     """The step's public candidate embeddings ``inputs["phibar"]``, (n, D), checked without any record:
-    only that key, the shape, finite values and row norms <= 1 (mean embeddings of unit-norm features)."""
-    plan = plan_of(spec.model_params)
+    only that key, the shape, finite values and row norms <= 1 (mean embeddings of unit-norm features);
+    ``m``: the session's parties (the SVT format's)."""
     d = plan.n_features
     extra = sorted(set(inputs) - {"phibar"})
     if extra:
@@ -397,7 +400,7 @@ def phibar_input(spec: SessionSpec, inputs: dict[str, npt.NDArray[Any]], n: int)
     if not np.isfinite(a).all():
         raise AnalysisError("input 'phibar' has NaN or infinite entries")
     try:
-        plan.svt_format(spec.m).encode_phibar(a)
+        plan.svt_format(m).encode_phibar(a)
     except ValueError as exc:
         raise AnalysisError(f"input 'phibar' refused: {exc}") from exc
     return a
@@ -431,7 +434,7 @@ class SvtResume:
     after_redo: dict[str, int | bool] | None = None  # the counters after ``redo`` (when it is replayed)
 
 
-def resume_at_open(spec: SessionSpec, held: RunRecord | None) -> SvtResume:
+def resume_at_open(spec: SessionSpec, held: RunRecord | None, plan: FederatedSvtPlan) -> SvtResume:
     """The start of a session of ABCDP run ``spec.run_id`` at its ``first_run_step`` f, given this party's
     last completed run step ``held`` of the run (parties.replay). f = held + 1 continues from the state after
     it; f = held starts from the state before it (the step is then replayed or evaluated again, with the same
@@ -460,7 +463,6 @@ def resume_at_open(spec: SessionSpec, held: RunRecord | None) -> SvtResume:
             f"{held.svt.plan_digest.hex()[:16]}…, now {want.hex()[:16]}…): a run continues only with the "
             "plan, threshold and parties it started with"
         )
-    plan = plan_of(spec.model_params)
     try:
         before = SvtCounters.from_dict(held.svt.before)
         before.check(plan)
@@ -500,7 +502,7 @@ class SvtRun:
     @classmethod
     def start(
         cls,
-        params: dict[str, Any],
+        session_plan: AbcdpPlan,
         data: Dataset,
         m: int,
         rng: SecureRandom | None,
@@ -516,8 +518,8 @@ class SvtRun:
         from mechanisms.abcdp.federated import party_feature_sum
         from mechanisms.abcdp.svt_state import PartySvtState, SvtCounters
 
-        plan = plan_of(params)
-        records = records_of(data, params)
+        plan = session_plan.svt
+        records = records_of(data, session_plan)
         if records.shape[0] > plan.n_records:
             raise AnalysisError(
                 f"{ANALYSIS}: this party holds {records.shape[0]} records but the plan's N (all parties "

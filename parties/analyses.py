@@ -53,9 +53,13 @@ class Unaccountable(AnalysisError):
 
 
 class Analysis(Protocol):
-    """An analysis a party can run. Besides these two methods an analysis may define the optional
+    """An analysis a party can run, for one session: made by ``parties.registry.get_analysis`` from the
+    session's public ``model_params``, which it parses exactly once into its typed ``plan`` (a model's
+    :class:`mechanisms.samplers.plan.DecisionPlan`, ABCDP's :class:`parties.abcdp.AbcdpPlan`), refusing
+    them with an :class:`AnalysisError` naming the key; nothing after that reads the dict. Besides these
+    methods an analysis may define the optional
 
-        privacy_events(params, mode, view, n) -> list[PrivacyEvent]
+        privacy_events(mode, view, n) -> list[PrivacyEvent]
 
     (see :class:`PrivacyAccounted`): the privacy events (``mechanisms.privacy``) that answering one batch of
     ``n`` decisions in reveal ``mode`` adds to this party's ledger, computed from the public parameters only,
@@ -66,20 +70,17 @@ class Analysis(Protocol):
 
     name: str
 
-    def check_params(self, params: dict[str, Any]) -> None: ...
-
-    def lazy_coin(self, params: dict[str, Any]) -> LazyCoin | None:
+    def lazy_coin(self) -> LazyCoin | None:
         """The session's secret lazy coin ANDed with the accept bit inside the sign protocol, or None."""
         ...
 
-    def public_numbers(self, params: dict[str, Any]) -> dict[str, float]:
+    def public_numbers(self) -> dict[str, float]:
         """The session's public numeric parameters by name (a registry's ``[allow.bounds]`` ranges)."""
         ...
 
     def terms(
         self,
         data: Dataset,
-        params: dict[str, Any],
         inputs: dict[str, npt.NDArray[Any]],
         n: int,
         m: int,
@@ -95,7 +96,6 @@ class RunAccounted(Protocol):
 
     def worst_record_events(
         self,
-        params: dict[str, Any],
         mode: str,
         view: RevealView,
         n: int,
@@ -112,7 +112,6 @@ class PrivacyAccounted(Protocol):
 
     def privacy_events(
         self,
-        params: dict[str, Any],
         mode: str,
         view: RevealView,
         n: int,

@@ -39,7 +39,7 @@ from mechanisms.models.base import (
 from parties import custodian
 from parties.analyses import AnalysisError
 from parties.config import ConfigError, PartyConfig, load_config
-from parties.registry import get_analysis
+from parties.registry import model_ref
 from parties.sources import DataProblems, SourceError, snapshot
 from proto.tls import TlsError, warn_insecure
 
@@ -120,16 +120,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def check_allowed(cfg: PartyConfig) -> list[str]:
     """Every ``[allow] models`` entry resolves to an analysis, a model plug-in's class imports; problems."""
-    from parties.models_bridge import ModelAnalysis
-
     problems = []
     for i, name in enumerate(cfg.allow_models):
         try:
-            analysis = get_analysis(name)
-            if isinstance(analysis, ModelAnalysis):
+            ref = model_ref(name)
+            if ref is not None:
                 from mechanisms.models.base import resolve_model_class
 
-                resolve_model_class(analysis.model_ref)
+                resolve_model_class(ref)
         except (AnalysisError, ValueError) as exc:
             problems.append(f"allow.models[{i}]: {exc}")
     return problems

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,7 +50,7 @@ class LocalContext:
 class LocalBlockAnalysis(Protocol):
     """The local-block hooks of an analysis (see the module docstring)."""
 
-    def keeps_local(self, params: dict[str, Any]) -> bool:
+    def keeps_local(self) -> bool:
         """Whether this session's decisions keep a registry-local block (or release one)."""
         ...
 
@@ -71,7 +71,7 @@ class LocalBlockAnalysis(Protocol):
 _KEEPS_LOCAL: dict[type, bool] = {}
 
 
-def local_blocks_of(analysis: object, params: dict[str, Any]) -> LocalBlockAnalysis | None:
+def local_blocks_of(analysis: object) -> LocalBlockAnalysis | None:
     """``analysis`` if its session keeps a registry-local block, else None."""
     cls = type(analysis)
     has = _KEEPS_LOCAL.get(cls)
@@ -80,4 +80,4 @@ def local_blocks_of(analysis: object, params: dict[str, Any]) -> LocalBlockAnaly
     if not has:
         return None
     blocks = cast("LocalBlockAnalysis", analysis)
-    return blocks if blocks.keeps_local(params) else None
+    return blocks if blocks.keeps_local() else None

@@ -6,7 +6,7 @@ subclass — the name must be in the party's ``allow.models`` (the daemon checks
 resolves the name, so a coordinator cannot make a party import anything it did not allow).
 
 The session's ``model_params`` are a :class:`mechanisms.samplers.plan.DecisionPlan` (its docstring lists the
-keys), parsed once per session by :meth:`ModelAnalysis.plan`. What a batch is charged is
+keys), parsed once per session by :meth:`ModelAnalysis.of` into its ``plan``. What a batch is charged is
 :func:`mechanisms.privacy.charge.decision_events` of the plan; the terms are
 :func:`mechanisms.samplers.terms.party_terms` (the same function the in-memory simulations use) after the
 checks a registry makes on the coordinator's batch (sensitivity cap, bounds, the penalty's σ). With
@@ -61,7 +61,7 @@ class ModelAnalysis:
 
     name: str
     model_ref: str
-    _plan: tuple[dict[str, Any], DecisionPlan] | None = field(default=None, repr=False)
+    plan: DecisionPlan  # the session's, parsed once (:meth:`of`)
     _model: Model | None = field(default=None, repr=False)
     _checked: dict[int, dict[str, F64]] = field(default_factory=dict, repr=False)
     _moved: int | None = field(default=None, repr=False)  # records clipped at the check, not yet audited
@@ -73,39 +73,38 @@ class ModelAnalysis:
     _request: dict[str, Any] | None = field(default=None, repr=False)  # the last sweep's request (public)
     _pending: tuple[LocalStep | None, tuple[int, F64] | None] = field(default=(None, None), repr=False)
 
-    def plan(self, params: dict[str, Any]) -> DecisionPlan:
-        """The session's :class:`DecisionPlan` (parsed once per session); AnalysisError naming the key."""
-        if self._plan is None or self._plan[0] is not params:
-            try:
-                self._plan = (params, DecisionPlan.from_params(params))
-            except ValueError as exc:
-                raise AnalysisError(f"{self.name}: {exc}") from exc
-        return self._plan[1]
+    @classmethod
+    def of(cls, name: str, model_ref: str, params: dict[str, Any]) -> ModelAnalysis:
+        """The analysis of one session: its ``model_params`` parsed into the :class:`DecisionPlan` (the one
+        time they are read) and its model built; AnalysisError naming the key or the model's argument."""
+        try:
+            plan = DecisionPlan.from_params(params)
+        except ValueError as exc:
+            raise AnalysisError(f"{name}: {exc}") from exc
+        analysis = cls(name, model_ref, plan)
+        model = analysis.model()
+        if (plan.blocked is not None or plan.effects is not None) and model.random_intercept() is None:
+            raise AnalysisError(
+                f"{name}: blocked sampling and its effects release need a model with a registry random "
+                f"intercept; model {model.name!r} has none"
+            )
+        return analysis
 
-    def model(self, params: dict[str, Any]) -> Model:
+    def model(self) -> Model:
         if self._model is None:
-            args = self.plan(params).model_args
             try:
-                self._model = load_model(self.model_ref, dict(args))
+                self._model = load_model(self.model_ref, dict(self.plan.model_args))
             except ValueError as exc:
                 raise AnalysisError(f"{self.name}: {exc}") from exc
         return self._model
 
-    def check_params(self, params: dict[str, Any]) -> None:
-        plan, model = self.plan(params), self.model(params)
-        if (plan.blocked is not None or plan.effects is not None) and model.random_intercept() is None:
-            raise AnalysisError(
-                f"{self.name}: blocked sampling and its effects release need a model with a registry random "
-                f"intercept; model {model.name!r} has none"
-            )
-
-    def lazy_coin(self, params: dict[str, Any]) -> LazyCoin | None:
+    def lazy_coin(self) -> LazyCoin | None:
         """The session's secret lazy coin (the same at every party), or None."""
-        lazy = self.plan(params).lazy
+        lazy = self.plan.lazy
         return None if lazy is None else lazy.coin()
 
-    def public_numbers(self, params: dict[str, Any]) -> dict[str, float]:
-        return self.plan(params).numbers()
+    def public_numbers(self) -> dict[str, float]:
+        return self.plan.numbers()
 
     def rejection_bound(self, model: Model, cols: dict[str, F64], plan: DecisionPlan) -> float:
         """This party's log M_j (computed once, never sent anywhere): ``bound = "data"`` the maximum of its
@@ -153,7 +152,6 @@ class ModelAnalysis:
 
     def privacy_events(
         self,
-        params: dict[str, Any],
         mode: str,
         view: RevealView,
         n: int,
@@ -166,7 +164,7 @@ class ModelAnalysis:
         :func:`mechanisms.privacy.charge.decision_events` (its docstring has the table of cases)."""
         from mechanisms.privacy import charge
 
-        plan, model = self.plan(params), self.model(params)
+        plan, model = self.plan, self.model()
         per_decision = plan.penalty is not None and plan.penalty.fixed
         request = None
         if per_decision and batch is not None and plan.blocked is not None:  # the shared block's batch
@@ -186,7 +184,6 @@ class ModelAnalysis:
 
     def worst_record_events(
         self,
-        params: dict[str, Any],
         mode: str,
         view: RevealView,
         n: int,
@@ -202,7 +199,7 @@ class ModelAnalysis:
         from mechanisms.privacy import charge
         from mechanisms.privacy.worst_record import RunState
 
-        plan, model = self.plan(params), self.model(params)
+        plan, model = self.plan, self.model()
         wr = charge.worst_record_charge(plan, model, view, neighbours, rdp_orders)
         if wr is None:
             return None
@@ -269,7 +266,6 @@ class ModelAnalysis:
     def terms(
         self,
         data: Dataset,
-        params: dict[str, Any],
         inputs: dict[str, npt.NDArray[Any]],
         n: int,
         m: int,
@@ -278,7 +274,7 @@ class ModelAnalysis:
     ) -> Terms:
         """This party's terms of one batch, after the checks a party makes on the coordinator's batch; the
         clipped-record count (penalty c = "clip") goes with them, for the batch's audit line."""
-        plan, model = self.plan(params), self.model(params)
+        plan, model = self.plan, self.model()
         cols = self.records(model, data)
         if plan.statistics is not None:
             out = self.release_terms(model, cols, plan.statistics, inputs, n, mode, rng)
@@ -355,8 +351,8 @@ class ModelAnalysis:
 
     # ---- a blocked run: this registry's own effect (parties.local_blocks) ---------------------------------
 
-    def keeps_local(self, params: dict[str, Any]) -> bool:
-        plan = self.plan(params)
+    def keeps_local(self) -> bool:
+        plan = self.plan
         return plan.blocked is not None or plan.effects is not None
 
     def bind_local(self, ctx: LocalContext) -> None:

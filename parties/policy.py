@@ -99,13 +99,12 @@ def check_session_limit(cfg: PartyConfig, live: int) -> None:
 def check_analysis(cfg: PartyConfig, spec: SessionSpec, data: Dataset) -> Analysis:
     """The session's analysis, its parameters checked (and, for ABCDP, its column names against the data's:
     no record is read); INVALID_ARGUMENT naming what is wrong."""
-    analysis = get_analysis(spec.model)
     try:
-        analysis.check_params(spec.model_params)
-        _check_bounds(cfg, spec, analysis.public_numbers(spec.model_params))
+        analysis = get_analysis(spec.model, spec.model_params)  # the plan, parsed once for the session
+        _check_bounds(cfg, spec, analysis.public_numbers())
         check_data_model(cfg, spec, analysis)
         if reveal_mode(spec.reveal_mode).inputs == FEATURES or spec.model == abcdp.ANALYSIS:
-            abcdp.check_session(spec, data)  # column names only: no record is read
+            abcdp.check_session(spec, data, analysis)  # column names only: no record is read
     except AnalysisError as exc:
         raise Refusal(Reason.INVALID_ARGUMENT, str(exc)) from exc
     return analysis
@@ -138,8 +137,8 @@ def check_data_model(cfg: PartyConfig, spec: SessionSpec, analysis: Analysis) ->
         return
     if BUILTIN.get(d.model, d.model) != BUILTIN.get(analysis.model_ref, analysis.model_ref):
         return
-    if analysis.model(spec.model_params).schema != load_model(d.model, d.model_args).schema:
-        theirs = shown(dict(analysis.plan(spec.model_params).model_args))
+    if analysis.model().schema != load_model(d.model, d.model_args).schema:
+        theirs = shown(dict(analysis.plan.model_args))
         raise AnalysisError(
             f"{spec.model}: the session's model_args {theirs} differ from this registry's "
             f"[data.model_args] {shown(d.model_args)}, the schema its records "

@@ -355,7 +355,7 @@ class PrivacyBudgetStore:
         from mechanisms.privacy import RDPBudget
 
         view = session_view(cfg, spec)
-        args = (spec.model_params, spec.reveal_mode, view, n, batch, cfg.neighbours)
+        args = (spec.reveal_mode, view, n, batch, cfg.neighbours)
         if isinstance(self.budget, RDPBudget):  # the accept bit's Renyi bound at the filter's fixed order
             assert self.budget.alpha is not None
             events = analysis.privacy_events(*args, rdp_orders=(self.budget.alpha,))
@@ -391,7 +391,6 @@ class PrivacyBudgetStore:
         view = session_view(cfg, spec)
         try:
             got = analysis.worst_record_events(
-                spec.model_params,
                 spec.reveal_mode,
                 view,
                 n,

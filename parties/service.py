@@ -432,8 +432,7 @@ class PartyService:
             try:
                 check_policy(self.cfg, spec, self.store.decisions_used)
                 approval = self.store.governance.admit(spec)
-                analysis = get_analysis(spec.model)
-                analysis.check_params(spec.model_params)
+                analysis = get_analysis(spec.model, spec.model_params)
                 check_data_model(self.cfg, spec, analysis)
             except Refusal as exc:
                 refusal = f"{exc.reason.name}: {exc.message}"

@@ -72,7 +72,7 @@ async def evaluate(party: Party, sess: Session, step: Step) -> tuple[Any, dict[s
         await sess.mailbox.finish(step.number)  # no frames were exchanged for it; the next step is step + 1
         if state is not None:  # the analysis's run state moves past the step
             run_audit.update(state.replayed())
-        blocks = local_blocks_of(sess.analysis, sess.spec.model_params)
+        blocks = local_blocks_of(sess.analysis)
         if blocks is not None and sess.run.held is not None:  # a blocked run's own effect moves past it
             blocks.local_replayed(sess.run.held.local)
         return replayed, run_audit
@@ -121,7 +121,7 @@ async def _evaluate_decisions(
         )
     t_drive = time.perf_counter()
     out = await drive_step(party, sess, machine, step.number, n, step.timeout, round_base)
-    blocks = local_blocks_of(sess.analysis, spec.model_params)
+    blocks = local_blocks_of(sess.analysis)
     local, drawn = blocks.local_step() if blocks is not None else (None, None)
     _keep(party, sess, step, out, local=local, drawn=drawn)
     sess.last_step = step.number
@@ -166,7 +166,7 @@ def _decision_machine(
     spec = sess.spec
     keys = sess.keys
     assert keys is not None
-    blocks = local_blocks_of(sess.analysis, spec.model_params)
+    blocks = local_blocks_of(sess.analysis)
     if blocks is not None:  # a blocked run: where this registry's own effect stands (parties.local_blocks)
         held = sess.run.held
         blocks.bind_local(
@@ -184,7 +184,6 @@ def _decision_machine(
     try:
         terms = sess.analysis.terms(
             party.data,
-            spec.model_params,
             inputs,
             step.n,
             spec.m,
@@ -200,7 +199,7 @@ def _decision_machine(
             blind=terms.blind,
             precompute=spec.sign_precompute,
             material=material,
-            lazy=sess.analysis.lazy_coin(spec.model_params),
+            lazy=sess.analysis.lazy_coin(),
             reveal_rng=reveal_rng(keys, spec, step.number, step.digest),
             security=spec.security,
         )

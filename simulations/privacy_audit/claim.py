@@ -109,13 +109,11 @@ def _events(setup: Setup, rdp_orders: tuple[float, ...] | None) -> list[PrivacyE
     cfg = setup.cfg
     view = coalition_view(cfg.reveal, cfg.m, cfg.threshold, cfg.colluding)
     batch = {k: np.asarray(v) for k, v in setup.request(cfg.steps).to_inputs().items()}
-    analysis: Any = get_analysis(cfg.model_name)
+    analysis: Any = get_analysis(cfg.model_name, setup.session_params)
     if rdp_orders is None:
-        return list(analysis.privacy_events(setup.session_params, cfg.reveal, view, cfg.steps, batch))
+        return list(analysis.privacy_events(cfg.reveal, view, cfg.steps, batch))
     return list(
-        analysis.privacy_events(
-            setup.session_params, cfg.reveal, view, cfg.steps, batch, rdp_orders=rdp_orders
-        )
+        analysis.privacy_events(cfg.reveal, view, cfg.steps, batch, rdp_orders=rdp_orders)
     )
 
 

@@ -93,7 +93,7 @@ def build(cfg: AuditConfig) -> Setup:
     from parties.registry import get_analysis
 
     try:
-        get_analysis(cfg.model_name).check_params(params)
+        get_analysis(cfg.model_name, params)
     except AnalysisError as exc:
         raise AuditConfigError(f"{cfg.source}: mechanism.params: {exc}") from exc
     penalty = Penalty.from_params(cfg.params["penalty"]) if "penalty" in cfg.params else None
@@ -151,12 +151,14 @@ def _with_canary(
             public += float(penalty_correction(sigma, cfg.m)[0])
     setup = Setup(cfg, model, d0, d1, hi, lo, theta, theta_star, public, penalty, lazy)
     if cfg.kind == "rejection":
-        from mechanisms.samplers.plan import DecisionPlan
         from parties.models_bridge import ModelAnalysis
 
         def bounds(ds: list[dict[str, F64]]) -> list[float]:  # each registry's own bound, as its daemon has
-            plan = DecisionPlan.from_params(setup.session_params)
-            return [ModelAnalysis(cfg.model_name, cfg.model_name).rejection_bound(model, x, plan) for x in ds]
+            out = []
+            for x in ds:
+                a = ModelAnalysis.of(cfg.model_name, cfg.model_name, setup.session_params)
+                out.append(a.rejection_bound(model, x, a.plan))
+            return out
 
         setup.log_bounds = (bounds(d0), bounds(d1))
     return setup

@@ -65,11 +65,11 @@ def claimed_mu(cfg: AuditConfig, model: Model, run: Run) -> tuple[float, str]:
 
     view = coalition_view(cfg.reveal, cfg.m, cfg.threshold, cfg.colluding)
     params = {"model_args": cfg.model_args, "kind": "mh", **cfg.params}
-    analysis: Any = get_analysis(cfg.model_name)
+    analysis: Any = get_analysis(cfg.model_name, params)
     n = len(run.theta)
     batch = {"theta": run.theta, "theta_star": run.theta_star, "public": np.zeros(n)}
     got = analysis.worst_record_events(
-        params, cfg.reveal, view, n, batch, "add-remove", None, lambda fingerprint: None
+        cfg.reveal, view, n, batch, "add-remove", None, lambda fingerprint: None
     )
     if got is None:
         raise AuditConfigError(f"{cfg.source}: the session is not charged per run (no worst-record charge)")
@@ -99,7 +99,7 @@ def run_worst_record_audit(cfg: AuditConfig, out_dir: Path) -> dict[str, Any]:
 
     params = {"model_args": cfg.model_args, "kind": "mh", **cfg.params}
     try:
-        get_analysis(cfg.model_name).check_params(params)
+        get_analysis(cfg.model_name, params)
     except AnalysisError as exc:
         raise AuditConfigError(f"{cfg.source}: mechanism.params: {exc}") from exc
     data = [model.check_data(d) for d in synthetic(cfg, model)]

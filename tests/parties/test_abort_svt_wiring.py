@@ -16,7 +16,7 @@ from hss.authenticated import AbortError
 from hss.modes import reveal_mode
 from hss.randomness import SecureRandom
 from hss.runtime import run_in_memory
-from parties.abcdp import SvtRun, check_session
+from parties.abcdp import AbcdpPlan, AbcdpRff, SvtRun, check_session
 from parties.analyses import AnalysisError, Dataset
 from proto.spec import PartyEntry, SessionSpec
 from tests.hss.conftest import make_session
@@ -46,11 +46,16 @@ def test_the_spec_and_the_mode_table_offer_svt_under_abort() -> None:
 def test_check_session_refuses_a_plan_that_does_not_fit_under_abort() -> None:
     data = Dataset({"y": np.zeros(3)})
     plan = _plan(2.0, 3, False, 31, 0.1)
-    check_session(_spec({**plan.to_params(), "columns": ["y"]}), data)
+
+    def check(params: dict[str, Any], *security: str) -> None:
+        spec = _spec(params, *security)
+        check_session(spec, data, AbcdpRff(spec.model_params))
+
+    check({**plan.to_params(), "columns": ["y"]})
     wide = dataclasses.replace(plan, n_features=4096)  # K_b grows with log2 D under abort
-    check_session(_spec({**wide.to_params(), "columns": ["y"]}, "semi-honest"), data)
+    check({**wide.to_params(), "columns": ["y"]}, "semi-honest")
     with pytest.raises(AnalysisError, match="abcdp-rff with security 'abort': bit budget exceeded"):
-        check_session(_spec({**wide.to_params(), "columns": ["y"]}), data)
+        check({**wide.to_params(), "columns": ["y"]})
 
 
 def test_an_abort_session_runs_the_abort_machine_and_decodes_with_the_abort_receiver() -> None:
@@ -64,7 +69,7 @@ def test_an_abort_session_runs_the_abort_machine_and_decodes_with_the_abort_rece
         for p in ctxs:
             data = Dataset({"y": _observed()[p - 1]})
             noise = SecureRandom.from_key(bytes([p]) * 32)  # the same noise at both securities
-            run = SvtRun.start({**plan.to_params(), "columns": ["y"]}, data, M, noise)
+            run = SvtRun.start(AbcdpPlan(plan, ("y",)), data, M, noise)
             run.security = security
             runs[p] = run
         machines = {p: runs[p].machine(ctxs[p], phibar, 4, rngs[p]) for p in ctxs}

@@ -1,9 +1,9 @@
 """One contract, every analysis a registry can serve (``parties.registry.ANALYSES``: federated ABCDP and every
 built-in model): what the daemon relies on when it opens a session and charges a batch.
 
-* ``get_analysis`` gives a fresh instance per call (one per session).
-* ``check_params`` accepts the analysis' own parameters and refuses junk with ``AnalysisError`` (which the
-  daemon answers with INVALID_ARGUMENT), never another exception.
+* ``get_analysis`` gives a fresh instance per call (one per session), its parameters parsed into its plan:
+  it accepts the analysis' own parameters and refuses junk with ``AnalysisError`` (which the daemon answers
+  with INVALID_ARGUMENT), never another exception.
 * ``privacy_events`` either returns privacy events or raises ``Unaccountable`` (a party with a budget then
   refuses the session with the reason), for every reveal mode the analysis is served in and every coalition
   a registry may assume (q = 0 .. m - 1 colluders at the session threshold t = (m - 1) // 2; m = 3, 5).
@@ -107,17 +107,18 @@ NAMES = sorted(ANALYSES)
 def test_every_analysis_has_cases() -> None:
     assert set(CASES) == set(ANALYSES)
     for name in NAMES:
-        assert get_analysis(name) is not get_analysis(name)  # one instance per session
+        params = next(iter(CASES[name].params.values()))
+        assert get_analysis(name, params) is not get_analysis(name, params)  # one instance per session
         assert CASES[name].modes()
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_check_params_accepts_its_parameters_and_refuses_junk(name: str) -> None:
+def test_get_analysis_accepts_its_parameters_and_refuses_junk(name: str) -> None:
     for params in CASES[name].params.values():
-        get_analysis(name).check_params(params)
+        get_analysis(name, params)
     for junk in CASES[name].junk:
         with pytest.raises(AnalysisError):
-            get_analysis(name).check_params(junk)
+            get_analysis(name, junk)
 
 
 @pytest.mark.slow  # the amplified profiles of a capped penalty: about 20 s for the first model, then cached
@@ -125,14 +126,14 @@ def test_check_params_accepts_its_parameters_and_refuses_junk(name: str) -> None
 def test_privacy_events_are_events_or_unaccountable(name: str) -> None:
     charged = 0
     for label, params in CASES[name].params.items():
-        analysis = get_analysis(name)
+        analysis = get_analysis(name, params)
         assert isinstance(analysis, PrivacyAccounted)
         for mode in CASES[name].modes():
             for m in (3, 5):
                 for q in range(m):
                     view = coalition_view(mode, m, (m - 1) // 2, q)
                     try:
-                        events = analysis.privacy_events(params, mode, view, 8)
+                        events = analysis.privacy_events(mode, view, 8)
                     except Unaccountable as exc:
                         assert str(exc), (label, mode, m, q)  # the reason a budgeted party refuses with
                         continue
@@ -145,7 +146,7 @@ def test_privacy_events_are_events_or_unaccountable(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_lazy_coin_is_none_unless_asked_for(name: str) -> None:
     for params in CASES[name].params.values():
-        coin = get_analysis(name).lazy_coin(params)
+        coin = get_analysis(name, params).lazy_coin()
         if "lazy" in params:
             assert isinstance(coin, LazyCoin) and coin.gamma == params["lazy"]["gamma"]
         else:
@@ -155,7 +156,7 @@ def test_lazy_coin_is_none_unless_asked_for(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_public_numbers_are_named_floats(name: str) -> None:
     for params in CASES[name].params.values():
-        numbers = get_analysis(name).public_numbers(params)
+        numbers = get_analysis(name, params).public_numbers()
         assert isinstance(numbers, dict)
         for key, value in numbers.items():
             assert isinstance(key, str) and type(value) is float and not math.isnan(value), (key, value)
@@ -169,6 +170,6 @@ def test_run_state_of_tells_run_state_analyses_from_decision_analyses() -> None:
 
     for name in ANALYSES:
         for _ in range(2):
-            a = get_analysis(name)
+            a = get_analysis(name, next(iter(CASES[name].params.values())))
             assert (run_state_of(a) is a) == (name == ABCDP) == isinstance(a, RunStateAnalysis), name
             assert run_state_of(a) is a or run_state_of(a) is None

@@ -44,44 +44,46 @@ def test_analysis_checks() -> None:
         dim=1,
         map_seed=5,
     )
-    a = AbcdpRff()
-    a.check_params(plan.to_params())
+    a = AbcdpRff({**plan.to_params(), "columns": ["y"]})
+    assert a.plan.svt == plan and a.plan.columns == ("y",)
     for bad, key in (({"c": "three"}, "'c'"), ({"bandwidth": -1.0}, "bandwidth"), ({"foo": 1}, "foo")):
         with pytest.raises(AnalysisError, match=key):
-            a.check_params({**plan.to_params(), **bad})
+            AbcdpRff({**plan.to_params(), **bad})
     with pytest.raises(AnalysisError, match="missing"):
-        a.check_params({k: v for k, v in plan.to_params().items() if k != "n_records"})
+        AbcdpRff({k: v for k, v in plan.to_params().items() if k != "n_records"})
     with pytest.raises(AnalysisError, match="columns"):
-        a.check_params({**plan.to_params(), "columns": "y"})
+        AbcdpRff({**plan.to_params(), "columns": "y"})
     data = Dataset({"y": np.zeros(3), "z": np.ones(3)})
-    check_session(_spec({**plan.to_params(), "columns": ["y"]}), data)
+
+    def check(params: dict[str, Any], **kw: Any) -> None:
+        spec = _spec(params, **kw)
+        check_session(spec, data, AbcdpRff(spec.model_params))
+
+    check({**plan.to_params(), "columns": ["y"]})
     with pytest.raises(AnalysisError, match="dimension is 1"):
-        check_session(_spec(plan.to_params()), data)  # two columns, plan dim 1
+        check(plan.to_params())  # two columns, plan dim 1
     with pytest.raises(AnalysisError, match=r"no column\(s\) \['w'\]"):
-        check_session(_spec({**plan.to_params(), "columns": ["w"]}), data)
+        check({**plan.to_params(), "columns": ["w"]})
     with pytest.raises(AnalysisError, match="exactly the analysis"):
-        check_session(_spec(plan.to_params(), mode="sign"), data)
+        check(plan.to_params(), mode="sign")
     with pytest.raises(SpecError, match="honest majority"):
         _spec(plan.to_params(), m=2)
     # the run's epsilon, once, whatever the batch size; None where it is not backed
     outside = coalition_view("svt", 3, 1, 0)
-    ev = a.privacy_events({**plan.to_params(), "columns": ["y"]}, "svt", outside, 64)
+    ev = a.privacy_events("svt", outside, 64)
     assert len(ev) == 1 and ev[0].count == 1
     assert isinstance(ev[0], EpsDeltaEvent) and ev[0].eps == pytest.approx(plan.privacy_event().eps)
     assert "up to 1 colluding parties, not more" in ev[0].label  # every report carries its threat model
-    exact_ev = a.privacy_events(
-        {**dataclasses.replace(plan, noise_shares="exact").to_params(), "columns": ["y"]},
-        "svt",
-        coalition_view("svt", 3, 1, 0),
-        64,
-    )
+    exact_ev = AbcdpRff(
+        {**dataclasses.replace(plan, noise_shares="exact").to_params(), "columns": ["y"]}
+    ).privacy_events("svt", coalition_view("svt", 3, 1, 0), 64)
     assert "coordinator only" in exact_ev[0].label
     ok = tolerated_colluders(plan, 3, 1)
     assert threat_refusal(plan, coalition_view("svt", 3, 1, ok)) is None
     msg = threat_refusal(plan, coalition_view("svt", 3, 1, ok + 1))
     assert msg is not None and "colluding" in msg
     with pytest.raises(Unaccountable, match="holds against at most 1 colluding"):
-        a.privacy_events(plan.to_params(), "svt", coalition_view("svt", 3, 1, ok + 1), 64)
+        a.privacy_events("svt", coalition_view("svt", 3, 1, ok + 1), 64)
     assert ok == 1 and tolerated_colluders(plan, 7, 3) == 3  # robust shares: any h = m - t sum to Lap
     # a session opened with a lower threshold tolerates fewer: q > t parties rebuild the shared sums
     assert tolerated_colluders(plan, 7, 1) == 1
@@ -93,7 +95,7 @@ def test_analysis_checks() -> None:
     inf = dataclasses.replace(plan, eps_total=math.inf)
     assert threat_refusal(inf, coalition_view("svt", 3, 1, 0)) is not None
     with pytest.raises(Unaccountable, match="non-private"):
-        a.privacy_events(inf.to_params(), "svt", coalition_view("svt", 3, 1, 0), 1)
+        AbcdpRff(inf.to_params()).privacy_events("svt", coalition_view("svt", 3, 1, 0), 1)
 
 
 def test_plan_names_the_collusion_reason_and_charges_the_run_once(tmp_path: Path) -> None:
@@ -126,7 +128,7 @@ def test_plan_names_the_collusion_reason_and_charges_the_run_once(tmp_path: Path
             )
         )
         cfg = load_config(path, insecure=True)
-        answers[pid] = PrivacyBudgetStore.load(cfg).plan(cfg, AbcdpRff(), _spec(params), 1, 64, "", 0)
+        answers[pid] = PrivacyBudgetStore.load(cfg).plan(cfg, AbcdpRff(params), _spec(params), 1, 64, "", 0)
     assert answers[1].would_refuse and "holds against at most 1 colluding parties" in answers[1].message
     assert "colluding assumes 2" in answers[1].message and "unbounded" not in answers[1].message
     assert not answers[2].would_refuse and answers[2].batches_allowed == 1

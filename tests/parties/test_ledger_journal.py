@@ -65,7 +65,7 @@ def _run_charge(spec: SessionSpec, step: int, n: int) -> RunCharge:
 
 def _charge_all(storage: PartyStorage, cfg: PartyConfig) -> None:
     for spec, step, n in _steps():
-        events = storage.privacy.events_for(cfg, get_analysis("gaussian-mean"), spec, n)
+        events = storage.privacy.events_for(cfg, get_analysis("gaussian-mean", spec.model_params), spec, n)
         storage.charge(events, _run_charge(spec, step, n), n)
 
 
@@ -231,7 +231,7 @@ def test_snapshot_and_journal_equal_the_whole_file_ledger(tmp_path: Path, budget
     old_cfg, new_cfg = _cfg(tmp_path / "old", budget), _cfg(tmp_path / "new", budget)
     old = PrivacyBudgetStore.load(old_cfg)  # the old way: every commit rewrites the whole file
     for spec, step, n in _steps():
-        events = old.events_for(old_cfg, get_analysis("gaussian-mean"), spec, n)
+        events = old.events_for(old_cfg, get_analysis("gaussian-mean", spec.model_params), spec, n)
         old.commit(events, _run_charge(spec, step, n))
     storage = PartyStorage(new_cfg, None)
     _charge_all(storage, new_cfg)
@@ -266,7 +266,7 @@ def test_state_files_are_private_and_a_charge_is_one_fdatasync(
 
             monkeypatch.setattr(os, name, spy)
         spec = _spec()
-        events = storage.privacy.events_for(cfg, get_analysis("gaussian-mean"), spec, N)
+        events = storage.privacy.events_for(cfg, get_analysis("gaussian-mean", spec.model_params), spec, N)
         storage.charge(events, _run_charge(spec, 1, N), N)
         assert calls == ["fdatasync"]  # no temporary file, rename or directory fsync per step
         storage.charge(decisions=3)
@@ -308,7 +308,7 @@ def test_a_failed_append_leaves_no_partial_line_and_charges_nothing(
 
     monkeypatch.setattr(os, "fdatasync", full)
     spec = _spec()
-    events = storage.privacy.events_for(cfg, get_analysis("gaussian-mean"), spec, N)
+    events = storage.privacy.events_for(cfg, get_analysis("gaussian-mean", spec.model_params), spec, N)
     with pytest.raises(OSError, match="No space"):
         storage.charge(events, _run_charge(spec, 1, N), N)
     monkeypatch.undo()

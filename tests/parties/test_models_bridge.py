@@ -25,14 +25,15 @@ MODEL = BayesLogistic(p=2)
 
 def test_registered_and_resolved() -> None:
     assert {"beta-bernoulli", "bayes-logistic", "linear-regression", "gaussian-mean"} <= set(known_analyses())
-    a = get_analysis("mechanisms.models.linear:LinearRegression")
-    a.check_params({"model_args": {"p": 1}})
+    get_analysis("mechanisms.models.linear:LinearRegression", {"model_args": {"p": 1}})
     with pytest.raises(AnalysisError, match="unknown parameters"):
-        get_analysis("bayes-logistic").check_params({"sigma": 1})
+        get_analysis("bayes-logistic", {"sigma": 1})
     with pytest.raises(AnalysisError, match="kind"):
-        get_analysis("bayes-logistic").check_params({"kind": "gibbs"})
+        get_analysis("bayes-logistic", {"kind": "gibbs"})
     with pytest.raises(AnalysisError, match="penalty"):
-        get_analysis("bayes-logistic").check_params({"penalty": {"tau": -1, "n": 10}})
+        get_analysis("bayes-logistic", {"penalty": {"tau": -1, "n": 10}})
+    with pytest.raises(AnalysisError, match="unknown analysis 'gibbs-sampler'"):
+        get_analysis("gibbs-sampler", {})
 
 
 @pytest.mark.parametrize("kind", ["mh", "penalty", "rejection"])
@@ -50,10 +51,9 @@ def test_daemon_terms_equal_simulation_terms(kind: str, mode: str) -> None:
     if kind == "penalty":
         pen = Penalty(tau=0.1, alpha=0.5, n=1000)
         params["penalty"] = pen.to_params()
-    a = get_analysis("bayes-logistic")
-    a.check_params(params)
+    a = get_analysis("bayes-logistic", params)
     inputs = {"theta_star": ts, "public": pub} | ({} if kind == "rejection" else {"theta": th})
-    got = a.terms(Dataset(data), params, inputs, n, 3, mode, fixed_rng("t"))
+    got = a.terms(Dataset(data), inputs, n, 3, mode, fixed_rng("t"))
     req = DecisionRequest(
         kind=params["kind"], theta_star=ts, public=pub, theta=None if kind == "rejection" else th, penalty=pen
     )
@@ -62,8 +62,8 @@ def test_daemon_terms_equal_simulation_terms(kind: str, mode: str) -> None:
     np.testing.assert_array_equal(got.values, want.values)
     assert (got.blind is None) == (mode != "blinded")
     if kind == "rejection":
-        quiet = get_analysis("bayes-logistic")
-        plain = quiet.terms(Dataset(data), {**params, "noise": "none"}, inputs, n, 3, "sign", fixed_rng("t"))
+        quiet = get_analysis("bayes-logistic", {**params, "noise": "none"})
+        plain = quiet.terms(Dataset(data), inputs, n, 3, "sign", fixed_rng("t"))
         assert (plain.values <= 1e-9).all()  # l_j(θ*) − log M_j ≤ 0: the party's own bound holds
 
 
@@ -78,7 +78,7 @@ def test_clipped_record_count_goes_with_the_terms(c: str) -> None:
     pen = Penalty(tau=0.1, alpha=0.5, n=1000, c=c, b=0.2 if c == "clip" else None)
     params = {"model_args": {"p": 2}, "penalty": pen.to_params()}
     inputs = {"theta": th, "theta_star": ts, "public": np.zeros(n)}
-    got = get_analysis("bayes-logistic").terms(Dataset(data), params, inputs, n, 3, "sign", fixed_rng("c"))
+    got = get_analysis("bayes-logistic", params).terms(Dataset(data), inputs, n, 3, "sign", fixed_rng("c"))
     req = DecisionRequest.from_inputs(inputs, "mh", n, 3, pen)
     want = party_terms(MODEL, data, req, 3, fixed_rng("c"), "sign")
     np.testing.assert_array_equal(got.values, want.values)
@@ -89,14 +89,13 @@ def test_clipped_record_count_goes_with_the_terms(c: str) -> None:
 
 
 def test_terms_refuse_bad_data_and_inputs() -> None:
-    a = get_analysis("bayes-logistic")
-    params = {"model_args": {"p": 2}}
+    a = get_analysis("bayes-logistic", {"model_args": {"p": 2}})
     bad = Dataset({"x1": np.array([0.0, 9.0]), "x2": np.array([0.0, 0.0]), "y": np.array([1.0, 0.0])})
     with pytest.raises(DataSchemaError, match=r"column 'x1'.*bounds \[-3, 3\] in row 2"):
-        a.terms(bad, params, {}, 1, 3, "sign", fixed_rng("x"))
+        a.terms(bad, {}, 1, 3, "sign", fixed_rng("x"))
     good = Dataset({"x1": np.zeros(2), "x2": np.zeros(2), "y": np.array([1.0, 0.0])})
     with pytest.raises(AnalysisError, match="theta_star"):
-        a.terms(good, params, {"theta": np.zeros((1, 3))}, 1, 3, "sign", fixed_rng("x"))
+        a.terms(good, {"theta": np.zeros((1, 3))}, 1, 3, "sign", fixed_rng("x"))
 
 
 def load_checked(path: Path, model: str, args: dict[str, int]) -> Snapshot:
@@ -169,12 +168,11 @@ def test_penalty_analyses_report_gdp_events_and_unbounded_ones_refuse(m: int, t:
     from mechanisms.privacy import coalition_view, compose_events, gdp_delta
     from parties.analyses import Unaccountable
 
-    analysis = get_analysis("bayes-logistic")
     penalty = {"tau": 0.5, "alpha": 0.25, "n": 10_000, "c": "bound"}
     params = {"model_args": {"p": 4}, "kind": "mh", "penalty": penalty}
-    analysis.check_params(params)
+    analysis = get_analysis("bayes-logistic", params)
     view = coalition_view("sign", m, (m - 1) // 2, t)
-    events = analysis.privacy_events(params, "sign", view, 16)  # type: ignore[attr-defined]
+    events = analysis.privacy_events("sign", view, 16)  # type: ignore[attr-defined]
     assert len(events) == 1
     mu = 1.0 / (0.5 * 10_000**0.25 * np.sqrt(m - t))
     composed = compose_events(events)
@@ -182,10 +180,10 @@ def test_penalty_analyses_report_gdp_events_and_unbounded_ones_refuse(m: int, t:
     assert composed.delta_at(1.0) == pytest.approx(gdp_delta(4 * mu, 1.0), rel=1e-6, abs=1e-12)
     no_penalty = {"model_args": {"p": 4}, "kind": "mh"}
     with pytest.raises(Unaccountable, match="without the penalty"):
-        analysis.privacy_events(no_penalty, "sign", view, 16)  # type: ignore[attr-defined]
+        get_analysis("bayes-logistic", no_penalty).privacy_events("sign", view, 16)  # type: ignore[attr-defined]
     rejection = {"model_args": {"p": 4}, "kind": "rejection"}
     with pytest.raises(Unaccountable):
-        analysis.privacy_events(rejection, "sign", view, 16)  # type: ignore[attr-defined]
+        get_analysis("bayes-logistic", rejection).privacy_events("sign", view, 16)  # type: ignore[attr-defined]
 
 
 @pytest.mark.slow
@@ -196,12 +194,11 @@ def test_penalty_cap_events_and_refusal() -> None:
     from mechanisms.privacy import AmplifiedGaussianEvent, coalition_view
     from parties.analyses import AnalysisError, Dataset
 
-    analysis = get_analysis("beta-bernoulli")
     penalty = {"tau": 1.5, "alpha": 0.0, "n": 100, "c": "bound", "max_sensitivity": 0.3}
     params = {"kind": "mh", "penalty": penalty}
-    analysis.check_params(params)
+    analysis = get_analysis("beta-bernoulli", params)
     view = coalition_view("sign", 5, 2, 1)
-    (ev,) = analysis.privacy_events(params, "sign", view, 12)  # type: ignore[attr-defined]
+    (ev,) = analysis.privacy_events("sign", view, 12)  # type: ignore[attr-defined]
     assert isinstance(ev, AmplifiedGaussianEvent) and ev.count == 12
     assert ev.mu == pytest.approx(1 / (1.5 * 2.0)) and ev.plain_mu == pytest.approx(1 / 1.5)
     assert "c <= 0.3" in ev.label and "Delta=0.3" in ev.profile.description
@@ -209,9 +206,9 @@ def test_penalty_cap_events_and_refusal() -> None:
     theta = np.array([[0.3], [0.3]])
     inputs = {"theta": theta, "theta_star": np.array([[0.31], [0.6]]), "public": np.zeros(2)}
     with pytest.raises(AnalysisError, match="1 proposals have per-record sensitivity above"):
-        analysis.terms(data, params, inputs, 2, 5, "sign", SecureRandom(b"k" * 32))
+        analysis.terms(data, inputs, 2, 5, "sign", SecureRandom(b"k" * 32))
     inputs["theta_star"] = np.array([[0.31], [0.32]])
-    out = analysis.terms(data, params, inputs, 2, 5, "sign", SecureRandom(b"k" * 32))
+    out = analysis.terms(data, inputs, 2, 5, "sign", SecureRandom(b"k" * 32))
     assert out.values.shape == (2,)
 
 
@@ -221,27 +218,28 @@ def test_lazy_events_and_refusals() -> None:
     from mechanisms.privacy import ProfileEvent, ThreatModel, coalition_view, sign_step_profile
     from parties.analyses import Unaccountable
 
-    analysis = get_analysis("beta-bernoulli")
     params = {"kind": "mh", "lazy": {"gamma": 0.25, "max_sensitivity": 0.5}}
-    analysis.check_params(params)
-    (ev,) = analysis.privacy_events(params, "sign", coalition_view("sign", 5, 2, 0), 9)  # type: ignore[attr-defined]
+    analysis = get_analysis("beta-bernoulli", params)
+    (ev,) = analysis.privacy_events("sign", coalition_view("sign", 5, 2, 0), 9)  # type: ignore[attr-defined]
     assert isinstance(ev, ProfileEvent) and ev.count == 9
     assert ev.profile == sign_step_profile(0.5, ThreatModel(5, 0), 0.25).profile
     assert ev.profile.pure_eps == pytest.approx(0.5)  # max(Delta, log((1 - g e^-D)/(1 - g))) = Delta here
-    (ev2,) = analysis.privacy_events(params, "sign", coalition_view("sign", 5, 2, 2), 9)  # type: ignore[attr-defined]
+    (ev2,) = analysis.privacy_events("sign", coalition_view("sign", 5, 2, 2), 9)  # type: ignore[attr-defined]
     assert ev2.profile == sign_step_profile(0.5, ThreatModel(5, 2), 0.25).profile
     with pytest.raises(Unaccountable, match="exceed the session threshold t = 2"):
-        analysis.privacy_events(params, "sign", coalition_view("sign", 5, 2, 3), 9)  # type: ignore[attr-defined]
+        analysis.privacy_events("sign", coalition_view("sign", 5, 2, 3), 9)  # type: ignore[attr-defined]
     with pytest.raises(Unaccountable, match="only in reveal mode 'sign'"):
-        analysis.privacy_events(params, "sum", coalition_view("sum", 5, 2, 0), 9)  # type: ignore[attr-defined]
+        analysis.privacy_events("sum", coalition_view("sum", 5, 2, 0), 9)  # type: ignore[attr-defined]
     no_cap = {"kind": "mh", "lazy": {"gamma": 0.25}}
     with pytest.raises(Unaccountable, match="max_sensitivity"):
-        analysis.privacy_events(no_cap, "sign", coalition_view("sign", 5, 2, 0), 9)  # type: ignore[attr-defined]
+        get_analysis("beta-bernoulli", no_cap).privacy_events(  # type: ignore[attr-defined]
+            "sign", coalition_view("sign", 5, 2, 0), 9
+        )
     for bad in ({"gamma": 0.3}, {"gamma": 0.5, "extra": 1}, "half"):
         with pytest.raises(AnalysisError):
-            analysis.check_params({"kind": "mh", "lazy": bad})
+            get_analysis("beta-bernoulli", {"kind": "mh", "lazy": bad})
     with pytest.raises(AnalysisError, match="not combined"):
-        analysis.check_params({**params, "penalty": {"tau": 1.0, "n": 10}})
+        get_analysis("beta-bernoulli", {**params, "penalty": {"tau": 1.0, "n": 10}})
 
 
 def test_a_release_at_the_model_s_bound_is_made_at_the_public_theta() -> None:
@@ -258,9 +256,8 @@ def test_a_release_at_the_model_s_bound_is_made_at_the_public_theta() -> None:
     params = DecisionPlan(model_args={"p": 2, "t_max": 3.0}, kind="statistics", statistics=stats).to_params()
     theta = np.array([0.2, 1.2, 0.3, -0.2])
     n = warmstart.dimension("score", model)
-    a = get_analysis("weibull-regression")
-    a.check_params(params)
-    got = a.terms(Dataset(data), params, {"theta": theta}, n, 3, "sum", fixed_rng("w"))
+    a = get_analysis("weibull-regression", params)
+    got = a.terms(Dataset(data), {"theta": theta}, n, 3, "sum", fixed_rng("w"))
     made = stats.at(model, theta)
     assert made.clip == model.score_norm_bound(theta) > 4.0  # type: ignore[attr-defined]
     total = warmstart.record_vectors(made, model, model.check_data(data), theta)

@@ -47,8 +47,8 @@ def _plaintext(m: int, data: list[np.ndarray], keys: dict[int, bytes], batches: 
         for j in keys:
             noise_key = derive_key(keys[j], SID, b"noise")
             rng = SecureRandom(derive_key(noise_key, SID, b"step/%d" % step))
-            terms = get_analysis("gaussian-mean").terms(
-                Dataset({"x": data[j - 1]}), PARAMS, inputs, n, m, "sign", rng
+            terms = get_analysis("gaussian-mean", PARAMS).terms(
+                Dataset({"x": data[j - 1]}), inputs, n, m, "sign", rng
             )
             values.append(terms.values)
             public = terms.public

@@ -83,20 +83,21 @@ def test_budget_config_keys(tmp_path: Path) -> None:
 
 
 def test_gaussian_mean_privacy_events() -> None:
-    gm = get_analysis("gaussian-mean")
+    def gm(params: dict[str, Any]) -> Any:
+        return get_analysis("gaussian-mean", params)
+
     with pytest.raises(Unaccountable, match="without the penalty"):  # exact MH sign: unbounded
-        gm.privacy_events(gm_params(1.0), "sign", coalition_view("sign", 3, 1, 2), 10)
+        gm(gm_params(1.0)).privacy_events("sign", coalition_view("sign", 3, 1, 2), 10)
     with pytest.raises(Unaccountable, match="without the penalty"):  # no noise: unbounded
-        gm.privacy_events(gm_params(1.0, (0, 1)), "sum", coalition_view("sum", 3, 1, 2), 10)
-    (ev,) = gm.privacy_events(PARAMS, "sign", coalition_view("sign", 3, 1, 2), 10)
+        gm(gm_params(1.0, (0, 1))).privacy_events("sum", coalition_view("sum", 3, 1, 2), 10)
+    (ev,) = gm(PARAMS).privacy_events("sign", coalition_view("sign", 3, 1, 2), 10)
     assert isinstance(ev, GaussianEvent) and ev.count == 10 and ev.mu == pytest.approx(1 / TAU)
-    (ev,) = gm.privacy_events(PARAMS, "blinded", coalition_view("blinded", 3, 1, 0), 4)
+    (ev,) = gm(PARAMS).privacy_events("blinded", coalition_view("blinded", 3, 1, 0), 4)
     assert ev.mu == pytest.approx(1 / (TAU * math.sqrt(3)))
     with pytest.raises(AnalysisError, match="tau must be"):
-        gm.check_params(gm_params(1.0, tau=-5.0))
+        gm(gm_params(1.0, tau=-5.0))
     with pytest.raises(AnalysisError, match="clip must be"):
-        get_analysis("gaussian-mean").check_params(gm_params(1.0, (2.0, 1.0)))
-    gm.check_params(PARAMS)
+        gm(gm_params(1.0, (2.0, 1.0)))
 
 
 @pytest.mark.parametrize(
@@ -131,7 +132,7 @@ def test_penalty_charge_follows_what_the_coalition_can_rebuild(
         model_params=PARAMS,
     )
     store = PrivacyBudgetStore.load(cfg)
-    (ev,) = store.events_for(cfg, get_analysis("gaussian-mean"), spec, 7)
+    (ev,) = store.events_for(cfg, get_analysis("gaussian-mean", PARAMS), spec, 7)
     assert isinstance(ev, GaussianEvent) and ev.count == 7
     assert ev.mu == pytest.approx(1 / (TAU * math.sqrt(residual)), rel=1e-12)
     assert f"assumes q = {q} colluding, session t = {t}, reveal {mode}" in ev.label
@@ -145,8 +146,8 @@ def test_gaussian_mean_penalty_noise_is_exactly_corrected() -> None:
     n, m = 40_000, 3
     th, ts = np.zeros(n), np.full(n, 0.01)
     params = {**PARAMS, "noise": "none"}
-    t = get_analysis("gaussian-mean").terms(
-        Dataset({"x": x}), params, gm_inputs(th, ts, params, m), n, m, "sign", SecureRandom(b"k" * 32)
+    t = get_analysis("gaussian-mean", params).terms(
+        Dataset({"x": x}), gm_inputs(th, ts, params, m), n, m, "sign", SecureRandom(b"k" * 32)
     )
     exact = (ts - th) * xc.sum() - 0.5 * xc.size * (ts**2 - th**2)
     s = TAU * 0.01 * 10.0
@@ -179,7 +180,7 @@ def test_ledger_refuses_persists_and_reloads(tmp_path: Path, budget: str) -> Non
     config, spend_at, named = STORE_BUDGETS[budget]
     cfg = _cfg(tmp_path, config)
     store = PrivacyBudgetStore.load(cfg)
-    spec, gm = _spec(PARAMS), get_analysis("gaussian-mean")
+    spec, gm = _spec(PARAMS), get_analysis("gaussian-mean", PARAMS)
     for _ in range(3):
         ev = store.events_for(cfg, gm, spec, 30)
         store.check(ev)
@@ -198,7 +199,7 @@ def test_ledger_refuses_persists_and_reloads(tmp_path: Path, budget: str) -> Non
         again.check(again.events_for(cfg, gm, spec, 30))
     # unbounded analyses are refused under a budget, with the reason
     with pytest.raises(PrivacyRefusal) as ei:
-        store.events_for(cfg, gm, _spec(gm_params(1.0)), 1)
+        store.events_for(cfg, get_analysis("gaussian-mean", gm_params(1.0)), _spec(gm_params(1.0)), 1)
     assert ei.value.reason is Reason.FAILED_PRECONDITION
     assert "without the penalty has unbounded or unknown per-step privacy loss" in ei.value.message
     assert "session threshold t = " in ei.value.message

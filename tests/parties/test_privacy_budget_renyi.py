@@ -54,7 +54,7 @@ def test_renyi_budget_is_enforced_persisted_and_reloaded(tmp_path: Path) -> None
         model="gaussian-mean",
         model_params=PARAMS,
     )
-    gm = get_analysis("gaussian-mean")
+    gm = get_analysis("gaussian-mean", PARAMS)
     ev = store.events_for(cfg, gm, spec, 30)
     assert isinstance(ev[0], GaussianEvent)  # tau form: no per-decision bit bound, charged alpha mu^2 / 2
     store.check(ev)
@@ -76,11 +76,10 @@ def test_the_bridge_passes_the_renyi_order_to_the_charge() -> None:
     is a RenyiEvent with the same μ and the bit's ρ below the Gaussian's; without it, the plain Gaussian."""
     from mechanisms.privacy import RenyiEvent, coalition_view
 
-    analysis = get_analysis("bayes-logistic")
     params = {"model_args": {"p": 4}, "kind": "mh", "penalty": {"sd": 0.8, "max_sensitivity": 0.6}}
-    analysis.check_params(params)
+    analysis = get_analysis("bayes-logistic", params)
     view = coalition_view("sign", 5, 2, 0)
-    (plain,) = analysis.privacy_events(params, "sign", view, 16)  # type: ignore[attr-defined]
-    (ren,) = analysis.privacy_events(params, "sign", view, 16, rdp_orders=(2.0,))  # type: ignore[attr-defined]
+    (plain,) = analysis.privacy_events("sign", view, 16)  # type: ignore[attr-defined]
+    (ren,) = analysis.privacy_events("sign", view, 16, rdp_orders=(2.0,))  # type: ignore[attr-defined]
     assert type(plain) is GaussianEvent and isinstance(ren, RenyiEvent) and ren.mu == plain.mu
     assert 0 < ren.rho[0] < 0.8 * (2.0 * plain.mu**2 / 2)

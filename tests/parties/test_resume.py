@@ -211,7 +211,7 @@ def test_run_charges_merge_count_and_persist(tmp_path: Path) -> None:
     store = PrivacyBudgetStore.load(cfg)
     spec = _spec("run-1")
     for s in (1, 2):
-        ev = store.events_for(cfg, get_analysis("gaussian-mean"), spec, N)
+        ev = store.events_for(cfg, get_analysis("gaussian-mean", spec.model_params), spec, N)
         assert "run run-1" in ev[0].label
         store.commit(ev, RunCharge("run-1", spec.session_id.hex()[:16], s, s, N))
     again = PrivacyBudgetStore.load(cfg)
@@ -286,7 +286,7 @@ def test_run_charge_records_digest_and_key_and_old_ledgers_still_load(tmp_path: 
     cfg = load_config(path, insecure=True)
     store = PrivacyBudgetStore.load(cfg)
     spec = _spec("run-1")
-    ev = store.events_for(cfg, get_analysis("gaussian-mean"), spec, N)
+    ev = store.events_for(cfg, get_analysis("gaussian-mean", spec.model_params), spec, N)
     store.commit(ev, RunCharge("run-1", "s16", 1, 1, N, d1, k))
     doc = json.loads((cfg.state_dir / LEDGER_FILE).read_text())
     assert doc["version"] == 1 and doc["run_charges"] == [RunCharge("run-1", "s16", 1, 1, N, d1, k).to_dict()]

@@ -44,8 +44,8 @@ def reference(
         for j in keys:
             noise_key = derive_key(keys[j], SID, b"noise")
             rng = SecureRandom(derive_key(noise_key, SID, b"step/%d" % step))
-            analysis = get_analysis("gaussian-mean")  # the analysis the daemons serve under that name
-            terms = analysis.terms(Dataset({"x": data[j - 1]}), params, inputs, n, m, mode, rng)
+            analysis = get_analysis("gaussian-mean", params)  # the analysis the daemons serve by that name
+            terms = analysis.terms(Dataset({"x": data[j - 1]}), inputs, n, m, mode, rng)
             batch = TermsBatch(
                 terms.values, terms.public, step, proto[j], blind=terms.blind, precompute=precompute
             )

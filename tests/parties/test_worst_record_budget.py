@@ -135,8 +135,7 @@ def test_per_run_config(tmp_path: Path) -> None:
 
 
 def test_store_charges_the_run_at_its_worst_record_and_reloads_its_state(tmp_path: Path) -> None:
-    a = get_analysis("bayes-logistic")
-    a.check_params(PARAMS)
+    a = get_analysis("bayes-logistic", PARAMS)
     worst, plain = (PrivacyBudgetStore.load(_cfg(tmp_path, p, p)) for p in ("worst-record", "per-decision"))
     cfg_w, cfg_p = _cfg(tmp_path, "worst-record", "worst-record"), _cfg(tmp_path, None, "per-decision")
     k = 4
@@ -191,7 +190,7 @@ def test_a_model_without_the_structure_keeps_the_per_decision_charge(tmp_path: P
     store = PrivacyBudgetStore.load(cfg)
     th = np.full(4, 1.0)
     inputs = gm_inputs(th, th + 0.01, params, M)
-    ev, rs = store.run_events_for(cfg, get_analysis("gaussian-mean"), spec, 4, inputs)
+    ev, rs = store.run_events_for(cfg, get_analysis("gaussian-mean", params), spec, 4, inputs)
     assert rs is None and "per decision" in ev[0].label
 
 
@@ -319,7 +318,7 @@ def test_a_replace_one_registry_charges_each_decision_its_range(tmp_path: Path) 
     cfg = _cfg(tmp_path, None, "ro", budget={"gdp_mu": 50.0, "colluding": 1})
     assert cfg.neighbours == "replace-one"
     store = PrivacyBudgetStore.load(cfg)
-    a = get_analysis("bayes-logistic")
+    a = get_analysis("bayes-logistic", _spec().model_params)
     ev, state = store.run_events_for(cfg, a, _spec(), N, _inputs(1))
     assert state is None and len(ev) == 1 and "replace-one" in (ev[0].label or "")
     s_res = SD * session_view(cfg, _spec()).threat.residual_parties ** 0.5

@@ -85,10 +85,8 @@ def _events(setup: Setup, alpha: float) -> list[PrivacyEvent]:
     cfg = setup.cfg
     view = coalition_view(cfg.reveal, cfg.m, cfg.threshold, cfg.colluding)
     batch = {k: np.asarray(v) for k, v in setup.request(cfg.steps).to_inputs().items()}
-    analysis: Any = get_analysis(cfg.model_name)
-    return list(
-        analysis.privacy_events(setup.session_params, cfg.reveal, view, cfg.steps, batch, rdp_orders=(alpha,))
-    )
+    analysis: Any = get_analysis(cfg.model_name, setup.session_params)
+    return list(analysis.privacy_events(cfg.reveal, view, cfg.steps, batch, rdp_orders=(alpha,)))
 
 
 @pytest.mark.slow

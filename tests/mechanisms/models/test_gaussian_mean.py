@@ -94,8 +94,8 @@ def test_terms_are_party_terms_with_the_correction_in_the_public_term(mode: str)
     pen = Penalty(tau=2.0, alpha=0.0, n=1)
     sigma = 2.0 * np.abs(ts - th) * 10.0 / 1.5**2
     public = rng.normal(0.0, 0.1, n) - m * sigma**2 / 2  # the coordinator's kernel adds the correction
-    got = get_analysis("gaussian-mean").terms(
-        Dataset({"x": x}), COMMON, {"theta": th, "theta_star": ts, "public": public}, n, m, mode,
+    got = get_analysis("gaussian-mean", COMMON).terms(
+        Dataset({"x": x}), {"theta": th, "theta_star": ts, "public": public}, n, m, mode,
         fixed_rng("g"),
     )
     req = DecisionRequest("mh", ts[:, None], public, th[:, None], pen)
@@ -111,9 +111,8 @@ def test_noise_free_terms_are_the_exact_log_ratio_of_the_clipped_records() -> No
     x = np.array([-10.0, 0.5, 2.0, 9.0])
     xc = np.clip(x, *CLIP)
     th, ts = np.linspace(-1, 2, 7), np.linspace(2, -1, 7)
-    t = get_analysis("gaussian-mean").terms(
-        Dataset({"x": x}), {"model_args": {"clip": list(CLIP)}, "noise": "none"},
-        {"theta": th, "theta_star": ts, "public": np.zeros(7)}, 7, 3, "sum", fixed_rng("e"),
+    t = get_analysis("gaussian-mean", {"model_args": {"clip": list(CLIP)}, "noise": "none"}).terms(
+        Dataset({"x": x}), {"theta": th, "theta_star": ts, "public": np.zeros(7)}, 7, 3, "sum", fixed_rng("e")
     )
     exact = (ts - th) * xc.sum() - 0.5 * xc.size * (ts**2 - th**2)
     np.testing.assert_allclose(t.values, exact, rtol=0, atol=1e-12)
@@ -121,19 +120,20 @@ def test_noise_free_terms_are_the_exact_log_ratio_of_the_clipped_records() -> No
 
 
 def test_privacy_events_are_the_penalty_gdp_bound() -> None:
-    a = get_analysis("gaussian-mean")
+    a = get_analysis("gaussian-mean", COMMON)
     for mode, m, t, q in [("sign", 3, 1, 2), ("blinded", 5, 1, 3), ("sum", 4, 1, 0)]:
         view = coalition_view(mode, m, t, q)
-        (ev,) = a.privacy_events(COMMON, mode, view, 9)
+        (ev,) = a.privacy_events(mode, view, 9)
         assert isinstance(ev, GaussianEvent) and ev.count == 9
         assert ev.mu == pytest.approx(penalty_gdp_mu(1.0, 2.0, view.threat), rel=1e-15)
     for mode in ("sign", "sum"):
         with pytest.raises(Unaccountable, match="without the penalty"):
-            a.privacy_events({"model_args": {"sigma": 1.0}}, mode, coalition_view(mode, 3, 1, 2), 1)
+            no_penalty = get_analysis("gaussian-mean", {"model_args": {"sigma": 1.0}})
+            no_penalty.privacy_events(mode, coalition_view(mode, 3, 1, 2), 1)
 
 
 def test_parameters_refused() -> None:
-    get_analysis("gaussian-mean").check_params(COMMON)
+    get_analysis("gaussian-mean", COMMON)
     for params, msg in [
         ({"model_args": {"clip": [2.0, 1.0]}}, "clip must be"),
         ({"model_args": {"sigma": -1.0}}, "sigma must be"),
@@ -143,7 +143,7 @@ def test_parameters_refused() -> None:
         ({"foo": 1}, "unknown parameters"),
     ]:
         with pytest.raises(AnalysisError, match=msg):
-            get_analysis("gaussian-mean").check_params(params)
+            get_analysis("gaussian-mean", params)
 
 
 def test_per_record_clipping_is_counted_for_the_audit() -> None:
@@ -152,6 +152,6 @@ def test_per_record_clipping_is_counted_for_the_audit() -> None:
     n = 5
     params = {"model_args": {"sigma": 1.0}, "penalty": {"tau": 1.0, "n": 30, "c": "clip", "b": 0.5}}
     inputs = {"theta": np.zeros(n), "theta_star": np.full(n, 0.5), "public": np.zeros(n)}
-    t = get_analysis("gaussian-mean").terms(Dataset({"x": x}), params, inputs, n, 3, "sign", fixed_rng("c"))
+    t = get_analysis("gaussian-mean", params).terms(Dataset({"x": x}), inputs, n, 3, "sign", fixed_rng("c"))
     per = np.abs(0.5 * (x - 0.25))  # |r(x)| at theta = 0, theta* = 0.5, sigma = 1; the limit is b * 0.5
     assert t.clipped_records == n * int(np.count_nonzero(per > 0.25)) > 0

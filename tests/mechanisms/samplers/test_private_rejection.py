@@ -100,7 +100,7 @@ def test_capped_rejection_is_exact_for_the_restricted_prior() -> None:
 
 
 def _events(params: dict, mode: str, m: int, t: int, q: int) -> list:
-    return get_analysis("beta-bernoulli").privacy_events(params, mode, coalition_view(mode, m, t, q), 10)  # type: ignore[attr-defined]
+    return get_analysis("beta-bernoulli", params).privacy_events(mode, coalition_view(mode, m, t, q), 10)  # type: ignore[attr-defined]
 
 
 def test_rejection_charges_per_reveal_mode() -> None:
@@ -129,33 +129,32 @@ def test_rejection_charges_per_reveal_mode() -> None:
         _events({**base, "log_bound_margin": 0.0}, "sign", m, 1, 0)
     with pytest.raises(Unaccountable, match="max_sensitivity"):
         _events({"kind": "rejection"}, "sign", m, 1, 0)
-    logistic = get_analysis("bayes-logistic")
     view = coalition_view("sign", m, 1, 0)
     with pytest.raises(Unaccountable, match="max_log_likelihood_within"):
-        logistic.privacy_events({"model_args": {"p": 2}, **base}, "sign", view, 5)  # type: ignore[attr-defined]
-    (lg,) = logistic.privacy_events({"model_args": {"p": 2}, **base, "bound": "public"}, "sign", view, 5)  # type: ignore[attr-defined]
+        get_analysis("bayes-logistic", {"model_args": {"p": 2}, **base}).privacy_events("sign", view, 5)  # type: ignore[attr-defined]
+    public = get_analysis("bayes-logistic", {"model_args": {"p": 2}, **base, "bound": "public"})
+    (lg,) = public.privacy_events("sign", view, 5)  # type: ignore[attr-defined]
     assert lg.profile.pure_eps is not None
 
 
 def test_rejection_batches_outside_the_accounting_are_refused() -> None:
-    a = get_analysis("beta-bernoulli")
     params = {"kind": "rejection", "max_sensitivity": 1.0, "log_bound_margin": 0.2}
-    a.check_params(params)
+    a = get_analysis("beta-bernoulli", params)
     data = Dataset({"y": np.array([1.0, 0.0, 0.0, 1.0])})
     ok = {"theta_star": np.array([[0.4], [0.6]]), "public": np.zeros(2)}
-    out = a.terms(data, params, ok, 2, 3, "sign", fixed_rng("r"))
+    out = a.terms(data, ok, 2, 3, "sign", fixed_rng("r"))
     assert (out.values - 0 < 50).all()
     outside = {"theta_star": np.array([[0.4], [0.95]]), "public": np.zeros(2)}
     with pytest.raises(AnalysisError, match="outside the session's max_sensitivity"):
-        a.terms(data, params, outside, 2, 3, "sign", fixed_rng("r"))
+        a.terms(data, outside, 2, 3, "sign", fixed_rng("r"))
     positive = {"theta_star": np.array([[0.4], [0.6]]), "public": np.array([0.0, 0.3])}
     with pytest.raises(AnalysisError, match="public terms <= 0"):
-        a.terms(data, params, positive, 2, 3, "sign", fixed_rng("r"))
+        a.terms(data, positive, 2, 3, "sign", fixed_rng("r"))
     for bad in ({"bound": "tight"}, {"max_sensitivity": -1.0}, {"max_sensitivity": math.inf}):
         with pytest.raises(AnalysisError):
-            a.check_params({**params, **bad})
+            get_analysis("beta-bernoulli", {**params, **bad})
     with pytest.raises(AnalysisError, match="rejection-sampling parameters"):
-        a.check_params({"kind": "mh", "max_sensitivity": 1.0})
+        get_analysis("beta-bernoulli", {"kind": "mh", "max_sensitivity": 1.0})
 
 
 def test_confar_run_driver_and_in_memory_run_make_the_same_draws() -> None:
