@@ -31,7 +31,7 @@ from coordinator.run_privacy import (
     plan_file,
     privacy_reports,
 )
-from coordinator.sampler_settings import MH_KINDS
+from coordinator.sampler_settings import SamplerSettings
 from mechanisms.models.hierarchy import SharedModel
 from mechanisms.samplers import (
     AdaptiveMH,
@@ -64,9 +64,9 @@ REJECTION_STATS = ("batch",)
 ABCDP_STATS = ("proposal_index",)
 
 
-def stat_names(kind: str) -> tuple[str, ...]:
-    """The sample statistics a run of sampler ``kind`` writes with its draws."""
-    return MH_STATS if kind in MH_KINDS else ABCDP_STATS if kind == "abcdp" else REJECTION_STATS
+def stat_names(sampler: SamplerSettings) -> tuple[str, ...]:
+    """The sample statistics a run of ``sampler`` writes with its draws."""
+    return MH_STATS if sampler.markov else ABCDP_STATS if sampler.simulator_run else REJECTION_STATS
 
 
 class Driver:
@@ -451,9 +451,9 @@ EFFECTS_BATCH = 20_000  # values per Evaluate of a blocked run's effects release
 
 def make_driver(exp: Experiment) -> MHDriver | RejectionDriver:
     seeds = PublicSeeds(exp.seed)
-    if exp.sampler.kind in MH_KINDS and exp.sampler.blocked:
+    if exp.sampler.markov and exp.sampler.blocked:
         return BlockedDriver(exp, seeds)
-    return MHDriver(exp, seeds) if exp.sampler.kind in MH_KINDS else (RejectionDriver(exp, seeds))
+    return MHDriver(exp, seeds) if exp.sampler.markov else RejectionDriver(exp, seeds)
 
 
 # ---- federated ABCDP -------------------------------------------------------------------------------------

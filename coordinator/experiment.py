@@ -349,12 +349,12 @@ class Experiment:
 
     def analysis(self) -> str:
         """The party analysis the session names."""
-        return "abcdp-rff" if self.sampler.kind == "abcdp" else self.model_name
+        return "abcdp-rff" if self.sampler.simulator_run else self.model_name
 
     def decision_plan(self) -> DecisionPlan:
         """The public meaning of the run's decisions (MH and rejection kinds), sent as ``model_params``."""
         s = self.sampler
-        rejection = s.kind == "rejection"
+        rejection = s.rejection
         return DecisionPlan(
             model_args=dict(self.model_params),
             kind="rejection" if rejection else "mh",
@@ -380,7 +380,7 @@ class Experiment:
     def session_params(self) -> dict[str, Any]:
         """The session's public ``model_params``: the decision plan's (``DecisionPlan.to_params``), or the
         run plan of federated ABCDP (``FederatedSvtPlan``)."""
-        if self.sampler.kind == "abcdp":
+        if self.sampler.simulator_run:
             return dict(self.sampler.abcdp)
         return self.decision_plan().to_params()
 
@@ -394,7 +394,7 @@ class Experiment:
 def check_model(exp: Experiment) -> list[str]:
     """``confar run --check`` on the model's public side: its prior at the ``[model.params]`` given draws
     the right shape, inside the model's bounds, with a finite log prior. Problems, each naming its key."""
-    if exp.sampler.kind == "abcdp":
+    if exp.sampler.simulator_run:
         return []
     model = exp.model()
     key = "model.params" if exp.model_params else "model.name"

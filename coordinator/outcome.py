@@ -176,7 +176,7 @@ def write_run_outputs(
 
 def _prior_draws(exp: Experiment, chains: int, draws: int) -> F64 | None:
     """As many draws from the model's prior as the posterior has (public seed: the prior is public)."""
-    if draws < 1 or exp.sampler.kind == "abcdp":  # ABCDP's simulator models have their own priors
+    if draws < 1 or exp.sampler.simulator_run:  # ABCDP's simulator models have their own priors
         return None
     model = exp.model()
     rng = np.random.default_rng([exp.seed, 0x9E10])

@@ -80,7 +80,6 @@ from coordinator.outcome import (
 from coordinator.plugins import service
 from coordinator.run_check import check, in_file_keys, output_name_problems
 from coordinator.run_privacy import PrivacyPlan, check_privacy, plan_file, privacy_reports
-from coordinator.sampler_settings import MH_KINDS
 from coordinator.tables import ExperimentError
 from mechanisms.samplers import RefitState
 from proto.spec import PartyEntry
@@ -133,7 +132,7 @@ def run_experiment(
     unusable = output_name_problems(exp)  # refused before anything is released or charged
     if unusable:
         raise ExperimentError(f"{exp.source}: " + "; ".join(unusable))
-    if exp.sampler.kind == "abcdp":
+    if exp.sampler.simulator_run:
         return run_abcdp(
             exp,
             endpoints,
@@ -181,7 +180,7 @@ def run_experiment(
 
     warnings: list[str] = list(meta.get("warnings", []))
     session_ids = [str(s["session_id"]) for s in meta.get("sessions", [])]
-    warmup = exp.sampler.warmup if exp.sampler.kind in MH_KINDS else 0
+    warmup = exp.sampler.kept_warmup
     stopped = ""
     t_start = time.perf_counter()
     with BlockingCoordinator(
@@ -231,7 +230,7 @@ def run_experiment(
         w = f"rejection sampling stopped at max_proposals = {exp.sampler.max_proposals}: {driver.kept} draws"
         say(f"WARNING: {w}")
         outcome.warnings.append(w)
-    if exp.sampler.kind in MH_KINDS and (outcome.posterior_draws or not stopped):  # coordinator.convergence
+    if exp.sampler.markov and (outcome.posterior_draws or not stopped):  # coordinator.convergence
         w0 = min(warmup, draws.shape[1])
         proposed = driver.batch * exp.sampler.chains
         planned = exp.budget_target is not None

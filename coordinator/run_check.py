@@ -26,7 +26,7 @@ def check(exp: Experiment, simulate: bool) -> int:
         except ValueError as exc:
             problems.append(f"simulate: {exc}")
         else:
-            if exp.sampler.kind != "abcdp":
+            if not exp.sampler.simulator_run:
                 model = exp.model()
                 for pid, cols in enumerate(data, start=1):
                     what = likelihood_problem(model, cols)
@@ -70,7 +70,7 @@ def check(exp: Experiment, simulate: bool) -> int:
         print(plan_text)
     if exp.sampler.scale_adapt:
         print(_auto_proposal_line(exp))
-    if exp.sampler.kind != "abcdp":
+    if not exp.sampler.simulator_run:
         print(f"model: {exp.model_name}: prior draws in bounds with a finite log prior")
         if exp.formats:
             print(f"parameters (as the outputs name them): {', '.join(exp.model().param_names)}")
@@ -92,7 +92,7 @@ def output_name_problems(exp: Experiment) -> list[str]:
     from coordinator.outputs.result import name_problem
 
     problems = []
-    if exp.sampler.kind != "abcdp":  # ABCDP's draws are w1..wk, named by the coordinator
+    if not exp.sampler.simulator_run:  # ABCDP's draws are w1..wk, named by the coordinator
         formula = exp.model_name == "formula"
         key = "model.formula" if formula else "model.name"
         fix = "rename the column" if formula else "rename it in the model's param_names"
@@ -104,7 +104,7 @@ def output_name_problems(exp: Experiment) -> list[str]:
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             problems.append(f"{key}: parameter names {twice} given twice (the outputs need distinct names)")
-    for name in (*stat_names(exp.sampler.kind), *constant_data(exp, exp.m)):
+    for name in (*stat_names(exp.sampler), *constant_data(exp, exp.m)):
         why = name_problem(name)
         if why is not None:
             problems.append(f"sampler: output name {why}")

@@ -23,7 +23,6 @@ from typing import Any
 from coordinator import privacy as cprivacy
 from coordinator.checkpoint import RunError
 from coordinator.experiment import Experiment
-from coordinator.sampler_settings import MH_KINDS
 from mechanisms.privacy import scaled
 from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
@@ -107,7 +106,7 @@ def check_privacy(
     per_decision = pen is not None and pen.fixed
     cap = pen.max_sensitivity if pen is not None else None
     over: set[int] = set()
-    if exp.sampler.kind != "abcdp":  # ABCDP is charged once per run, at its start: it cannot stop partway
+    if not exp.sampler.simulator_run:  # ABCDP is charged once per run, at its start: it cannot stop partway
         over = {pid for pid in refusing - moot if _over_budget(answers[pid], pf, per_decision)}
     others = refusing - moot - over
     if before_release:
@@ -142,7 +141,7 @@ def check_privacy(
     target = exp.privacy
     if target is None or per_decision or before_release:  # per decision: checked against the plan's
         return plan  # expected charge (coordinator.planner), not the cap; each registry enforces its budget
-    total = exp.sampler.batches if exp.sampler.kind != "abcdp" else 1
+    total = exp.sampler.charged_batches
     misses = []
     for pid, events in sorted(per_batch.items()):
         who = f"party {pid} ({pf.parties[pid - 1].identity})"
@@ -151,7 +150,7 @@ def check_privacy(
                 f"{who}: reports no privacy accounting for this session, so the target cannot be shown"
             )
             continue
-        whole = events if exp.sampler.kind == "abcdp" else scaled(events, total)
+        whole = events if exp.sampler.simulator_run else scaled(events, total)
         sp = cprivacy.recompose(whole, target.delta if target.delta is not None else 1e-6)
         plan.composed[pid] = sp
         if target.gdp_mu is not None:
@@ -219,7 +218,7 @@ def _over_budget_refusal(
         + (" (before the warm start, whose releases add to it)" if before else "")
     ]
     lines += [f"  {_fit_line(pf, pid, answers[pid])}" for pid in sorted(over)]
-    warmup = s.warmup if s.kind in MH_KINDS else 0
+    warmup = s.kept_warmup
     where = "in the warm-up, without a posterior" if fit < warmup else "partway"
     lines.append(
         f"A registry refuses a batch past its budget, so the run may stop at batch {fit + 1} of "
@@ -237,7 +236,7 @@ def _may_stop_text(
 ) -> str:
     """What a run with ``[privacy] stop_at_budget = true`` is told before it starts: where it may stop."""
     fit = min(answers[pid].batches_allowed for pid in over)
-    total, warmup = pf.session.batches, exp.sampler.warmup if exp.sampler.kind in MH_KINDS else 0
+    total, warmup = pf.session.batches, exp.sampler.kept_warmup
     who = ", ".join(f"party {pid} ({pf.parties[pid - 1].identity})" for pid in sorted(over))
     if per_decision:
         when = (

@@ -144,16 +144,47 @@ class SamplerSettings:
         """Adaptive MH (kind adaptive-mh, penalty with the adapt_* keys, or the automatic proposal)."""
         return self.adapt_stop > 0
 
+    # ---- what varies with the kind (the one place the coordinator's run asks which kind it is) -----------
+
+    @property
+    def markov(self) -> bool:
+        """An MH kind (mh, adaptive-mh, penalty): chains of dependent draws with a warm-up, one decision per
+        chain per batch, convergence diagnostics; otherwise independent draws (rejection, ABCDP)."""
+        return self.kind in MH_KINDS
+
+    @property
+    def simulator_run(self) -> bool:
+        """Federated ABCDP: one whole run of a simulator (``coordinator.abcdp``) rather than batches of
+        model decisions; the registries charge it once per run at its start (it cannot stop partway), its
+        draws are named by the coordinator, its simulator has its own prior, it sends no study yet."""
+        return self.kind == "abcdp"
+
+    @property
+    def rejection(self) -> bool:
+        """Rejection sampling: each batch proposes from the prior and the decision compares with a bound."""
+        return self.kind == "rejection"
+
+    @property
+    def kept_warmup(self) -> int:
+        """The draws of each chain discarded as warm-up (MH kinds; none otherwise)."""
+        return self.warmup if self.markov else 0
+
     @property
     def batches(self) -> int:
         """Upper bound on the Evaluate steps of the whole run (the privacy plan's batch count)."""
-        if self.kind in MH_KINDS:
+        if self.markov:
             return self.iterations
         return -(-self.max_proposals // self.batch_size)
 
     @property
+    def charged_batches(self) -> int:
+        """The batches a registry's per-batch charge is multiplied by for the whole run: ABCDP's run is one
+        event (charged once, whatever its batches)."""
+        return 1 if self.simulator_run else self.batches
+
+    @property
     def decisions_per_batch(self) -> int:
-        return self.chains if self.kind in MH_KINDS else self.batch_size
+        return self.chains if self.markov else self.batch_size
 
 
 def _init(r: Reader, s: dict[str, Any], chains: int, model: Model) -> str | F64:

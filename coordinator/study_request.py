@@ -117,7 +117,7 @@ def _registries(exp: Experiment) -> list[tuple[int, str]]:
 def study_document(exp: Experiment, settings: StudySettings, r: Reader) -> dict[str, Any]:
     """The study request of ``exp`` (``proto.study``'s schema), from the file as written."""
     s = exp.sampler
-    if s.kind == "abcdp":
+    if s.simulator_run:
         raise r.err(
             "study",
             "federated ABCDP (sampler.kind = 'abcdp') does not send a study yet: its sessions' parameters "

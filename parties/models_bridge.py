@@ -338,7 +338,7 @@ class ModelAnalysis:
         """This party's terms of a batch of accept-reject decisions, after the checks it makes on it."""
         req = self.request(model, plan, inputs, n)
         log_bound = None
-        if req.kind == "rejection":
+        if req.rejection:
             log_bound = self.rejection_bound(model, cols, plan)
             self.check_rejection_batch(model, req.theta_star, req.public, plan)
         else:

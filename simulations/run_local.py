@@ -55,7 +55,6 @@ from coordinator.certs import COORDINATOR_IDENTITY, init_consortium
 from coordinator.experiment import Experiment
 from coordinator.outcome import LabelledDraws, Outcome, ProgressInfo
 from coordinator.run import run_experiment
-from coordinator.sampler_settings import MH_KINDS
 from hss.fixedpoint import max_threshold
 from mechanisms.models.base import Model, SchemaError
 from parties.sources import DEFAULT_MAX_RECORDS, CsvSource, ParquetSource, SourceError, take_snapshot
@@ -82,7 +81,7 @@ def synthetic_data(exp: Experiment) -> list[dict[str, F64]]:
     sim = exp.simulate
     assert sim is not None
     rng = np.random.default_rng(sim.data_seed)
-    if exp.sampler.kind == "abcdp":
+    if exp.sampler.simulator_run:
         from mechanisms.simulators.toy import ToyMixtureModel
 
         total = int(exp.sampler.abcdp["n_records"])
@@ -139,13 +138,13 @@ def consortium(exp: Experiment, workdir: Path, data: list[dict[str, F64]]) -> It
         init_consortium(certs, m)
     lc = LocalConsortium(m, workdir, certs)
     budget: dict[str, Any] = sim.budget()
-    if exp.sampler.kind == "abcdp":  # the SVT epsilon is backed against up to (m - 1) // 2 colluders only
+    if exp.sampler.simulator_run:  # the SVT epsilon is backed against up to (m - 1) // 2 colluders only
         if "gdp_mu" not in budget and "epsilon" not in budget:
             eps_run = float(exp.sampler.abcdp["eps_total"])
             budget.update(epsilon=2.0 * eps_run if math.isfinite(eps_run) else 1.0, delta=1e-6)
         budget.setdefault("colluding", max_threshold(m))
     kinds = [sim.source(pid) for pid in range(1, m + 1)]
-    blocked = exp.sampler.kind in MH_KINDS and exp.sampler.blocked  # effects released at the run's end
+    blocked = exp.sampler.markov and exp.sampler.blocked  # effects released at the run's end
     with contextlib.ExitStack() as servers:  # stopped after the daemons (lc.stop() runs first)
         tables = registry_tables(exp, workdir, data, kinds, servers)
         try:
@@ -157,8 +156,8 @@ def consortium(exp: Experiment, workdir: Path, data: list[dict[str, F64]]) -> It
                     models=(exp.analysis(),),
                     model_path=exp.model_path,
                     modes=(exp.reveal_mode, "sum") if exp.warm_start or blocked else (exp.reveal_mode,),
-                    data_model=None if exp.sampler.kind == "abcdp" else exp.model_name,
-                    data_model_args=None if exp.sampler.kind == "abcdp" else exp.model_params,
+                    data_model=None if exp.sampler.simulator_run else exp.model_name,
+                    data_model_args=None if exp.sampler.simulator_run else exp.model_params,
                     fixed_rng_key=noise_key(pid) if sim.fixed_noise_keys else None,
                     privacy_budget=budget or None,
                     require_approval=sim.party_require_approval,
@@ -184,8 +183,8 @@ def registry_tables(
     the role's password in a 0600 file), or a named graph of one Oxigraph SPARQL server (FAIRVASC-like). A
     column of text labels is stored as its labels (``registries.with_labels``), as a registry holds it."""
     names = list(data[0])
-    schema = () if exp.sampler.kind == "abcdp" else exp.model().schema
-    outcome = None if exp.sampler.kind == "abcdp" else names[-1]  # the schemas list the outcome last
+    schema = () if exp.sampler.simulator_run else exp.model().schema
+    outcome = None if exp.sampler.simulator_run else names[-1]  # the schemas list the outcome last
     pg = PostgresServer.running() if "postgresql" in kinds else None
     server = servers.enter_context(pg) if pg is not None else None
     tables: list[dict[str, Any]] = []
@@ -334,9 +333,9 @@ def simulate_experiment(
         print("confar run: WARNING: [simulate] fixed_noise_keys: party noise is REPEATABLE (testing only)")
     say = log or (lambda msg: print(f"confar run: {msg}", file=sys.stderr))
     ref_of: PooledReference | None = None
-    if exp.sampler.kind in MH_KINDS and reference:  # the plain posterior of the records the sampler saw
+    if exp.sampler.markov and reference:  # the plain posterior of the records the sampler saw
         ref_of = PooledReference(data, exp.seed, exp.reference.max_seconds, say)
-    elif exp.sampler.kind in MH_KINDS:
+    elif exp.sampler.markov:
         say("no reference posterior (--no-reference): the run is not compared with a plain fit")
 
     with consortium(exp, out_dir / "simulation", data) as lc:

@@ -158,7 +158,7 @@ def decision_events(
             f"{name}: this plan is charged at a fixed per-step bound for replace-one neighbours only; "
             "add-remove accounting needs the penalty with a fixed sd (charged per decision)"
         )
-    if plan.kind == "rejection":
+    if plan.rejection:
         return _rejection_events(plan, model, mode, view, n, name)
     if plan.lazy is not None:
         return _lazy_events(plan.lazy, mode, view, n, name)
@@ -265,7 +265,7 @@ def _without_noise(plan: DecisionPlan, name: str) -> str:
     """Why a decision plan with ``noise = "none"`` (tests only) is charged at nothing a registry can back:
     every party drops its Gamma(1/m, 1) share of the Exp(1) that makes the decision the sampler's, so the
     cases of the module's table, which all describe decisions with that noise, do not hold."""
-    if plan.kind == "rejection":
+    if plan.rejection:
         what = "lazy rejection" if plan.lazy is not None else "rejection"
         why = (
             "the accept bit is then 1[a >= 0]"

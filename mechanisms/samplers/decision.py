@@ -162,7 +162,7 @@ class LocalParties:
         return self._log_bounds
 
     def log_bound(self, j: int, request: DecisionRequest) -> float | None:
-        return self.log_bounds()[j] if request.kind == "rejection" else None
+        return self.log_bounds()[j] if request.rejection else None
 
     def __call__(self, request: DecisionRequest) -> Bits:
         self.calls += 1

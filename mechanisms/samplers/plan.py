@@ -196,6 +196,11 @@ class DecisionPlan:
     # ---- what the plan implies ----------------------------------------------------------------------------
 
     @property
+    def rejection(self) -> bool:
+        """Rejection-sampling decisions (the bound, margin and cap are theirs; charged as a proposal's)."""
+        return self.kind == "rejection"
+
+    @property
     def exp_noise(self) -> bool:
         """Whether each party adds its Gamma(1/m, 1) share of Exp(1) (the confidential identity)."""
         return self.noise == "exp"

@@ -295,6 +295,11 @@ class DecisionRequest:
         if self.states is not None:
             self._check_blocked()
 
+    @property
+    def rejection(self) -> bool:
+        """A batch of rejection-sampling decisions (each party's term is relative to its own bound)."""
+        return self.kind == "rejection"
+
     def _check_blocked(self) -> None:
         """A blocked request's chains, states and sweep agree with its decisions (ValueError naming them)."""
         assert self.states is not None and self.sweep is not None

@@ -45,7 +45,7 @@ def log_ratio(
     MH: log p(X_j | θ*) − log p(X_j | θ), with per-record clipping when the penalty uses c = "clip".
     Rejection: log p(X_j | θ*) − log M_j with ``log_bound`` = log M_j (required), ≤ 0 when M_j is a bound.
     """
-    if request.kind == "rejection":
+    if request.rejection:
         if log_bound is None:
             raise ValueError("a rejection term needs this party's bound log M_j")
         return model.log_likelihood(data, request.theta_star) - log_bound, 0
