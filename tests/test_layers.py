@@ -305,3 +305,58 @@ def test_hss_names_have_one_import_path() -> None:
                     if (node.module, name) not in HSS_REEXPORTS:
                         bad.append(f"{path.relative_to(ROOT)}:{node.lineno} takes {name} from {node.module}")
     assert not bad, "hss names imported through a module that does not define them:\n" + "\n".join(bad)
+
+
+# ---- the variant axes: a kind is asked of its plan, not compared as a string (issue 38, item 1) -----------
+
+#: the sampler's and a decision's kinds (``coordinator.sampler_settings.KINDS``, ``mechanisms.samplers.plan``)
+KIND_STRINGS = {"mh", "adaptive-mh", "penalty", "rejection", "abcdp", "statistics", "effects"}
+#: the modules that own the kinds and may compare them: the plans and the parser of the experiment file
+KIND_OWNERS = {
+    "coordinator/sampler_settings.py",  # SamplerSettings: markov, simulator_run, rejection, kept_warmup, ...
+    "coordinator/experiment.py",  # the [sampler] / [model] parser (which keys a kind takes)
+    "mechanisms/samplers/plan.py",  # DecisionPlan: its checks and `rejection`
+    "mechanisms/samplers/requests.py",  # DecisionRequest: its checks and `rejection`
+    "proto/study.py",  # a study's check of a session's wire params (proto does not import mechanisms)
+}
+
+
+def kind_comparisons(path: Path) -> list[int]:
+    """Lines of ``path`` comparing something with a kind string (or a tuple of them, or the kinds' tuples)."""
+
+    def is_kind(node: ast.expr) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in KIND_STRINGS
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return bool(node.elts) and all(is_kind(e) for e in node.elts)
+        return isinstance(node, ast.Name) and node.id in ("KINDS", "MH_KINDS", "PLAN_KINDS")
+
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Compare) and any(is_kind(o) for o in (n.left, *n.comparators))
+    ]
+
+
+def test_kinds_are_compared_only_where_they_are_owned() -> None:
+    """Outside the modules that own the kinds, code asks the plan what varies with its kind
+    (``SamplerSettings.markov``, ``DecisionPlan.rejection``, ...) instead of comparing kind strings.
+    ``simulations/`` is not checked: its audit and figure configs have kinds of their own."""
+    found = []
+    for pkg in ("hss", "mechanisms", "parties", "coordinator", "proto"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel in KIND_OWNERS or path.name.endswith("_pb2.py"):
+                continue
+            found += [f"{rel}:{line}" for line in kind_comparisons(path)]
+    assert not found, f"kind strings compared outside their owners: {found}"
+
+
+def test_kind_comparisons_are_seen(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        'if s.kind == "abcdp":\n    pass\nok = kind in MH_KINDS\nx = mode == "sign"\n'
+        'y = p.kind not in ("mh", "penalty")\nz = s.markov\nw = f.kind in _RUN_KINDS\n'
+    )
+    assert kind_comparisons(probe) == [1, 3, 5]  # not the mode, the property or a frame kind
