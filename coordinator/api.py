@@ -49,7 +49,6 @@ import numpy.typing as npt
 from coordinator.relay import RelayHub, RelayRecord, add_relay
 from hss.authenticated import AbortError
 from hss.fixedpoint import FixedPoint, max_threshold
-from hss.modes import reveal_mode
 from hss.protocols import Decisions
 from hss.runtime import Payload
 from proto import party_pb2_grpc, serde, serde_session
@@ -364,9 +363,7 @@ class CoordinatorSession:
                 raise SessionError(f"party {pid} sent no output share", party=pid, step=tr.step)
             inbox[pid] = msgs[-1][1]
         try:
-            return reveal_mode(self.spec.reveal_mode).decode(
-                self.spec.params(), inbox, n, tr.step, self.spec.security
-            )
+            return self.spec.protocol.decode(self.spec.params(), inbox, n, tr.step)
         except AbortError as exc:  # security "abort": the output shares are inconsistent or not bits
             self.state = "failed"
             await self.abort(f"step {tr.step} aborted: the parties' outputs were refused: {exc}")

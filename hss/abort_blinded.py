@@ -92,7 +92,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hss import field as F
-from hss.abort_modes import abort_rounds, bits_proof, proof_holds, proof_openings, term_bits
+from hss.abort_modes import bits_proof, proof_holds, proof_openings, term_bits
 from hss.authenticated import AbortError, Auth, AuthParty, add, receive_checked
 from hss.fixedpoint import W_CLAMP
 from hss.protocols import Decisions, PartyReport, encode_batch
@@ -100,7 +100,10 @@ from hss.randomness import SecureRandom
 from hss.runtime import Inbox, Machine, PartyGen
 from hss.session import PartyContext, SessionParams
 
-__all__ = ["blinded_bit_widths", "blinded_party_abort", "blinded_receiver_abort"]
+__all__ = ["BLINDED_ABORT_ROUNDS", "blinded_bit_widths", "blinded_party_abort", "blinded_receiver_abort"]
+
+#: rounds of a blinded batch under abort (1..3 the protocol, 4..6 the check, 7 Z to the receiver)
+BLINDED_ABORT_ROUNDS = 7
 
 #: PRSS purpose of this module's coin seed (hss.primitives 1..7, hss.svt 101..106, hss.authenticated 201,
 #: 202, 1000+k, hss.abort_modes 301..)
@@ -215,7 +218,7 @@ def _blinded_gen(
     # --- rounds 4..6: the check; 7: Z to the receiver ---
     yield from auth.verify()
     yield from auth.open_to_receiver([z])
-    assert auth.rounds == abort_rounds("blinded")
+    assert auth.rounds == BLINDED_ABORT_ROUNDS
     return report
 
 
@@ -232,6 +235,6 @@ def blinded_receiver_abort(params: SessionParams, inbox: Inbox, n: int, step: in
     ``hss.protocols.blinded_receiver``: revealed = Z 2^-(f+1+f_w), accept = Z > 0."""
     params.require_honest_majority("reveal mode 'blinded' with security 'abort'")
     fmt = params.fmt
-    (val,) = receive_checked(params, inbox, [(n,)], step, abort_rounds("blinded"))
+    (val,) = receive_checked(params, inbox, [(n,)], step, BLINDED_ABORT_ROUNDS)
     z = F.to_double(val, fmt.frac_bits + 1 + fmt.blind_frac_bits)
     return Decisions(accept=z > 0, revealed=z)

@@ -23,8 +23,9 @@ post-processing of the release the registries are charged for.
 ``sign`` under abort is hss.abort_sign, ``svt`` hss.abort_svt (its rounds depend on the batch:
 hss.abort_svt.abort_svt_rounds).
 
-Not offered under abort yet (refused by :func:`check_abort_supported`, naming it): the modes not in
-``_ROUNDS`` and a sign precompute made ahead (``precompute_ahead``).
+Not offered under abort yet (refused by ``hss.modes.RevealMode.under``, naming it): a reveal mode without
+an "abort" entry in its ``securities`` (every mode has one today), a sign precompute made ahead
+(``precompute_ahead``) and a lazy coin with a sign precompute other than inline (:func:`abort_refuses`).
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ from hss.session import PartyContext, SessionParams, check_precompute
 
 __all__ = [
     "SECURITY",
-    "abort_rounds",
+    "SIGN_ROUNDS",
+    "SUM_ABORT_ROUNDS",
+    "abort_refuses",
     "bits_proof",
-    "check_abort_supported",
     "check_security",
     "int_bits",
     "lagrange_at",
@@ -57,9 +59,8 @@ __all__ = [
 #: The session option: "semi-honest" (hss.protocols, the default) or "abort" (this module).
 SECURITY = ("semi-honest", "abort")
 
-#: rounds of a batch under abort, per mode offered (sign: with the inline precompute, see SIGN_ROUNDS; 0: set
-#: by the batch, svt: hss.abort_svt.abort_svt_rounds)
-_ROUNDS = {"sum": 1, "sign": 12, "blinded": 7, "svt": 0}
+#: rounds of a sum batch under abort (its checked opening)
+SUM_ABORT_ROUNDS = 1
 #: rounds of a sign batch under abort per sign precompute (hss.abort_sign); + 1 with a lazy coin
 SIGN_ROUNDS = {"inline": 12, "pooled": 13, "blocks4": 11}
 
@@ -69,34 +70,18 @@ def check_security(security: str) -> None:
         raise ValueError(f"security {security!r} is not one of {SECURITY}")
 
 
-def check_abort_supported(
-    mode: str, precompute: str = "inline", lazy: bool = False, ahead: bool = False
-) -> None:
-    """ValueError naming what is not offered under ``security = "abort"`` yet."""
-    if mode not in _ROUNDS:
-        raise ValueError(
-            f"reveal mode {mode!r} is not offered with security 'abort' yet (offered: {tuple(_ROUNDS)}); "
-            "use security 'semi-honest' or another reveal mode"
-        )
+def abort_refuses(precompute: str = "inline", lazy: bool = False, ahead: bool = False) -> str | None:
+    """Why a session's sign precompute, lazy coin or precompute ahead is not offered under security "abort"
+    yet, or None (the same for every reveal mode offered with it: ``hss.modes.RevealMode.securities``)."""
     check_precompute(precompute)
     if ahead:
-        raise ValueError(
+        return (
             "precompute_ahead is not offered with security 'abort' yet: the sign protocol under abort makes "
             "its authenticated mask bits in the step (with the dealt terms' bits)"
         )
     if lazy and precompute != "inline":
-        raise ValueError(f"a lazy coin with sign_precompute {precompute!r} is not offered (inline only)")
-
-
-def abort_rounds(mode: str, precompute: str = "inline", lazy: bool = False) -> int:
-    """Rounds of a batch of ``mode`` under abort (sign: with ``precompute`` and a lazy coin or not);
-    ValueError for svt, whose rounds the batch sets (hss.abort_svt.abort_svt_rounds)."""
-    check_abort_supported(mode, precompute, lazy)
-    if mode == "sign":
-        return SIGN_ROUNDS[precompute] + (1 if lazy else 0)
-    if not _ROUNDS[mode]:
-        raise ValueError(f"rounds of {mode!r} under security 'abort' are set by the batch: see hss.abort_svt")
-    return _ROUNDS[mode]
+        return f"a lazy coin with sign_precompute {precompute!r} is not offered (inline only)"
+    return None
 
 
 def term_bits(params: SessionParams) -> int:

@@ -27,21 +27,22 @@ not collude with them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from hss.abort_blinded import blinded_party_abort, blinded_receiver_abort
+from hss.abort_blinded import BLINDED_ABORT_ROUNDS, blinded_party_abort, blinded_receiver_abort
 from hss.abort_modes import (
-    abort_rounds,
-    check_abort_supported,
+    SECURITY,
+    SUM_ABORT_ROUNDS,
+    abort_refuses,
     check_security,
     sum_party_abort,
     sum_receiver_abort,
 )
-from hss.abort_sign import sign_party_abort, sign_receiver_abort
+from hss.abort_sign import sign_abort_rounds, sign_party_abort, sign_receiver_abort
 from hss.abort_svt import svt_decide_receiver_abort
 from hss.lazy_coin import LazyCoin
 from hss.protocols import (
@@ -68,6 +69,8 @@ __all__ = [
     "TERMS",
     "TERMS_MODES",
     "RevealMode",
+    "Security",
+    "SessionMode",
     "TermsBatch",
     "reveal_mode",
 ]
@@ -109,51 +112,93 @@ class TermsBatch:
         check_security(self.security)
 
 
+PartyFactory = Callable[[PartyContext, TermsBatch], Machine[PartyReport]]
+#: the receiver's decoder of a batch's final round: (params, inbox, n, step) -> decisions
+Receiver = Callable[[SessionParams, Inbox, int, int], Decisions]
+
+
+def _offered(precompute: str, lazy: bool, ahead: bool) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Security:
+    """How one reveal mode runs under one security (an entry of :attr:`RevealMode.securities`).
+
+    ``party`` builds this party's :class:`hss.runtime.Machine` for one batch from a :class:`TermsBatch`,
+    passing the mode's own protocol factory only the fields it takes (None for a mode with other inputs,
+    whose analysis starts its protocol itself: svt). ``receiver(params, inbox, n, step)`` decodes the final
+    round's messages into :class:`hss.protocols.Decisions` (under "abort" an
+    :class:`hss.authenticated.AbortError` names the step and the round). ``rounds(params, precompute,
+    lazy)``: the sequential rounds of a batch, or None when the batch sets them (svt). ``refuses(precompute,
+    lazy, ahead)``: why the session's sign precompute, lazy coin or precompute ahead is not offered under
+    this security yet, or None."""
+
+    party: PartyFactory | None
+    receiver: Receiver
+    rounds: Callable[[SessionParams, str, bool], int] | None
+    refuses: Callable[[str, bool, bool], str | None] = _offered
+
+
 @dataclass(frozen=True)
 class RevealMode:
     """One reveal mode, as the protocol layer knows it (public, the same at every party and the receiver).
 
-    ``party`` builds this party's :class:`hss.runtime.Machine` for one batch of a mode with
-    ``inputs == TERMS`` from a :class:`TermsBatch`, passing the mode's own protocol factory
-    (``hss.protocols.sum_party`` / ``blinded_party`` / ``sign_party``) only the fields it takes; callers
-    start it with :meth:`machine`. It is None for a mode with other inputs, whose analysis calls its
-    protocol itself (svt: ``hss.svt.svt_decide_party`` with the feature sums). ``receiver(params, inbox, n)``
-    decodes the final round's messages into :class:`hss.protocols.Decisions`.
-    ``batch_rounds(params, precompute)`` is the number of sequential rounds of a batch (read it with
-    :meth:`rounds`), or None when the batch sets it (svt: ``SvtFormat.rounds``). ``honest_majority``: the
-    mode runs only with Shamir threshold 1 <= t < m/2 (so m >= 3, ``SessionParams.honest_majority``);
-    otherwise any m >= 2 and 0 <= t <= m - 1. ``blinding``: each party also brings its blinding
-    share W_j. ``lazy_coin``: the protocol can AND a secret lazy coin with the bit; ``sign_precompute``: the
-    session's ``sign_precompute`` choice applies. ``reproducible``: the same inputs and noise terms reveal
-    exactly the same in any session (without a lazy coin). ``abort_party`` / ``abort_receiver``: the mode's
-    machine and decoder under ``security = "abort"`` (hss.abort_modes, hss.abort_blinded), None where the
-    mode is not offered with it yet; :meth:`machine`, :meth:`decode` and :meth:`rounds` choose by the
-    batch's / session's security.
+    ``securities`` maps each security the mode is offered with (``SECURITY``: "semi-honest", hss.protocols;
+    "abort", hss.abort_modes, hss.abort_blinded, hss.abort_sign, hss.abort_svt) to how it runs under it
+    (:class:`Security`); :meth:`under` resolves a session's (mode, security, sign precompute, lazy coin,
+    precompute ahead) once into the :class:`SessionMode` it runs, refusing what is not offered.
+    ``honest_majority``: the mode runs only with Shamir threshold 1 <= t < m/2 (so m >= 3,
+    ``SessionParams.honest_majority``); otherwise any m >= 2 and 0 <= t <= m - 1. ``inputs``: what a party
+    brings (:data:`TERMS` or :data:`FEATURES`). ``blinding``: each party also brings its blinding share W_j.
+    ``lazy_coin``: the protocol can AND a secret lazy coin with the bit; ``sign_precompute``: the session's
+    ``sign_precompute`` choice applies. ``reproducible``: the same inputs and noise terms reveal exactly the
+    same in any session (without a lazy coin). :meth:`machine`, :meth:`decode` and :meth:`rounds` are
+    shorthands of :meth:`under` for one batch.
     """
 
     name: str
     receiver_learns: str
     tolerates: str
-    party: Callable[[PartyContext, TermsBatch], Machine[PartyReport]] | None
-    receiver: Callable[[SessionParams, Inbox, int], Decisions]
-    batch_rounds: Callable[[SessionParams, str], int] | None
+    securities: Mapping[str, Security]
     honest_majority: bool
     inputs: str = TERMS
     blinding: bool = False
     lazy_coin: bool = False
     sign_precompute: bool = False
     reproducible: bool = True
-    abort_party: Callable[[PartyContext, TermsBatch], Machine[PartyReport]] | None = None
-    abort_receiver: Callable[[SessionParams, Inbox, int, int], Decisions] | None = None
+
+    def under(
+        self, security: str, precompute: str = "inline", lazy: bool = False, ahead: bool = False
+    ) -> SessionMode:
+        """The mode as a session with ``security``, sign precompute ``precompute``, a lazy coin or not and
+        precompute ahead or not runs it; ``ValueError`` naming what is not offered (an unknown security, a
+        security this mode has no protocol for yet, a lazy coin in a mode that takes none, a choice the
+        security does not offer)."""
+        check_security(security)
+        check_precompute(precompute)
+        entry = self.securities.get(security)
+        if entry is None:
+            offered = tuple(k for k, e in REVEAL.items() if security in e.securities)
+            raise ValueError(
+                f"reveal mode {self.name!r} is not offered with security {security!r} yet (offered: "
+                f"{offered}); use security 'semi-honest' or another reveal mode"
+            )
+        if lazy and not self.lazy_coin:
+            with_coin = " or ".join(repr(k) for k, e in REVEAL.items() if e.lazy_coin)
+            raise ValueError(
+                f"a lazy coin is ANDed with the accept bit in reveal mode {with_coin} only, not {self.name!r}"
+            )
+        why = entry.refuses(precompute, lazy, ahead)
+        if why is not None:
+            raise ValueError(why)
+        return SessionMode(self, security, precompute, lazy, entry)
 
     def require_security(
         self, security: str, precompute: str = "inline", lazy: bool = False, ahead: bool = False
     ) -> None:
-        """``ValueError`` naming what is not offered: an unknown security, or a mode / sign precompute / lazy
-        coin / precompute ahead that has no machine under security "abort" yet."""
-        check_security(security)
-        if security == "abort":
-            check_abort_supported(self.name, precompute, lazy, ahead)
+        """``ValueError`` naming what is not offered (:meth:`under`)."""
+        self.under(security, precompute, lazy, ahead)
 
     def supported_by(self, params: SessionParams) -> bool:
         """Whether a session with ``params`` (m, t) can run this mode."""
@@ -169,48 +214,66 @@ class RevealMode:
             )
 
     def rounds(self, params: SessionParams, precompute: str = "inline", security: str = "semi-honest") -> int:
-        """Sequential rounds of a batch in this mode in a session with ``params``, its sign precompute being
-        ``precompute`` (one of ``SIGN_PRECOMPUTE``) and its security ``security``; ValueError when the batch
-        sets them (svt)."""
-        if security != "semi-honest":
-            self.require_security(security, precompute)
-            return abort_rounds(self.name, precompute)
-        if self.batch_rounds is None:
-            raise ValueError(
-                f"rounds of {self.name!r} are not fixed by the session: see hss.svt.SvtFormat.rounds"
-            )
-        check_precompute(precompute)
-        return self.batch_rounds(params, precompute)
+        """Sequential rounds of a batch in a session with ``params``, ``precompute`` and ``security``."""
+        return self.under(security, precompute).rounds(params)
 
     def machine(self, ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
-        """This party's machine for ``batch``: :attr:`party`, after refusing what the entry says the mode
-        does not take (other inputs than decision terms; a lazy coin, which would otherwise be dropped and
-        reveal the plain test where the caller asked for a lazy one)."""
-        if self.party is None:
-            raise ValueError(
-                f"reveal mode {self.name!r} takes {self.inputs}, not decision terms: its analysis starts its "
-                "own party machine"
-            )
-        if batch.lazy is not None and not self.lazy_coin:
-            lazy = " or ".join(repr(k) for k, e in REVEAL.items() if e.lazy_coin)
-            raise ValueError(
-                f"a lazy coin is ANDed with the accept bit in reveal mode {lazy} only, not {self.name!r}"
-            )
-        if batch.security == "abort":
-            ahead = batch.material is not None
-            self.require_security("abort", batch.precompute, batch.lazy is not None, ahead)
-            assert self.abort_party is not None  # check_abort_supported names the modes that have one
-            return self.abort_party(ctx, batch)
-        return self.party(ctx, batch)
+        """This party's machine for one ``batch`` (its security, precompute and lazy coin resolved here)."""
+        ahead = batch.material is not None
+        mode = self.under(batch.security, batch.precompute, batch.lazy is not None, ahead)
+        return mode.machine(ctx, batch)
 
     def decode(self, params: SessionParams, inbox: Inbox, n: int, step: int, security: str) -> Decisions:
-        """The receiver's decisions from the final round's messages of batch ``step`` (its security's
-        decoder; under "abort" an :class:`hss.authenticated.AbortError` names the step and the round)."""
-        if security == "abort":
-            self.require_security(security)
-            assert self.abort_receiver is not None
-            return self.abort_receiver(params, inbox, n, step)
-        return self.receiver(params, inbox, n)
+        """The receiver's decisions of batch ``step`` under ``security``."""
+        return self.under(security).decode(params, inbox, n, step)
+
+
+@dataclass(frozen=True)
+class SessionMode:
+    """A reveal mode resolved for one session (:meth:`RevealMode.under`, once, when the session's spec is
+    made: ``proto.spec.SessionSpec.mode``): the party machine, the decoder and the rounds its batches run,
+    with nothing left to dispatch on."""
+
+    mode: RevealMode
+    security: str
+    precompute: str
+    lazy: bool
+    entry: Security
+
+    def machine(self, ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
+        """This party's machine for ``batch``, after refusing a batch the session's mode does not take
+        (other inputs than decision terms; a lazy coin the session did not resolve, which would otherwise
+        be dropped and reveal the plain test where the caller asked for a lazy one)."""
+        if self.entry.party is None:
+            raise ValueError(
+                f"reveal mode {self.mode.name!r} takes {self.mode.inputs}, not decision terms: its analysis "
+                "starts its own party machine"
+            )
+        if batch.lazy is not None and not self.lazy:
+            raise ValueError(
+                f"a lazy coin is ANDed with the accept bit in reveal mode 'sign' only, and only in a session "
+                f"that asks for it (model_params.lazy), not in this {self.mode.name!r} session"
+            )
+        if batch.security != self.security or batch.precompute != self.precompute:
+            raise ValueError(
+                f"the batch's security / sign precompute {batch.security!r} / {batch.precompute!r} differ "
+                f"from the session's {self.security!r} / {self.precompute!r}"
+            )
+        return self.entry.party(ctx, batch)
+
+    def decode(self, params: SessionParams, inbox: Inbox, n: int, step: int) -> Decisions:
+        """The receiver's decisions from the final round's messages of batch ``step``."""
+        return self.entry.receiver(params, inbox, n, step)
+
+    def rounds(self, params: SessionParams) -> int:
+        """Sequential rounds of a batch; ValueError when the batch sets them (svt)."""
+        if self.entry.rounds is None:
+            where = "hss.svt.SvtFormat.rounds" if self.security == "semi-honest" else "hss.abort_svt"
+            raise ValueError(
+                f"rounds of {self.mode.name!r} under security {self.security!r} are set by the batch, not "
+                f"the session: see {where}"
+            )
+        return self.entry.rounds(params, self.precompute, self.lazy)
 
 
 def _sum_party(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
@@ -249,7 +312,7 @@ def _sign_party_abort(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyRepo
     )
 
 
-def _svt_receiver(params: SessionParams, inbox: Inbox, n: int) -> Decisions:
+def _svt_receiver(params: SessionParams, inbox: Inbox, n: int, step: int) -> Decisions:
     """Federated ABCDP: only the SVT output bits reach the receiver (hss.svt)."""
     bits = svt_decide_receiver(params, inbox, n)
     return Decisions(accept=np.asarray(bits, dtype=bool), revealed=None)
@@ -259,6 +322,19 @@ def _svt_receiver_abort(params: SessionParams, inbox: Inbox, n: int, step: int) 
     """Federated ABCDP under security "abort": the bits after the parties' check (hss.abort_svt)."""
     bits = svt_decide_receiver_abort(params, inbox, n, step)
     return Decisions(accept=np.asarray(bits, dtype=bool), revealed=None)
+
+
+def _semi_honest(
+    party: PartyFactory | None,
+    receiver: Callable[[SessionParams, Inbox, int], Decisions],
+    rounds: Callable[[SessionParams, str], int] | None,
+) -> Security:
+    """A semi-honest protocol (hss.protocols): its receiver and rounds take no step and no lazy coin."""
+    return Security(
+        party,
+        lambda params, inbox, n, step: receiver(params, inbox, n),
+        None if rounds is None else lambda params, precompute, lazy: rounds(params, precompute),
+    )
 
 
 def _sign_rounds(params: SessionParams, precompute: str) -> int:
@@ -275,51 +351,63 @@ REVEAL: dict[str, RevealMode] = {
         name="sum",
         receiver_learns="S",
         tolerates="parties learn nothing; any m >= 2, 0 <= t <= m - 1",
-        party=_sum_party,
-        receiver=sum_receiver,
-        batch_rounds=lambda params, precompute: 1,
+        securities={
+            "semi-honest": _semi_honest(_sum_party, sum_receiver, lambda params, precompute: 1),
+            "abort": Security(
+                _sum_party_abort, sum_receiver_abort, lambda p, pre, lazy: SUM_ABORT_ROUNDS, abort_refuses
+            ),
+        },
         honest_majority=False,
-        abort_party=_sum_party_abort,
-        abort_receiver=sum_receiver_abort,
     ),
     "blinded": RevealMode(
         name="blinded",
         receiver_learns="(S + 2^-(f+1)) W' + E 2^-(f+1+f_w): the sign of S, its magnitude blurred",
         tolerates="t < m/2 colluding parties (m >= 3)",
-        party=_blinded_party,
-        receiver=blinded_receiver,
-        batch_rounds=lambda params, precompute: 2,
+        securities={
+            "semi-honest": _semi_honest(_blinded_party, blinded_receiver, lambda params, precompute: 2),
+            "abort": Security(
+                _blinded_party_abort,
+                blinded_receiver_abort,
+                lambda p, pre, lazy: BLINDED_ABORT_ROUNDS,
+                abort_refuses,
+            ),
+        },
         honest_majority=True,
         blinding=True,
-        abort_party=_blinded_party_abort,
-        abort_receiver=blinded_receiver_abort,
     ),
     "sign": RevealMode(
         name="sign",
         receiver_learns="only the bit [S >= 0] (AND a secret coin with a lazy coin)",
         tolerates="t < m/2 colluding parties (m >= 3)",
-        party=_sign_party,
-        receiver=sign_receiver,
-        batch_rounds=_sign_rounds,
+        securities={
+            "semi-honest": _semi_honest(_sign_party, sign_receiver, _sign_rounds),
+            "abort": Security(
+                _sign_party_abort,
+                sign_receiver_abort,
+                lambda p, pre, lazy: sign_abort_rounds(pre, lazy),
+                abort_refuses,
+            ),
+        },
         honest_majority=True,
         lazy_coin=True,
         sign_precompute=True,
-        abort_party=_sign_party_abort,
-        abort_receiver=sign_receiver_abort,
     ),
     "svt": RevealMode(
         name="svt",
         receiver_learns="only the SVT output bits up to the c-th accept (also opened to every party)",
         tolerates="t < m/2 colluding parties (m >= 3); more reconstruct every party's inputs",
-        party=None,  # the ABCDP analysis runs hss.svt.svt_decide_party on the feature sums
-        receiver=_svt_receiver,
-        batch_rounds=None,
+        # the party machine: the ABCDP analysis runs hss.svt.svt_decide_party on the feature sums (under
+        # abort hss.abort_svt.svt_decide_party_abort); the batch sets the rounds
+        securities={
+            "semi-honest": Security(None, _svt_receiver, None),
+            "abort": Security(None, _svt_receiver_abort, None, abort_refuses),
+        },
         honest_majority=True,
         inputs=FEATURES,
         reproducible=False,
-        abort_receiver=_svt_receiver_abort,  # the party machine: hss.abort_svt.svt_decide_party_abort
     ),
 }
+assert all(set(e.securities) <= set(SECURITY) for e in REVEAL.values())
 #: the names of :data:`REVEAL`, in order
 REVEAL_MODES: tuple[str, ...] = tuple(REVEAL)
 #: the modes whose parties bring decision terms (``inputs == TERMS``: a :class:`TermsBatch`), in order

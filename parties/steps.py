@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from hss.modes import TermsBatch, reveal_mode
+from hss.modes import TermsBatch
 from parties import ahead
 from parties.analyses import AnalysisError
 from parties.deviate import tamper_outputs
@@ -203,7 +203,7 @@ def _decision_machine(
             reveal_rng=reveal_rng(keys, spec, step.number, step.digest),
             security=spec.security,
         )
-        machine = reveal_mode(spec.reveal_mode).machine(sess.ctx, batch)  # the mode's own party factory
+        machine = spec.protocol.machine(sess.ctx, batch)  # the session's mode under its security
         counts = {"clipped_records": terms.clipped_records, "clipped_covariates": terms.clipped_covariates}
         return machine, {k: v for k, v in counts.items() if v is not None}
     except (serde.WireError, AnalysisError, ValueError) as exc:

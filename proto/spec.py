@@ -9,6 +9,7 @@ of that run, which is what parties key their replay records and privacy charges 
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import re
@@ -17,7 +18,7 @@ from typing import Any
 
 from hss.abort_modes import SECURITY
 from hss.fixedpoint import FixedPoint
-from hss.modes import REVEAL_MODES, reveal_mode
+from hss.modes import REVEAL_MODES, SessionMode, reveal_mode
 from hss.session import SIGN_PRECOMPUTE, SessionParams
 
 TOPOLOGIES = ("mesh", "relay")
@@ -179,11 +180,18 @@ class SessionSpec:
         if self.security not in SECURITY:
             raise SpecError(f"security {shown(self.security)} is not one of {SECURITY}")
         try:
-            reveal_mode(self.reveal_mode).require_security(
-                self.security, self.sign_precompute, self.lazy_coin, self.precompute_ahead
-            )
+            self.protocol  # resolved once, here, and kept  # noqa: B018
         except ValueError as exc:
             raise SpecError(str(exc)) from exc
+
+    @functools.cached_property
+    def protocol(self) -> SessionMode:
+        """The session's reveal mode resolved once for its security, sign precompute, lazy coin and
+        precompute ahead (``hss.modes.RevealMode.under``): the party machine, decoder and rounds every batch
+        of the session runs; the spec refuses at construction a combination that is not offered."""
+        return reveal_mode(self.reveal_mode).under(
+            self.security, self.sign_precompute, self.lazy_coin, self.precompute_ahead
+        )
 
     @property
     def m(self) -> int:

@@ -90,7 +90,7 @@ def bench_one(
             for p, c in ctxs.items()
         }
         _, tr = run_in_memory(machines, keep_log=pre_inline > 0)
-        entry.receiver(params, tr.to_receiver[-1], batch)
+        entry.decode(params, tr.to_receiver[-1], batch, step, "semi-honest")
         elapsed += time.perf_counter() - t0
         cpu += time.process_time() - c0
         decisions += batch

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from coordinator import experiment
+from hss.abort_modes import SECURITY
 from hss.modes import FEATURES, REVEAL, REVEAL_MODES, TERMS, TERMS_MODES, reveal_mode
 from hss.session import SessionParams
 from mechanisms.privacy import REVEAL_PRIVACY, SHAMIR_MODES, coalition_view, reveal_privacy
@@ -25,8 +26,11 @@ def test_every_layer_lists_the_table() -> None:
     assert spec.REVEAL_MODES == experiment.REVEAL_MODES == REVEAL_MODES
     assert TERMS_MODES == ("sum", "blinded", "sign")
     assert all(e.inputs in (TERMS, FEATURES) for e in REVEAL.values())
-    # a mode that takes decision terms registers its party factory; one with other inputs starts its own
-    assert all((e.party is not None) == (e.inputs == TERMS) for e in REVEAL.values())
+    # a mode that takes decision terms registers its party factory under every security it is offered
+    # with; one with other inputs starts its own; every mode is offered semi-honest
+    for e in REVEAL.values():
+        assert "semi-honest" in e.securities and set(e.securities) <= set(SECURITY)
+        assert all((s.party is not None) == (e.inputs == TERMS) for s in e.securities.values()), e.name
 
 
 def test_shamir_modes_need_an_honest_majority() -> None:
@@ -57,7 +61,7 @@ def test_rounds_and_support_come_from_the_entries() -> None:
     assert [reveal_mode(k).rounds(three) for k in TERMS_MODES] == [1, 2, 7]
     assert reveal_mode("sign").rounds(three, "pooled") == 9
     assert reveal_mode("sign").rounds(three, "blocks4") == 7 and three.sign_rounds_with("blocks4") == (2, 5)
-    with pytest.raises(ValueError, match="not fixed by the session"):
+    with pytest.raises(ValueError, match="set by the batch, not the session"):
         reveal_mode("svt").rounds(three)
     for k, e in REVEAL.items():  # the check names the mode, and the modes a 2-party session can run
         if e.honest_majority:

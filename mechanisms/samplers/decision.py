@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hss.lazy_coin import LazyCoin
-from hss.modes import REVEAL, TermsBatch, reveal_mode
+from hss.modes import REVEAL, SessionMode, TermsBatch, reveal_mode
 from hss.randomness import SecureRandom
 from hss.runtime import run_in_memory
 from hss.session import PartyContext, SessionParams, key_setup
@@ -82,6 +82,10 @@ class HssDecide:
     messages: int = 0
     nbytes: int = 0
     last_revealed: F64 | None = None
+    protocol: SessionMode = field(init=False, repr=False)  # the mode, resolved once (semi-honest)
+
+    def __post_init__(self) -> None:
+        self.protocol = reveal_mode(self.mode).under("semi-honest", lazy=self.lazy is not None)
 
     @classmethod
     def setup(
@@ -103,9 +107,8 @@ class HssDecide:
         if len(terms) != m:
             raise ValueError(f"expected terms from {m} parties, got {len(terms)}")
         self.step += 1
-        entry = reveal_mode(self.mode)
         machines = {
-            p: entry.machine(
+            p: self.protocol.machine(
                 self.ctxs[p],
                 TermsBatch(
                     terms[p - 1],
@@ -122,7 +125,7 @@ class HssDecide:
         self.rounds += tr.rounds
         self.messages += tr.messages
         self.nbytes += tr.bytes
-        out = entry.receiver(self.params, tr.to_receiver[-1], len(public))
+        out = self.protocol.decode(self.params, tr.to_receiver[-1], len(public), self.step)
         self.last_revealed = out.revealed
         return out.accept
 

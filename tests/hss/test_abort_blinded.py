@@ -21,8 +21,12 @@ from scipy import stats
 
 from hss import abort_blinded, abort_modes
 from hss import field as F
-from hss.abort_blinded import blinded_bit_widths, blinded_party_abort, blinded_receiver_abort
-from hss.abort_modes import abort_rounds
+from hss.abort_blinded import (
+    BLINDED_ABORT_ROUNDS,
+    blinded_bit_widths,
+    blinded_party_abort,
+    blinded_receiver_abort,
+)
 from hss.authenticated import AbortError
 from hss.modes import TermsBatch, reveal_mode
 from hss.protocols import Decisions, blinded_party, blinded_receiver, plaintext_decisions
@@ -86,7 +90,7 @@ def test_honest_blinded_under_abort_reveals_the_semi_honest_value_bit_for_bit(m:
     assert got.revealed is not None and semi.revealed is not None
     assert np.array_equal(got.revealed, semi.revealed)  # bit for bit
     assert np.array_equal(semi.accept, want)
-    assert tr.rounds == abort_rounds("blinded") == ROUNDS
+    assert tr.rounds == BLINDED_ABORT_ROUNDS == ROUNDS
     assert res[1].clamped[:2].all() and not res[1].clamped[2:].any()
 
 

@@ -8,6 +8,7 @@ receiver either raises AbortError or decodes exactly the plaintext decisions of 
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -19,10 +20,11 @@ from scipy import stats
 
 from hss import abort_sign
 from hss import field as F
-from hss.abort_modes import abort_rounds, check_abort_supported, sum_party_abort, sum_receiver_abort
-from hss.abort_sign import sign_party_abort, sign_receiver_abort
+from hss.abort_modes import sum_party_abort, sum_receiver_abort
+from hss.abort_sign import sign_abort_rounds, sign_party_abort, sign_receiver_abort
 from hss.authenticated import AbortError
 from hss.lazy_coin import LazyCoin
+from hss.modes import reveal_mode
 from hss.protocols import Decisions, plaintext_decisions
 from hss.runtime import RECEIVER, Inbox, Machine, Payload, run_in_memory
 from hss.session import SessionParams
@@ -58,7 +60,7 @@ def sign_machines(
 
 def rounds_of(variant: str) -> int:
     pre, lazy = VARIANTS[variant]
-    return abort_rounds("sign", pre, lazy is not None)
+    return sign_abort_rounds(pre, lazy is not None)
 
 
 Receiver = Callable[[SessionParams, Inbox, int, int], Decisions]
@@ -193,7 +195,7 @@ def test_every_tampered_sign_message_aborts_or_yields_the_plaintext_decisions(m:
 def test_two_corrupt_parties_at_m5_are_caught_in_every_round() -> None:
     m, seed = 5, "two-corrupt"
     vals, pub = terms(m, N, seed=3)
-    for rnd in range(1, abort_rounds("sign") + 1):
+    for rnd in range(1, sign_abort_rounds() + 1):
         first = make_tamper("additive", rnd, 3, 0)
         second = make_tamper("inconsistent", rnd, 4, 0)
 
@@ -234,19 +236,30 @@ def test_a_party_dealing_a_term_that_is_not_bits_is_caught_by_its_proof(
 
 
 def test_unsupported_combinations_are_refused_with_the_reason() -> None:
-    with pytest.raises(ValueError, match="'bogus' is not offered with security 'abort'"):
-        check_abort_supported("bogus")
+    sign = reveal_mode("sign")
+    semi_only = dataclasses.replace(
+        reveal_mode("sum"), securities={"semi-honest": reveal_mode("sum").securities["semi-honest"]}
+    )
+    with pytest.raises(ValueError, match="'sum' is not offered with security 'abort' yet"):
+        semi_only.under("abort")
+    semi_only.under("semi-honest")
+    with pytest.raises(ValueError, match="security 'byzantine' is not one of"):
+        sign.under("byzantine")
     with pytest.raises(ValueError, match="a lazy coin with sign_precompute 'blocks4' is not offered"):
-        check_abort_supported("sign", precompute="blocks4", lazy=True)
+        sign.under("abort", precompute="blocks4", lazy=True)
     with pytest.raises(ValueError, match="precompute_ahead is not offered"):
-        check_abort_supported("sign", ahead=True)
+        sign.under("abort", ahead=True)
     with pytest.raises(ValueError, match="sign precompute 'eager' is not one of"):
-        check_abort_supported("sign", precompute="eager")
+        sign.under("abort", precompute="eager")
+    with pytest.raises(ValueError, match="lazy coin is ANDed with the accept bit in reveal mode 'sign' only"):
+        reveal_mode("sum").under("abort", lazy=True)
+    three = make_session(3, seed="r")[0]
     for pre in ("inline", "pooled", "blocks4"):
-        check_abort_supported("sign", precompute=pre)
-    check_abort_supported("sign", lazy=True)
-    check_abort_supported("sum")
-    check_abort_supported("blinded")
+        assert sign.under("abort", precompute=pre).rounds(three) == sign_abort_rounds(pre)
+    assert sign.under("abort", lazy=True).rounds(three) == sign_abort_rounds(lazy=True) == 13
+    sign.under("semi-honest", precompute="blocks4", lazy=True)  # semi-honest refuses none of these
+    reveal_mode("sum").under("abort")
+    reveal_mode("blinded").under("abort")
     _params, ctxs, rngs = make_session(2, t=0, seed="m2")
     with pytest.raises(ValueError, match="honest majority"):
         sign_party_abort(ctxs[1], [0.0], None, 1, rngs[1])

@@ -37,7 +37,7 @@ def decide(
         for p, c in ctxs.items()
     }
     _, tr = run_in_memory(machines)
-    return entry.receiver(params, tr.to_receiver[-1], len(values[0])), tr
+    return entry.decode(params, tr.to_receiver[-1], len(values[0]), 1, "semi-honest"), tr
 
 
 def test_rounds_match_documentation() -> None:

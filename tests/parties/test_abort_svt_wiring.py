@@ -39,7 +39,7 @@ def test_the_spec_and_the_mode_table_offer_svt_under_abort() -> None:
     plan = _plan(2.0, 3, False, 31, 0.1)
     assert _spec(plan.to_params()).security == "abort"
     reveal_mode("svt").require_security("abort")
-    with pytest.raises(ValueError, match=r"set by the batch: see hss\.abort_svt"):
+    with pytest.raises(ValueError, match=r"set by the batch, not the session: see hss\.abort_svt"):
         reveal_mode("svt").rounds(_spec(plan.to_params()).params(), "inline", "abort")
 
 

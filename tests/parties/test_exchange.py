@@ -78,8 +78,8 @@ def test_hss_protocols_identical_over_run_local(mode: str) -> None:
     assert len(rec) == len(tr.to_receiver)
     for j in range(1, m + 1):
         np.testing.assert_array_equal(rec[-1][j], tr.to_receiver[-1][j])
-    d1 = reveal_mode(mode).receiver(params, tr.to_receiver[-1], n)
-    d2 = reveal_mode(mode).receiver(params, rec[-1], n)
+    d1 = reveal_mode(mode).decode(params, tr.to_receiver[-1], n, 1, "semi-honest")
+    d2 = reveal_mode(mode).decode(params, rec[-1], n, 1, "semi-honest")
     np.testing.assert_array_equal(d1.accept, d2.accept)
 
 

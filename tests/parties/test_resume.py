@@ -26,7 +26,6 @@ import pytest
 
 from coordinator.api import Coordinator, CoordinatorSession, SessionError, StepTranscript
 from coordinator.certs import party_identity
-from hss.modes import reveal_mode
 from mechanisms.privacy import GaussianEvent
 from parties.config import load_config
 from parties.daemon import PartyDaemon, reproducible
@@ -469,7 +468,7 @@ def test_resume_after_coordinator_crash_replays_without_a_second_charge(tmp_path
 
 def _decode(sess: CoordinatorSession, tr: StepTranscript) -> npt.NDArray[np.bool_]:
     inbox = {pid: msgs[-1][1] for pid, msgs in tr.messages.items()}
-    return reveal_mode(sess.spec.reveal_mode).receiver(sess.spec.params(), inbox, N).accept
+    return sess.spec.protocol.decode(sess.spec.params(), inbox, N, tr.step).accept
 
 
 def test_step_not_held_by_every_party_is_evaluated_afresh_and_charged_once(tmp_path: Path) -> None:

@@ -51,7 +51,9 @@ def reference(
             )
             machines[j] = reveal_mode(mode).machine(ctx[j], batch)
         _, tr = run_in_memory(machines)
-        out.append((reveal_mode(mode).receiver(sp, tr.to_receiver[-1], n), tr.to_receiver[-1]))
+        last = tr.to_receiver[-1]
+        last = tr.to_receiver[-1]
+        out.append((reveal_mode(mode).decode(sp, last, n, step, "semi-honest"), last))
     return out
 
 
@@ -90,7 +92,7 @@ def test_grpc_matches_in_memory(tmp_path: Path, mode: str, topology: str) -> Non
             for b in batches:
                 tr = await sess.evaluate_transcript(b, n)
                 inbox = {j: msgs[-1][1] for j, msgs in tr.messages.items()}
-                got.append((reveal_mode(mode).receiver(sess.spec.params(), inbox, n), inbox))
+                got.append((sess.spec.protocol.decode(sess.spec.params(), inbox, n, tr.step), inbox))
             await sess.close()
             return got
 
