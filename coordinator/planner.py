@@ -47,9 +47,12 @@ from coordinator.tables import Reader
 from mechanisms.floor import floor_of
 from mechanisms.models.base import Model
 from mechanisms.planning import (
+    ChainSettings,
     McmcPlan,
+    PlanBudget,
     ProposalStatistics,
     RunCharge,
+    StandIn,
     offset_statistics,
     pilot_bits,
     pilot_offset,
@@ -426,47 +429,30 @@ def plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> McmcPl
 
     offset = mean_error_cov(warm_start_plan(ws, model, exp.m), model, laplace, exp.m)
     chains = exp.sampler.chains
+    stand_in = StandIn(model, laplace.mean, laplace.cov, ws.inflate, sd_total, target.neighbours)
     warm_inflate = max(WARM_INFLATE, ws.inflate)  # a refitted proposal's in its warm-up (coordinator.drivers)
+    base = ChainSettings(chains=chains, cap=cap, offset_cov=offset, warm_inflate=warm_inflate)
 
     def simulate(steps: int, seed: int, charge: bool = True, warmup: int = 0) -> ProposalStatistics:
         """``warmup`` > 0: a whole run as the driver makes it, from draws of the approximation, its proposal
         refitted at half the warm-up and at its end (``drivers.MHDriver.refits``) when it is."""
         refits = (warmup // 2, warmup) if exp.sampler.refit and warmup >= 4 else ()
+        run = dataclasses.replace(base, steps=steps, from_proposal=warmup > 0, refits=refits)
         return proposal_statistics(
-            model,
-            laplace.mean,
-            laplace.cov,
-            ws.inflate,
-            sd_total,
-            target.neighbours,
-            np.random.default_rng(seed),
-            cap=cap,
-            offset_cov=offset,
-            chains=chains,
-            steps=steps,
-            rdp_table=table,
-            worst_record=wr if charge else None,
-            from_proposal=warmup > 0,
-            refits=refits,
-            warm_inflate=warm_inflate,
+            stand_in, np.random.default_rng(seed), run, rdp_table=table, worst_record=wr if charge else None
         )
 
-    mu_warm = warm_mu(exp, model)
-
+    budget = PlanBudget(
+        eps=target.epsilon,
+        delta=target.delta,
+        mu_warm=warm_mu(exp, model),
+        alpha=None if table is None else table.orders[0],
+    )
     min_warmup = refit_warmup(model.d, chains) if exp.sampler.refit else 0
 
     def plan_with(stats: ProposalStatistics) -> McmcPlan:
         return plan_mcmc(
-            stats,
-            sd_total=sd_total,
-            m=exp.m,
-            residual=residual,
-            chains=chains,
-            eps=target.epsilon,
-            delta=target.delta,
-            mu_warm=mu_warm,
-            alpha=None if table is None else table.orders[0],
-            min_warmup=min_warmup,
+            stats, budget, sd_total=sd_total, m=exp.m, residual=residual, chains=chains, min_warmup=min_warmup
         )
 
     p = plan_with(simulate(400, exp.seed, charge=False))  # per decision: what per run buys at least
@@ -640,14 +626,17 @@ def pilot_replan(
     sd_total = pen.sd * math.sqrt(exp.m)
     accepted, proposed, count_from = pilot_bits(accept)
     steps = accept.shape[0]
+    stand_in = StandIn(model, laplace.mean, laplace.cov, ws.inflate, sd_total, target.neighbours)
     r = pilot_offset(
-        model, laplace.mean, laplace.cov, ws.inflate, sd_total, p.stats.cap, accepted=accepted,
-        proposed=proposed, steps=steps, chains=exp.sampler.chains, seed=exp.seed + 11, count_from=count_from,
+        stand_in, p.stats.cap, accepted=accepted, proposed=proposed, steps=steps, chains=exp.sampler.chains,
+        seed=exp.seed + 11, count_from=count_from,
     )  # fmt: skip
+    rest = ChainSettings(
+        chains=exp.sampler.chains, steps=max(exp.sampler.iterations - steps, 50), cap=p.stats.cap
+    )
     after = offset_statistics(
-        model, laplace.mean, laplace.cov, ws.inflate, sd_total, target.neighbours, p.stats.cap, r,
-        chains=exp.sampler.chains, steps=max(exp.sampler.iterations - steps, 50), seed=exp.seed + 13,
-        rdp_table=renyi_table(exp, p.stats.cap), worst_record=worst_record(exp, model, p.stats.cap),
+        stand_in, r, rest, seed=exp.seed + 13, rdp_table=renyi_table(exp, p.stats.cap),
+        worst_record=worst_record(exp, model, p.stats.cap),
     )  # fmt: skip
     p = dataclasses.replace(p, iterations=exp.sampler.iterations)  # the length run (at most the file's)
     re = replan_after_pilot(p, after, steps, sd_total=sd_total, m=exp.m, residual=exp.m - target.colluding)

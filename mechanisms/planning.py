@@ -54,8 +54,11 @@ from mechanisms.samplers.requests import record_sensitivity, sensitivities
 
 __all__ = [
     "Accounting",
+    "ChainSettings",
     "McmcPlan",
+    "PlanBudget",
     "RunCharge",
+    "StandIn",
     "pilot_bits",
     "pilot_offset",
     "plan_mcmc",
@@ -141,51 +144,90 @@ class ProposalStatistics:
     run_charge: RunCharge | None = None  # registries charging per run: the simulated run's charge
 
 
+@dataclass(frozen=True)
+class StandIn:
+    """The Gaussian stand-in a plan simulates the sampler on, all public: the model (its bounds and its
+    per-record bound, which give c(θ, θ*) and Δ), the (DP) Laplace approximation N(``mean``, ``cov``) standing
+    in for the posterior, the independence proposal N(mean, ``inflate``² cov) made from it, the penalty's
+    total sd s on the log acceptance ratio (``sd_total``: the decision law a + N(−s²/2, s²) + Exp(1) >= 0),
+    and the neighbour relation Δ is computed for."""
+
+    model: Model
+    # the approximation the proposal is made from (the stand-in posterior too, unless ChainSettings moves it)
+    mean: F64
+    cov: F64
+    inflate: float  # the proposal's inflation of the approximation's sds
+    sd_total: float  # the penalty's total sd s on the log acceptance ratio (all registries' noise)
+    neighbours: str = "add-remove"  # the relation Δ_t is charged for ("add-remove" or "replace-one")
+
+
+@dataclass(frozen=True)
+class ChainSettings:
+    """How a plan's chains are simulated on a :class:`StandIn` (:func:`proposal_statistics`): how many and
+    how long, the public cap, where the stand-in posterior sits against the approximation, where the chains
+    start and which steps' acceptance counts, and the proposal's refits. ``dataclasses.replace`` makes a
+    variant (a pilot's, a run's warm-up)."""
+
+    # the chains: how many, of how many proposals each
+    chains: int = 32
+    steps: int = 400
+    # the cap on c(θ, θ*) (proposals above it rejected publicly, not asked); None: the ``cap_quantile``
+    # quantile of c under the proposal (:func:`quantile_cap`)
+    cap: float | None = None
+    cap_quantile: float = 0.999
+    # the stand-in posterior: N(mean + a draw of N(0, ``offset_cov``), cov) (the DP approximation's error in
+    # its mean, public from the warm start's noise scales), or an explicit (mean, cov) ``target``
+    # (diagnostics); neither: N(mean, cov) itself
+    offset_cov: F64 | None = None
+    target: tuple[F64, F64] | None = None
+    # the chains start at draws of N(mean, cov) as a run's do (``from_proposal``), else at draws of the
+    # stand-in; the acceptance counts the steps from ``count_from`` on (a pilot's second half)
+    from_proposal: bool = False
+    count_from: int = 0
+    # the proposal refitted as RefitIndependenceMH refits it: at each of ``refits`` (empty: never), with
+    # ``warm_inflate`` in the warm-up and ``min_sd_ratio`` (its refit_base's)
+    refits: tuple[int, ...] = ()
+    warm_inflate: float = 1.5
+    min_sd_ratio: float = 0.5
+
+
 def proposal_statistics(
-    model: Model,
-    mean: F64,
-    cov: F64,
-    inflate: float,
-    sd_total: float,
-    neighbours: str,
+    stand_in: StandIn,
     rng: np.random.Generator,
-    cap: float | None = None,
-    cap_quantile: float = 0.999,
-    chains: int = 32,
-    steps: int = 400,
-    offset_cov: F64 | None = None,
-    target: tuple[F64, F64] | None = None,
-    from_proposal: bool = False,
-    count_from: int = 0,
+    settings: ChainSettings | None = None,
+    *,
     rdp_table: BitRdpTable | None = None,
     worst_record: WorstRecordCharge | None = None,
-    refits: tuple[int, ...] = (),
-    warm_inflate: float = 1.5,
-    min_sd_ratio: float = 0.5,
     record: list[tuple[F64, F64]] | None = None,
 ) -> ProposalStatistics:
     """The independence sampler N(mean, inflate² cov) run on the Gaussian stand-in N(mean, cov) for the
-    posterior with the penalty's exact decision law (accept iff a + N(−s²/2, s²) + Exp(1) >= 0; proposals
-    with c(θ, θ*) above the cap rejected without asking): E[Δ²] over the decisions asked, the acceptance, and
-    ESS per proposal measured on the simulated chains (ArviZ bulk ESS, the smallest over the parameters).
-    ``cap`` None: the ``cap_quantile`` quantile of c(θ, θ*) under the proposal. ``offset_cov``: the
-    covariance of the DP approximation's error in its mean (public: from the warm start's noise scales): the
-    stand-in posterior is then centred at ``mean`` plus a draw of that error, the proposal stays at ``mean``
-    (an approximation a little off centre costs acceptance and ESS). ``target``: an explicit (mean, cov) of
-    the Gaussian stand-in (diagnostics: the measured posterior's moments in place of a drawn offset).
-    ``from_proposal``: the chains start at draws of N(mean, cov) as a run's do (a pilot's acceptance), not at
-    draws of the stand-in; ``count_from``: the acceptance of the steps from that one on (a pilot's second
-    half). ``rdp_table``: a one-order table of the accept bit's Rényi bound for the registry's view (what its
-    ledger charges each decision under a Rényi filter, ``mechanisms.privacy.charge``): also E[ρ_bit].
-    ``worst_record``: the per-run charge of a registry charging per run (``charge.worst_record_charge``, the
-    ledger's own; its Rényi table the same as ``rdp_table``, or neither): the simulated run charged as that
-    registry charges it, every chain's decisions in one run (:class:`RunCharge`). ``refits``: the
+    posterior (:class:`StandIn`) with the penalty's exact decision law (accept iff a + N(−s²/2, s²) + Exp(1)
+    >= 0; proposals with c(θ, θ*) above the cap rejected without asking): E[Δ²] over the decisions asked,
+    the acceptance, and ESS per proposal measured on the simulated chains (ArviZ bulk ESS, the smallest over
+    the parameters). ``settings`` (:class:`ChainSettings`, default its defaults): the chains, the cap (None:
+    the ``cap_quantile`` quantile of c(θ, θ*) under the proposal), the stand-in's offset (``offset_cov``:
+    the stand-in posterior centred at ``mean`` plus a draw of the DP approximation's error, the proposal
+    staying at ``mean``: an approximation a little off centre costs acceptance and ESS) or explicit
+    ``target``, the chains' start (``from_proposal``: at draws of N(mean, cov) as a run's, a pilot's
+    acceptance) and the steps counted (``count_from``: a pilot's second half), and the refits: the
     proposal refitted as ``RefitIndependenceMH`` refits it (its ``refit_base``, ``warm_inflate`` and
     ``min_sd_ratio``): N(base, ``warm_inflate``² base cov) in the warm-up, starting from (mean, cov), the
     base refitted at each of ``refits`` to the simulated chains' states pooled over the second half of the
     stage, frozen at ``inflate`` from ``refits[-1]`` on: a whole run's decisions, warm-up included, as its
-    registries are asked them (the refit's estimation noise included). ``record``: each iteration's
-    decisions asked (θ, θ*, rows) are appended to it (a check of the charge against the registries')."""
+    registries are asked them (the refit's estimation noise included). How the decisions are priced:
+    ``rdp_table``: a one-order table of the accept bit's Rényi bound for the registry's view (what its
+    ledger charges each decision under a Rényi filter, ``mechanisms.privacy.charge``): also E[ρ_bit].
+    ``worst_record``: the per-run charge of a registry charging per run (``charge.worst_record_charge``, the
+    ledger's own; its Rényi table the same as ``rdp_table``, or neither): the simulated run charged as that
+    registry charges it, every chain's decisions in one run (:class:`RunCharge`). ``record``: each
+    iteration's decisions asked (θ, θ*, rows) are appended to it (a check of the charge against the
+    registries')."""
+    _s = settings if settings is not None else ChainSettings()
+    model, mean, cov, inflate = stand_in.model, stand_in.mean, stand_in.cov, stand_in.inflate
+    sd_total, neighbours = stand_in.sd_total, stand_in.neighbours
+    cap, cap_quantile, chains, steps = _s.cap, _s.cap_quantile, _s.chains, _s.steps
+    offset_cov, target, from_proposal, count_from = _s.offset_cov, _s.target, _s.from_proposal, _s.count_from
+    refits, warm_inflate, min_sd_ratio = _s.refits, _s.warm_inflate, _s.min_sd_ratio
     import arviz as az
 
     d = mean.shape[0]
@@ -571,29 +613,43 @@ def refit_warmup(d: int, chains: int) -> int:
     return max(8, math.ceil(4 * 20 * (d + 1) / max(chains, 1)))
 
 
+@dataclass(frozen=True)
+class PlanBudget:
+    """What a plan may spend, per registry for its view: the target ε at δ (warm start included), the warm
+    start's μ (GDP, already spent when the plan is made), the share of what is left after the warm start
+    that the plan spends, and how the registries compose (``alpha``: the order of their Rényi filter; None,
+    a GDP composition: :class:`Accounting`)."""
+
+    # the target: ε at δ for the whole run
+    eps: float
+    delta: float
+    mu_warm: float  # the warm start's releases, μ_warm-GDP in all
+    # the share of the budget left after the warm start that is planned (the prediction rests on the
+    # Gaussian stand-in: the real steps cost somewhat more, 8 % in the demo)
+    margin: float = 0.85
+    alpha: float | None = None  # the registries' Rényi filter order (None: GDP)
+
+
 def plan_mcmc(
     stats: ProposalStatistics,
+    budget: PlanBudget,
     *,
     sd_total: float,
     m: int,
     residual: int,
     chains: int,
-    eps: float,
-    delta: float,
-    mu_warm: float,
-    margin: float = 0.85,
-    alpha: float | None = None,
     min_warmup: int = 0,
 ) -> McmcPlan:
-    """The iterations that spend the budget ε(δ) (for a registry whose view leaves ``residual`` registries'
-    noise unknown), and what they buy after the warm-up (:func:`warmup_of`); ``margin`` of the budget left
-    after the warm start is planned (the prediction rests on the Gaussian stand-in: the real steps cost
-    somewhat more, 8 % in the demo). ``alpha``: the registries' Rényi filter order (:class:`Accounting`;
-    ``stats`` then carries E[ρ_bit] at that order); ``min_warmup``: the warm-up a refitted proposal needs.
-    ``stats.run_charge`` (registries charging per run): the iterations whose simulated per-run charge
-    (:class:`RunCharge`, in the same unit) fits, not a cost per decision times the decisions.
-    The ESS counts the draws after the warm-up at ``stats``' ESS per proposal: with a refitted proposal
-    that is the DP approximation's (offset by its noise), a conservative stand-in for the refit's."""
+    """The iterations that spend the budget ε(δ) (``budget``: :class:`PlanBudget`, for a registry whose view
+    leaves ``residual`` of the ``m`` registries' noise unknown, ``sd_total`` the penalty's total sd), and what
+    they buy after the warm-up (:func:`warmup_of`); ``budget.margin`` of the budget left after the warm start
+    is planned. ``budget.alpha``: the registries' Rényi filter order (``stats`` then carries E[ρ_bit] at that
+    order); ``min_warmup``: the warm-up a refitted proposal needs. ``stats.run_charge`` (registries charging
+    per run): the iterations whose simulated per-run charge (:class:`RunCharge`, in the same unit) fits, not
+    a cost per decision times the decisions. The ESS counts the draws after the warm-up at ``stats``' ESS
+    per proposal: with a refitted proposal that is the DP approximation's (offset by its noise), a
+    conservative stand-in for the refit's."""
+    eps, delta, mu_warm, margin, alpha = budget.eps, budget.delta, budget.mu_warm, budget.margin, budget.alpha
     acc = Accounting(delta, alpha)
     warm = acc.warm(mu_warm)
     left = margin * max(acc.budget(eps) - warm, 0.0)
@@ -641,42 +697,29 @@ def _directions(d: int, seed: int, k: int = PILOT_DIRECTIONS) -> F64:
 
 
 def offset_statistics(
-    model: Model,
-    mean: F64,
-    cov: F64,
-    inflate: float,
-    sd_total: float,
-    neighbours: str,
-    cap: float,
+    stand_in: StandIn,
     offset: float,
+    settings: ChainSettings,
     *,
-    chains: int,
-    steps: int,
     seed: int,
-    from_proposal: bool = False,
-    count_from: int = 0,
     rdp_table: BitRdpTable | None = None,
     worst_record: WorstRecordCharge | None = None,
 ) -> ProposalStatistics:
     """:func:`proposal_statistics` with the Gaussian stand-in's centre ``offset`` approximation sds from
     ``mean`` (in :data:`PILOT_DIRECTIONS` random directions of the whitened space, averaged): what the
-    sampler does when its proposal is that far off."""
+    sampler does when its proposal is that far off. ``settings``: the chains simulated in each direction,
+    its ``cap`` given (the one the plan fixed); the stand-in's centre is each direction's (its ``target``,
+    ``offset_cov`` none)."""
+    cap = settings.cap
+    if cap is None:
+        raise ValueError("offset_statistics simulates at the plan's cap: ChainSettings.cap is None")
+    mean, cov = stand_in.mean, stand_in.cov
     chol = np.linalg.cholesky(cov)
     runs = [
         proposal_statistics(
-            model,
-            mean,
-            cov,
-            inflate,
-            sd_total,
-            neighbours,
+            stand_in,
             np.random.default_rng(seed + 1 + k),
-            cap=cap,
-            chains=chains,
-            steps=steps,
-            target=(mean + chol @ (offset * u), cov),
-            from_proposal=from_proposal,
-            count_from=count_from,
+            dataclasses.replace(settings, offset_cov=None, target=(mean + chol @ (offset * u), cov)),
             rdp_table=rdp_table,
             worst_record=worst_record,
         )
@@ -698,11 +741,7 @@ def offset_statistics(
 
 
 def pilot_offset(
-    model: Model,
-    mean: F64,
-    cov: F64,
-    inflate: float,
-    sd_total: float,
+    stand_in: StandIn,
     cap: float,
     *,
     accepted: int,
@@ -719,14 +758,16 @@ def pilot_offset(
     on common random numbers (the acceptance falls with r); 0 when the pilot accepted at least what a
     proposal centred on the posterior would, ``r_max`` when less than at ``r_max``. ``count_from``: the bits
     counted are those of the pilot's steps from that one on (the first steps, from the chains' starts at
-    draws of the approximation, accept almost regardless of the offset: :func:`pilot_bits`)."""
+    draws of the approximation, accept almost regardless of the offset: :func:`pilot_bits`). Only Δ depends
+    on ``stand_in.neighbours``, not the acceptance: the pilot is simulated at add-remove."""
     rate = accepted / max(proposed, 1)
+    pilot = dataclasses.replace(stand_in, neighbours="add-remove")
+    run = ChainSettings(
+        chains=max(chains, 32), steps=max(steps, 2), cap=cap, from_proposal=True, count_from=count_from
+    )
 
     def simulated(r: float) -> float:
-        return offset_statistics(
-            model, mean, cov, inflate, sd_total, "add-remove", cap, r,
-            chains=max(chains, 32), steps=max(steps, 2), seed=seed, from_proposal=True, count_from=count_from,
-        ).acceptance  # fmt: skip
+        return offset_statistics(pilot, r, run, seed=seed).acceptance
 
     if simulated(0.0) <= rate:
         return 0.0

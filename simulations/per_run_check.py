@@ -35,7 +35,7 @@ from coordinator import warm_start as warm
 from coordinator.drivers import MHDriver
 from coordinator.experiment import Experiment, load_experiment
 from hss.randomness import SecureRandom
-from mechanisms.planning import proposal_statistics
+from mechanisms.planning import ChainSettings, StandIn, proposal_statistics
 from mechanisms.privacy.events import GaussianEvent, RenyiEvent
 from mechanisms.privacy.worst_record import RunState, WorstRecordCharge
 from mechanisms.samplers import ConfidentialRule, LocalParties, PublicSeeds, plaintext_decide
@@ -128,21 +128,22 @@ def main(argv: list[str] | None = None) -> int:
     refits = MHDriver(planned, PublicSeeds(planned.seed)).refits or ()  # the run's own refits
     warm_inflate = max(WARM_INFLATE, ws.inflate)
     sd_total = ran.sampler.penalty.sd * np.sqrt(ran.m) if ran.sampler.penalty.sd is not None else 0.0
-    stand_ins: list[tuple[str, dict[str, Any]]] = [
-        ("the plan's (the DP noise drawn)", {"offset_cov": offset}),
-        ("the real mode and covariance", {"target": (mode, cov)}),
-        ("the real mode, the DP covariance", {"target": (mode, lap.cov)}),
+    stand_in = StandIn(model, lap.mean, lap.cov, ws.inflate, sd_total, target.neighbours)
+    run = ChainSettings(
+        chains=chains, steps=length, cap=cap, from_proposal=True, refits=refits, warm_inflate=warm_inflate
+    )
+    stand_ins: list[tuple[str, ChainSettings]] = [
+        ("the plan's (the DP noise drawn)", dataclasses.replace(run, offset_cov=offset)),
+        ("the real mode and covariance", dataclasses.replace(run, target=(mode, cov))),
+        ("the real mode, the DP covariance", dataclasses.replace(run, target=(mode, lap.cov))),
     ]
-    for label, kw in stand_ins:
+    for label, settings in stand_ins:
         sims = [
             proposal_statistics(
-                model, lap.mean, lap.cov, ws.inflate, sd_total, target.neighbours,
-                np.random.default_rng(ran.seed + 10 + s), cap=cap, chains=chains, steps=length,
-                worst_record=wr, from_proposal=True, refits=refits, warm_inflate=warm_inflate,
-                **kw,
+                stand_in, np.random.default_rng(ran.seed + 10 + s), settings, worst_record=wr
             ).run_charge
             for s in range(1, 7)
-        ]  # fmt: skip
+        ]
         v = np.array([rc.at(chains * length) for rc in sims if rc is not None])
         print(f"  simulated runs, stand-in at {label:<34} {v.mean():.3f} +- {v.std(ddof=1):.3f}")
     return 0

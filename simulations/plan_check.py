@@ -31,7 +31,7 @@ import numpy as np
 
 from mechanisms.models import load_model
 from mechanisms.models.base import F64, Model
-from mechanisms.planning import proposal_statistics, warmup_of
+from mechanisms.planning import ChainSettings, StandIn, proposal_statistics, warmup_of
 from mechanisms.samplers import (
     ConfidentialRule,
     GaussianProposal,
@@ -140,17 +140,9 @@ def check(name: str, n: int, seed: int, iterations: int | None) -> dict[str, Any
     def stand_in(target: tuple[F64, F64]) -> tuple[float, float]:
         runs = [
             proposal_statistics(
-                model,
-                ws.laplace.mean,
-                ws.laplace.cov,
-                inflate,
-                rs.SD_TOTAL,
-                "add-remove",
+                StandIn(model, ws.laplace.mean, ws.laplace.cov, inflate, rs.SD_TOTAL),
                 np.random.default_rng(seed * 100 + k),
-                cap=stats.cap,
-                chains=rs.CHAINS,
-                steps=steps,
-                target=target,
+                ChainSettings(chains=rs.CHAINS, steps=steps, cap=stats.cap, target=target),
             )
             for k in range(3)
         ]

@@ -80,6 +80,8 @@ from mechanisms.floor import floor_of
 from mechanisms.models import load_model
 from mechanisms.models.base import F64, Model
 from mechanisms.planning import (
+    ChainSettings,
+    StandIn,
     offset_statistics,
     pilot_bits,
     pilot_offset,
@@ -193,16 +195,9 @@ def averaged_statistics(
     ``CHAINS`` chains of ``steps`` proposals (ESS per proposal depends on the chains' length)."""
     runs = [
         proposal_statistics(
-            ws.model,
-            ws.laplace.mean,
-            ws.laplace.cov,
-            inflate,
-            SD_TOTAL,
-            "add-remove",
+            StandIn(ws.model, ws.laplace.mean, ws.laplace.cov, inflate, SD_TOTAL),
             np.random.default_rng(seed * 100 + k),
-            offset_cov=offset,
-            chains=CHAINS,
-            steps=steps,
+            ChainSettings(chains=CHAINS, steps=steps, offset_cov=offset),
             rdp_table=rdp_table,
         )
         for k in range(repeats)
@@ -337,8 +332,8 @@ def worst_record_eps(
     order a registry whose budget is the resulting ε fixes: ``budget_order``, iterated from the per-decision
     plan's order); the warm start's part is unchanged."""
     theta, star = stand_in_steps(
-        ws.model, ws.laplace.mean, ws.laplace.cov, inflate, SD_TOTAL, float(stats.cap), CHAINS, iterations,
-        np.random.default_rng(seed + 17), offset_cov=offset,
+        StandIn(ws.model, ws.laplace.mean, ws.laplace.cov, inflate, SD_TOTAL), float(stats.cap),
+        np.random.default_rng(seed + 17), chains=CHAINS, steps=iterations, offset_cov=offset,
     )  # fmt: skip
     s_res = SD_TOTAL  # against the coordinator every registry's noise is unknown: √M × SD_TOTAL/√M
     ratio_gdp, _ = run_ratios(ws.model, theta, star, "add-remove", s_res)
@@ -447,17 +442,17 @@ def one(name: str, n: int, validate: bool, seed: int, worst_record: bool = False
             """The pilot (the warm-up's accept bits) re-plans the rest: ε for ESS 200 at the offset they
             show, and the iterations run (at most MAX_VALIDATE in all)."""
             accepted, proposed, count_from = pilot_bits(bits)
+            stand_in = StandIn(model, ws.laplace.mean, ws.laplace.cov, inflate, SD_TOTAL)
             r = pilot_offset(
-                model, ws.laplace.mean, ws.laplace.cov, inflate, SD_TOTAL, stats.cap, accepted=accepted,
-                proposed=proposed, steps=warm, chains=CHAINS, seed=seed + 11, count_from=count_from,
+                stand_in, stats.cap, accepted=accepted, proposed=proposed, steps=warm, chains=CHAINS,
+                seed=seed + 11, count_from=count_from,
             )  # fmt: skip
             after = stats
             rest = max(run_it - warm, 50)
             for _ in range(2):  # ESS per proposal at the re-planned length (short chains mix worse per draw)
                 after = offset_statistics(
-                    model, ws.laplace.mean, ws.laplace.cov, inflate, SD_TOTAL, "add-remove", stats.cap, r,
-                    chains=CHAINS, steps=rest, seed=seed + 13,
-                )  # fmt: skip
+                    stand_in, r, ChainSettings(chains=CHAINS, steps=rest, cap=stats.cap), seed=seed + 13
+                )
                 eps2, it2 = eps_after_pilot(stats, after, warm, mu_warm)
                 rest = max(min(it2, MAX_VALIDATE) - warm, 50)
             replanned.update(
@@ -588,22 +583,23 @@ def simulated_realised_eps(
     averaged over 2 runs: the warm-up and as many proposals after it as ``ess`` needs at the simulated ESS per
     proposal (of the whole simulated run, warm-up included: a little pessimistic)."""
     model, lap = ws.model, ws.laplace
+    stand_in = StandIn(model, lap.mean, lap.cov, inflate, SD_TOTAL)
     first = proposal_statistics(
-        model, lap.mean, lap.cov, inflate, SD_TOTAL, "add-remove", np.random.default_rng(seed),
-        offset_cov=offset, chains=CHAINS, steps=100,
-    )  # fmt: skip
+        stand_in, np.random.default_rng(seed), ChainSettings(chains=CHAINS, steps=100, offset_cov=offset)
+    )
     warmup = realised_warmup(model.d, first.acceptance, MAX_REALISED)
     pen = Penalty(None, sd=SD_TOTAL / math.sqrt(M), max_sensitivity=float(first.cap))
     wr = worst_record_charge(DecisionPlan(kind="mh", penalty=pen), model, VIEW, "add-remove", (alpha,))
     table = wr.table if wr is not None else accept_bit_table(pen.sd or 0.0, VIEW, float(first.cap), (alpha,))
     rhos = []
     for k in range(2):
-        sim = proposal_statistics(
-            model, lap.mean, lap.cov, inflate, SD_TOTAL, "add-remove", np.random.default_rng(seed + 31 + k),
-            cap=first.cap, offset_cov=offset, chains=CHAINS, steps=warmup + math.ceil(ess / (0.2 * CHAINS)),
-            rdp_table=table, worst_record=wr, from_proposal=True, refits=(warmup // 2, warmup),
-            warm_inflate=max(WARM_INFLATE, inflate),
+        run = ChainSettings(
+            chains=CHAINS, steps=warmup + math.ceil(ess / (0.2 * CHAINS)), cap=first.cap, offset_cov=offset,
+            from_proposal=True, refits=(warmup // 2, warmup), warm_inflate=max(WARM_INFLATE, inflate),
         )  # fmt: skip
+        sim = proposal_statistics(
+            stand_in, np.random.default_rng(seed + 31 + k), run, rdp_table=table, worst_record=wr
+        )
         proposals = CHAINS * warmup + ess / max(sim.ess_per_proposal, 1e-6)
         if sim.run_charge is not None:  # charged per run
             rhos.append(sim.run_charge.at(proposals))

@@ -25,6 +25,7 @@ import numpy as np
 
 from mechanisms.models import load_model
 from mechanisms.models.base import F64, Model
+from mechanisms.planning import StandIn
 from mechanisms.privacy import PenaltyAcceptance, bit_rdp_table
 from mechanisms.privacy.worst_record import WorstRecordCharge, linear_structure
 from mechanisms.samplers.requests import record_sensitivity, step_sensitivity
@@ -167,20 +168,20 @@ def charges(run: Run, neighbours: str, alpha: float, k: int, batches: int = 10) 
 
 
 def stand_in_steps(
-    model: Model,
-    mean: F64,
-    cov: F64,
-    inflate: float,
-    sd_total: float,
+    stand_in: StandIn,
     cap: float,
+    rng: np.random.Generator,
+    *,
     chains: int,
     steps: int,
-    rng: np.random.Generator,
     offset_cov: F64 | None = None,
 ) -> tuple[F64, F64]:
     """The decisions (θ_t, θ*_t) a registry is asked about in ``mechanisms.planning.proposal_statistics``'
     run: the independence sampler N(mean, inflate² cov) on the Gaussian stand-in (centred at a draw of the DP
-    mean's error), the penalty's decision law, proposals above the cap or out of bounds rejected publicly."""
+    mean's error, N(0, ``offset_cov``)), the penalty's decision law, proposals above the cap or out of bounds
+    rejected publicly; ``chains`` chains of ``steps`` proposals."""
+    model, mean, cov = stand_in.model, stand_in.mean, stand_in.cov
+    inflate, sd_total = stand_in.inflate, stand_in.sd_total
     d = mean.shape[0]
     chol = np.linalg.cholesky(cov)
     prec = np.linalg.inv(cov)

@@ -95,11 +95,13 @@ def test_under_a_budget_the_advice_prices_more_effective_draws() -> None:
 
 def test_a_plan_prices_a_scaled_run_at_its_own_rate() -> None:
     """McmcPlan.eps_scaled: the warm start once, the decisions' charge times the factor (GDP: mu^2 adds)."""
-    from mechanisms.planning import ProposalStatistics, plan_mcmc
+    from mechanisms.planning import PlanBudget, ProposalStatistics, plan_mcmc
     from mechanisms.privacy.conversions import gdp_eps
 
     stats = ProposalStatistics(0.02, 0.3, 0.95, 0.6, 0.999, 0.15)
-    p = plan_mcmc(stats, sd_total=2.0, m=7, residual=7, chains=16, eps=12.0, delta=1e-5, mu_warm=1.0)
+    p = plan_mcmc(
+        stats, PlanBudget(eps=12.0, delta=1e-5, mu_warm=1.0), sd_total=2.0, m=7, residual=7, chains=16
+    )
     assert abs(p.eps_scaled(1.0) - p.eps) < 1e-9
     want = gdp_eps(np.sqrt(1.0 + 3.0 * (p.mu_total**2 - 1.0)), 1e-5)
     assert abs(p.eps_scaled(3.0) - want) < 1e-9

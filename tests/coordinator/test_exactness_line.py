@@ -10,7 +10,7 @@ import numpy as np
 
 from coordinator.experiment import load_experiment
 from coordinator.run import exactness_line
-from mechanisms.planning import ProposalStatistics, plan_mcmc
+from mechanisms.planning import PlanBudget, ProposalStatistics, plan_mcmc
 from mechanisms.warmstart import LaplaceApproximation
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.toml"
@@ -27,7 +27,9 @@ def _setup(offset_sd: float, draws_per_chain: int, sticky: bool = False):  # typ
     stats = ProposalStatistics(0.02, 0.3, 0.95, 0.6, 0.999, 0.15)
     assert exp.warm_start is not None  # the plan's warm start is the experiment's (its noise is scaled by it)
     mu_warm = exp.warm_start.mu
-    p = plan_mcmc(stats, sd_total=2.0, m=7, residual=7, chains=16, eps=18.0, delta=1e-5, mu_warm=mu_warm)
+    p = plan_mcmc(
+        stats, PlanBudget(eps=18.0, delta=1e-5, mu_warm=mu_warm), sd_total=2.0, m=7, residual=7, chains=16
+    )
     rng = np.random.default_rng(0)
     draws = mean + 0.01 * rng.standard_normal((16, draws_per_chain, d))  # the exact posterior N(0, 0.01^2)
     if sticky:  # chains that barely move: few effective draws

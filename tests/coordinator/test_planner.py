@@ -13,7 +13,7 @@ import pytest
 from coordinator.cli import main as confar
 from coordinator.experiment import load_experiment
 from coordinator.tables import ExperimentError
-from mechanisms.planning import ProposalStatistics, plan_mcmc
+from mechanisms.planning import PlanBudget, ProposalStatistics, plan_mcmc
 from mechanisms.privacy.conversions import gdp_eps, gdp_mu
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.toml"
@@ -67,8 +67,9 @@ def test_plan_spends_its_share_of_the_budget_and_counts_the_ess() -> None:
         mean_delta2=0.01, acceptance=0.3, asked=0.9, cap=0.5, c_quantile=0.999, ess_per_proposal=0.17
     )
     p = plan_mcmc(
-        stats, sd_total=2.0, m=7, residual=7, chains=16, eps=10.0, delta=1e-5, mu_warm=0.3, margin=0.85
-    )
+        stats, PlanBudget(eps=10.0, delta=1e-5, mu_warm=0.3, margin=0.85),
+        sd_total=2.0, m=7, residual=7, chains=16,
+    )  # fmt: skip
     per = 0.9 * 0.01 * 7 / (4.0 * 7)  # E[μ_t²] per proposal
     want_k = int(0.85 * (gdp_mu(10.0, 1e-5) ** 2 - 0.09) / (16 * per))
     assert p.iterations == want_k
@@ -77,7 +78,9 @@ def test_plan_spends_its_share_of_the_budget_and_counts_the_ess() -> None:
     warm = max(want_k // 10, math.ceil(5.0 / 0.3))  # a tenth, at least ~5 acceptances: the chains' warm-up
     assert p.ess == pytest.approx(16 * (want_k - warm) * 0.17)
     # against a coalition, fewer registries' noise: the same budget buys fewer decisions
-    q3 = plan_mcmc(stats, sd_total=2.0, m=7, residual=4, chains=16, eps=10.0, delta=1e-5, mu_warm=0.3)
+    q3 = plan_mcmc(
+        stats, PlanBudget(eps=10.0, delta=1e-5, mu_warm=0.3), sd_total=2.0, m=7, residual=4, chains=16
+    )
     assert q3.iterations < p.iterations / 0.85 * 4 / 7 + 1
 
 
@@ -130,8 +133,9 @@ def test_renyi_plan_spends_its_share_of_the_rho_budget() -> None:
         mean_rho=0.004,
     )  # fmt: skip
     p = plan_mcmc(
-        stats, sd_total=2.0, m=7, residual=7, chains=16, eps=eps, delta=delta, mu_warm=1.0, alpha=alpha
-    )
+        stats, PlanBudget(eps=eps, delta=delta, mu_warm=1.0, alpha=alpha),
+        sd_total=2.0, m=7, residual=7, chains=16,
+    )  # fmt: skip
     warm = alpha * 1.0 / 2
     want_k = int(0.85 * (lo - warm) / (16 * 0.9 * 0.004))
     assert p.iterations == want_k and p.alpha == alpha
@@ -144,8 +148,9 @@ def test_renyi_plan_spends_its_share_of_the_rho_budget() -> None:
     assert p.eps_for_ess(p.ess) == pytest.approx(rdp_eps(warm + (p.rho_total - warm) / 0.85, alpha, delta))
     with pytest.raises(ValueError, match="Renyi bound"):
         plan_mcmc(
-            dataclasses.replace(stats, mean_rho=None), sd_total=2.0, m=7, residual=7, chains=16, eps=eps,
-            delta=delta, mu_warm=1.0, alpha=alpha,
+            dataclasses.replace(stats, mean_rho=None),
+            PlanBudget(eps=eps, delta=delta, mu_warm=1.0, alpha=alpha),
+            sd_total=2.0, m=7, residual=7, chains=16,
         )  # fmt: skip
 
 
@@ -153,7 +158,7 @@ def test_proposal_statistics_price_each_decision_with_the_ledger_s_table() -> No
     """E[rho] is the mean of the table's bound over the simulated decisions' Delta (the same table the
     ledger charges with), below the Gaussian alpha Delta^2 / (2 s^2) of the same decisions."""
     from mechanisms.models import load_model
-    from mechanisms.planning import proposal_statistics
+    from mechanisms.planning import ChainSettings, StandIn, proposal_statistics
     from mechanisms.privacy.renyi import bit_rdp_table
     from mechanisms.privacy.reveal_sign import PenaltyAcceptance
 
@@ -164,8 +169,8 @@ def test_proposal_statistics_price_each_decision_with_the_ledger_s_table() -> No
 
     def run(t: object) -> ProposalStatistics:
         return proposal_statistics(
-            model, mean, cov, 1.1, s_res, "add-remove", np.random.default_rng(3), cap=0.6, chains=8, steps=60,
-            rdp_table=t,  # type: ignore[arg-type]
+            StandIn(model, mean, cov, 1.1, s_res), np.random.default_rng(3),
+            ChainSettings(chains=8, steps=60, cap=0.6), rdp_table=t,  # type: ignore[arg-type]
         )  # fmt: skip
 
     with_rho, without = run(table), run(None)

@@ -9,7 +9,7 @@ import types
 import pytest
 
 from coordinator.planner import BudgetTarget, PlanRefused, check_usable
-from mechanisms.planning import ProposalStatistics, plan_mcmc
+from mechanisms.planning import PlanBudget, ProposalStatistics, plan_mcmc
 
 STATS = ProposalStatistics(
     mean_delta2=0.02, acceptance=0.3, asked=0.95, cap=0.6, c_quantile=0.999, ess_per_proposal=0.15
@@ -19,8 +19,9 @@ STATS = ProposalStatistics(
 def _plan(eps: float, mu_warm: float = 1.0, alpha: float | None = None):  # type: ignore[no-untyped-def]
     stats = STATS if alpha is None else ProposalStatistics(**{**STATS.__dict__, "mean_rho": 0.01})
     return plan_mcmc(
-        stats, sd_total=2.0, m=7, residual=7, chains=16, eps=eps, delta=1e-5, mu_warm=mu_warm, alpha=alpha
-    )
+        stats, PlanBudget(eps=eps, delta=1e-5, mu_warm=mu_warm, alpha=alpha),
+        sd_total=2.0, m=7, residual=7, chains=16,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("alpha", [None, 4.0])

@@ -6,6 +6,7 @@ never past the simulated run, and never states a spend above its target."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -14,8 +15,11 @@ import pytest
 from mechanisms.models import load_model
 from mechanisms.planning import (
     Accounting,
+    ChainSettings,
+    PlanBudget,
     ProposalStatistics,
     RunCharge,
+    StandIn,
     plan_mcmc,
     proposal_statistics,
     replan_after_pilot,
@@ -40,9 +44,10 @@ ALPHA = 4.0
 def _curve(
     steps: int, seed: int, wr: WorstRecordCharge, table: object = None, record: list | None = None
 ) -> ProposalStatistics:
+    run = ChainSettings(chains=CHAINS, steps=steps, cap=CAP)
     return proposal_statistics(
-        MODEL, MEAN, COV, INFLATE, S, "add-remove", np.random.default_rng(seed), cap=CAP, chains=CHAINS,
-        steps=steps, worst_record=wr, rdp_table=table, record=record,  # type: ignore[arg-type]
+        StandIn(MODEL, MEAN, COV, INFLATE, S), np.random.default_rng(seed), run, worst_record=wr,
+        rdp_table=table, record=record,  # type: ignore[arg-type]
     )  # fmt: skip
 
 
@@ -111,8 +116,8 @@ def test_a_plan_never_states_less_than_the_registries_charge_of_its_runs(renyi: 
             stats.mean_delta2, stats.acceptance, stats.asked, CAP, 0.999, stats.ess_per_proposal,
             stats.mean_rho, curve,
         ),
-        sd_total=S, m=1, residual=1, chains=CHAINS, eps=30.0, delta=1e-5, mu_warm=0.5,
-        alpha=ALPHA if renyi else None,
+        PlanBudget(eps=30.0, delta=1e-5, mu_warm=0.5, alpha=ALPHA if renyi else None),
+        sd_total=S, m=1, residual=1, chains=CHAINS,
     )  # fmt: skip
     assert 40 < p.iterations <= 400 and p.eps <= 30.0
     warm = GaussianEvent(0.5)
@@ -126,8 +131,8 @@ def test_a_plan_never_states_less_than_the_registries_charge_of_its_runs(renyi: 
         assert spent <= p.eps * (1 + 1e-12), (spent, p.eps)
     # a budget that would buy more than the runs simulated buys the runs simulated, and says so
     big = plan_mcmc(
-        p.stats, sd_total=S, m=1, residual=1, chains=CHAINS, eps=1000.0, delta=1e-5, mu_warm=0.5,
-        alpha=ALPHA if renyi else None,
+        p.stats, PlanBudget(eps=1000.0, delta=1e-5, mu_warm=0.5, alpha=ALPHA if renyi else None),
+        sd_total=S, m=1, residual=1, chains=CHAINS,
     )  # fmt: skip
     assert big.iterations == 400 and big.affordable() > 400 and big.eps < 1000.0
 
@@ -179,8 +184,13 @@ def test_plan_buys_the_iterations_whose_run_charge_fits() -> None:
     curve's per-decision cost) buys far fewer; a budget that fits more than the simulated run buys that run
     (its ``affordable`` read past it at the last rate), and none fits when the warm start spends it all."""
     curve = _concave(0.0002, 0.01, last=3000)
-    per = plan_mcmc(_stats(None), sd_total=2.0, m=7, residual=7, chains=16, eps=10.0, delta=1e-5, mu_warm=0.3)
-    p = plan_mcmc(_stats(curve), sd_total=2.0, m=7, residual=7, chains=16, eps=10.0, delta=1e-5, mu_warm=0.3)
+    per = plan_mcmc(
+        _stats(None), PlanBudget(eps=10.0, delta=1e-5, mu_warm=0.3), sd_total=2.0, m=7, residual=7, chains=16
+    )
+    p = plan_mcmc(
+        _stats(curve), PlanBudget(eps=10.0, delta=1e-5, mu_warm=0.3),
+        sd_total=2.0, m=7, residual=7, chains=16,
+    )  # fmt: skip
     left = 0.85 * (gdp_mu(10.0, 1e-5) ** 2 - 0.09)
 
     def charge(it: int) -> float:
@@ -200,12 +210,15 @@ def test_plan_buys_the_iterations_whose_run_charge_fits() -> None:
     assert p.total_for_ess(300.0) == pytest.approx(0.09 + charge(it) / 0.85, rel=1e-12)
     # the same budget on a run simulated for 400 iterations: those 400, never an extrapolated 401st
     short = _concave(0.0002, 0.01, last=400)
-    q = plan_mcmc(_stats(short), sd_total=2.0, m=7, residual=7, chains=16, eps=10.0, delta=1e-5, mu_warm=0.3)
+    q = plan_mcmc(
+        _stats(short), PlanBudget(eps=10.0, delta=1e-5, mu_warm=0.3),
+        sd_total=2.0, m=7, residual=7, chains=16,
+    )  # fmt: skip
     assert q.iterations == 400 and q.affordable() > 400 and q.eps < p.eps
     assert q.decisions_charge(400) == pytest.approx(float(short.total[-1]), rel=1e-12)
     # a run too short for the warm start's target: no decision fits, none is bought
     none = plan_mcmc(
-        _stats(curve), sd_total=2.0, m=7, residual=7, chains=16, eps=4.4, delta=1e-5, mu_warm=1.0
+        _stats(curve), PlanBudget(eps=4.4, delta=1e-5, mu_warm=1.0), sd_total=2.0, m=7, residual=7, chains=16
     )
     assert none.iterations == 0 and none.eps <= 4.4
 
@@ -214,7 +227,9 @@ def test_replan_after_the_pilot_adds_the_two_runs_charges() -> None:
     """The pilot's charge on the plan's curve plus the rest's on the re-planned curve (S(G + G') <= S(G) +
     S(G')), the rest the most that fits what the plan left."""
     old, new = _concave(0.001, 0.01), _concave(0.002, 0.01)
-    p = plan_mcmc(_stats(old), sd_total=2.0, m=7, residual=7, chains=16, eps=10.0, delta=1e-5, mu_warm=0.3)
+    p = plan_mcmc(
+        _stats(old), PlanBudget(eps=10.0, delta=1e-5, mu_warm=0.3), sd_total=2.0, m=7, residual=7, chains=16
+    )
     re = replan_after_pilot(p, _stats(new), 40, sd_total=2.0, m=7, residual=7)
     spent = old.at(16 * 40.0)
     left = old.at(16.0 * p.iterations) - spent
@@ -276,11 +291,12 @@ def test_a_refitted_proposal_is_simulated_as_the_kernel_refits_it() -> None:
     np.testing.assert_allclose(got[1], kernel[1], atol=1e-12)
     assert _refit(*base, [pool[0][:7]], 0.5)[1] is base[1]  # 7 states < 2 (d + 1): kept
 
+    stand_in = StandIn(MODEL, MEAN, 4.0 * COV, INFLATE, S)
+    sim = ChainSettings(chains=32, steps=120, cap=5.0, target=(MEAN, COV), from_proposal=True, count_from=60)
+
     def run(refits: tuple[int, ...]) -> ProposalStatistics:
-        return proposal_statistics(
-            MODEL, MEAN, 4.0 * COV, INFLATE, S, "add-remove", np.random.default_rng(9), cap=5.0, chains=32,
-            steps=120, target=(MEAN, COV), from_proposal=True, count_from=60, refits=refits,
-        )  # fmt: skip
+        rng = np.random.default_rng(9)
+        return proposal_statistics(stand_in, rng, dataclasses.replace(sim, refits=refits))
 
     plain, refitted = run(()), run((20, 40))
     assert refitted.acceptance > plain.acceptance + 0.1, (refitted.acceptance, plain.acceptance)
@@ -297,8 +313,8 @@ def test_a_plan_whose_cap_refuses_every_proposal_buys_nothing() -> None:
     )  # fmt: skip
     for alpha in (None, 4.0):
         p = plan_mcmc(
-            none_asked, sd_total=2.0, m=7, residual=7, chains=16, eps=10.0, delta=1e-5, mu_warm=0.3,
-            alpha=alpha,
+            none_asked, PlanBudget(eps=10.0, delta=1e-5, mu_warm=0.3, alpha=alpha),
+            sd_total=2.0, m=7, residual=7, chains=16,
         )  # fmt: skip
         assert p.iterations == 0 and p.ess == 0.0 and math.isfinite(p.eps)
         assert p.eps_for_ess(1.0) == math.inf

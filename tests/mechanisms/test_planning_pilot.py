@@ -5,6 +5,7 @@ rest, and that prediction matches the realised chain."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -13,7 +14,9 @@ import pytest
 from hss.randomness import SecureRandom
 from mechanisms.models import load_model
 from mechanisms.planning import (
+    ChainSettings,
     McmcPlan,
+    StandIn,
     offset_statistics,
     pilot_bits,
     pilot_offset,
@@ -69,10 +72,11 @@ def _chain(model, checked, mean, cov):  # type: ignore[no-untyped-def]
 def test_the_pilot_re_plans_an_off_centre_proposal_to_the_realised_ess() -> None:
     model, checked, _mode, mean, cov = _case()
     # the plan from the approximation alone (its DP noise: 0.3 sd in each direction)
+    stand_in = StandIn(model, mean, cov, INFLATE, SD_TOTAL)
+    rest = ChainSettings(chains=CHAINS, steps=ITERATIONS - PILOT, cap=CAP)
     stats = proposal_statistics(
-        model, mean, cov, INFLATE, SD_TOTAL, "add-remove", np.random.default_rng(2), cap=CAP,
-        chains=CHAINS, steps=ITERATIONS - PILOT, offset_cov=0.09 * cov,
-    )  # fmt: skip
+        stand_in, np.random.default_rng(2), dataclasses.replace(rest, offset_cov=0.09 * cov)
+    )
     plan = McmcPlan(ITERATIONS, CHAINS, 1.0, 0.0, 1.0, 1e-5, 0.0, math.inf, stats)
     planned = CHAINS * (ITERATIONS - PILOT) * stats.ess_per_proposal
     pilot, draws = _chain(model, checked, mean, cov)
@@ -80,8 +84,8 @@ def test_the_pilot_re_plans_an_off_centre_proposal_to_the_realised_ess() -> None
     assert planned > 2.0 * realised  # the defect: the plan from the approximation alone is optimistic
     accepted, proposed, count_from = pilot_bits(pilot.accept)
     r = pilot_offset(
-        model, mean, cov, INFLATE, SD_TOTAL, CAP, accepted=accepted, proposed=proposed, steps=PILOT,
-        chains=CHAINS, seed=4, count_from=count_from,
+        stand_in, CAP, accepted=accepted, proposed=proposed, steps=PILOT, chains=CHAINS, seed=4,
+        count_from=count_from,
     )  # fmt: skip
     # the offset the pilot shows is the one the approximation has, within the pilot's sampling error: it
     # counts ~15-70 accepts, and fewer accepts read as a larger offset (right-skewed). Over 40 noise keys
@@ -90,10 +94,7 @@ def test_the_pilot_re_plans_an_off_centre_proposal_to_the_realised_ess() -> None
     # decision noise's sampler changed); the bound below holds all 40 and still fails a pilot that misses
     # the offset (the plan alone assumes 0.3)
     assert OFF - 1.0 < r < OFF + 3.0, r
-    after = offset_statistics(
-        model, mean, cov, INFLATE, SD_TOTAL, "add-remove", CAP, r, chains=CHAINS,
-        steps=ITERATIONS - PILOT, seed=6,
-    )  # fmt: skip
+    after = offset_statistics(stand_in, r, rest, seed=6)
     re = replan_after_pilot(plan, after, PILOT, sd_total=SD_TOTAL, m=M, residual=M)
     predicted = CHAINS * (ITERATIONS - PILOT) * after.ess_per_proposal
     assert re.ess > 0 and re.stats is after
@@ -103,3 +104,12 @@ def test_the_pilot_re_plans_an_off_centre_proposal_to_the_realised_ess() -> None
     # a factor 3.5 either way, where the plan from the approximation alone is off by ~40x
     assert 1 / 3.5 < predicted / realised < 3.5, (predicted, realised, planned)
     assert warmup_of(stats, ITERATIONS) <= PILOT
+
+
+def test_offset_statistics_refuses_settings_without_the_plan_s_cap() -> None:
+    """The re-plan simulates at the cap the plan fixed: settings that leave it to a quantile are refused,
+    naming the setting, before anything is simulated."""
+    model = load_model("bayes-logistic", {"p": 2})
+    stand_in = StandIn(model, np.zeros(3), np.eye(3) * 0.01, INFLATE, SD_TOTAL)
+    with pytest.raises(ValueError, match=r"ChainSettings\.cap is None"):
+        offset_statistics(stand_in, 1.0, ChainSettings(chains=CHAINS, steps=10), seed=1)

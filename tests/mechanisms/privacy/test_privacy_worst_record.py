@@ -231,11 +231,14 @@ def test_stand_in_run_ratio_is_below_one_and_matches_the_charge() -> None:
     """``simulations.worst_record.run_ratios`` (the registry-scale figure's ratio) on the planner's stand-in
     chain: the run's charge over its per-decision charge, at most 1 (the charge takes the smaller), and
     equal to the increments' sum over the per-decision totals when charged batch by batch."""
+    from mechanisms.planning import StandIn
     from simulations.worst_record import run_ratios, stand_in_steps
 
     model = load_model("bayes-logistic", {"p": 3, "x_bound": 3.0})
     mean, cov = np.array([-1.0, 0.5, -0.3, 0.2]), np.diag([0.01, 0.004, 0.004, 0.004])
-    theta, star = stand_in_steps(model, mean, cov, 1.1, 2.0, 5.0, 8, 40, np.random.default_rng(2))
+    theta, star = stand_in_steps(
+        StandIn(model, mean, cov, 1.1, 2.0), 5.0, np.random.default_rng(2), chains=8, steps=40
+    )
     assert theta.shape == star.shape and theta.shape[0] > 100
     table = bit_rdp_table(PenaltyAcceptance(2.0), 5.0, (4.0,))
     g, r = run_ratios(model, theta, star, "add-remove", 2.0, table)
