@@ -55,6 +55,7 @@ from coordinator.api import (
     Coordinator,
     CoordinatorSession,
     SessionError,
+    SessionOptions,
 )
 from coordinator.decider import NetworkSvtDecider
 from mechanisms.abcdp.driver import (
@@ -196,7 +197,7 @@ def run_federated_abcdp(
     t0 = time.perf_counter()
     if state.finished(max_proposals):  # a run whose checkpoint is after its last step: nothing to ask
         return _result(plan, state, b"", {"total_s": 0.0, "propose_s": 0.0, "evaluate_s": 0.0})
-    sess = coord.open_session(
+    sess = coord.open_session(SessionOptions(
         reveal_mode=MODE,
         model=ANALYSIS,
         model_params=session_params(plan, columns),
@@ -205,7 +206,7 @@ def run_federated_abcdp(
         run_id=run_id,
         first_run_step=state.steps + 1,
         security=security,
-    )
+    ))
     proposer = _TimedProposer(PriorProposer(plan, prior_sample, simulate, state.generator()))
     decider = NetworkSvtDecider(sess)
     policy = BatchPolicy(batch_size, max_proposals=max_proposals)

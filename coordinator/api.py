@@ -2,7 +2,8 @@
 parties' output shares and reconstruct what the reveal mode allows.
 
     async with Coordinator(parties, tls) as coord:
-        sess = await coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params={...})
+        opts = SessionOptions(reveal_mode="sign", model="gaussian-mean", model_params={...})
+        sess = await coord.open_session(opts)
         d = await sess.evaluate({"theta": th, "theta_star": th2}, n=len(th))   # hss.protocols.Decisions
         await sess.close()
 
@@ -18,7 +19,7 @@ half-written result), the session is marked failed, and :meth:`CoordinatorSessio
 party that still answers. Resuming means opening a new session (fresh keys); the step counter of the old
 one is never reused.
 
-Run resume (parties/replay.py): ``open_session(..., run_id=R, first_run_step=s)`` makes session step k run
+Run resume (parties/replay.py): ``SessionOptions(..., run_id=R, first_run_step=s)`` makes session step k run
 step s + k - 1 of run R. ``session.resume`` then maps each party to its last completed run step of R (0:
 none), so a coordinator restarting from its checkpoint c can check the parties are at c or c + 1. If every
 party holds run step s from one session with the same inputs, step 1 is replayed: the parties return their
@@ -57,6 +58,38 @@ from proto.spec import PartyEntry, SessionSpec
 from proto.tls import SERVER_OPTIONS, TlsMaterial, call_metadata, secure_channel, server_credentials
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """What a session is opened with, besides the parties and the coordinator's identity (which
+    :meth:`Coordinator.open_session` adds): the fields of its :class:`proto.spec.SessionSpec`, checked there.
+
+    ``reveal_mode`` and ``model`` (the analysis a registry runs) with its public ``model_params`` (a model's
+    :class:`mechanisms.samplers.plan.DecisionPlan`, ``to_params``); ``t``: the Shamir threshold (default the
+    largest the reveal mode allows); ``fmt``: the fixed-point format; ``topology``: "mesh" or "relay";
+    ``session_id``: random unless given. With ``run_id``, session step k is run step first_run_step + k - 1
+    of that run. ``sign_precompute`` (sign mode): "inline" (7 rounds), "pooled" (9 rounds, less CPU per
+    decision) or "blocks4" (2 precompute + 5 online rounds, more precompute bytes). ``precompute_ahead``
+    (sign mode, issue 16): each party makes step k + 1's precompute right after answering step k
+    (parties.ahead). ``security``: "semi-honest" (honest-but-curious registries) or "abort" (issue 25, sum,
+    blinded, sign and svt: up to t deviating registries make every honest one abort the step before any
+    output, hss.abort_modes, hss.abort_svt). ``study``: the canonical text of the study document the
+    session belongs to (``proto.study``, issue 37), checked by registries that require approval."""
+
+    reveal_mode: str
+    model: str
+    model_params: dict[str, Any] | None = None
+    t: int | None = None
+    fmt: FixedPoint | None = None
+    topology: str = "mesh"
+    session_id: bytes | None = None
+    run_id: str | None = None
+    first_run_step: int = 1
+    sign_precompute: str = "inline"
+    precompute_ahead: bool = False
+    security: str = "semi-honest"
+    study: str = ""
 
 
 class SessionError(RuntimeError):
@@ -192,53 +225,32 @@ class Coordinator:
             raise
         return {pid: t.result() for pid, t in tasks.items()}
 
-    async def open_session(
-        self,
-        *,
-        reveal_mode: str,
-        model: str,
-        model_params: dict[str, Any] | None = None,
-        t: int | None = None,
-        fmt: FixedPoint | None = None,
-        topology: str = "mesh",
-        session_id: bytes | None = None,
-        run_id: str | None = None,
-        first_run_step: int = 1,
-        sign_precompute: str = "inline",
-        precompute_ahead: bool = False,
-        security: str = "semi-honest",
-        study: str = "",
-    ) -> CoordinatorSession:
-        """Open a session at every party. With ``run_id``, session step k is run step first_run_step + k - 1
-        of that run and the session's ``resume`` / ``warnings`` report what the parties hold of it.
-        ``sign_precompute`` (sign mode): "inline" (7 rounds), "pooled" (9 rounds, less CPU per decision) or
-        "blocks4" (2 precompute + 5 online rounds, more precompute bytes). ``precompute_ahead`` (sign mode,
-        issue 16): each party makes step k + 1's precompute right after answering step k (parties.ahead).
-        ``security``: "semi-honest" (honest-but-curious registries) or "abort" (issue 25, sum, sign and
-        svt: up to t deviating registries make every honest one abort the step before any output,
-        hss.abort_modes, hss.abort_svt). ``study``: the canonical text of the study document the session
-        belongs to (``proto.study``, issue 37), checked by registries that require approval."""
-        relay_address = await self._ensure_relay() if topology == "relay" else ""
+    async def open_session(self, options: SessionOptions) -> CoordinatorSession:
+        """Open a session with ``options`` at every party (the coordinator adds its parties and identity and,
+        for the relay topology, its relay's address). With a run, the session's ``resume`` / ``warnings``
+        report what the parties hold of it."""
+        o = options
+        relay_address = await self._ensure_relay() if o.topology == "relay" else ""
         spec = SessionSpec(
-            session_id=session_id or os.urandom(16),
+            session_id=o.session_id or os.urandom(16),
             parties=tuple(self.parties),
-            t=max_threshold(self.m) if t is None else t,
-            reveal_mode=reveal_mode,
-            model=model,
-            model_params=dict(model_params or {}),
-            fmt=fmt or FixedPoint(),
-            topology=topology,
+            t=max_threshold(self.m) if o.t is None else o.t,
+            reveal_mode=o.reveal_mode,
+            model=o.model,
+            model_params=dict(o.model_params or {}),
+            fmt=o.fmt or FixedPoint(),
+            topology=o.topology,
             relay_address=relay_address,
             coordinator_identity=self.identity,
-            run_id=run_id or "",
-            first_run_step=first_run_step,
-            sign_precompute=sign_precompute,
-            precompute_ahead=precompute_ahead,
-            security=security,
-            study=study,
+            run_id=o.run_id or "",
+            first_run_step=o.first_run_step,
+            sign_precompute=o.sign_precompute,
+            precompute_ahead=o.precompute_ahead,
+            security=o.security,
+            study=o.study,
         )
         sess = CoordinatorSession(self, spec)
-        if topology == "relay":
+        if o.topology == "relay":
             self.hub.register(spec)
         open_req = serde.open_request_to_proto(spec)
         try:
@@ -246,11 +258,11 @@ class Coordinator:
             answers = []
             for p in self.parties:
                 try:
-                    answers.append(serde_session.open_response_from_proto(opened[p.id], bool(run_id)))
+                    answers.append(serde_session.open_response_from_proto(opened[p.id], bool(o.run_id)))
                 except serde.WireError as exc:
                     raise SessionError(f"open session: {exc}", party=p.id) from exc
             resume = [a.resume for a in answers if a.resume is not None]
-            if run_id:
+            if o.run_id:
                 sess.set_resume(resume)
             connect = serde_session.connect_request_to_proto(
                 spec.session_id, [a.bundle for a in answers], resume
@@ -444,8 +456,8 @@ class BlockingCoordinator:
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
-    def open_session(self, **kwargs: Any) -> BlockingSession:
-        return BlockingSession(self, self._run(self.coord.open_session(**kwargs)))
+    def open_session(self, options: SessionOptions) -> BlockingSession:
+        return BlockingSession(self, self._run(self.coord.open_session(options)))
 
     def close(self) -> None:
         if self._loop.is_running():

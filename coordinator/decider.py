@@ -3,7 +3,8 @@
 :class:`NetworkDecider` decides a sampler's batches:
 
     with BlockingCoordinator(endpoints, tls) as coord:
-        sess = coord.open_session(reveal_mode="sign", model="bayes-logistic", model_params={...})
+        opts = SessionOptions(reveal_mode="sign", model="bayes-logistic", model_params={...})
+        sess = coord.open_session(opts)
         kernel = RandomWalkMH(model, NetworkDecider(sess), cov)      # mechanisms.samplers
 
 The kernel builds the same public :class:`~mechanisms.samplers.requests.DecisionRequest` it would give an

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.api import BlockingCoordinator, SessionError
+from coordinator.api import BlockingCoordinator, SessionError, SessionOptions
 from coordinator.checkpoint import STATE_VERSION, RunError, RunFolder, StopRequested, now
 from coordinator.decider import NetworkDecider
 from coordinator.experiment import Experiment
@@ -415,10 +415,10 @@ class BlockedDriver(MHDriver):
                 effects=EffectsRelease(run_id, first, k, chains),
             )
             try:
-                sess = coord.open_session(
+                sess = coord.open_session(SessionOptions(
                     reveal_mode="sum", model=exp.analysis(), model_params=plan.to_params(), t=exp.threshold,
                     topology=exp.topology, security=exp.security, study=exp.study_text,
-                )  # fmt: skip
+                ))  # fmt: skip
             except SessionError as exc:
                 self.kept_by = str(exc)
                 return

@@ -54,7 +54,7 @@ import numpy.typing as npt
 
 from coordinator import planner
 from coordinator import warm_start as warm
-from coordinator.api import BlockingCoordinator, BlockingSession, SessionError
+from coordinator.api import BlockingCoordinator, BlockingSession, SessionError, SessionOptions
 from coordinator.checkpoint import (
     DrawLog,
     RunError,
@@ -540,7 +540,7 @@ def _open_session(
 ) -> BlockingSession:
     """The run's next session, at run step ``run_step + 1``, checked against the checkpoint and recorded in
     ``run.json`` (with its warnings, which also go to ``warnings``)."""
-    sess = coord.open_session(
+    sess = coord.open_session(SessionOptions(
         reveal_mode=exp.reveal_mode,
         model=exp.analysis(),
         model_params=exp.session_params(),
@@ -552,7 +552,7 @@ def _open_session(
         precompute_ahead=exp.precompute_ahead,
         security=exp.security,
         study=exp.study_text,
-    )
+    ))
     check_resume(sess, run_step)
     for w in sess.warnings:
         say(f"WARNING: {w}")

@@ -250,11 +250,13 @@ def network_warm_start(
     sessions: dict[str, Any] = {}
     done = [0]
 
+    from coordinator.api import SessionOptions  # at run time only: the API pulls in grpc
+
     def release(stats: Statistics, theta: F64 | None, current: Model) -> F64:
         if stats.what not in sessions:
             for other in list(sessions):  # one session of a run at a time: the earlier one is closed first
                 sessions.pop(other).close("done")
-            sess = coord.open_session(
+            sess = coord.open_session(SessionOptions(
                 reveal_mode="sum",
                 model=exp.analysis(),
                 model_params=session_plan(model_params_of(current, exp.model_params), stats),
@@ -264,7 +266,7 @@ def network_warm_start(
                 first_run_step=done[0] + 1,
                 security=exp.security,  # sum under abort: the same release, the receiver's checks
                 study=exp.study_text,
-            )
+            ))
             record_session(sess.spec.session_id.hex(), done[0] + 1)
             sessions[stats.what] = sess
         n = dimension(stats.what, current)

@@ -151,7 +151,7 @@ def _run_confidential(
     args: argparse.Namespace, model: BayesLogistic, data: list[Any], theta0: Any, seeds: PublicSeeds
 ) -> _Confidential:
     """The same kernel and seed with the decisions made by m daemons on loopback."""
-    from coordinator.api import BlockingCoordinator
+    from coordinator.api import BlockingCoordinator, SessionOptions
     from coordinator.decider import NetworkDecider
     from simulations.launcher import LocalConsortium
 
@@ -169,12 +169,12 @@ def _run_confidential(
         startup_s = time.perf_counter() - t0
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
             t0 = time.perf_counter()
-            sess = coord.open_session(
+            sess = coord.open_session(SessionOptions(
                 reveal_mode=args.mode,
                 model="bayes-logistic",
                 model_params={"model_args": margs, "kind": "mh"},
                 topology=args.topology,
-            )
+            ))
             session_s = time.perf_counter() - t0
             dec = NetworkDecider(sess)
             k_conf = make_kernel(model, dec, args.iterations)

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.api import Coordinator, SessionError
+from coordinator.api import Coordinator, SessionError, SessionOptions
 from hss.modes import TERMS_MODES, TermsBatch, reveal_mode
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, run_in_memory
@@ -241,7 +241,7 @@ async def bench_protocol(
     _s = settings if settings is not None else ProtocolOptions()
     precompute, probe_rounds, ahead = _s.precompute, _s.probe_rounds, _s.ahead
     gap_ms, security = _s.gap_ms, _s.security
-    sess = await coord.open_session(
+    sess = await coord.open_session(SessionOptions(
         reveal_mode=mode,
         model="gaussian-mean",
         model_params={"model_args": {"sigma": 1.0}},
@@ -249,7 +249,7 @@ async def bench_protocol(
         sign_precompute=precompute,
         precompute_ahead=ahead and mode == "sign",
         security=security,
-    )
+    ))
     g = np.random.default_rng()
     lat: list[float] = []
     cpu: list[float] = []

@@ -45,7 +45,7 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import FieldDescriptor, MethodDescriptor
 from google.protobuf.message import Message
 
-from coordinator.api import BlockingCoordinator, Coordinator, CoordinatorSession
+from coordinator.api import BlockingCoordinator, Coordinator, CoordinatorSession, SessionOptions
 from coordinator.certs import COORDINATOR_IDENTITY, init_consortium, party_identity
 from hss.fixedpoint import FixedPoint
 from proto import health_pb2, party_pb2, peer_pb2, serde
@@ -327,13 +327,13 @@ class _Fuzzer:
     async def start(self, coordinator: Coordinator) -> CoordinatorSession:
         """A live session (sum mode: no peer rounds, so the target answers a valid Evaluate on
         its own) and a valid request of every RPC to mutate; the bait session is open already."""
-        live = await coordinator.open_session(
+        live = await coordinator.open_session(SessionOptions(
             reveal_mode="sum",
             model="gaussian-mean",
             model_params={"noise": "none"},
             t=1,
             security=self.security,
-        )
+        ))
         eps, rnd = self.eps, self.rnd
         plan_spec = serde.spec_to_proto(_spec(eps, os.urandom(16)))
         plan = party_pb2.PlanPrivacyRequest(spec=plan_spec, batches=10, batch_size=8)
@@ -517,9 +517,9 @@ def check_after(
     if report.failures:
         return
     with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=30.0) as coord:
-        sess = coord.open_session(
+        sess = coord.open_session(SessionOptions(
             reveal_mode="sum", model="gaussian-mean", model_params={"noise": "none"}, security=security
-        )
+        ))
         inp = _inputs(8)
         got = sess.evaluate(inp, 8)
         sess.close()

@@ -510,7 +510,7 @@ def add_arguments(p: Any) -> None:
 
 
 def run(args: Any) -> int:
-    from coordinator.api import BlockingCoordinator, SessionError
+    from coordinator.api import BlockingCoordinator, SessionError, SessionOptions
     from proto.tls import warn_insecure
 
     m = args.parties
@@ -530,12 +530,12 @@ def run(args: Any) -> int:
         with LocalConsortium.start(m, data, insecure=args.insecure, keep=args.keep) as lc:
             print(f"started {m} parties in {time.perf_counter() - t0:.2f} s under {lc.workdir}", flush=True)
             with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls()) as coord:
-                sess = coord.open_session(
+                sess = coord.open_session(SessionOptions(
                     reveal_mode=args.mode,
                     model="gaussian-mean",
                     model_params={"model_args": {"sigma": 1.0}},
                     topology=args.topology,
-                )
+                ))
                 # public randomness of the sampler (proposals) may come from a public seed
                 prng = np.random.default_rng(args.data_seed + 1)
                 theta = prng.normal(0.0, 1.0, args.chains)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from coordinator.api import Coordinator
+from coordinator.api import Coordinator, SessionOptions
 from coordinator.certs import init_consortium, party_identity
 from parties.config import load_config
 from parties.daemon import PartyDaemon
@@ -99,9 +99,9 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             certs / "coordinator.pem", certs / "coordinator.key", certs / "ca.pem", "coordinator"
         )
         async with Coordinator(eps, tls) as coord:
-            sess = await coord.open_session(
+            sess = await coord.open_session(SessionOptions(
                 reveal_mode="sign", model="gaussian-mean", model_params=PARAMS, run_id=args.run_id or None
-            )
+            ))
             for _ in range(args.warmup):
                 await sess.evaluate(_inputs(args.parties, args.batch, rng), args.batch)
             counts: Counter[str] = Counter()

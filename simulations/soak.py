@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.api import Coordinator
+from coordinator.api import Coordinator, SessionOptions
 from simulations.launcher import LocalConsortium
 
 RSS_GROWTH_MAX = 0.10
@@ -201,12 +201,12 @@ async def soak(
     bounds = np.linspace(0, batches, n_windows + 1).astype(int)
     acc = exp_sum = var_sum = 0.0
     async with Coordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=300.0) as coord:
-        sess = await coord.open_session(
+        sess = await coord.open_session(SessionOptions(
             reveal_mode="sign",
             model="gaussian-mean",
             model_params={"model_args": {"sigma": sigma}},
             sign_precompute=precompute,
-        )
+        ))
         try:
             t0 = time.perf_counter()
             rep.samples.append(_sample(lc, 0, t0))

@@ -62,7 +62,7 @@ def run_in_memory(setup: Setup, data: list[dict[str, F64]], bounds: list[float],
 def run_on_daemons(setup: Setup, data: list[dict[str, F64]], runs: int) -> Observed:
     """The same decision ``runs`` × K times through real party daemons (a local consortium with mutual TLS
     in a temporary folder, removed afterwards with its certificates and keys)."""
-    from coordinator.api import BlockingCoordinator
+    from coordinator.api import BlockingCoordinator, SessionOptions
     from simulations.launcher import LocalConsortium
 
     cfg = setup.cfg
@@ -79,12 +79,12 @@ def run_on_daemons(setup: Setup, data: list[dict[str, F64]], runs: int) -> Obser
         startup_timeout_s=60.0,
     ) as lc:
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=120.0) as coord:
-            s = coord.open_session(
+            s = coord.open_session(SessionOptions(
                 reveal_mode=cfg.reveal,
                 model=cfg.model_name,
                 model_params=setup.session_params,
                 t=cfg.threshold,
-            )
+            ))
             for s0 in range(0, n, 1000):
                 k = min(1000, n - s0)
                 req = setup.request(k)

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
 from coordinator import cli as confar_cli
-from coordinator.api import Coordinator
+from coordinator.api import Coordinator, SessionOptions
 from coordinator.certs import load_ca, sign_request
 from proto.tls import TlsMaterial, certificate_identity
 from tests.parties.helpers import inproc_consortium
@@ -55,9 +55,9 @@ def test_request_and_sign_give_a_working_certificate(
             assert "exists" in capsys.readouterr().err
             tls = TlsMaterial.load(host / "coordinator.pem", key, certs / "ca.pem", "coordinator")
             async with Coordinator(eps, tls) as coord:
-                sess = await coord.open_session(
+                sess = await coord.open_session(SessionOptions(
                     reveal_mode="sum", model="gaussian-mean", model_params={"noise": "none"}
-                )
+                ))
                 await sess.close()
 
     asyncio.run(main())

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from coordinator.api import SessionOptions
 from coordinator.relay import RelayRecord
 from tests.parties.helpers import coordinator_for, inproc_consortium
 
@@ -23,9 +24,9 @@ def relay_view(root: Path, data: list[np.ndarray], mode: str) -> list[RelayRecor
             inproc_consortium(root, 3, data) as (_, eps, certs),
             coordinator_for(eps, certs, relay_observer=seen.append) as coord,
         ):
-            sess = await coord.open_session(
+            sess = await coord.open_session(SessionOptions(
                 reveal_mode=mode, model="gaussian-mean", model_params={}, topology="relay"
-            )
+            ))
             for _ in range(2):
                 await sess.evaluate({"theta": th, "theta_star": th + 0.1, "public": np.zeros(n)}, n)
             await sess.close()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.api import BlockingCoordinator, SessionError
+from coordinator.api import BlockingCoordinator, SessionError, SessionOptions
 from hss.protocols import Decisions
 from parties.privacy_budget import run_step_counts
 from proto import party_pb2
@@ -30,14 +30,14 @@ RUN = "abort-blinded-run"
 
 def _evaluate(lc: LocalConsortium, security: str, topology: str = "mesh") -> Decisions:
     with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=30.0) as coord:
-        sess = coord.open_session(
+        sess = coord.open_session(SessionOptions(
             reveal_mode="blinded",
             model="gaussian-mean",
             model_params=PARAMS,
             run_id=RUN,
             topology=topology,
             security=security,
-        )
+        ))
         try:
             return sess.evaluate(_inputs(1), N)
         finally:

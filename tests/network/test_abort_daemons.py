@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator.api import BlockingCoordinator, SessionError
+from coordinator.api import BlockingCoordinator, SessionError, SessionOptions
 from parties.privacy_budget import run_step_counts
 from proto import party_pb2
 from proto.records import RunCharge
@@ -47,7 +47,7 @@ def _evaluate(
     lc: LocalConsortium, security: str, topology: str = "mesh", precompute: str = "inline"
 ) -> np.ndarray:
     with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=30.0) as coord:
-        sess = coord.open_session(
+        sess = coord.open_session(SessionOptions(
             reveal_mode="sign",
             model="gaussian-mean",
             model_params=PARAMS,
@@ -55,7 +55,7 @@ def _evaluate(
             topology=topology,
             security=security,
             sign_precompute=precompute,
-        )
+        ))
         accept = sess.evaluate(_inputs(1), N).accept  # an abort closes the session at every registry
         sess.close()
         return accept
@@ -128,13 +128,13 @@ def test_lazy_sign_under_abort_over_daemons_equals_semi_honest_when_the_coin_is_
 
     def run(lc: LocalConsortium, security: str, run_id: str = "lazy-run") -> np.ndarray:
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=30.0) as coord:
-            sess = coord.open_session(
+            sess = coord.open_session(SessionOptions(
                 reveal_mode="sign",
                 model="beta-bernoulli",
                 model_params=params,
                 run_id=run_id,
                 security=security,
-            )
+            ))
             accept = sess.evaluate(batch, N).accept
             sess.close()
             return accept

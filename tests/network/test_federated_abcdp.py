@@ -27,7 +27,7 @@ import numpy.typing as npt
 import pytest
 
 from coordinator.abcdp import FederatedRunOptions, charged_epsilons, run_federated_abcdp, session_params
-from coordinator.api import BlockingCoordinator, SessionError
+from coordinator.api import BlockingCoordinator, SessionError, SessionOptions
 from hss import field as F
 from hss.primitives import receive_opened
 from hss.randomness import SecureRandom, derive_key
@@ -188,9 +188,9 @@ def test_noisy_run_budget_and_refusals(tmp_path: Path) -> None:
 
             # 2. a session driven by hand: the transcript opens to bits; after c accepts Evaluate is refused
             plan2 = dataclasses.replace(plan, c=1)
-            s = coord.open_session(
+            s = coord.open_session(SessionOptions(
                 reveal_mode="svt", model="abcdp-rff", model_params=session_params(plan2, ["y"])
-            )
+            ))
             q = CandidateQueue(plan2)
             th, ph = _stream(plan2, seed + 1, 8)
             q.push(th, ph)
@@ -217,14 +217,14 @@ def test_noisy_run_budget_and_refusals(tmp_path: Path) -> None:
             # 3. bad model_params: refused at open, naming the key
             for bad, key in (({"c": "three"}, "'c'"), ({"noise_level": 1}, "noise_level")):
                 with pytest.raises(SessionError) as ei:
-                    coord.open_session(
+                    coord.open_session(SessionOptions(
                         reveal_mode="svt", model="abcdp-rff", model_params={**plan.to_params(), **bad}
-                    )
+                    ))
                 assert ei.value.code == grpc.StatusCode.INVALID_ARGUMENT and key in str(ei.value)
             #    and a malformed first step is refused before the run is charged
-            s = coord.open_session(
+            s = coord.open_session(SessionOptions(
                 reveal_mode="svt", model="abcdp-rff", model_params=session_params(plan, ["y"])
-            )
+            ))
             for bad_in in (
                 {"phibar": ph[:4, :-1]},
                 {"phibar": 2.0 * ph[:4] / np.linalg.norm(ph[:4], axis=1)[:, None]},
@@ -246,20 +246,20 @@ def test_noisy_run_budget_and_refusals(tmp_path: Path) -> None:
             big = dataclasses.replace(plan, eps_total=20.0)
             assert bud.spend([*spent, EpsDeltaEvent(20.0)]) > BUDGET_EPS
             with pytest.raises(SessionError) as ei:
-                coord.open_session(
+                coord.open_session(SessionOptions(
                     reveal_mode="svt", model="abcdp-rff", model_params=session_params(big, ["y"])
-                )
+                ))
             assert ei.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED, str(ei.value)
             assert "ABCDP run" in str(ei.value)
             mid = dataclasses.replace(plan, eps_total=4.0)
             assert bud.spend([*spent, EpsDeltaEvent(4.0)]) <= BUDGET_EPS
             assert bud.spend([*spent, EpsDeltaEvent(4.0), EpsDeltaEvent(4.0)]) > BUDGET_EPS
-            a = coord.open_session(
+            a = coord.open_session(SessionOptions(
                 reveal_mode="svt", model="abcdp-rff", model_params=session_params(mid, ["y"])
-            )
-            b = coord.open_session(
+            ))
+            b = coord.open_session(SessionOptions(
                 reveal_mode="svt", model="abcdp-rff", model_params=session_params(mid, ["y"])
-            )
+            ))
             a.evaluate({"phibar": ph[:4]}, 4)
             with pytest.raises(SessionError) as ei:
                 b.evaluate({"phibar": ph[:4]}, 4)

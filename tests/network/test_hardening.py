@@ -19,7 +19,7 @@ import grpc
 import numpy as np
 import pytest
 
-from coordinator.api import Coordinator
+from coordinator.api import Coordinator, SessionOptions
 from parties.daemon import EXIT_STOP_DEADLINE, STOP_DEADLINE_S
 from proto import common_pb2, health_pb2, health_pb2_grpc, party_pb2, party_pb2_grpc, peer_pb2_grpc, serde
 from proto.spec import PartyEntry, SessionSpec
@@ -120,9 +120,9 @@ def test_sigterm_stops_a_daemon_with_a_request_in_flight(tmp_path: Path) -> None
 
         async def main() -> None:
             async with Coordinator(eps, tls, rpc_timeout_s=30.0) as coord:
-                sess = await coord.open_session(
+                sess = await coord.open_session(SessionOptions(
                     reveal_mode="sign", model="gaussian-mean", model_params={"noise": "none"}
-                )
+                ))
                 inputs = serde.inputs_to_proto(
                     {"theta": np.zeros(4), "theta_star": np.ones(4), "public": np.zeros(4)}
                 )

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from coordinator import privacy as cprivacy
-from coordinator.api import BlockingCoordinator, SessionError
+from coordinator.api import BlockingCoordinator, SessionError, SessionOptions
 from mechanisms.privacy import (
     EpsDeltaBudget,
     PrivacyLedger,
@@ -66,23 +66,29 @@ def test_lazy_mh_budgets_through_daemons(tmp_path: Path) -> None:
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
             # the coin is made in the inline sign precompute: refused before any party is contacted
             with pytest.raises(SpecError, match=r"lazy .* sign_precompute 'inline'"):
-                coord.open_session(
+                coord.open_session(SessionOptions(
                     reveal_mode="sign", model="beta-bernoulli", model_params=PARAMS, sign_precompute="pooled"
-                )
+                ))
             # without a sensitivity cap nothing bounds a step: refused before the first step
             with pytest.raises(SessionError) as ei:
                 no_cap = {"kind": "mh", "lazy": {"gamma": 0.5}}
-                coord.open_session(reveal_mode="sign", model="beta-bernoulli", model_params=no_cap)
+                coord.open_session(
+                    SessionOptions(reveal_mode="sign", model="beta-bernoulli", model_params=no_cap)
+                )
             assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION
             assert "max_sensitivity" in str(ei.value)
-            s = coord.open_session(reveal_mode="sign", model="beta-bernoulli", model_params=PARAMS)
+            s = coord.open_session(
+                SessionOptions(reveal_mode="sign", model="beta-bernoulli", model_params=PARAMS)
+            )
             over = _batch(rng)
             over["theta_star"][0, 0] = 0.9  # c far above the cap: the coordinator must reject it itself
             with pytest.raises(SessionError) as ei:
                 s.evaluate(over, N)
             assert ei.value.code == grpc.StatusCode.INVALID_ARGUMENT and "max_sensitivity" in str(ei.value)
             s.abort("bad batch")
-            s = coord.open_session(reveal_mode="sign", model="beta-bernoulli", model_params=PARAMS)
+            s = coord.open_session(
+                SessionOptions(reveal_mode="sign", model="beta-bernoulli", model_params=PARAMS)
+            )
             for _ in range(3):
                 out = s.evaluate(_batch(rng), N)
                 assert out.accept.shape == (N,) and out.revealed is None
@@ -114,7 +120,9 @@ def test_lazy_mh_budgets_through_daemons(tmp_path: Path) -> None:
         assert spent() == before
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
             with pytest.raises(SessionError) as ei:  # not even one decision fits: refused at open
-                coord.open_session(reveal_mode="sign", model="beta-bernoulli", model_params=PARAMS)
+                coord.open_session(
+                    SessionOptions(reveal_mode="sign", model="beta-bernoulli", model_params=PARAMS)
+                )
             assert ei.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert "a single decision would exceed this party's privacy budget" in str(ei.value)
         assert spent() == before

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from coordinator import cli as confar_cli
-from coordinator.api import BlockingCoordinator, SessionError
+from coordinator.api import BlockingCoordinator, SessionError, SessionOptions
 from simulations.launcher import LocalConsortium
 from tests.parties.helpers import gaussian_terms, party_data
 
@@ -25,17 +25,19 @@ def test_sessions_and_party_death(tmp_path: Path) -> None:
     with LocalConsortium.start(m, data, workdir=tmp_path, round_timeout_s=3.0) as lc:
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=5.0) as coord:
             for topology in ("mesh", "relay"):
-                s = coord.open_session(
+                s = coord.open_session(SessionOptions(
                     reveal_mode="sum",
                     model="gaussian-mean",
                     model_params={"noise": "none"},
                     topology=topology,
-                )
+                ))
                 d = s.evaluate({"theta": th, "theta_star": ts, "public": np.zeros(n)}, n)
                 assert d.revealed is not None
                 np.testing.assert_allclose(d.revealed, exact, atol=1e-4)
                 s.close()
-            s = coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params={"noise": "none"})
+            s = coord.open_session(
+                SessionOptions(reveal_mode="sign", model="gaussian-mean", model_params={"noise": "none"})
+            )
             d = s.evaluate({"theta": th, "theta_star": ts, "public": np.zeros(n)}, n)
             np.testing.assert_array_equal(d.accept, exact >= 0)
             lc.kill(2)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from coordinator import cli as confar_cli
-from coordinator.api import BlockingCoordinator
+from coordinator.api import BlockingCoordinator, SessionOptions
 from coordinator.decider import NetworkDecider
 from mechanisms.models.logistic import BayesLogistic, synthetic_registries
 from mechanisms.samplers import (
@@ -52,9 +52,9 @@ def test_logistic_on_daemons_matches_centralized_mh() -> None:
         3, data, models=("bayes-logistic",), data_model="bayes-logistic", data_model_args={"p": 2}
     ) as lc:
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls()) as coord:
-            sess = coord.open_session(
+            sess = coord.open_session(SessionOptions(
                 reveal_mode="sign", model="bayes-logistic", model_params={"model_args": {"p": 2}}
-            )
+            ))
             net = NetworkDecider(sess)
 
             def decide(req: DecisionRequest) -> np.ndarray:

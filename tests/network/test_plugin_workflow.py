@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator.api import BlockingCoordinator, SessionError
+from coordinator.api import BlockingCoordinator, SessionError, SessionOptions
 from coordinator.cli import main as confar
 from mechanisms.models.logistic import BayesLogistic, synthetic_registries
 from simulations.launcher import LocalConsortium, write_csv
@@ -35,7 +35,9 @@ def test_model_args_have_one_place(tmp_path: Path) -> None:
     ) as lc:
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls()) as coord:
             same = {"model_args": {"p": 2, "x_bound": 3.0}, "kind": "mh"}  # x_bound = 3.0 is the default
-            sess = coord.open_session(reveal_mode="sign", model="bayes-logistic", model_params=same)
+            sess = coord.open_session(
+                SessionOptions(reveal_mode="sign", model="bayes-logistic", model_params=same)
+            )
             sess.close()
             other = {"model_args": {"p": 2, "x_bound": 5.0}, "kind": "mh"}
             with pytest.raises(
@@ -43,7 +45,9 @@ def test_model_args_have_one_place(tmp_path: Path) -> None:
                 match=r"session's model_args .*x_bound.* differ from this "
                 r"registry's \[data\.model_args\] \{'p': 2\}.*\[model\.params\]",
             ):
-                coord.open_session(reveal_mode="sign", model="bayes-logistic", model_params=other)
+                coord.open_session(
+                    SessionOptions(reveal_mode="sign", model="bayes-logistic", model_params=other)
+                )
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from coordinator import cli as confar_cli
-from coordinator.api import BlockingCoordinator, SessionError
+from coordinator.api import BlockingCoordinator, SessionError, SessionOptions
 from mechanisms.privacy import GaussianEvent, compose_events, gdp_eps
 from parties.privacy_budget import LEDGER_FILE
 from simulations.launcher import LocalConsortium
@@ -46,7 +46,9 @@ def test_multiprocess_budget_restart_plan_and_report(
         assert '"what": "PlanPrivacy"' in audit and '"what": "Evaluate"' not in audit
 
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=10.0) as coord:
-            s = coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS)
+            s = coord.open_session(
+                SessionOptions(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS)
+            )
             for _ in range(3):
                 s.evaluate(gm_inputs(th, ts, PARAMS, m), n)
             with pytest.raises(SessionError) as ei:
@@ -62,7 +64,9 @@ def test_multiprocess_budget_restart_plan_and_report(
         lc.spawn(1, pp.config, insecure=False)
         lc.wait_ready(30.0)
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=10.0) as coord:
-            s = coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS)
+            s = coord.open_session(
+                SessionOptions(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS)
+            )
             with pytest.raises(SessionError) as ei:
                 s.evaluate(gm_inputs(th, ts, PARAMS, m), n)
             assert ei.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator.api import BlockingCoordinator
+from coordinator.api import BlockingCoordinator, SessionOptions
 from parties.privacy_budget import run_step_counts
 from proto import party_pb2
 from proto.records import RunCharge
@@ -29,12 +29,14 @@ def test_multiprocess_resume_reports_each_run_step_charged_once(tmp_path: Path) 
         M, data, workdir=work, fixed_rng_keys=KEYS, privacy_budget=BUDGET, round_timeout_s=10.0
     ) as lc:
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=20.0) as c1:
-            s1 = c1.open_session(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS, run_id=run)
+            s1 = c1.open_session(
+                SessionOptions(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS, run_id=run)
+            )
             dropped = [s1.evaluate(_inputs(s), N).accept for s in range(1, k + 1)][-1]
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=20.0) as c2:
-            s2 = c2.open_session(
+            s2 = c2.open_session(SessionOptions(
                 reveal_mode="sign", model="gaussian-mean", model_params=PARAMS, run_id=run, first_run_step=k
-            )
+            ))
             assert s2.resume == {1: k, 2: k, 3: k} and s2.warnings == []
             tr = s2.evaluate_transcript(_inputs(k), N)
             assert tr.replayed and np.array_equal(_decode(s2.session, tr), dropped)

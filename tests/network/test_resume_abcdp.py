@@ -27,7 +27,7 @@ import numpy.typing as npt
 import pytest
 
 from coordinator.abcdp import session_params
-from coordinator.api import BlockingCoordinator, BlockingSession, SessionError
+from coordinator.api import BlockingCoordinator, BlockingSession, SessionError, SessionOptions
 from mechanisms.abcdp.candidates import CandidateQueue
 from mechanisms.abcdp.federated import (
     FederatedSvtPlan,
@@ -127,13 +127,13 @@ class Driver:
 
 
 def open_run(coord: BlockingCoordinator, plan: FederatedSvtPlan, run: str, first: int = 1) -> BlockingSession:
-    return coord.open_session(
+    return coord.open_session(SessionOptions(
         reveal_mode="svt",
         model="abcdp-rff",
         model_params=session_params(plan, ["y"]),
         run_id=run,
         first_run_step=first,
-    )
+    ))
 
 
 def ledger(lc: LocalConsortium, pid: int) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from coordinator.api import BlockingCoordinator, BlockingSession, SessionError
+from coordinator.api import BlockingCoordinator, BlockingSession, SessionError, SessionOptions
 from parties.config import FREEZE_PHASES, load_config
 from parties.privacy_budget import LEDGER_FILE, PrivacyBudgetStore, run_step_counts
 from proto.records import RunCharge
@@ -60,13 +60,13 @@ def _inputs(run_step: int) -> dict[str, npt.NDArray[np.float64]]:
 
 
 def _open(coord: BlockingCoordinator, j: int, first: int) -> BlockingSession:
-    return coord.open_session(
+    return coord.open_session(SessionOptions(
         reveal_mode=SCENARIOS[j][0],
         model="gaussian-mean",
         model_params=PARAMS,
         run_id=_run_id(j),
         first_run_step=first,
-    )
+    ))
 
 
 def _freeze_points(pid: int, done: set[int]) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from coordinator.api import SessionOptions
 from parties.config import ConfigError, load_config
 from parties.report import num
 from proto.study import Study
@@ -48,7 +49,7 @@ async def _live(root: Path) -> None:
                 "model_params": study.decision_plan,
                 "t": 1,
             }
-            sess = await coord.open_session(**open_, study=study.text())
+            sess = await coord.open_session(SessionOptions(**open_, study=study.text()))
             await _steps(sess, study, 4, 1)
             await sess.close()
         status, _, raw = await asyncio.to_thread(_get, base + "/report.json")

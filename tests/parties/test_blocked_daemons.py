@@ -19,7 +19,7 @@ import grpc
 import numpy as np
 import pytest
 
-from coordinator.api import BlockingCoordinator, SessionError
+from coordinator.api import BlockingCoordinator, SessionError, SessionOptions
 from coordinator.decider import NetworkDecider
 from mechanisms.models.formula import FormulaModel
 from mechanisms.models.hierarchy import SharedModel
@@ -84,13 +84,13 @@ def sample(
     """Sweeps ``sweeps`` of a blocked run in one session (the run's steps sweeps.start + 1, ...): the
     shared block's automatic kernel over the network; returns its state after every sweep (what a
     coordinator checkpoints) and the shared draws."""
-    sess = coord.open_session(
+    sess = coord.open_session(SessionOptions(
         reveal_mode="sign",
         model="formula",
         model_params=_plan(model, warmup).to_params(),
         run_id=run_id,
         first_run_step=sweeps.start + 1,
-    )
+    ))
     seeds = PublicSeeds(7)
 
     def make(sm: SharedModel, dec: BlockedDecider) -> SharedAuto:
@@ -115,7 +115,9 @@ def release(
     """Every registry's effect draws (sweeps, chains, m), released in reveal mode sum."""
     effects = EffectsRelease(run_id, 0, sweeps, CHAINS)
     plan = DecisionPlan(model_args=_args(model), kind="effects", effects=effects)
-    sess = coord.open_session(reveal_mode="sum", model="formula", model_params=plan.to_params())
+    sess = coord.open_session(
+        SessionOptions(reveal_mode="sum", model="formula", model_params=plan.to_params())
+    )
     n = M * CHAINS * sweeps
     d = sess.evaluate({"states": final}, n)
     sess.close("done")
@@ -230,9 +232,9 @@ def test_a_blocked_run_under_a_budget_is_charged_in_every_ledger_and_stopped_at_
         consortium(tmp_path, bernoulli_registries(), privacy_budget=budget) as (running, eps, tls),
         BlockingCoordinator(eps, tls) as coord,
     ):
-        sess = coord.open_session(
+        sess = coord.open_session(SessionOptions(
             reveal_mode="sign", model="formula", model_params=plan.to_params(), run_id="charged"
-        )
+        ))
         seeds = PublicSeeds(11)
 
         def make(sm: SharedModel, dec: BlockedDecider) -> SharedAuto:
@@ -253,7 +255,9 @@ def test_a_blocked_run_under_a_budget_is_charged_in_every_ledger_and_stopped_at_
         # ledger as such (μ = 0, its label saying why), by registries that allow it
         effects = EffectsRelease("charged", 0, done, B_CHAINS)
         rel = DecisionPlan(model_args=_args(model), kind="effects", effects=effects)
-        rsess = coord.open_session(reveal_mode="sum", model="formula", model_params=rel.to_params())
+        rsess = coord.open_session(
+            SessionOptions(reveal_mode="sum", model="formula", model_params=rel.to_params())
+        )
         got = rsess.evaluate({"states": state.theta}, M * B_CHAINS * done)
         rsess.close("done")
         assert got.revealed is not None and np.isfinite(got.revealed).all()

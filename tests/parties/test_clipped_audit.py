@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from coordinator.api import SessionOptions
 from tests.parties.helpers import coordinator_for, gm_params, inproc_consortium, party_data
 
 
@@ -30,9 +31,9 @@ def test_clipped_records_on_the_audit_line(tmp_path: Path) -> None:
             coordinator_for(eps, certs) as coord,
         ):
             for params in (clip, gm_params(1.0, (-4.0, 6.0), tau=2.0)):
-                sess = await coord.open_session(
+                sess = await coord.open_session(SessionOptions(
                     reveal_mode="sign", model="gaussian-mean", model_params=params
-                )
+                ))
                 public = np.zeros(n)  # the coordinator's public term; not checked here
                 await sess.evaluate({"theta": theta, "theta_star": theta_star, "public": public}, n)
                 await sess.close()

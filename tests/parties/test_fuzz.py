@@ -14,6 +14,7 @@ import grpc
 import numpy as np
 import pytest
 
+from coordinator.api import SessionOptions
 from proto import party_pb2, party_pb2_grpc, peer_pb2, peer_pb2_grpc, serde
 from proto.records import Kind
 from proto.tls import secure_channel
@@ -68,9 +69,9 @@ def test_fuzzed_messages_are_refused_and_session_survives(tmp_path: Path) -> Non
             coordinator_for(eps, certs) as coord,
         ):
             assert certs is not None
-            sess = await coord.open_session(
+            sess = await coord.open_session(SessionOptions(
                 reveal_mode="sum", model="gaussian-mean", model_params={"noise": "none"}
-            )
+            ))
             th, ts = np.zeros(4), np.ones(4)
             first = await sess.evaluate({"theta": th, "theta_star": ts, "public": np.zeros(4)}, 4)
             ctls = tls_for(certs, "coordinator")

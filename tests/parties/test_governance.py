@@ -16,7 +16,7 @@ import grpc
 import numpy as np
 import pytest
 
-from coordinator.api import SessionError
+from coordinator.api import SessionError, SessionOptions
 from parties.approvals import APPROVALS_FILE
 from parties.cli import main
 from parties.governance import study_events
@@ -76,23 +76,25 @@ async def _sessions_need_a_live_approval(tmp_path: Path) -> None:
                 "t": 1,
             }
             with pytest.raises(SessionError, match=r"admits only sessions of a study it approved") as e:
-                await coord.open_session(**open_)
+                await coord.open_session(SessionOptions(**open_))
             assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
             with pytest.raises(
                 SessionError, match=rf"study {study.short} \('Mean of x', reference 'AC-7'\) is not "
             ):
-                await coord.open_session(**open_, study=study.text())
+                await coord.open_session(SessionOptions(**open_, study=study.text()))
             approve(tmp_path, 1, path)
             approve(tmp_path, 2, path)
             with pytest.raises(SessionError, match=r"is not approved at this registry \(party-3\)") as e:
-                await coord.open_session(**open_, study=study.text())
+                await coord.open_session(SessionOptions(**open_, study=study.text()))
             approve(tmp_path, 3, path)
             other = json.loads(json.dumps(study.decision_plan))
             other["penalty"]["tau"] = 10.0
             with pytest.raises(
                 SessionError, match=r"decision_plan\.penalty\.tau is 10\.0 in the session but 20\.0 in"
             ):
-                await coord.open_session(**{**open_, "model_params": other}, study=study.text())
+                await coord.open_session(
+                    SessionOptions(**{**open_, "model_params": other}, study=study.text())
+                )
             # a changed experiment is another study: named with the field it differs in
             changed = Study.from_doc(study_doc(decision_plan=other))
             with pytest.raises(
@@ -100,10 +102,12 @@ async def _sessions_need_a_live_approval(tmp_path: Path) -> None:
                 match=rf"differs from the study approved here as {study.short}.* in "
                 r"decision_plan\.penalty\.tau: approved 20\.0, asked 10\.0",
             ):
-                await coord.open_session(**{**open_, "model_params": other}, study=changed.text())
+                await coord.open_session(
+                    SessionOptions(**{**open_, "model_params": other}, study=changed.text())
+                )
             assert all(not ledger_events(tmp_path, pid) for pid in (1, 2, 3))  # nothing charged so far
 
-            sess = await coord.open_session(**open_, study=study.text())
+            sess = await coord.open_session(SessionOptions(**open_, study=study.text()))
             await _steps(sess, study, 4, 2)
             for d in daemons:  # the study's charges are labelled with it, and its spend is the ledger's
                 gov, ledger = d.service.store.governance, d.service.privacy.ledger
@@ -129,7 +133,7 @@ async def _sessions_need_a_live_approval(tmp_path: Path) -> None:
             await sess.abort("revoked")
             assert spent[1] == daemons[1].service.privacy.ledger.spent()
             with pytest.raises(SessionError, match=r"was revoked"):
-                await coord.open_session(**open_, study=study.text())
+                await coord.open_session(SessionOptions(**open_, study=study.text()))
             assert before == {
                 pid: (tmp_path / f"party-{pid}" / "state" / APPROVALS_FILE).read_bytes() for pid in (1, 3)
             }
@@ -151,7 +155,7 @@ async def _the_cap_and_the_expiry(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
             }
             for pid in (1, 2, 3):
                 approve(tmp_path, pid, path, cap=100.0)
-            sess = await coord.open_session(**open_, study=study.text())
+            sess = await coord.open_session(SessionOptions(**open_, study=study.text()))
             await _steps(sess, study, 4, 1)
             await sess.close()
             one_step = daemons[0].service.privacy.ledger.spent()
@@ -161,7 +165,7 @@ async def _the_cap_and_the_expiry(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
             )
             monkeypatch.setattr("parties.approvals.utc_now", lambda: later)
             with pytest.raises(SessionError, match=rf"expired at the end of {FUTURE} \(UTC\)"):
-                await coord.open_session(**open_, study=study.text())
+                await coord.open_session(SessionOptions(**open_, study=study.text()))
             monkeypatch.undo()
             # an approvals file that cannot be trusted refuses the study's sessions, naming it
             log = tmp_path / "party-3" / "state" / APPROVALS_FILE
@@ -170,12 +174,12 @@ async def _the_cap_and_the_expiry(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
             with pytest.raises(
                 SessionError, match=rf"cannot trust its approvals: approval file {log} line 2"
             ) as e:
-                await coord.open_session(**open_, study=study.text())
+                await coord.open_session(SessionOptions(**open_, study=study.text()))
             assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
             log.write_bytes(good)
             for pid in (1, 2, 3):  # a later approval replaces the cap: now about one more step's worth
                 approve(tmp_path, pid, path, cap=1.5 * one_step)
-            sess = await coord.open_session(**open_, study=study.text())
+            sess = await coord.open_session(SessionOptions(**open_, study=study.text()))
             with pytest.raises(
                 SessionError,
                 match=rf"would exceed the privacy budget this registry approved for "

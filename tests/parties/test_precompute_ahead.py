@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from coordinator.api import SessionError
+from coordinator.api import SessionError, SessionOptions
 from hss.protocols import plaintext_decisions
 from hss.randomness import SecureRandom, derive_key
 from parties import ahead
@@ -80,7 +80,7 @@ def test_ahead_gives_the_plaintext_decisions(tmp_path: Path, topology: str, prec
             inproc_consortium(tmp_path, m, data, fixed_keys=keys) as (daemons, eps, certs),
             coordinator_for(eps, certs) as coord,
         ):
-            sess = await coord.open_session(
+            sess = await coord.open_session(SessionOptions(
                 reveal_mode="sign",
                 model="gaussian-mean",
                 model_params=PARAMS,
@@ -89,7 +89,7 @@ def test_ahead_gives_the_plaintext_decisions(tmp_path: Path, topology: str, prec
                 session_id=SID,
                 sign_precompute=precompute,
                 precompute_ahead=True,
-            )
+            ))
             assert sess.spec.precompute_ahead
             rounds_of = sess.spec.params().sign_rounds_with(precompute)
             got, receiver_rounds = [], []
@@ -140,10 +140,10 @@ def test_probe_discards_the_pool_and_close_cancels_it(
             inproc_consortium(tmp_path, m, data) as (daemons, eps, certs),
             coordinator_for(eps, certs) as coord,
         ):
-            sess = await coord.open_session(
+            sess = await coord.open_session(SessionOptions(
                 reveal_mode="sign", model="gaussian-mean", model_params=PARAMS, sign_precompute="blocks4",
                 precompute_ahead=True,
-            )
+            ))
             sid = sess.spec.session_id
             await sess.evaluate(batches[0], 8)
             await sess.probe_links(3, 4)  # step 2 is a probe: the pool is awaited, then discarded
@@ -191,10 +191,10 @@ def test_peer_lost_mid_precompute_ends_the_session(tmp_path: Path, monkeypatch: 
             inproc_consortium(tmp_path, m, data) as (daemons, eps, certs),
             coordinator_for(eps, certs) as coord,
         ):
-            sess = await coord.open_session(
+            sess = await coord.open_session(SessionOptions(
                 reveal_mode="sign", model="gaussian-mean", model_params=PARAMS, sign_precompute="blocks4",
                 precompute_ahead=True,
-            )
+            ))
             sid = sess.spec.session_id
             await sess.evaluate(batches[0], 8)
             await asyncio.sleep(0.1)

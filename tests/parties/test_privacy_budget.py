@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from coordinator import privacy as cprivacy
-from coordinator.api import SessionError
+from coordinator.api import SessionError, SessionOptions
 from hss.randomness import SecureRandom
 from mechanisms.privacy import GaussianEvent, coalition_view, gdp_eps
 from parties import cli as party_cli
@@ -299,12 +299,14 @@ def test_inprocess_refusal_plan_and_report(tmp_path: Path) -> None:
                 assert not (d.cfg.state_dir / LEDGER_FILE).exists()
             async with coordinator_for(eps, None, rpc_timeout_s=10.0) as coord:
                 with pytest.raises(SessionError) as ei:
-                    await coord.open_session(
+                    await coord.open_session(SessionOptions(
                         reveal_mode="sign", model="gaussian-mean", model_params=gm_params(1.0)
-                    )
+                    ))
                 assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION
                 assert "unbounded or unknown per-step privacy loss" in str(ei.value)
-                s = await coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS)
+                s = await coord.open_session(
+                    SessionOptions(reveal_mode="sign", model="gaussian-mean", model_params=PARAMS)
+                )
                 for _ in range(3):
                     await s.evaluate(gm_inputs(th, ts, PARAMS, m), n)
                 with pytest.raises(SessionError) as ei:
@@ -374,18 +376,22 @@ def test_a_budget_refuses_a_session_without_the_noise(tmp_path: Path, kind: str)
         ):
             async with coordinator_for(eps, None, rpc_timeout_s=30.0) as coord:
                 with pytest.raises(SessionError) as ei:
-                    await coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params=params)
+                    await coord.open_session(
+                        SessionOptions(reveal_mode="sign", model="gaussian-mean", model_params=params)
+                    )
                 assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION
                 msg = str(ei.value)
                 assert "noise is 'none'" in msg and "Gamma(1/m, 1) noise share" in msg
                 assert "use noise 'exp'" in msg
-                s = await coord.open_session(
+                s = await coord.open_session(SessionOptions(
                     reveal_mode="sign", model="gaussian-mean", model_params=NOISE_KINDS[kind]
-                )
+                ))
                 await s.abort("the plan with the noise opens")
         async with inproc_consortium(tmp_path / "free", M_NOISE, insecure=True) as (_, eps, _):
             async with coordinator_for(eps, None, rpc_timeout_s=30.0) as coord:
-                s = await coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params=params)
+                s = await coord.open_session(
+                    SessionOptions(reveal_mode="sign", model="gaussian-mean", model_params=params)
+                )
                 out = await s.evaluate(_noise_batch(params, n), n)
                 assert out.accept.shape == (n,)
                 if params.get("kind") == "rejection":  # without the noise a <= -m margin < 0 never passes

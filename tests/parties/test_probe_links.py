@@ -11,7 +11,7 @@ import grpc
 import numpy as np
 import pytest
 
-from coordinator.api import SessionError
+from coordinator.api import SessionError, SessionOptions
 from coordinator.relay import RelayRecord
 from hss.runtime import run_in_memory
 from parties.exchange import probe_machine
@@ -42,9 +42,9 @@ def test_probe_then_exact_decisions(tmp_path: Path, topology: str) -> None:
             inproc_consortium(tmp_path, m, data) as (daemons, eps, certs),
             coordinator_for(eps, certs) as coord,
         ):
-            sess = await coord.open_session(
+            sess = await coord.open_session(SessionOptions(
                 reveal_mode="sign", model="gaussian-mean", model_params={"noise": "none"}, topology=topology
-            )
+            ))
             durations = await sess.probe_links(6, 40)
             d = await sess.evaluate({"theta": th, "theta_star": ts, "public": np.zeros(n)}, n)
             used = daemons[0].decisions_used
@@ -65,9 +65,9 @@ def _probe_view(root: Path, data: list[np.ndarray]) -> list[tuple[int, ...]]:
             inproc_consortium(root, 3, data) as (_, eps, certs),
             coordinator_for(eps, certs, relay_observer=seen.append) as coord,
         ):
-            sess = await coord.open_session(
+            sess = await coord.open_session(SessionOptions(
                 reveal_mode="sign", model="gaussian-mean", model_params={}, topology="relay"
-            )
+            ))
             await sess.probe_links(4, 12)
             await sess.close()
 
@@ -92,14 +92,16 @@ def test_probes_the_parties_refuse(tmp_path: Path) -> None:
             inproc_consortium(tmp_path, 3) as (_, eps, certs),
             coordinator_for(eps, certs) as coord,
         ):
-            sess = await coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params={})
+            sess = await coord.open_session(
+                SessionOptions(reveal_mode="sign", model="gaussian-mean", model_params={})
+            )
             with pytest.raises(SessionError) as bad_rounds:
                 await sess.probe_links(0, 4)
             assert bad_rounds.value.code == grpc.StatusCode.INVALID_ARGUMENT
             await sess.abort("test")
-            run = await coord.open_session(
+            run = await coord.open_session(SessionOptions(
                 reveal_mode="sign", model="gaussian-mean", model_params={}, run_id="probe-run"
-            )
+            ))
             with pytest.raises(SessionError) as in_run:
                 await run.probe_links(3, 4)
             assert in_run.value.code == grpc.StatusCode.FAILED_PRECONDITION

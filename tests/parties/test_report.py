@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.api import SessionError
+from coordinator.api import SessionError, SessionOptions
 from parties.cli import main
 from parties.config import load_config
 from parties.governance import study_events
@@ -45,17 +45,19 @@ async def _history(root: Path) -> Study:
             }
             for pid in (1, 2, 3):
                 approve(root, pid, path, cap=40.0)
-            sess = await coord.open_session(**open_, study=study.text(), run_id="run-a")
+            sess = await coord.open_session(SessionOptions(**open_, study=study.text(), run_id="run-a"))
             await _steps(sess, study, 4, 2)
             await sess.close()
-            sess = await coord.open_session(**open_, study=study.text(), run_id="run-b")
+            sess = await coord.open_session(SessionOptions(**open_, study=study.text(), run_id="run-b"))
             await _steps(sess, study, 4, 1, seed=3)
             await sess.abort("operator stopped the run")
             other = Study.from_doc(study_doc(title="Another study"))
             with pytest.raises(SessionError, match="is not approved"):
-                await coord.open_session(**open_, study=other.text())
+                await coord.open_session(SessionOptions(**open_, study=other.text()))
             with pytest.raises(SessionError, match="is not allowed"):
-                await coord.open_session(**{**open_, "model": "<b>evil</b>"}, study=study.text())
+                await coord.open_session(
+                    SessionOptions(**{**open_, "model": "<b>evil</b>"}, study=study.text())
+                )
     return study
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from coordinator.api import Coordinator, CoordinatorSession, SessionError, StepTranscript
+from coordinator.api import Coordinator, CoordinatorSession, SessionError, SessionOptions, StepTranscript
 from coordinator.certs import party_identity
 from mechanisms.privacy import GaussianEvent
 from parties.config import load_config
@@ -391,9 +391,9 @@ class Consortium:
 
 
 async def _open(c: Coordinator, run: str | None, first: int = 1, **kw: Any) -> CoordinatorSession:
-    return await c.open_session(
+    return await c.open_session(SessionOptions(
         reveal_mode="sign", model="gaussian-mean", model_params=PARAMS, run_id=run, first_run_step=first, **kw
-    )
+    ))
 
 
 async def _steps(sess: CoordinatorSession, run_steps: range) -> list[npt.NDArray[np.bool_]]:
@@ -539,9 +539,9 @@ def test_reevaluated_step_reveals_the_same_with_os_keys_across_restarts(tmp_path
     run = f"chain-os-{mode}"
 
     async def open_(c: Coordinator, first: int) -> CoordinatorSession:
-        return await c.open_session(
+        return await c.open_session(SessionOptions(
             reveal_mode=mode, model="gaussian-mean", model_params=PARAMS, run_id=run, first_run_step=first
-        )
+        ))
 
     async def main() -> None:
         lc = Consortium(tmp_path, fixed=False)

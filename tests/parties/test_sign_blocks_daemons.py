@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from coordinator.api import SessionOptions
 from hss.protocols import sign_receiver
 from tests.parties.helpers import coordinator_for, inproc_consortium, party_data
 from tests.parties.test_transport_contract import SID, reference
@@ -36,7 +37,7 @@ def test_blocks4_over_grpc_matches_in_memory(tmp_path: Path, topology: str) -> N
             inproc_consortium(tmp_path, m, data, fixed_keys=keys) as (_, eps, certs),
             coordinator_for(eps, certs) as coord,
         ):
-            sess = await coord.open_session(
+            sess = await coord.open_session(SessionOptions(
                 reveal_mode="sign",
                 model="gaussian-mean",
                 model_params=params,
@@ -44,7 +45,7 @@ def test_blocks4_over_grpc_matches_in_memory(tmp_path: Path, topology: str) -> N
                 topology=topology,
                 session_id=SID,
                 sign_precompute="blocks4",
-            )
+            ))
             assert sess.spec.params().sign_rounds_with("blocks4") == (2, 5)
             got = []
             for b in batches:

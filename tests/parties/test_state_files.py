@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from coordinator.api import SessionOptions
 from parties.audit import MAX_LINE_BYTES, AuditLog, AuditSubject
 from proto import files
 from tests.parties.helpers import coordinator_for, gm_inputs, gm_params, inproc_consortium
@@ -34,9 +35,9 @@ def test_every_state_file_is_0600_after_a_charged_run_step(tmp_path: Path) -> No
                 inproc_consortium(tmp_path, 3, insecure=True, privacy_budget=BUDGET) as (daemons, eps, _),
                 coordinator_for(eps, None) as coord,
             ):
-                s = await coord.open_session(
+                s = await coord.open_session(SessionOptions(
                     reveal_mode="sum", model="gaussian-mean", model_params=PARAMS, run_id="run-a"
-                )
+                ))
                 await s.evaluate(gm_inputs(np.zeros(4), np.ones(4), PARAMS, 3), 4)
                 await s.close()
             for d in daemons:

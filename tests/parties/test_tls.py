@@ -10,6 +10,7 @@ import grpc
 import pytest
 
 from coordinator import cli as confar_cli
+from coordinator.api import SessionOptions
 from coordinator.certs import init_consortium
 from proto import party_pb2, party_pb2_grpc, peer_pb2, peer_pb2_grpc
 from proto.tls import TlsMaterial, certificate_identity, secure_channel
@@ -75,9 +76,9 @@ def test_mtls_refusals(tmp_path: Path) -> None:
 
             # a peer claiming another party's id on the share-exchange stream
             async with coordinator_for(eps, certs) as coord:
-                sess = await coord.open_session(
+                sess = await coord.open_session(SessionOptions(
                     reveal_mode="sum", model="gaussian-mean", model_params={"noise": "none"}
-                )
+                ))
                 for src in (1, 2):  # party-2's certificate claiming party 1, and party 2 redialling
                     ch = secure_channel(eps[2].address, p2, "party-3")
                     call = peer_pb2_grpc.PeerStub(ch).Exchange()

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from coordinator.api import SessionOptions
 from hss.modes import TermsBatch, reveal_mode
 from hss.randomness import SecureRandom, derive_key
 from hss.runtime import run_in_memory
@@ -79,7 +80,7 @@ def test_grpc_matches_in_memory(tmp_path: Path, mode: str, topology: str) -> Non
             inproc_consortium(tmp_path, m, data, fixed_keys=keys) as (_, eps, certs),
             coordinator_for(eps, certs) as coord,
         ):
-            sess = await coord.open_session(
+            sess = await coord.open_session(SessionOptions(
                 reveal_mode=mode,
                 model="gaussian-mean",
                 model_params=params,
@@ -87,7 +88,7 @@ def test_grpc_matches_in_memory(tmp_path: Path, mode: str, topology: str) -> Non
                 topology=topology,
                 session_id=SID,
                 sign_precompute=precompute,
-            )
+            ))
             got = []
             for b in batches:
                 tr = await sess.evaluate_transcript(b, n)
@@ -115,9 +116,9 @@ def test_sum_without_noise_reveals_the_pooled_log_ratio(tmp_path: Path) -> None:
             inproc_consortium(tmp_path, m, data) as (_, eps, certs),
             coordinator_for(eps, certs) as coord,
         ):
-            sess = await coord.open_session(
+            sess = await coord.open_session(SessionOptions(
                 reveal_mode="sum", model="gaussian-mean", model_params={"noise": "none"}
-            )
+            ))
             d = await sess.evaluate({"theta": th, "theta_star": ts, "public": np.zeros(n)}, n)
             await sess.close()
             assert d.revealed is not None
@@ -141,7 +142,9 @@ def test_sign_receiver_sees_only_masked_bit_shares(tmp_path: Path) -> None:
             inproc_consortium(tmp_path, m, data) as (_, eps, certs),
             coordinator_for(eps, certs) as coord,
         ):
-            sess = await coord.open_session(reveal_mode="sign", model="gaussian-mean", model_params={})
+            sess = await coord.open_session(
+                SessionOptions(reveal_mode="sign", model="gaussian-mean", model_params={})
+            )
             tr = await sess.evaluate_transcript(
                 {"theta": th, "theta_star": th + rng.normal(0, 0.2, n), "public": np.zeros(n)}, n
             )

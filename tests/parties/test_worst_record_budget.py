@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from coordinator.api import Coordinator
+from coordinator.api import Coordinator, SessionOptions
 from coordinator.certs import party_identity
 from mechanisms.privacy import RDPBudget
 from mechanisms.privacy.charge import worst_record_charge
@@ -254,9 +254,9 @@ def test_run_charged_once_per_step_across_a_crash_and_a_resume(tmp_path: Path) -
     lc = Consortium(tmp_path)
 
     async def open_(c: Coordinator, first: int) -> Any:
-        return await c.open_session(
+        return await c.open_session(SessionOptions(
             reveal_mode="sign", model="bayes-logistic", model_params=PARAMS, run_id=run, first_run_step=first
-        )
+        ))
 
     async def main() -> None:
         await lc.start()
