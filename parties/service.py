@@ -21,45 +21,29 @@ from typing import Any, NoReturn
 import grpc
 from google.protobuf.message import DecodeError
 
-from hss.authenticated import key_setup_checked
-from hss.runtime import ProtocolError
-from hss.session import PartyContext, key_setup
-from parties import ahead, e2e, sources, steps
-from parties.analyses import Analysis, AnalysisError, Dataset
+from parties import ahead, e2e, lifecycle, sources, steps
+from parties.analyses import Dataset
 from parties.audit import SUBJECT_KEYS, AuditSubject
 from parties.config import PartyConfig
-from parties.exchange import PROBE_MAX_ROUNDS, LinkLost, Refused, Wire, drive, probe_machine
-from parties.links import LinkError
-from parties.peering import accept_stream, drive_step, open_links, sender, unwrap_frame, verify_bundles
+from parties.exchange import PROBE_MAX_ROUNDS, LinkLost, Refused, probe_machine
+from parties.peering import accept_stream, drive_step, unwrap_frame
 from parties.policy import (
-    check_analysis,
     check_batch,
-    check_data_model,
-    check_policy,
-    check_privacy_at_open,
-    check_session_limit,
     run_paid,
 )
-from parties.privacy_budget import charged_per_run
 from parties.refusal import Reason, Refusal
-from parties.registry import get_analysis
 from parties.session import (
     LIVE,
     Party,
-    RunPosition,
     Session,
-    agreed_replay,
     check_next_step,
-    new_session,
     replay_audit,
-    run_resume_at_open,
-    run_state_at_open,
     teardown,
 )
 from parties.sources import Snapshot
 from parties.storage import PartyStorage
 from proto import party_pb2, peer_pb2, serde, serde_privacy, serde_session
-from proto.records import KeyBundle, PartyStatus, RunCharge, RunStepRef, SessionState
+from proto.records import KeyBundle, PartyStatus, RunCharge, SessionState
 from proto.spec import SessionSpec, shown
 from proto.study import Study
 from proto.tls import TlsMaterial, caller_identity
@@ -239,30 +223,8 @@ class PartyService:
                 spec = serde.spec_from_open_request(req)  # with its run binding (run_id, first_run_step)
             except serde.WireError as exc:
                 raise Refusal(Reason.INVALID_ARGUMENT, str(exc)) from exc
-            check_policy(self.cfg, spec, self.store.decisions_used)
-            approval = self.store.governance.admit(spec)  # the study approved here (issue 37), or refused
-            if spec.session_id in self.sessions:
-                raise Refusal(Reason.ALREADY_EXISTS, f"session {spec.session_id.hex()[:16]}… already exists")
-            held, superseded = run_resume_at_open(self.party, self.sessions, spec)
-            live = sum(s.state in LIVE for k, s in self.sessions.items() if k not in superseded)
-            check_session_limit(self.cfg, live)
-            analysis = check_analysis(self.cfg, spec, self.data)
-            state_audit = run_state_at_open(self.party, spec, analysis, held)
-            per_run = charged_per_run(spec)
-            await check_privacy_at_open(  # a run charged once that was charged here has nothing left to fit
-                self.privacy,
-                self.cfg,
-                analysis,
-                spec,
-                lambda: bool(per_run and spec.run_id and self.run_paid(spec) is not None),
-                lambda one: self.store.governance.check(approval, one, "a single decision of the study"),
-            )
-            sess, run_key_audit = new_session(self.party, spec, analysis, RunPosition(held, None))
-            for old in superseded:  # the run's earlier session: its coordinator is gone
-                await teardown(self.sessions[old], "closed")
-                self.sessions[old].failure = f"superseded by session {spec.session_id.hex()[:16]}…"
-            self.sessions[spec.session_id] = sess
-            return self._opened(sess, superseded, {**run_key_audit, **state_audit})
+            opened = await lifecycle.open_session(self.party, self.sessions, spec)
+            return self._opened(opened.session, opened.superseded, opened.audit)
 
         return await self.handle(
             context,
@@ -287,8 +249,7 @@ class PartyService:
         answer = serde_session.OpenAnswer(KeyBundle(self.cfg.id, pub, sig, cert))
         run_audit: dict[str, Any] = {}
         if spec.run_id:
-            held = sess.run.held
-            ref = held.ref if held is not None else RunStepRef(spec.run_id, 0)
+            ref = lifecycle.held_ref(sess)
             answer = replace(answer, resume=(self.cfg.id, ref))
             run_audit = {
                 "run_id": spec.run_id,
@@ -313,35 +274,16 @@ class PartyService:
     ) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
             sess = self.session(req.session_id, ("open",))
-            sess.run = replace(sess.run, replay=agreed_replay(self.cfg.id, sess, list(req.resume)))
-            sess.state = "connecting"
 
             async def on_frame(src: int, msg: peer_pb2.PeerFrame) -> None:
                 await self.on_frame(sess, src, msg)
 
-            try:
-                await verify_bundles(self.party, sess, serde_session.connect_bundles_from_proto(req))
-                await open_links(self.party, sess, on_frame)
-                keys = sess.keys
-                assert keys is not None
-                setup = key_setup_checked if sess.spec.security == "abort" else key_setup  # + key hash check
-                machine = setup(sess.spec.params(), self.cfg.id, keys.proto_rng)
-                send = sender(self.party, sess)
-                wire = Wire(self.cfg.id, sess.peers, send, sess.mailbox, self.timeout(context))
-                out = await drive(machine, wire, step=0, symmetric=False)
-                sess.ctx = PartyContext(sess.spec.params(), out.result)
-            except Refusal:
-                sess.fail("connect failed")
-                raise
-            except (LinkError, LinkLost) as exc:
-                sess.fail(str(exc))
-                raise Refusal(Reason.UNAVAILABLE, f"session setup: {exc}") from exc
-            except ProtocolError as exc:
-                sess.fail(str(exc))
-                raise Refusal(Reason.FAILED_PRECONDITION, f"session key setup failed: {exc}") from exc
-            sess.state = "ready"
-            answer = serde_session.connect_response_to_proto(sess.spec.session_id, out.rounds)
-            return answer, {"step": 0, "rounds": out.rounds, **replay_audit(sess)}
+            bundles = serde_session.connect_bundles_from_proto(req)
+            rounds = await lifecycle.connect_session(
+                self.party, sess, list(req.resume), bundles, on_frame, self.timeout(context)
+            )
+            answer = serde_session.connect_response_to_proto(sess.spec.session_id, rounds)
+            return answer, {"step": 0, "rounds": rounds, **replay_audit(sess)}
 
         return await self.handle(context, who, "ConnectSession", run, session=bytes(req.session_id), step=0)
 
@@ -418,7 +360,7 @@ class PartyService:
     async def plan_privacy(
         self, req: party_pb2.PlanPrivacyRequest, context: grpc.aio.ServicerContext, who: str
     ) -> Any:
-        """Dry run of a planned session (parties.privacy_budget): no data, no session, no ledger change."""
+        """Dry run of a planned session (``parties.lifecycle.plan_privacy``): no data, session or charge."""
 
         async def run() -> tuple[Any, dict[str, Any]]:
             try:
@@ -426,46 +368,7 @@ class PartyService:
             except serde.WireError as exc:
                 raise Refusal(Reason.INVALID_ARGUMENT, str(exc)) from exc
             spec = call.spec
-            analysis: Analysis | None = None
-            refusal = ""
-            approval = None
-            try:
-                check_policy(self.cfg, spec, self.store.decisions_used)
-                approval = self.store.governance.admit(spec)
-                analysis = get_analysis(spec.model, spec.model_params)
-                check_data_model(self.cfg, spec, analysis)
-            except Refusal as exc:
-                refusal = f"{exc.reason.name}: {exc.message}"
-            except AnalysisError as exc:
-                refusal = f"INVALID_ARGUMENT: {exc}"
-            batches = call.batches
-            if charged_per_run(spec):  # federated ABCDP: one privacy event per run, not batch
-                batches = 1
-            answer = await asyncio.to_thread(  # PLD compositions can take seconds: off the event loop
-                self.privacy.plan,
-                self.cfg,
-                analysis,
-                spec,
-                batches,
-                call.batch_size,
-                refusal,
-                self.store.decisions_used,
-            )
-            if approval is not None and analysis is not None and not refusal:  # the study's cap (issue 37)
-                capped = await asyncio.to_thread(
-                    self.store.governance.cap_store(approval).plan,
-                    self.cfg,
-                    analysis,
-                    spec,
-                    batches,
-                    call.batch_size,
-                    "",
-                    self.store.decisions_used,
-                )
-                if capped.would_refuse and (
-                    not answer.would_refuse or capped.batches_allowed < answer.batches_allowed
-                ):
-                    answer = capped  # the tighter: the run is told of (and refused for) the study's cap
+            answer = await lifecycle.plan_privacy(self.party, call)
             return serde_privacy.plan_answer_to_proto(answer), {
                 "analysis": spec.model,
                 "reveal_mode": spec.reveal_mode,
