@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import signal
 import sys
@@ -73,6 +74,7 @@ HELP = "decision protocols between parties in network namespaces with an emulate
 MODES = ("sum", "blinded", "sign")  # = hss.modes.TERMS_MODES (not imported here)
 TOPOLOGIES = ("mesh", "relay")
 SIGN_PRECOMPUTE = ("inline", "pooled", "blocks4")  # = hss.session.SIGN_PRECOMPUTE (not imported here)
+SECURITY = ("semi-honest", "abort")  # = hss.abort_modes.SECURITY (not imported here)
 _SELF = [sys.executable, "-m", "simulations.bench_wan"]  # this module's subprocess entry points (_main)
 
 
@@ -93,6 +95,8 @@ class WanSettings:
     parties: tuple[int, ...] = ()  # the m values of run_all (empty: m alone)
     mpyc: bool = False  # run_all: MPyC 0.11's comparison on the same WAN too (simulations.wan_mpyc)
     sec_param: int = 64  # MPyC -K
+    securities: tuple[str, ...] = ("semi-honest",)  # each protocol timed under each (hss SECURITY)
+    rtts: tuple[float, ...] = ()  # the RTTs of run_all, one WAN each (empty: rtt_ms alone)
 
     @property
     def c_rtt_ms(self) -> float:
@@ -102,18 +106,24 @@ class WanSettings:
     def ms(self) -> tuple[int, ...]:
         return self.parties or (self.m,)
 
+    @property
+    def rtt_list(self) -> tuple[float, ...]:
+        return self.rtts or (self.rtt_ms,)
+
 
 def run_all(s: WanSettings) -> dict[str, Any]:
-    """Ours for every m (:func:`run_wan`, one WAN each) and, with ``s.mpyc``, MPyC on a WAN of the same m
-    and RTT just before: ``{records, mpyc, comparison}`` (the last two empty without ``s.mpyc``)."""
+    """Ours for every RTT and m (:func:`run_wan`, one WAN each, every security in it) and, with ``s.mpyc``,
+    MPyC on a WAN of the same m and RTT just before: ``{records, mpyc, comparison}`` (the last two empty
+    without ``s.mpyc``)."""
     from simulations import wan_mpyc
 
     ours: list[dict[str, Any]] = []
     mp: list[dict[str, Any]] = []
-    for m in s.ms:
-        if s.mpyc:
-            mp += wan_mpyc.run_mpyc_wan(m, s.rtt_ms, list(s.batches), s.repeats, s.warmup, s.sec_param)
-        ours += run_wan(replace(s, m=m, parties=()))
+    for rtt in s.rtt_list:
+        for m in s.ms:
+            if s.mpyc:
+                mp += wan_mpyc.run_mpyc_wan(m, rtt, list(s.batches), s.repeats, s.warmup, s.sec_param)
+            ours += run_wan(replace(s, m=m, parties=(), rtt_ms=rtt, rtts=()))
     rows = wan_mpyc.compare(mp, ours)
     wan_mpyc.print_comparison(rows)
     return {"records": ours, "mpyc": mp, "comparison": rows}
@@ -188,6 +198,7 @@ def _run_driver(net: WanNet, s: WanSettings, workdir: Path, started: Started) ->
         "sign_precompute": s.sign_precompute,
         "precompute_ahead": s.precompute_ahead,
         "gap_ms": s.gap_ms,
+        "securities": list(s.securities),
         "out": str(workdir / "records.json"),
     }
     (workdir / "driver.json").write_text(json.dumps(spec))
@@ -235,41 +246,42 @@ async def _driver_main(spec: dict[str, Any]) -> list[dict[str, Any]]:
     async with Coordinator(
         eps, lc.coordinator_tls(), rpc_timeout_s=600.0, relay_listen=f"127.0.0.1:{RELAY_PORT}"
     ) as coord:
-        for topology in spec["topologies"]:
-            for mode in spec["modes"]:
-                for batch in spec["batches"]:
-                    pre = str(spec.get("sign_precompute", "inline"))
-                    shape = protocol_shape(mode, m, batch, pre)
-                    rec = await bench_protocol(
-                        coord,
-                        lc,
-                        mode,
-                        topology,
-                        batch,
-                        shape,
-                        spec["warmup"],
-                        spec["repeats"],
-                        ProtocolOptions(
-                            precompute=pre,
-                            ahead=bool(spec.get("precompute_ahead", False)),
-                            gap_ms=float(spec.get("gap_ms", 0.0)),
-                        ),
-                    )
-                    # propagation floor: request + reply (one coordinator RTT) and each exchange round one
-                    # way between parties (mesh: rtt/2) or party -> relay -> party (relay: coordinator RTT)
-                    crtt = float(spec["coordinator_rtt_ms"])
-                    per_round = rtt / 2 if topology == "mesh" else crtt
-                    ex = step_exchange_rounds(shape.rounds, shape.exchange_rounds, int(rec["rounds"]))
-                    rec.update(
-                        suite="wan",
-                        latency_floor_ms=round(crtt + ex * per_round, 3),
-                        rtt_ms=rtt,
-                        coordinator_rtt_ms=spec["coordinator_rtt_ms"],
-                        latency_rtts=round(rec["latency_ms_median"] / rtt, 2) if rtt > 0 else None,
-                        delay="userspace TCP proxy per link, rtt/2 each direction, no bandwidth limit",
-                    )
-                    print(_fmt(rec), flush=True)
-                    out.append(rec)
+        for topology, mode, batch, security in itertools.product(
+            spec["topologies"], spec["modes"], spec["batches"], spec.get("securities", ["semi-honest"])
+        ):
+            pre = str(spec.get("sign_precompute", "inline"))
+            shape = protocol_shape(mode, m, batch, pre, security)
+            rec = await bench_protocol(
+                coord,
+                lc,
+                mode,
+                topology,
+                batch,
+                shape,
+                spec["warmup"],
+                spec["repeats"],
+                ProtocolOptions(
+                    precompute=pre,
+                    ahead=bool(spec.get("precompute_ahead", False)),
+                    gap_ms=float(spec.get("gap_ms", 0.0)),
+                    security=security,
+                ),
+            )
+            # propagation floor: request + reply (one coordinator RTT) and each exchange round one
+            # way between parties (mesh: rtt/2) or party -> relay -> party (relay: coordinator RTT)
+            crtt = float(spec["coordinator_rtt_ms"])
+            per_round = rtt / 2 if topology == "mesh" else crtt
+            ex = step_exchange_rounds(shape.rounds, shape.exchange_rounds, int(rec["rounds"]))
+            rec.update(
+                suite="wan",
+                latency_floor_ms=round(crtt + ex * per_round, 3),
+                rtt_ms=rtt,
+                coordinator_rtt_ms=spec["coordinator_rtt_ms"],
+                latency_rtts=round(rec["latency_ms_median"] / rtt, 2) if rtt > 0 else None,
+                delay="userspace TCP proxy per link, rtt/2 each direction, no bandwidth limit",
+            )
+            print(_fmt(rec), flush=True)
+            out.append(rec)
     return out
 
 
@@ -281,7 +293,8 @@ def step_exchange_rounds(shape_rounds: int, shape_exchange: int, step_rounds: in
 
 def _fmt(r: dict[str, Any]) -> str:
     return (
-        f"wan {r['mode']:7s} {r['topology']:5s} m={r['m']} rtt={r['rtt_ms']:g}ms batch={r['batch']:5d} "
+        f"wan {r['mode']:7s} {r['topology']:5s} {r.get('security', 'semi-honest'):11s} m={r['m']} "
+        f"rtt={r['rtt_ms']:g}ms batch={r['batch']:5d} "
         f"{r['decisions_per_s']:>10.1f} dec/s  median {r['latency_ms_median']:9.2f} ms "
         f"(= {r['latency_rtts']} RTT; propagation floor {r['latency_floor_ms']:g} ms)  "
         f"p90 {r['latency_ms_p90']:9.2f} ms  rounds={r['rounds']}"
@@ -302,7 +315,17 @@ def suite(s: WanSettings) -> dict[str, Any]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, help="write the records to this JSON file")
     p.add_argument("--parties", nargs="+", help="m values, space- or comma-separated (default 7; --quick: 3)")
-    p.add_argument("--rtt-ms", type=float, default=25.0, help="round-trip time between parties (default 25)")
+    p.add_argument(
+        "--rtt-ms",
+        nargs="+",
+        help="round-trip times between parties in ms, space- or comma-separated, one WAN each (default 25)",
+    )
+    p.add_argument(
+        "--security",
+        nargs="+",
+        help="semi-honest and/or abort, space- or comma-separated: each protocol timed under each "
+        "(default semi-honest)",
+    )
     p.add_argument("--coordinator-rtt-ms", type=float, help="RTT coordinator <-> parties (default: --rtt-ms)")
     p.add_argument("--batch", nargs="+", help="batch sizes, space- or comma-separated (default 1 100 1000)")
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated reveal modes (default: all)")
@@ -337,11 +360,15 @@ def settings_from_args(args: argparse.Namespace) -> WanSettings:
     modes = tuple(x for x in args.modes.split(",") if x)
     topologies = tuple(x for x in args.topologies.split(",") if x)
     ms = tuple(int(x) for tok in (args.parties or ["3" if q else "7"]) for x in tok.split(",") if x)
+    rtts = tuple(float(x) for tok in (args.rtt_ms or ["25"]) for x in tok.split(",") if x)
+    securities = tuple(x for tok in (args.security or ["semi-honest"]) for x in tok.split(",") if x)
     s = WanSettings(
         m=ms[0] if ms else 0,
         parties=ms,
         mpyc=args.mpyc,
-        rtt_ms=args.rtt_ms,
+        rtt_ms=rtts[0] if rtts else 0.0,
+        rtts=rtts,
+        securities=securities,
         coordinator_rtt_ms=args.coordinator_rtt_ms,
         batches=tuple(batches),
         modes=modes,
@@ -364,8 +391,15 @@ def settings_from_args(args: argparse.Namespace) -> WanSettings:
         or s.warmup < 0
     ):
         raise ValueError("need --parties in 3..15, batches >= 1, --repeats >= 1, --warmup >= 0")
-    if s.rtt_ms < 0 or s.c_rtt_ms < 0:
-        raise ValueError("RTTs must be >= 0 ms")
+    if not rtts or any(r < 0 for r in rtts) or s.c_rtt_ms < 0:
+        raise ValueError(f"RTTs must be >= 0 ms, got --rtt-ms {list(rtts)}")
+    bad_sec = [x for x in securities if x not in SECURITY]
+    if bad_sec or not securities:
+        raise ValueError(f"unknown --security {bad_sec}; expected {SECURITY}")
+    if "abort" in securities and s.precompute_ahead:
+        raise ValueError(
+            "--precompute-ahead is not offered with --security abort (its mask bits are made in the step)"
+        )
     if s.mpyc and ("sign" not in modes or "mesh" not in topologies):
         raise ValueError(
             "--mpyc compares with our sign mode in the mesh: keep sign in --modes, mesh in --topologies"

@@ -114,7 +114,9 @@ def run_mpyc_wan(
 
 
 def compare(mpyc: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per MPyC record, our sign record (mesh) of the same (m, batch, RTT) and ours / MPyC decisions/s."""
+    """Per MPyC record and each security our sign ran under on that WAN, our sign record (mesh) of the same
+    (m, batch, RTT) and ours / MPyC decisions/s; one row with ``ours_*`` None when we have none. MPyC runs
+    semi-honest only: an abort row compares our abort with its semi-honest."""
     rows = []
     for r in mpyc:
         mine = [
@@ -125,44 +127,53 @@ def compare(mpyc: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[dict
             and o.get("topology") == "mesh"
             and (o["m"], o["batch"], o["rtt_ms"]) == (r["m"], r["batch"], r["rtt_ms"])
         ]
-        o = mine[0] if mine else None
-        ref = float(r["decisions_per_s"])
-        ours_v = float(o["decisions_per_s"]) if o else None
-        rows.append(
-            {
-                "suite": "wan-compare",
-                "m": r["m"],
-                "batch": r["batch"],
-                "rtt_ms": r["rtt_ms"],
-                "mpyc_decisions_per_s": ref,
-                "mpyc_latency_ms_median": r["latency_ms_median"],
-                "mpyc_latency_rtts": r["latency_rtts"],
-                "mpyc_mismatches": r["mismatches"],
-                "ours_precompute": o.get("precompute") if o else None,
-                "ours_precompute_ahead": o.get("precompute_ahead") if o else None,
-                "ours_decisions_per_s": ours_v,
-                "ours_latency_ms_median": o["latency_ms_median"] if o else None,
-                "ours_latency_rtts": o["latency_rtts"] if o else None,
-                "ours_over_mpyc": round(ours_v / ref, 2) if ours_v is not None and ref > 0 else None,
-            }
-        )
+        firsts: dict[str, dict[str, Any] | None] = {}
+        for o in mine:
+            firsts.setdefault(o.get("security", "semi-honest"), o)
+        for security, first in (firsts or {"semi-honest": None}).items():
+            rows.append(_row(r, security, first))
     return rows
+
+
+def _row(r: dict[str, Any], security: str, o: dict[str, Any] | None) -> dict[str, Any]:
+    ref = float(r["decisions_per_s"])
+    ours_v = float(o["decisions_per_s"]) if o else None
+    return {
+        "suite": "wan-compare",
+        "m": r["m"],
+        "batch": r["batch"],
+        "rtt_ms": r["rtt_ms"],
+        "security": security,
+        "mpyc_decisions_per_s": ref,
+        "mpyc_latency_ms_median": r["latency_ms_median"],
+        "mpyc_latency_rtts": r["latency_rtts"],
+        "mpyc_mismatches": r["mismatches"],
+        "ours_precompute": o.get("precompute") if o else None,
+        "ours_precompute_ahead": o.get("precompute_ahead") if o else None,
+        "ours_rounds": o.get("rounds") if o else None,
+        "ours_decisions_per_s": ours_v,
+        "ours_latency_ms_median": o["latency_ms_median"] if o else None,
+        "ours_latency_rtts": o["latency_rtts"] if o else None,
+        "ours_over_mpyc": round(ours_v / ref, 2) if ours_v is not None and ref > 0 else None,
+    }
 
 
 def print_comparison(rows: list[dict[str, Any]]) -> None:
     if not rows:
         return
     print(
-        "\nsign on the WAN: MPyC 0.11 (TCP, no TLS) vs ours (daemons with mTLS, mesh), same proxies and RTT"
+        "\nsign on the WAN: MPyC 0.11 (TCP, no TLS, semi-honest) vs ours (daemons with mTLS, mesh), same "
+        "proxies and RTT"
     )
     print(
-        f"{'m':>3} {'batch':>6} {'RTT ms':>6} {'MPyC dec/s':>11} {'RTTs':>6} {'ours dec/s':>11} {'RTTs':>6} "
-        f"{'ours/MPyC':>9}"
+        f"{'m':>3} {'batch':>6} {'RTT ms':>6} {'MPyC dec/s':>11} {'RTTs':>6} {'ours security':>13} "
+        f"{'rounds':>6} {'ours dec/s':>11} {'RTTs':>6} {'ours/MPyC':>9}"
     )
 
     for r in rows:
         print(
             f"{r['m']:>3} {r['batch']:>6} {r['rtt_ms']:>6g} {cell(r['mpyc_decisions_per_s'], 11)} "
-            f"{cell(r['mpyc_latency_rtts'], 6, 2)} {cell(r['ours_decisions_per_s'], 11)} "
+            f"{cell(r['mpyc_latency_rtts'], 6, 2)} {r.get('security', 'semi-honest'):>13} "
+            f"{cell(r.get('ours_rounds'), 6, 0)} {cell(r['ours_decisions_per_s'], 11)} "
             f"{cell(r['ours_latency_rtts'], 6, 2)} {cell(r['ours_over_mpyc'], 9, 2)}"
         )

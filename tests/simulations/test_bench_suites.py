@@ -246,19 +246,23 @@ def test_wan_mpyc_compare_rows() -> None:
     recs = [
         ours(3, 1, 5.0, topology="relay"),
         ours(3, 1, 10.0, precompute="inline"),
+        ours(3, 1, 6.0, security="abort", rounds=12),
+        ours(3, 1, 1.0, security="abort"),  # a second record of the same key: the first is compared
         ours(3, 1000, 250.0),
         ours(5, 1, 9.0, mode="sum"),
         ours(5, 1, 9.0, rtt_ms=10.0),
     ]
     rows = wan_mpyc.compare(mp, recs)
-    assert [(r["m"], r["batch"], r["ours_over_mpyc"]) for r in rows] == [
-        (3, 1, 2.5),
-        (3, 1000, 0.5),
-        (5, 1, None),
+    assert [(r["m"], r["batch"], r["security"], r["ours_over_mpyc"]) for r in rows] == [
+        (3, 1, "semi-honest", 2.5),
+        (3, 1, "abort", 1.5),  # MPyC is semi-honest only: our abort against its semi-honest
+        (3, 1000, "semi-honest", 0.5),
+        (5, 1, "semi-honest", None),
     ]
+    assert rows[1]["ours_rounds"] == 12
     assert rows[0]["ours_decisions_per_s"] == 10.0 and rows[0]["ours_precompute"] == "inline"
     assert rows[0]["ours_latency_rtts"] == 4.0 and rows[0]["mpyc_latency_rtts"] == 0.04
-    assert rows[2]["ours_decisions_per_s"] is None and all(r["suite"] == "wan-compare" for r in rows)
+    assert rows[3]["ours_decisions_per_s"] is None and all(r["suite"] == "wan-compare" for r in rows)
 
 
 def test_wan_floor_counts_the_rounds_of_the_step() -> None:
@@ -277,6 +281,17 @@ def test_wan_settings_parties_and_mpyc() -> None:
         bench_wan.settings_from_args(ap.parse_args(["--parties", "3", "16"]))
     with pytest.raises(ValueError, match="--mpyc"):
         bench_wan.settings_from_args(ap.parse_args(["--mpyc", "--modes", "sum"]))
+    both = ["--rtt-ms", "10", "25,50", "--security", "semi-honest,abort"]
+    s = bench_wan.settings_from_args(ap.parse_args(both))
+    assert s.rtt_list == (10.0, 25.0, 50.0) and s.rtt_ms == 10.0 and s.securities == ("semi-honest", "abort")
+    assert bench_wan.settings_from_args(ap.parse_args([])).rtt_list == (25.0,)
+    with pytest.raises(ValueError, match="security"):
+        bench_wan.settings_from_args(ap.parse_args(["--security", "byzantine"]))
+    with pytest.raises(ValueError, match="RTTs must be >= 0"):
+        bench_wan.settings_from_args(ap.parse_args(["--rtt-ms", "25", "-1"]))
+    with pytest.raises(ValueError, match="precompute-ahead"):
+        args = ["--security", "abort", "--sign-precompute", "blocks4", "--precompute-ahead"]
+        bench_wan.settings_from_args(ap.parse_args(args))
 
 
 # ---- the namespace suite (root) --------------------------------------------------------------------------
