@@ -110,4 +110,6 @@ def test_example_runs_simulated(example: Path, tmp_path: Path, capsys: pytest.Ca
             assert doc["threat_model"] in doc["statement"]
     # --overwrite replaces the earlier run's folder; without it the run folder is refused (exit 2)
     assert main(["run", str(cfg), "--simulate", "--no-progress", "--out", str(out), "--check"]) == 0
+    capsys.readouterr()
     assert main(["run", str(cfg), "--simulate", "--no-progress", "--out", str(out)]) == 2
+    assert f"{out} already holds a run" in capsys.readouterr().err  # refused before any daemon started
