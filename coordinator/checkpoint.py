@@ -96,12 +96,16 @@ class RunFolder:
     def meta_path(self) -> Path:
         return self.out_dir / "run.json"
 
-    def create(self, exp: Experiment) -> dict[str, Any]:
+    def refuse_a_held_run(self) -> None:
+        """A new run's folder must not hold a run already (refused, naming how to continue that run)."""
         if self.meta_path.exists() or self.ckpt.exists():
             raise ExperimentError(
                 f"{self.out_dir} already holds a run: continue it with `confar run --resume {self.out_dir}` "
                 "or choose another experiment.output_dir"
             )
+
+    def create(self, exp: Experiment) -> dict[str, Any]:
+        self.refuse_a_held_run()
         self.ckpt.mkdir(parents=True, exist_ok=True)
         meta = {
             "run_id": f"run-{secrets.token_hex(16)}",

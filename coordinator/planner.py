@@ -679,11 +679,15 @@ def check_usable(exp: Experiment, p: AnyPlan, what: str) -> None:
 WARM_MUS = (0.5, 1.0, 2.0, 4.0, 8.0)  # the warm start's μ the offline plan compares (registry_scale's range)
 
 
-def warm_mu_advice(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> str | None:
+def warm_mu_advice(
+    exp: Experiment, model: Model, laplace: LaplaceApproximation, made: AnyPlan | None = None
+) -> str | None:
     """The registry-scale design chooses the warm start's μ on public records (``simulations.
     registry_scale``: a better proposal repays a larger warm start): a line naming the μ of
     :data:`WARM_MUS` whose plan buys ``min_ess`` for the smallest ε, when it is at least 10 % below the
-    file's; None otherwise. Each μ is planned from the same approximation (its DP offset is μ's)."""
+    file's; None otherwise. Each μ is planned from the same approximation (its DP offset is μ's); ``made``,
+    the caller's :func:`plan` of ``exp`` itself from ``laplace`` when it has one, is the file's μ's (the
+    same plan: its simulations are seeded by the file)."""
     target, ws = exp.budget_target, exp.warm_start
     assert target is not None
     if ws is None:  # a blocked run: no warm start
@@ -693,7 +697,7 @@ def warm_mu_advice(exp: Experiment, model: Model, laplace: LaplaceApproximation)
         e = dataclasses.replace(exp, warm_start=dataclasses.replace(ws, mu=mu))
         return plan(e, model, laplace).eps_for_ess(target.min_ess)
 
-    mine = need(ws.mu)
+    mine = made.eps_for_ess(target.min_ess) if isinstance(made, McmcPlan) else need(ws.mu)
     best = min(((need(mu), mu) for mu in WARM_MUS if mu != ws.mu), default=(math.inf, ws.mu))
     if not best[0] < 0.9 * mine:
         return None

@@ -52,6 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.certs import COORDINATOR_IDENTITY, init_consortium
+from coordinator.checkpoint import RunFolder
 from coordinator.experiment import Experiment
 from coordinator.outcome import LabelledDraws, Outcome, ProgressInfo
 from coordinator.run import run_experiment
@@ -327,6 +328,8 @@ def simulate_experiment(
     """Start (or restart, on resume) the simulated consortium and run the experiment against it; for MH
     samplers compare it with a plain reference fit of the pooled records unless ``reference`` is False."""
     out_dir = Path(out_dir)
+    if not resume:  # refused as the run would refuse it, before any daemon or server is started
+        RunFolder(out_dir).refuse_a_held_run()
     out_dir.mkdir(parents=True, exist_ok=True)
     data = synthetic_data(exp)
     if exp.simulate is not None and exp.simulate.fixed_noise_keys and log is None:

@@ -120,7 +120,7 @@ def _offline_plan(args: argparse.Namespace) -> int:
     advice = planner.cap_advice(exp, model, lap, p)
     if advice is not None:
         print(f"  WARNING: {advice}")
-    better_mu = planner.warm_mu_advice(exp, model, lap)
+    better_mu = planner.warm_mu_advice(exp, model, lap, p)  # p: the plan of the file's own mu
     if better_mu is not None:
         print(f"  {better_mu}")
     if isinstance(p, BlockedPlan):  # what min_ess needs, from the plan's own simulated runs

@@ -8,17 +8,19 @@ import json
 import math
 import re
 import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from coordinator.cli import main
+from coordinator.sampler_settings import MH_KINDS
 from simulations.servers import oxigraph_binary, postgres_bindir
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
 
-# key -> small value; applied to "key = <integer>" lines (the examples' own keys, nothing added)
+# key -> small value; applied to "key = <integer>" lines (the examples' own keys; shrunk() adds one table)
 SHRINK = {
     "chains": "4",
     "iterations": "12",
@@ -38,6 +40,11 @@ SHRINK = {
 def shrunk(text: str) -> str:
     for key, value in SHRINK.items():
         text = re.sub(rf"(?m)^{key}\s*=\s*\d+", f"{key} = {value}", text)
+    # the one key added: an MH example without a [reference] table gets the cap above (its reference's default
+    # target, an ESS of 2,000 whatever the run's, took up to 20 s of a shrunk run; the reference's convergence
+    # is tested at full length: tests/network/test_poisson_study.py, test_planned_run.py)
+    if "\n[reference]" not in text and tomllib.loads(text)["sampler"]["kind"] in MH_KINDS:
+        text += f"\n[reference]\nmax_seconds = {SHRINK['max_seconds']}\n"
     return text
 
 
@@ -110,4 +117,6 @@ def test_example_runs_simulated(example: Path, tmp_path: Path, capsys: pytest.Ca
             assert doc["threat_model"] in doc["statement"]
     # --overwrite replaces the earlier run's folder; without it the run folder is refused (exit 2)
     assert main(["run", str(cfg), "--simulate", "--no-progress", "--out", str(out), "--check"]) == 0
+    capsys.readouterr()
     assert main(["run", str(cfg), "--simulate", "--no-progress", "--out", str(out)]) == 2
+    assert f"{out} already holds a run" in capsys.readouterr().err  # refused before any daemon started
