@@ -187,8 +187,11 @@ def test_noisy_local_steps_and_the_shared_penalty_are_exact(confidential: bool) 
     block's decisions with each registry's N(0, 0.5²) and the public correction −m sd²/2, the effects held
     in the public coordinate β_0 + u_j. The penalty's acceptance α(λ) satisfies α(λ) = e^λ α(−λ) and the
     clipped increment law is symmetric, so every kernel is still exact: the draws match the conjugate
-    posterior within Z Monte Carlo errors, under the plain rule and the confidential one."""
-    draws, model, parties = _run(SIZES, 1600, 600, "centred", confidential=confidential, noisy=True)
+    posterior within Z Monte Carlo errors, under the plain rule and the confidential one. 600 sweeps kept
+    after the 600 of warm-up: a min ESS of 1,450-1,710 measured (2,360-2,850 at 1,000 kept), 7x the bar
+    below, so the MCSEs the z-scores divide by are well estimated; without the shared block's or the local
+    steps' public correction both cases fail (tried once: a variance's z, an effect mean's 5.4-6.4)."""
+    draws, model, parties = _run(SIZES, 1200, 600, "centred", confidential=confidential, noisy=True)
     assert ess(draws).min() > 200, ess(draws)
     _check_exact(draws, SIZES, model.param_names)
     for st in parties.states:  # the public coordinate, never chosen from the records
