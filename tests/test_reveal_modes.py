@@ -69,3 +69,33 @@ def test_rounds_and_support_come_from_the_entries() -> None:
                 e.check_supported(two)
         else:
             e.check_supported(two)
+
+
+def test_a_session_resolves_its_mode_once_and_refuses_a_batch_that_differs() -> None:
+    """SessionSpec.protocol is the mode resolved for the session's security, precompute and lazy coin; a
+    batch asking another security, precompute or an unrequested lazy coin is refused, not run."""
+    import numpy as np
+
+    from hss.lazy_coin import LazyCoin
+    from hss.modes import TermsBatch
+    from proto.spec import PartyEntry, SessionSpec
+    from tests.hss.conftest import make_session
+
+    parties = tuple(PartyEntry(i, f"party-{i}") for i in (1, 2, 3))
+    s = SessionSpec(b"s" * 16, parties, 1, reveal_mode="sign", model="m", security="abort")
+    assert s.protocol is s.protocol  # resolved once and kept
+    assert (s.protocol.mode.name, s.protocol.security, s.protocol.precompute) == ("sign", "abort", "inline")
+    assert s.protocol.rounds(s.params()) == 12 and reveal_mode("sign").rounds(s.params()) == 7
+    with pytest.raises(spec.SpecError, match="precompute_ahead is not offered with security 'abort'"):
+        SessionSpec(b"s" * 16, parties, 1, "sign", "m", security="abort", precompute_ahead=True)
+    _params, ctxs, rngs = make_session(3, seed="resolved")
+    semi = reveal_mode("sign").under("semi-honest")
+    ok = TermsBatch(np.zeros(2), None, 1, rngs[1])
+    assert semi.machine(ctxs[1], ok) is not None
+    for bad, why in [
+        (TermsBatch(np.zeros(2), None, 1, rngs[1], security="abort"), "differ from the session's"),
+        (TermsBatch(np.zeros(2), None, 1, rngs[1], precompute="pooled"), "differ from the session's"),
+        (TermsBatch(np.zeros(2), None, 1, rngs[1], lazy=LazyCoin.from_gamma(0.5)), "session that asks"),
+    ]:
+        with pytest.raises(ValueError, match=why):
+            semi.machine(ctxs[1], bad)
