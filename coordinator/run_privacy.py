@@ -150,7 +150,7 @@ def check_privacy(
                 f"{who}: reports no privacy accounting for this session, so the target cannot be shown"
             )
             continue
-        whole = events if exp.sampler.simulator_run else scaled(events, total)
+        whole = scaled(events, total)  # ABCDP: total = 1, its run is one event
         sp = cprivacy.recompose(whole, target.delta if target.delta is not None else 1e-6)
         plan.composed[pid] = sp
         if target.gdp_mu is not None:

@@ -185,9 +185,9 @@ class RevealMode:
                 f"{offered}); use security 'semi-honest' or another reveal mode"
             )
         if lazy and not self.lazy_coin:
-            with_coin = " or ".join(repr(k) for k, e in REVEAL.items() if e.lazy_coin)
             raise ValueError(
-                f"a lazy coin is ANDed with the accept bit in reveal mode {with_coin} only, not {self.name!r}"
+                f"a lazy coin is ANDed with the accept bit in reveal mode {_lazy_modes()} only, "
+                f"not {self.name!r}"
             )
         why = entry.refuses(precompute, lazy, ahead)
         if why is not None:
@@ -251,8 +251,8 @@ class SessionMode:
             )
         if batch.lazy is not None and not self.lazy:
             raise ValueError(
-                f"a lazy coin is ANDed with the accept bit in reveal mode 'sign' only, and only in a session "
-                f"that asks for it (model_params.lazy), not in this {self.mode.name!r} session"
+                f"a lazy coin is ANDed with the accept bit in reveal mode {_lazy_modes()} only, and only in "
+                f"a session that asks for it (model_params.lazy), not in this {self.mode.name!r} session"
             )
         if batch.security != self.security or batch.precompute != self.precompute:
             raise ValueError(
@@ -274,6 +274,11 @@ class SessionMode:
                 f"the session: see {where}"
             )
         return self.entry.rounds(params, self.precompute, self.lazy)
+
+
+def _lazy_modes() -> str:
+    """The reveal modes that take a lazy coin, for a refusal's message."""
+    return " or ".join(repr(k) for k, e in REVEAL.items() if e.lazy_coin)
 
 
 def _sum_party(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
