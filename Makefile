@@ -26,9 +26,14 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # every test, two workers (pytest-xdist); the tests that start daemons in other processes (tests/network/)
-# run on one of them, one at a time (their conftest's xdist_group), the rest share both; tests/README.md
-test: lint typecheck
-	$(BIN)/pytest -q -n 2 --dist loadgroup
+# run on one of them, one at a time (their conftest's xdist_group), the rest share both; tests/README.md.
+# mypy (the typecheck target) runs beside the tests, its report printed after them: both must pass.
+test: lint
+	@$(BIN)/mypy > $(VENV)/mypy.log 2>&1 & typing=$$!; \
+	$(BIN)/pytest -q -n 2 --dist loadgroup; tests=$$?; \
+	wait $$typing; typed=$$?; echo "mypy:"; cat $(VENV)/mypy.log; \
+	if [ $$typed -ne 0 ]; then echo "make test: mypy failed (its report above)" >&2; fi; \
+	if [ $$tests -ne 0 ] || [ $$typed -ne 0 ]; then exit 1; fi
 
 # while working: no test marked slow (no multi-process consortium, no long statistics), same two workers
 test-fast: $(STAMP)
