@@ -139,12 +139,12 @@ def check_accountant(
                 "([simulate] party_accountant): the plan must price the run as their ledgers will",
             )
     if target.accountant == "renyi":
-        observed = coalition_view(mode, m, t, target.colluding).observed
-        if observed != "sign":
+        view = coalition_view(mode, m, t, target.colluding)
+        if not view.observation.only_bit:
             raise r.err(
                 "privacy.accountant",
                 f"'renyi' prices the accept bit, but {target.colluding} colluding registries see "
-                f"{observed!r} in reveal mode {mode!r}: use 'pld'",
+                f"{view.observed!r} in reveal mode {mode!r}: use 'pld'",
             )
 
 

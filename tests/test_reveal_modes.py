@@ -99,3 +99,24 @@ def test_a_session_resolves_its_mode_once_and_refuses_a_batch_that_differs() -> 
     ]:
         with pytest.raises(ValueError, match=why):
             semi.machine(ctxs[1], bad)
+
+
+def test_what_each_view_is_to_the_accounting() -> None:
+    """The charge asks a view's observation (issue 38), so its properties are the table's rows: the outside
+    observer sees each mode's own output; q > t colluders of a Shamir mode see S (sign, blinded) or
+    everything (svt); a bit and a blinded product are post-processings of S, and only the sum is S."""
+    from mechanisms.privacy.threat import OBSERVATIONS, observation
+
+    seen = {k: coalition_view(k, 5, 2, 0).observation for k in REVEAL}
+    assert {k: (o.name, o.noisy_sum, o.of_sum, o.only_bit) for k, o in seen.items()} == {
+        "sum": ("sum", True, True, False),
+        "blinded": ("blinded", False, True, False),
+        "sign": ("sign", False, True, True),
+        "svt": ("svt", False, False, False),
+    }
+    beyond = {k: coalition_view(k, 5, 2, 3).observation.name for k in REVEAL}
+    assert beyond == {"sum": "sum", "blinded": "sum", "sign": "sum", "svt": "everything"}
+    for o in OBSERVATIONS.values():
+        assert o.of_sum or not (o.noisy_sum or o.only_bit), o  # the sum and the bit are bounded by S's curve
+    with pytest.raises(ValueError, match=r"unknown observation 'nope'; expected one of \('sum', 'blinded'"):
+        observation("nope")

@@ -130,7 +130,7 @@ def decision_events(
     (without it every event is as before). Raises :class:`Unaccountable` (see
     the module's table)."""
     if plan.statistics is not None:
-        if view.observed != "sum":
+        if not view.observation.noisy_sum:
             raise Unaccountable(
                 f"{name}: a warm-start release is accounted only when the coalition sees the noisy sum "
                 f"(reveal mode 'sum'), not {view.observed!r}: {view.note}"
@@ -175,7 +175,7 @@ def decision_events(
     if cap is None:
         return [GaussianEvent(mu, count=n, label=f"{label} (no sensitivity cap: Gaussian bound only)")]
     # one profile per session: penalty_step_profile caches the numerical curve by its arguments
-    profile = penalty_step_profile(view.observed, cap, pen.sigma_per_c * cap, view.threat)
+    profile = penalty_step_profile(view.observation, cap, pen.sigma_per_c * cap, view.threat)
     return [
         AmplifiedGaussianEvent(
             mu=mu,
@@ -328,7 +328,7 @@ def coalition_rdp(
     is not of these kinds, or carries no ρ at ``alpha``)."""
     base_view = coalition_view(mode, m, t, charged_for)
     view = coalition_view(mode, m, t, colluding)
-    if base_view.observed != "sign" or view.observed != "sign":
+    if not (base_view.observation.only_bit and view.observation.only_bit):
         return None
     base = accept_bit_table(sd, base_view, cap, (alpha,))
     ratio = float(table_ratio(accept_bit_table(sd, view, cap, (alpha,)), base, cap)[0])
@@ -380,7 +380,7 @@ def _per_decision_events(
         delta = step_sensitivity(model, request.theta, request.theta_star, neighbours, pen.c, pen.b)
         what = where
     mu = float(np.sqrt(np.sum((delta / sd_res) ** 2)))
-    if rdp_orders is None or view.observed != "sign":
+    if rdp_orders is None or not view.observation.only_bit:
         return [GaussianEvent(mu, count=1, label=what)]
     table = accept_bit_table(pen.sd, view, float(cap), rdp_orders)
     rho = tuple(float(r) for r in table.batch_rho(delta))
@@ -420,9 +420,9 @@ def _rejection_events(
         delta = 2.0 * float(cap)
     a_max = -view.threat.m * plan.log_bound_margin
     what = f"{name} rejection ({plan.bound} bound, range <= {float(cap):g}, Delta = {delta:g})"
-    if lazy is not None and (not reveal_mode(mode).lazy_coin or view.observed != "sign"):
+    if lazy is not None and (not reveal_mode(mode).lazy_coin or not view.observation.only_bit):
         raise Unaccountable(f"{name}: lazy rejection sampling: {view.note}; the coin is not secret")
-    if view.observed == "sign":
+    if view.observation.only_bit:
         res = sign_step_profile(delta, view.threat, lazy.gamma if lazy else None, a_max)
         if not res.bounded:
             raise Unaccountable(
@@ -431,7 +431,7 @@ def _rejection_events(
             )
         label = f"{what}, sign, a <= {a_max:g}" + (f", lazy gamma={lazy.gamma:g}" if lazy else "")
         return [ProfileEvent(res.profile, count=n, label=label)]
-    if view.observed in ("sum", "blinded"):
+    if view.observation.of_sum:
         return [ProfileEvent(sum_reveal_profile(delta, view.threat), count=n, label=f"{what}, {mode}")]
     raise Unaccountable(f"{name}: {view.note}")
 
@@ -443,7 +443,7 @@ def _lazy_events(lazy: Lazy, mode: str, view: RevealView, n: int, name: str) -> 
     cover of ``sign_step_profile`` (pure epsilon for the outside observer)."""
     if not reveal_mode(mode).lazy_coin:
         raise Unaccountable(f"{name}: lazy acceptance is revealed only in reveal mode 'sign'")
-    if view.observed != "sign":
+    if not view.observation.only_bit:
         raise Unaccountable(
             f"{name}: lazy acceptance: {view.note}; a coalition that large also knows the secret "
             "coin and the sum, so nothing bounds the exact accept-reject"
@@ -484,7 +484,7 @@ def worst_record_charge(
     assert pen.sd is not None
     sd_res = pen.sd * (view.threat.residual_parties**0.5)
     table = None
-    if rdp_orders is not None and view.observed == "sign":
+    if rdp_orders is not None and view.observation.only_bit:
         table = accept_bit_table(pen.sd, view, float(pen.max_sensitivity), rdp_orders)
     return WorstRecordCharge.of(structure, neighbours, sd_res, table)
 

@@ -53,7 +53,7 @@ from .conversions import gdp_delta
 from .profile import PrivacyProfile
 from .residual import ExGammaNoise, ResidualPenaltyAcceptance, residual_shift_delta
 from .reveal_sign import AcceptanceModel, PenaltyAcceptance, sign_reveal_privacy
-from .threat import ThreatModel
+from .threat import Observation, ThreatModel, observation
 
 __all__ = [
     "GAMMA_NEGLIGIBLE_S",
@@ -214,14 +214,15 @@ def penalty_sign_profile(
 
 
 def penalty_step_profile(
-    observed: str, sensitivity: float, sigma: float, threat: ThreatModel, step: float = 0.01
+    observed: str | Observation, sensitivity: float, sigma: float, threat: ThreatModel, step: float = 0.01
 ) -> PrivacyProfile:
-    """One penalty decision as seen by ``threat`` when it observes ``observed`` (``coalition_view``)."""
-    if observed == "sum":
+    """One penalty decision as seen by ``threat`` when it observes ``observed`` (``coalition_view``: the
+    view's ``observed`` or its ``observation``): the sum reveal's curve, for the sum itself and for every
+    post-processing of it (blinded; the sign, whose own cover is never below it: module docstring)."""
+    obs = observation(observed) if isinstance(observed, str) else observed
+    if obs.noisy_sum:
         return penalty_sum_profile(sensitivity, sigma, threat, step)
-    if observed == "blinded":
-        return penalty_blinded_profile(sensitivity, sigma, threat, step)
-    if observed == "sign":  # the sum curve: the bit's own cover is never below it (module docstring)
-        what = "penalty + sign reveal, bounded by the sum reveal (post-processing): "
+    if obs.of_sum:
+        what = f"penalty + {obs.name} reveal, bounded by the sum reveal ({obs.sum_bound}): "
         return _sum_bound(what, sensitivity, sigma, threat, step)
-    raise ValueError(f"no penalty profile for what a coalition observes in {observed!r}")
+    raise ValueError(f"no penalty profile for what a coalition observes in {obs.name!r}")

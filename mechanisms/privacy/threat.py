@@ -96,6 +96,29 @@ class ThreatModel:
 
 
 @dataclass(frozen=True)
+class Observation:
+    """What a coalition sees of one decision, as the accounting asks it: the charge and the planner ask these
+    properties of the view (``RevealView.observation``), never the mode's name (issue 38).
+
+    ``name``: the reveal mode whose output it is, or ``"everything"`` (no noise the accounting can rely on).
+    ``noisy_sum``: the noisy sum S itself (a warm-start or effects release is accounted only so). ``of_sum``:
+    S or a post-processing of it, so the sum-reveal curve bounds it; ``sum_bound`` says how, in the words a
+    ledger's label carries. ``only_bit``: the accept bit alone, so its Bernoulli cover and its Rényi bound
+    apply and a lazy coin stays secret.
+    """
+
+    name: str
+    noisy_sum: bool = False
+    of_sum: bool = False
+    only_bit: bool = False
+    sum_bound: str = "post-processing"
+
+
+#: the view of a coalition that rebuilds every honest party's inputs (svt beyond its threshold): nothing holds
+EVERYTHING = Observation("everything")
+
+
+@dataclass(frozen=True)
 class RevealView:
     """What a coalition sees of one decision (``observed``) and the noise protecting a record (``threat``).
 
@@ -108,6 +131,11 @@ class RevealView:
     threat: ThreatModel
     note: str
     session_threshold: int
+
+    @property
+    def observation(self) -> Observation:
+        """What ``observed`` is, as the accounting asks it (:class:`Observation`)."""
+        return observation(self.observed)
 
 
 def _sign_beyond(m: int, t: int, threat: ThreatModel, beyond: str) -> RevealView:
@@ -142,11 +170,13 @@ class RevealPrivacy:
     the table above), or None when the coalition sees the revealed value whatever q (additive sum: it
     shares nothing with degree t). ``sees``: the within-threshold observation in words, default "the
     <mode> output". ``charged_per_run``: a party charges its budget once for the whole run (federated
-    ABCDP's SVT: one event per run), not once per batch.
+    ABCDP's SVT: one event per run), not once per batch. ``observation``: what its output is to the
+    accounting (within the threshold; beyond it ``beyond`` names another).
     """
 
     name: str
     beyond: Callable[[int, int, ThreatModel, str], RevealView] | None
+    observation: Observation
     sees: str | None = None
     charged_per_run: bool = False
 
@@ -156,10 +186,20 @@ class RevealPrivacy:
 #: ``reveal_sum``, ``reveal_blinded``, ``reveal_sign`` (and ``mechanisms.abcdp`` for svt); this table says
 #: which observation they are fed.
 REVEAL_PRIVACY: dict[str, RevealPrivacy] = {
-    "sum": RevealPrivacy("sum", None, sees="S (conservative: it goes to the coordinator only)"),
-    "blinded": RevealPrivacy("blinded", _blinded_beyond),
-    "sign": RevealPrivacy("sign", _sign_beyond),
-    "svt": RevealPrivacy("svt", _svt_beyond, charged_per_run=True),
+    "sum": RevealPrivacy(
+        "sum",
+        None,
+        Observation("sum", noisy_sum=True, of_sum=True),
+        sees="S (conservative: it goes to the coordinator only)",
+    ),
+    "blinded": RevealPrivacy(
+        "blinded",
+        _blinded_beyond,
+        Observation("blinded", of_sum=True, sum_bound="post-processing; not tight"),
+    ),
+    "sign": RevealPrivacy("sign", _sign_beyond, Observation("sign", of_sum=True, only_bit=True)),
+    # the SVT's bits are accounted by mechanisms.abcdp (charged once per run), not by these properties
+    "svt": RevealPrivacy("svt", _svt_beyond, Observation("svt"), charged_per_run=True),
 }
 #: the modes whose sharings are Shamir (degree t): a coalition beyond t sees more than the revealed value
 SHAMIR_MODES: tuple[str, ...] = tuple(k for k, e in REVEAL_PRIVACY.items() if e.beyond is not None)
@@ -171,6 +211,22 @@ def reveal_privacy(mode: str) -> RevealPrivacy:
     if entry is None:
         raise ValueError(f"unknown reveal mode {mode!r}; expected one of {tuple(REVEAL_PRIVACY)}")
     return entry
+
+
+#: every observation a view can name: each mode's output, and "everything"
+OBSERVATIONS: dict[str, Observation] = {
+    **{k: e.observation for k, e in REVEAL_PRIVACY.items()},
+    EVERYTHING.name: EVERYTHING,
+}
+
+
+def observation(name: str) -> Observation:
+    """The observation named ``name`` (a reveal mode's output, or "everything"); ``ValueError`` naming the
+    known ones if there is none."""
+    found = OBSERVATIONS.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise ValueError(f"unknown observation {name!r}; expected one of {tuple(OBSERVATIONS)}")
+    return found
 
 
 def coalition_view(mode: str, m: int, t: int, colluding: int) -> RevealView:
