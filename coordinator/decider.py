@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.api import BlockingSession
+from hss.modes import FEATURES, reveal_mode
 from mechanisms.abcdp.driver import SvtRequest
 from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.requests import DecisionRequest
@@ -70,7 +71,7 @@ class NetworkSvtDecider:
 
     def __call__(self, request: SvtRequest) -> npt.NDArray[np.bool_]:
         mode = self.session.spec.reveal_mode
-        if mode != "svt":
+        if reveal_mode(mode).inputs != FEATURES:
             raise ValueError(f"SVT requests need a session in reveal mode 'svt', not {mode!r}")
         t = time.perf_counter()
         d = self.session.evaluate({"phibar": request.phibar}, request.n)

@@ -47,7 +47,7 @@ from mechanisms.samplers import (
 from mechanisms.samplers.blocked import BlockedDecider, BlockedMH, SharedAuto, SharedState, blocked_kernel
 from mechanisms.samplers.local import EffectsRelease
 from mechanisms.samplers.mh import WARM_INFLATE
-from mechanisms.samplers.plan import DecisionPlan
+from mechanisms.samplers.plan import RELEASE_MODE, DecisionPlan
 from mechanisms.samplers.rejection import RejectionSampler
 from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
@@ -416,8 +416,8 @@ class BlockedDriver(MHDriver):
             )
             try:
                 sess = coord.open_session(SessionOptions(
-                    reveal_mode="sum", model=exp.analysis(), model_params=plan.to_params(), t=exp.threshold,
-                    topology=exp.topology, security=exp.security, study=exp.study_text,
+                    reveal_mode=RELEASE_MODE, model=exp.analysis(), model_params=plan.to_params(),
+                    t=exp.threshold, topology=exp.topology, security=exp.security, study=exp.study_text,
                 ))  # fmt: skip
             except SessionError as exc:
                 self.kept_by = str(exc)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from coordinator.tables import Reader
 from mechanisms.privacy.threat import plain_threat_sentence
+from mechanisms.samplers.plan import RELEASE_MODE
 from proto.spec import default_identity
 from proto.study import STUDY_VERSION, Study, StudyError, parse_date
 
@@ -124,7 +125,7 @@ def study_document(exp: Experiment, settings: StudySettings, r: Reader) -> dict[
             "are made from the registries' columns at run time; remove [study]",
         )
     warm = exp.warm_start is not None
-    modes = [exp.reveal_mode] + (["sum"] if warm and exp.reveal_mode != "sum" else [])
+    modes = [exp.reveal_mode] + ([RELEASE_MODE] if warm and exp.reveal_mode != RELEASE_MODE else [])
     model = {"name": exp.model_name, "params": dict(exp.model_params)}
     sampler: dict[str, Any] = {
         "kind": s.kind,

@@ -42,7 +42,7 @@ import numpy as np
 
 from coordinator.tables import Reader
 from mechanisms.models.base import F64, Model
-from mechanisms.samplers.plan import DecisionPlan
+from mechanisms.samplers.plan import RELEASE_MODE, DecisionPlan
 from mechanisms.warmstart import (
     CURVATURES,
     LaplaceApproximation,
@@ -257,7 +257,7 @@ def network_warm_start(
             for other in list(sessions):  # one session of a run at a time: the earlier one is closed first
                 sessions.pop(other).close("done")
             sess = coord.open_session(SessionOptions(
-                reveal_mode="sum",
+                reveal_mode=RELEASE_MODE,
                 model=exp.analysis(),
                 model_params=session_plan(model_params_of(current, exp.model_params), stats),
                 t=exp.threshold,

@@ -35,7 +35,7 @@ from mechanisms.models.base import Model, SchemaError, load_model
 from mechanisms.models.hierarchy import SharedModel
 from mechanisms.samplers.blocked import TERM_FLOOR
 from mechanisms.samplers.local import EffectsRelease, LocalState, RegistryBlock
-from mechanisms.samplers.plan import DecisionPlan
+from mechanisms.samplers.plan import RELEASE_MODE, DecisionPlan
 from mechanisms.samplers.requests import DecisionRequest, record_sensitivity, within_cap
 from mechanisms.samplers.terms import Terms, party_noise, party_terms
 from mechanisms.warmstart import Statistics
@@ -299,8 +299,10 @@ class ModelAnalysis:
     ) -> Terms:
         """A warm-start release (:mod:`mechanisms.warmstart`): this registry's sums of the per-record vectors
         plus its own Gaussian noise (CSPRNG), scaled; revealed only as the total (reveal mode ``sum``)."""
-        if mode != "sum":
-            raise AnalysisError(f"{self.name}: a statistics release runs in reveal mode 'sum', not {mode!r}")
+        if mode != RELEASE_MODE:
+            raise AnalysisError(
+                f"{self.name}: a statistics release runs in reveal mode {RELEASE_MODE!r}, not {mode!r}"
+            )
         want = warmstart.dimension(stats.what, model)
         if n != want:
             raise AnalysisError(f"{self.name}: a {stats.what} release has {want} values, got a batch of {n}")
@@ -503,8 +505,10 @@ class ModelAnalysis:
                 f"{self.name}: this registry does not release its random effect's draws ([allow] "
                 "release_effects = false, the default): they stay here"
             )
-        if mode != "sum":
-            raise AnalysisError(f"{self.name}: an effects release runs in reveal mode 'sum', not {mode!r}")
+        if mode != RELEASE_MODE:
+            raise AnalysisError(
+                f"{self.name}: an effects release runs in reveal mode {RELEASE_MODE!r}, not {mode!r}"
+            )
         block = self.registry_block(model, cols, plan)
         levels, chains = block.hierarchy.m, release.chains
         if n != release.size(levels):

@@ -66,6 +66,8 @@ PARAMS = (
 #: what a model session's batches are: accept-reject decisions (MH, rejection), warm-start releases or the
 #: release of a blocked run's registry effects
 PLAN_KINDS = (*KINDS, "statistics", "effects")
+#: the reveal mode a release (kind "statistics" or "effects") runs in: its noisy total is what it opens
+RELEASE_MODE = "sum"
 #: rejection sampling's bound M_j: each party's own maximum likelihood, or the model's public bound
 BOUNDS = ("data", "public")
 #: the confidential noise each party adds: Gamma(1/m, 1) shares of Exp(1), or none (tests only)
