@@ -353,6 +353,63 @@ def test_kinds_are_compared_only_where_they_are_owned() -> None:
     assert not found, f"kind strings compared outside their owners: {found}"
 
 
+#: the reveal modes (``hss.modes.REVEAL``) and the modules that own them: the protocol side's table and the
+#: privacy side's (``mechanisms.privacy.threat``: each mode's ``Observation``, which the charge asks)
+MODE_STRINGS = {"sum", "blinded", "sign", "svt"}
+MODE_OWNERS = {"hss/modes.py", "mechanisms/privacy/threat.py"}
+
+
+def mode_comparisons(path: Path) -> list[int]:
+    """Lines of ``path`` testing a value against a reveal mode's name (``==``, ``!=``, or ``in`` a tuple of
+    them; ``"svt" in record``, a key's lookup, is not a comparison of a mode)."""
+
+    def is_mode(node: ast.expr) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in MODE_STRINGS
+        return isinstance(node, ast.Tuple | ast.List | ast.Set) and bool(node.elts) and all(
+            is_mode(e) for e in node.elts
+        )
+
+    lines = []
+    for n in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if not isinstance(n, ast.Compare):
+            continue
+        operands = [n.left, *n.comparators]
+        for op, left, right in zip(n.ops, operands[:-1], operands[1:], strict=True):
+            equality = isinstance(op, ast.Eq | ast.NotEq) and (is_mode(left) or is_mode(right))
+            membership = isinstance(op, ast.In | ast.NotIn) and is_mode(right) and not isinstance(
+                right, ast.Constant
+            )
+            if equality or membership:
+                lines.append(n.lineno)
+                break
+    return lines
+
+
+def test_reveal_modes_are_compared_only_where_they_are_owned() -> None:
+    """Outside the two tables of reveal modes, code asks the mode's entry (``RevealMode.lazy_coin``,
+    ``.inputs``) or what its output is to the accounting (``RevealView.observation``: ``only_bit``,
+    ``of_sum``, ``noisy_sum``) instead of comparing mode names; a release names ``RELEASE_MODE``.
+    ``simulations/`` is not checked: its benchmarks and audit configs choose modes by name."""
+    found = []
+    for pkg in ("hss", "mechanisms", "parties", "coordinator", "proto"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel in MODE_OWNERS or path.name.endswith("_pb2.py"):
+                continue
+            found += [f"{rel}:{line}" for line in mode_comparisons(path)]
+    assert not found, f"reveal-mode names compared outside their owners: {found}"
+
+
+def test_mode_comparisons_are_seen(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        'if view.observed != "sign":\n    pass\nok = mode in ("sum", "blinded")\nkey = "svt" in record\n'
+        'k = s.kind == "mh"\nb = view.observation.only_bit\nz = "sum" == m\n'
+    )
+    assert mode_comparisons(probe) == [1, 3, 7]  # not a key's lookup, a kind or a property
+
+
 def test_kind_comparisons_are_seen(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(
