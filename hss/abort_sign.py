@@ -12,10 +12,13 @@ Inline (the rounds, 1 to 12):
    values at 0 (a fresh secret mask) and 1..B of f, and the B + 1 values of q with
    prod_{k=1..B} (X - k) q = f (f - 1)); GRR reshares of r s, s^2 and s_{2a} s_{2a+1} for the K mask bits'
    PRSS values s (and the lazy coin's L bits), and of r r_hi (the mask's high part, a PRSS integer);
-2. MACs and squares opened: GRR reshares of (r s) s and (r s_{2a}) s_{2a+1}; the squares u = s^2 and a coin
-   seed opened with error detection; b_i = (1 + s_i / sqrt(u_i)) / 2 and the pair products
-   [b_{2a} b_{2a+1}] are then local, as in the semi-honest precompute;
-3. the masked input opened and the bit proofs checked: c = S + 2^K + r, with
+2. MACs and squares opened: GRR reshares of (r s_{2a}) s_{2a+1}; the squares u = s^2 and a coin seed opened
+   with error detection; b_i = (1 + s_i / sqrt(u_i)) / 2 and the pair products [b_{2a} b_{2a+1}] are then
+   local, as in the semi-honest precompute;
+3. the masked input opened and the bit proofs checked, and the squares' check dealt: one duplicated dot
+   product w = sum_i gamma_i s_i s_i with its MAC (coins gamma from round 2's seed), claimed equal to the
+   public sum_i gamma_i u_i at verify (:func:`_square_check`: two field elements per batch instead of a MAC
+   per square, (r s) s, which the first version reshared in round 2); c = S + 2^K + r, with
    S = pub + sum_j (sum_i 2^i d_ji - 2^(B-1)) and r = sum_i 2^i b_i + 2^K r_hi, opened with error
    detection (raw degree-t shares; honest dealers' fresh polynomials make every coefficient but the value
    uniform), and every dealer's (f(x), q(x)) at the coin's point x, also with error detection: a dealt
@@ -33,7 +36,8 @@ broadcasts each party's roots v; every party claims [u] v^2 - 1 = 0 for every ro
 (:meth:`AuthParty.claim_zero`), so a wrong root, or different roots sent to different parties, fails verify
 (or the error-detecting opening of c first). blocks4 (11): the block monomials of hss.sign_blocks with
 MACs: round 1 reshares the block pairs s_a s_b, round 2 the triples s_c (s_a s_b) with MACs (r s_c)(s_a s_b)
-and the quadruples (s_a s_b)(s_c s_d), round 3 the quadruples' MACs (r s_a s_b)(s_c s_d) (a MAC may come
+and the quadruples (s_a s_b)(s_c s_d), round 3 the quadruples' MACs (r s_a s_b)(s_c s_d) and, as inline,
+the squares' dot product (a MAC may come
 later than its value: only verify uses it, and r stays secret until then); the first level over blocks is
 local, so the tree has 4 product rounds instead of 5. Lazy coin (inline, 13): the coin's L bits come with
 the mask bits, its tree [u < k] advances in the comparison's product rounds, and one more duplicated
@@ -48,7 +52,8 @@ B checked bits makes every effective term lie in [-2^(B-1), 2^(B-1)) whatever a 
 x_c, and an abort depends only on what the deviating parties sent (and on r, the coins and beta), never on
 the honest parties' data. The price is the dealt values: 2B + 2 field elements per ordered pair of parties
 per decision (the first version gave every dealt bit a MAC, (1 + m) B elements: 4.4x the semi-honest bytes at
-m = 3 and 6.0x at m = 7, now 3.7x and 3.8x; docs/BENCHMARKS.md).
+m = 3 and 6.0x at m = 7, then 3.7x and 3.8x; with the squares checked by one dot product 3.3x and 3.4x;
+docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -106,6 +111,27 @@ def sign_party_abort(
     return Machine(ctx.party, gen, "decide[sign, abort]")
 
 
+def _square_check(
+    auth: AuthParty, s: Auth, u: F.FieldArray, seed: F.FieldArray
+) -> tuple[list[F.FieldArray], F.FieldArray]:
+    """The check that every opened square u_i is s_i s_i, for one duplicated dot product instead of a MAC
+    per square: coins gamma from the seed opened with the squares (label 1; label 0 is the proofs' point),
+    w = sum_i gamma_i s_i s_i and its MAC sum_i gamma_i (r s_i) s_i to reshare (two degree-2t values), and
+    the public -sum_i gamma_i u_i to add to w for the claim w - sum_i gamma_i u_i = 0.
+
+    Sound: a reshare error d_i of a square (round 1) is fixed before the seed is opened (round 2), so
+    sum_i gamma_i d_i = 0 only with probability 1/p when some d_i != 0; the dot product's own errors
+    (d1, d2), made after gamma is public but before the key r is, pass the MAC check only if d2 = r d1,
+    probability 1/p unless d1 = 0, and with d1 = 0 the claim is sum_i gamma_i d_i. Nothing is opened: w
+    enters verify's CheckZero only."""
+    flat_s, flat_rs = s.x.reshape(-1, 2), s.mac.reshape(-1, 2)
+    gamma = auth.coin(seed, 1, flat_s.shape[0])
+    dot = F.lincomb(gamma, F.mul(flat_s, flat_s))[None]
+    mac = F.lincomb(gamma, F.mul(flat_rs, flat_s))[None]
+    claim = F.neg(F.lincomb(gamma, np.ascontiguousarray(u).reshape(-1, 2)))[None]
+    return [dot, mac], claim
+
+
 def _term_bits(x: npt.NDArray[np.int64], nbits: int) -> F.FieldArray:
     """The bits of x + 2^(nbits-1), shape (nbits, n), as field elements."""
     return int_bits((x + (1 << (nbits - 1))).astype(np.uint64), nbits)
@@ -155,14 +181,15 @@ def _sign_gen(
     )
     d_x = np.stack([dealt.get(j, F.zeros(shapes[j])) for j in ctx.all])  # (m, 2B + 2, n), degree t
 
-    # --- round 2: MACs of the squares and products; u (or its chunks) and a seed opened ---
+    # --- round 2: MACs of the pair products (pooled: and the squares'); u or its chunks and a seed opened ---
     seed_share = ctx.prss.random(P_SIGN_COIN, step, (1,))
-    grrs = [F.mul(rs, s), F.mul(rs[pa], s[pb])]
+    pooled = precompute == "pooled"
+    grrs = [F.mul(rs[pa], s[pb])] + ([F.mul(rs, s)] if pooled else [])
     if lay is not None:  # triples s_c (s_a s_b) with MACs (r s_c)(s_a s_b); quadruples (s_a s_b)(s_c s_d)
         trip = F.mul(s[lay.t_one], ss[lay.t_pair])
         grrs += [trip, F.mul(rs[lay.t_one], ss[lay.t_pair]), F.mul(ss[lay.q_lo], ss[lay.q_hi])]
     extra = None
-    if precompute == "pooled":  # the squares of chunk j opened to party j only
+    if pooled:  # the squares of chunk j opened to party j only
         flat_u = u_sh.reshape(-1, 2)
         chunks = dict(enumerate(root_chunks(nrows * n, m), start=1))
         zero = {j: 0 for j in ctx.all}
@@ -172,10 +199,10 @@ def _sign_gen(
         opens = [u_sh, seed_share]
     what = "MACs and opened squares"
     _, res, opened = yield from auth.round(what, grrs=grrs, opens=opens, extra=extra)
-    s_auth, u_auth = Auth(s, rs), Auth(u_sh, res[0])
-    pairs_ss, r_top = Auth(ss, res[1]), Auth(r_hi, r_hi_mac)
-    auth.track([r_top, pairs_ss])
+    s_auth, pairs_ss, r_top = Auth(s, rs), Auth(ss, res[0]), Auth(r_hi, r_hi_mac)
+    auth.track([r_top, pairs_ss, s_auth])
     seed = opened[-1]
+    square_check: list[F.FieldArray] = []
     if extra is not None:  # pooled, round 3: each party's roots of its chunk, broadcast
         assert extra.opened_here is not None
         mine = auth.inverse_roots(extra.opened_here)
@@ -184,11 +211,13 @@ def _sign_gen(
         yield from auth.round("roots broadcast", extra=roots)
         assert roots.publics is not None
         v = np.concatenate([roots.publics[j] for j in ctx.all]).reshape(nrows, n, 2)
-        auth.track([s_auth, u_auth])
+        u_auth = Auth(u_sh, res[1])
+        auth.track([u_auth])
         auth.claim_zero(auth.add_public(mul_public(u_auth, F.mul(v, v)), F.P - 1))  # u v^2 = 1
-        bits = mul_public(auth.add_public(mul_public(s_auth, v), 1), _INV2)
-    else:
-        bits, v = auth.bits_with_roots(s_auth, u_auth, opened[0])  # checks u, tracks both pairs
+    else:  # u public: the squares are checked by one duplicated dot product in the next round
+        v = auth.inverse_roots(opened[0])  # abort on a u that is 0 or not a square
+        square_check, square_claim = _square_check(auth, s_auth, opened[0], seed)
+    bits = mul_public(auth.add_public(mul_public(s_auth, v), 1), _INV2)
 
     # --- the masked terms opened with error detection; the bit proofs at x; blocks4: the quadruples' MACs ---
     pow_b = F.from_ints([1 << i for i in range(nb)])
@@ -201,20 +230,25 @@ def _sign_gen(
     (point,) = F.to_ints(auth.coin(seed, 0, 1))
     if point <= 2 * nb + 1:  # probability (2B + 2) / p honestly
         raise AbortError(step, auth.rounds, "term bit proofs", "the proof's point is an interpolation point")
-    grrs = []
+    grrs = list(square_check)  # the squares' dot product and its MAC (inline, blocks4)
     if lay is not None:
-        grrs.append(F.mul(res[1][lay.q_lo], ss[lay.q_hi]))  # (r s_a s_b)(s_c s_d)
+        grrs.append(F.mul(res[0][lay.q_lo], ss[lay.q_hi]))  # (r s_a s_b)(s_c s_d)
     opens = [c_x, proof_openings(d_x, point)]
     _, res3, (c, proofs) = yield from auth.round("masked terms opened", grrs=grrs, opens=opens)
     if not proof_holds(proofs, point, nb).all():
         raise AbortError(step, auth.rounds, "term bit proofs", "a party's dealt term is not all bits")
+    if square_check:  # sum_i gamma_i s_i s_i (reshared now, with its MAC) minus the public sum_i gamma_i u_i
+        dot = Auth(res3[0], res3[1])
+        auth.track([dot])
+        auth.claim_zero(auth.add_public(dot, square_claim))
+        res3 = res3[2:]
     c_hi = F.shift_right(c, kbits)
     c_lo = F.low_word(c)
     cb = ((c_lo[None, :] >> np.arange(kbits, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)
 
     # --- the first carry level, local (its MACs by the same affine map with the key share for 1) ---
     if lay is not None:
-        high = Auth(np.concatenate([res[2], res[4]]), np.concatenate([res[3], res3[0]]))  # triples, quads
+        high = Auth(np.concatenate([res[1], res[3]]), np.concatenate([res[2], res3[0]]))  # triples, quads
         auth.track([high])
         roots_t = monomial_roots(v, kbits)
         sig = mul_public(_stack([s_auth, pairs_ss, high]), roots_t)

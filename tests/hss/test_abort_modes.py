@@ -20,7 +20,7 @@ from scipy import stats
 
 from hss import abort_sign
 from hss import field as F
-from hss.abort_modes import sum_party_abort, sum_receiver_abort
+from hss.abort_modes import sum_party_abort, sum_receiver_abort, term_bits
 from hss.abort_sign import sign_abort_rounds, sign_party_abort, sign_receiver_abort
 from hss.authenticated import AbortError
 from hss.lazy_coin import LazyCoin
@@ -317,6 +317,40 @@ def test_pooled_roots_of_the_other_sign_to_one_peer_are_caught() -> None:
     outcome, decided = run_with_receiver(sign_machines(m, seed, vals, pub, variant="pooled"), {1}, flip, N)
     assert isinstance(decided, AbortError)
     assert all(isinstance(outcome[p], AbortError) for p in (2, 3))
+
+
+@pytest.mark.parametrize(("m", "variant"), [(3, "inline"), (5, "inline"), (3, "blocks4"), (3, "lazy")])
+def test_a_shifted_square_is_caught_whether_or_not_it_is_a_square(m: int, variant: str) -> None:
+    """The additive attack on a mask bit's square: party 1 reshares its part of s_0^2 (decision 0, bit 0) as
+    a consistent degree-t sharing shifted by c (its sub-share to party j moved by c (j - 1), its own
+    untouched), so every party opens u_0 = s_0^2 + w c for a weight w != 0. A u_0 that is not a square aborts
+    when the roots are taken (round 2); one that is a square would make bit 0 a field element other than 0
+    or 1 (the comparison then wrong in a way that depends on the terms) and is caught by verify: the
+    squares' dot product (inline, blocks4, lazy: one per batch) no longer matches the opened u. Every honest
+    party aborts for every c, both ways occur over c = 1..24, and the receiver never gets a decision."""
+    seed = f"shifted-square-{m}-{variant}"
+    vals, pub = terms(m, N, seed=3)
+    params = make_session(m, seed=seed)[0]
+    nrows = params.fmt.compare_bits + (VARIANTS[variant][1].bits if VARIANTS[variant][1] else 0)
+    first_square = (2 * term_bits(params) + 2) * N + nrows * N  # after the dealt bits and the r s reshares
+    where: dict[str, int] = defaultdict(int)
+    for c in range(1, 25):
+
+        def shift(rnd: int, src: int, dst: int, payload: Payload, prev: Prev, c: int = c) -> Payload:
+            if rnd != 1 or dst == RECEIVER:
+                return payload
+            arr = payload.reshape(-1, 2).copy()
+            arr[first_square] = F.add(arr[first_square], F.const(c * (dst - 1)))
+            return arr.reshape(-1)
+
+        machines = sign_machines(m, seed, vals, pub, variant=variant)
+        outcome, decided = run_with_receiver(machines, {1}, shift, N)
+        assert isinstance(decided, AbortError), c
+        caught = {outcome[p].what for p in range(2, m + 1) if isinstance(outcome[p], AbortError)}
+        assert len([p for p in range(2, m + 1) if isinstance(outcome[p], AbortError)]) == m - 1, (c, outcome)
+        assert len(caught) == 1, caught
+        where[caught.pop()] += 1
+    assert set(where) == {"random bits", "verify"}, where
 
 
 @pytest.mark.parametrize("m", [3, 5])
