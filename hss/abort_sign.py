@@ -32,9 +32,12 @@ Inline (the rounds, 1 to 12):
 
 pooled (13): as the semi-honest pooled precompute, each public root is computed by one party: in round 2 the
 squares of chunk j are opened to party j only (all m raw shares to it, error detection there), round 3
-broadcasts each party's roots v; every party claims [u] v^2 - 1 = 0 for every root
-(:meth:`AuthParty.claim_zero`), so a wrong root, or different roots sent to different parties, fails verify
-(or the error-detecting opening of c first). blocks4 (11): the block monomials of hss.sign_blocks with
+broadcasts each party's roots v; round 4 opens a second seed with c (after every root is fixed: the root's
+holder knows u, so coins it knew could let two wrong roots cancel), and the squares' dot product with
+weights gamma_i v_i^2 rides with the tree's first products (:meth:`AuthParty.multiply_with`), claimed equal
+to sum_i gamma_i at verify: a wrong root fails verify, different roots sent to different parties make the
+error-detecting opening of c fail first (the first version claimed [u] v^2 - 1 = 0 for every root, which
+needed a MAC of every square). blocks4 (11): the block monomials of hss.sign_blocks with
 MACs: round 1 reshares the block pairs s_a s_b, round 2 the triples s_c (s_a s_b) with MACs (r s_c)(s_a s_b)
 and the quadruples (s_a s_b)(s_c s_d), round 3 the quadruples' MACs (r s_a s_b)(s_c s_d) and, as inline,
 the squares' dot product (a MAC may come
@@ -75,7 +78,7 @@ from hss.sign_blocks import BlockMaterial, block_nodes, layout, monomial_roots, 
 __all__ = ["sign_abort_rounds", "sign_party_abort", "sign_receiver_abort"]
 
 #: PRSS purposes of this module (hss.primitives 1..7, hss.svt 101..106, hss.authenticated 201, 202, 1000+k)
-P_SIGN_S, P_SIGN_COIN = 301, 302
+P_SIGN_S, P_SIGN_COIN, P_SIGN_COIN_ROOTS = 301, 302, 303
 
 _INV2 = pow(2, F.P - 2, F.P)
 _INV4 = pow(4, F.P - 2, F.P)
@@ -112,23 +115,25 @@ def sign_party_abort(
 
 
 def _square_check(
-    auth: AuthParty, s: Auth, u: F.FieldArray, seed: F.FieldArray
+    auth: AuthParty, s: Auth, inv_u: F.FieldArray, seed: F.FieldArray
 ) -> tuple[list[F.FieldArray], F.FieldArray]:
-    """The check that every opened square u_i is s_i s_i, for one duplicated dot product instead of a MAC
-    per square: coins gamma from the seed opened with the squares (label 1; label 0 is the proofs' point),
-    w = sum_i gamma_i s_i s_i and its MAC sum_i gamma_i (r s_i) s_i to reshare (two degree-2t values), and
-    the public -sum_i gamma_i u_i to add to w for the claim w - sum_i gamma_i u_i = 0.
+    """The check that every mask bit's public inverse square v_i^2 = ``inv_u`` is 1 / (s_i s_i), i.e. that
+    b_i = (1 + s_i v_i) / 2 is a bit, for one duplicated dot product instead of a MAC per square: coins
+    gamma from ``seed`` (label 1; label 0 is the proofs' point), w = sum_i gamma_i v_i^2 s_i s_i and its MAC
+    sum_i gamma_i v_i^2 (r s_i) s_i to reshare (two degree-2t values), and the public -sum_i gamma_i to add
+    to w for the claim w - sum_i gamma_i = 0.
 
-    Sound: a reshare error d_i of a square (round 1) is fixed before the seed is opened (round 2), so
-    sum_i gamma_i d_i = 0 only with probability 1/p when some d_i != 0; the dot product's own errors
-    (d1, d2), made after gamma is public but before the key r is, pass the MAC check only if d2 = r d1,
-    probability 1/p unless d1 = 0, and with d1 = 0 the claim is sum_i gamma_i d_i. Nothing is opened: w
-    enters verify's CheckZero only."""
+    Sound: the seed is opened after every v_i is fixed (inline, blocks4: v_i from u_i, opened with the seed,
+    whose reshare errors were fixed in round 1; pooled: a second seed opened after the roots' broadcast), so
+    sum_i gamma_i (v_i^2 s_i^2 - 1) = 0 only with probability 1/p when some v_i^2 s_i^2 != 1; the dot
+    product's own errors (d1, d2), made after gamma is public but before the key r is, pass the MAC check
+    only if d2 = r d1, probability 1/p unless d1 = 0. Nothing is opened: w enters verify's CheckZero only."""
     flat_s, flat_rs = s.x.reshape(-1, 2), s.mac.reshape(-1, 2)
     gamma = auth.coin(seed, 1, flat_s.shape[0])
-    dot = F.lincomb(gamma, F.mul(flat_s, flat_s))[None]
-    mac = F.lincomb(gamma, F.mul(flat_rs, flat_s))[None]
-    claim = F.neg(F.lincomb(gamma, np.ascontiguousarray(u).reshape(-1, 2)))[None]
+    weights = F.mul(gamma, np.ascontiguousarray(inv_u).reshape(-1, 2))
+    dot = F.lincomb(weights, F.mul(flat_s, flat_s))[None]
+    mac = F.lincomb(weights, F.mul(flat_rs, flat_s))[None]
+    claim = F.neg(F.lincomb(F.from_ints([1] * flat_s.shape[0]), gamma))[None]
     return [dot, mac], claim
 
 
@@ -181,10 +186,10 @@ def _sign_gen(
     )
     d_x = np.stack([dealt.get(j, F.zeros(shapes[j])) for j in ctx.all])  # (m, 2B + 2, n), degree t
 
-    # --- round 2: MACs of the pair products (pooled: and the squares'); u or its chunks and a seed opened ---
+    # --- round 2: MACs of the pair products; u (pooled: its chunks, one to each party) and a seed opened ---
     seed_share = ctx.prss.random(P_SIGN_COIN, step, (1,))
     pooled = precompute == "pooled"
-    grrs = [F.mul(rs[pa], s[pb])] + ([F.mul(rs, s)] if pooled else [])
+    grrs = [F.mul(rs[pa], s[pb])]
     if lay is not None:  # triples s_c (s_a s_b) with MACs (r s_c)(s_a s_b); quadruples (s_a s_b)(s_c s_d)
         trip = F.mul(s[lay.t_one], ss[lay.t_pair])
         grrs += [trip, F.mul(rs[lay.t_one], ss[lay.t_pair]), F.mul(ss[lay.q_lo], ss[lay.q_hi])]
@@ -211,12 +216,9 @@ def _sign_gen(
         yield from auth.round("roots broadcast", extra=roots)
         assert roots.publics is not None
         v = np.concatenate([roots.publics[j] for j in ctx.all]).reshape(nrows, n, 2)
-        u_auth = Auth(u_sh, res[1])
-        auth.track([u_auth])
-        auth.claim_zero(auth.add_public(mul_public(u_auth, F.mul(v, v)), F.P - 1))  # u v^2 = 1
     else:  # u public: the squares are checked by one duplicated dot product in the next round
         v = auth.inverse_roots(opened[0])  # abort on a u that is 0 or not a square
-        square_check, square_claim = _square_check(auth, s_auth, opened[0], seed)
+        square_check, square_claim = _square_check(auth, s_auth, F.mul(v, v), seed)
     bits = mul_public(auth.add_public(mul_public(s_auth, v), 1), _INV2)
 
     # --- the masked terms opened with error detection; the bit proofs at x; blocks4: the quadruples' MACs ---
@@ -234,7 +236,12 @@ def _sign_gen(
     if lay is not None:
         grrs.append(F.mul(res[0][lay.q_lo], ss[lay.q_hi]))  # (r s_a s_b)(s_c s_d)
     opens = [c_x, proof_openings(d_x, point)]
-    _, res3, (c, proofs) = yield from auth.round("masked terms opened", grrs=grrs, opens=opens)
+    if pooled:  # the squares' coins come after the roots (a root's holder must not know them): seed 2
+        opens.append(ctx.prss.random(P_SIGN_COIN_ROOTS, step, (1,)))
+    _, res3, (c, proofs, *roots_seed) = yield from auth.round("masked terms opened", grrs=grrs, opens=opens)
+    late_check: list[F.FieldArray] = []
+    if roots_seed:  # pooled: the dot product rides with the tree's first products
+        late_check, late_claim = _square_check(auth, s_auth, F.mul(v, v), roots_seed[0])
     if not proof_holds(proofs, point, nb).all():
         raise AbortError(step, auth.rounds, "term bit proofs", "a party's dealt term is not all bits")
     if square_check:  # sum_i gamma_i s_i s_i (reshared now, with its MAC) minus the public sum_i gamma_i u_i
@@ -283,7 +290,13 @@ def _sign_gen(
             if half > 1:
                 pairs.append((_rows(p, slice(3, 2 * half, 2)), _rows(p, slice(2, 2 * half, 2))))
             cuts.append((half, 2 * half - 1))
-        prods = _stack((yield from auth.multiply(pairs)))
+        products, checks = yield from auth.multiply_with(pairs, late_check)
+        if late_check:
+            dot = Auth(checks[0], checks[1])
+            auth.track([dot])
+            auth.claim_zero(auth.add_public(dot, late_claim))
+            late_check = []
+        prods = _stack(products)
         at, advanced = 0, []
         for (g, p), (half, size) in zip(trees, cuts, strict=True):
             if not half:

@@ -332,16 +332,24 @@ class AuthParty:
 
     def multiply(self, pairs: Sequence[tuple[Auth, Auth]]) -> PartyGen[list[Auth]]:
         """[a b] for each pair, in one round: x_a x_b and (r x_a) x_b reshared in the same messages."""
+        out, _ = yield from self.multiply_with(pairs, ())
+        return out
+
+    def multiply_with(
+        self, pairs: Sequence[tuple[Auth, Auth]], grrs: Sequence[F.FieldArray]
+    ) -> PartyGen[tuple[list[Auth], list[F.FieldArray]]]:
+        """:meth:`multiply`, with the caller's own degree-2t values ``grrs`` reshared in the same round's
+        messages (after the products'); returns the products (tracked) and those reshares (not tracked)."""
         self._open_for("multiply")
-        grrs: list[F.FieldArray] = []
+        flat: list[F.FieldArray] = []
         for a, b in pairs:
             if a.shape != b.shape:
                 raise ValueError(f"multiply: shapes {a.shape} and {b.shape} differ")
-            grrs += [F.mul(a.x, b.x), F.mul(a.mac, b.x)]
-        _, res, _ = yield from self._round("multiply", grrs=grrs)
+            flat += [F.mul(a.x, b.x), F.mul(a.mac, b.x)]
+        _, res, _ = yield from self._round("multiply", grrs=[*flat, *grrs])
         out = [Auth(res[2 * i], res[2 * i + 1]) for i in range(len(pairs))]
         self.track(out)
-        return out
+        return out, list(res[2 * len(pairs) :])
 
     def random_bits(self, n: int) -> PartyGen[Auth]:
         """n authenticated uniform secret bits, 2 rounds: PRSS [s]; round 1 reshares r s and u = s^2;
