@@ -22,7 +22,7 @@ from hss import abort_sign
 from hss import field as F
 from hss.abort_modes import sum_party_abort, sum_receiver_abort, term_bits
 from hss.abort_sign import sign_abort_rounds, sign_party_abort, sign_receiver_abort
-from hss.authenticated import AbortError
+from hss.authenticated import AbortError, AuthParty
 from hss.lazy_coin import LazyCoin
 from hss.modes import reveal_mode
 from hss.protocols import Decisions, plaintext_decisions
@@ -354,6 +354,30 @@ def test_a_shifted_square_is_caught_whether_or_not_it_is_a_square(m: int, varian
         assert all(isinstance(o, AbortError) for o in honest_ones), (c, outcome)
         where["verify" if any(o.what == "verify" for o in honest_ones) else "before verify"] += 1
     assert set(where) == {"before verify", "verify"}, where
+
+
+@pytest.mark.parametrize("m", [3, 4])
+def test_pooled_wrong_roots_broadcast_alike_to_everyone_are_caught_at_verify(
+    m: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pooled: party 1 computes the roots of its chunk as 2 / sqrt(u) and broadcasts them to every party
+    alike (and uses them itself), so the bits of its chunk are (1 + 2 s / sqrt(u)) / 2, not bits, and every
+    party's shares stay consistent (nothing fails before verify). The squares' dot product, with coins drawn
+    after the broadcast, catches it: every honest party aborts at verify, and the receiver gets nothing."""
+    real = AuthParty.inverse_roots
+
+    def doubled(self: AuthParty, u: F.FieldArray) -> F.FieldArray:
+        v = real(self, u)
+        return F.mul(v, F.const(2)) if self.ctx.party == 1 else v
+
+    monkeypatch.setattr(AuthParty, "inverse_roots", doubled)
+    vals, pub = terms(m, N, seed=3)
+    outcome, decided = run_with_receiver(
+        sign_machines(m, f"pooled-doubled-{m}", vals, pub, variant="pooled"), set(), honest, N
+    )
+    assert isinstance(decided, AbortError)
+    for p in range(2, m + 1):
+        assert isinstance(outcome[p], AbortError) and outcome[p].what == "verify", outcome[p]
 
 
 @pytest.mark.parametrize("m", [3, 5])
