@@ -78,7 +78,7 @@ from hss.sign_blocks import BlockMaterial, block_nodes, layout, monomial_roots, 
 __all__ = ["sign_abort_rounds", "sign_party_abort", "sign_receiver_abort"]
 
 #: PRSS purposes of this module (hss.primitives 1..7, hss.svt 101..106, hss.authenticated 201, 202, 1000+k)
-P_SIGN_S, P_SIGN_COIN, P_SIGN_COIN_ROOTS = 301, 302, 303
+P_SIGN_S, P_SIGN_COIN = 301, 302
 
 _INV2 = pow(2, F.P - 2, F.P)
 _INV4 = pow(4, F.P - 2, F.P)
@@ -112,29 +112,6 @@ def sign_party_abort(
     x, pub, report = encode_batch(ctx, values, public)
     gen = _sign_gen(ctx, x, pub, step, rng, report, precompute, lazy)
     return Machine(ctx.party, gen, "decide[sign, abort]")
-
-
-def _square_check(
-    auth: AuthParty, s: Auth, inv_u: F.FieldArray, seed: F.FieldArray
-) -> tuple[list[F.FieldArray], F.FieldArray]:
-    """The check that every mask bit's public inverse square v_i^2 = ``inv_u`` is 1 / (s_i s_i), i.e. that
-    b_i = (1 + s_i v_i) / 2 is a bit, for one duplicated dot product instead of a MAC per square: coins
-    gamma from ``seed`` (label 1; label 0 is the proofs' point), w = sum_i gamma_i v_i^2 s_i s_i and its MAC
-    sum_i gamma_i v_i^2 (r s_i) s_i to reshare (two degree-2t values), and the public -sum_i gamma_i to add
-    to w for the claim w - sum_i gamma_i = 0.
-
-    Sound: the seed is opened after every v_i is fixed (inline, blocks4: v_i from u_i, opened with the seed,
-    whose reshare errors were fixed in round 1; pooled: a second seed opened after the roots' broadcast), so
-    sum_i gamma_i (v_i^2 s_i^2 - 1) = 0 only with probability 1/p when some v_i^2 s_i^2 != 1; the dot
-    product's own errors (d1, d2), made after gamma is public but before the key r is, pass the MAC check
-    only if d2 = r d1, probability 1/p unless d1 = 0. Nothing is opened: w enters verify's CheckZero only."""
-    flat_s, flat_rs = s.x.reshape(-1, 2), s.mac.reshape(-1, 2)
-    gamma = auth.coin(seed, 1, flat_s.shape[0])
-    weights = F.mul(gamma, np.ascontiguousarray(inv_u).reshape(-1, 2))
-    dot = F.lincomb(weights, F.mul(flat_s, flat_s))[None]
-    mac = F.lincomb(weights, F.mul(flat_rs, flat_s))[None]
-    claim = F.neg(F.lincomb(F.from_ints([1] * flat_s.shape[0]), gamma))[None]
-    return [dot, mac], claim
 
 
 def _term_bits(x: npt.NDArray[np.int64], nbits: int) -> F.FieldArray:
@@ -186,42 +163,48 @@ def _sign_gen(
     )
     d_x = np.stack([dealt.get(j, F.zeros(shapes[j])) for j in ctx.all])  # (m, 2B + 2, n), degree t
 
-    # --- round 2: MACs of the pair products; u (pooled: its chunks, one to each party) and a seed opened ---
+    # --- round 2: MACs of the pair products (blocks4: the triples, quadruples); the squares u and a seed ---
     seed_share = ctx.prss.random(P_SIGN_COIN, step, (1,))
-    pooled = precompute == "pooled"
     grrs = [F.mul(rs[pa], s[pb])]
     if lay is not None:  # triples s_c (s_a s_b) with MACs (r s_c)(s_a s_b); quadruples (s_a s_b)(s_c s_d)
         trip = F.mul(s[lay.t_one], ss[lay.t_pair])
         grrs += [trip, F.mul(rs[lay.t_one], ss[lay.t_pair]), F.mul(ss[lay.q_lo], ss[lay.q_hi])]
-    extra = None
-    if pooled:  # the squares of chunk j opened to party j only
-        flat_u = u_sh.reshape(-1, 2)
-        chunks = dict(enumerate(root_chunks(nrows * n, m), start=1))
-        zero = {j: 0 for j in ctx.all}
-        extra = Extra({j: flat_u[lo:hi] for j, (lo, hi) in chunks.items()}, F.zeros((0,)), zero)
-        opens = [seed_share]
-    else:
-        opens = [u_sh, seed_share]
-    what = "MACs and opened squares"
-    _, res, opened = yield from auth.round(what, grrs=grrs, opens=opens, extra=extra)
+    _, res, (u, seed) = yield from auth.round("MACs and opened squares", grrs=grrs, opens=[u_sh, seed_share])
     s_auth, pairs_ss, r_top = Auth(s, rs), Auth(ss, res[0]), Auth(r_hi, r_hi_mac)
     auth.track([r_top, pairs_ss, s_auth])
-    seed = opened[-1]
-    square_check: list[F.FieldArray] = []
-    if extra is not None:  # pooled, round 3: each party's roots of its chunk, broadcast
-        assert extra.opened_here is not None
-        mine = auth.inverse_roots(extra.opened_here)
-        sizes = {j: hi - lo for j, (lo, hi) in chunks.items()}
+
+    # --- round 3: the squares' check reshared (one value), the bit proofs at x; pooled: roots broadcast ---
+    (point,) = F.to_ints(auth.coin(seed, 0, 1))
+    if point <= 2 * nb + 1:  # probability (2B + 2) / p honestly
+        raise AbortError(step, auth.rounds, "term bit proofs", "the proof's point is an interpolation point")
+    grrs = [auth.squares_check(s_auth, u, seed)]
+    if lay is not None:
+        grrs.append(F.mul(res[0][lay.q_lo], ss[lay.q_hi]))  # (r s_a s_b)(s_c s_d)
+    roots = None
+    if precompute == "pooled":  # each party takes the roots of its chunk of u; every party checks them all
+        chunks = dict(enumerate(root_chunks(nrows * n, m), start=1))
+        lo, hi = chunks[ctx.party]
+        mine = auth.inverse_roots(u.reshape(-1, 2)[lo:hi])
+        sizes = {j: b - a for j, (a, b) in chunks.items()}
         roots = Extra({j: F.zeros((0,)) for j in ctx.all}, mine, sizes)
-        yield from auth.round("roots broadcast", extra=roots)
+    else:
+        v = auth.inverse_roots(u)  # abort on a u that is 0 or not a square
+    what = "squares' check and bit proofs"
+    opens = [proof_openings(d_x, point)]
+    _, res3, (proofs,) = yield from auth.round(what, grrs=grrs, opens=opens, extra=roots)
+    if not proof_holds(proofs, point, nb).all():
+        raise AbortError(step, auth.rounds, "term bit proofs", "a party's dealt term is not all bits")
+    if roots is not None:
         assert roots.publics is not None
         v = np.concatenate([roots.publics[j] for j in ctx.all]).reshape(nrows, n, 2)
-    else:  # u public: the squares are checked by one duplicated dot product in the next round
-        v = auth.inverse_roots(opened[0])  # abort on a u that is 0 or not a square
-        square_check, square_claim = _square_check(auth, s_auth, F.mul(v, v), seed)
+        if not np.all(F.equal(F.mul(F.mul(v, v), u), F.const(1))):
+            raise AbortError(step, auth.rounds, "roots broadcast", "a broadcast root v has u v^2 != 1")
+
+    # --- round 4: the squares' check opened: every mask bit is a bit before anything is masked by it ---
+    yield from auth.open_squares_check(res3[0])
     bits = mul_public(auth.add_public(mul_public(s_auth, v), 1), _INV2)
 
-    # --- the masked terms opened with error detection; the bit proofs at x; blocks4: the quadruples' MACs ---
+    # --- round 5: the masked terms opened with error detection ---
     pow_b = F.from_ints([1 << i for i in range(nb)])
     per_party = F.lincomb(pow_b, np.ascontiguousarray(np.moveaxis(d_x[:, 1 : 1 + nb], 1, 0)))  # (m, n)
     terms = F.lincomb(F.from_ints([1] * m), per_party)  # sum_j (x_j + 2^(B-1))
@@ -229,33 +212,14 @@ def _sign_gen(
     mask = F.lincomb(pow_k, np.concatenate([bits.x[:kbits], r_top.x[None]]))
     offset = F.from_int64(pub - m * (1 << (nb - 1)) + (1 << kbits))
     c_x = F.add(F.add(terms, mask), offset)
-    (point,) = F.to_ints(auth.coin(seed, 0, 1))
-    if point <= 2 * nb + 1:  # probability (2B + 2) / p honestly
-        raise AbortError(step, auth.rounds, "term bit proofs", "the proof's point is an interpolation point")
-    grrs = list(square_check)  # the squares' dot product and its MAC (inline, blocks4)
-    if lay is not None:
-        grrs.append(F.mul(res[0][lay.q_lo], ss[lay.q_hi]))  # (r s_a s_b)(s_c s_d)
-    opens = [c_x, proof_openings(d_x, point)]
-    if pooled:  # the squares' coins come after the roots (a root's holder must not know them): seed 2
-        opens.append(ctx.prss.random(P_SIGN_COIN_ROOTS, step, (1,)))
-    _, res3, (c, proofs, *roots_seed) = yield from auth.round("masked terms opened", grrs=grrs, opens=opens)
-    late_check: list[F.FieldArray] = []
-    if roots_seed:  # pooled: the dot product rides with the tree's first products
-        late_check, late_claim = _square_check(auth, s_auth, F.mul(v, v), roots_seed[0])
-    if not proof_holds(proofs, point, nb).all():
-        raise AbortError(step, auth.rounds, "term bit proofs", "a party's dealt term is not all bits")
-    if square_check:  # sum_i gamma_i s_i s_i (reshared now, with its MAC) minus the public sum_i gamma_i u_i
-        dot = Auth(res3[0], res3[1])
-        auth.track([dot])
-        auth.claim_zero(auth.add_public(dot, square_claim))
-        res3 = res3[2:]
+    _, _, (c,) = yield from auth.round("masked terms opened", opens=[c_x])
     c_hi = F.shift_right(c, kbits)
     c_lo = F.low_word(c)
     cb = ((c_lo[None, :] >> np.arange(kbits, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)
 
     # --- the first carry level, local (its MACs by the same affine map with the key share for 1) ---
     if lay is not None:
-        high = Auth(np.concatenate([res[1], res[3]]), np.concatenate([res[2], res3[0]]))  # triples, quads
+        high = Auth(np.concatenate([res[1], res[3]]), np.concatenate([res[2], res3[1]]))  # triples, quads
         auth.track([high])
         roots_t = monomial_roots(v, kbits)
         sig = mul_public(_stack([s_auth, pairs_ss, high]), roots_t)
@@ -290,13 +254,7 @@ def _sign_gen(
             if half > 1:
                 pairs.append((_rows(p, slice(3, 2 * half, 2)), _rows(p, slice(2, 2 * half, 2))))
             cuts.append((half, 2 * half - 1))
-        products, checks = yield from auth.multiply_with(pairs, late_check)
-        if late_check:
-            dot = Auth(checks[0], checks[1])
-            auth.track([dot])
-            auth.claim_zero(auth.add_public(dot, late_claim))
-            late_check = []
-        prods = _stack(products)
+        prods = _stack((yield from auth.multiply(pairs)))
         at, advanced = 0, []
         for (g, p), (half, size) in zip(trees, cuts, strict=True):
             if not half:

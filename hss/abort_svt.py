@@ -156,10 +156,13 @@ def _nodes(kbits: int) -> int:
 def abort_svt_rounds(fmt: SvtFormat, m: int, n: int, remaining: int) -> int:
     """Rounds of :func:`svt_decide_party_abort` for a batch of n with ``remaining`` accepts left."""
     _, _, k_t, k_b = abort_bits(fmt, m)
-    total = 4 + max(_levels(_nodes(k_t)), _levels(_nodes(k_b))) + 1
+    total = 5 + max(_levels(_nodes(k_t)), _levels(_nodes(k_b))) + 1
     if n > remaining:
         total += 3 + 1 + _levels(_nodes(fmt.gate_bits(n))) + 1
     return total + 3 + 1
+
+
+_INV2 = pow(2, F.P - 2, F.P)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -439,13 +442,13 @@ def _svt_gen(
         if b.g == 4:
             quad_x.append(F.mul(pr[(0, 1)], pr[(2, 3)])[None])
     seed_share = ctx.prss.random(P_SVT_COIN, step, (1,))
-    grrs = [F.mul(key, big_t), F.mul(key, big_s), F.mul(rs, s), q_x, *pair_mac_x, *high_x, *high_m, *quad_x]
+    grrs = [F.mul(key, big_t), F.mul(key, big_s), q_x, *pair_mac_x, *high_x, *high_m, *quad_x]
     _, res, (u, seed) = yield from auth.round(
         "input MACs and opened squares", grrs=grrs, opens=[u_sh, seed_share]
     )
-    t_mac, s_mac, ru, q_t = res[:4]
+    t_mac, s_mac, q_t = res[:3]
     np_, nh = len(paired), len(high_x)
-    pair_macs, res = res[4 : 4 + np_], res[4 + np_ :]
+    pair_macs, res = res[3 : 3 + np_], res[3 + np_ :]
     highs_t, highs_mt, quads_t = res[:nh], res[nh : 2 * nh], res[2 * nh :]
     big_t_auth, big_s_auth = Auth(big_t, t_mac), Auth(big_s, s_mac)
     r_top = Auth(r_hi, r_hi_mac)
@@ -453,7 +456,10 @@ def _svt_gen(
     tripled = [b for b in blocks if b.g >= 3]
     high_auth = {id(b): Auth(x, mc) for b, x, mc in zip(tripled, highs_t, highs_mt, strict=True)}
     auth.track([big_t_auth, big_s_auth, r_top, *pair_auth.values(), *high_auth.values()])
-    bits, v = auth.bits_with_roots(Auth(s, rs), Auth(u_sh, ru), u)  # (K_total, n); checks u
+    s_auth = Auth(s, rs)
+    auth.track([s_auth])
+    v = auth.inverse_roots(u)  # abort on a u that is 0 or not a square; u = s s is checked in rounds 3-4
+    bits = mul_public(auth.add_public(mul_public(s_auth, v), 1), _INV2)  # (K_total, n)
 
     (point,) = F.to_ints(auth.coin(seed, 0, 1))
     if point <= 2 * max(s_bits, tau_bits) + 1:  # probability (2N + 2) / p honestly
@@ -470,16 +476,20 @@ def _svt_gen(
     quad_mac_x = [F.mul(pair_auth[id(b)].mac[0], pair_of[id(b)][5])[None] for b in quads]  # (0,1), (2,3)
     q_mac_x = F.sub(F.mul(t_mac, big_t), F.lincomb(ones_d, F.mul(s_mac, big_s))[None])
     opens = [proof_openings(d_s, point), proof_openings(d_t, point)]
+    square_check = auth.squares_check(s_auth, u, seed)
     _, res, (proof_s, proof_t) = yield from auth.round(
-        "input bit proofs", grrs=[q_mac_x, *quad_mac_x], opens=opens
+        "input bit proofs", grrs=[q_mac_x, *quad_mac_x, square_check], opens=opens
     )
     if not (proof_holds(proof_s, point, s_bits).all() and proof_holds(proof_t, point, tau_bits).all()):
         raise AbortError(step, auth.rounds, "input bit proofs", "a party's dealt inputs are not all bits")
-    q_mac, quad_macs = res[0], res[1:]
+    q_mac, quad_macs, square_check_t = res[0], res[1:-1], res[-1]
     quad_auth = {id(b): Auth(x, mc) for b, x, mc in zip(quads, quads_t, quad_macs, strict=True)}
     auth.track([Auth(q_t, q_mac), *quad_auth.values()])
 
-    # --- round 4: c_T and c_b opened (only now: b is not linear in the inputs, module docstring) ---
+    # --- round 4: the squares' check opened: every mask bit is a bit before anything is masked by it ---
+    yield from auth.open_squares_check(square_check_t)
+
+    # --- round 5: c_T and c_b opened (only now: b is not linear in the inputs, module docstring) ---
     c_t = auth.add_public(add(big_t_auth, mask(0)), 1 << kbits[0])
     # b = q + 2 <S, phi_i> - ||phi_i||^2 at degree t (q reshared in round 2), opened masked
     phi_f = F.from_int64(phi)

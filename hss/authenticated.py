@@ -332,24 +332,16 @@ class AuthParty:
 
     def multiply(self, pairs: Sequence[tuple[Auth, Auth]]) -> PartyGen[list[Auth]]:
         """[a b] for each pair, in one round: x_a x_b and (r x_a) x_b reshared in the same messages."""
-        out, _ = yield from self.multiply_with(pairs, ())
-        return out
-
-    def multiply_with(
-        self, pairs: Sequence[tuple[Auth, Auth]], grrs: Sequence[F.FieldArray]
-    ) -> PartyGen[tuple[list[Auth], list[F.FieldArray]]]:
-        """:meth:`multiply`, with the caller's own degree-2t values ``grrs`` reshared in the same round's
-        messages (after the products'); returns the products (tracked) and those reshares (not tracked)."""
         self._open_for("multiply")
-        flat: list[F.FieldArray] = []
+        grrs: list[F.FieldArray] = []
         for a, b in pairs:
             if a.shape != b.shape:
                 raise ValueError(f"multiply: shapes {a.shape} and {b.shape} differ")
-            flat += [F.mul(a.x, b.x), F.mul(a.mac, b.x)]
-        _, res, _ = yield from self._round("multiply", grrs=[*flat, *grrs])
+            grrs += [F.mul(a.x, b.x), F.mul(a.mac, b.x)]
+        _, res, _ = yield from self._round("multiply", grrs=grrs)
         out = [Auth(res[2 * i], res[2 * i + 1]) for i in range(len(pairs))]
         self.track(out)
-        return out, list(res[2 * len(pairs) :])
+        return out
 
     def random_bits(self, n: int) -> PartyGen[Auth]:
         """n authenticated uniform secret bits, 2 rounds: PRSS [s]; round 1 reshares r s and u = s^2;
@@ -362,6 +354,38 @@ class AuthParty:
         what = "random bits: opened squares"
         _, (ru,), (u,) = yield from self._round(what, grrs=[F.mul(rs, s)], opens=[u_sh])
         return self.bits_from_squares(Auth(s, rs), Auth(u_sh, ru), u)
+
+    def squares_check(self, s: Auth, u: F.FieldArray, seed: F.FieldArray) -> F.FieldArray:
+        """This party's degree-2t share of y = sum_i a_i (r s_i) s_i - r sum_i a_i u_i, to reshare in the
+        next round and open with :meth:`open_squares_check`: the check, before anything is masked by the
+        bits b_i = (1 + s_i / sqrt(u_i)) / 2, that every opened square u_i is s_i s_i, so that every b_i is a
+        bit. ``s``: the pairs (s_i, r s_i) (r s_i reshared when the squares were); ``u``: the squares,
+        opened with error detection; ``seed``: a coin seed opened with them (coins of label 1). r stays
+        secret, and no MAC per square is needed.
+
+        Why before anything is masked: with u_i = s_i^2 + d shifted by a deviating party's reshare (it
+        knows d, so s_i^2 = u_i - d once u_i is opened), b_i is one of two field elements it can compute,
+        and a masked value opened over it gives away that position of the masked value (the low bits of
+        S for ``sign``: docs/SECURITY_ABORT.md, "Known limits"). A final :meth:`verify` alone comes too late.
+        Sound: y = -r sum_i a_i d_i + sum_i a_i e_i s_i (e_i: errors of the r s_i reshares), every d_i and
+        e_i fixed before the seed is opened; the reshare of y adds an error chosen knowing a and u but not
+        r or s; so the opened y is 0 with probability about 2/p unless every d_i and e_i is 0. Private:
+        y = 0 honestly; otherwise every honest party aborts before anything is masked by the bits, and
+        what y shows (r times a value the deviating party knows, or a combination of the s_i) belongs to
+        this step's key and mask, never used again."""
+        flat_s, flat_rs = s.x.reshape(-1, 2), s.mac.reshape(-1, 2)
+        flat_u = np.ascontiguousarray(u).reshape(-1, 2)
+        coins = self.coin(seed, 1, flat_s.shape[0])
+        products = F.lincomb(coins, F.mul(flat_rs, flat_s))
+        return F.sub(products, F.mul(self.key[0], F.lincomb(coins, flat_u)))[None]
+
+    def open_squares_check(self, y: F.FieldArray) -> PartyGen[None]:
+        """Open the reshared :meth:`squares_check` value with error detection (1 round); abort unless 0."""
+        _, _, (opened,) = yield from self._round("squares' check opened", opens=[y])
+        if not F.equal(opened, F.zeros((1,))).all():
+            reason = "an opened square u is not s s (a reshare was altered)"
+            raise self._abort(self.rounds, "squares' check", reason)
+        return None
 
     def bits_from_squares(self, s: Auth, u_pair: Auth, u: F.FieldArray) -> Auth:
         """The authenticated bits b = (1 + s / sqrt(u)) / 2 from the pair (s, r s), the pair (u, r u) of its

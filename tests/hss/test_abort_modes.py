@@ -99,7 +99,7 @@ def test_honest_sign_under_abort_equals_the_plaintext_decisions(m: int, variant:
     want = plaintext_decisions(vals, pub, params.fmt)
     assert np.array_equal(got.accept, want)
     assert 0.2 < want.mean() < 0.8
-    assert tr.rounds == rounds_of(variant) == {"inline": 12, "pooled": 13, "blocks4": 11}[variant]
+    assert tr.rounds == rounds_of(variant) == {"inline": 14, "pooled": 14, "blocks4": 13}[variant]
     assert res[1].clamped[:2].all() and not res[1].clamped[2:].any()  # 1e6 and -1e6 clamped, 131071.9 not
 
 
@@ -112,7 +112,7 @@ def test_lazy_sign_under_abort_accepts_only_where_the_test_passes_at_the_coin_ra
     _, tr = run_in_memory(sign_machines(m, "lazy", vals, pub, 3, "lazy"))
     got = sign_receiver_abort(params, tr.to_receiver[-1], n, 3).accept
     plain = plaintext_decisions(vals, pub, params.fmt)
-    assert tr.rounds == rounds_of("lazy") == 13
+    assert tr.rounds == rounds_of("lazy") == 15
     assert not (got & ~plain).any()
     k = int(plain.sum())
     assert stats.binomtest(int(got.sum()), k, 0.75).pvalue > 1e-4
@@ -256,7 +256,7 @@ def test_unsupported_combinations_are_refused_with_the_reason() -> None:
     three = make_session(3, seed="r")[0]
     for pre in ("inline", "pooled", "blocks4"):
         assert sign.under("abort", precompute=pre).rounds(three) == sign_abort_rounds(pre)
-    assert sign.under("abort", lazy=True).rounds(three) == sign_abort_rounds(lazy=True) == 13
+    assert sign.under("abort", lazy=True).rounds(three) == sign_abort_rounds(lazy=True) == 15
     sign.under("semi-honest", precompute="blocks4", lazy=True)  # semi-honest refuses none of these
     reveal_mode("sum").under("abort")
     reveal_mode("blinded").under("abort")
@@ -323,15 +323,15 @@ def test_pooled_roots_of_the_other_sign_to_one_peer_are_caught() -> None:
     ("m", "variant"),
     [(3, "inline"), (5, "inline"), (3, "blocks4"), (3, "lazy"), (3, "pooled"), (4, "pooled")],
 )
-def test_a_shifted_square_is_caught_whether_or_not_it_is_a_square(m: int, variant: str) -> None:
+def test_a_shifted_square_is_caught_before_anything_is_masked_by_its_bit(m: int, variant: str) -> None:
     """The additive attack on a mask bit's square: party 1 reshares its part of s_0^2 (decision 0, bit 0) as
     a consistent degree-t sharing shifted by c (its sub-share to party j moved by c (j - 1), its own
-    untouched), so every party opens u_0 = s_0^2 + w c for a weight w != 0. A u_0 that is not a square aborts
-    when the roots are taken (round 2; pooled: at the registry the square is opened to, the others then
-    miss its roots); one that is a square would make bit 0 a field element other than 0 or 1 (the
-    comparison then wrong in a way that depends on the terms) and is caught by verify: the squares' dot
-    product (one per batch; pooled: with coins drawn after the roots' broadcast) no longer matches. Every
-    honest party aborts for every c, both ways occur over c = 1..24, and the receiver gets no decision."""
+    untouched), so every party opens u_0 = s_0^2 + w c for a weight w != 0 that party 1 knows. A u_0 that is
+    not a square aborts when its root is taken; one that is a square would make b_0 one of two field elements
+    party 1 can compute (s_0^2 = u_0 - w c), and a c opened over it would give away the low bits of S (found
+    by an independent review, 2026-11-30: docs/SECURITY_ABORT.md). The squares' check (round 4) catches it
+    before the masked terms are opened (round 5): every honest party aborts in a round <= 4 for every c, both
+    ways occur over c = 1..24, and the receiver gets no decision."""
     seed = f"shifted-square-{m}-{variant}"
     vals, pub = terms(m, N, seed=3)
     params = make_session(m, seed=seed)[0]
@@ -351,19 +351,20 @@ def test_a_shifted_square_is_caught_whether_or_not_it_is_a_square(m: int, varian
         outcome, decided = run_with_receiver(machines, {1}, shift, N)
         assert isinstance(decided, AbortError), c
         honest_ones = [outcome[p] for p in range(2, m + 1)]
-        assert all(isinstance(o, AbortError) for o in honest_ones), (c, outcome)
-        where["verify" if any(o.what == "verify" for o in honest_ones) else "before verify"] += 1
-    assert set(where) == {"before verify", "verify"}, where
+        assert all(isinstance(o, AbortError) and o.round <= 4 for o in honest_ones), (c, outcome)
+        caught = any(o.what == "squares' check" for o in honest_ones)
+        where["squares' check" if caught else "not a square"] += 1
+    assert set(where) == {"not a square", "squares' check"}, where
 
 
 @pytest.mark.parametrize("m", [3, 4])
-def test_pooled_wrong_roots_broadcast_alike_to_everyone_are_caught_at_verify(
+def test_pooled_wrong_roots_broadcast_alike_to_everyone_are_caught_on_arrival(
     m: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """pooled: party 1 computes the roots of its chunk as 2 / sqrt(u) and broadcasts them to every party
-    alike (and uses them itself), so the bits of its chunk are (1 + 2 s / sqrt(u)) / 2, not bits, and every
-    party's shares stay consistent (nothing fails before verify). The squares' dot product, with coins drawn
-    after the broadcast, catches it: every honest party aborts at verify, and the receiver gets nothing."""
+    alike (and uses them itself), so the bits of its chunk would be (1 + 2 s / sqrt(u)) / 2, not bits. Every
+    party holds u (opened to all) and checks every broadcast root: u v^2 = 4 != 1, so every honest party
+    aborts when the roots arrive (round 3), before anything is masked by them; the receiver gets nothing."""
     real = AuthParty.inverse_roots
 
     def doubled(self: AuthParty, u: F.FieldArray) -> F.FieldArray:
@@ -377,7 +378,8 @@ def test_pooled_wrong_roots_broadcast_alike_to_everyone_are_caught_at_verify(
     )
     assert isinstance(decided, AbortError)
     for p in range(2, m + 1):
-        assert isinstance(outcome[p], AbortError) and outcome[p].what == "verify", outcome[p]
+        assert isinstance(outcome[p], AbortError) and outcome[p].what == "roots broadcast", outcome[p]
+        assert outcome[p].round == 3
 
 
 @pytest.mark.parametrize("m", [3, 5])
