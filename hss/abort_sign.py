@@ -115,6 +115,19 @@ def sign_party_abort(
     return Machine(ctx.party, gen, "decide[sign, abort]")
 
 
+def _canonical(v: F.FieldArray) -> F.FieldArray:
+    """Of the two roots v and -v, the one below 2^126 (bit 126 clear; p = 2^127 - 1, so exactly one is):
+    pooled's broadcast roots take this form, so a holder cannot send -v to one party and v to another (the
+    receiving party's bits of that chunk would be complemented, and its share of the masked term with them:
+    a rushing holder could make that opening pass and read the chunk's mask from it)."""
+    flip = ((v[..., 1] >> np.uint64(62)) & np.uint64(1)).astype(bool)
+    return np.where(flip[..., None], F.neg(v), v)
+
+
+def _is_canonical(v: F.FieldArray) -> bool:
+    return not bool(((v[..., 1] >> np.uint64(62)) & np.uint64(1)).any())
+
+
 def _term_bits(x: npt.NDArray[np.int64], nbits: int) -> F.FieldArray:
     """The bits of x + 2^(nbits-1), shape (nbits, n), as field elements."""
     return int_bits((x + (1 << (nbits - 1))).astype(np.uint64), nbits)
@@ -185,7 +198,7 @@ def _sign_gen(
     if precompute == "pooled":  # each party takes the roots of its chunk of u; every party checks them all
         chunks = dict(enumerate(root_chunks(nrows * n, m), start=1))
         lo, hi = chunks[ctx.party]
-        mine = auth.inverse_roots(u.reshape(-1, 2)[lo:hi])
+        mine = _canonical(auth.inverse_roots(u.reshape(-1, 2)[lo:hi]))
         sizes = {j: b - a for j, (a, b) in chunks.items()}
         roots = Extra({j: F.zeros((0,)) for j in ctx.all}, mine, sizes)
     else:
@@ -200,6 +213,9 @@ def _sign_gen(
         v = np.concatenate([roots.publics[j] for j in ctx.all]).reshape(nrows, n, 2)
         if not np.all(F.equal(F.mul(F.mul(v, v), u), F.const(1))):
             raise AbortError(step, auth.rounds, "roots broadcast", "a broadcast root v has u v^2 != 1")
+        if not _is_canonical(v):  # -v passes u v^2 = 1 too: sent to one party, it would flip its bits
+            why = "a broadcast root is not the canonical one"
+            raise AbortError(step, auth.rounds, "roots broadcast", why)
 
     # --- round 4: the squares' check opened: every mask bit is a bit before anything is masked by it ---
     yield from auth.open_squares_check(res3[0])

@@ -25,7 +25,7 @@ from hss.abort_sign import sign_abort_rounds, sign_party_abort, sign_receiver_ab
 from hss.authenticated import AbortError, AuthParty
 from hss.lazy_coin import LazyCoin
 from hss.modes import reveal_mode
-from hss.protocols import Decisions, plaintext_decisions
+from hss.protocols import Decisions, plaintext_decisions, root_chunks
 from hss.runtime import RECEIVER, Inbox, Machine, Payload, run_in_memory
 from hss.session import SessionParams
 from tests.hss.conftest import make_session
@@ -305,18 +305,26 @@ def test_coalition_view_of_sign_under_abort_does_not_depend_on_honest_terms(vari
 
 def test_pooled_roots_of_the_other_sign_to_one_peer_are_caught() -> None:
     """pooled: the root computer sends -v (also a valid inverse root: u v^2 = 1 holds) to one peer and v to
-    the others, so that peer's bits of that chunk are complemented: every honest party aborts."""
+    the others, so that peer's bits of that chunk would be complemented, and its share of the masked term
+    with them (a rushing holder could make that opening pass and read the chunk's mask from the peer's
+    share, as an independent review showed). Roots travel in one canonical form (below 2^126), so the peer
+    that gets -v aborts on arrival (round 3) and every honest party aborts before the masked term."""
     m, seed = 3, "pooled-sign-flip"
     vals, pub = terms(m, N, seed=3)
+    params = make_session(m, seed=seed)[0]
+    lo, hi = dict(enumerate(root_chunks(params.fmt.compare_bits * N, m), start=1))[1]
 
     def flip(rnd: int, src: int, dst: int, payload: Payload, prev: Prev) -> Payload:
         if rnd != 3 or dst != 2:
             return payload
-        return F.neg(payload.reshape(-1, 2)).reshape(-1)
+        arr = payload.reshape(-1, 2).copy()
+        arr[-(hi - lo) :] = F.neg(arr[-(hi - lo) :])  # party 1's roots, packed last
+        return arr.reshape(-1)
 
     outcome, decided = run_with_receiver(sign_machines(m, seed, vals, pub, variant="pooled"), {1}, flip, N)
     assert isinstance(decided, AbortError)
-    assert all(isinstance(outcome[p], AbortError) for p in (2, 3))
+    assert all(isinstance(outcome[p], AbortError) and outcome[p].round <= 4 for p in (2, 3)), outcome
+    assert outcome[2].what == "roots broadcast", outcome[2]
 
 
 @pytest.mark.parametrize(
