@@ -62,7 +62,7 @@ SECURITY = ("semi-honest", "abort")
 #: rounds of a sum batch under abort (its checked opening)
 SUM_ABORT_ROUNDS = 1
 #: rounds of a sign batch under abort per sign precompute (hss.abort_sign); + 1 with a lazy coin
-SIGN_ROUNDS = {"inline": 14, "pooled": 14, "blocks4": 13}
+SIGN_ROUNDS = {"inline": 15, "pooled": 15, "blocks4": 14}
 
 
 def check_security(security: str) -> None:

@@ -79,7 +79,7 @@ from hss.sign_blocks import BlockMaterial, block_nodes, layout, monomial_roots, 
 __all__ = ["sign_abort_rounds", "sign_party_abort", "sign_receiver_abort"]
 
 #: PRSS purposes of this module (hss.primitives 1..7, hss.svt 101..106, hss.authenticated 201, 202, 1000+k)
-P_SIGN_S, P_SIGN_COIN = 301, 302
+P_SIGN_S, P_SIGN_COIN, P_SIGN_PRE = 301, 302, 303
 
 _INV2 = pow(2, F.P - 2, F.P)
 _INV4 = pow(4, F.P - 2, F.P)
@@ -171,29 +171,30 @@ def _sign_gen(
     own_bits, f0 = _term_bits(x, nb), rng.field((n,))
     own = np.concatenate([f0[None], own_bits, bits_proof(own_bits, f0)])  # (2B + 2, n)
     shapes = {j: (2 * nb + 2, n) for j in ctx.all}
-    grrs = [F.mul(key, s), F.mul(s, s), F.mul(s[pa], s[pb]), F.mul(key, r_hi)]
-    dealt, (rs, u_sh, ss, r_hi_mac), _ = yield from auth.round(
+    pre_seed, pre_beta, pre_mask = ctx.prss.random(P_SIGN_PRE, step, (3, 1))  # the check before c
+    grrs = [F.mul(key, s), F.mul(s, s), F.mul(s[pa], s[pb]), F.mul(key, r_hi), F.mul(key, pre_beta)]
+    dealt, (rs, u_sh, ss, r_hi_mac, r_beta), _ = yield from auth.round(
         "inputs and squares", deal=own, deal_shapes=shapes, grrs=grrs
     )
     d_x = np.stack([dealt.get(j, F.zeros(shapes[j])) for j in ctx.all])  # (m, 2B + 2, n), degree t
 
-    # --- round 2: MACs of the pair products (blocks4: the triples, quadruples); the squares u and a seed ---
+    # --- round 2: MACs of the squares and pair products (blocks4: triples, quadruples); u and a seed ---
     seed_share = ctx.prss.random(P_SIGN_COIN, step, (1,))
-    grrs = [F.mul(rs[pa], s[pb])]
+    grrs = [F.mul(rs, s), F.mul(rs[pa], s[pb])]
     if lay is not None:  # triples s_c (s_a s_b) with MACs (r s_c)(s_a s_b); quadruples (s_a s_b)(s_c s_d)
         trip = F.mul(s[lay.t_one], ss[lay.t_pair])
         grrs += [trip, F.mul(rs[lay.t_one], ss[lay.t_pair]), F.mul(ss[lay.q_lo], ss[lay.q_hi])]
     _, res, (u, seed) = yield from auth.round("MACs and opened squares", grrs=grrs, opens=[u_sh, seed_share])
-    s_auth, pairs_ss, r_top = Auth(s, rs), Auth(ss, res[0]), Auth(r_hi, r_hi_mac)
-    auth.track([r_top, pairs_ss, s_auth])
+    s_auth, u_auth = Auth(s, rs), Auth(u_sh, res[0])
+    pairs_ss, r_top = Auth(ss, res[1]), Auth(r_hi, r_hi_mac)
+    auth.track([s_auth, u_auth, pairs_ss, r_top])
+    upto = auth.checkpoint()  # the check before c covers these, all reshared before its seed is opened
 
-    # --- round 3: the squares' check reshared (one value), the bit proofs at x; pooled: roots broadcast ---
+    # --- round 3: the check's seed and the bit proofs at x opened; pooled: the roots broadcast ---
     (point,) = F.to_ints(auth.coin(seed, 0, 1))
     if point <= 2 * nb + 1:  # probability (2B + 2) / p honestly
         raise AbortError(step, auth.rounds, "term bit proofs", "the proof's point is an interpolation point")
-    grrs = [auth.squares_check(s_auth, u, seed)]
-    if lay is not None:
-        grrs.append(F.mul(res[0][lay.q_lo], ss[lay.q_hi]))  # (r s_a s_b)(s_c s_d)
+    grrs = [F.mul(res[1][lay.q_lo], ss[lay.q_hi])] if lay is not None else []  # (r s_a s_b)(s_c s_d)
     roots = None
     if precompute == "pooled":  # each party takes the roots of its chunk of u; every party checks them all
         chunks = dict(enumerate(root_chunks(nrows * n, m), start=1))
@@ -203,9 +204,9 @@ def _sign_gen(
         roots = Extra({j: F.zeros((0,)) for j in ctx.all}, mine, sizes)
     else:
         v = auth.inverse_roots(u)  # abort on a u that is 0 or not a square
-    what = "squares' check and bit proofs"
-    opens = [proof_openings(d_x, point)]
-    _, res3, (proofs,) = yield from auth.round(what, grrs=grrs, opens=opens, extra=roots)
+    opens = [pre_seed, proof_openings(d_x, point)]
+    what = "check's coin and bit proofs"
+    _, res3, (check_seed, proofs) = yield from auth.round(what, grrs=grrs, opens=opens, extra=roots)
     if not proof_holds(proofs, point, nb).all():
         raise AbortError(step, auth.rounds, "term bit proofs", "a party's dealt term is not all bits")
     if roots is not None:
@@ -217,11 +218,11 @@ def _sign_gen(
             why = "a broadcast root is not the canonical one"
             raise AbortError(step, auth.rounds, "roots broadcast", why)
 
-    # --- round 4: the squares' check opened: every mask bit is a bit before anything is masked by it ---
-    yield from auth.open_squares_check(res3[0])
+    # --- rounds 4, 5: the check before c, r kept secret: every mask bit is a bit, its MAC right ---
+    yield from auth.check_upto(check_seed, pre_beta, r_beta, pre_mask, upto, "check before the masked terms")
     bits = mul_public(auth.add_public(mul_public(s_auth, v), 1), _INV2)
 
-    # --- round 5: the masked terms opened with error detection ---
+    # --- round 6: the masked terms opened with error detection ---
     pow_b = F.from_ints([1 << i for i in range(nb)])
     per_party = F.lincomb(pow_b, np.ascontiguousarray(np.moveaxis(d_x[:, 1 : 1 + nb], 1, 0)))  # (m, n)
     terms = F.lincomb(F.from_ints([1] * m), per_party)  # sum_j (x_j + 2^(B-1))
@@ -236,7 +237,7 @@ def _sign_gen(
 
     # --- the first carry level, local (its MACs by the same affine map with the key share for 1) ---
     if lay is not None:
-        high = Auth(np.concatenate([res[1], res[3]]), np.concatenate([res[2], res3[1]]))  # triples, quads
+        high = Auth(np.concatenate([res[2], res[4]]), np.concatenate([res[3], res3[0]]))  # triples, quads
         auth.track([high])
         roots_t = monomial_roots(v, kbits)
         sig = mul_public(_stack([s_auth, pairs_ss, high]), roots_t)

@@ -102,7 +102,7 @@ from hss import field as F
 from hss.abort_modes import bits_proof, int_bits, proof_holds, proof_openings
 from hss.authenticated import AbortError, Auth, AuthParty, add, mul_public, receive_checked, sub
 from hss.fixedpoint import SIGNED_LIMIT_BITS
-from hss.primitives import carry_advance, flatten
+from hss.primitives import carry_advance
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Inbox, Machine, PartyGen
 from hss.session import PartyContext, SessionParams
@@ -123,7 +123,7 @@ __all__ = ["abort_bits", "abort_svt_rounds", "svt_decide_party_abort", "svt_deci
 
 #: PRSS purposes (hss.primitives 1..7, hss.svt 101..106, hss.authenticated 201, 202, 1000+k,
 #: hss.abort_modes 301, 302)
-P_SVT_S, P_SVT_RHI, P_SVT_COIN, P_SVT_MID = 401, 402, 403, 404
+P_SVT_S, P_SVT_RHI, P_SVT_COIN, P_SVT_MID, P_SVT_PRE = 401, 402, 403, 404, 405
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -162,13 +162,10 @@ def _nodes(kbits: int) -> int:
 def abort_svt_rounds(fmt: SvtFormat, m: int, n: int, remaining: int) -> int:
     """Rounds of :func:`svt_decide_party_abort` for a batch of n with ``remaining`` accepts left."""
     _, _, k_t, k_b = abort_bits(fmt, m)
-    total = 5 + max(_levels(_nodes(k_t)), _levels(_nodes(k_b))) + 1
+    total = 6 + max(_levels(_nodes(k_t)), _levels(_nodes(k_b))) + 1
     if n > remaining:
         total += 3 + 1 + _levels(_nodes(fmt.gate_bits(n))) + 1
     return total + 3 + 1
-
-
-_INV2 = pow(2, F.P - 2, F.P)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -262,37 +259,6 @@ def _prefix_before(a: F.FieldArray) -> F.FieldArray:
         incl[shift:] = F.add(incl[shift:], incl[:-shift].copy())
         shift *= 2
     return F.sub(incl, a)
-
-
-class _SvtAuth(AuthParty):
-    """AuthParty with a check of every pair so far that keeps the MAC key secret (before the gate opens)."""
-
-    def check_keeping_key(
-        self, seed_share: F.FieldArray, beta: F.FieldArray, r_beta: F.FieldArray, mask: F.FieldArray
-    ) -> PartyGen[None]:
-        """3 rounds: open a coin seed; GRR v = beta T with T = u - r w as beta u - (r beta) w, where [r beta]
-        was reshared before any checked value existed (an error in it only makes the check fail); open v.
-        The same CheckZero as :meth:`AuthParty.verify` (with the even-m degree test), r not opened."""
-        z, _ = flatten(self._values)
-        mac, _ = flatten(self._macs)
-        _, _, (seed,) = yield from self.round("check before the gate: coin", opens=[seed_share])
-        n = z.shape[0]
-        alpha = self.coin(seed, 0, n)
-        u, w = F.lincomb(alpha, mac)[None], F.lincomb(alpha, z)[None]
-        v2t = F.sub(F.mul(u, beta), F.mul(w, r_beta))
-        if self._zeros:
-            zeros = np.concatenate(self._zeros)
-            v2t = F.add(v2t, F.mul(F.lincomb(self.coin(seed, 2, zeros.shape[0]), zeros)[None], beta))
-        opens = []
-        if self.ctx.params.m > 2 * self.ctx.params.t + 1:  # even m: the degree test over every sharing
-            opens = [F.add(F.lincomb(self.coin(seed, 1, 2 * n), np.concatenate([z, mac]))[None], mask)]
-        _, (v_share,), _ = yield from self.round("check before the gate: product", grrs=[v2t], opens=opens)
-        _, _, (v,) = yield from self.round("check before the gate: opening", opens=[v_share])
-        if not F.equal(v, F.zeros((1,))).all():
-            raise self._abort(
-                self.rounds, "check before the gate", "the MAC check failed: a value was altered"
-            )
-        return None
 
 
 class _Tree:
@@ -395,25 +361,27 @@ def _svt_gen(
     kbits = [k_t, k_b] + ([fmt.gate_bits(n)] if gate else [])
     blocks, bases = _layout(kbits)
     ktot = sum(kbits)
-    auth = _SvtAuth(ctx, rng, step)
+    auth = AuthParty(ctx, rng, step)
     key = auth.key
 
     # --- round 1: the inputs as bits; GRR of r s, s^2, the pair products, r r_hi (and r beta') ---
     s = ctx.prss.random(P_SVT_S, step, (ktot, n))
     r_hi = ctx.prss.bounded(P_SVT_RHI, step, (len(kbits), n), fmt.kappa + 1)
     mid_seed, mid_beta, mid_mask = ctx.prss.random(P_SVT_MID, step, (3, 1))
+    pre_seed, pre_beta, pre_mask = ctx.prss.random(P_SVT_PRE, step, (3, 1))  # the check before c_T, c_b
     sb = {id(b): _block_view(s, b) for b in blocks}
     pair_x = [
         np.stack([F.mul(sb[id(b)][i], sb[id(b)][j]) for i, j in _pairs(b.g)]) for b in blocks if b.g >= 2
     ]
     own = _with_proofs(_input_bits(s_int, tau_int, s_bits, tau_bits), rng, s_bits, dim, tau_bits, n)
     length = own.shape[0]
-    grrs = [F.mul(key, s), F.mul(s, s), F.mul(key, r_hi), *pair_x] + ([F.mul(key, mid_beta)] if gate else [])
+    grrs = [F.mul(key, s), F.mul(s, s), F.mul(key, r_hi), F.mul(key, pre_beta), *pair_x]
+    grrs += [F.mul(key, mid_beta)] if gate else []
     dealt, res, _ = yield from auth.round(
         "inputs and squares", deal=own, deal_shapes={j: (length,) for j in ctx.all}, grrs=grrs
     )
-    rs, u_sh, r_hi_mac = res[:3]
-    pairs_t = res[3 : 3 + len(pair_x)]
+    rs, u_sh, r_hi_mac, r_pre_beta = res[:4]
+    pairs_t = res[4 : 4 + len(pair_x)]
     r_beta = res[-1] if gate else F.zeros((1,))
     d_all = np.stack([dealt[j] for j in ctx.all])  # (m, length): every party's rows, degree t
     cut = (2 * s_bits + 2) * dim
@@ -448,13 +416,13 @@ def _svt_gen(
         if b.g == 4:
             quad_x.append(F.mul(pr[(0, 1)], pr[(2, 3)])[None])
     seed_share = ctx.prss.random(P_SVT_COIN, step, (1,))
-    grrs = [F.mul(key, big_t), F.mul(key, big_s), q_x, *pair_mac_x, *high_x, *high_m, *quad_x]
+    grrs = [F.mul(key, big_t), F.mul(key, big_s), F.mul(rs, s), q_x, *pair_mac_x, *high_x, *high_m, *quad_x]
     _, res, (u, seed) = yield from auth.round(
         "input MACs and opened squares", grrs=grrs, opens=[u_sh, seed_share]
     )
-    t_mac, s_mac, q_t = res[:3]
+    t_mac, s_mac, ru, q_t = res[:4]
     np_, nh = len(paired), len(high_x)
-    pair_macs, res = res[3 : 3 + np_], res[3 + np_ :]
+    pair_macs, res = res[4 : 4 + np_], res[4 + np_ :]
     highs_t, highs_mt, quads_t = res[:nh], res[nh : 2 * nh], res[2 * nh :]
     big_t_auth, big_s_auth = Auth(big_t, t_mac), Auth(big_s, s_mac)
     r_top = Auth(r_hi, r_hi_mac)
@@ -462,10 +430,8 @@ def _svt_gen(
     tripled = [b for b in blocks if b.g >= 3]
     high_auth = {id(b): Auth(x, mc) for b, x, mc in zip(tripled, highs_t, highs_mt, strict=True)}
     auth.track([big_t_auth, big_s_auth, r_top, *pair_auth.values(), *high_auth.values()])
-    s_auth = Auth(s, rs)
-    auth.track([s_auth])
-    v = auth.inverse_roots(u)  # abort on a u that is 0 or not a square; u = s s is checked in rounds 3-4
-    bits = mul_public(auth.add_public(mul_public(s_auth, v), 1), _INV2)  # (K_total, n)
+    bits, v = auth.bits_with_roots(Auth(s, rs), Auth(u_sh, ru), u)  # (K_total, n); tracks both pairs
+    upto = auth.checkpoint()  # the check before c_T, c_b covers these, all reshared before its seed
 
     (point,) = F.to_ints(auth.coin(seed, 0, 1))
     if point <= 2 * max(s_bits, tau_bits) + 1:  # probability (2N + 2) / p honestly
@@ -481,21 +447,20 @@ def _svt_gen(
     quads = [b for b in blocks if b.g == 4]
     quad_mac_x = [F.mul(pair_auth[id(b)].mac[0], pair_of[id(b)][5])[None] for b in quads]  # (0,1), (2,3)
     q_mac_x = F.sub(F.mul(t_mac, big_t), F.lincomb(ones_d, F.mul(s_mac, big_s))[None])
-    opens = [proof_openings(d_s, point), proof_openings(d_t, point)]
-    square_check = auth.squares_check(s_auth, u, seed)
-    _, res, (proof_s, proof_t) = yield from auth.round(
-        "input bit proofs", grrs=[q_mac_x, *quad_mac_x, square_check], opens=opens
+    opens = [pre_seed, proof_openings(d_s, point), proof_openings(d_t, point)]
+    _, res, (check_seed, proof_s, proof_t) = yield from auth.round(
+        "input bit proofs", grrs=[q_mac_x, *quad_mac_x], opens=opens
     )
     if not (proof_holds(proof_s, point, s_bits).all() and proof_holds(proof_t, point, tau_bits).all()):
         raise AbortError(step, auth.rounds, "input bit proofs", "a party's dealt inputs are not all bits")
-    q_mac, quad_macs, square_check_t = res[0], res[1:-1], res[-1]
+    q_mac, quad_macs = res[0], res[1:]
     quad_auth = {id(b): Auth(x, mc) for b, x, mc in zip(quads, quads_t, quad_macs, strict=True)}
+
+    # --- rounds 4, 5: the check before the masked comparisons (every mask bit a bit, r kept secret) ---
+    yield from auth.check_upto(check_seed, pre_beta, r_pre_beta, pre_mask, upto, "check before the masks")
     auth.track([Auth(q_t, q_mac), *quad_auth.values()])
 
-    # --- round 4: the squares' check opened: every mask bit is a bit before anything is masked by it ---
-    yield from auth.open_squares_check(square_check_t)
-
-    # --- round 5: c_T and c_b opened (only now: b is not linear in the inputs, module docstring) ---
+    # --- round 6: c_T and c_b opened (only now: b is not linear in the inputs, module docstring) ---
     c_t = auth.add_public(add(big_t_auth, mask(0)), 1 << kbits[0])
     # b = q + 2 <S, phi_i> - ||phi_i||^2 at degree t (q reshared in round 2), opened masked
     phi_f = F.from_int64(phi)

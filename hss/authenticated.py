@@ -355,36 +355,56 @@ class AuthParty:
         _, (ru,), (u,) = yield from self._round(what, grrs=[F.mul(rs, s)], opens=[u_sh])
         return self.bits_from_squares(Auth(s, rs), Auth(u_sh, ru), u)
 
-    def squares_check(self, s: Auth, u: F.FieldArray, seed: F.FieldArray) -> F.FieldArray:
-        """This party's degree-2t share of y = sum_i a_i (r s_i) s_i - r sum_i a_i u_i, to reshare in the
-        next round and open with :meth:`open_squares_check`: the check, before anything is masked by the
-        bits b_i = (1 + s_i / sqrt(u_i)) / 2, that every opened square u_i is s_i s_i, so that every b_i is a
-        bit. ``s``: the pairs (s_i, r s_i) (r s_i reshared when the squares were); ``u``: the squares,
-        opened with error detection; ``seed``: a coin seed opened with them (coins of label 1). r stays
-        secret, and no MAC per square is needed.
+    def checkpoint(self) -> tuple[int, int]:
+        """How many tracked pair arrays and zero claims exist now: :meth:`check_upto` checks exactly those."""
+        return len(self._values), len(self._zeros)
 
-        Why before anything is masked: with u_i = s_i^2 + d shifted by a deviating party's reshare (it
-        knows d, so s_i^2 = u_i - d once u_i is opened), b_i is one of two field elements it can compute,
-        and a masked value opened over it gives away that position of the masked value (the low bits of
-        S for ``sign``: docs/SECURITY_ABORT.md, "Known limits"). A final :meth:`verify` alone comes too late.
-        Sound: y = -r sum_i a_i d_i + sum_i a_i e_i s_i (e_i: errors of the r s_i reshares), every d_i and
-        e_i fixed before the seed is opened; the reshare of y adds an error chosen knowing a and u but not
-        r or s; so the opened y is 0 with probability about 2/p unless every d_i and e_i is 0. Private:
-        y = 0 honestly; otherwise every honest party aborts before anything is masked by the bits, and
-        what y shows (r times a value the deviating party knows, or a combination of the s_i) belongs to
-        this step's key and mask, never used again."""
-        flat_s, flat_rs = s.x.reshape(-1, 2), s.mac.reshape(-1, 2)
-        flat_u = np.ascontiguousarray(u).reshape(-1, 2)
-        coins = self.coin(seed, 1, flat_s.shape[0])
-        products = F.lincomb(coins, F.mul(flat_rs, flat_s))
-        return F.sub(products, F.mul(self.key[0], F.lincomb(coins, flat_u)))[None]
+    def check_keeping_key(
+        self,
+        seed_share: F.FieldArray,
+        beta: F.FieldArray,
+        r_beta: F.FieldArray,
+        mask: F.FieldArray,
+        what: str = "check before the gate",
+    ) -> PartyGen[None]:
+        """3 rounds: a coin seed opened, then :meth:`check_upto` of every pair and claim so far."""
+        upto = self.checkpoint()
+        _, _, (seed,) = yield from self.round(f"{what}: coin", opens=[seed_share])
+        yield from self.check_upto(seed, beta, r_beta, mask, upto, what)
+        return None
 
-    def open_squares_check(self, y: F.FieldArray) -> PartyGen[None]:
-        """Open the reshared :meth:`squares_check` value with error detection (1 round); abort unless 0."""
-        _, _, (opened,) = yield from self._round("squares' check opened", opens=[y])
-        if not F.equal(opened, F.zeros((1,))).all():
-            reason = "an opened square u is not s s (a reshare was altered)"
-            raise self._abort(self.rounds, "squares' check", reason)
+    def check_upto(
+        self,
+        seed: F.FieldArray,
+        beta: F.FieldArray,
+        r_beta: F.FieldArray,
+        mask: F.FieldArray,
+        upto: tuple[int, int],
+        what: str,
+    ) -> PartyGen[None]:
+        """2 rounds: the CheckZero of :meth:`verify` over the pairs and claims tracked before ``upto``
+        (:meth:`checkpoint`, taken before ``seed`` was opened), with r kept secret: v = beta T with
+        T = u - r w computed as beta u - (r beta) w, where [r beta] (``r_beta``) was reshared before any
+        checked value existed (an error in it only makes the check fail); GRR of v, then v opened; for even
+        m the degree test over those sharings (``mask`` a PRSS value). Every error counted was fixed before
+        the seed, and the only later one (v's reshare) is added to beta T, beta secret: the check passes
+        only if nothing was altered (probability about 3/p otherwise), never depending on a secret."""
+        z, _ = flatten(self._values[: upto[0]])
+        mac, _ = flatten(self._macs[: upto[0]])
+        n = z.shape[0]
+        alpha = self.coin(seed, 0, n)
+        u, w = F.lincomb(alpha, mac)[None], F.lincomb(alpha, z)[None]
+        v2t = F.sub(F.mul(u, beta), F.mul(w, r_beta))
+        if upto[1]:
+            zeros = np.concatenate(self._zeros[: upto[1]])
+            v2t = F.add(v2t, F.mul(F.lincomb(self.coin(seed, 2, zeros.shape[0]), zeros)[None], beta))
+        opens = []
+        if self.ctx.params.m > 2 * self.ctx.params.t + 1:  # even m: the degree test over every sharing
+            opens = [F.add(F.lincomb(self.coin(seed, 1, 2 * n), np.concatenate([z, mac]))[None], mask)]
+        _, (v_share,), _ = yield from self.round(f"{what}: product", grrs=[v2t], opens=opens)
+        _, _, (v,) = yield from self.round(f"{what}: opening", opens=[v_share])
+        if not F.equal(v, F.zeros((1,))).all():
+            raise self._abort(self.rounds, what, "the MAC check failed: a value was altered")
         return None
 
     def bits_from_squares(self, s: Auth, u_pair: Auth, u: F.FieldArray) -> Auth:

@@ -28,6 +28,7 @@ from hss.modes import reveal_mode
 from hss.protocols import Decisions, plaintext_decisions, root_chunks
 from hss.runtime import RECEIVER, Inbox, Machine, Payload, run_in_memory
 from hss.session import SessionParams
+from hss.sharing import recombine
 from tests.hss.conftest import make_session
 from tests.hss.test_authenticated import Prev, Tamper, honest, make_tamper, run_rounds
 
@@ -99,7 +100,7 @@ def test_honest_sign_under_abort_equals_the_plaintext_decisions(m: int, variant:
     want = plaintext_decisions(vals, pub, params.fmt)
     assert np.array_equal(got.accept, want)
     assert 0.2 < want.mean() < 0.8
-    assert tr.rounds == rounds_of(variant) == {"inline": 14, "pooled": 14, "blocks4": 13}[variant]
+    assert tr.rounds == rounds_of(variant) == {"inline": 15, "pooled": 15, "blocks4": 14}[variant]
     assert res[1].clamped[:2].all() and not res[1].clamped[2:].any()  # 1e6 and -1e6 clamped, 131071.9 not
 
 
@@ -112,7 +113,7 @@ def test_lazy_sign_under_abort_accepts_only_where_the_test_passes_at_the_coin_ra
     _, tr = run_in_memory(sign_machines(m, "lazy", vals, pub, 3, "lazy"))
     got = sign_receiver_abort(params, tr.to_receiver[-1], n, 3).accept
     plain = plaintext_decisions(vals, pub, params.fmt)
-    assert tr.rounds == rounds_of("lazy") == 15
+    assert tr.rounds == rounds_of("lazy") == 16
     assert not (got & ~plain).any()
     k = int(plain.sum())
     assert stats.binomtest(int(got.sum()), k, 0.75).pvalue > 1e-4
@@ -256,7 +257,7 @@ def test_unsupported_combinations_are_refused_with_the_reason() -> None:
     three = make_session(3, seed="r")[0]
     for pre in ("inline", "pooled", "blocks4"):
         assert sign.under("abort", precompute=pre).rounds(three) == sign_abort_rounds(pre)
-    assert sign.under("abort", lazy=True).rounds(three) == sign_abort_rounds(lazy=True) == 15
+    assert sign.under("abort", lazy=True).rounds(three) == sign_abort_rounds(lazy=True) == 16
     sign.under("semi-honest", precompute="blocks4", lazy=True)  # semi-honest refuses none of these
     reveal_mode("sum").under("abort")
     reveal_mode("blinded").under("abort")
@@ -323,7 +324,7 @@ def test_pooled_roots_of_the_other_sign_to_one_peer_are_caught() -> None:
 
     outcome, decided = run_with_receiver(sign_machines(m, seed, vals, pub, variant="pooled"), {1}, flip, N)
     assert isinstance(decided, AbortError)
-    assert all(isinstance(outcome[p], AbortError) and outcome[p].round <= 4 for p in (2, 3)), outcome
+    assert all(isinstance(outcome[p], AbortError) and outcome[p].round <= 5 for p in (2, 3)), outcome
     assert outcome[2].what == "roots broadcast", outcome[2]
 
 
@@ -337,9 +338,9 @@ def test_a_shifted_square_is_caught_before_anything_is_masked_by_its_bit(m: int,
     untouched), so every party opens u_0 = s_0^2 + w c for a weight w != 0 that party 1 knows. A u_0 that is
     not a square aborts when its root is taken; one that is a square would make b_0 one of two field elements
     party 1 can compute (s_0^2 = u_0 - w c), and a c opened over it would give away the low bits of S (found
-    by an independent review, 2026-11-30: docs/SECURITY_ABORT.md). The squares' check (round 4) catches it
-    before the masked terms are opened (round 5): every honest party aborts in a round <= 4 for every c, both
-    ways occur over c = 1..24, and the receiver gets no decision."""
+    by an independent review, 2026-11-30: docs/SECURITY_ABORT.md). The check before the masked terms
+    (rounds 4-5) catches it before they are opened (round 6): every honest party aborts in a round <= 5 for
+    every c, both ways occur over c = 1..24, and the receiver gets no decision."""
     seed = f"shifted-square-{m}-{variant}"
     vals, pub = terms(m, N, seed=3)
     params = make_session(m, seed=seed)[0]
@@ -359,10 +360,50 @@ def test_a_shifted_square_is_caught_before_anything_is_masked_by_its_bit(m: int,
         outcome, decided = run_with_receiver(machines, {1}, shift, N)
         assert isinstance(decided, AbortError), c
         honest_ones = [outcome[p] for p in range(2, m + 1)]
-        assert all(isinstance(o, AbortError) and o.round <= 4 for o in honest_ones), (c, outcome)
-        caught = any(o.what == "squares' check" for o in honest_ones)
-        where["squares' check" if caught else "not a square"] += 1
-    assert set(where) == {"not a square", "squares' check"}, where
+        assert all(isinstance(o, AbortError) and o.round <= 5 for o in honest_ones), (c, outcome)
+        caught = any(o.what == "check before the masked terms" for o in honest_ones)
+        where["check" if caught else "not a square"] += 1
+    assert set(where) == {"not a square", "check"}, where
+
+
+@pytest.mark.parametrize("variant", ["inline", "pooled"])
+def test_a_mac_error_covered_for_guessed_signs_is_caught_before_the_masked_terms(variant: str) -> None:
+    """The second review's attack on the first form of the check (2026-11-30): party 1 puts an error into its
+    reshare of r s_0 (round 1); rushing, it knows u_i = s_i^2 in round 2 and shifts its reshares of the MACs
+    that used r s_0, the square's (r s_0) s_0 and the pair's (r s_0) s_1, by the error times guesses of s_0
+    and s_1 (roots of u_0, u_1), so that those pairs are consistent exactly when the guesses are right. A
+    check whose outcome depended on that would pass for one guess in four and tell party 1 the signs, hence
+    the mask bits and, from the masked terms, bits of S. The check before the masked terms covers the pair
+    (s_0, r s_0) itself, whose error depends on no secret: for every guess every honest party aborts before
+    round 6 (with that pair left out of the check, the right guess passes it: checked by mutation)."""
+    m, cc, seed, step = 3, 5, f"mac-guess-{variant}", 7
+    vals, pub = terms(m, N, seed=3)
+    params, ctxs, _ = make_session(m, seed=seed)
+    nrows = params.fmt.compare_bits
+    drawn = {p: ctxs[p].prss.random(abort_sign.P_SIGN_S, step, (nrows, N)) for p in ctxs}
+    s0 = recombine({p: d[0, 0] for p, d in drawn.items()}, params.t)  # known up to sign once u is opened
+    s1 = recombine({p: d[1, 0] for p, d in drawn.items()}, params.t)
+    rs_0 = (2 * term_bits(params) + 2) * N  # party 1's round-1 message: the dealt bits, then r s
+    pair_0 = nrows * N  # party 1's round-2 message: (r s) s, then the pairs' MACs (r s_0) s_1 first
+    for g0, g1 in [(s0, s1), (F.neg(s0), s1), (s0, F.neg(s1)), (F.neg(s0), F.neg(s1))]:
+
+        def attack(
+            rnd: int, src: int, dst: int, payload: Payload, prev: Prev, g0: Any = g0, g1: Any = g1
+        ) -> Payload:
+            if rnd not in (1, 2) or dst == RECEIVER:
+                return payload
+            arr, j = payload.reshape(-1, 2).copy(), F.const(dst - 1)
+            if rnd == 1:
+                arr[rs_0] = F.add(arr[rs_0], F.mul(F.const(cc), j))
+            else:
+                arr[0] = F.sub(arr[0], F.mul(F.mul(F.const(cc), g0), j))
+                arr[pair_0] = F.sub(arr[pair_0], F.mul(F.mul(F.const(cc), g1), j))
+            return arr.reshape(-1)
+
+        outcome, decided = run_with_receiver(sign_machines(m, seed, vals, pub, step, variant), {1}, attack, N)
+        assert isinstance(decided, AbortError)
+        for p in range(2, m + 1):
+            assert isinstance(outcome[p], AbortError) and outcome[p].round <= 5, (variant, outcome[p])
 
 
 @pytest.mark.parametrize("m", [3, 4])

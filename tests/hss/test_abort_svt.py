@@ -128,11 +128,11 @@ def test_edge_cases_under_abort_are_decided_exactly(m: int) -> None:
 
 
 def test_rounds_and_bytes_against_semi_honest() -> None:
-    """Rounds: 14 without the gate, 19..21 with it (semi-honest 7..10); the byte ratio is reported by
+    """Rounds: 15 without the gate, 20..22 with it (semi-honest 7..10); the byte ratio is reported by
     docs/BENCHMARKS.md and only bounded here."""
     fmt = SvtFormat(16, 900, 12, max_parties=10)
-    assert [abort_svt_rounds(fmt, m, 200, 1000) for m in (3, 5, 7, 10)] == [14] * 4
-    assert [abort_svt_rounds(fmt, 3, n, 1) for n in (2, 16, 200, 4096)] == [19, 19, 20, 21]
+    assert [abort_svt_rounds(fmt, m, 200, 1000) for m in (3, 5, 7, 10)] == [15] * 4
+    assert [abort_svt_rounds(fmt, 3, n, 1) for n in (2, 16, 200, 4096)] == [20, 20, 21, 22]
     assert abort_bits(fmt, 3)[:2] == (18, 23)
     m, n = 3, 20
     gen = np.random.default_rng(0)
@@ -333,7 +333,7 @@ def test_a_party_dealing_an_input_that_is_not_bits_is_caught(
     """A deviating party deals a value that is not a bit (a 2, or a 'bit' worth 2^40 that would put its
     tau far outside the comparison's range, or 2^100, with which an opened c_b would show the honest T_h
     above its mask): every honest party aborts at the check of the dealers' bit proofs in round 3, before
-    c_b (not linear in the inputs) is opened in round 5."""
+    c_b (not linear in the inputs) is opened in round 6."""
     m = 3
     fmt, batch = tamper_batch(m)
     real = abort_svt._input_bits
@@ -374,7 +374,7 @@ def coalition_views(
     world: int, n: int = 120
 ) -> tuple[dict[int, npt.NDArray[np.int64]], npt.NDArray[np.int64]]:
     """What party 1 of the coalition {1, 2} of m = 5 receives from the honest parties in each round (the low
-    4 bits of every element), and the masked comparisons it opens in round 5 (bits K..K+3 of c_T and c_b,
+    4 bits of every element), and the masked comparisons it opens in round 6 (bits K..K+3 of c_T and c_b,
     where an unmasked or too narrowly masked value would show its sign), when the honest parties' data make
     every candidate accepted (world 1) or rejected (world -1); the coalition's inputs are the same in both."""
     m, coalition, dim = VIEW_M, {1, 2}, VIEW_DIM
@@ -391,7 +391,7 @@ def coalition_views(
     for rnd, src, dst, payload in tr.log:
         if dst == 1 and src not in coalition:
             seen[rnd].append(low_bits(payload))
-        if rnd == 5 and (dst == 1 or (src == 1 and dst == 2)):  # openings are packed last: c_T, then c_b
+        if rnd == 6 and (dst == 1 or (src == 1 and dst == 2)):  # openings are packed last: c_T, then c_b
             opened_shares[src] = payload.reshape(-1, 2)[-2 * n :]
     c = recombine(opened_shares, (m - 1) // 2)
     _, _, k_t, k_b = abort_bits(VIEW_FMT, m)
@@ -410,7 +410,7 @@ def test_coalition_view_of_svt_under_abort_does_not_depend_on_honest_data() -> N
     """Every round but the last (the output bits, public, differ by construction) and the opened masked
     comparisons: the same distribution in both worlds (chi-square, false-failure rate 1e-3 each)."""
     (va, ca), (vb, cb) = coalition_views(1), coalition_views(-1)
-    assert va.keys() == vb.keys() and len(va) == 14
+    assert va.keys() == vb.keys() and len(va) == 15
     for rnd in sorted(va)[:-1]:
         assert chi2_same(va[rnd], vb[rnd]) > 1e-3, rnd
     assert chi2_same(ca, cb) > 1e-3
@@ -434,8 +434,9 @@ def test_a_shifted_square_is_caught_before_the_comparisons_are_opened(m: int) ->
     on svt's mask bits: party 1 reshares its part of the first mask bit's square shifted by c, consistently
     (its sub-share to party j moved by c (j - 1)), so u = s^2 + w c with w known to it. When u is a square,
     the bit would be one of two field elements it can compute, and the masked c_T it opens would show that
-    position of T. The squares' check (round 4) stops every honest party before c_T and c_b are opened
-    (round 5), for every c; over c = 1..24 both a non-square (aborted at its root) and the check occur."""
+    position of T. The check before the masks (rounds 4-5) stops every honest party before c_T and c_b are
+    opened (round 6), for every c; over c = 1..24 both a non-square (aborted at its root) and the check
+    occur."""
     fmt, batch = tamper_batch(m)
     s_bits, tau_bits, k_t, k_b = abort_bits(fmt, m)
     dealt = (2 * s_bits + 2) * D_T + (2 * tau_bits + 2) * N_T  # party 1's dealt inputs with their proofs
@@ -456,7 +457,7 @@ def test_a_shifted_square_is_caught_before_the_comparisons_are_opened(m: int) ->
         )
         assert isinstance(decided, AbortError), c
         honest_ones = [outcome[p] for p in range(2, m + 1)]
-        assert all(isinstance(o, AbortError) and o.round <= 4 for o in honest_ones), (c, outcome)
-        caught = any(o.what == "squares' check" for o in honest_ones)
-        where["squares' check" if caught else "not a square"] += 1
-    assert set(where) == {"not a square", "squares' check"}, where
+        assert all(isinstance(o, AbortError) and o.round <= 5 for o in honest_ones), (c, outcome)
+        caught = any(o.what == "check before the masks" for o in honest_ones)
+        where["check" if caught else "not a square"] += 1
+    assert set(where) == {"not a square", "check"}, where

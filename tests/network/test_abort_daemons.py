@@ -78,11 +78,11 @@ def test_a_deviating_registry_is_caught_and_the_retried_step_is_exact_and_charge
         assert 0 < semi.sum() < N
 
         cases = [
-            ("additive@7", "mesh", r"abort at step 1, round 13 \(verify\): the MAC check failed"),
-            ("additive@7", "relay", r"abort at step 1, round 13 \(verify\): the MAC check failed"),
-            ("inconsistent@5", "mesh", r"abort at step 1, round 5 \(masked terms opened\): opened shares do"),
+            ("additive@7", "mesh", r"abort at step 1, round 14 \(verify\): the MAC check failed"),
+            ("additive@7", "relay", r"abort at step 1, round 14 \(verify\): the MAC check failed"),
+            ("inconsistent@6", "mesh", r"abort at step 1, round 6 \(masked terms opened\): opened shares do"),
             ("noncanonical@1", "relay", r"abort at step 1, round 1 \(inputs and squares\): .*non-canonical"),
-            ("duplicate@11", "mesh", r"abort at step 1, round 11 \(verify: coin and key\): a message of 8"),
+            ("duplicate@12", "mesh", r"abort at step 1, round 12 \(verify: coin and key\): a message of 8"),
             ("drop@2", "mesh", r"step 1 round [23]: no message from party [12] before the deadline"),
             ("additive@out", "mesh", r"abort at step 1, the output round \(receiver: outputs\)"),
         ]

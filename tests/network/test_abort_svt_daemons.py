@@ -41,7 +41,7 @@ def test_federated_abcdp_under_abort_equals_semi_honest_and_catches_a_deviation(
     noisy = _plan(2.0, 3, False, 31, 0.1)
     exact = _plan(math.inf, 4, False, 21, 0.12)
     fmt = noisy.svt_format(M)
-    assert abort_svt_rounds(fmt, M, BATCH, 3) == 19  # 5 + 4 tree levels + AND + 3 + 1 + gate 0 + 1 + 3 + 1
+    assert abort_svt_rounds(fmt, M, BATCH, 3) == 20  # 6 + 4 tree levels + AND + 3 + 1 + gate 0 + 1 + 3 + 1
     with LocalConsortium.start(
         M,
         data,
@@ -50,12 +50,12 @@ def test_federated_abcdp_under_abort_equals_semi_honest_and_catches_a_deviation(
         modes=("svt",),
         startup_timeout_s=120.0,
         fixed_rng_keys=KEYS,
-        deviate={2: ["additive@6"]},
+        deviate={2: ["additive@7"]},
     ) as lc:
         with BlockingCoordinator(lc.endpoints(), lc.coordinator_tls(), rpc_timeout_s=60.0) as coord:
-            # an error in the trees' first product level (round 6): the check before the gate's opening
-            # (rounds 11..13, after the AND in round 10) catches it
-            message = r"abort at step 1, round 13 \(check before the gate\): the MAC check failed"
+            # an error in the trees' first product level (round 7): the check before the gate's opening
+            # (rounds 12..14, after the AND in round 11) catches it
+            message = r"abort at step 1, round 14 \(check before the gate\): the MAC check failed"
             with pytest.raises(SessionError, match=message):
                 run_federated_abcdp(
                     coord,
@@ -119,7 +119,7 @@ def test_federated_abcdp_under_abort_equals_semi_honest_and_catches_a_deviation(
         ]
         first = next(e for e in lines if e["what"] == "Evaluate")
         assert first["outcome"] in ("FAILED_PRECONDITION", "CANCELLED"), first
-        logged.append("abort at step 1, round 13 (check before the gate)" in first.get("detail", ""))
+        logged.append("abort at step 1, round 14 (check before the gate)" in first.get("detail", ""))
     assert any(logged)
 
 

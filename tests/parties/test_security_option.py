@@ -51,9 +51,9 @@ def test_security_crosses_the_wire() -> None:
 
 def test_the_mode_table_gives_the_rounds_under_abort() -> None:
     params = _spec().params()
-    assert reveal_mode("sign").rounds(params, "inline", "abort") == 14
-    assert reveal_mode("sign").rounds(params, "pooled", "abort") == 14
-    assert reveal_mode("sign").rounds(params, "blocks4", "abort") == 13
+    assert reveal_mode("sign").rounds(params, "inline", "abort") == 15
+    assert reveal_mode("sign").rounds(params, "pooled", "abort") == 15
+    assert reveal_mode("sign").rounds(params, "blocks4", "abort") == 14
     assert reveal_mode("sign").rounds(params, "inline") == 7
     assert reveal_mode("sum").rounds(params, "inline", "abort") == 1
     with pytest.raises(ValueError, match="rounds of 'svt' under security 'abort' are set by the batch"):
