@@ -85,7 +85,7 @@ def test_a_session_resolves_its_mode_once_and_refuses_a_batch_that_differs() -> 
     s = SessionSpec(b"s" * 16, parties, 1, reveal_mode="sign", model="m", security="abort")
     assert s.protocol is s.protocol  # resolved once and kept
     assert (s.protocol.mode.name, s.protocol.security, s.protocol.precompute) == ("sign", "abort", "inline")
-    assert s.protocol.rounds(s.params()) == 12 and reveal_mode("sign").rounds(s.params()) == 7
+    assert s.protocol.rounds(s.params()) == 15 and reveal_mode("sign").rounds(s.params()) == 7
     with pytest.raises(spec.SpecError, match="precompute_ahead is not offered with security 'abort'"):
         SessionSpec(b"s" * 16, parties, 1, "sign", "m", security="abort", precompute_ahead=True)
     _params, ctxs, rngs = make_session(3, seed="resolved")
