@@ -2,50 +2,53 @@
 
 Up to t < m/2 parties may deviate in any message; every honest party then raises
 :class:`hss.authenticated.AbortError` before any output leaves it, or the receiver gets exactly [S >= 0] for
-the terms the parties chose (AND the lazy coin). Rounds: inline 14 (semi-honest 7), pooled 14 (9), blocks4
-13 (7), inline with a lazy coin 15 (7).
+the terms the parties chose (AND the lazy coin). Rounds: inline 15 (semi-honest 7), pooled 15 (9), blocks4
+14 (7), inline with a lazy coin 16 (7).
 
-Inline (the rounds, 1 to 14):
+Inline (the rounds, 1 to 15):
 
 1. inputs and squares: each party deals (Shamir, degree t) the B = term_int_bits + frac_bits + 1 = 38 bits
    of its encoded term x_j + 2^(B-1) with its proof that they are bits (hss.abort_modes.bits_proof: the
    values at 0 (a fresh secret mask) and 1..B of f, and the B + 1 values of q with
    prod_{k=1..B} (X - k) q = f (f - 1)); GRR reshares of r s, s^2 and s_{2a} s_{2a+1} for the K mask bits'
-   PRSS values s (and the lazy coin's L bits), and of r r_hi (the mask's high part, a PRSS integer);
-2. MACs and squares opened: GRR reshares of (r s_{2a}) s_{2a+1}; the squares u = s^2 and a coin seed opened
-   with error detection (a u that is 0 or not a square aborts);
-3. the squares' check reshared (:meth:`AuthParty.squares_check`: one value per batch,
-   y = sum_i a_i (r s_i) s_i - r sum_i a_i u_i, coins from round 2's seed, r kept secret) and every
-   dealer's (f(x), q(x)) at the coin's point x opened with error detection: a dealt value that is not a bit
-   fails the proof (probability at most 2B/p that it holds) and every honest party aborts here;
-4. the squares' check opened (:meth:`AuthParty.open_squares_check`): every honest party aborts unless y = 0.
-   Only now are b_i = (1 + s_i / sqrt(u_i)) / 2 and the pair products [b_{2a} b_{2a+1}] used: a square
-   shifted by a deviating party's reshare would make b_i one of two field elements that party can compute
-   (it knows s_i^2 = u_i - its shift), and the masked input opened over it would show the low bits of S.
-   The first version opened c in round 3 and checked the squares only at verify; an independent review
-   found that leak (2026-11-30, docs/SECURITY_ABORT.md, "Known limits"). The check replaces the MAC of
-   every square, (r s) s;
-5. the masked input opened: c = S + 2^K + r, with S = pub + sum_j (sum_i 2^i d_ji - 2^(B-1)) and
+   PRSS values s (and the lazy coin's L bits), of r r_hi (the mask's high part, a PRSS integer) and of
+   r beta (for the check before c);
+2. MACs and squares opened: GRR reshares of the squares' MACs (r s) s and the pairs' (r s_{2a}) s_{2a+1};
+   the squares u = s^2 and a coin seed opened with error detection (a u that is 0 or not a square aborts);
+3. the check's own coin seed and every dealer's (f(x), q(x)) at the first seed's point x opened with error
+   detection: a dealt value that is not a bit fails its proof (probability at most 2B/p that it holds) and
+   every honest party aborts here;
+4. and 5. the check before the masked term (:meth:`AuthParty.check_upto`, the CheckZero of verify with r
+   kept secret) over every pair made in rounds 1 and 2: (s, r s), (u, (r s) s), the pairs, r_hi. Every error
+   it counts was fixed before its seed, and the only later one (its own reshare) is multiplied by a secret
+   beta, so it passes only if nothing was altered, never depending on a secret. Only now are
+   b_i = (1 + s_i / sqrt(u_i)) / 2 used: a square shifted by a deviating party's reshare would make b_i one of
+   two field elements that party can compute (it knows s_i^2 = u_i - its shift), and the masked input opened
+   over it would show bits of S. The first version opened c in round 3 and checked everything at verify; a
+   first fix opened one value y = sum_i a_i (r s_i) s_i - r sum_i a_i u_i, which the coalition could steer
+   with y's own reshare error and a guessed sign of s_i (a selective failure). Both found by independent
+   reviews, 2026-11-30 (docs/SECURITY_ABORT.md, "Known limits");
+6. the masked input opened: c = S + 2^K + r, with S = pub + sum_j (sum_i 2^i d_ji - 2^(B-1)) and
    r = sum_i 2^i b_i + 2^K r_hi, with error detection (raw degree-t shares; honest dealers' fresh
    polynomials make every coefficient but the value uniform); the terms need no MACs (they enter only c,
    opened with error detection, never a product);
-6. to 10. the carry tree of u = [c mod 2^K < r mod 2^K] (first level local, ``compare_nodes``, its MACs by
+7. to 11. the carry tree of u = [c mod 2^K < r mod 2^K] (first level local, ``compare_nodes``, its MACs by
    the same affine map with the key share in place of 1; each further level one duplicated multiplication);
-11. to 13. :meth:`AuthParty.verify`; 14. the bit c_hi - r_hi - u to the receiver (raw degree-t shares), who
+12. to 14. :meth:`AuthParty.verify`; 15. the bit c_hi - r_hi - u to the receiver (raw degree-t shares), who
    checks that all m lie on one polynomial (:func:`hss.authenticated.receive_checked`).
 
-pooled (14): as the semi-honest pooled precompute, each public root is computed by one party, the roots of
-its chunk, broadcast in round 3; under abort u is opened to every party (round 2), so every party checks every
-broadcast root on arrival (u v^2 = 1: a wrong root, or one sent to one party and not another, aborts in
-round 3), and the squares' check runs as inline. Its gain over inline is CPU (each party takes 1/m of the
-square roots); the first version opened each chunk of u to its root's holder only and claimed u v^2 = 1 at
-verify. blocks4 (13): the block monomials of hss.sign_blocks with MACs: round 1 reshares the block pairs
-s_a s_b, round 2 the triples s_c (s_a s_b) with MACs (r s_c)(s_a s_b) and the quadruples (s_a s_b)(s_c s_d),
-round 3 the quadruples' MACs (r s_a s_b)(s_c s_d) with the squares' check (a MAC may come later than its
-value: only verify uses it, and r stays secret until then); the first level over blocks is local, so the tree
-has 4 product rounds instead of 5. Lazy coin (inline, 15): the coin's L bits come with the mask bits (the
-squares' check covers them), its tree [u < k] advances in the comparison's product rounds, and one more
-duplicated multiplication ANDs the coin with the bit before verify.
+pooled (15): as the semi-honest pooled precompute, each public root is computed by one party, the roots of
+its chunk, broadcast in round 3 in one canonical form (the one of v, -v below 2^126); under abort u is opened
+to every party (round 2), so every party checks every broadcast root on arrival (u v^2 = 1 and the form: a
+wrong root, or -v sent to one party only, aborts in round 3). Its gain over inline is CPU (each party takes
+1/m of the square roots); the first version opened each chunk of u to its root's holder only and claimed
+u v^2 = 1 at verify. blocks4 (14): the block monomials of hss.sign_blocks with MACs: round 1 reshares the
+block pairs s_a s_b, round 2 the triples s_c (s_a s_b) with MACs (r s_c)(s_a s_b) and the quadruples
+(s_a s_b)(s_c s_d), round 3 the quadruples' MACs (r s_a s_b)(s_c s_d) (a MAC may come later than its value:
+only verify uses it, and r stays secret until then; the monomials enter only the tree, never c); the first
+level over blocks is local, so the tree has 4 product rounds instead of 5. Lazy coin (inline, 16): the
+coin's L bits come with the mask bits (the check covers them), its tree [u < k] advances in the comparison's
+product rounds, and one more duplicated multiplication ANDs the coin with the bit before verify.
 
 Why the terms are dealt as bits (the range question of docs/SECURITY_ABORT.md): the comparison is [S >= 0]
 only while |S| < 2^K. A registry that could bring any field element as its term would make the output an

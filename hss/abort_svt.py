@@ -24,11 +24,12 @@ round 2, tracked for verify.
 
 What is opened before the check, and why c_b waits for it: round 2 opens u = s^2 (PRSS randomness) and the
 coin seed; round 3 opens every dealer's (f(x), q(x)), uniform for an honest dealer (hss.abort_blinded), and
-reshares the squares' check, opened in round 4 (:meth:`AuthParty.squares_check`: every mask bit is a bit
-before anything is masked by it; a square shifted by a deviating party's reshare would make a mask bit one
-of two field elements that party can compute, and the masked comparison opened over it would show that
-position of T or b: found in sign by an independent review, 2026-11-30, docs/SECURITY_ABORT.md). The
-masked comparisons are opened in round 5, after both checks. c_T alone could be opened in round 3: T is linear
+the seed of the check before the masks (rounds 4 and 5, :meth:`AuthParty.check_upto`: a CheckZero with r
+kept secret over every pair of rounds 1 and 2, so every mask bit is a bit before anything is masked by it;
+a square shifted by a deviating party's reshare would make a mask bit one of two field elements that party
+can compute, and the masked comparison opened over it would show that position of T or b: found in sign by
+independent reviews, 2026-11-30, docs/SECURITY_ABORT.md). The masked comparisons are opened in round 6,
+after both checks. c_T alone could be opened in round 3: T is linear
 in the dealt values, so whatever a deviating party dealt, c_T minus what it knows is T_h + r_T + const,
 masked as in the semi-honest protocol. c_b cannot: b = T^2 - ||S - phi||^2 is not linear, and a dealt
 "bit" worth 2^100 (say) puts 2 T_h T_c and 2 S_h . S_c, products of the honest data with huge known values,
@@ -43,9 +44,9 @@ only for b trees of at most 12 first-level nodes, K_b <= 48 (m = 3 at f = 16; at
 product of round k + 4 has degree 16 in the nodes local after round k, and the T tree's last carry term
 takes 3.5 of them (its nodes exist a round earlier). Not done.
 
-Rounds (:func:`abort_svt_rounds`): 14 without the gate, 19..21 with it (hss.svt: 7; 8..9) for the formats
-of hss.svt's docstring (the first version: 12 and 17..19; 13 and 18..20 before the squares' check). Bytes
-(all messages of a batch at D = 64,
+Rounds (:func:`abort_svt_rounds`): 15 without the gate, 20..22 with it (hss.svt: 7; 8..9) for the formats
+of hss.svt's docstring (the first version: 12 and 17..19; 13 and 18..20 before the check before the masks).
+Bytes (all messages of a batch at D = 64,
 n = 200, f = 16, max_parties = m, in memory): m = 3, 78 kB per candidate without the gate, 86 kB with it
 (hss.svt: 29 and 32 kB, 2.7x); m = 7, 568 kB and 623 kB (207 and 230 kB, 2.7x). The first version: 82 and
 90 kB at m = 3, 669 and 724 kB at m = 7 (the inputs with a MAC per bit, (1 + m) N field elements per ordered
@@ -55,25 +56,25 @@ pair, against 2 N + 2 per column for the proof). Most of the rest is the mask bi
 1. the input bits with their proofs dealt; GRR of r s, s^2 and the pair products s_a s_b inside each group of
    4 mask bits (the mask bits' PRSS values s), of r r_hi (each comparison's high mask) and, with the gate, of
    r beta';
-2. GRR of r T and r S, of (r s_a) s_b; the triple products s_a (s_b s_c) with their MACs
+2. GRR of r T and r S, of (r s) s and (r s_a) s_b; the triple products s_a (s_b s_c) with their MACs
    (r s_a)(s_b s_c); the quadruple (s_0 s_1)(s_2 s_3); q = T^2 - ||S||^2 (so b is reshared to degree t: in
    hss.svt it is degree 2t); the squares u and a coin seed opened with error detection; the mask bits
    b_k = (1 + s_k / sqrt(u_k)) / 2; the proofs' point x from the seed;
-3. GRR of the quadruple's MAC (r s_0 s_1)(s_2 s_3), of q's MAC (r T) T - sum_k (r S_k) S_k and of the
-   squares' check; every dealer's (f(x), q(x)) for each column opened with error detection, the proofs
-   checked (a non-bit, or a dealing not on one degree-t polynomial, aborts here);
-4. the squares' check opened (abort unless 0);
-5. c_T = T + 2^K_T + r_T and c_b = b + 2^K_b + r_b opened with error detection (raw degree-t shares: a
+3. GRR of the quadruple's MAC (r s_0 s_1)(s_2 s_3) and of q's MAC (r T) T - sum_k (r S_k) S_k; the check's
+   seed and every dealer's (f(x), q(x)) for each column opened with error detection, the proofs checked (a
+   non-bit, or a dealing not on one degree-t polynomial, aborts here);
+4. and 5. the check before the masks (GRR of its product, then its opening; abort unless 0);
+6. c_T = T + 2^K_T + r_T and c_b = b + 2^K_b + r_b opened with error detection (raw degree-t shares: a
    rushing party cannot shift them);
-6. ... the radix-4 first level of both carry trees is local (a node is a linear map of the 16 monomials of
+7. ... the radix-4 first level of both carry trees is local (a node is a linear map of the 16 monomials of
    its 4 bits; the MACs by the same map, the constant monomial's MAC being the key share); each level of
    both trees in parallel is one duplicated multiplication (:meth:`AuthParty.multiply`), then the AND is
    one more (the semi-honest fusion ends in a degree-2t product, which cannot be opened with detection);
    with the gate (n > remaining): P_i = sum_{l<i} acc_l is local; a check of everything so far that keeps
-   the MAC key secret (3 rounds, :meth:`_SvtAuth.check_keeping_key`) precedes the masked opening of
+   the MAC key secret (3 rounds, :meth:`AuthParty.check_keeping_key`) precedes the masked opening of
    remaining - 1 - P_i (1 round): without it an additive error in the trees, multiplied by a secret carry
    bit, would make the opened value reveal that bit. Then the gate's tree and its AND with acc;
-7. :meth:`AuthParty.verify` (3 rounds); the output bits opened with error detection to every party and,
+8. :meth:`AuthParty.verify` (3 rounds); the output bits opened with error detection to every party and,
    in the same round, their raw shares to the receiver, who checks that all m lie on one polynomial of
    degree t (:func:`svt_decide_receiver_abort`).
 
@@ -84,7 +85,7 @@ An additive error e in the reshared r T (or r S_k) puts e into the pair (T, r T)
 fixed before r is opened: verify's random combination fails except with probability about 2/p. A masked
 value opened before verify (c_T, c_b) is T or b, of in-range inputs (the proofs passed), plus an additive
 error the adversary knows (T is linear in the inputs, q's error is additive), hidden by a mask of bits that
-are bits (the squares' check passed), as in the semi-honest protocol.
+are bits (the check before the masks passed), as in the semi-honest protocol.
 
 Not covered (as for every mode under abort): fairness, identifiable abort, selective abort of the openings
 to the parties (a corrupt party can make one honest party abort and not another, also at the check before
