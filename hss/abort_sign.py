@@ -59,8 +59,7 @@ B checked bits makes every effective term lie in [-2^(B-1), 2^(B-1)) whatever a 
 x_c, and an abort depends only on what the deviating parties sent (and on r, the coins and beta), never on
 the honest parties' data. The price is the dealt values: 2B + 2 field elements per ordered pair of parties
 per decision (the first version gave every dealt bit a MAC, (1 + m) B elements: 4.4x the semi-honest bytes at
-m = 3 and 6.0x at m = 7, then 3.7x and 3.8x; with the squares checked by one dot product 3.3x and 3.4x;
-docs/BENCHMARKS.md).
+m = 3 and 6.0x at m = 7, now 3.7x and 3.8x; docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
