@@ -106,7 +106,7 @@ __all__ = ["BLINDED_ABORT_ROUNDS", "blinded_bit_widths", "blinded_party_abort", 
 BLINDED_ABORT_ROUNDS = 7
 
 #: PRSS purpose of this module's coin seed (hss.primitives 1..7, hss.svt 101..106, hss.authenticated 201,
-#: 202, 1000+k, hss.abort_modes 301..)
+#: 202, 1000+k, hss.abort_sign 301..303, hss.abort_svt 401..405)
 P_BLINDED_COIN = 321
 
 

@@ -173,9 +173,10 @@ def _sign_gen(
     own_bits, f0 = _term_bits(x, nb), rng.field((n,))
     own = np.concatenate([f0[None], own_bits, bits_proof(own_bits, f0)])  # (2B + 2, n)
     shapes = {j: (2 * nb + 2, n) for j in ctx.all}
-    pre_seed, pre_beta, pre_mask = ctx.prss.random(P_SIGN_PRE, step, (3, 1))  # the check before c
+    pre_seed, pre_beta, pre_mask, pre_pad = ctx.prss.random(P_SIGN_PRE, step, (4, 1))  # the check before c
     grrs = [F.mul(key, s), F.mul(s, s), F.mul(s[pa], s[pb]), F.mul(key, r_hi), F.mul(key, pre_beta)]
-    dealt, (rs, u_sh, ss, r_hi_mac, r_beta), _ = yield from auth.round(
+    grrs.append(F.mul(key, pre_pad))
+    dealt, (rs, u_sh, ss, r_hi_mac, r_beta, r_pad), _ = yield from auth.round(
         "inputs and squares", deal=own, deal_shapes=shapes, grrs=grrs
     )
     d_x = np.stack([dealt.get(j, F.zeros(shapes[j])) for j in ctx.all])  # (m, 2B + 2, n), degree t
@@ -189,7 +190,7 @@ def _sign_gen(
     _, res, (u, seed) = yield from auth.round("MACs and opened squares", grrs=grrs, opens=[u_sh, seed_share])
     s_auth, u_auth = Auth(s, rs), Auth(u_sh, res[0])
     pairs_ss, r_top = Auth(ss, res[1]), Auth(r_hi, r_hi_mac)
-    auth.track([s_auth, u_auth, pairs_ss, r_top])
+    auth.track([s_auth, u_auth, pairs_ss, r_top, Auth(pre_pad, r_pad)])  # the pad: AuthParty.check_upto
     upto = auth.checkpoint()  # the check before c covers these, all reshared before its seed is opened
 
     # --- round 3: the check's seed and the bit proofs at x opened; pooled: the roots broadcast ---

@@ -123,7 +123,7 @@ from hss.svt_format import I64, BoolArray, SvtFormat, prss_bits
 __all__ = ["abort_bits", "abort_svt_rounds", "svt_decide_party_abort", "svt_decide_receiver_abort"]
 
 #: PRSS purposes (hss.primitives 1..7, hss.svt 101..106, hss.authenticated 201, 202, 1000+k,
-#: hss.abort_modes 301, 302)
+#: hss.abort_sign 301..303, hss.abort_blinded 321)
 P_SVT_S, P_SVT_RHI, P_SVT_COIN, P_SVT_MID, P_SVT_PRE = 401, 402, 403, 404, 405
 
 
@@ -368,21 +368,22 @@ def _svt_gen(
     # --- round 1: the inputs as bits; GRR of r s, s^2, the pair products, r r_hi (and r beta') ---
     s = ctx.prss.random(P_SVT_S, step, (ktot, n))
     r_hi = ctx.prss.bounded(P_SVT_RHI, step, (len(kbits), n), fmt.kappa + 1)
-    mid_seed, mid_beta, mid_mask = ctx.prss.random(P_SVT_MID, step, (3, 1))
-    pre_seed, pre_beta, pre_mask = ctx.prss.random(P_SVT_PRE, step, (3, 1))  # the check before c_T, c_b
+    mid_seed, mid_beta, mid_mask, mid_pad = ctx.prss.random(P_SVT_MID, step, (4, 1))
+    pre_seed, pre_beta, pre_mask, pre_pad = ctx.prss.random(P_SVT_PRE, step, (4, 1))  # before c_T, c_b
     sb = {id(b): _block_view(s, b) for b in blocks}
     pair_x = [
         np.stack([F.mul(sb[id(b)][i], sb[id(b)][j]) for i, j in _pairs(b.g)]) for b in blocks if b.g >= 2
     ]
     own = _with_proofs(_input_bits(s_int, tau_int, s_bits, tau_bits), rng, s_bits, dim, tau_bits, n)
     length = own.shape[0]
-    grrs = [F.mul(key, s), F.mul(s, s), F.mul(key, r_hi), F.mul(key, pre_beta), *pair_x]
-    grrs += [F.mul(key, mid_beta)] if gate else []
+    grrs = [F.mul(key, s), F.mul(s, s), F.mul(key, r_hi), F.mul(key, pre_beta), F.mul(key, pre_pad), *pair_x]
+    grrs += [F.mul(key, mid_pad), F.mul(key, mid_beta)] if gate else []
     dealt, res, _ = yield from auth.round(
         "inputs and squares", deal=own, deal_shapes={j: (length,) for j in ctx.all}, grrs=grrs
     )
-    rs, u_sh, r_hi_mac, r_pre_beta = res[:4]
-    pairs_t = res[4 : 4 + len(pair_x)]
+    rs, u_sh, r_hi_mac, r_pre_beta, r_pre_pad = res[:5]
+    pairs_t = res[5 : 5 + len(pair_x)]
+    pads = [Auth(pre_pad, r_pre_pad)] + ([Auth(mid_pad, res[-2])] if gate else [])  # AuthParty.check_upto
     r_beta = res[-1] if gate else F.zeros((1,))
     d_all = np.stack([dealt[j] for j in ctx.all])  # (m, length): every party's rows, degree t
     cut = (2 * s_bits + 2) * dim
@@ -430,7 +431,7 @@ def _svt_gen(
     pair_auth = {id(b): Auth(x, mc) for b, x, mc in zip(paired, pairs_t, pair_macs, strict=True)}
     tripled = [b for b in blocks if b.g >= 3]
     high_auth = {id(b): Auth(x, mc) for b, x, mc in zip(tripled, highs_t, highs_mt, strict=True)}
-    auth.track([big_t_auth, big_s_auth, r_top, *pair_auth.values(), *high_auth.values()])
+    auth.track([big_t_auth, big_s_auth, r_top, *pair_auth.values(), *high_auth.values(), *pads])
     bits, v = auth.bits_with_roots(Auth(s, rs), Auth(u_sh, ru), u)  # (K_total, n); tracks both pairs
     upto = auth.checkpoint()  # the check before c_T, c_b covers these, all reshared before its seed
 

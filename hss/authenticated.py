@@ -385,10 +385,13 @@ class AuthParty:
         """2 rounds: the CheckZero of :meth:`verify` over the pairs and claims tracked before ``upto``
         (:meth:`checkpoint`, taken before ``seed`` was opened), with r kept secret: v = beta T with
         T = u - r w computed as beta u - (r beta) w, where [r beta] (``r_beta``) was reshared before any
-        checked value existed (an error in it only makes the check fail); GRR of v, then v opened; for even
-        m the degree test over those sharings (``mask`` a PRSS value). Every error counted was fixed before
-        the seed, and the only later one (v's reshare) is added to beta T, beta secret: the check passes
-        only if nothing was altered (probability about 3/p otherwise), never depending on a secret."""
+        checked value existed; GRR of v, then v opened; for even m the degree test over those sharings
+        (``mask`` a PRSS value). Every error counted was fixed before the seed, and the only later one (v's
+        reshare) is added to beta T, beta secret: the check passes only if nothing was altered (probability
+        about 3/p otherwise), never depending on a secret. An error e in [r beta] opens beta T - e w, w the
+        coin combination of every checked value: the caller tracks a pad, a pair (rho, r rho) of a fresh
+        PRSS rho, before ``upto``, so that w is uniform and the failing opening shows nothing (without it
+        w could be matched against guesses of the honest inputs: found by an independent review)."""
         z, _ = flatten(self._values[: upto[0]])
         mac, _ = flatten(self._macs[: upto[0]])
         n = z.shape[0]
