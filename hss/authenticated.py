@@ -34,10 +34,15 @@ degree-t polynomial; step 2 then also opens sum_k a'_k c_k + rho over every shar
 probability 1/p, and its error-detecting opening aborts at every honest party. For m = 2t + 1 the t + 1
 honest shares always lie on one polynomial and this test is skipped.
 
-What a coalition learns under deviation: the same as semi-honest, because nothing depending on a secret is
-opened before the check except the squares u (which reveal s^2 + d1, hence the bit's s up to sign only),
-and r and the seed are opened only after every value exists. Outputs are opened only after :meth:`verify`
-passed (:meth:`open`, :meth:`open_to_receiver`). Not covered: fairness, guaranteed output delivery,
+What a coalition learns under deviation: the same as semi-honest, provided the protocol opens nothing
+masked by values this check has not yet covered. The squares u reveal s^2 + d1, so a deviating party knows
+each s up to its sign, and a bit made from a shifted square is one of two values it can compute: a masked
+value opened over unchecked bits gives away bits of what it masks (hss.abort_sign and hss.abort_svt opened
+theirs before verify until 2026-11-30, docs/SECURITY_ABORT.md). So a protocol that opens masked values
+before verify first runs :meth:`check_upto` (the same CheckZero with r kept secret, over a pad and every
+pair made so far) and opens them only after it passed; r and verify's seed are opened only after every
+value exists. Outputs are opened only after :meth:`verify` passed (:meth:`open`, :meth:`open_to_receiver`).
+Not covered: fairness, guaranteed output delivery,
 identifiable abort (the error names the step, the round and what was checked, not a party); abort is
 selective when outputs are opened to all parties (a corrupt party can make one honest party abort and not
 another); opened to the receiver, which needs all m consistent shares, it is unanimous. One
