@@ -406,6 +406,32 @@ def test_a_mac_error_covered_for_guessed_signs_is_caught_before_the_masked_terms
             assert isinstance(outcome[p], AbortError) and outcome[p].round <= 5, (variant, outcome[p])
 
 
+def test_the_pad_of_the_check_before_the_masked_terms_is_checked_by_it() -> None:
+    """The check before the masked terms opens beta T - e w when r beta carries an error e, w the coin
+    combination of every pair it checks; a pad (rho, r rho) of a fresh PRSS rho among them makes w uniform
+    (AuthParty.check_upto). That only holds if the pad is tracked before the check's seed: an error in the
+    pad's MAC reshare (round 1) must make every honest party abort at that check (round 5), before c."""
+    m, seed = 3, "pad-checked"
+    vals, pub = terms(m, N, seed=3)
+    params = make_session(m, seed=seed)[0]
+    kbits = params.fmt.compare_bits
+    # party 1's round-1 message: dealt bits, then r s, s^2, the pairs, r r_hi, r beta, r rho
+    r_pad = (2 * term_bits(params) + 2) * N + 2 * kbits * N + (kbits // 2) * N + N + 1
+
+    def shift(rnd: int, src: int, dst: int, payload: Payload, prev: Prev) -> Payload:
+        if rnd != 1 or dst == RECEIVER:
+            return payload
+        arr = payload.reshape(-1, 2).copy()
+        arr[r_pad] = F.add(arr[r_pad], F.const(7 * (dst - 1)))
+        return arr.reshape(-1)
+
+    outcome, decided = run_with_receiver(sign_machines(m, seed, vals, pub), {1}, shift, N)
+    assert isinstance(decided, AbortError)
+    for p in (2, 3):
+        assert isinstance(outcome[p], AbortError), outcome[p]
+        assert (outcome[p].round, outcome[p].what) == (5, "check before the masked terms"), outcome[p]
+
+
 @pytest.mark.parametrize("m", [3, 4])
 def test_pooled_wrong_roots_broadcast_alike_to_everyone_are_caught_on_arrival(
     m: int, monkeypatch: pytest.MonkeyPatch
