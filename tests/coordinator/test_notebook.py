@@ -77,7 +77,7 @@ def _run(
 
 def test_the_poisson_rate_notebook_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The Poisson rate study of issue 24 from a notebook: the formula and the hand-written plug-in, each run
-    5x shorter than the example's default (8 chains x 600 iterations: the default's convergence without a
+    8x shorter than the example's default (8 chains x 600 iterations: the default's convergence without a
     warning is tests/network/test_poisson_study.py's, from the CLI, with the same sampler for both models);
     no warning but the convergence diagnostics', and the two posteriors agree within their Monte Carlo errors
     (|z| < 4 for each of the 4 parameters). Both fits without the plain reference (``reference=False``: the

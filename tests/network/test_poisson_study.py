@@ -42,10 +42,10 @@ def test_formula_study_runs_from_the_cli_with_the_defaults(tmp_path: Path) -> No
 
 
 def test_a_short_run_of_the_study_warns(tmp_path: Path) -> None:
-    """The same study run ten times shorter: the run completes and says it has not converged, with the cause
-    and the key to change, in the terminal's words in provenance.json and summary.txt."""
+    """The same study run 150 iterations instead of 2,500: the run completes and says it has not converged,
+    with the cause and the key to change, in the terminal's words in provenance.json and summary.txt."""
     shutil.copytree(EXAMPLES / "poisson", tmp_path / "poisson")
-    text = (EXAMPLES / "poisson-rate.toml").read_text().replace("iterations = 1500", "iterations = 150")
+    text = (EXAMPLES / "poisson-rate.toml").read_text().replace("iterations = 2500", "iterations = 150")
     assert "iterations = 150\n" in text
     (tmp_path / "short.toml").write_text(text)
     out = tmp_path / "run"
