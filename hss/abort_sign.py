@@ -223,7 +223,7 @@ def _sign_gen(
 
     # --- rounds 4, 5: the check before c, r kept secret: every mask bit is a bit, its MAC right ---
     yield from auth.check_upto(check_seed, pre_beta, r_beta, pre_mask, upto, "check before the masked terms")
-    bits = mul_public(auth.add_public(mul_public(s_auth, v), 1), _INV2)
+    bits = auth.bits_from_roots(s_auth, v)
 
     # --- round 6: the masked terms opened with error detection ---
     pow_b = F.from_ints([1 << i for i in range(nb)])

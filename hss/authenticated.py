@@ -426,7 +426,12 @@ class AuthParty:
         part: a caller that needs them too takes them from here)."""
         self.track([s, u_pair])
         v = self.inverse_roots(u)
-        return mul_public(self.add_public(mul_public(s, v), 1), _INV2), v
+        return self.bits_from_roots(s, v), v
+
+    def bits_from_roots(self, s: Auth, v: F.FieldArray) -> Auth:
+        """The authenticated b = (1 + s v) / 2 for public inverse roots v = 1 / sqrt(u) (a bit once u = s s
+        is checked)."""
+        return mul_public(self.add_public(mul_public(s, v), 1), _INV2)
 
     def inverse_roots(self, u: F.FieldArray) -> F.FieldArray:
         """1 / sqrt(u) for squares u opened with error detection; :class:`AbortError` if one is 0 or not a
