@@ -30,7 +30,7 @@ from hss.runtime import RECEIVER, Inbox, Machine, Payload, run_in_memory
 from hss.session import SessionParams
 from hss.sharing import recombine
 from tests.hss.conftest import make_session
-from tests.hss.test_authenticated import Prev, Tamper, honest, make_tamper, run_rounds
+from tests.hss.test_authenticated import Prev, Tamper, consistent_shift, honest, make_tamper, run_rounds
 
 N = 4  # decisions per tampered batch
 
@@ -349,15 +349,8 @@ def test_a_shifted_square_is_caught_before_anything_is_masked_by_its_bit(m: int,
     where: dict[str, int] = defaultdict(int)
     for c in range(1, 25):
 
-        def shift(rnd: int, src: int, dst: int, payload: Payload, prev: Prev, c: int = c) -> Payload:
-            if rnd != 1 or dst == RECEIVER:
-                return payload
-            arr = payload.reshape(-1, 2).copy()
-            arr[first_square] = F.add(arr[first_square], F.const(c * (dst - 1)))
-            return arr.reshape(-1)
-
         machines = sign_machines(m, seed, vals, pub, variant=variant)
-        outcome, decided = run_with_receiver(machines, {1}, shift, N)
+        outcome, decided = run_with_receiver(machines, {1}, consistent_shift(first_square, c), N)
         assert isinstance(decided, AbortError), c
         honest_ones = [outcome[p] for p in range(2, m + 1)]
         assert all(isinstance(o, AbortError) and o.round <= 5 for o in honest_ones), (c, outcome)
@@ -418,14 +411,8 @@ def test_the_pad_of_the_check_before_the_masked_terms_is_checked_by_it() -> None
     # party 1's round-1 message: dealt bits, then r s, s^2, the pairs, r r_hi, r beta, r rho
     r_pad = (2 * term_bits(params) + 2) * N + 2 * kbits * N + (kbits // 2) * N + N + 1
 
-    def shift(rnd: int, src: int, dst: int, payload: Payload, prev: Prev) -> Payload:
-        if rnd != 1 or dst == RECEIVER:
-            return payload
-        arr = payload.reshape(-1, 2).copy()
-        arr[r_pad] = F.add(arr[r_pad], F.const(7 * (dst - 1)))
-        return arr.reshape(-1)
-
-    outcome, decided = run_with_receiver(sign_machines(m, seed, vals, pub), {1}, shift, N)
+    machines = sign_machines(m, seed, vals, pub)
+    outcome, decided = run_with_receiver(machines, {1}, consistent_shift(r_pad, 7), N)
     assert isinstance(decided, AbortError)
     for p in (2, 3):
         assert isinstance(outcome[p], AbortError), outcome[p]

@@ -26,7 +26,7 @@ from hss.sharing import recombine
 from hss.svt import SvtFormat, svt_decide_party, svt_plaintext
 from hss.svt_format import I64
 from tests.hss.conftest import make_session
-from tests.hss.test_authenticated import Prev, Tamper, honest, make_tamper, run_rounds
+from tests.hss.test_authenticated import Prev, Tamper, consistent_shift, honest, make_tamper, run_rounds
 from tests.hss.test_svt import exact_case, random_batch
 
 F64 = npt.NDArray[np.float64]
@@ -445,16 +445,8 @@ def test_a_shifted_square_is_caught_before_the_comparisons_are_opened(m: int) ->
     where: dict[str, int] = defaultdict(int)
     for c in range(1, 25):
 
-        def shift(rnd: int, src: int, dst: int, payload: Payload, prev: Prev, c: int = c) -> Payload:
-            if rnd != 1 or dst == RECEIVER:
-                return payload
-            arr = payload.reshape(-1, 2).copy()
-            arr[first_square] = F.add(arr[first_square], F.const(c * (dst - 1)))
-            return arr.reshape(-1)
-
-        outcome, decided = run_with_receiver(
-            machines(m, f"svt-square-{m}", fmt, batch, 100), {1}, shift, N_T, rounds
-        )
+        mcs = machines(m, f"svt-square-{m}", fmt, batch, 100)
+        outcome, decided = run_with_receiver(mcs, {1}, consistent_shift(first_square, c), N_T, rounds)
         assert isinstance(decided, AbortError), c
         honest_ones = [outcome[p] for p in range(2, m + 1)]
         assert all(isinstance(o, AbortError) and o.round <= 5 for o in honest_ones), (c, outcome)

@@ -197,6 +197,21 @@ def make_tamper(kind: str, target_round: int, target_dst: int, index: int = 0) -
     return tamper
 
 
+def consistent_shift(at: int, c: int, rnd: int = 1) -> Tamper:
+    """The corrupt party's GRR sub-share at position ``at`` of round ``rnd`` moved by c (j - 1) for party j:
+    a consistent degree-t sharing (its own sub-share, at x = 1, untouched) of its value shifted by a weight
+    times c, the additive attack a reshare allows."""
+
+    def tamper(r: int, src: int, dst: int, payload: Payload, prev: Prev) -> Payload:
+        if r != rnd or dst == RECEIVER:
+            return payload
+        arr = payload.reshape(-1, 2).copy()
+        arr[at] = F.add(arr[at], F.const(c * (dst - 1)))
+        return arr.reshape(-1)
+
+    return tamper
+
+
 def cases(m: int, seed: str, every_index: bool) -> list[tuple[str, int, int]]:
     counts = element_count(m, seed)
     out = []
