@@ -173,9 +173,8 @@ def _sign_gen(
     own_bits, f0 = _term_bits(x, nb), rng.field((n,))
     own = np.concatenate([f0[None], own_bits, bits_proof(own_bits, f0)])  # (2B + 2, n)
     shapes = {j: (2 * nb + 2, n) for j in ctx.all}
-    pre_seed, pre_beta, pre_mask, pre_pad = ctx.prss.random(P_SIGN_PRE, step, (4, 1))  # the check before c
-    grrs = [F.mul(key, s), F.mul(s, s), F.mul(s[pa], s[pb]), F.mul(key, r_hi), F.mul(key, pre_beta)]
-    grrs.append(F.mul(key, pre_pad))
+    pre = auth.kept_key_check(P_SIGN_PRE)  # the check before c
+    grrs = [F.mul(key, s), F.mul(s, s), F.mul(s[pa], s[pb]), F.mul(key, r_hi), *pre.reshares(key)]
     dealt, (rs, u_sh, ss, r_hi_mac, r_beta, r_pad), _ = yield from auth.round(
         "inputs and squares", deal=own, deal_shapes=shapes, grrs=grrs
     )
@@ -190,7 +189,8 @@ def _sign_gen(
     _, res, (u, seed) = yield from auth.round("MACs and opened squares", grrs=grrs, opens=[u_sh, seed_share])
     s_auth, u_auth = Auth(s, rs), Auth(u_sh, res[0])
     pairs_ss, r_top = Auth(ss, res[1]), Auth(r_hi, r_hi_mac)
-    auth.track([s_auth, u_auth, pairs_ss, r_top, Auth(pre_pad, r_pad)])  # the pad: AuthParty.check_upto
+    auth.track([s_auth, u_auth, pairs_ss, r_top])
+    armed = auth.arm(pre, r_beta, r_pad)  # tracks the pad (AuthParty.check_upto)
     upto = auth.checkpoint()  # the check before c covers these, all reshared before its seed is opened
 
     # --- round 3: the check's seed and the bit proofs at x opened; pooled: the roots broadcast ---
@@ -207,7 +207,7 @@ def _sign_gen(
         roots = Extra({j: F.zeros((0,)) for j in ctx.all}, mine, sizes)
     else:
         v = auth.inverse_roots(u)  # abort on a u that is 0 or not a square
-    opens = [pre_seed, proof_openings(d_x, point)]
+    opens = [pre.seed_share, proof_openings(d_x, point)]
     what = "check's coin and bit proofs"
     _, res3, (check_seed, proofs) = yield from auth.round(what, grrs=grrs, opens=opens, extra=roots)
     if not proof_holds(proofs, point, nb).all():
@@ -222,7 +222,7 @@ def _sign_gen(
             raise AbortError(step, auth.rounds, "roots broadcast", why)
 
     # --- rounds 4, 5: the check before c, r kept secret: every mask bit is a bit, its MAC right ---
-    yield from auth.check_upto(check_seed, pre_beta, r_beta, pre_mask, upto, "check before the masked terms")
+    yield from auth.check_upto(armed, check_seed, upto, "check before the masked terms")
     bits = auth.bits_from_roots(s_auth, v)
 
     # --- round 6: the masked terms opened with error detection ---

@@ -368,23 +368,22 @@ def _svt_gen(
     # --- round 1: the inputs as bits; GRR of r s, s^2, the pair products, r r_hi (and r beta') ---
     s = ctx.prss.random(P_SVT_S, step, (ktot, n))
     r_hi = ctx.prss.bounded(P_SVT_RHI, step, (len(kbits), n), fmt.kappa + 1)
-    mid_seed, mid_beta, mid_mask, mid_pad = ctx.prss.random(P_SVT_MID, step, (4, 1))
-    pre_seed, pre_beta, pre_mask, pre_pad = ctx.prss.random(P_SVT_PRE, step, (4, 1))  # before c_T, c_b
+    mid = auth.kept_key_check(P_SVT_MID)  # the check before the gate
+    pre = auth.kept_key_check(P_SVT_PRE)  # the check before c_T, c_b
     sb = {id(b): _block_view(s, b) for b in blocks}
     pair_x = [
         np.stack([F.mul(sb[id(b)][i], sb[id(b)][j]) for i, j in _pairs(b.g)]) for b in blocks if b.g >= 2
     ]
     own = _with_proofs(_input_bits(s_int, tau_int, s_bits, tau_bits), rng, s_bits, dim, tau_bits, n)
     length = own.shape[0]
-    grrs = [F.mul(key, s), F.mul(s, s), F.mul(key, r_hi), F.mul(key, pre_beta), F.mul(key, pre_pad), *pair_x]
-    grrs += [F.mul(key, mid_pad), F.mul(key, mid_beta)] if gate else []
+    grrs = [F.mul(key, s), F.mul(s, s), F.mul(key, r_hi), *pre.reshares(key), *pair_x]
+    grrs += mid.reshares(key) if gate else []
     dealt, res, _ = yield from auth.round(
         "inputs and squares", deal=own, deal_shapes={j: (length,) for j in ctx.all}, grrs=grrs
     )
     rs, u_sh, r_hi_mac, r_pre_beta, r_pre_pad = res[:5]
     pairs_t = res[5 : 5 + len(pair_x)]
-    pads = [Auth(pre_pad, r_pre_pad)] + ([Auth(mid_pad, res[-2])] if gate else [])  # AuthParty.check_upto
-    r_beta = res[-1] if gate else F.zeros((1,))
+    mid_reshares = res[-2:] if gate else []  # r beta', r rho' of the check before the gate
     d_all = np.stack([dealt[j] for j in ctx.all])  # (m, length): every party's rows, degree t
     cut = (2 * s_bits + 2) * dim
     d_s = d_all[:, :cut].reshape(m, 2 * s_bits + 2, dim, 2)  # (mask, bits, proof) per component of s_j
@@ -431,7 +430,9 @@ def _svt_gen(
     pair_auth = {id(b): Auth(x, mc) for b, x, mc in zip(paired, pairs_t, pair_macs, strict=True)}
     tripled = [b for b in blocks if b.g >= 3]
     high_auth = {id(b): Auth(x, mc) for b, x, mc in zip(tripled, highs_t, highs_mt, strict=True)}
-    auth.track([big_t_auth, big_s_auth, r_top, *pair_auth.values(), *high_auth.values(), *pads])
+    auth.track([big_t_auth, big_s_auth, r_top, *pair_auth.values(), *high_auth.values()])
+    armed = auth.arm(pre, r_pre_beta, r_pre_pad)  # the pads are tracked here (AuthParty.check_upto)
+    armed_mid = auth.arm(mid, *mid_reshares) if gate else None
     bits, v = auth.bits_with_roots(Auth(s, rs), Auth(u_sh, ru), u)  # (K_total, n); tracks both pairs
     upto = auth.checkpoint()  # the check before c_T, c_b covers these, all reshared before its seed
 
@@ -449,7 +450,7 @@ def _svt_gen(
     quads = [b for b in blocks if b.g == 4]
     quad_mac_x = [F.mul(pair_auth[id(b)].mac[0], pair_of[id(b)][5])[None] for b in quads]  # (0,1), (2,3)
     q_mac_x = F.sub(F.mul(t_mac, big_t), F.lincomb(ones_d, F.mul(s_mac, big_s))[None])
-    opens = [pre_seed, proof_openings(d_s, point), proof_openings(d_t, point)]
+    opens = [pre.seed_share, proof_openings(d_s, point), proof_openings(d_t, point)]
     _, res, (check_seed, proof_s, proof_t) = yield from auth.round(
         "input bit proofs", grrs=[q_mac_x, *quad_mac_x], opens=opens
     )
@@ -459,7 +460,7 @@ def _svt_gen(
     quad_auth = {id(b): Auth(x, mc) for b, x, mc in zip(quads, quads_t, quad_macs, strict=True)}
 
     # --- rounds 4, 5: the check before the masked comparisons (every mask bit a bit, r kept secret) ---
-    yield from auth.check_upto(check_seed, pre_beta, r_pre_beta, pre_mask, upto, "check before the masks")
+    yield from auth.check_upto(armed, check_seed, upto, "check before the masks")
     auth.track([Auth(q_t, q_mac), *quad_auth.values()])
 
     # --- round 6: c_T and c_b opened (only now: b is not linear in the inputs, module docstring) ---
@@ -486,7 +487,8 @@ def _svt_gen(
         val = auth.add_public(
             mul_public(Auth(_prefix_before(out.x), _prefix_before(out.mac)), F.P - 1), remaining - 1
         )
-        yield from auth.check_keeping_key(mid_seed, mid_beta, r_beta, mid_mask)
+        assert armed_mid is not None
+        yield from auth.check_keeping_key(armed_mid)
         c_g = auth.add_public(add(val, mask(2)), 1 << kbits[2])
         _, _, (c_g_open,) = yield from auth.round("gate: masked count opened", opens=[c_g.x])
         tree_g = _tree(auth, c_g_open, kbits[2], _rows(r_top, 2), [b for b in blocks if b.cmp == 2], sigma)

@@ -166,6 +166,31 @@ class Extra:
         self.publics = {j: np.ascontiguousarray(v[k:]) for j, v in rest.items()} | {me: self.public}
 
 
+@dataclass(frozen=True)
+class KeptKeyCheck:
+    """One party's PRSS draws for a check that keeps the MAC key secret (:meth:`AuthParty.check_upto`):
+    the coin seed's share (opened), beta, the even-m degree test's mask, and the pad rho."""
+
+    seed_share: F.FieldArray
+    beta: F.FieldArray
+    mask: F.FieldArray
+    pad: F.FieldArray
+
+    def reshares(self, key: F.FieldArray) -> list[F.FieldArray]:
+        """The products r beta and r rho, to be GRR-reshared in a round before any value the check counts."""
+        return [F.mul(key, self.beta), F.mul(key, self.pad)]
+
+
+@dataclass(frozen=True)
+class ArmedCheck:
+    """A :class:`KeptKeyCheck` with its reshared [r beta]; ``pad_at`` is the index of the pad pair among
+    the party's tracked arrays (a checkpoint must come after it)."""
+
+    check: KeptKeyCheck
+    r_beta: F.FieldArray
+    pad_at: int
+
+
 class AuthParty:
     """One party's authenticated computation over one step: the MAC key share, the pairs to be checked,
     and the rounds (generators to drive with ``yield from`` inside a :class:`hss.runtime.Machine`).
@@ -364,51 +389,56 @@ class AuthParty:
         """How many tracked pair arrays and zero claims exist now: :meth:`check_upto` checks exactly those."""
         return len(self._values), len(self._zeros)
 
-    def check_keeping_key(
-        self,
-        seed_share: F.FieldArray,
-        beta: F.FieldArray,
-        r_beta: F.FieldArray,
-        mask: F.FieldArray,
-        what: str = "check before the gate",
-    ) -> PartyGen[None]:
+    def kept_key_check(self, purpose: int) -> KeptKeyCheck:
+        """The PRSS draws of a check that keeps the key secret (:meth:`check_upto`) under ``purpose``: its
+        coin seed's share, beta, the even-m mask and the pad rho (one PRSS call). Reshare
+        :meth:`KeptKeyCheck.reshares` in a round before the check's seed is opened, then :meth:`arm`."""
+        seed_share, beta, mask, pad = self.ctx.prss.random(purpose, self.step, (4, 1))
+        return KeptKeyCheck(seed_share, beta, mask, pad)
+
+    def arm(self, check: KeptKeyCheck, r_beta: F.FieldArray, r_pad: F.FieldArray) -> ArmedCheck:
+        """The check with its reshared [r beta] and [r rho]: tracks the pad pair (rho, r rho) now, so every
+        :meth:`checkpoint` taken from here on covers it (:meth:`check_upto` refuses one that does not)."""
+        at = len(self._values)
+        self.track([Auth(check.pad, r_pad)])
+        return ArmedCheck(check, r_beta, at)
+
+    def check_keeping_key(self, armed: ArmedCheck, what: str = "check before the gate") -> PartyGen[None]:
         """3 rounds: a coin seed opened, then :meth:`check_upto` of every pair and claim so far."""
         upto = self.checkpoint()
-        _, _, (seed,) = yield from self.round(f"{what}: coin", opens=[seed_share])
-        yield from self.check_upto(seed, beta, r_beta, mask, upto, what)
+        _, _, (seed,) = yield from self.round(f"{what}: coin", opens=[armed.check.seed_share])
+        yield from self.check_upto(armed, seed, upto, what)
         return None
 
     def check_upto(
-        self,
-        seed: F.FieldArray,
-        beta: F.FieldArray,
-        r_beta: F.FieldArray,
-        mask: F.FieldArray,
-        upto: tuple[int, int],
-        what: str,
+        self, armed: ArmedCheck, seed: F.FieldArray, upto: tuple[int, int], what: str
     ) -> PartyGen[None]:
         """2 rounds: the CheckZero of :meth:`verify` over the pairs and claims tracked before ``upto``
         (:meth:`checkpoint`, taken before ``seed`` was opened), with r kept secret: v = beta T with
-        T = u - r w computed as beta u - (r beta) w, where [r beta] (``r_beta``) was reshared before any
-        checked value existed; GRR of v, then v opened; for even m the degree test over those sharings
-        (``mask`` a PRSS value). Every error counted was fixed before the seed, and the only later one (v's
-        reshare) is added to beta T, beta secret: the check passes only if nothing was altered (probability
-        about 3/p otherwise), never depending on a secret. An error e in [r beta] opens beta T - e w, w the
-        coin combination of every checked value: the caller tracks a pad, a pair (rho, r rho) of a fresh
-        PRSS rho, before ``upto``, so that w is uniform and the failing opening shows nothing (without it
-        w could be matched against guesses of the honest inputs: found by an independent review)."""
+        T = u - r w computed as beta u - (r beta) w, where [r beta] (``armed.r_beta``) was reshared before
+        any checked value existed; GRR of v, then v opened; for even m the degree test over those sharings
+        (the check's mask, a PRSS value). Every error counted was fixed before the seed, and the only later
+        one (v's reshare) is added to beta T, beta secret: the check passes only if nothing was altered
+        (probability about 3/p otherwise), never depending on a secret. An error e in [r beta] opens
+        beta T - e w, w the coin combination of every checked value: the pad, a pair (rho, r rho) of a fresh
+        PRSS rho tracked by :meth:`arm`, is among them, so w is uniform and the failing opening shows nothing
+        (without it w could be matched against guesses of the honest inputs: found by an independent
+        review). A checkpoint taken before the pad was tracked is refused (``ValueError``: a caller's bug)."""
+        if armed.pad_at >= upto[0]:
+            raise ValueError(f"{what}: the checkpoint {upto} was taken before the check's pad was tracked")
+        check = armed.check
         z, _ = flatten(self._values[: upto[0]])
         mac, _ = flatten(self._macs[: upto[0]])
         n = z.shape[0]
         alpha = self.coin(seed, 0, n)
         u, w = F.lincomb(alpha, mac)[None], F.lincomb(alpha, z)[None]
-        v2t = F.sub(F.mul(u, beta), F.mul(w, r_beta))
+        v2t = F.sub(F.mul(u, check.beta), F.mul(w, armed.r_beta))
         if upto[1]:
             zeros = np.concatenate(self._zeros[: upto[1]])
-            v2t = F.add(v2t, F.mul(F.lincomb(self.coin(seed, 2, zeros.shape[0]), zeros)[None], beta))
+            v2t = F.add(v2t, F.mul(F.lincomb(self.coin(seed, 2, zeros.shape[0]), zeros)[None], check.beta))
         opens = []
         if self.ctx.params.m > 2 * self.ctx.params.t + 1:  # even m: the degree test over every sharing
-            opens = [F.add(F.lincomb(self.coin(seed, 1, 2 * n), np.concatenate([z, mac]))[None], mask)]
+            opens = [F.add(F.lincomb(self.coin(seed, 1, 2 * n), np.concatenate([z, mac]))[None], check.mask)]
         _, (v_share,), _ = yield from self.round(f"{what}: product", grrs=[v2t], opens=opens)
         _, _, (v,) = yield from self.round(f"{what}: opening", opens=[v_share])
         if not F.equal(v, F.zeros((1,))).all():

@@ -23,7 +23,7 @@ from scipy import stats
 
 from hss import field as F
 from hss import primitives as prim
-from hss.authenticated import AbortError, AuthParty, add, mul_public, receive_checked, sub
+from hss.authenticated import AbortError, Auth, AuthParty, add, mul_public, receive_checked, sub
 from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, Payload, run_in_memory
 from tests.hss.conftest import make_session
 
@@ -277,6 +277,32 @@ def test_verify_refuses_reuse_and_open_needs_verify() -> None:
     with pytest.raises(ValueError, match="closed"):  # the public round: openings only, after verify
         next(aps[1].round("late product", grrs=[F.from_ints([1])]))
     assert isinstance(next(aps[1].round("late opening", opens=[F.from_ints([1])])), dict)
+
+
+def test_a_check_keeping_the_key_covers_its_pad_or_refuses_to_run() -> None:
+    """AuthParty.check_upto with the pad (AuthParty.arm) inside its checkpoint passes on honest values; a
+    checkpoint taken before the pad was tracked is refused: a failing check would open beta T - e w with w
+    not masked by the pad (SECURITY_ABORT.md, "Known limits")."""
+    _params, ctxs, rngs = make_session(3, seed="pad")
+
+    def party(ap: AuthParty, early: bool) -> PartyGen[bool]:
+        check = ap.kept_key_check(299)
+        x = ap.draw((4,))
+        grrs = [*check.reshares(ap.key), F.mul(ap.key, x)]
+        _, (r_beta, r_pad, rx), _ = yield from ap.round("reshares", grrs=grrs)
+        ap.track([Auth(x, rx)])
+        before = ap.checkpoint()
+        armed = ap.arm(check, r_beta, r_pad)
+        _, _, (seed,) = yield from ap.round("coin", opens=[check.seed_share])
+        yield from ap.check_upto(armed, seed, before if early else ap.checkpoint(), "pad test")
+        return True
+
+    aps = {p: AuthParty(c, rngs[p], step=1) for p, c in ctxs.items()}
+    done, _ = run_in_memory({p: Machine(p, party(ap, early=False)) for p, ap in aps.items()})
+    assert done == {1: True, 2: True, 3: True}
+    aps = {p: AuthParty(c, rngs[p], step=2) for p, c in ctxs.items()}
+    with pytest.raises(ValueError, match="before the check's pad was tracked"):
+        run_in_memory({p: Machine(p, party(ap, early=True)) for p, ap in aps.items()})
 
 
 # -- views: what a coalition receives does not depend on the honest parties' secrets ------------------------
