@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -191,6 +192,30 @@ class ChainSettings:
     min_sd_ratio: float = 0.5
 
 
+def _charge_run(
+    worst_record: WorstRecordCharge,
+    states: Sequence[RunState],
+    at: Sequence[int],
+    alpha: float | None,
+    run: F64,
+) -> None:
+    """Fill ``run``'s first two columns (per iteration, the ledger's running total in the plan's unit and
+    its GDP reading μ²) from the run's state after each charged iteration ``at``: each iteration's increment
+    is the ledger's (``WorstRecordCharge.charged`` after less before, floored at 0, read through its
+    events), the states' charges computed in one vectorised pass."""
+    nows = worst_record.charged_along(states)
+    before = np.zeros(worst_record.layers)
+    incs = np.zeros((run.shape[0], 3))
+    for k, now in zip(at, nows, strict=True):
+        (event,) = worst_record.events(np.maximum(now - before, 0.0), "plan")
+        before = now
+        assert isinstance(event, (GaussianEvent, RenyiEvent))
+        mu2 = event.mu**2  # the event's GDP reading
+        incs[k, :2] = (mu2 if alpha is None else event_rdp(event, alpha)), mu2
+    for k in range(run.shape[0]):
+        run[k, :2] = (incs[k] + (run[k - 1] if k else 0.0))[:2]
+
+
 def proposal_statistics(
     stand_in: StandIn,
     rng: np.random.Generator,
@@ -260,7 +285,8 @@ def proposal_statistics(
                 f"ledger's per-run charge at the same order, got {orders}"
             )
     state = worst_record.empty() if worst_record is not None else None
-    charged = None if worst_record is None else np.zeros(worst_record.layers)
+    states: list[RunState] = []  # the run's state after each charged iteration (charged_at)
+    charged_at: list[int] = []
     alpha = None if rdp_table is None else rdp_table.orders[0]
     run = np.zeros((steps, 3))  # per iteration: the ledger's total (plan's unit), μ², per-decision
     asked = accepted = 0
@@ -288,22 +314,16 @@ def proposal_statistics(
             delta2.append(d_all[ok] ** 2)
             if rdp_table is not None:
                 rho.append(rdp_table.rho(np.sqrt(delta2[-1]))[:, 0])
-        if state is not None and worst_record is not None and charged is not None:
-            inc = np.zeros(3)
-            if ok.any():  # the batch of this iteration charged as the ledger charges it (increment, events)
+        if state is not None and worst_record is not None:
+            if ok.any():  # the batch of this iteration, charged after the loop as the ledger charges it
                 g = state.grams + worst_record.grams(theta[ok], star[ok], d_all[ok])
                 state = RunState(
                     (g + g.transpose(0, 2, 1)) / 2.0,
                     state.per_decision + worst_record.per_decision(d_all[ok]),
                     state.decisions + int(ok.sum()),
                 )
-                now = worst_record.charged(state)
-                (event,) = worst_record.events(np.maximum(now - charged, 0.0), "plan")
-                charged = now
-                assert isinstance(event, (GaussianEvent, RenyiEvent))
-                mu2 = event.mu**2  # the event's GDP reading
-                inc[:2] = (mu2 if alpha is None else event_rdp(event, alpha)), mu2
-            run[k] = inc + (run[k - 1] if k else 0.0)
+                charged_at.append(k)
+                states.append(state)
             run[k, 2] = state.per_decision[-1]
         asked += int(ok.sum())
         accepted += int(move.sum()) if k >= count_from else 0
@@ -314,6 +334,8 @@ def proposal_statistics(
             end = min(r for r in refits if r > k)
             if k >= (begin + end) // 2:
                 pool.append(theta.copy())
+    if worst_record is not None:  # each charged iteration's increment, as the ledger's increment events
+        _charge_run(worst_record, states, charged_at, alpha, run)
     ess = float(
         np.min(az.ess(az.convert_to_dataset(trace.transpose(1, 0, 2)), method="bulk").to_array().values)
     )

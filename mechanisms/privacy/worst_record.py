@@ -77,6 +77,7 @@ import hashlib
 import itertools
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -168,44 +169,59 @@ def quadratic_rdp_bound(table: BitRdpTable) -> QuadraticBound:
 
 
 # -- sup of zᵀGz over a region ----------------------------------------------------------------------------
-def _sup_corners(gram: FloatArray, corners: FloatArray) -> float:
-    q = np.einsum("ij,jk,ik->i", corners, gram, corners)
-    return float(np.max(q)) if q.size else 0.0
+def _sup_corners(grams: FloatArray, corners: FloatArray) -> FloatArray:
+    """max over the corners of zᵀGz, for each of the stacked Gram matrices ``grams`` (n, d, d)."""
+    if not corners.shape[0]:
+        return np.zeros(grams.shape[0])
+    q = np.einsum("ij,njk,ik->ni", corners, grams, corners)
+    return np.asarray(np.max(q, axis=1), dtype=np.float64)
 
 
-def _sup_ellipsoid(gram: FloatArray, z0: FloatArray, m: FloatArray) -> float:
-    """A certified upper bound of max over ‖u‖ ≤ 1 of (z0 + M u)ᵀ G (z0 + M u): min over λ of the dual
-    bound U(λ) = c + λ + bᵀ(λI − H)⁻¹b, λ > λ_max(H), H = MᵀGM, b = MᵀGz0, c = z0ᵀGz0."""
-    c = float(z0 @ gram @ z0)
-    h = m.T @ gram @ m
-    h = (h + h.T) / 2.0
-    bvec = m.T @ gram @ z0
+def _sup_ellipsoid(grams: FloatArray, z0: FloatArray, m: FloatArray) -> FloatArray:
+    """For each stacked G (``grams``: n, d, d), a certified upper bound of max over ‖u‖ ≤ 1 of
+    (z0 + M u)ᵀ G (z0 + M u): min over λ of the dual bound U(λ) = c + λ + bᵀ(λI − H)⁻¹b, λ > λ_max(H),
+    H = MᵀGM, b = MᵀGz0, c = z0ᵀGz0. Every λ evaluated gives a valid bound; the bracket of the secular
+    equation's root shrinks 32-fold per round, each matrix on its own (vectorised over the stack: the
+    planner asks thousands of these)."""
+    # each c by its own dot product: the stacked matrix-vector product rounds differently, and the bound
+    # of one matrix is then not the bound the same matrix got alone
+    c = np.array([row @ z0 for row in z0 @ grams], dtype=np.float64).reshape(-1)
+    h = m.T @ grams @ m
+    h = (h + h.transpose(0, 2, 1)) / 2.0
+    bvec = (m.T @ grams) @ z0
     lam, q = np.linalg.eigh(h)
-    bq2 = (q.T @ bvec) ** 2
-    top = float(lam[-1])
-    nb = float(np.sqrt(bq2.sum()))
-    scale = abs(c) + float(np.abs(lam).max(initial=0.0)) + nb + 1e-300
+    bq2 = (q.transpose(0, 2, 1) @ bvec[:, :, None])[:, :, 0] ** 2
+    top = lam[:, -1]
+    nb = np.sqrt(bq2.sum(axis=1))
+    scale = np.abs(c) + np.abs(lam).max(axis=1, initial=0.0) + nb + 1e-300
     tiny = 1e-13 * scale
 
-    def dual(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        gap = top + t[:, None] - lam[None, :]
-        return np.asarray(c + top + t + np.sum(bq2 / gap, axis=1), dtype=np.float64)
+    def gaps(t: FloatArray, rows: npt.NDArray[np.intp]) -> FloatArray:  # (rows, points, d)
+        return np.asarray(top[rows, None, None] + t[:, :, None] - lam[rows, None, :], dtype=np.float64)
 
-    def secular(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        return np.asarray(np.sum(bq2 / (top + t[:, None] - lam[None, :]) ** 2, axis=1) - 1.0)
+    def dual(t: FloatArray, rows: npt.NDArray[np.intp]) -> FloatArray:
+        tail = np.sum(bq2[rows, None, :] / gaps(t, rows), axis=2)
+        return np.asarray(c[rows, None] + top[rows, None] + t + tail, dtype=np.float64)
 
-    lo, hi = tiny, max(nb, tiny) + tiny
-    ends = np.array([lo, hi])
-    best = float(np.min(dual(ends)))
-    if secular(ends)[0] > 0.0:  # the root lies in (lo, hi]; else the dual decreases to lo (the "hard case")
-        for _ in range(6):  # the bracket shrinks 32-fold per round; every λ evaluated is a valid bound
-            ts = np.linspace(lo, hi, 33)
-            best = min(best, float(np.min(dual(ts))))
-            past = np.nonzero(secular(ts) <= 0.0)[0]
-            if past.size == 0 or past[0] == 0:
-                break
-            lo, hi = float(ts[past[0] - 1]), float(ts[past[0]])
-    return best + _PAD * scale
+    def secular(t: FloatArray, rows: npt.NDArray[np.intp]) -> FloatArray:
+        return np.asarray(np.sum(bq2[rows, None, :] / gaps(t, rows) ** 2, axis=2) - 1.0, dtype=np.float64)
+
+    lo, hi = tiny.copy(), np.maximum(nb, tiny) + tiny
+    every = np.arange(grams.shape[0])
+    ends = np.stack([lo, hi], axis=1)
+    best = np.min(dual(ends, every), axis=1)
+    rows = every[secular(ends, every)[:, 0] > 0.0]  # the root lies in (lo, hi]; else the "hard case"
+    for _ in range(6):
+        if not rows.size:
+            break
+        ts = np.linspace(lo[rows], hi[rows], 33, axis=1)
+        best[rows] = np.minimum(best[rows], np.min(dual(ts, rows), axis=1))
+        below = secular(ts, rows) <= 0.0
+        first = np.argmax(below, axis=1)
+        go = below.any(axis=1) & (first > 0)
+        k, rows = first[go], rows[go]
+        lo[rows], hi[rows] = ts[go, k - 1], ts[go, k]
+    return np.asarray(best + _PAD * scale, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -230,16 +246,27 @@ class QuadraticRegion:
         g = np.asarray(gram, dtype=np.float64)
         if g.shape != (self.d, self.d):
             raise ValueError(f"Gram matrix must be {self.d} x {self.d}, got {g.shape}")
-        if not np.any(g):
-            return 0.0
+        return float(self.sups(g[None])[0])
+
+    def sups(self, grams: npt.ArrayLike) -> FloatArray:
+        """:meth:`sup` of each stacked Gram matrix (n, d, d), in one vectorised pass."""
+        g = np.asarray(grams, dtype=np.float64)
+        if g.ndim != 3 or g.shape[1:] != (self.d, self.d):
+            raise ValueError(f"Gram matrices must be n x {self.d} x {self.d}, got {g.shape}")
+        out = np.zeros(g.shape[0])
+        live = np.any(g, axis=(1, 2))  # G = 0: nothing charged
+        if not live.any():
+            return out
+        g = g[live]
         vals = []
         if self.corners is not None:
             s = _sup_corners(g, self.corners)
-            vals.append(s + _PAD * abs(s))
+            vals.append(s + _PAD * np.abs(s))
         if self.z0 is not None:
             assert self.m is not None
             vals.append(_sup_ellipsoid(g, self.z0, self.m))
-        return max(0.0, min(vals))
+        out[live] = np.maximum(0.0, np.min(vals, axis=0))
+        return out
 
     def fingerprint(self) -> str:
         h = hashlib.sha256()
@@ -448,7 +475,7 @@ class WorstRecordCharge:
 
     def worst(self, state: RunState) -> FloatArray:
         """The worst record's bound of ``state``: f S / s², then f S_κ + c T per order."""
-        sups = np.asarray([self.structure.region.sup(g) for g in state.grams], dtype=np.float64)
+        sups = self.structure.region.sups(state.grams)
         out = self.factor * sups
         out[0] /= self.s**2
         if self.bound is not None:
@@ -458,6 +485,21 @@ class WorstRecordCharge:
     def charged(self, state: RunState) -> FloatArray:
         """What the run's charges add up to (μ², then ρ per order): the smaller of the two bounds."""
         return np.asarray(np.minimum(self.worst(state), state.per_decision), dtype=np.float64)
+
+    def charged_along(self, states: Sequence[RunState]) -> FloatArray:
+        """:meth:`charged` of each state (rows), equal to it bit for bit, in one vectorised pass over every
+        Gram matrix (the planner's simulated run asks one per iteration)."""
+        if not states:
+            return np.zeros((0, self.layers))
+        grams = np.stack([st.grams for st in states])  # (k, layers, d, d)
+        sups = self.structure.region.sups(grams.reshape(-1, self.d, self.d)).reshape(len(states), -1)
+        out = self.factor * sups
+        out[:, 0] /= self.s**2
+        if self.bound is not None:
+            const = np.asarray(self.bound.const)
+            out[:, 1:] += const[None, :] * np.array([st.decisions for st in states])[:, None]
+        per_decision = np.stack([st.per_decision for st in states])
+        return np.asarray(np.minimum(out, per_decision), dtype=np.float64)
 
     def increment(
         self,

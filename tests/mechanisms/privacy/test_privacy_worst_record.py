@@ -120,6 +120,37 @@ def test_sup_over_box_and_ellipsoid_bounds_their_intersection() -> None:
         assert dense <= got <= min(box_only.sup(g), ell_only.sup(g)) * (1 + 1e-12)
 
 
+def test_a_stack_of_grams_gets_the_bounds_each_gets_alone_bit_for_bit() -> None:
+    """``QuadraticRegion.sups`` (one vectorised pass, what the planner asks) equals ``sup`` of each matrix
+    alone exactly, for the box, the ellipsoid (secular roots, the hard case, rank one, a zero matrix) and
+    their intersection; ``WorstRecordCharge.charged_along`` equals ``charged`` of each state exactly: a ledger
+    and a plan read the same numbers whichever path computed them."""
+    rng = np.random.default_rng(11)
+    p = 3
+    m = np.vstack([rng.normal(size=(1, p)), 1.3 * np.eye(p) + 0.2 * rng.normal(size=(p, p))])
+    for region in (
+        box_region(p, 1.5),
+        QuadraticRegion(p + 1, z0=np.r_[1.0, 0.4, -0.2, 0.1], m=m),
+        QuadraticRegion(p + 1, corners=box_region(p, 1.5).corners, z0=np.r_[1.0, 0.0, 0.0, 0.0], m=m),
+    ):
+        grams = np.stack([_psd(rng, p + 1, r) * scale for r in (1, 2, 4) for scale in (1e-3, 1.0, 50.0)])
+        grams = np.concatenate([grams, np.zeros((1, p + 1, p + 1)), np.diag([0.7, 1.0, 2.0, 0.5])[None]])
+        one_by_one = np.array([region.sup(g) for g in grams])
+        assert np.array_equal(region.sups(grams), one_by_one)
+        assert one_by_one[-2] == 0.0 and np.all(one_by_one[:-2] > 0.0)
+    run = independence_run(seed=5, steps=60)
+    st = linear_structure(run.model)
+    assert st is not None
+    deltas = step_sensitivity(run.model, run.theta, run.theta_star, "add-remove")
+    for tab in (bit_rdp_table(PenaltyAcceptance(S), run.cap, (2.0, 8.0)), None):
+        wr = WorstRecordCharge.of(st, "add-remove", S, tab)
+        states, state = [], wr.empty()
+        for part in np.array_split(np.arange(len(run.theta)), 6):
+            _, state = wr.increment(state, run.theta[part], run.theta_star[part], deltas[part], "test")
+            states.append(state)
+        assert np.array_equal(wr.charged_along(states), np.stack([wr.charged(s) for s in states]))
+
+
 def test_formula_bernoulli_region_holds_every_record() -> None:
     args = {
         "formula": "y ~ age + C(sex) + age:creat + (1 | registry)",
