@@ -352,30 +352,13 @@ class Experiment:
         return "abcdp-rff" if self.sampler.simulator_run else self.model_name
 
     def decision_plan(self) -> DecisionPlan:
-        """The public meaning of the run's decisions (MH and rejection kinds), sent as ``model_params``."""
-        s = self.sampler
-        rejection = s.rejection
-        return DecisionPlan(
-            model_args=dict(self.model_params),
-            kind="rejection" if rejection else "mh",
-            penalty=s.penalty,
-            lazy=s.lazy,
-            log_bound_margin=s.log_bound_margin if rejection else 0.0,
-            bound=s.rejection_bound if rejection else "data",
-            max_sensitivity=s.max_sensitivity if rejection else None,
-            blocked=self.local_settings() if s.blocked else None,
-        )
+        """The public meaning of the run's decisions, sent as ``model_params``: the sampler's
+        (``SamplerSettings.decision_plan``) with the model's arguments."""
+        return self.sampler.decision_plan(self.model_params)
 
     def local_settings(self) -> LocalSettings:
-        """A blocked run's local settings: exact local steps (adapting until adapt_stop), or with the penalty
-        the noisy ones of ``local_sd`` / ``local_max_step`` in the public centred coordinate."""
-        s = self.sampler
-        if s.local_sd is None:
-            return LocalSettings(adapt_until=s.adapt_stop)
-        return LocalSettings(
-            steps=s.local_steps, adapt_until=s.adapt_stop, parameterisation="centred", sd=s.local_sd,
-            max_step=s.local_max_step,
-        )  # fmt: skip
+        """A blocked run's local settings (``SamplerSettings.local_settings``)."""
+        return self.sampler.local_settings()
 
     def session_params(self) -> dict[str, Any]:
         """The session's public ``model_params``: the decision plan's (``DecisionPlan.to_params``), or the

@@ -29,6 +29,7 @@ steps penalty MH with its own noise and capped moves, each effect held in the pu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +39,9 @@ import numpy.typing as npt
 from coordinator.tables import Reader
 from mechanisms.models.base import Model
 from mechanisms.models.hierarchy import SharedModel
+from mechanisms.samplers.local import LocalSettings
 from mechanisms.samplers.mh import prior_proposal_cov
+from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.requests import Lazy, Penalty
 from mechanisms.warmstart import LaplaceApproximation
 
@@ -185,6 +188,32 @@ class SamplerSettings:
     @property
     def decisions_per_batch(self) -> int:
         return self.chains if self.markov else self.batch_size
+
+    def decision_plan(self, model_args: Mapping[str, Any]) -> DecisionPlan:
+        """The public meaning of this sampler's decisions (MH and rejection kinds), sent as the session's
+        ``model_params`` with the model's public arguments ``model_args``: what a new decision kind's keys
+        mean on the wire is written here, beside the keys."""
+        rejection = self.rejection
+        return DecisionPlan(
+            model_args=dict(model_args),
+            kind="rejection" if rejection else "mh",
+            penalty=self.penalty,
+            lazy=self.lazy,
+            log_bound_margin=self.log_bound_margin if rejection else 0.0,
+            bound=self.rejection_bound if rejection else "data",
+            max_sensitivity=self.max_sensitivity if rejection else None,
+            blocked=self.local_settings() if self.blocked else None,
+        )
+
+    def local_settings(self) -> LocalSettings:
+        """A blocked run's local settings: exact local steps (adapting until adapt_stop), or with the penalty
+        the noisy ones of ``local_sd`` / ``local_max_step`` in the public centred coordinate."""
+        if self.local_sd is None:
+            return LocalSettings(adapt_until=self.adapt_stop)
+        return LocalSettings(
+            steps=self.local_steps, adapt_until=self.adapt_stop, parameterisation="centred", sd=self.local_sd,
+            max_step=self.local_max_step,
+        )  # fmt: skip
 
 
 def _init(r: Reader, s: dict[str, Any], chains: int, model: Model) -> str | F64:
