@@ -168,6 +168,10 @@ def quadratic_rdp_bound(table: BitRdpTable) -> QuadraticBound:
     )
 
 
+#: the elements a chunk of :meth:`QuadraticRegion.sups` may hold per intermediate array (8 MiB of float64)
+_CHUNK_ELEMENTS = 1 << 20
+
+
 # -- sup of zᵀGz over a region ----------------------------------------------------------------------------
 def _sup_corners(grams: FloatArray, corners: FloatArray) -> FloatArray:
     """max over the corners of zᵀGz, for each of the stacked Gram matrices ``grams`` (n, d, d)."""
@@ -249,23 +253,30 @@ class QuadraticRegion:
         return float(self.sups(g[None])[0])
 
     def sups(self, grams: npt.ArrayLike) -> FloatArray:
-        """:meth:`sup` of each stacked Gram matrix (n, d, d), in one vectorised pass."""
+        """:meth:`sup` of each stacked Gram matrix (n, d, d), vectorised over chunks of the stack (a chunk's
+        intermediate arrays kept near 2^20 elements however many corners the region has; each row's result
+        does not depend on the others). A part whose bound is not finite (a Gram matrix past float range)
+        bounds nothing: +inf, so the region's other part, or the per-decision charge that
+        :meth:`WorstRecordCharge.charged` takes when it is smaller, is what counts."""
         g = np.asarray(grams, dtype=np.float64)
         if g.ndim != 3 or g.shape[1:] != (self.d, self.d):
             raise ValueError(f"Gram matrices must be n x {self.d} x {self.d}, got {g.shape}")
         out = np.zeros(g.shape[0])
-        live = np.any(g, axis=(1, 2))  # G = 0: nothing charged
-        if not live.any():
-            return out
-        g = g[live]
-        vals = []
-        if self.corners is not None:
-            s = _sup_corners(g, self.corners)
-            vals.append(s + _PAD * np.abs(s))
-        if self.z0 is not None:
-            assert self.m is not None
-            vals.append(_sup_ellipsoid(g, self.z0, self.m))
-        out[live] = np.maximum(0.0, np.min(vals, axis=0))
+        live = np.flatnonzero(np.any(g, axis=(1, 2)))  # G = 0: nothing charged
+        width = max(0 if self.corners is None else self.corners.shape[0], 33 * self.d)
+        chunk = max(1, _CHUNK_ELEMENTS // width)
+        for lo in range(0, live.size, chunk):
+            rows = live[lo : lo + chunk]
+            vals = []
+            with np.errstate(over="ignore", invalid="ignore"):  # past float range: +inf below, no bound
+                if self.corners is not None:
+                    s = _sup_corners(g[rows], self.corners)
+                    vals.append(s + _PAD * np.abs(s))
+                if self.z0 is not None:
+                    assert self.m is not None
+                    vals.append(_sup_ellipsoid(g[rows], self.z0, self.m))
+            bounds = [np.where(np.isfinite(v), v, np.inf) for v in vals]
+            out[rows] = np.maximum(0.0, np.min(bounds, axis=0))
         return out
 
     def fingerprint(self) -> str:
