@@ -205,15 +205,14 @@ def _charge_run(
     events), the states' charges computed in one vectorised pass."""
     nows = worst_record.charged_along(states)
     before = np.zeros(worst_record.layers)
-    incs = np.zeros((run.shape[0], 3))
+    incs = np.zeros((run.shape[0], 2))
     for k, now in zip(at, nows, strict=True):
         (event,) = worst_record.events(np.maximum(now - before, 0.0), "plan")
         before = now
         assert isinstance(event, (GaussianEvent, RenyiEvent))
         mu2 = event.mu**2  # the event's GDP reading
-        incs[k, :2] = (mu2 if alpha is None else event_rdp(event, alpha)), mu2
-    for k in range(run.shape[0]):
-        run[k, :2] = (incs[k] + (run[k - 1] if k else 0.0))[:2]
+        incs[k] = (mu2 if alpha is None else event_rdp(event, alpha)), mu2
+    run[:, :2] = np.cumsum(incs, axis=0)  # running totals, summed in iteration order
 
 
 def proposal_statistics(

@@ -486,20 +486,11 @@ class WorstRecordCharge:
 
     def worst(self, state: RunState) -> FloatArray:
         """The worst record's bound of ``state``: f S / s², then f S_κ + c T per order."""
-        sups = self.structure.region.sups(state.grams)
-        out = self.factor * sups
-        out[0] /= self.s**2
-        if self.bound is not None:
-            out[1:] += np.asarray(self.bound.const) * state.decisions
-        return np.asarray(out, dtype=np.float64)
+        return np.asarray(self.worst_along([state])[0], dtype=np.float64)
 
-    def charged(self, state: RunState) -> FloatArray:
-        """What the run's charges add up to (μ², then ρ per order): the smaller of the two bounds."""
-        return np.asarray(np.minimum(self.worst(state), state.per_decision), dtype=np.float64)
-
-    def charged_along(self, states: Sequence[RunState]) -> FloatArray:
-        """:meth:`charged` of each state (rows), equal to it bit for bit, in one vectorised pass over every
-        Gram matrix (the planner's simulated run asks one per iteration)."""
+    def worst_along(self, states: Sequence[RunState]) -> FloatArray:
+        """:meth:`worst` of each state (rows), in one vectorised pass over every Gram matrix (the planner's
+        simulated run asks one per iteration; each row's value does not depend on the others)."""
         if not states:
             return np.zeros((0, self.layers))
         grams = np.stack([st.grams for st in states])  # (k, layers, d, d)
@@ -509,8 +500,19 @@ class WorstRecordCharge:
         if self.bound is not None:
             const = np.asarray(self.bound.const)
             out[:, 1:] += const[None, :] * np.array([st.decisions for st in states])[:, None]
+        return np.asarray(out, dtype=np.float64)
+
+    def charged(self, state: RunState) -> FloatArray:
+        """What the run's charges add up to (μ², then ρ per order): the smaller of the two bounds."""
+        return np.asarray(self.charged_along([state])[0], dtype=np.float64)
+
+    def charged_along(self, states: Sequence[RunState]) -> FloatArray:
+        """:meth:`charged` of each state (rows): the smaller of :meth:`worst_along` and its per-decision
+        charge."""
+        if not states:
+            return np.zeros((0, self.layers))
         per_decision = np.stack([st.per_decision for st in states])
-        return np.asarray(np.minimum(out, per_decision), dtype=np.float64)
+        return np.asarray(np.minimum(self.worst_along(states), per_decision), dtype=np.float64)
 
     def increment(
         self,
