@@ -43,6 +43,7 @@ from hss.session import PartyContext, SessionParams, check_precompute
 
 __all__ = [
     "SECURITY",
+    "SIGN_MASK_ROUNDS",
     "SIGN_ROUNDS",
     "SUM_ABORT_ROUNDS",
     "abort_refuses",
@@ -63,6 +64,9 @@ SECURITY = ("semi-honest", "abort")
 SUM_ABORT_ROUNDS = 1
 #: rounds of a sign batch under abort per sign precompute (hss.abort_sign); + 1 with a lazy coin
 SIGN_ROUNDS = {"inline": 15, "pooled": 15, "blocks4": 14}
+#: rounds of a sign batch under abort that make and check its mask (hss.abort_sign.precompute_sign_abort):
+#: run ahead of the terms with ``precompute_ahead``, the batch then runs SIGN_ROUNDS + 1 - SIGN_MASK_ROUNDS
+SIGN_MASK_ROUNDS = 5
 
 
 def check_security(security: str) -> None:

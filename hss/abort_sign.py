@@ -64,6 +64,9 @@ m = 3 and 6.0x at m = 7, now 3.7x and 3.8x; docs/BENCHMARKS.md).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -78,7 +81,13 @@ from hss.runtime import Inbox, Machine, PartyGen
 from hss.session import PartyContext, SessionParams, check_precompute
 from hss.sign_blocks import BlockMaterial, block_nodes, layout, monomial_roots, monomials
 
-__all__ = ["sign_abort_rounds", "sign_party_abort", "sign_receiver_abort"]
+__all__ = [
+    "AbortSignMaterial",
+    "precompute_sign_abort",
+    "sign_abort_rounds",
+    "sign_party_abort",
+    "sign_receiver_abort",
+]
 
 #: PRSS purposes of this module (hss.primitives 1..7, hss.svt 101..106, hss.authenticated 201, 202, 1000+k)
 P_SIGN_S, P_SIGN_COIN, P_SIGN_PRE = 301, 302, 303
@@ -87,10 +96,15 @@ _INV2 = pow(2, F.P - 2, F.P)
 _INV4 = pow(4, F.P - 2, F.P)
 
 
-def sign_abort_rounds(precompute: str = "inline", lazy: bool = False) -> int:
-    """Rounds of a sign batch under abort with the sign precompute ``precompute`` (and a lazy coin)."""
+def sign_abort_rounds(precompute: str = "inline", lazy: bool = False, ahead: bool = False) -> int:
+    """Rounds of a sign batch under abort with the sign precompute ``precompute`` (and a lazy coin), all of
+    them; ``ahead``: its mask made ahead (:func:`precompute_sign_abort`), the first
+    :data:`hss.abort_modes.SIGN_MASK_ROUNDS` of them run before the terms exist and one round more in all
+    (the terms dealt in a round of their own)."""
     check_precompute(precompute)
-    return SIGN_ROUNDS[precompute] + (1 if lazy else 0)
+    if ahead and lazy:
+        raise ValueError("a lazy coin is made in the step: no sign material made ahead")
+    return SIGN_ROUNDS[precompute] + (1 if lazy or ahead else 0)
 
 
 def sign_party_abort(
@@ -101,10 +115,13 @@ def sign_party_abort(
     rng: SecureRandom,
     precompute: str = "inline",
     lazy: LazyCoin | None = None,
+    material: AbortSignMaterial | None = None,
 ) -> Machine[PartyReport]:
     """``sign`` under abort: the receiver learns only [S >= 0] (AND the lazy coin), or every honest party
     aborts. ``values``, ``public``, ``step``, ``rng``, ``precompute``, ``lazy`` as for
-    :func:`hss.protocols.sign_party` (no material made ahead). Needs 1 <= t < m/2."""
+    :func:`hss.protocols.sign_party`; ``material``: this step's mask made ahead
+    (:func:`precompute_sign_abort`, the step's first rounds), so that only the online rounds run (not with a
+    lazy coin). Needs 1 <= t < m/2."""
     check_precompute(precompute)
     ctx.params.require_honest_majority("reveal mode 'sign' with security 'abort'")
     if lazy is not None and precompute != "inline":
@@ -112,8 +129,12 @@ def sign_party_abort(
             "a lazy decision makes its coin with the inline sign precompute only "
             f"(sign_precompute {precompute!r} with a lazy coin is not offered)"
         )
+    if lazy is not None and material is not None:
+        raise ValueError("a lazy decision makes its coin in the step: no sign material made ahead")
+    if material is not None and material.auth.ctx is not ctx:
+        raise ValueError("the sign material under abort was made by another party context")
     x, pub, report = encode_batch(ctx, values, public)
-    gen = _sign_gen(ctx, x, pub, step, rng, report, precompute, lazy)
+    gen = _sign_gen(ctx, x, pub, step, rng, report, precompute, lazy, material)
     return Machine(ctx.party, gen, "decide[sign, abort]")
 
 
@@ -143,75 +164,144 @@ def _stack(parts: list[Auth]) -> Auth:
     return Auth(np.concatenate([q.x for q in parts]), np.concatenate([q.mac for q in parts]))
 
 
-def _sign_gen(
-    ctx: PartyContext,
-    x: npt.NDArray[np.int64],
-    pub: npt.NDArray[np.int64],
-    step: int,
-    rng: SecureRandom,
-    report: PartyReport,
-    precompute: str,
-    lazy: LazyCoin | None,
-) -> PartyGen[PartyReport]:
-    params, fmt = ctx.params, ctx.params.fmt
-    m, n, kbits = params.m, x.shape[0], fmt.compare_bits
-    nb, npairs = term_bits(params), kbits // 2
-    coin_bits = lazy.bits if lazy is not None else 0
-    nrows = kbits + coin_bits
+@dataclass
+class _Mask:
+    """One step's authenticated mask bits and what the carry tree needs of them, after the check before the
+    masked term passed (this party's shares)."""
+
+    s_auth: Auth  # (s, r s): the PRSS values whose signs are the bits
+    pairs_ss: Auth  # (s_a s_b, its MAC): inline / pooled the pairs, blocks4 the block pairs
+    r_top: Auth  # (r_hi, r r_hi): the mask's high part
+    bits: Auth  # b_i = (1 + s_i v_i) / 2, K mask bits then the lazy coin's L bits
+    v: F.FieldArray  # the public inverse roots 1 / sqrt(s_i^2)
+    high: Auth | None  # blocks4: the triples and quadruples with their MACs (tracked)
+
+
+@dataclass
+class AbortSignMaterial:
+    """One step's mask for ``sign`` under abort, made and checked before the step's terms exist
+    (:func:`precompute_sign_abort`, the step's rounds 1 to 5): the party's :class:`AuthParty` of the step
+    (its key r still secret, every pair so far tracked) and its mask bits. Taken by exactly one batch of its
+    step (:meth:`take`): a mask used twice would open two masked terms under one r."""
+
+    auth: AuthParty
+    n: int
+    precompute: str
+    mask: _Mask
+    used: bool = False
+
+    def take(self, step: int, n: int, precompute: str) -> _Mask:
+        """The mask for batch ``step`` of ``n`` decisions with ``precompute``, once; ``ValueError`` for a
+        material of another step, size or precompute, or one already taken."""
+        if self.used:
+            raise ValueError(
+                "this sign material under abort was taken by a batch already (a mask is used once)"
+            )
+        if (self.auth.step, self.n, self.precompute) != (step, n, precompute):
+            raise ValueError(
+                f"sign material under abort made for step {self.auth.step}, {self.n} decisions, precompute "
+                f"{self.precompute!r}; the batch is step {step}, {n} decisions, {precompute!r}"
+            )
+        self.used = True
+        return self.mask
+
+
+def precompute_sign_abort(
+    ctx: PartyContext, n: int, step: int, rng: SecureRandom, precompute: str = "inline"
+) -> Machine[AbortSignMaterial]:
+    """Step ``step``'s mask under abort for ``n`` decisions, made before its terms exist (the step's rounds
+    1 to 5, :data:`hss.abort_modes.SIGN_MASK_ROUNDS`): the squares, their MACs and the pairs (blocks4: the
+    monomials), u opened, the check before the masked term with r kept secret. ``sign_party_abort(...,
+    material=...)`` then runs the online rounds: the terms dealt, c opened, the tree, verify, the output."""
+    check_precompute(precompute)
+    ctx.params.require_honest_majority("reveal mode 'sign' with security 'abort'")
     auth = AuthParty(ctx, rng, step)
-    key = auth.key
+
+    def gen() -> PartyGen[AbortSignMaterial]:
+        mask, _ = yield from _mask_gen(auth, n, precompute, None, None)
+        return AbortSignMaterial(auth, n, precompute, mask)
+
+    return Machine(ctx.party, gen(), "precompute_sign[abort]")
+
+
+Index = npt.NDArray[np.intp]
+
+
+def _layout(kbits: int, coin_bits: int, precompute: str) -> tuple[Any, Index, Index]:
     lay = layout(kbits) if precompute == "blocks4" else None
     if lay is not None:
-        pa, pb = lay.pa, lay.pb
-    else:  # the mask bits' pairs, then the coin's
-        pa = np.r_[np.arange(0, 2 * npairs, 2), kbits + np.arange(0, 2 * (coin_bits // 2), 2)].astype(np.intp)
-        pb = pa + 1
+        return lay, lay.pa, lay.pb
+    npairs = kbits // 2  # the mask bits' pairs, then the coin's
+    pa = np.r_[np.arange(0, 2 * npairs, 2), kbits + np.arange(0, 2 * (coin_bits // 2), 2)].astype(np.intp)
+    return None, pa, pa + 1
 
-    # --- round 1: the terms dealt as bits with their proof; the reshares of r s, s^2, the pairs, r r_hi ---
+
+def _mask_gen(
+    auth: AuthParty,
+    n: int,
+    precompute: str,
+    lazy: LazyCoin | None,
+    own: F.FieldArray | None,
+) -> PartyGen[tuple[_Mask, F.FieldArray | None]]:
+    """Rounds 1 to 5: the mask bits made, then checked with the key kept secret. ``own`` (this party's
+    dealt term bits with their proof, inline schedule) rides in round 1, the proofs' seed in round 2 and the
+    proofs at its point in round 3; returns the mask and the dealt values (m, 2B + 2, n), or None when
+    ``own`` is None (the mask made ahead: the online rounds deal the terms)."""
+    ctx, step = auth.ctx, auth.step
+    params, fmt = ctx.params, ctx.params.fmt
+    kbits, nb = fmt.compare_bits, term_bits(params)
+    coin_bits = lazy.bits if lazy is not None else 0
+    nrows = kbits + coin_bits
+    key = auth.key
+    lay, pa, pb = _layout(kbits, coin_bits, precompute)
+
+    # --- round 1: (the terms dealt as bits with their proof;) the reshares of r s, s^2, the pairs, r r_hi ---
     s = ctx.prss.random(P_SIGN_S, step, (nrows, n))
     r_hi = ctx.prss.bounded(P_RHI, step, (n,), fmt.kappa + 1)
-    own_bits, f0 = _term_bits(x, nb), rng.field((n,))
-    own = np.concatenate([f0[None], own_bits, bits_proof(own_bits, f0)])  # (2B + 2, n)
-    shapes = {j: (2 * nb + 2, n) for j in ctx.all}
+    shapes = {j: (2 * nb + 2, n) for j in ctx.all} if own is not None else None
     pre = auth.kept_key_check(P_SIGN_PRE)  # the check before c
     grrs = [F.mul(key, s), F.mul(s, s), F.mul(s[pa], s[pb]), F.mul(key, r_hi), *pre.reshares(key)]
+    what = "inputs and squares" if own is not None else "squares"
     dealt, (rs, u_sh, ss, r_hi_mac, r_beta, r_pad), _ = yield from auth.round(
-        "inputs and squares", deal=own, deal_shapes=shapes, grrs=grrs
+        what, deal=own, deal_shapes=shapes, grrs=grrs
     )
-    d_x = np.stack([dealt.get(j, F.zeros(shapes[j])) for j in ctx.all])  # (m, 2B + 2, n), degree t
+    d_x = None
+    if shapes is not None:
+        d_x = np.stack([dealt.get(j, F.zeros(shapes[j])) for j in ctx.all])  # (m, 2B + 2, n), degree t
 
-    # --- round 2: MACs of the squares and pair products (blocks4: triples, quadruples); u and a seed ---
-    seed_share = ctx.prss.random(P_SIGN_COIN, step, (1,))
+    # --- round 2: MACs of the squares and pair products (blocks4: triples, quadruples); u (and a seed) ---
     grrs = [F.mul(rs, s), F.mul(rs[pa], s[pb])]
     if lay is not None:  # triples s_c (s_a s_b) with MACs (r s_c)(s_a s_b); quadruples (s_a s_b)(s_c s_d)
         trip = F.mul(s[lay.t_one], ss[lay.t_pair])
         grrs += [trip, F.mul(rs[lay.t_one], ss[lay.t_pair]), F.mul(ss[lay.q_lo], ss[lay.q_hi])]
-    _, res, (u, seed) = yield from auth.round("MACs and opened squares", grrs=grrs, opens=[u_sh, seed_share])
+    opens = [u_sh] if d_x is None else [u_sh, ctx.prss.random(P_SIGN_COIN, step, (1,))]
+    _, res, opened = yield from auth.round("MACs and opened squares", grrs=grrs, opens=opens)
+    u = opened[0]
     s_auth, u_auth = Auth(s, rs), Auth(u_sh, res[0])
     pairs_ss, r_top = Auth(ss, res[1]), Auth(r_hi, r_hi_mac)
     auth.track([s_auth, u_auth, pairs_ss, r_top])
     armed = auth.arm(pre, r_beta, r_pad)  # tracks the pad (AuthParty.check_upto)
     upto = auth.checkpoint()  # the check before c covers these, all reshared before its seed is opened
 
-    # --- round 3: the check's seed and the bit proofs at x opened; pooled: the roots broadcast ---
-    (point,) = F.to_ints(auth.coin(seed, 0, 1))
-    if point <= 2 * nb + 1:  # probability (2B + 2) / p honestly
-        raise AbortError(step, auth.rounds, "term bit proofs", "the proof's point is an interpolation point")
+    # --- round 3: the check's seed (and the bit proofs at a point) opened; pooled: the roots broadcast ---
+    point = 0
+    if d_x is not None:
+        point = _proof_point(auth, opened[1], nb)
     grrs = [F.mul(res[1][lay.q_lo], ss[lay.q_hi])] if lay is not None else []  # (r s_a s_b)(s_c s_d)
     roots = None
     if precompute == "pooled":  # each party takes the roots of its chunk of u; every party checks them all
-        chunks = dict(enumerate(root_chunks(nrows * n, m), start=1))
+        chunks = dict(enumerate(root_chunks(nrows * n, params.m), start=1))
         lo, hi = chunks[ctx.party]
         mine = _canonical(auth.inverse_roots(u.reshape(-1, 2)[lo:hi]))
         sizes = {j: b - a for j, (a, b) in chunks.items()}
         roots = Extra({j: F.zeros((0,)) for j in ctx.all}, mine, sizes)
     else:
         v = auth.inverse_roots(u)  # abort on a u that is 0 or not a square
-    opens = [pre.seed_share, proof_openings(d_x, point)]
-    what = "check's coin and bit proofs"
-    _, res3, (check_seed, proofs) = yield from auth.round(what, grrs=grrs, opens=opens, extra=roots)
-    if not proof_holds(proofs, point, nb).all():
-        raise AbortError(step, auth.rounds, "term bit proofs", "a party's dealt term is not all bits")
+    opens = [pre.seed_share] if d_x is None else [pre.seed_share, proof_openings(d_x, point)]
+    what = "check's coin" if d_x is None else "check's coin and bit proofs"
+    _, res3, opened3 = yield from auth.round(what, grrs=grrs, opens=opens, extra=roots)
+    if d_x is not None:
+        _check_proofs(auth, opened3[1], point, nb)
     if roots is not None:
         assert roots.publics is not None
         v = np.concatenate([roots.publics[j] for j in ctx.all]).reshape(nrows, n, 2)
@@ -222,34 +312,113 @@ def _sign_gen(
             raise AbortError(step, auth.rounds, "roots broadcast", why)
 
     # --- rounds 4, 5: the check before c, r kept secret: every mask bit is a bit, its MAC right ---
-    yield from auth.check_upto(armed, check_seed, upto, "check before the masked terms")
+    yield from auth.check_upto(armed, opened3[0], upto, "check before the masked terms")
     bits = auth.bits_from_roots(s_auth, v)
+    high = None
+    if lay is not None:  # the triples and quadruples enter only the tree (verify checks them), never c
+        high = Auth(np.concatenate([res[2], res[4]]), np.concatenate([res[3], res3[0]]))
+        auth.track([high])
+    return _Mask(s_auth, pairs_ss, r_top, bits, v, high), d_x
 
-    # --- round 6: the masked terms opened with error detection ---
+
+def _proof_point(auth: AuthParty, seed: F.FieldArray, nb: int) -> int:
+    """The public point at which every dealer's bit proof is opened, from a seed opened after the dealing."""
+    (point,) = F.to_ints(auth.coin(seed, 0, 1))
+    if point <= 2 * nb + 1:  # probability (2B + 2) / p honestly
+        why = "the proof's point is an interpolation point"
+        raise AbortError(auth.step, auth.rounds, "term bit proofs", why)
+    return point
+
+
+def _check_proofs(auth: AuthParty, proofs: F.FieldArray, point: int, nb: int) -> None:
+    if not proof_holds(proofs, point, nb).all():
+        raise AbortError(auth.step, auth.rounds, "term bit proofs", "a party's dealt term is not all bits")
+
+
+def _own_terms(x: npt.NDArray[np.int64], nb: int, rng: SecureRandom) -> F.FieldArray:
+    """This party's term dealt as B bits with its proof that they are bits: (2B + 2, n)."""
+    own_bits, f0 = _term_bits(x, nb), rng.field((x.shape[0],))
+    return np.concatenate([f0[None], own_bits, bits_proof(own_bits, f0)])
+
+
+def _sign_gen(
+    ctx: PartyContext,
+    x: npt.NDArray[np.int64],
+    pub: npt.NDArray[np.int64],
+    step: int,
+    rng: SecureRandom,
+    report: PartyReport,
+    precompute: str,
+    lazy: LazyCoin | None,
+    material: AbortSignMaterial | None,
+) -> PartyGen[PartyReport]:
+    n, nb = x.shape[0], term_bits(ctx.params)
+    if material is None:  # inline schedule: the terms ride in the mask's rounds (15 rounds)
+        auth = AuthParty(ctx, rng, step)
+        mask, d_x = yield from _mask_gen(auth, n, precompute, lazy, _own_terms(x, nb, rng))
+        assert d_x is not None
+        pending = None
+    else:  # the mask made ahead (rounds 1 to 5): the terms dealt now, their proofs opened with the tree
+        mask, auth = material.take(step, n, precompute), material.auth
+        shapes = {j: (2 * nb + 2, n) for j in ctx.all}
+        dealt, _, _ = yield from auth.round("terms dealt", deal=_own_terms(x, nb, rng), deal_shapes=shapes)
+        d_x = np.stack([dealt[j] for j in ctx.all])
+        pending = ctx.prss.random(P_SIGN_COIN, step, (1,))
+    yield from _online_gen(auth, mask, d_x, pub, precompute, lazy, pending)
+    return report
+
+
+def _online_gen(
+    auth: AuthParty,
+    mask: _Mask,
+    d_x: F.FieldArray,
+    pub: npt.NDArray[np.int64],
+    precompute: str,
+    lazy: LazyCoin | None,
+    proof_seed: F.FieldArray | None,
+) -> PartyGen[None]:
+    """From the masked term's opening to the output. ``proof_seed`` (the mask made ahead): the bit proofs'
+    seed share, opened with c; the proofs are opened with the tree's first product and checked there, before
+    anything leaves for the receiver (c masks any term; a term that is not bits only changes c)."""
+    ctx, key = auth.ctx, auth.key
+    params, fmt = ctx.params, ctx.params.fmt
+    m, n, kbits = params.m, pub.shape[0], fmt.compare_bits
+    nb, npairs = term_bits(params), kbits // 2
+    coin_bits = lazy.bits if lazy is not None else 0
+    nrows = kbits + coin_bits
+    lay, pa, pb = _layout(kbits, coin_bits, precompute)
+    bits, r_top, v = mask.bits, mask.r_top, mask.v
+
+    # --- the masked terms opened with error detection (the mask made ahead: with the proofs' seed) ---
     pow_b = F.from_ints([1 << i for i in range(nb)])
     per_party = F.lincomb(pow_b, np.ascontiguousarray(np.moveaxis(d_x[:, 1 : 1 + nb], 1, 0)))  # (m, n)
     terms = F.lincomb(F.from_ints([1] * m), per_party)  # sum_j (x_j + 2^(B-1))
     pow_k = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])
-    mask = F.lincomb(pow_k, np.concatenate([bits.x[:kbits], r_top.x[None]]))
+    c_mask = F.lincomb(pow_k, np.concatenate([bits.x[:kbits], r_top.x[None]]))
     offset = F.from_int64(pub - m * (1 << (nb - 1)) + (1 << kbits))
-    c_x = F.add(F.add(terms, mask), offset)
-    _, _, (c,) = yield from auth.round("masked terms opened", opens=[c_x])
+    c_x = F.add(F.add(terms, c_mask), offset)
+    opens = [c_x] if proof_seed is None else [c_x, proof_seed]
+    _, _, opened = yield from auth.round("masked terms opened", opens=opens)
+    c = opened[0]
+    proofs = None
+    if proof_seed is not None:
+        point = _proof_point(auth, opened[1], nb)
+        proofs = proof_openings(d_x, point)
     c_hi = F.shift_right(c, kbits)
     c_lo = F.low_word(c)
     cb = ((c_lo[None, :] >> np.arange(kbits, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)
 
     # --- the first carry level, local (its MACs by the same affine map with the key share for 1) ---
     if lay is not None:
-        high = Auth(np.concatenate([res[2], res[4]]), np.concatenate([res[3], res3[0]]))  # triples, quads
-        auth.track([high])
+        assert mask.high is not None
         roots_t = monomial_roots(v, kbits)
-        sig = mul_public(_stack([s_auth, pairs_ss, high]), roots_t)
+        sig = mul_public(_stack([mask.s_auth, mask.pairs_ss, mask.high]), roots_t)
         mono_x, mono_m = monomials(sig.x, n, kbits), monomials(sig.mac, n, kbits, one=key)
         g_x, p_x = block_nodes(cb, BlockMaterial(bits.x, mono_x, r_top.x), kbits)
         g_m, p_m = block_nodes(cb, BlockMaterial(bits.mac, mono_m, r_top.mac), kbits, one=key)
     else:
         # r_a r_b = (1 + sigma_a + sigma_b + sigma_a sigma_b) / 4 = (2 r_a + 2 r_b - 1 + sigma_a sigma_b) / 4
-        sig_prod = mul_public(pairs_ss, F.mul(v[pa], v[pb]))
+        sig_prod = mul_public(mask.pairs_ss, F.mul(v[pa], v[pb]))
         twice = mul_public(add(_rows(bits, pa), _rows(bits, pb)), 2)
         rr = mul_public(auth.add_public(add(twice, sig_prod), F.P - 1), _INV4)
         g_x, p_x = compare_nodes(cb, bits.x[:kbits], rr.x[:npairs], kbits)
@@ -275,7 +444,13 @@ def _sign_gen(
             if half > 1:
                 pairs.append((_rows(p, slice(3, 2 * half, 2)), _rows(p, slice(2, 2 * half, 2))))
             cuts.append((half, 2 * half - 1))
-        prods = _stack((yield from auth.multiply(pairs)))
+        if proofs is None:
+            prods_list = yield from auth.multiply(pairs)
+        else:  # the mask made ahead: the bit proofs opened with the first product
+            prods_list, (got,) = yield from auth.multiply_opening(pairs, [proofs])
+            _check_proofs(auth, got, point, nb)
+            proofs = None
+        prods = _stack(prods_list)
         at, advanced = 0, []
         for (g, p), (half, size) in zip(trees, cuts, strict=True):
             if not half:
@@ -287,6 +462,9 @@ def _sign_gen(
             gm, pm = carry_advance(g.mac, p.mac, part.mac)
             advanced.append((Auth(gx, gm), Auth(px, pm)))
         trees = advanced
+    if proofs is not None:  # no product round (a tree of one node): the proofs in a round of their own
+        _, _, (got,) = yield from auth.round("term bit proofs", opens=[proofs])
+        _check_proofs(auth, got, point, nb)
     u_bit = _rows(trees[0][0], 0)
 
     # --- output: [S >= 0] = floor(c / 2^K) - r_hi - u (lazy: AND the coin), after the check ---
@@ -295,7 +473,7 @@ def _sign_gen(
         (bit,) = yield from auth.multiply([(_rows(trees[1][0], 0), bit)])
     yield from auth.verify()
     yield from auth.open_to_receiver([bit])
-    return report
+    return None
 
 
 def sign_receiver_abort(params: SessionParams, inbox: Inbox, n: int, step: int) -> Decisions:

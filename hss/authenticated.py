@@ -362,16 +362,24 @@ class AuthParty:
 
     def multiply(self, pairs: Sequence[tuple[Auth, Auth]]) -> PartyGen[list[Auth]]:
         """[a b] for each pair, in one round: x_a x_b and (r x_a) x_b reshared in the same messages."""
+        out, _ = yield from self.multiply_opening(pairs, ())
+        return out
+
+    def multiply_opening(
+        self, pairs: Sequence[tuple[Auth, Auth]], opens: Sequence[F.FieldArray]
+    ) -> PartyGen[tuple[list[Auth], list[F.FieldArray]]]:
+        """:meth:`multiply`, with degree-t shares ``opens`` opened to all with error detection in the same
+        round (as :meth:`round`'s ``opens``)."""
         self._open_for("multiply")
         grrs: list[F.FieldArray] = []
         for a, b in pairs:
             if a.shape != b.shape:
                 raise ValueError(f"multiply: shapes {a.shape} and {b.shape} differ")
             grrs += [F.mul(a.x, b.x), F.mul(a.mac, b.x)]
-        _, res, _ = yield from self._round("multiply", grrs=grrs)
+        _, res, opened = yield from self._round("multiply", grrs=grrs, opens=opens)
         out = [Auth(res[2 * i], res[2 * i + 1]) for i in range(len(pairs))]
         self.track(out)
-        return out
+        return out, opened
 
     def random_bits(self, n: int) -> PartyGen[Auth]:
         """n authenticated uniform secret bits, 2 rounds: PRSS [s]; round 1 reshares r s and u = s^2;

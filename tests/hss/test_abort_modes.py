@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 import numpy as np
@@ -20,13 +20,13 @@ from scipy import stats
 
 from hss import abort_sign
 from hss import field as F
-from hss.abort_modes import sum_party_abort, sum_receiver_abort, term_bits
-from hss.abort_sign import sign_abort_rounds, sign_party_abort, sign_receiver_abort
+from hss.abort_modes import SIGN_MASK_ROUNDS, sum_party_abort, sum_receiver_abort, term_bits
+from hss.abort_sign import precompute_sign_abort, sign_abort_rounds, sign_party_abort, sign_receiver_abort
 from hss.authenticated import AbortError, AuthParty
 from hss.lazy_coin import LazyCoin
 from hss.modes import reveal_mode
 from hss.protocols import Decisions, plaintext_decisions, root_chunks
-from hss.runtime import RECEIVER, Inbox, Machine, Payload, run_in_memory
+from hss.runtime import RECEIVER, Inbox, Machine, Outbox, Payload, run_in_memory
 from hss.session import SessionParams
 from hss.sharing import recombine
 from tests.hss.conftest import make_session
@@ -42,26 +42,52 @@ def terms(m: int, n: int, seed: int) -> tuple[list[npt.NDArray[np.float64]], npt
     return vals, pub
 
 
-#: the sign variants under abort: (sign precompute, lazy coin)
-VARIANTS = {
-    "inline": ("inline", None),
-    "pooled": ("pooled", None),
-    "blocks4": ("blocks4", None),
-    "lazy": ("inline", LazyCoin(3, 2)),  # gamma = 3/4
+#: the sign variants under abort: (sign precompute, lazy coin, mask made ahead)
+VARIANTS: dict[str, tuple[str, LazyCoin | None, bool]] = {
+    "inline": ("inline", None, False),
+    "pooled": ("pooled", None, False),
+    "blocks4": ("blocks4", None, False),
+    "lazy": ("inline", LazyCoin(3, 2), False),  # gamma = 3/4
+    "inline-ahead": ("inline", None, True),
+    "pooled-ahead": ("pooled", None, True),
+    "blocks4-ahead": ("blocks4", None, True),
 }
+
+
+def _ahead_then_online(
+    ctx: Any, rng: Any, val: Any, pub: Any, step: int, pre: str
+) -> Generator[Outbox, Inbox, Any]:
+    """One party's rounds of a step whose mask is made ahead (precompute_sign_abort, rounds 1 to 5) and its
+    online rounds (sign_party_abort with the material), as one machine: what a daemon runs as the pool of
+    the previous step and then the step (parties.ahead)."""
+
+    def drive(machine: Machine[Any]) -> Generator[Outbox, Inbox, Any]:
+        out = machine.start()
+        while not machine.done:
+            out = machine.step((yield out))
+        return machine.result
+
+    n = np.asarray(val).shape[0]
+    material = yield from drive(precompute_sign_abort(ctx, n, step, rng, pre))
+    return (yield from drive(sign_party_abort(ctx, val, pub, step, rng, pre, material=material)))
 
 
 def sign_machines(
     m: int, seed: str, vals: list[Any], pub: Any, step: int = 7, variant: str = "inline"
 ) -> dict[int, Machine[Any]]:
     _params, ctxs, rngs = make_session(m, seed=seed)
-    pre, lazy = VARIANTS[variant]
+    pre, lazy, ahead = VARIANTS[variant]
+    if ahead:
+        return {
+            p: Machine(p, _ahead_then_online(c, rngs[p], vals[p - 1], pub, step, pre))
+            for p, c in ctxs.items()
+        }
     return {p: sign_party_abort(c, vals[p - 1], pub, step, rngs[p], pre, lazy) for p, c in ctxs.items()}
 
 
 def rounds_of(variant: str) -> int:
-    pre, lazy = VARIANTS[variant]
-    return sign_abort_rounds(pre, lazy is not None)
+    pre, lazy, ahead = VARIANTS[variant]
+    return sign_abort_rounds(pre, lazy is not None, ahead)
 
 
 Receiver = Callable[[SessionParams, Inbox, int, int], Decisions]
@@ -86,7 +112,9 @@ def run_with_receiver(
     return outcome, decided
 
 
-@pytest.mark.parametrize("variant", ["inline", "pooled", "blocks4"])
+@pytest.mark.parametrize(
+    "variant", ["inline", "pooled", "blocks4", "inline-ahead", "pooled-ahead", "blocks4-ahead"]
+)
 @pytest.mark.parametrize("m", [3, 4, 5, 7])
 def test_honest_sign_under_abort_equals_the_plaintext_decisions(m: int, variant: str) -> None:
     n = 60
@@ -100,7 +128,8 @@ def test_honest_sign_under_abort_equals_the_plaintext_decisions(m: int, variant:
     want = plaintext_decisions(vals, pub, params.fmt)
     assert np.array_equal(got.accept, want)
     assert 0.2 < want.mean() < 0.8
-    assert tr.rounds == rounds_of(variant) == {"inline": 15, "pooled": 15, "blocks4": 14}[variant]
+    want_rounds = {"inline": 15, "pooled": 15, "blocks4": 14}[VARIANTS[variant][0]] + VARIANTS[variant][2]
+    assert tr.rounds == rounds_of(variant) == want_rounds  # made ahead: one round more, 5 of them ahead
     assert res[1].clamped[:2].all() and not res[1].clamped[2:].any()  # 1e6 and -1e6 clamped, 131071.9 not
 
 
@@ -157,7 +186,18 @@ def element_counts(m: int, seed: str, variant: str = "inline") -> dict[int, int]
 
 @pytest.mark.parametrize(
     ("m", "variant"),
-    [(3, "inline"), (4, "inline"), (5, "inline"), (7, "inline"), (3, "pooled"), (4, "blocks4"), (3, "lazy")],
+    [
+        (3, "inline"),
+        (4, "inline"),
+        (5, "inline"),
+        (7, "inline"),
+        (3, "pooled"),
+        (4, "blocks4"),
+        (3, "lazy"),
+        (3, "inline-ahead"),
+        (4, "pooled-ahead"),
+        (3, "blocks4-ahead"),
+    ],
 )
 @pytest.mark.slow
 def test_every_tampered_sign_message_aborts_or_yields_the_plaintext_decisions(m: int, variant: str) -> None:
@@ -234,6 +274,61 @@ def test_a_party_dealing_a_term_that_is_not_bits_is_caught_by_its_proof(
     for p in (2, 3):
         assert isinstance(outcome[p], AbortError)
         assert outcome[p].what == "term bit proofs" and outcome[p].round == 3
+
+
+@pytest.mark.parametrize("bad", ["two", "wide"])
+def test_a_term_that_is_not_bits_is_caught_before_the_output_when_the_mask_is_made_ahead(
+    bad: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mask made ahead (rounds 1-5): the terms are dealt in round 6, c is opened with the proofs' seed in
+    round 7 (c masks any term: a term that is not bits only changes c), and the proofs are opened with the
+    tree's first product and checked in round 8, long before verify and the output."""
+    m, seed = 3, f"bad-bits-ahead-{bad}"
+    vals, pub = terms(m, N, seed=3)
+    real = abort_sign._term_bits
+    calls = {"n": 0}
+
+    def deviating(x: npt.NDArray[np.int64], nbits: int) -> F.FieldArray:
+        calls["n"] += 1
+        out = real(x, nbits)
+        if calls["n"] == 1:  # party 1's machine deals first
+            out[0, 0] = F.const(2) if bad == "two" else F.const(1 << 40)
+        return out
+
+    monkeypatch.setattr(abort_sign, "_term_bits", deviating)
+    outcome, decided = run_with_receiver(
+        sign_machines(m, seed, vals, pub, variant="inline-ahead"), set(), honest, N
+    )
+    assert isinstance(decided, AbortError)
+    for p in (2, 3):
+        assert isinstance(outcome[p], AbortError)
+        assert (outcome[p].what, outcome[p].round) == ("term bit proofs", SIGN_MASK_ROUNDS + 3)
+
+
+def test_a_mask_made_ahead_is_taken_once_by_its_own_step() -> None:
+    """The material binds its step, batch size and precompute, and a second take is refused: a mask used
+    twice would open two masked terms under the same r (their difference: the difference of the sums)."""
+    m, n = 3, 2
+    _params, ctxs, rngs = make_session(m, seed="take-once")
+    machines = {p: precompute_sign_abort(c, n, 4, rngs[p]) for p, c in ctxs.items()}
+    made, tr = run_in_memory(machines)
+    assert tr.rounds == SIGN_MASK_ROUNDS
+    mat = made[1]
+    with pytest.raises(
+        ValueError, match="made for step 4, 2 decisions, precompute 'inline'; the batch is step 5"
+    ):
+        mat.take(5, n, "inline")
+    with pytest.raises(ValueError, match="the batch is step 4, 3 decisions"):
+        mat.take(4, 3, "inline")
+    with pytest.raises(ValueError, match="'blocks4'"):
+        mat.take(4, n, "blocks4")
+    mat.take(4, n, "inline")
+    with pytest.raises(ValueError, match="taken by a batch already"):
+        mat.take(4, n, "inline")
+    with pytest.raises(ValueError, match="another party context"):
+        sign_party_abort(ctxs[2], [0.0, 1.0], None, 4, rngs[2], material=made[3])
+    with pytest.raises(ValueError, match="lazy decision makes its coin in the step"):
+        sign_party_abort(ctxs[2], [0.0, 1.0], None, 4, rngs[2], lazy=LazyCoin(3, 2), material=made[2])
 
 
 def test_unsupported_combinations_are_refused_with_the_reason() -> None:
@@ -330,7 +425,16 @@ def test_pooled_roots_of_the_other_sign_to_one_peer_are_caught() -> None:
 
 @pytest.mark.parametrize(
     ("m", "variant"),
-    [(3, "inline"), (5, "inline"), (3, "blocks4"), (3, "lazy"), (3, "pooled"), (4, "pooled")],
+    [
+        (3, "inline"),
+        (5, "inline"),
+        (3, "blocks4"),
+        (3, "lazy"),
+        (3, "pooled"),
+        (4, "pooled"),
+        (3, "inline-ahead"),
+        (4, "pooled-ahead"),
+    ],
 )
 def test_a_shifted_square_is_caught_before_anything_is_masked_by_its_bit(m: int, variant: str) -> None:
     """The additive attack on a mask bit's square: party 1 reshares its part of s_0^2 (decision 0, bit 0) as
@@ -344,11 +448,12 @@ def test_a_shifted_square_is_caught_before_anything_is_masked_by_its_bit(m: int,
     seed = f"shifted-square-{m}-{variant}"
     vals, pub = terms(m, N, seed=3)
     params = make_session(m, seed=seed)[0]
-    nrows = params.fmt.compare_bits + (VARIANTS[variant][1].bits if VARIANTS[variant][1] else 0)
-    first_square = (2 * term_bits(params) + 2) * N + nrows * N  # after the dealt bits and the r s reshares
+    coin = VARIANTS[variant][1]
+    nrows = params.fmt.compare_bits + (coin.bits if coin is not None else 0)
+    dealt = 0 if VARIANTS[variant][2] else (2 * term_bits(params) + 2) * N  # made ahead: no terms in round 1
+    first_square = dealt + nrows * N  # after the dealt bits and the r s reshares
     where: dict[str, int] = defaultdict(int)
     for c in range(1, 25):
-
         machines = sign_machines(m, seed, vals, pub, variant=variant)
         outcome, decided = run_with_receiver(machines, {1}, consistent_shift(first_square, c), N)
         assert isinstance(decided, AbortError), c
@@ -359,7 +464,7 @@ def test_a_shifted_square_is_caught_before_anything_is_masked_by_its_bit(m: int,
     assert set(where) == {"not a square", "check"}, where
 
 
-@pytest.mark.parametrize("variant", ["inline", "pooled"])
+@pytest.mark.parametrize("variant", ["inline", "pooled", "inline-ahead"])
 def test_a_mac_error_covered_for_guessed_signs_is_caught_before_the_masked_terms(variant: str) -> None:
     """The second review's attack on the first form of the check (2026-11-30): party 1 puts an error into its
     reshare of r s_0 (round 1); rushing, it knows u_i = s_i^2 in round 2 and shifts its reshares of the MACs
@@ -376,7 +481,7 @@ def test_a_mac_error_covered_for_guessed_signs_is_caught_before_the_masked_terms
     drawn = {p: ctxs[p].prss.random(abort_sign.P_SIGN_S, step, (nrows, N)) for p in ctxs}
     s0 = recombine({p: d[0, 0] for p, d in drawn.items()}, params.t)  # known up to sign once u is opened
     s1 = recombine({p: d[1, 0] for p, d in drawn.items()}, params.t)
-    rs_0 = (2 * term_bits(params) + 2) * N  # party 1's round-1 message: the dealt bits, then r s
+    rs_0 = 0 if VARIANTS[variant][2] else (2 * term_bits(params) + 2) * N  # round 1: (dealt bits,) r s
     pair_0 = nrows * N  # party 1's round-2 message: (r s) s, then the pairs' MACs (r s_0) s_1 first
     for g0, g1 in [(s0, s1), (F.neg(s0), s1), (s0, F.neg(s1)), (F.neg(s0), F.neg(s1))]:
 
