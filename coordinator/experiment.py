@@ -136,7 +136,7 @@ EXPERIMENT.toml::
                                     # | blocks4 (5 online rounds after 2 precompute rounds; no lazy coin)
     precompute_ahead = false        # sign only (no lazy coin): each registry makes step k + 1's precompute
                                     # right after answering step k, so a step runs its online rounds only
-    security = "semi-honest"        # | abort (sum, sign inline without lazy coin or precompute ahead, svt):
+    security = "semi-honest"        # | abort (sum, blinded, sign, svt; sign's precompute ahead too):
                                     # up to t deviating registries are caught (docs/SECURITY_ABORT.md)
 
     [privacy]                       # optional: the target this run must fit, checked with every party's

@@ -25,7 +25,8 @@ hss.abort_svt.abort_svt_rounds).
 
 Not offered under abort yet (refused by ``hss.modes.RevealMode.under``, naming it): a reveal mode without
 an "abort" entry in its ``securities`` (every mode has one today), a sign precompute made ahead
-(``precompute_ahead``) and a lazy coin with a sign precompute other than inline (:func:`abort_refuses`).
+(``precompute_ahead``) with a lazy coin, and a lazy coin with a sign precompute other than inline
+(:func:`abort_refuses`).
 """
 
 from __future__ import annotations
@@ -78,11 +79,8 @@ def abort_refuses(precompute: str = "inline", lazy: bool = False, ahead: bool = 
     """Why a session's sign precompute, lazy coin or precompute ahead is not offered under security "abort"
     yet, or None (the same for every reveal mode offered with it: ``hss.modes.RevealMode.securities``)."""
     check_precompute(precompute)
-    if ahead:
-        return (
-            "precompute_ahead is not offered with security 'abort' yet: the sign protocol under abort makes "
-            "its authenticated mask bits in the step (with the dealt terms' bits)"
-        )
+    if ahead and lazy:
+        return "a lazy coin is made in the step: precompute_ahead is not offered with it"
     if lazy and precompute != "inline":
         return f"a lazy coin with sign_precompute {precompute!r} is not offered (inline only)"
     return None

@@ -50,6 +50,16 @@ level over blocks is local, so the tree has 4 product rounds instead of 5. Lazy 
 coin's L bits come with the mask bits (the check covers them), its tree [u < k] advances in the comparison's
 product rounds, and one more duplicated multiplication ANDs the coin with the bit before verify.
 
+The mask made ahead (``precompute_ahead``; 16 rounds inline and pooled, 15 blocks4, 5 of them before the terms
+exist): :func:`precompute_sign_abort` runs rounds 1 to 5 above without the terms (no dealing in round 1, no
+seed in round 2, no proofs in round 3; the check's coins under a PRSS purpose of their own), and its
+:class:`AbortSignMaterial` carries the step's :class:`AuthParty` (r still secret, every pair tracked) into
+:func:`sign_party_abort`, which runs: 6. the terms dealt as bits with their proof; 7. c opened with the
+proofs' seed (c masks any term, so a term that is not bits only changes c); 8. the tree's first product with
+the proofs opened at the seed's point, checked there (every honest party aborts on a failing one, long before
+the output); the rest of the tree, verify and the output as above: 11 online rounds (blocks4 10) against 15
+in-step (14).
+
 Why the terms are dealt as bits (the range question of docs/SECURITY_ABORT.md): the comparison is [S >= 0]
 only while |S| < 2^K. A registry that could bring any field element as its term would make the output an
 interval test on the honest sum, or a non-bit; a check on the output would then abort depending on the honest
@@ -89,8 +99,12 @@ __all__ = [
     "sign_receiver_abort",
 ]
 
-#: PRSS purposes of this module (hss.primitives 1..7, hss.svt 101..106, hss.authenticated 201, 202, 1000+k)
-P_SIGN_S, P_SIGN_COIN, P_SIGN_PRE = 301, 302, 303
+#: PRSS purposes of this module (hss.primitives 1..7, hss.svt 101..106, hss.authenticated 201, 202, 1000+k).
+#: The check before the masked term draws its coin seed, beta and pad under P_SIGN_PRE in the inline schedule
+#: and under P_SIGN_PRE_AHEAD in a mask made ahead: a step whose pool was made and then discarded (another
+#: batch size, a link probe) runs the inline schedule with the same step's PRSS values, and its check must
+#: not reuse coins the pool already opened (an error fixed after its coins are known could be cancelled)
+P_SIGN_S, P_SIGN_COIN, P_SIGN_PRE, P_SIGN_PRE_AHEAD = 301, 302, 303, 304
 
 _INV2 = pow(2, F.P - 2, F.P)
 _INV4 = pow(4, F.P - 2, F.P)
@@ -218,7 +232,7 @@ def precompute_sign_abort(
     auth = AuthParty(ctx, rng, step)
 
     def gen() -> PartyGen[AbortSignMaterial]:
-        mask, _ = yield from _mask_gen(auth, n, precompute, None, None)
+        mask, _ = yield from _mask_gen(auth, n, precompute, None, None, P_SIGN_PRE_AHEAD)
         return AbortSignMaterial(auth, n, precompute, mask)
 
     return Machine(ctx.party, gen(), "precompute_sign[abort]")
@@ -242,6 +256,7 @@ def _mask_gen(
     precompute: str,
     lazy: LazyCoin | None,
     own: F.FieldArray | None,
+    check_purpose: int = P_SIGN_PRE,
 ) -> PartyGen[tuple[_Mask, F.FieldArray | None]]:
     """Rounds 1 to 5: the mask bits made, then checked with the key kept secret. ``own`` (this party's
     dealt term bits with their proof, inline schedule) rides in round 1, the proofs' seed in round 2 and the
@@ -259,7 +274,7 @@ def _mask_gen(
     s = ctx.prss.random(P_SIGN_S, step, (nrows, n))
     r_hi = ctx.prss.bounded(P_RHI, step, (n,), fmt.kappa + 1)
     shapes = {j: (2 * nb + 2, n) for j in ctx.all} if own is not None else None
-    pre = auth.kept_key_check(P_SIGN_PRE)  # the check before c
+    pre = auth.kept_key_check(check_purpose)  # the check before c
     grrs = [F.mul(key, s), F.mul(s, s), F.mul(s[pa], s[pb]), F.mul(key, r_hi), *pre.reshares(key)]
     what = "inputs and squares" if own is not None else "squares"
     dealt, (rs, u_sh, ss, r_hi_mac, r_beta, r_pad), _ = yield from auth.round(

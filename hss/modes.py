@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -42,7 +43,13 @@ from hss.abort_modes import (
     sum_party_abort,
     sum_receiver_abort,
 )
-from hss.abort_sign import sign_abort_rounds, sign_party_abort, sign_receiver_abort
+from hss.abort_sign import (
+    AbortSignMaterial,
+    precompute_sign_abort,
+    sign_abort_rounds,
+    sign_party_abort,
+    sign_receiver_abort,
+)
 from hss.abort_svt import svt_decide_receiver_abort
 from hss.lazy_coin import LazyCoin
 from hss.protocols import (
@@ -51,6 +58,8 @@ from hss.protocols import (
     SignMaterial,
     blinded_party,
     blinded_receiver,
+    precompute_blocks,
+    precompute_sign,
     sign_party,
     sign_receiver,
     sum_party,
@@ -103,7 +112,7 @@ class TermsBatch:
     blind: npt.ArrayLike | None = None
     reveal_rng: SecureRandom | None = None
     precompute: str = "inline"
-    material: SignMaterial | BlockMaterial | None = None
+    material: SignMaterial | BlockMaterial | AbortSignMaterial | None = None
     lazy: LazyCoin | None = None
     security: str = "semi-honest"
 
@@ -113,6 +122,9 @@ class TermsBatch:
 
 
 PartyFactory = Callable[[PartyContext, TermsBatch], Machine[PartyReport]]
+#: a batch's input-independent first rounds, run ahead of its terms: (ctx, n, step, rng, precompute) ->
+#: the machine whose result is the batch's ``TermsBatch.material``
+AheadFactory = Callable[[PartyContext, int, int, SecureRandom, str], Machine[Any]]
 #: the receiver's decoder of a batch's final round: (params, inbox, n, step) -> decisions
 Receiver = Callable[[SessionParams, Inbox, int, int], Decisions]
 
@@ -130,14 +142,17 @@ class Security:
     whose analysis starts its protocol itself: svt). ``receiver(params, inbox, n, step)`` decodes the final
     round's messages into :class:`hss.protocols.Decisions` (under "abort" an
     :class:`hss.authenticated.AbortError` names the step and the round). ``rounds(params, precompute,
-    lazy)``: the sequential rounds of a batch, or None when the batch sets them (svt). ``refuses(precompute,
-    lazy, ahead)``: why the session's sign precompute, lazy coin or precompute ahead is not offered under
-    this security yet, or None."""
+    lazy, ahead)``: the sequential rounds of a batch (all of them, the ones run ahead included), or None
+    when the batch sets them (svt). ``refuses(precompute, lazy, ahead)``: why the session's sign precompute,
+    lazy coin or precompute ahead is not offered under this security yet, or None. ``ahead``: the machine
+    of a batch's first rounds made before its terms exist (``precompute_ahead``, ``parties.ahead``), None
+    where the mode has none."""
 
     party: PartyFactory | None
     receiver: Receiver
-    rounds: Callable[[SessionParams, str, bool], int] | None
+    rounds: Callable[[SessionParams, str, bool, bool], int] | None
     refuses: Callable[[str, bool, bool], str | None] = _offered
+    ahead: AheadFactory | None = None
 
 
 @dataclass(frozen=True)
@@ -192,7 +207,9 @@ class RevealMode:
         why = entry.refuses(precompute, lazy, ahead)
         if why is not None:
             raise ValueError(why)
-        return SessionMode(self, security, precompute, lazy, entry)
+        if ahead and entry.ahead is None:
+            raise ValueError(f"precompute_ahead applies to reveal mode 'sign' only, not {self.name!r}")
+        return SessionMode(self, security, precompute, lazy, entry, ahead)
 
     def require_security(
         self, security: str, precompute: str = "inline", lazy: bool = False, ahead: bool = False
@@ -239,6 +256,7 @@ class SessionMode:
     precompute: str
     lazy: bool
     entry: Security
+    ahead: bool = False  # precompute_ahead: each batch's first rounds made before its terms (parties.ahead)
 
     def machine(self, ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
         """This party's machine for ``batch``, after refusing a batch the session's mode does not take
@@ -261,6 +279,14 @@ class SessionMode:
             )
         return self.entry.party(ctx, batch)
 
+    def ahead_machine(self, ctx: PartyContext, n: int, step: int, rng: SecureRandom) -> Machine[Any]:
+        """This party's machine of batch ``step``'s first rounds for ``n`` decisions, made before its terms
+        (its result is the batch's ``TermsBatch.material``); ``ValueError`` for a session without
+        precompute ahead."""
+        if not self.ahead or self.entry.ahead is None:
+            raise ValueError(f"this {self.mode.name!r} session makes no material ahead (precompute_ahead)")
+        return self.entry.ahead(ctx, n, step, rng, self.precompute)
+
     def decode(self, params: SessionParams, inbox: Inbox, n: int, step: int) -> Decisions:
         """The receiver's decisions from the final round's messages of batch ``step``."""
         return self.entry.receiver(params, inbox, n, step)
@@ -273,7 +299,7 @@ class SessionMode:
                 f"rounds of {self.mode.name!r} under security {self.security!r} are set by the batch, not "
                 f"the session: see {where}"
             )
-        return self.entry.rounds(params, self.precompute, self.lazy)
+        return self.entry.rounds(params, self.precompute, self.lazy, self.ahead)
 
 
 def _lazy_modes() -> str:
@@ -293,12 +319,6 @@ def _blinded_party(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]
     )
 
 
-def _sign_party(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
-    return sign_party(
-        ctx, batch.values, batch.public, batch.step, batch.rng, batch.material, batch.precompute, batch.lazy
-    )
-
-
 def _sum_party_abort(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
     return sum_party_abort(ctx, batch.values, batch.public, batch.step)
 
@@ -311,9 +331,27 @@ def _blinded_party_abort(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyR
     )
 
 
+def _sign_party(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
+    if isinstance(batch.material, AbortSignMaterial):
+        raise ValueError("sign material made under security 'abort' given to a semi-honest batch")
+    return sign_party(
+        ctx, batch.values, batch.public, batch.step, batch.rng, batch.material, batch.precompute, batch.lazy
+    )
+
+
+def _sign_ahead(ctx: PartyContext, n: int, step: int, rng: SecureRandom, precompute: str) -> Machine[Any]:
+    """The semi-honest sign precompute of a batch (inline: 1 round; pooled: 3; blocks4: 2)."""
+    if precompute == "blocks4":
+        return precompute_blocks(ctx, n, step, rng)
+    return precompute_sign(ctx, n, step, rng, distributed=precompute == "pooled")
+
+
 def _sign_party_abort(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
+    material = batch.material
+    if material is not None and not isinstance(material, AbortSignMaterial):
+        raise ValueError("semi-honest sign material given to a batch under security 'abort'")
     return sign_party_abort(
-        ctx, batch.values, batch.public, batch.step, batch.rng, batch.precompute, batch.lazy
+        ctx, batch.values, batch.public, batch.step, batch.rng, batch.precompute, batch.lazy, material
     )
 
 
@@ -333,12 +371,15 @@ def _semi_honest(
     party: PartyFactory | None,
     receiver: Callable[[SessionParams, Inbox, int], Decisions],
     rounds: Callable[[SessionParams, str], int] | None,
+    ahead: AheadFactory | None = None,
 ) -> Security:
-    """A semi-honest protocol (hss.protocols): its receiver and rounds take no step and no lazy coin."""
+    """A semi-honest protocol (hss.protocols): its receiver and rounds take no step and no lazy coin (and
+    its rounds are the same with the precompute made ahead)."""
     return Security(
         party,
         lambda params, inbox, n, step: receiver(params, inbox, n),
-        None if rounds is None else lambda params, precompute, lazy: rounds(params, precompute),
+        None if rounds is None else lambda params, precompute, lazy, ahead: rounds(params, precompute),
+        ahead=ahead,
     )
 
 
@@ -359,7 +400,10 @@ REVEAL: dict[str, RevealMode] = {
         securities={
             "semi-honest": _semi_honest(_sum_party, sum_receiver, lambda params, precompute: 1),
             "abort": Security(
-                _sum_party_abort, sum_receiver_abort, lambda p, pre, lazy: SUM_ABORT_ROUNDS, abort_refuses
+                _sum_party_abort,
+                sum_receiver_abort,
+                lambda p, pre, lazy, ahead: SUM_ABORT_ROUNDS,
+                abort_refuses,
             ),
         },
         honest_majority=False,
@@ -373,7 +417,7 @@ REVEAL: dict[str, RevealMode] = {
             "abort": Security(
                 _blinded_party_abort,
                 blinded_receiver_abort,
-                lambda p, pre, lazy: BLINDED_ABORT_ROUNDS,
+                lambda p, pre, lazy, ahead: BLINDED_ABORT_ROUNDS,
                 abort_refuses,
             ),
         },
@@ -385,12 +429,13 @@ REVEAL: dict[str, RevealMode] = {
         receiver_learns="only the bit [S >= 0] (AND a secret coin with a lazy coin)",
         tolerates="t < m/2 colluding parties (m >= 3)",
         securities={
-            "semi-honest": _semi_honest(_sign_party, sign_receiver, _sign_rounds),
+            "semi-honest": _semi_honest(_sign_party, sign_receiver, _sign_rounds, _sign_ahead),
             "abort": Security(
                 _sign_party_abort,
                 sign_receiver_abort,
-                lambda p, pre, lazy: sign_abort_rounds(pre, lazy),
+                lambda p, pre, lazy, ahead: sign_abort_rounds(pre, lazy, ahead),
                 abort_refuses,
+                precompute_sign_abort,
             ),
         },
         honest_majority=True,

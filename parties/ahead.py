@@ -15,10 +15,15 @@ runs only the online rounds.
   session down, which cancels the pool (:meth:`Ahead.cancel`); a lost link or a protocol error in the pool
   fails the session with a named error (audited), which the next Evaluate returns. A replayed step (run
   resume) can only be a session's step 1, which has no pool.
-- **Secrecy unchanged.** The parties exchange exactly the precompute messages the step would have exchanged
-  in its first R rounds (input-independent: PRSS openings of s_i^2 and GRR reshares), only earlier; the
-  pool's own randomness (share polynomials) is a fresh stream seeded from the session's protocol CSPRNG.
-  Material discarded for a batch-size change was never used to mask anything.
+- **Secrecy unchanged.** Semi-honest: the parties exchange exactly the precompute messages the step would
+  have exchanged in its first R rounds (input-independent: PRSS openings of s_i^2 and GRR reshares), only
+  earlier. Under security "abort" the pool is the step's first 5 rounds (``hss.abort_sign.
+  precompute_sign_abort``: the authenticated mask bits and the check before the masked term, r kept secret),
+  and the step deals its terms in a round of its own after them (one round more in all, 5 fewer online);
+  its check draws its coins under a PRSS purpose of its own, so a step that falls back to its in-step
+  rounds after a discarded pool never reuses a coin the pool opened. The pool's own randomness (share
+  polynomials) is a fresh stream seeded from the session's protocol CSPRNG. Material discarded for a
+  batch-size change was never used to mask anything.
 """
 
 from __future__ import annotations
@@ -29,9 +34,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from hss.protocols import precompute_blocks, precompute_sign
 from hss.randomness import SecureRandom
-from hss.runtime import Machine, ProtocolError
+from hss.runtime import ProtocolError
 from parties.audit import AuditSubject
 from parties.exchange import RunOutcome, Wire, drive
 from parties.peering import offload_to_thread, sender
@@ -69,11 +73,7 @@ def start(party: Party, sess: Session, step: int, n: int) -> None:
     if sess.ahead is not None and not sess.ahead.used:  # at most one step's material (steps are in order)
         return
     rng = SecureRandom(keys.proto_rng.random_bytes(32))  # the pool's own stream: it runs in a worker thread
-    machine: Machine[Any]
-    if spec.sign_precompute == "blocks4":
-        machine = precompute_blocks(ctx, n, step, rng)
-    else:
-        machine = precompute_sign(ctx, n, step, rng, distributed=spec.sign_precompute == "pooled")
+    machine = spec.protocol.ahead_machine(ctx, n, step, rng)  # the session's mode, security and precompute
     ahead = Ahead(step, n)
     ahead.task = asyncio.get_running_loop().create_task(
         _run(party, sess, ahead, machine), name=f"precompute-ahead-step-{step}"

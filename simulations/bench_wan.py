@@ -396,10 +396,6 @@ def settings_from_args(args: argparse.Namespace) -> WanSettings:
     bad_sec = [x for x in securities if x not in SECURITY]
     if bad_sec or not securities:
         raise ValueError(f"unknown --security {bad_sec}; expected {SECURITY}")
-    if "abort" in securities and s.precompute_ahead:
-        raise ValueError(
-            "--precompute-ahead is not offered with --security abort (its mask bits are made in the step)"
-        )
     if s.mpyc and ("sign" not in modes or "mesh" not in topologies):
         raise ValueError(
             "--mpyc compares with our sign mode in the mesh: keep sign in --modes, mesh in --topologies"

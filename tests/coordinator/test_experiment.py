@@ -74,11 +74,6 @@ REFUSALS = [
     (('mode = "sign"', 'mode = "blinded"\nprecompute_ahead = true'), "reveal.precompute_ahead", "'sign'"),
     (('mode = "sign"', 'mode = "sign"\nprecompute_ahead = 1'), "reveal.precompute_ahead", "wrong type"),
     (('mode = "sign"', 'mode = "sign"\nsecurity = "strong"'), "reveal.security", "one of"),
-    (
-        ('mode = "sign"', 'mode = "sign"\nprecompute_ahead = true\nsecurity = "abort"'),
-        "reveal.security",
-        "precompute_ahead is not offered",
-    ),
     (("[reveal]", "[reveals]\n[reveal]"), "reveals", "unknown table"),
     (('name = "t"', 'name = "t"\ncolour = 1'), "experiment.colour", "unknown key"),
     (("seed = 1", 'seed = "1"'), "experiment.seed", "wrong type"),

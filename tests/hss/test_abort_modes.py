@@ -331,6 +331,32 @@ def test_a_mask_made_ahead_is_taken_once_by_its_own_step() -> None:
         sign_party_abort(ctxs[2], [0.0, 1.0], None, 4, rngs[2], lazy=LazyCoin(3, 2), material=made[2])
 
 
+def test_a_step_after_a_discarded_pool_opens_no_coin_of_the_pool_again() -> None:
+    """A pool made for another batch size (or before a link probe) is discarded, and the step runs the inline
+    schedule with the same step's PRSS values. The check before the masked term must then draw coins the
+    pool never opened: a coalition that knew them before fixing its reshare errors could make the errors
+    cancel (a check passing or failing on a guessed secret). Party 1's round-3 opening starts with its share
+    of the check's seed: the pool's is drawn under its own PRSS purpose, the step's under another."""
+    m, step = 3, 6
+    vals, pub = terms(m, N, seed=3)
+    _params, ctxs, rngs = make_session(m, seed="discarded-pool")
+    pools = {p: precompute_sign_abort(c, N + 1, step, rngs[p]) for p, c in ctxs.items()}
+    _, pool = run_in_memory(pools, keep_log=True)
+    machines = {p: sign_party_abort(c, vals[p - 1], pub, step, rngs[p]) for p, c in ctxs.items()}
+    _, inline = run_in_memory(machines, keep_log=True)
+
+    def seed_share(log: Any) -> Payload:
+        return next(payload[:2] for r, src, dst, payload in log if (r, src, dst) == (3, 1, 2))
+
+    drawn = {
+        purpose: ctxs[1].prss.random(purpose, step, (4, 1))[0].reshape(-1)
+        for purpose in (abort_sign.P_SIGN_PRE_AHEAD, abort_sign.P_SIGN_PRE)
+    }
+    assert np.array_equal(seed_share(pool.log), drawn[abort_sign.P_SIGN_PRE_AHEAD])
+    assert np.array_equal(seed_share(inline.log), drawn[abort_sign.P_SIGN_PRE])
+    assert not np.array_equal(seed_share(pool.log), seed_share(inline.log))
+
+
 def test_unsupported_combinations_are_refused_with_the_reason() -> None:
     sign = reveal_mode("sign")
     semi_only = dataclasses.replace(
@@ -343,8 +369,20 @@ def test_unsupported_combinations_are_refused_with_the_reason() -> None:
         sign.under("byzantine")
     with pytest.raises(ValueError, match="a lazy coin with sign_precompute 'blocks4' is not offered"):
         sign.under("abort", precompute="blocks4", lazy=True)
-    with pytest.raises(ValueError, match="precompute_ahead is not offered"):
-        sign.under("abort", ahead=True)
+    with pytest.raises(ValueError, match="a lazy coin is made in the step: precompute_ahead is not offered"):
+        sign.under("abort", ahead=True, lazy=True)
+    _params, ctxs, rngs = make_session(3, seed="ahead")
+    made = sign.under("abort", "blocks4", ahead=True).ahead_machine(ctxs[1], 2, 1, rngs[1])
+    assert made.name == "precompute_sign[abort]"
+    with pytest.raises(ValueError, match="makes no material ahead"):
+        sign.under("abort").ahead_machine(ctxs[1], 2, 1, rngs[1])
+    with pytest.raises(ValueError, match="semi-honest sign material given to a batch under security 'abort'"):
+        from hss.modes import TermsBatch
+        from hss.protocols import SignMaterial
+
+        empty = SignMaterial(F.zeros((0, 1)), F.zeros((0, 1)), F.zeros((1,)))
+        batch = TermsBatch([0.0], None, 1, rngs[1], material=empty, security="abort")
+        sign.under("abort", ahead=True).machine(ctxs[1], batch)
     with pytest.raises(ValueError, match="sign precompute 'eager' is not one of"):
         sign.under("abort", precompute="eager")
     with pytest.raises(ValueError, match="lazy coin is ANDed with the accept bit in reveal mode 'sign' only"):

@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 
 from coordinator.api import SessionError, SessionOptions
+from hss.abort_modes import SIGN_MASK_ROUNDS
+from hss.abort_sign import sign_abort_rounds
 from hss.protocols import plaintext_decisions
 from hss.randomness import SecureRandom, derive_key
 from parties import ahead
@@ -65,9 +67,19 @@ def _pool_tasks() -> list[asyncio.Task[Any]]:
     return [t for t in asyncio.all_tasks() if t.get_name().startswith("precompute-ahead") and not t.done()]
 
 
-@pytest.mark.parametrize("precompute", ["blocks4", "inline"])
-@pytest.mark.parametrize("topology", ["mesh", "relay"])
-def test_ahead_gives_the_plaintext_decisions(tmp_path: Path, topology: str, precompute: str) -> None:
+@pytest.mark.parametrize(
+    ("topology", "precompute", "security"),
+    [
+        ("mesh", "blocks4", "semi-honest"),
+        ("mesh", "inline", "semi-honest"),
+        ("relay", "blocks4", "semi-honest"),
+        ("relay", "inline", "semi-honest"),
+        ("mesh", "inline", "abort"),  # the mask made ahead and checked (hss.abort_sign.precompute_sign_abort)
+    ],
+)
+def test_ahead_gives_the_plaintext_decisions(
+    tmp_path: Path, topology: str, precompute: str, security: str
+) -> None:
     m, t = 3, 1
     data = party_data(m, 30, seed=5)
     keys = {j: bytes([j]) * 32 for j in range(1, m + 1)}
@@ -89,14 +101,19 @@ def test_ahead_gives_the_plaintext_decisions(tmp_path: Path, topology: str, prec
                 session_id=SID,
                 sign_precompute=precompute,
                 precompute_ahead=True,
+                security=security,
             ))
             assert sess.spec.precompute_ahead
-            rounds_of = sess.spec.params().sign_rounds_with(precompute)
+            if security == "abort":  # 5 rounds ahead; the step deals its terms in a round of its own
+                total = sess.spec.protocol.rounds(sess.spec.params())
+                rounds_of = (SIGN_MASK_ROUNDS, total - SIGN_MASK_ROUNDS)
+            else:
+                rounds_of = sess.spec.params().sign_rounds_with(precompute)
             got, receiver_rounds = [], []
-            for b, n in zip(batches, sizes, strict=True):
+            for step, (b, n) in enumerate(zip(batches, sizes, strict=True), start=1):
                 tr = await sess.evaluate_transcript(b, n)
                 receiver_rounds.append(max(msgs[-1][0] for msgs in tr.messages.values()))
-                got.append(await_decisions(sess, tr, n))
+                got.append(await_decisions(sess, tr, n, step))
             await sess.close()
             for d in daemons:  # closed: no pool task left, no material held
                 assert d.sessions[SID].ahead is None
@@ -107,25 +124,24 @@ def test_ahead_gives_the_plaintext_decisions(tmp_path: Path, topology: str, prec
     for w, g in zip(want, got, strict=True):
         np.testing.assert_array_equal(w, g)
     pre, online = rounds_of
+    whole = sign_abort_rounds(precompute) if security == "abort" else pre + online  # the in-step schedule
     # the receiver's message still comes in round pre + online of the step (the pool ran rounds 1..pre);
     # the fallback step runs its own precompute after the discarded pool's rounds
-    assert receiver_rounds == [pre + online] * 3 + [2 * pre + online, pre + online]
+    assert receiver_rounds == [whole, pre + online, pre + online, pre + whole, pre + online]
     for pid in range(1, m + 1):
         lines = _evaluate_lines(tmp_path, pid)
         assert [rec["outcome"] for rec in lines] == ["ok"] * len(sizes)
-        assert "precompute" not in lines[0] and lines[0]["rounds"] == pre + online  # step 1: no pool
+        assert "precompute" not in lines[0] and lines[0]["rounds"] == whole  # step 1: no pool
         for rec in (lines[1], lines[2], lines[4]):  # taken from the pool: the step ran its online rounds only
             assert rec["precompute"] == "pool" and rec["rounds"] == online, rec
             assert rec["precompute_rounds"] == pre
         assert "discarded" in lines[3]["precompute"] and "batch of 16" in lines[3]["precompute"]
-        assert lines[3]["rounds"] == pre + online  # fell back to the in-step precompute
+        assert lines[3]["rounds"] == whole  # fell back to the in-step precompute
 
 
-def await_decisions(sess: Any, tr: Any, n: int) -> Any:
-    from hss.protocols import sign_receiver
-
+def await_decisions(sess: Any, tr: Any, n: int, step: int = 1) -> Any:
     inbox = {j: msgs[-1][1] for j, msgs in tr.messages.items()}
-    return sign_receiver(sess.spec.params(), inbox, n).accept
+    return sess.spec.protocol.decode(sess.spec.params(), inbox, n, step).accept
 
 
 def test_probe_discards_the_pool_and_close_cancels_it(

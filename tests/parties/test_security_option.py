@@ -34,8 +34,8 @@ def test_spec_accepts_abort_for_every_mode_and_names_what_is_not_offered() -> No
         assert _spec(security="abort", sign_precompute=pre).sign_precompute == pre
     for mode in ("blinded", "svt"):
         assert _spec(reveal_mode=mode, security="abort").security == "abort"
-    with pytest.raises(SpecError, match="precompute_ahead is not offered with security 'abort'"):
-        _spec(security="abort", precompute_ahead=True)
+    for pre in ("inline", "pooled", "blocks4"):  # the mask made ahead (hss.abort_sign.precompute_sign_abort)
+        assert _spec(security="abort", sign_precompute=pre, precompute_ahead=True).protocol.ahead
 
 
 def test_security_crosses_the_wire() -> None:
@@ -54,6 +54,9 @@ def test_the_mode_table_gives_the_rounds_under_abort() -> None:
     assert reveal_mode("sign").rounds(params, "inline", "abort") == 15
     assert reveal_mode("sign").rounds(params, "pooled", "abort") == 15
     assert reveal_mode("sign").rounds(params, "blocks4", "abort") == 14
+    for pre, rounds in (("inline", 16), ("pooled", 16), ("blocks4", 15)):  # 5 of them ahead of the terms
+        assert reveal_mode("sign").under("abort", pre, ahead=True).rounds(params) == rounds
+    assert reveal_mode("sign").under("semi-honest", "blocks4", ahead=True).rounds(params) == 7
     assert reveal_mode("sign").rounds(params, "inline") == 7
     assert reveal_mode("sum").rounds(params, "inline", "abort") == 1
     with pytest.raises(ValueError, match="rounds of 'svt' under security 'abort' are set by the batch"):

@@ -289,9 +289,9 @@ def test_wan_settings_parties_and_mpyc() -> None:
         bench_wan.settings_from_args(ap.parse_args(["--security", "byzantine"]))
     with pytest.raises(ValueError, match="RTTs must be >= 0"):
         bench_wan.settings_from_args(ap.parse_args(["--rtt-ms", "25", "-1"]))
-    with pytest.raises(ValueError, match="precompute-ahead"):
-        args = ["--security", "abort", "--sign-precompute", "blocks4", "--precompute-ahead"]
-        bench_wan.settings_from_args(ap.parse_args(args))
+    args = ["--security", "abort", "--sign-precompute", "blocks4", "--precompute-ahead"]
+    ahead = bench_wan.settings_from_args(ap.parse_args(args))  # the mask made ahead under abort too
+    assert ahead.precompute_ahead and ahead.securities == ("abort",)
 
 
 # ---- the namespace suite (root) --------------------------------------------------------------------------
