@@ -130,12 +130,15 @@ def sign_party_abort(
     precompute: str = "inline",
     lazy: LazyCoin | None = None,
     material: AbortSignMaterial | None = None,
+    rounds_before: int = 0,
 ) -> Machine[PartyReport]:
     """``sign`` under abort: the receiver learns only [S >= 0] (AND the lazy coin), or every honest party
     aborts. ``values``, ``public``, ``step``, ``rng``, ``precompute``, ``lazy`` as for
     :func:`hss.protocols.sign_party`; ``material``: this step's mask made ahead
     (:func:`precompute_sign_abort`, the step's first rounds), so that only the online rounds run (not with a
-    lazy coin). Needs 1 <= t < m/2."""
+    lazy coin; taken here, once, ``ValueError`` if it is not this batch's). ``rounds_before``: rounds of the
+    step already run without ``material`` (a pool made ahead and discarded), so that an
+    :class:`AbortError` names the step's round. Needs 1 <= t < m/2."""
     check_precompute(precompute)
     ctx.params.require_honest_majority("reveal mode 'sign' with security 'abort'")
     if lazy is not None and precompute != "inline":
@@ -148,7 +151,12 @@ def sign_party_abort(
     if material is not None and material.auth.ctx is not ctx:
         raise ValueError("the sign material under abort was made by another party context")
     x, pub, report = encode_batch(ctx, values, public)
-    gen = _sign_gen(ctx, x, pub, step, rng, report, precompute, lazy, material)
+    if material is None:
+        auth, mask = AuthParty(ctx, rng, step), None
+        auth.rounds = rounds_before
+    else:  # the mask made ahead: bound to its step, batch size and precompute, taken once
+        auth, mask = material.auth, material.take(step, x.shape[0], precompute)
+    gen = _sign_gen(auth, x, pub, rng, report, precompute, lazy, mask)
     return Machine(ctx.party, gen, "decide[sign, abort]")
 
 
@@ -357,24 +365,23 @@ def _own_terms(x: npt.NDArray[np.int64], nb: int, rng: SecureRandom) -> F.FieldA
 
 
 def _sign_gen(
-    ctx: PartyContext,
+    auth: AuthParty,
     x: npt.NDArray[np.int64],
     pub: npt.NDArray[np.int64],
-    step: int,
     rng: SecureRandom,
     report: PartyReport,
     precompute: str,
     lazy: LazyCoin | None,
-    material: AbortSignMaterial | None,
+    made: _Mask | None,
 ) -> PartyGen[PartyReport]:
+    ctx, step = auth.ctx, auth.step
     n, nb = x.shape[0], term_bits(ctx.params)
-    if material is None:  # inline schedule: the terms ride in the mask's rounds (15 rounds)
-        auth = AuthParty(ctx, rng, step)
+    if made is None:  # inline schedule: the terms ride in the mask's rounds (15 rounds)
         mask, d_x = yield from _mask_gen(auth, n, precompute, lazy, _own_terms(x, nb, rng))
         assert d_x is not None
         pending = None
     else:  # the mask made ahead (rounds 1 to 5): the terms dealt now, their proofs opened with the tree
-        mask, auth = material.take(step, n, precompute), material.auth
+        mask = made
         shapes = {j: (2 * nb + 2, n) for j in ctx.all}
         dealt, _, _ = yield from auth.round("terms dealt", deal=_own_terms(x, nb, rng), deal_shapes=shapes)
         d_x = np.stack([dealt[j] for j in ctx.all])
@@ -462,7 +469,8 @@ def _online_gen(
         if proofs is None:
             prods_list = yield from auth.multiply(pairs)
         else:  # the mask made ahead: the bit proofs opened with the first product
-            prods_list, (got,) = yield from auth.multiply_opening(pairs, [proofs])
+            what = "tree product and term bit proofs"
+            prods_list, (got,) = yield from auth.multiply_opening(pairs, [proofs], what)
             _check_proofs(auth, got, point, nb)
             proofs = None
         prods = _stack(prods_list)

@@ -366,17 +366,17 @@ class AuthParty:
         return out
 
     def multiply_opening(
-        self, pairs: Sequence[tuple[Auth, Auth]], opens: Sequence[F.FieldArray]
+        self, pairs: Sequence[tuple[Auth, Auth]], opens: Sequence[F.FieldArray], what: str = "multiply"
     ) -> PartyGen[tuple[list[Auth], list[F.FieldArray]]]:
         """:meth:`multiply`, with degree-t shares ``opens`` opened to all with error detection in the same
-        round (as :meth:`round`'s ``opens``)."""
+        round (as :meth:`round`'s ``opens``); ``what`` names the round in an :class:`AbortError`."""
         self._open_for("multiply")
         grrs: list[F.FieldArray] = []
         for a, b in pairs:
             if a.shape != b.shape:
                 raise ValueError(f"multiply: shapes {a.shape} and {b.shape} differ")
             grrs += [F.mul(a.x, b.x), F.mul(a.mac, b.x)]
-        _, res, opened = yield from self._round("multiply", grrs=grrs, opens=opens)
+        _, res, opened = yield from self._round(what, grrs=grrs, opens=opens)
         out = [Auth(res[2 * i], res[2 * i + 1]) for i in range(len(pairs))]
         self.track(out)
         return out, opened

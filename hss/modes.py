@@ -115,6 +115,7 @@ class TermsBatch:
     material: SignMaterial | BlockMaterial | AbortSignMaterial | None = None
     lazy: LazyCoin | None = None
     security: str = "semi-honest"
+    rounds_before: int = 0  # the step's rounds run already by a pool made ahead and discarded (parties.ahead)
 
     def __post_init__(self) -> None:
         check_precompute(self.precompute)
@@ -351,7 +352,15 @@ def _sign_party_abort(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyRepo
     if material is not None and not isinstance(material, AbortSignMaterial):
         raise ValueError("semi-honest sign material given to a batch under security 'abort'")
     return sign_party_abort(
-        ctx, batch.values, batch.public, batch.step, batch.rng, batch.precompute, batch.lazy, material
+        ctx,
+        batch.values,
+        batch.public,
+        batch.step,
+        batch.rng,
+        batch.precompute,
+        batch.lazy,
+        material,
+        0 if material is not None else batch.rounds_before,
     )
 
 

@@ -104,7 +104,8 @@ async def _evaluate_decisions(
         store.privacy.check(privacy_events, f"step {step.number} (batch of {n})")
         store.governance.check(step.approval, privacy_events, f"step {step.number} (batch of {n})")
     t_terms = time.perf_counter()
-    machine, clipped = _decision_machine(party, sess, step, inputs, material)  # counts for the audit only
+    # the counts are for the audit only
+    machine, clipped = _decision_machine(party, sess, step, inputs, material, round_base)
     prepare_s = time.perf_counter() - t_terms
     store.freeze_point("before-charge", step.run_step)
     if paid is None:
@@ -157,12 +158,13 @@ def _inputs(party: Party, step: Step) -> dict[str, Any]:
 
 
 def _decision_machine(
-    party: Party, sess: Session, step: Step, inputs: dict[str, Any], material: Any = None
+    party: Party, sess: Session, step: Step, inputs: dict[str, Any], material: Any = None, round_base: int = 0
 ) -> tuple[Any, dict[str, int]]:
     """The analysis's terms for the batch and this party's decision machine (sign mode: with ``material``
-    made ahead, only the online rounds), with the batch's counts for this party's audit line only: clipped
-    log-ratios (a penalty with c = "clip") and, on the session's first batch, records moved into the model's
-    public covariate region; INVALID_ARGUMENT on bad inputs."""
+    made ahead, only the online rounds; ``round_base``: the step's rounds a pool ran), with the batch's
+    counts for this party's audit line only: clipped log-ratios (a penalty with c = "clip") and, on the
+    session's first batch, records moved into the model's public covariate region; INVALID_ARGUMENT on bad
+    inputs."""
     spec = sess.spec
     keys = sess.keys
     assert keys is not None
@@ -202,6 +204,7 @@ def _decision_machine(
             lazy=sess.analysis.lazy_coin(),
             reveal_rng=reveal_rng(keys, spec, step.number, step.digest),
             security=spec.security,
+            rounds_before=round_base,
         )
         machine = spec.protocol.machine(sess.ctx, batch)  # the session's mode under its security
         counts = {"clipped_records": terms.clipped_records, "clipped_covariates": terms.clipped_covariates}

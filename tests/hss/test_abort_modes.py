@@ -322,7 +322,11 @@ def test_a_mask_made_ahead_is_taken_once_by_its_own_step() -> None:
         mat.take(4, 3, "inline")
     with pytest.raises(ValueError, match="'blocks4'"):
         mat.take(4, n, "blocks4")
-    mat.take(4, n, "inline")
+    with pytest.raises(
+        ValueError, match="the batch is step 4, 3 decisions"
+    ):  # refused when the machine is made
+        sign_party_abort(ctxs[1], [0.0, 1.0, 2.0], None, 4, rngs[1], material=mat)
+    sign_party_abort(ctxs[1], [0.0, 1.0], None, 4, rngs[1], material=mat)  # taken here
     with pytest.raises(ValueError, match="taken by a batch already"):
         mat.take(4, n, "inline")
     with pytest.raises(ValueError, match="another party context"):
@@ -355,6 +359,62 @@ def test_a_step_after_a_discarded_pool_opens_no_coin_of_the_pool_again() -> None
     assert np.array_equal(seed_share(pool.log), drawn[abort_sign.P_SIGN_PRE_AHEAD])
     assert np.array_equal(seed_share(inline.log), drawn[abort_sign.P_SIGN_PRE])
     assert not np.array_equal(seed_share(pool.log), seed_share(inline.log))
+
+
+def _pool_discarded_then_in_step(
+    ctx: Any, rng: Any, val: Any, pub: Any, step: int, pre: str
+) -> Generator[Outbox, Inbox, Any]:
+    """A pool made for another batch size (3 more decisions), discarded, then the step's in-step schedule at
+    the same step (what a daemon does when the next step asks another n: parties.ahead)."""
+
+    def drive(machine: Machine[Any]) -> Generator[Outbox, Inbox, Any]:
+        out = machine.start()
+        while not machine.done:
+            out = machine.step((yield out))
+        return machine.result
+
+    yield from drive(precompute_sign_abort(ctx, np.asarray(val).shape[0] + 3, step, rng, pre))
+    machine = sign_party_abort(ctx, val, pub, step, rng, pre, rounds_before=SIGN_MASK_ROUNDS)
+    return (yield from drive(machine))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pre", ["inline", "blocks4"])
+def test_a_step_after_a_discarded_pool_aborts_or_is_right_in_every_round(pre: str) -> None:
+    """The fallback schedule as the daemons run it (a discarded pool's 5 rounds, then the in-step rounds of
+    the same step): honest, the plaintext decisions in 5 + 15 rounds (blocks4 5 + 14); party 1 altering its
+    messages in any round (an additive error, inconsistent errors, a dropped message), every honest party
+    aborts or the receiver gets the plaintext decisions, and an abort names the step's round it happened in
+    (never one before the altered message: the in-step rounds count on from the pool's)."""
+    m, seed, step = 3, f"fallback-{pre}", 7
+    vals, pub = terms(m, N, seed=3)
+    params = make_session(m, seed=seed)[0]
+
+    def machines() -> dict[int, Machine[Any]]:
+        fresh = make_session(m, seed=seed)
+        gens = {
+            p: _pool_discarded_then_in_step(c, fresh[2][p], vals[p - 1], pub, step, pre)
+            for p, c in fresh[1].items()
+        }
+        return {p: Machine(p, g) for p, g in gens.items()}
+
+    _, clean = run_in_memory(machines())
+    total = SIGN_MASK_ROUNDS + sign_abort_rounds(pre)
+    assert clean.rounds == total
+    want = plaintext_decisions(vals, pub, params.fmt)
+    assert np.array_equal(sign_receiver_abort(params, clean.to_receiver[-1], N, step).accept, want)
+    for rnd in range(1, total + 1):
+        dst = RECEIVER if rnd == total else 2
+        for kind in ("additive", "inconsistent", "drop"):
+            outcome, decided = run_with_receiver(machines(), {1}, make_tamper(kind, rnd, dst, 0), N, step)
+            if isinstance(decided, AbortError):
+                for p in range(2, m + 1):
+                    o = outcome[p]
+                    assert not isinstance(o, AbortError) or rnd <= o.round <= total, (kind, rnd, o)
+                continue
+            assert np.array_equal(decided.accept, want), (kind, rnd)
+    outcome, _ = run_with_receiver(machines(), {1}, make_tamper("drop", 8, 2, 0), N, step)
+    assert isinstance(outcome[2], AbortError) and outcome[2].round == 8, outcome[2]  # the frame's number
 
 
 def test_unsupported_combinations_are_refused_with_the_reason() -> None:
