@@ -134,6 +134,7 @@ EXPERIMENT.toml::
     sign_precompute = "inline"      # sign only: inline (7 rounds, default) | pooled (9 rounds, each public
                                     # square root computed once: less CPU per decision, two more rounds)
                                     # | blocks4 (5 online rounds after 2 precompute rounds; no lazy coin)
+                                    # | prefix (3 online rounds after 2: for batch 1 on a WAN; semi-honest)
     precompute_ahead = false        # sign only (no lazy coin): each registry makes step k + 1's precompute
                                     # right after answering step k, so a step runs its online rounds only
     security = "semi-honest"        # | abort (sum, blinded, sign, svt; sign's precompute ahead too):

@@ -79,6 +79,11 @@ def abort_refuses(precompute: str = "inline", lazy: bool = False, ahead: bool = 
     """Why a session's sign precompute, lazy coin or precompute ahead is not offered under security "abort"
     yet, or None (the same for every reveal mode offered with it: ``hss.modes.RevealMode.securities``)."""
     check_precompute(precompute)
+    if precompute == "prefix":
+        return (
+            "sign_precompute 'prefix' (a one-round carry by masked openings of products) has no version "
+            "with abort yet: use inline, pooled or blocks4 under security 'abort'"
+        )
     if ahead and lazy:
         return "a lazy coin is made in the step: precompute_ahead is not offered with it"
     if lazy and precompute != "inline":

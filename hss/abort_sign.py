@@ -81,14 +81,22 @@ import numpy as np
 import numpy.typing as npt
 
 from hss import field as F
-from hss.abort_modes import SIGN_ROUNDS, bits_proof, int_bits, proof_holds, proof_openings, term_bits
+from hss.abort_modes import (
+    SIGN_ROUNDS,
+    abort_refuses,
+    bits_proof,
+    int_bits,
+    proof_holds,
+    proof_openings,
+    term_bits,
+)
 from hss.authenticated import AbortError, Auth, AuthParty, Extra, add, mul_public, receive_checked, sub
 from hss.lazy_coin import LazyCoin, coin_carry_tree
 from hss.primitives import P_RHI, carry_advance
 from hss.protocols import Decisions, PartyReport, compare_nodes, encode_batch, root_chunks
 from hss.randomness import SecureRandom
 from hss.runtime import Inbox, Machine, PartyGen
-from hss.session import PartyContext, SessionParams, check_precompute
+from hss.session import PartyContext, SessionParams
 from hss.sign_blocks import BlockMaterial, block_nodes, layout, monomial_roots, monomials
 
 __all__ = [
@@ -115,7 +123,7 @@ def sign_abort_rounds(precompute: str = "inline", lazy: bool = False, ahead: boo
     them; ``ahead``: its mask made ahead (:func:`precompute_sign_abort`), the first
     :data:`hss.abort_modes.SIGN_MASK_ROUNDS` of them run before the terms exist and one round more in all
     (the terms dealt in a round of their own)."""
-    check_precompute(precompute)
+    _check_offered(precompute)
     if ahead and lazy:
         raise ValueError("a lazy coin is made in the step: no sign material made ahead")
     return SIGN_ROUNDS[precompute] + (1 if lazy or ahead else 0)
@@ -139,7 +147,7 @@ def sign_party_abort(
     lazy coin; taken here, once, ``ValueError`` if it is not this batch's). ``rounds_before``: rounds of the
     step already run without ``material`` (a pool made ahead and discarded), so that an
     :class:`AbortError` names the step's round. Needs 1 <= t < m/2."""
-    check_precompute(precompute)
+    _check_offered(precompute)
     ctx.params.require_honest_majority("reveal mode 'sign' with security 'abort'")
     if lazy is not None and precompute != "inline":
         raise ValueError(
@@ -158,6 +166,13 @@ def sign_party_abort(
         auth, mask = material.auth, material.take(step, x.shape[0], precompute)
     gen = _sign_gen(auth, x, pub, rng, report, precompute, lazy, mask)
     return Machine(ctx.party, gen, "decide[sign, abort]")
+
+
+def _check_offered(precompute: str) -> None:
+    """``ValueError`` for a sign precompute with no version under abort (hss.abort_modes.abort_refuses)."""
+    why = abort_refuses(precompute)
+    if why is not None:
+        raise ValueError(why)
 
 
 def _canonical(v: F.FieldArray) -> F.FieldArray:
@@ -235,7 +250,7 @@ def precompute_sign_abort(
     1 to 5, :data:`hss.abort_modes.SIGN_MASK_ROUNDS`): the squares, their MACs and the pairs (blocks4: the
     monomials), u opened, the check before the masked term with r kept secret. ``sign_party_abort(...,
     material=...)`` then runs the online rounds: the terms dealt, c opened, the tree, verify, the output."""
-    check_precompute(precompute)
+    _check_offered(precompute)
     ctx.params.require_honest_majority("reveal mode 'sign' with security 'abort'")
     auth = AuthParty(ctx, rng, step)
 

@@ -59,6 +59,7 @@ from hss.protocols import (
     blinded_party,
     blinded_receiver,
     precompute_blocks,
+    precompute_prefix,
     precompute_sign,
     sign_party,
     sign_receiver,
@@ -69,6 +70,7 @@ from hss.randomness import SecureRandom
 from hss.runtime import Inbox, Machine
 from hss.session import PartyContext, SessionParams, check_precompute
 from hss.sign_blocks import BlockMaterial
+from hss.sign_prefix import PrefixMaterial
 from hss.svt import svt_decide_receiver
 
 __all__ = [
@@ -112,7 +114,7 @@ class TermsBatch:
     blind: npt.ArrayLike | None = None
     reveal_rng: SecureRandom | None = None
     precompute: str = "inline"
-    material: SignMaterial | BlockMaterial | AbortSignMaterial | None = None
+    material: SignMaterial | BlockMaterial | PrefixMaterial | AbortSignMaterial | None = None
     lazy: LazyCoin | None = None
     security: str = "semi-honest"
     rounds_before: int = 0  # the step's rounds run already by a pool made ahead and discarded (parties.ahead)
@@ -341,9 +343,11 @@ def _sign_party(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:
 
 
 def _sign_ahead(ctx: PartyContext, n: int, step: int, rng: SecureRandom, precompute: str) -> Machine[Any]:
-    """The semi-honest sign precompute of a batch (inline: 1 round; pooled: 3; blocks4: 2)."""
+    """The semi-honest sign precompute of a batch (inline: 1 round; pooled: 3; blocks4 and prefix: 2)."""
     if precompute == "blocks4":
         return precompute_blocks(ctx, n, step, rng)
+    if precompute == "prefix":
+        return precompute_prefix(ctx, n, step, rng)
     return precompute_sign(ctx, n, step, rng, distributed=precompute == "pooled")
 
 

@@ -92,6 +92,7 @@ from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, ProtocolError, expec
 from hss.session import PartyContext, SessionParams, check_precompute
 from hss.sharing import split
 from hss.sign_blocks import BlockMaterial, block_nodes, block_precompute
+from hss.sign_prefix import PrefixMaterial, prefix_block_count, prefix_precompute, prefix_sign_online
 
 #: The decision protocols' public names. The session setup (hss.session), the lazy coin (hss.lazy_coin) and
 #: the one-round protocols (hss.primitives) are imported from their own modules: one import path per object.
@@ -103,6 +104,7 @@ __all__ = [
     "blinded_receiver",
     "plaintext_decisions",
     "precompute_blocks",
+    "precompute_prefix",
     "precompute_sign",
     "sign_party",
     "sign_receiver",
@@ -183,7 +185,7 @@ def sign_party(
     public: npt.ArrayLike | None,
     step: int,
     rng: SecureRandom,
-    material: SignMaterial | BlockMaterial | None = None,
+    material: SignMaterial | BlockMaterial | PrefixMaterial | None = None,
     precompute: str = "inline",
     lazy: LazyCoin | None = None,
 ) -> Machine[PartyReport]:
@@ -211,11 +213,15 @@ def sign_party(
             "a lazy decision makes its coin with the inline sign precompute only "
             f"(sign_precompute {precompute!r} with a lazy coin is not offered)"
         )
+    if material is not None and (precompute == "prefix") != isinstance(material, PrefixMaterial):
+        raise ValueError("sign precompute 'prefix' takes material from precompute_prefix only, and back")
     if material is not None and (precompute == "blocks4") != isinstance(material, BlockMaterial):
         raise ValueError(
             "sign precompute 'blocks4' takes material from precompute_blocks only (precompute_sign's is "
             "pair-only), and precompute_blocks' material needs precompute 'blocks4'"
         )
+    if precompute == "prefix" and prefix_block_count(fmt.compare_bits) < 2:
+        raise ValueError(f"sign precompute 'prefix' needs more than 4 compared bits, not {fmt.compare_bits}")
     gen = _sign_gen(ctx, x, pub, step, rng, report, material, precompute, lazy)
     return Machine(ctx.party, gen, "decide[sign]")
 
@@ -342,6 +348,13 @@ def precompute_blocks(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -
     ``sign_party(..., material=..., precompute="blocks4")`` then runs only the 5 online rounds."""
     ctx.params.require_honest_majority("reveal mode 'sign'")
     return Machine(ctx.party, block_precompute(ctx, n, step, rng), "precompute_blocks")
+
+
+def precompute_prefix(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -> Machine[PrefixMaterial]:
+    """prefix material for n sign decisions, made before the inputs exist (2 rounds, hss.sign_prefix);
+    ``sign_party(..., material=..., precompute="prefix")`` then runs only the 3 online rounds."""
+    ctx.params.require_honest_majority("reveal mode 'sign'")
+    return Machine(ctx.party, prefix_precompute(ctx, n, step, rng), "precompute_prefix")
 
 
 def root_chunks(total: int, m: int) -> list[tuple[int, int]]:
@@ -515,12 +528,19 @@ def _sign_gen(
     step: int,
     rng: SecureRandom,
     report: PartyReport,
-    material: SignMaterial | BlockMaterial | None,
+    material: SignMaterial | BlockMaterial | PrefixMaterial | None,
     precompute: str = "inline",
     lazy: LazyCoin | None = None,
 ) -> PartyGen[PartyReport]:
     fmt = ctx.params.fmt
     n, kbits = x.shape[0], fmt.compare_bits
+    if precompute == "prefix":  # 2 + 3 rounds: the carry over the blocks in one (hss.sign_prefix)
+        made = material if isinstance(material, PrefixMaterial) else None
+        if made is None:
+            made = yield from prefix_precompute(ctx, n, step, rng)
+        yield from prefix_sign_online(ctx, x, pub, step, rng, made)
+        return report
+    assert not isinstance(material, PrefixMaterial)
     blocks: BlockMaterial | None = None
     if precompute == "blocks4":  # 2 rounds: every monomial of each block of 4 bits (hss.sign_blocks)
         if isinstance(material, BlockMaterial):

@@ -31,8 +31,10 @@ from hss.sharing import lagrange_field
 #: precompute of :func:`hss.protocols.precompute_sign` run in front of the online rounds (3 rounds, each
 #: root computed once, by one party; 9 rounds in all): fewer CPU-seconds per decision, two more rounds;
 #: "blocks4" — 2 rounds that precompute every monomial of each block of 4 mask bits (hss.sign_blocks), so
-#: the first carry level over blocks is local: 5 online rounds instead of 6 (7 in all), more bytes and CPU.
-SIGN_PRECOMPUTE = ("inline", "pooled", "blocks4")
+#: the first carry level over blocks is local: 5 online rounds instead of 6 (7 in all), more bytes and CPU;
+#: "prefix" — blocks4's 2 rounds with the randomness of a one-round carry over the blocks (hss.sign_prefix):
+#: 3 online rounds (5 in all), several times the bytes: for small batches on a WAN (semi-honest only).
+SIGN_PRECOMPUTE = ("inline", "pooled", "blocks4", "prefix")
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,8 @@ class SessionParams:
     def sign_rounds_with(self, precompute: str) -> tuple[int, int]:
         """(precompute, online) rounds of the sign protocol run with ``precompute`` (SIGN_PRECOMPUTE)."""
         check_precompute(precompute)
+        if precompute == "prefix":  # the carry over blocks in one round, fused with the output's
+            return 2, 3
         if precompute != "blocks4":
             return (1 if precompute == "inline" else 3), self.sign_rounds[1]
         nodes = math.ceil(self.fmt.compare_bits / 4)

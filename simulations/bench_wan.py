@@ -73,7 +73,7 @@ from simulations.wan_net import (
 HELP = "decision protocols between parties in network namespaces with an emulated WAN round-trip time"
 MODES = ("sum", "blinded", "sign")  # = hss.modes.TERMS_MODES (not imported here)
 TOPOLOGIES = ("mesh", "relay")
-SIGN_PRECOMPUTE = ("inline", "pooled", "blocks4")  # = hss.session.SIGN_PRECOMPUTE (not imported here)
+SIGN_PRECOMPUTE = ("inline", "pooled", "blocks4", "prefix")  # = hss.session.SIGN_PRECOMPUTE (not imported)
 SECURITY = ("semi-honest", "abort")  # = hss.abort_modes.SECURITY (not imported here)
 _SELF = [sys.executable, "-m", "simulations.bench_wan"]  # this module's subprocess entry points (_main)
 

@@ -74,6 +74,7 @@ def _pool_tasks() -> list[asyncio.Task[Any]]:
         ("mesh", "inline", "semi-honest"),
         ("relay", "blocks4", "semi-honest"),
         ("relay", "inline", "semi-honest"),
+        ("mesh", "prefix", "semi-honest"),  # the carry over blocks in one round: 3 online rounds
         ("mesh", "inline", "abort"),  # the mask made ahead and checked (hss.abort_sign.precompute_sign_abort)
     ],
 )

@@ -1,0 +1,155 @@
+"""sign_precompute = "prefix" (hss.sign_prefix, issue 39 item 1): blocks4's local first level, then the carry
+over the blocks in one round by Bar-Ilan-Beaver openings of R_{j-1} a_b R_j^-1; 2 precompute rounds and 3
+online rounds.
+
+Exactness: every decision equals the plaintext decision of the fixed-point sum, bit for bit, for m = 3, 4,
+5, 7, formats with K mod 4 = 0, 1, 2, 3, and edge cases (clamped terms, S = 0). Privacy: the statistical
+view-independence test of tests/hss/test_views.py for this option, every round and the opened values.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from hss import field as F
+from hss.lazy_coin import LazyCoin
+from hss.modes import reveal_mode
+from hss.protocols import plaintext_decisions, precompute_blocks, precompute_prefix, sign_party, sign_receiver
+from hss.randomness import SecureRandom
+from hss.runtime import RECEIVER, Transcript, run_in_memory
+from hss.session import PartyContext, SessionParams
+from hss.sign_prefix import _indicator_coefficients, prefix_block_count
+from tests.hss.test_sign_blocks import session
+from tests.hss.test_views import ALPHA, homogeneous, low_bits
+
+
+def run_prefix(
+    params: SessionParams,
+    ctxs: dict[int, PartyContext],
+    rngs: dict[int, SecureRandom],
+    values: list[npt.NDArray[np.float64]],
+    public: npt.NDArray[np.float64] | None,
+    step: int = 1,
+    keep_log: bool = False,
+) -> tuple[npt.NDArray[np.bool_], Transcript]:
+    machines = {
+        p: sign_party(c, values[p - 1], public, step, rngs[p], precompute="prefix") for p, c in ctxs.items()
+    }
+    _, tr = run_in_memory(machines, keep_log=keep_log)
+    return sign_receiver(params, tr.to_receiver[-1], len(values[0])).accept, tr
+
+
+@pytest.mark.parametrize("nb", [2, 3, 11])
+def test_the_indicator_polynomials_are_one_at_one_and_zero_above(nb: int) -> None:
+    """f_b(a) for block b: 1 at a = 1 (no block above differs), 0 at a = 2..D_b + 1, in the field."""
+    coef = _indicator_coefficients(nb)
+    for b in range(nb - 1):
+        top = nb - 1 - b  # D_b
+        for a in range(1, top + 2):
+            powers = F.from_ints([pow(a, k, F.P) for k in range(nb)])
+            (value,) = F.to_ints(F.lincomb(powers, coef[b][:, None]))
+            assert value == (1 if a == 1 else 0), (b, a)
+
+
+@pytest.mark.parametrize("m", [3, 4, 5, 7])
+@pytest.mark.parametrize("kbits", [41, 40, 39, 38])
+def test_prefix_equals_plaintext_bit_for_bit_in_five_rounds(m: int, kbits: int) -> None:
+    params, ctxs, rngs = session(m, kbits, seed="prefix")
+    n = 240
+    gen = np.random.default_rng(m * kbits)
+    values = [gen.normal(0.0, 2.0, n) * gen.choice([0.001, 1.0, 1000.0], n) for _ in range(m)]
+    pub = gen.normal(0.0, 1.0, n)
+    bound = params.fmt.term_bound
+    values[0][:4] = [10 * bound, -10 * bound, bound * 0.999, -bound * 0.999]  # clamped and extreme
+    values[1][4] = -(sum(v[4] for i, v in enumerate(values) if i != 1) + pub[4])  # S = 0 to the resolution
+    values[2][5:9] = 0.0
+    got, tr = run_prefix(params, ctxs, rngs, values, pub)
+    want = plaintext_decisions(values, pub, params.fmt)
+    np.testing.assert_array_equal(got, want)
+    assert 0.2 < want.mean() < 0.8
+    assert tr.rounds == sum(params.sign_rounds_with("prefix")) == 5
+    assert reveal_mode("sign").rounds(params, "prefix") == 5
+
+
+@pytest.mark.parametrize("m", [3, 7])
+def test_prefix_material_ahead_then_three_rounds(m: int) -> None:
+    params, ctxs, rngs = session(m, 41, seed="prefix-ahead")
+    n = 50
+    gen = np.random.default_rng(7)
+    values = [gen.normal(0.0, 5.0, n) for _ in range(m)]
+    made, pre = run_in_memory({p: precompute_prefix(c, n, 4, rngs[p]) for p, c in ctxs.items()})
+    assert pre.rounds == 2
+    machines = {
+        p: sign_party(c, values[p - 1], None, 4, rngs[p], made[p], precompute="prefix")
+        for p, c in ctxs.items()
+    }
+    _, tr = run_in_memory(machines)
+    assert tr.rounds == 3
+    got = sign_receiver(params, tr.to_receiver[-1], n).accept
+    np.testing.assert_array_equal(got, plaintext_decisions(values, None, params.fmt))
+
+
+def test_prefix_refuses_a_lazy_coin_other_material_and_security_abort() -> None:
+    params, ctxs, rngs = session(3, 41, seed="prefix-refuse")
+    with pytest.raises(ValueError, match="lazy coin"):
+        sign_party(ctxs[1], [0.0], None, 1, rngs[1], precompute="prefix", lazy=LazyCoin(3, 2))
+    blocks, _ = run_in_memory({p: precompute_blocks(c, 1, 1, rngs[p]) for p, c in ctxs.items()})
+    with pytest.raises(ValueError, match="'prefix' takes material from precompute_prefix only"):
+        sign_party(ctxs[1], [0.0], None, 1, rngs[1], blocks[1], precompute="prefix")
+    with pytest.raises(ValueError, match="no version with abort yet"):
+        reveal_mode("sign").under("abort", "prefix")
+    with pytest.raises(ValueError, match="no version with abort yet"):
+        from hss.abort_sign import sign_party_abort
+
+        sign_party_abort(ctxs[1], [0.0], None, 1, rngs[1], "prefix")
+    assert prefix_block_count(params.fmt.compare_bits) == 11
+
+
+def prefix_views(
+    secrets: float, coalition: set[int], m: int = 5, n: int = 1500
+) -> tuple[dict[int, npt.NDArray[np.int64]], Transcript]:
+    """As tests/hss/test_views.py's ``views``, with precompute = "prefix"."""
+    params, ctxs, rngs = session(m, 41, seed=f"views-prefix-{secrets}")
+    gen = np.random.default_rng(11)
+    values = [(np.full(n, -0.75) if p in coalition else gen.normal(secrets, 3.0, n)) for p in ctxs]
+    _, tr = run_prefix(params, ctxs, rngs, values, None, keep_log=True)
+    seen: dict[int, list[npt.NDArray[np.int64]]] = defaultdict(list)
+    first = min(coalition)
+    for rnd, src, dst, payload in tr.log:
+        if dst == first and src not in coalition:
+            seen[rnd].append(low_bits(payload))
+        if dst == RECEIVER:
+            seen[-1].append(low_bits(payload))
+    return {r: np.concatenate(v) for r, v in seen.items()}, tr
+
+
+def opened(tr: Transcript, rnd: int, m: int) -> F.FieldArray:
+    """The values opened in round ``rnd`` (every party's masked contribution, summed)."""
+    contrib = [pl for r, src, dst, pl in tr.log if r == rnd and dst == (1 if src != 1 else 2)]
+    return F.lincomb(F.from_ints([1] * m), np.stack([x.reshape(-1, 2) for x in contrib]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("coalition", [{1, 2}, {3}])
+def test_prefix_views_do_not_depend_on_secrets(coalition: set[int]) -> None:
+    """Each party's and each coalition of t = 2 parties' (m = 5) received messages, per round, and the
+    receiver's, have the same distribution whatever the other parties' inputs (chi-square, level 1e-3);
+    so do the values opened to everyone: c (round 3, its low and high bits) and the m_{b,j} = R a_b R^-1
+    (round 4), whose a_b (the count of blocks above b where r and c differ, plus 1) depends on the secrets."""
+    va, tra = prefix_views(-4.0, coalition)
+    vb, trb = prefix_views(+4.0, coalition)
+    assert va.keys() == vb.keys() and len(va) == 5  # rounds 1..4 to parties, and the receiver (-1)
+    for rnd in va:
+        p = homogeneous(va[rnd], vb[rnd])
+        assert p > ALPHA, (rnd, p)
+    cs = [opened(tr, 3, 5) for tr in (tra, trb)]
+    assert homogeneous(low_bits(cs[0].reshape(-1)), low_bits(cs[1].reshape(-1))) > ALPHA
+    hi = [low_bits(F.shift_right(c, 41).reshape(-1)) for c in cs]
+    assert homogeneous(hi[0], hi[1]) > ALPHA
+    ms = [opened(tr, 4, 5) for tr in (tra, trb)]
+    assert homogeneous(low_bits(ms[0].reshape(-1)), low_bits(ms[1].reshape(-1))) > ALPHA
+    assert not np.any(F.equal(ms[0], F.zeros(ms[0].shape[:-1])))  # never 0: a_b >= 1, R != 0
