@@ -383,22 +383,24 @@ def _svt_receiver_abort(params: SessionParams, inbox: Inbox, n: int, step: int) 
 def _semi_honest(
     party: PartyFactory | None,
     receiver: Callable[[SessionParams, Inbox, int], Decisions],
-    rounds: Callable[[SessionParams, str], int] | None,
+    rounds: Callable[[SessionParams, str, bool], int] | None,
     ahead: AheadFactory | None = None,
 ) -> Security:
-    """A semi-honest protocol (hss.protocols): its receiver and rounds take no step and no lazy coin (and
-    its rounds are the same with the precompute made ahead)."""
+    """A semi-honest protocol (hss.protocols): its receiver and rounds take no step and no lazy coin."""
     return Security(
         party,
         lambda params, inbox, n, step: receiver(params, inbox, n),
-        None if rounds is None else lambda params, precompute, lazy, ahead: rounds(params, precompute),
+        None if rounds is None else lambda params, precompute, lazy, made: rounds(params, precompute, made),
         ahead=ahead,
     )
 
 
-def _sign_rounds(params: SessionParams, precompute: str) -> int:
+def _sign_rounds(params: SessionParams, precompute: str, ahead: bool) -> int:
     """Inline precompute: 1 round in front of the online rounds; pooled: the 3 rounds of precompute_sign;
-    blocks4: 2 rounds in front of fewer online rounds (hss.sign_blocks)."""
+    blocks4: 2 rounds in front of fewer online rounds (hss.sign_blocks); prefix: 4 in the step, 2 + 3 with
+    the material made ahead (hss.sign_prefix)."""
+    if not ahead:
+        return params.sign_rounds_in_step(precompute)
     pre, online = params.sign_rounds_with(precompute)
     return pre + online
 
@@ -411,7 +413,7 @@ REVEAL: dict[str, RevealMode] = {
         receiver_learns="S",
         tolerates="parties learn nothing; any m >= 2, 0 <= t <= m - 1",
         securities={
-            "semi-honest": _semi_honest(_sum_party, sum_receiver, lambda params, precompute: 1),
+            "semi-honest": _semi_honest(_sum_party, sum_receiver, lambda params, precompute, ahead: 1),
             "abort": Security(
                 _sum_party_abort,
                 sum_receiver_abort,
@@ -426,7 +428,7 @@ REVEAL: dict[str, RevealMode] = {
         receiver_learns="(S + 2^-(f+1)) W' + E 2^-(f+1+f_w): the sign of S, its magnitude blurred",
         tolerates="t < m/2 colluding parties (m >= 3)",
         securities={
-            "semi-honest": _semi_honest(_blinded_party, blinded_receiver, lambda params, precompute: 2),
+            "semi-honest": _semi_honest(_blinded_party, blinded_receiver, lambda params, pre, ahead: 2),
             "abort": Security(
                 _blinded_party_abort,
                 blinded_receiver_abort,

@@ -92,7 +92,13 @@ from hss.runtime import RECEIVER, Inbox, Machine, PartyGen, ProtocolError, expec
 from hss.session import PartyContext, SessionParams, check_precompute
 from hss.sharing import split
 from hss.sign_blocks import BlockMaterial, block_nodes, block_precompute
-from hss.sign_prefix import PrefixMaterial, prefix_block_count, prefix_precompute, prefix_sign_online
+from hss.sign_prefix import (
+    PrefixMaterial,
+    prefix_block_count,
+    prefix_precompute,
+    prefix_sign_inline,
+    prefix_sign_online,
+)
 
 #: The decision protocols' public names. The session setup (hss.session), the lazy coin (hss.lazy_coin) and
 #: the one-round protocols (hss.primitives) are imported from their own modules: one import path per object.
@@ -534,11 +540,11 @@ def _sign_gen(
 ) -> PartyGen[PartyReport]:
     fmt = ctx.params.fmt
     n, kbits = x.shape[0], fmt.compare_bits
-    if precompute == "prefix":  # 2 + 3 rounds: the carry over the blocks in one (hss.sign_prefix)
-        made = material if isinstance(material, PrefixMaterial) else None
-        if made is None:
-            made = yield from prefix_precompute(ctx, n, step, rng)
-        yield from prefix_sign_online(ctx, x, pub, step, rng, made)
+    if precompute == "prefix":  # the carry over the blocks in one round (hss.sign_prefix): 4 rounds, 3 ahead
+        if isinstance(material, PrefixMaterial):
+            yield from prefix_sign_online(ctx, x, pub, step, rng, material)
+        else:
+            yield from prefix_sign_inline(ctx, x, pub, step, rng)
         return report
     assert not isinstance(material, PrefixMaterial)
     blocks: BlockMaterial | None = None

@@ -24,7 +24,7 @@ Precompute (2 rounds, input-independent, fused with blocks4's two):
   [R^-1] = w^-1 [S];
 - round B: blocks4's triples and quadruples; GRR reshares of [R_{j-1}][R_j^-1] and [R_0^-1][R_k].
 
-Online (3 rounds; 5 in all, against 7 for inline and blocks4):
+Online (3 rounds after the precompute made ahead; 4 in all in the step, against 7 for inline and blocks4):
 
 1. the fused input and mask opening c = S + 2^K + r (as ``hss.protocols``);
 2. the first level over blocks, local (``block_nodes``); a_b = 1 + h_b; the masked openings of
@@ -34,8 +34,9 @@ Online (3 rounds; 5 in all, against 7 for inline and blocks4):
    other precomputes fuse their root level).
 
 So with the precompute made ahead (``precompute_ahead``) a decision is a coordinator round trip and 2
-exchange rounds: 2 RTT on a WAN whose links all have one RTT (inline / blocks4 ahead: 3), and 5 rounds in
-all without it (a floor of 3 RTT against 4).
+exchange rounds: 2 RTT on a WAN whose links all have one RTT (inline / blocks4 ahead: 3). In the step
+(:func:`prefix_sign_inline`) c is opened with round B, whose reshares it does not need (c takes only round
+A's mask bits and r_hi): 4 rounds in all, a floor of 2.5 RTT (inline and blocks4: 7 rounds, 4 RTT).
 
 Security (honest-but-curious, t < m/2, as the other precomputes): every opening is a masked contribution
 (a pairwise zero-sharing added), so a coalition of up to t parties sees the opened values and uniform GRR
@@ -69,16 +70,27 @@ from hss.primitives import (
     P_Z_OUT,
     bits_from_roots,
     exchange,
+    field_words,
+    flatten,
+    grr_combine,
+    grr_deal,
     inverse_roots,
     masked_contribution,
     sum_contributions,
+    unflatten,
 )
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, PartyGen, ProtocolError, expect, pack
 from hss.session import PartyContext
 from hss.sign_blocks import BlockMaterial, block_nodes, blocks, layout, monomial_roots, monomials
 
-__all__ = ["PrefixMaterial", "prefix_block_count", "prefix_precompute", "prefix_sign_online"]
+__all__ = [
+    "PrefixMaterial",
+    "prefix_block_count",
+    "prefix_precompute",
+    "prefix_sign_inline",
+    "prefix_sign_online",
+]
 
 #: PRSS purposes of this module (hss.primitives 1..7, hss.svt 101..106, hss.authenticated 201-202,
 #: hss.abort_* 301-405, 1000 + k): the BB randomness R and S, and the zero-sharings of its openings
@@ -131,15 +143,27 @@ def _indicator_coefficients(nb: int) -> F.FieldArray:
     return F.from_ints([c for row in rows for c in row]).reshape(nb - 1, d + 1, 2)
 
 
-def prefix_precompute(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -> PartyGen[PrefixMaterial]:
-    """The two precompute rounds (module docstring): blocks4's, the BB randomness in the same messages."""
+@dataclass(frozen=True)
+class _RoundA:
+    """This party's state after precompute round A: the PRSS s and their public inverse roots v, the pairs
+    s_a s_b (degree t), R and [R^-1] (degree t), the mask bits and r_hi."""
+
+    s: F.FieldArray
+    v: F.FieldArray
+    s_pairs: F.FieldArray
+    big_r: F.FieldArray
+    r_inv: F.FieldArray
+    bits: F.FieldArray
+    r_top: F.FieldArray
+
+
+def _round_a(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -> PartyGen[_RoundA]:
+    """Round A: s_i^2 and w = R S opened (masked contributions), blocks4's pairs reshared."""
     fmt = ctx.params.fmt
     kbits = fmt.compare_bits
     lay = layout(kbits)
     nb = prefix_block_count(kbits)
     shape = (nb - 1, nb, n)  # (blocks below the top, R_0..R_D, decisions), D = nb - 1
-
-    # round A: s_i^2 and w = R S opened (masked contributions), blocks4's pairs reshared
     s = ctx.prss.random(P_BITS, step, (kbits, n))
     big_r = ctx.prss.random(P_PREFIX_R, step, shape)
     big_s = ctx.prss.random(P_PREFIX_S, step, shape)
@@ -151,19 +175,67 @@ def prefix_precompute(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -
     if np.any(F.equal(w, F.zeros(w.shape[:-1]))):
         raise ProtocolError("sign/prefix-A: an opened R S is 0 (probability about 2/p honestly)")
     r_inv = F.mul(F.inv(w), big_s)  # [R^-1] = w^-1 [S], degree t
-
-    # round B: blocks4's triples and quadruples; [R_{j-1}][R_j^-1] and [R_0^-1][R_k], j, k = 1..D
-    highs = [F.mul(s_pairs[lay.t_pair], s[lay.t_one]), F.mul(s_pairs[lay.q_lo], s_pairs[lay.q_hi])]
-    steps_2t = F.mul(big_r[:, :-1], r_inv[:, 1:])
-    unmask_2t = F.mul(np.ascontiguousarray(np.broadcast_to(r_inv[:, :1], big_r[:, 1:].shape)), big_r[:, 1:])
-    _, _, (trip, quad, steps, unmask) = yield from exchange(
-        ctx, rng, step, "sign/prefix-B", grrs=[*highs, steps_2t, unmask_2t]
-    )
-
-    sigma = F.mul(np.concatenate([s, s_pairs, trip, quad]), monomial_roots(v, kbits))
     r_top = ctx.prss.bounded(P_RHI, step, (n,), fmt.kappa + 1)
-    made = BlockMaterial(bits=bits_from_roots(s, v), monos=monomials(sigma, n, kbits), r_top=r_top)
+    return _RoundA(s, v, s_pairs, big_r, r_inv, bits_from_roots(s, v), r_top)
+
+
+def _round_b_products(a: _RoundA, kbits: int) -> list[F.FieldArray]:
+    """Round B's degree-2t products: blocks4's triples and quadruples, [R_{j-1}][R_j^-1] and [R_0^-1][R_k]
+    for j, k = 1..D."""
+    lay = layout(kbits)
+    highs = [F.mul(a.s_pairs[lay.t_pair], a.s[lay.t_one]), F.mul(a.s_pairs[lay.q_lo], a.s_pairs[lay.q_hi])]
+    steps_2t = F.mul(a.big_r[:, :-1], a.r_inv[:, 1:])
+    first_inv = np.ascontiguousarray(np.broadcast_to(a.r_inv[:, :1], a.big_r[:, 1:].shape))
+    return [*highs, steps_2t, F.mul(first_inv, a.big_r[:, 1:])]
+
+
+def _material(a: _RoundA, reshared: list[F.FieldArray], n: int, kbits: int) -> PrefixMaterial:
+    trip, quad, steps, unmask = reshared
+    sigma = F.mul(np.concatenate([a.s, a.s_pairs, trip, quad]), monomial_roots(a.v, kbits))
+    made = BlockMaterial(bits=a.bits, monos=monomials(sigma, n, kbits), r_top=a.r_top)
     return PrefixMaterial(made, steps, unmask)
+
+
+def prefix_precompute(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -> PartyGen[PrefixMaterial]:
+    """The two precompute rounds (module docstring): blocks4's, the BB randomness in the same messages."""
+    kbits = ctx.params.fmt.compare_bits
+    a = yield from _round_a(ctx, n, step, rng)
+    _, _, reshared = yield from exchange(ctx, rng, step, "sign/prefix-B", grrs=_round_b_products(a, kbits))
+    return _material(a, reshared, n, kbits)
+
+
+def _c_contribution(
+    ctx: PartyContext, x: npt.NDArray[np.int64], bits: F.FieldArray, r_top: F.FieldArray, step: int
+) -> F.FieldArray:
+    """This party's part of the fused input and mask opening c = S + 2^K + r: x_j + its masked share of r."""
+    kbits = ctx.params.fmt.compare_bits
+    pow2 = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])
+    mask = F.lincomb(pow2, np.concatenate([bits, r_top[None]], axis=0))
+    return F.add(F.from_int64(x), masked_contribution(ctx, mask, P_Z_OPEN, step))
+
+
+def prefix_sign_inline(
+    ctx: PartyContext,
+    x: npt.NDArray[np.int64],
+    pub: npt.NDArray[np.int64],
+    step: int,
+    rng: SecureRandom,
+) -> PartyGen[None]:
+    """The batch with its precompute in the step, 4 rounds: round A; round B's reshares with the fused input
+    and mask opening (c needs only round A's mask bits and r_hi); the openings of R a R^-1; the output."""
+    n, kbits = x.shape[0], ctx.params.fmt.compare_bits
+    a = yield from _round_a(ctx, n, step, rng)
+    prods = _round_b_products(a, kbits)
+    flat, shapes = flatten(prods)
+    rows = grr_deal(ctx, flat, rng)
+    contrib = _c_contribution(ctx, x, a.bits, a.r_top, step)
+    inbox = yield {j: pack(contrib, rows[j - 1]) for j in ctx.others}
+    got = expect(inbox, ctx.others, 2 * n + field_words((flat.shape[0],)), "sign/prefix-B-open")
+    c = sum_contributions(ctx, contrib, {j: v[: 2 * n] for j, v in got.items()})
+    reshared = grr_combine(ctx, rows[ctx.party - 1], {j: v[2 * n :] for j, v in got.items()})
+    material = _material(a, unflatten(reshared, shapes), n, kbits)
+    yield from _decide(ctx, rng, c, pub, step, material)
+    return None
 
 
 def prefix_sign_online(
@@ -174,24 +246,37 @@ def prefix_sign_online(
     rng: SecureRandom,
     material: PrefixMaterial,
 ) -> PartyGen[None]:
-    """The 3 online rounds (module docstring) of a batch with encoded terms ``x`` and public part ``pub``."""
-    fmt = ctx.params.fmt
-    n, kbits = x.shape[0], fmt.compare_bits
-    nb = prefix_block_count(kbits)
+    """The 3 online rounds (module docstring) of a batch with encoded terms ``x`` and public part ``pub``,
+    its material made ahead."""
+    n = x.shape[0]
     made = material.blocks
-
     # --- online round 1: fused input and mask opening: c = S + 2^K + r ---
-    pow2 = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])
-    mask = F.lincomb(pow2, np.concatenate([made.bits, made.r_top[None]], axis=0))
-    contrib = F.add(F.from_int64(x), masked_contribution(ctx, mask, P_Z_OPEN, step))
+    contrib = _c_contribution(ctx, x, made.bits, made.r_top, step)
     inbox = yield {j: pack(contrib) for j in ctx.others}
     c = sum_contributions(ctx, contrib, expect(inbox, ctx.others, 2 * n, "sign/prefix-open"))
-    c = F.add(F.add(c, F.from_int64(pub)), F.const(1 << kbits))
+    yield from _decide(ctx, rng, c, pub, step, material)
+    return None
+
+
+def _decide(
+    ctx: PartyContext,
+    rng: SecureRandom,
+    c_sum: F.FieldArray,
+    pub: npt.NDArray[np.int64],
+    step: int,
+    material: PrefixMaterial,
+) -> PartyGen[None]:
+    """From the opened sum of contributions to the output: the openings of R a R^-1, then the bit."""
+    kbits = ctx.params.fmt.compare_bits
+    n = pub.shape[0]
+    nb = prefix_block_count(kbits)
+    made = material.blocks
+    c = F.add(F.add(c_sum, F.from_int64(pub)), F.const(1 << kbits))
     c_hi = F.shift_right(c, kbits)
     c_lo = F.low_word(c)
     cb = ((c_lo[None, :] >> np.arange(kbits, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)
 
-    # --- the first level over blocks (local), a_b = 1 + #{b' > b: P_b' = 0}; round 2 opens R_{j-1} a_b R_j^-1
+    # --- the first level over blocks (local), a_b = 1 + #{b' > b: P_b' = 0}; one round opens R a_b R^-1 ---
     big_g, big_p = block_nodes(cb, made, kbits)  # (nb, n, 2) each, lowest block first
     not_eq = F.sub(F.const(1), big_p)  # 1 - P_b
     suffix = [F.zeros((n,))]

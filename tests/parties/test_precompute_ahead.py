@@ -18,7 +18,7 @@ import pytest
 
 from coordinator.api import SessionError, SessionOptions
 from hss.abort_modes import SIGN_MASK_ROUNDS
-from hss.abort_sign import sign_abort_rounds
+from hss.modes import reveal_mode
 from hss.protocols import plaintext_decisions
 from hss.randomness import SecureRandom, derive_key
 from parties import ahead
@@ -93,23 +93,27 @@ def test_ahead_gives_the_plaintext_decisions(
             inproc_consortium(tmp_path, m, data, fixed_keys=keys) as (daemons, eps, certs),
             coordinator_for(eps, certs) as coord,
         ):
-            sess = await coord.open_session(SessionOptions(
-                reveal_mode="sign",
-                model="gaussian-mean",
-                model_params=PARAMS,
-                t=t,
-                topology=topology,
-                session_id=SID,
-                sign_precompute=precompute,
-                precompute_ahead=True,
-                security=security,
-            ))
+            sess = await coord.open_session(
+                SessionOptions(
+                    reveal_mode="sign",
+                    model="gaussian-mean",
+                    model_params=PARAMS,
+                    t=t,
+                    topology=topology,
+                    session_id=SID,
+                    sign_precompute=precompute,
+                    precompute_ahead=True,
+                    security=security,
+                )
+            )
             assert sess.spec.precompute_ahead
-            if security == "abort":  # 5 rounds ahead; the step deals its terms in a round of its own
-                total = sess.spec.protocol.rounds(sess.spec.params())
-                rounds_of = (SIGN_MASK_ROUNDS, total - SIGN_MASK_ROUNDS)
-            else:
-                rounds_of = sess.spec.params().sign_rounds_with(precompute)
+            # made ahead: the pool's rounds, then the online ones (abort: the terms dealt in a round of their
+            # own; prefix: c opened in a round of its own); in the step: the mode's rounds without ahead
+            params = sess.spec.params()
+            total = sess.spec.protocol.rounds(params)
+            pre = SIGN_MASK_ROUNDS if security == "abort" else params.sign_rounds_with(precompute)[0]
+            rounds_of = (pre, total - pre)
+            in_step = reveal_mode("sign").under(security, precompute).rounds(params)
             got, receiver_rounds = [], []
             for step, (b, n) in enumerate(zip(batches, sizes, strict=True), start=1):
                 tr = await sess.evaluate_transcript(b, n)
@@ -119,13 +123,12 @@ def test_ahead_gives_the_plaintext_decisions(
             for d in daemons:  # closed: no pool task left, no material held
                 assert d.sessions[SID].ahead is None
             assert not _pool_tasks()
-            return got, [rounds_of], receiver_rounds
+            return got, [rounds_of, in_step], receiver_rounds
 
-    got, (rounds_of,), receiver_rounds = asyncio.run(main())
+    got, (rounds_of, whole), receiver_rounds = asyncio.run(main())
     for w, g in zip(want, got, strict=True):
         np.testing.assert_array_equal(w, g)
-    pre, online = rounds_of
-    whole = sign_abort_rounds(precompute) if security == "abort" else pre + online  # the in-step schedule
+    pre, online = rounds_of  # whole: the in-step schedule
     # the receiver's message still comes in round pre + online of the step (the pool ran rounds 1..pre);
     # the fallback step runs its own precompute after the discarded pool's rounds
     assert receiver_rounds == [whole, pre + online, pre + online, pre + whole, pre + online]
@@ -157,10 +160,15 @@ def test_probe_discards_the_pool_and_close_cancels_it(
             inproc_consortium(tmp_path, m, data) as (daemons, eps, certs),
             coordinator_for(eps, certs) as coord,
         ):
-            sess = await coord.open_session(SessionOptions(
-                reveal_mode="sign", model="gaussian-mean", model_params=PARAMS, sign_precompute="blocks4",
-                precompute_ahead=True,
-            ))
+            sess = await coord.open_session(
+                SessionOptions(
+                    reveal_mode="sign",
+                    model="gaussian-mean",
+                    model_params=PARAMS,
+                    sign_precompute="blocks4",
+                    precompute_ahead=True,
+                )
+            )
             sid = sess.spec.session_id
             await sess.evaluate(batches[0], 8)
             await sess.probe_links(3, 4)  # step 2 is a probe: the pool is awaited, then discarded
@@ -208,10 +216,15 @@ def test_peer_lost_mid_precompute_ends_the_session(tmp_path: Path, monkeypatch: 
             inproc_consortium(tmp_path, m, data) as (daemons, eps, certs),
             coordinator_for(eps, certs) as coord,
         ):
-            sess = await coord.open_session(SessionOptions(
-                reveal_mode="sign", model="gaussian-mean", model_params=PARAMS, sign_precompute="blocks4",
-                precompute_ahead=True,
-            ))
+            sess = await coord.open_session(
+                SessionOptions(
+                    reveal_mode="sign",
+                    model="gaussian-mean",
+                    model_params=PARAMS,
+                    sign_precompute="blocks4",
+                    precompute_ahead=True,
+                )
+            )
             sid = sess.spec.session_id
             await sess.evaluate(batches[0], 8)
             await asyncio.sleep(0.1)
