@@ -20,7 +20,7 @@ a^k = (m_1 ... m_k) [R_0^-1 R_k] at degree t, locally.
 Precompute (2 rounds, input-independent, fused with blocks4's two):
 
 - round A: blocks4's masked openings of s_i^2 and pair reshares; the masked openings of w = R S for PRSS
-  R, S of shape (NB - 1, D + 1, n), D = NB - 1 (every block padded to the longest suffix), so that
+  R_{b,k}, S_{b,k} (k = 0..D_b for each block b below the top: 65 at K = 41), so that
   [R^-1] = w^-1 [S];
 - round B: blocks4's triples and quadruples; GRR reshares of [R_{j-1}][R_j^-1] and [R_0^-1][R_k].
 
@@ -48,7 +48,7 @@ independent R. a_b is 1 + h_b with 0 <= h_b <= D_b < p - 1: never 0, so no openi
 0 is refused as a protocol error: it means a deviating party or probability about 1/p). The output is the
 inline protocol's. Exactness: Pi_b, G_b and u are computed exactly in the field (P_b is exactly 0 or 1), so
 the decisions are bit for bit those of the other precomputes. Costs: the BB material is
-(NB - 1)(D + 1) = 110 randoms, 220 products and 100 online openings per decision at K = 41, on top of
+sum_b (D_b + 1) = 65 opened randoms, 110 products and 55 online openings per decision at K = 41, on top of
 blocks4's 151 precompute elements per ordered pair of parties; meant for small batches on a WAN, where
 rounds, not bytes or CPU, set the pace. Not offered with a lazy coin (refused by ``hss.protocols``) nor
 under security "abort" (refused by ``hss.abort_modes.abort_refuses``).
@@ -103,11 +103,49 @@ def prefix_block_count(kbits: int) -> int:
 
 
 @dataclass(frozen=True)
+class _Pairs:
+    """Where the BB values of every (block b, power k), k = 1..D_b, D_b = NB - 1 - b, sit. The randoms R
+    are laid out as R_{b,0} for b = 0..NB - 2, then for k = 1..D the R_{b,k} with b = 0..NB - 1 - k
+    (k-major, so each power's blocks are one contiguous run starting at ``start[k]``); ``prev`` and ``cur``
+    index R_{b,k-1} and R_{b,k} for each pair (b, k) in the same k-major order, ``block`` its b."""
+
+    randoms: int
+    start: tuple[int, ...]
+    prev: npt.NDArray[np.intp]
+    cur: npt.NDArray[np.intp]
+    block: npt.NDArray[np.intp]
+
+
+@functools.lru_cache(maxsize=8)
+def _pairs(nb: int) -> _Pairs:
+    at = {(b, 0): b for b in range(nb - 1)}
+    for k in range(1, nb):
+        for b in range(nb - k):
+            at[(b, k)] = len(at)
+    order = [(b, k) for k in range(1, nb) for b in range(nb - k)]
+    start = [0]
+    for k in range(1, nb):
+        start.append(start[-1] + nb - k)
+
+    def ix(vals: list[int]) -> npt.NDArray[np.intp]:
+        return np.array(vals, dtype=np.intp)
+
+    return _Pairs(
+        randoms=len(at),
+        start=tuple(start),
+        prev=ix([at[(b, k - 1)] for b, k in order]),
+        cur=ix([at[(b, k)] for b, k in order]),
+        block=ix([b for b, _ in order]),
+    )
+
+
+@dataclass(frozen=True)
 class PrefixMaterial:
     """Input-independent material of one batch for the "prefix" precompute (this party's degree-t shares):
-    blocks4's ``blocks`` and, for each block b below the top and j, k = 1..D, ``steps`` = [R_{b,j-1}
-    R_{b,j}^-1] and ``unmask`` = [R_{b,0}^-1 R_{b,k}], each of shape (NB - 1, D, n). Used by one batch only:
-    reusing it would open two sets of m_{b,j} under the same R."""
+    blocks4's ``blocks`` and, for each block b below the top and k = 1..D_b (D_b = NB - 1 - b, k-major:
+    ``_pairs``), ``steps`` = [R_{b,k-1} R_{b,k}^-1] and ``unmask`` = [R_{b,0}^-1 R_{b,k}], each of shape
+    (sum_b D_b, n): 55 pairs at K = 41. Used by one batch only: reusing it would open two sets of m_{b,k}
+    under the same R."""
 
     blocks: BlockMaterial
     steps: F.FieldArray
@@ -162,8 +200,7 @@ def _round_a(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -> PartyGe
     fmt = ctx.params.fmt
     kbits = fmt.compare_bits
     lay = layout(kbits)
-    nb = prefix_block_count(kbits)
-    shape = (nb - 1, nb, n)  # (blocks below the top, R_0..R_D, decisions), D = nb - 1
+    shape = (_pairs(prefix_block_count(kbits)).randoms, n)  # R_{b,k}, k = 0..D_b, for each block b < NB - 1
     s = ctx.prss.random(P_BITS, step, (kbits, n))
     big_r = ctx.prss.random(P_PREFIX_R, step, shape)
     big_s = ctx.prss.random(P_PREFIX_S, step, shape)
@@ -180,13 +217,13 @@ def _round_a(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -> PartyGe
 
 
 def _round_b_products(a: _RoundA, kbits: int) -> list[F.FieldArray]:
-    """Round B's degree-2t products: blocks4's triples and quadruples, [R_{j-1}][R_j^-1] and [R_0^-1][R_k]
-    for j, k = 1..D."""
+    """Round B's degree-2t products: blocks4's triples and quadruples, [R_{b,k-1}][R_{b,k}^-1] and
+    [R_{b,0}^-1][R_{b,k}] for every pair (b, k) (``_pairs``)."""
     lay = layout(kbits)
+    pr = _pairs(prefix_block_count(kbits))
     highs = [F.mul(a.s_pairs[lay.t_pair], a.s[lay.t_one]), F.mul(a.s_pairs[lay.q_lo], a.s_pairs[lay.q_hi])]
-    steps_2t = F.mul(a.big_r[:, :-1], a.r_inv[:, 1:])
-    first_inv = np.ascontiguousarray(np.broadcast_to(a.r_inv[:, :1], a.big_r[:, 1:].shape))
-    return [*highs, steps_2t, F.mul(first_inv, a.big_r[:, 1:])]
+    steps_2t = F.mul(a.big_r[pr.prev], a.r_inv[pr.cur])
+    return [*highs, steps_2t, F.mul(a.r_inv[pr.block], a.big_r[pr.cur])]
 
 
 def _material(a: _RoundA, reshared: list[F.FieldArray], n: int, kbits: int) -> PrefixMaterial:
@@ -284,8 +321,9 @@ def _decide(
         suffix.append(F.add(suffix[-1], not_eq[b]))
     h = np.stack(suffix[1:][::-1])  # (nb - 1, n, 2): h_b for b = 0..nb - 2
     a = F.add(h, F.const(1))
+    pr = _pairs(nb)
     (opened,), _, _ = yield from exchange(
-        ctx, rng, step, "sign/prefix-M", opens=[F.mul(material.steps, a[:, None])], purpose=P_Z_PREFIX_M
+        ctx, rng, step, "sign/prefix-M", opens=[F.mul(material.steps, a[pr.block])], purpose=P_Z_PREFIX_M
     )
     if np.any(F.equal(opened, F.zeros(opened.shape[:-1]))):
         raise ProtocolError("sign/prefix-M: an opened R a R^-1 is 0 (a deviation: a_b is never 0)")
@@ -294,10 +332,11 @@ def _decide(
     coef = _indicator_coefficients(nb)  # (nb - 1, nb, 2): degree 0..D
     pi = np.broadcast_to(coef[:, 0][:, None], (nb - 1, n, 2)).copy()
     prod = np.broadcast_to(F.const(1), (nb - 1, n, 2)).copy()
-    for k in range(1, nb):
-        prod = F.mul(prod, opened[:, k - 1])  # m_1 ... m_k, public
-        power = F.mul(prod, material.unmask[:, k - 1])  # a_b^k, degree t
-        pi = F.add(pi, F.mul(coef[:, k][:, None], power))
+    for k in range(1, nb):  # the blocks b = 0..NB - 1 - k have a k-th power
+        run, top = slice(pr.start[k - 1], pr.start[k]), nb - k
+        prod[:top] = F.mul(prod[:top], opened[run])  # m_{b,1} ... m_{b,k}, public
+        power = F.mul(prod[:top], material.unmask[run])  # a_b^k, degree t
+        pi[:top] = F.add(pi[:top], F.mul(coef[:top, k][:, None], power))
     u = F.add(big_g[nb - 1], F.lincomb(F.from_ints([1] * (nb - 1)), F.mul(big_g[: nb - 1], pi)))
 
     # --- output: [S >= 0] = floor(c / 2^K) - r_hi - u, a degree-2t masked contribution to the receiver ---
