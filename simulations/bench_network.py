@@ -96,7 +96,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=SIGN_PRECOMPUTE,
         default="inline",
         help="sign mode: inline (7 rounds, every party computes every root), pooled (9 rounds, each root "
-        "once) or blocks4 (7 rounds, 5 online: block monomials precomputed); default inline",
+        "once), blocks4 (7 rounds, 5 online: block monomials precomputed) or prefix (4 rounds, 3 online: the "
+        "carry over blocks in one round); default inline",
     )
     add_ahead_options(p)
     p.add_argument("--repeats", type=int, help="timed batches per configuration (default 20; --quick: 5)")

@@ -336,8 +336,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--sign-precompute",
         choices=SIGN_PRECOMPUTE,
         default="inline",
-        help="sign mode: inline (7 rounds), pooled (9 rounds, each public root computed once) or blocks4 "
-        "(7 rounds, 5 online)",
+        help="sign mode: inline (7 rounds), pooled (9 rounds, each public root computed once), blocks4 "
+        "(7 rounds, 5 online) or prefix (4 rounds, 3 online; semi-honest, batch 1 on a WAN)",
     )
     from simulations.bench_network import add_ahead_options  # lazy: proxies import this module too
 
