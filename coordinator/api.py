@@ -70,8 +70,8 @@ class SessionOptions:
     largest the reveal mode allows); ``fmt``: the fixed-point format; ``topology``: "mesh" or "relay";
     ``session_id``: random unless given. With ``run_id``, session step k is run step first_run_step + k - 1
     of that run. ``sign_precompute`` (sign mode): "inline" (7 rounds), "pooled" (9 rounds, less CPU per
-    decision), "blocks4" (2 precompute + 5 online rounds, more precompute bytes) or "prefix" (2 precompute +
-    3 online rounds, several times the bytes; semi-honest, small batches on a WAN, hss.sign_prefix).
+    decision), "blocks4" (2 precompute + 5 online rounds, more precompute bytes) or "prefix" (4 rounds, 3
+    online after 2 made ahead, several times the bytes; semi-honest, small batches on a WAN, hss.sign_prefix).
     ``precompute_ahead`` (sign mode, issue 16): each party makes step k + 1's precompute right after
     answering step k (parties.ahead). ``security``: "semi-honest" (honest-but-curious registries) or
     "abort" (issue 25, sum, blinded, sign and svt: up to t deviating registries make every honest one abort

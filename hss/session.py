@@ -33,7 +33,8 @@ from hss.sharing import lagrange_field
 #: "blocks4" — 2 rounds that precompute every monomial of each block of 4 mask bits (hss.sign_blocks), so
 #: the first carry level over blocks is local: 5 online rounds instead of 6 (7 in all), more bytes and CPU;
 #: "prefix" — blocks4's 2 rounds with the randomness of a one-round carry over the blocks (hss.sign_prefix):
-#: 3 online rounds (5 in all), several times the bytes: for small batches on a WAN (semi-honest only).
+#: 4 rounds in the step, 3 online when made ahead, several times the bytes: for small batches on a WAN
+#: (semi-honest only).
 SIGN_PRECOMPUTE = ("inline", "pooled", "blocks4", "prefix")
 
 

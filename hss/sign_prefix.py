@@ -93,8 +93,13 @@ __all__ = [
 ]
 
 #: PRSS purposes of this module (hss.primitives 1..7, hss.svt 101..106, hss.authenticated 201-202,
-#: hss.abort_* 301-405, 1000 + k): the BB randomness R and S, and the zero-sharings of its openings
-P_PREFIX_R, P_PREFIX_S, P_Z_PREFIX_W, P_Z_PREFIX_M = 501, 502, 503, 504
+#: hss.abort_* 301-405, 1000 + k): the BB randomness R and S, and the zero-sharings of the openings of
+#: w = R S, of the m_{b,k} and of the squares s_i^2. Each opened array has a zero-sharing of its own: a step
+#: whose pool was made for another batch size and discarded (parties.ahead) runs round A again with the same
+#: step's PRSS values, and every opened position must then carry the same value and the same mask in both
+#: runs (with s^2 and w under one zero-sharing, their flat positions shift with n, and the difference of
+#: two contributions under the same mask gave away an honest share of s^2: found by an independent review)
+P_PREFIX_R, P_PREFIX_S, P_Z_PREFIX_W, P_Z_PREFIX_M, P_Z_PREFIX_SQ = 501, 502, 503, 504, 505
 
 
 def prefix_block_count(kbits: int) -> int:
@@ -204,10 +209,15 @@ def _round_a(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -> PartyGe
     s = ctx.prss.random(P_BITS, step, (kbits, n))
     big_r = ctx.prss.random(P_PREFIX_R, step, shape)
     big_s = ctx.prss.random(P_PREFIX_S, step, shape)
-    opens = [F.mul(s, s), F.mul(big_r, big_s)]
-    (sq, w), _, (s_pairs,) = yield from exchange(
-        ctx, rng, step, "sign/prefix-A", opens=opens, purpose=P_Z_PREFIX_W, grrs=[F.mul(s[lay.pa], s[lay.pb])]
-    )
+    sq_mine = masked_contribution(ctx, F.mul(s, s), P_Z_PREFIX_SQ, step)
+    w_mine = masked_contribution(ctx, F.mul(big_r, big_s), P_Z_PREFIX_W, step)
+    rows = grr_deal(ctx, F.mul(s[lay.pa], s[lay.pb]), rng)
+    inbox = yield {j: pack(sq_mine, w_mine, rows[j - 1]) for j in ctx.others}
+    cut, cut_w = field_words(sq_mine.shape[:-1]), field_words(w_mine.shape[:-1])
+    got = expect(inbox, ctx.others, cut + cut_w + field_words(rows.shape[1:-1]), "sign/prefix-A")
+    sq = sum_contributions(ctx, sq_mine, {j: v[:cut] for j, v in got.items()})
+    w = sum_contributions(ctx, w_mine, {j: v[cut : cut + cut_w] for j, v in got.items()})
+    s_pairs = grr_combine(ctx, rows[ctx.party - 1], {j: v[cut + cut_w :] for j, v in got.items()})
     v = inverse_roots(sq)  # (K, n, 2), public; refuses a square that is 0 or not a square
     if np.any(F.equal(w, F.zeros(w.shape[:-1]))):
         raise ProtocolError("sign/prefix-A: an opened R S is 0 (probability about 2/p honestly)")

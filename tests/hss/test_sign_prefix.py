@@ -10,6 +10,7 @@ view-independence test of tests/hss/test_views.py for this option, every round a
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,7 +23,7 @@ from hss.protocols import plaintext_decisions, precompute_blocks, precompute_pre
 from hss.randomness import SecureRandom
 from hss.runtime import RECEIVER, Transcript, run_in_memory
 from hss.session import PartyContext, SessionParams
-from hss.sign_prefix import _indicator_coefficients, prefix_block_count
+from hss.sign_prefix import _indicator_coefficients, _pairs, prefix_block_count
 from tests.hss.test_sign_blocks import session
 from tests.hss.test_views import ALPHA, homogeneous, low_bits
 
@@ -141,7 +142,8 @@ def test_prefix_views_do_not_depend_on_secrets(coalition: set[int]) -> None:
     """Each party's and each coalition of t = 2 parties' (m = 5) received messages, per round, and the
     receiver's, have the same distribution whatever the other parties' inputs (chi-square, level 1e-3);
     so do the values opened to everyone: c (round 2, with precompute round B's reshares: its low and high
-    bits) and the m_{b,j} = R a_b R^-1 (round 3), whose a_b (the count of blocks above b where r and c differ, plus 1) depends on the secrets."""
+    bits) and the m_{b,j} = R a_b R^-1 (round 3), whose a_b (the count of blocks above b where r and c
+    differ, plus 1) depends on the secrets."""
     va, tra = prefix_views(-4.0, coalition)
     vb, trb = prefix_views(+4.0, coalition)
     assert va.keys() == vb.keys() and len(va) == 4  # rounds 1..3 to parties, and the receiver (-1)
@@ -156,3 +158,43 @@ def test_prefix_views_do_not_depend_on_secrets(coalition: set[int]) -> None:
     ms = [opened(tr, 3, 5) for tr in (tra, trb)]
     assert homogeneous(low_bits(ms[0].reshape(-1)), low_bits(ms[1].reshape(-1))) > ALPHA
     assert not np.any(F.equal(ms[0], F.zeros(ms[0].shape[:-1])))  # never 0: a_b >= 1, R != 0
+
+
+@pytest.mark.parametrize(("n_pool", "n_step"), [(1, 2), (3, 2)])
+def test_a_discarded_pool_and_its_step_open_the_same_values_under_the_same_masks(
+    n_pool: int, n_step: int
+) -> None:
+    """A pool made ahead for one batch size and discarded (the next step asks another n: parties.ahead), then
+    the step's own 4 rounds with the same step's PRSS values: in round A every party's contribution at a
+    flat position the two runs share must be the same (the same opened value, the same zero-sharing), else
+    the difference of an honest party's two contributions under one mask gives away its share of s^2 and
+    with it the mask bits (an independent review, 2026-11-30, recovered every mask bit of the step at m = 5
+    and 7 from the first version, which opened s^2 and w = R S under one zero-sharing)."""
+    m, step = 3, 6
+    params, ctxs, rngs = session(m, 41, seed="prefix-fallback")
+    kbits, nr = params.fmt.compare_bits, _pairs(prefix_block_count(41)).randoms
+    _, pool = run_in_memory({p: precompute_prefix(c, n_pool, step, rngs[p]) for p, c in ctxs.items()}, True)
+    values = [np.linspace(-3.0, 3.0, n_step) * (p + 1) for p in range(m)]
+    machines = {
+        p: sign_party(c, values[p - 1], None, step, rngs[p], precompute="prefix") for p, c in ctxs.items()
+    }
+    _, inline = run_in_memory(machines, keep_log=True)
+
+    def round_a(log: list[Any], n: int) -> dict[tuple[int, int], tuple[F.FieldArray, F.FieldArray]]:
+        out = {}
+        for r, src, dst, payload in log:
+            if r == 1:
+                flat = payload.reshape(-1, 2)
+                out[(src, dst)] = (flat[: kbits * n], flat[kbits * n : kbits * n + nr * n])
+        return out
+
+    a, b = round_a(pool.log, n_pool), round_a(inline.log, n_step)
+    common = min(n_pool, n_step)
+    assert a.keys() == b.keys() and len(a) == m * (m - 1)
+    for key in a:
+        for part, size in ((0, kbits), (1, nr)):
+            np.testing.assert_array_equal(a[key][part][: size * common], b[key][part][: size * common])
+    np.testing.assert_array_equal(
+        sign_receiver(params, inline.to_receiver[-1], n_step).accept,
+        plaintext_decisions(values, None, params.fmt),
+    )
