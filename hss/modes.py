@@ -348,7 +348,7 @@ def _sign_ahead(ctx: PartyContext, n: int, step: int, rng: SecureRandom, precomp
         return precompute_blocks(ctx, n, step, rng)
     if precompute == "prefix":
         return precompute_prefix(ctx, n, step, rng)
-    return precompute_sign(ctx, n, step, rng, distributed=precompute == "pooled")
+    return precompute_sign(ctx, n, step, rng, distributed=precompute == "pooled", ahead=True)
 
 
 def _sign_party_abort(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyReport]:

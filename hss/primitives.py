@@ -40,8 +40,11 @@ from hss.session import PartyContext, SessionParams
 from hss.sharing import split, vandermonde
 
 #: PRSS / PRF purposes of hss.primitives and hss.protocols: distinct streams per use within one step
-#: (hss.svt uses its own, 101..106).
-P_BITS, P_RHI, P_Z_PRE, P_Z_OPEN, P_Z_OUT, P_Z_ALL, P_COIN = 1, 2, 3, 4, 5, 6, 7
+#: (hss.svt uses its own, 101..106). P_Z_PRE_AHEAD: the zero-sharing of a precompute made ahead of its step
+#: (parties.ahead): a pool discarded for another batch size is followed by the step's own precompute, and
+#: the pooled precompute deals fresh s there, so the two must not share a zero-sharing (an honest party's
+#: two contributions under one mask would differ by lambda (s_i^2 - s'_i^2) of its own shares)
+P_BITS, P_RHI, P_Z_PRE, P_Z_OPEN, P_Z_OUT, P_Z_ALL, P_COIN, P_Z_PRE_AHEAD = 1, 2, 3, 4, 5, 6, 7, 8
 
 _INV2 = pow(2, F.P - 2, F.P)
 

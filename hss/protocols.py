@@ -75,6 +75,7 @@ from hss.primitives import (
     P_Z_OPEN,
     P_Z_OUT,
     P_Z_PRE,
+    P_Z_PRE_AHEAD,
     CarryTree,
     bits_from_roots,
     carry_advance,
@@ -335,7 +336,7 @@ class SignMaterial:
 
 
 def precompute_sign(
-    ctx: PartyContext, n: int, step: int, rng: SecureRandom, distributed: bool = True
+    ctx: PartyContext, n: int, step: int, rng: SecureRandom, distributed: bool = True, ahead: bool = False
 ) -> Machine[SignMaterial]:
     """Material for n sign decisions, made before the inputs exist.
 
@@ -343,10 +344,13 @@ def precompute_sign(
     (cheaper than PRSS for large m), each s_i^2 is opened to one party only, the parties take turns in
     computing the public square roots (each computes about K n / m of them instead of all K n), and each
     broadcasts its share of the roots. ``distributed=False`` (1 round): every party opens every s_i^2 and
-    computes every root itself; this is what the 7-round sign protocol runs inline.
+    computes every root itself; this is what the 7-round sign protocol runs inline. ``ahead``: made ahead of
+    its step (parties.ahead), its openings under a zero-sharing of their own (``P_Z_PRE_AHEAD``), so that the
+    step's own precompute after a discarded pool never reuses one (the pooled s are dealt afresh each time).
     """
     ctx.params.require_honest_majority("reveal mode 'sign'")
-    return Machine(ctx.party, _sign_precompute(ctx, n, step, rng, distributed), "precompute_sign")
+    gen = _sign_precompute(ctx, n, step, rng, distributed, zero=P_Z_PRE_AHEAD if ahead else P_Z_PRE)
+    return Machine(ctx.party, gen, "precompute_sign")
 
 
 def precompute_blocks(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -> Machine[BlockMaterial]:
@@ -370,7 +374,13 @@ def root_chunks(total: int, m: int) -> list[tuple[int, int]]:
 
 
 def _sign_precompute(
-    ctx: PartyContext, n: int, step: int, rng: SecureRandom, distributed: bool, coin_bits: int = 0
+    ctx: PartyContext,
+    n: int,
+    step: int,
+    rng: SecureRandom,
+    distributed: bool,
+    coin_bits: int = 0,
+    zero: int = P_Z_PRE,
 ) -> PartyGen[SignMaterial]:
     fmt = ctx.params.fmt
     kbits = fmt.compare_bits
@@ -393,7 +403,7 @@ def _sign_precompute(
         s = ctx.prss.random(P_BITS, step, (kbits, n))
         if coin_bits:
             s = np.concatenate([s, ctx.prss.random(P_COIN, step, (coin_bits, n))])
-    sq_mine = masked_contribution(ctx, F.mul(s, s), P_Z_PRE, step).reshape(nrows * n, 2)
+    sq_mine = masked_contribution(ctx, F.mul(s, s), zero, step).reshape(nrows * n, 2)
     rows = grr_deal(ctx, F.mul(s[lo_idx], s[hi_idx]), rng)  # (m, pairs, n)
     pair_words = field_words((nprs, n))
     if not distributed:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -143,8 +144,7 @@ def test_blinded_product_hides_divisors_and_zero() -> None:
         values = [np.full(n, s_val), np.zeros(n), np.zeros(n)]
         blind = [np.full(n, 0.7), np.full(n, 0.2), np.full(n, 0.1)]  # fixed W: the worst case for hiding
         machines = {
-            p: blinded_party(c, values[p - 1], None, 5, rngs[p], blind[p - 1])
-            for p, c in ctxs.items()
+            p: blinded_party(c, values[p - 1], None, 5, rngs[p], blind[p - 1]) for p, c in ctxs.items()
         }
         _, tr = run_in_memory(machines)
         z = F.to_ints(receive_opened(params, tr.to_receiver[-1], (n,)))
@@ -245,9 +245,7 @@ def test_pooled_precompute_then_six_online_rounds(m: int) -> None:
     pub = gen.normal(0, 1, n)
     mats, tr_pre = run_in_memory({p: precompute_sign(c, n, 40, rngs[p]) for p, c in ctxs.items()})
     assert tr_pre.rounds == 3
-    machines = {
-        p: sign_party(c, values[p - 1], pub, 41, rngs[p], material=mats[p]) for p, c in ctxs.items()
-    }
+    machines = {p: sign_party(c, values[p - 1], pub, 41, rngs[p], material=mats[p]) for p, c in ctxs.items()}
     _, tr = run_in_memory(machines)
     assert tr.rounds == params.sign_rounds[1] == 6
     d = sign_receiver(params, tr.to_receiver[-1], n)
@@ -269,8 +267,7 @@ def test_pooled_precompute_equals_plaintext_in_nine_rounds(m: int) -> None:
         v[:3] = 0.0
     public = np.zeros(n)
     machines = {
-        p: sign_party(c, values[p - 1], public, 1, rngs[p], precompute="pooled")
-        for p, c in ctxs.items()
+        p: sign_party(c, values[p - 1], public, 1, rngs[p], precompute="pooled") for p, c in ctxs.items()
     }
     _, tr = run_in_memory(machines)
     dec = sign_receiver(params, tr.to_receiver[-1], n)
@@ -281,3 +278,41 @@ def test_pooled_precompute_equals_plaintext_in_nine_rounds(m: int) -> None:
         sign_party(ctxs[1], values[0], public, 2, rngs[1], precompute="eager")
     with pytest.raises(ValueError, match="sign precompute 'eager'"):  # the batch refuses it in any mode
         TermsBatch(values[0], public, 2, rngs[1], precompute="eager")
+
+
+@pytest.mark.parametrize("precompute", ["pooled", "inline"])
+def test_a_pool_made_ahead_and_the_steps_own_precompute_never_share_a_zero_sharing(
+    precompute: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pool made ahead for one batch size is discarded when the step asks another (parties.ahead), and the
+    step makes its own precompute with the same step's PRSS keys. The pooled precompute deals fresh s each
+    time: under one zero-sharing, an honest party's two contributions to a chunk holder would differ by
+    lambda (s_i^2 - s'_i^2) of its own shares, which with the opened squares gives away signs of s, the mask
+    bits. So the pool's openings draw zero-sharings the step's never do (and the decisions stay right)."""
+    import hss.protocols as protocols_module
+
+    m, step = 3, 5
+    params, ctxs, rngs = make_session(m, seed=f"pool-zero-{precompute}")
+    drawn: list[tuple[str, int]] = []
+    real = protocols_module.masked_contribution
+    phase = {"now": "pool"}
+
+    def recording(ctx: Any, share: Any, purpose: int, stp: int) -> Any:
+        if ctx.party == 2:
+            drawn.append((phase["now"], purpose))
+        return real(ctx, share, purpose, stp)
+
+    monkeypatch.setattr(protocols_module, "masked_contribution", recording)
+    mode = reveal_mode("sign").under("semi-honest", precompute, ahead=True)
+    run_in_memory({p: mode.ahead_machine(c, 1, step, rngs[p]) for p, c in ctxs.items()})
+    phase["now"] = "step"
+    values = [np.array([1.5, -2.0]) * p for p in range(1, m + 1)]
+    machines = {
+        p: sign_party(c, values[p - 1], None, step, rngs[p], precompute=precompute) for p, c in ctxs.items()
+    }
+    _, tr = run_in_memory(machines)
+    pool = {purpose for when, purpose in drawn if when == "pool"}
+    own = {purpose for when, purpose in drawn if when == "step"}
+    assert pool and own and not pool & own, (pool, own)
+    got = sign_receiver(params, tr.to_receiver[-1], 2).accept
+    np.testing.assert_array_equal(got, plaintext_decisions(values, None, params.fmt))
