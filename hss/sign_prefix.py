@@ -92,7 +92,7 @@ __all__ = [
     "prefix_sign_online",
 ]
 
-#: PRSS purposes of this module (hss.primitives 1..7, hss.svt 101..106, hss.authenticated 201-202,
+#: PRSS purposes of this module (hss.primitives 1..8, hss.svt 101..106, hss.authenticated 201-202,
 #: hss.abort_* 301-405, 1000 + k): the BB randomness R and S, and the zero-sharings of the openings of
 #: w = R S, of the m_{b,k} and of the squares s_i^2. Each opened array has a zero-sharing of its own: a step
 #: whose pool was made for another batch size and discarded (parties.ahead) runs round A again with the same
@@ -111,8 +111,9 @@ def prefix_block_count(kbits: int) -> int:
 class _Pairs:
     """Where the BB values of every (block b, power k), k = 1..D_b, D_b = NB - 1 - b, sit. The randoms R
     are laid out as R_{b,0} for b = 0..NB - 2, then for k = 1..D the R_{b,k} with b = 0..NB - 1 - k
-    (k-major, so each power's blocks are one contiguous run starting at ``start[k]``); ``prev`` and ``cur``
-    index R_{b,k-1} and R_{b,k} for each pair (b, k) in the same k-major order, ``block`` its b."""
+    (k-major, so the blocks of power k are one contiguous run, ``start[k - 1]`` to ``start[k]``); ``prev``
+    and ``cur`` index R_{b,k-1} and R_{b,k} for each pair (b, k) in the same k-major order, ``block`` its
+    b."""
 
     randoms: int
     start: tuple[int, ...]
