@@ -316,3 +316,70 @@ def test_a_pool_made_ahead_and_the_steps_own_precompute_never_share_a_zero_shari
     assert pool and own and not pool & own, (pool, own)
     got = sign_receiver(params, tr.to_receiver[-1], 2).accept
     np.testing.assert_array_equal(got, plaintext_decisions(values, None, params.fmt))
+
+
+def test_a_coalition_cannot_read_the_steps_mask_signs_from_a_discarded_pooled_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The attack on the pooled fallback, run: m = 3, party 1 alone (t = 1). A pool made ahead for one
+    decision is discarded and the step makes its own pooled precompute for two at the same step. Party 1
+    knows its shares s(1), s'(1) of both runs' dealt values (degree 1: s(2) = 2 s(1) - s), the squares of its
+    chunk (it is their root holder) and party 2's two contributions to them. Under one zero-sharing their
+    difference was lambda_2 (s(2)^2 - s'(2)^2), and of the four signs (e, e') with s = e sqrt(s^2) one fits:
+    it read the sign of every s' of its chunk, the step's mask bits (13 of 13 before the fix). Now nothing
+    fits uniquely."""
+    import hss.protocols as protocols_module
+
+    m, step = 3, 5
+    params, ctxs, rngs = make_session(m, seed="pooled-leak")
+    seen: dict[tuple[str, int], Any] = {}
+    real = protocols_module.sum_contributions
+    run = {"now": "pool"}
+
+    def recording(ctx: Any, own: Any, msgs: Any) -> Any:
+        out = real(ctx, own, msgs)
+        seen.setdefault((run["now"], ctx.party), out)  # the precompute's first opening: the dealt s
+        return out
+
+    monkeypatch.setattr(protocols_module, "sum_contributions", recording)
+    mode = reveal_mode("sign").under("semi-honest", "pooled", ahead=True)
+    _, pool = run_in_memory(
+        {p: mode.ahead_machine(c, 1, step, rngs[p]) for p, c in ctxs.items()}, keep_log=True
+    )
+    run["now"] = "step"
+    values = [np.array([0.7, -1.1]) * p for p in range(1, m + 1)]
+    machines = {
+        p: sign_party(c, values[p - 1], None, step, rngs[p], precompute="pooled") for p, c in ctxs.items()
+    }
+    _, own = run_in_memory(machines, keep_log=True)
+
+    def ints(a: Any) -> list[int]:
+        return [int(x) for x in F.to_ints(np.ascontiguousarray(a).reshape(-1, 2))]
+
+    kbits, p_ = params.fmt.compare_bits, F.P
+
+    def from_party_2(log: Any, n: int) -> list[int]:  # its round-2 contributions to party 1's chunk
+        lo, hi = protocols_module.root_chunks(kbits * n, m)[0]
+        payload = next(x for r, s, d, x in log if (r, s, d) == (2, 2, 1))
+        return ints(payload.reshape(-1, 2)[: hi - lo])
+
+    cp, cs = from_party_2(pool.log, 1), from_party_2(own.log, 2)
+    s1p, s1s = ints(seen[("pool", 1)]), ints(seen[("step", 1)])
+    s_pool = ints(recombine({p: seen[("pool", p)] for p in ctxs}, params.t))  # party 1 opens their squares
+    s_step = ints(recombine({p: seen[("step", p)] for p in ctxs}, params.t))
+    inv_lam2 = pow((-3) % p_, p_ - 2, p_)  # party 2's Lagrange coefficient at 0 over {1, 2, 3}
+    determined = 0
+    for q in range(len(cp)):
+        diff = (cp[q] - cs[q]) * inv_lam2 % p_
+        rp, rs = pow(s_pool[q] ** 2 % p_, (p_ + 1) // 4, p_), pow(s_step[q] ** 2 % p_, (p_ + 1) // 4, p_)
+        fits = {
+            e2
+            for e1 in (1, -1)
+            for e2 in (1, -1)
+            if ((2 * s1p[q] - e1 * rp) ** 2 - (2 * s1s[q] - e2 * rs) ** 2 - diff) % p_ == 0
+        }
+        determined += len(fits) == 1
+    assert len(cp) == 13 and determined == 0, determined
+    np.testing.assert_array_equal(
+        sign_receiver(params, own.to_receiver[-1], 2).accept, plaintext_decisions(values, None, params.fmt)
+    )
