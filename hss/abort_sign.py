@@ -92,7 +92,7 @@ from hss.abort_modes import (
 )
 from hss.authenticated import AbortError, Auth, AuthParty, Extra, add, mul_public, receive_checked, sub
 from hss.lazy_coin import LazyCoin, coin_carry_tree
-from hss.primitives import P_RHI, carry_advance
+from hss.primitives import P_RHI, carry_advance, comparison_mask, split_compared
 from hss.protocols import Decisions, PartyReport, compare_nodes, encode_batch, root_chunks
 from hss.randomness import SecureRandom
 from hss.runtime import Inbox, Machine, PartyGen
@@ -145,8 +145,8 @@ def sign_party_abort(
     :func:`hss.protocols.sign_party`; ``material``: this step's mask made ahead
     (:func:`precompute_sign_abort`, the step's first rounds), so that only the online rounds run (not with a
     lazy coin; taken here, once, ``ValueError`` if it is not this batch's). ``rounds_before``: rounds of the
-    step already run without ``material`` (a pool made ahead and discarded), so that an
-    :class:`AbortError` names the step's round. Needs 1 <= t < m/2."""
+    step already run by a pool made ahead and discarded (read only without ``material``, which counts its
+    own), so that an :class:`AbortError` names the step's round. Needs 1 <= t < m/2."""
     _check_offered(precompute)
     ctx.params.require_honest_majority("reveal mode 'sign' with security 'abort'")
     if lazy is not None and precompute != "inline":
@@ -430,8 +430,7 @@ def _online_gen(
     pow_b = F.from_ints([1 << i for i in range(nb)])
     per_party = F.lincomb(pow_b, np.ascontiguousarray(np.moveaxis(d_x[:, 1 : 1 + nb], 1, 0)))  # (m, n)
     terms = F.lincomb(F.from_ints([1] * m), per_party)  # sum_j (x_j + 2^(B-1))
-    pow_k = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])
-    c_mask = F.lincomb(pow_k, np.concatenate([bits.x[:kbits], r_top.x[None]]))
+    c_mask = comparison_mask(bits.x[:kbits], r_top.x)
     offset = F.from_int64(pub - m * (1 << (nb - 1)) + (1 << kbits))
     c_x = F.add(F.add(terms, c_mask), offset)
     opens = [c_x] if proof_seed is None else [c_x, proof_seed]
@@ -441,9 +440,7 @@ def _online_gen(
     if proof_seed is not None:
         point = _proof_point(auth, opened[1], nb)
         proofs = proof_openings(d_x, point)
-    c_hi = F.shift_right(c, kbits)
-    c_lo = F.low_word(c)
-    cb = ((c_lo[None, :] >> np.arange(kbits, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)
+    c_hi, cb = split_compared(c, kbits)
 
     # --- the first carry level, local (its MACs by the same affine map with the key share for 1) ---
     if lay is not None:

@@ -364,7 +364,7 @@ def _sign_party_abort(ctx: PartyContext, batch: TermsBatch) -> Machine[PartyRepo
         batch.precompute,
         batch.lazy,
         material,
-        0 if material is not None else batch.rounds_before,
+        batch.rounds_before,
     )
 
 

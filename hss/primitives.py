@@ -157,10 +157,32 @@ def inverse_roots(sq: F.FieldArray) -> F.FieldArray:
         raise ProtocolError("a random value was zero; rerun the batch with a new step") from exc
 
 
+def comparison_mask(bits: F.FieldArray, r_top: F.FieldArray) -> F.FieldArray:
+    """The sign protocols' mask r = sum_i 2^i r_i + 2^K r_hi from the K mask bits and the high part (shares
+    of any degree, or MACs: the map is linear)."""
+    kbits = bits.shape[0]
+    pow2 = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])
+    return F.lincomb(pow2, np.concatenate([bits, r_top[None]], axis=0))
+
+
+def masked_input(
+    ctx: PartyContext, x: npt.NDArray[np.int64], bits: F.FieldArray, r_top: F.FieldArray, step: int
+) -> F.FieldArray:
+    """This party's part of the fused input and mask opening c = S + r: its encoded term x_j plus its masked
+    contribution to r (the sum over the parties, with the public part and 2^K added, is c)."""
+    return F.add(F.from_int64(x), masked_contribution(ctx, comparison_mask(bits, r_top), P_Z_OPEN, step))
+
+
+def split_compared(c: F.FieldArray, kbits: int) -> tuple[F.FieldArray, npt.NDArray[np.bool_]]:
+    """The opened c = S + 2^K + r as floor(c / 2^K) and the bits of c mod 2^K, shape (K, n), lowest first."""
+    c_lo = F.low_word(c)
+    cb = ((c_lo[None, :] >> np.arange(kbits, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)
+    return F.shift_right(c, kbits), cb
+
+
 def bits_from_roots(s: F.FieldArray, v: F.FieldArray) -> F.FieldArray:
     """[r] = (1 + [s] v) / 2 with v = 1 / sqrt(s^2): a uniform secret bit."""
     return F.mul_scalar(F.add(F.mul(s, v), F.const(1)), _INV2)
-
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -72,7 +72,6 @@ from hss.primitives import (
     P_BITS,
     P_COIN,
     P_RHI,
-    P_Z_OPEN,
     P_Z_OUT,
     P_Z_PRE,
     P_Z_PRE_AHEAD,
@@ -85,7 +84,9 @@ from hss.primitives import (
     grr_deal,
     inverse_roots,
     masked_contribution,
+    masked_input,
     receive_opened,
+    split_compared,
     sum_contributions,
 )
 from hss.randomness import SecureRandom
@@ -579,9 +580,7 @@ def _sign_gen(
         coin_tree = coin_carry_tree(lazy, material.coin_bits, material.coin_pairs)
 
     # --- online round 1: fused input and mask opening: c = S + 2^K + r (and a coin-tree level) ---
-    pow2 = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])
-    mask = F.lincomb(pow2, np.concatenate([r, r_top[None]], axis=0))
-    contrib = F.add(F.from_int64(x), masked_contribution(ctx, mask, P_Z_OPEN, step))
+    contrib = masked_input(ctx, x, r, r_top, step)
     crow = coin_rows(ctx, coin_tree, rng)
     extra = 0 if crow is None else field_words(crow.shape[1:-1])
     if crow is None:
@@ -592,10 +591,7 @@ def _sign_gen(
     msgs, cmsgs = _split_msgs(expect(inbox, ctx.others, words + extra, "sign/open"), words)
     coin_advance(ctx, coin_tree, crow, cmsgs)
     c = sum_contributions(ctx, contrib, msgs)
-    c = F.add(F.add(c, F.from_int64(pub)), F.const(1 << kbits))
-    c_hi = F.shift_right(c, kbits)
-    c_lo = F.low_word(c)
-    cb = ((c_lo[None, :] >> np.arange(kbits, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)  # (K, n)
+    c_hi, cb = split_compared(F.add(F.add(c, F.from_int64(pub)), F.const(1 << kbits)), kbits)
 
     # --- carry tree for u = [c mod 2^K < r mod 2^K]: node (G, P) = (r > c on its span, r == c on it) ---
     if blocks is None:

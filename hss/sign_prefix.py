@@ -66,7 +66,6 @@ from hss import field as F
 from hss.primitives import (
     P_BITS,
     P_RHI,
-    P_Z_OPEN,
     P_Z_OUT,
     bits_from_roots,
     exchange,
@@ -76,6 +75,8 @@ from hss.primitives import (
     grr_deal,
     inverse_roots,
     masked_contribution,
+    masked_input,
+    split_compared,
     sum_contributions,
     unflatten,
 )
@@ -252,16 +253,6 @@ def prefix_precompute(ctx: PartyContext, n: int, step: int, rng: SecureRandom) -
     return _material(a, reshared, n, kbits)
 
 
-def _c_contribution(
-    ctx: PartyContext, x: npt.NDArray[np.int64], bits: F.FieldArray, r_top: F.FieldArray, step: int
-) -> F.FieldArray:
-    """This party's part of the fused input and mask opening c = S + 2^K + r: x_j + its masked share of r."""
-    kbits = ctx.params.fmt.compare_bits
-    pow2 = F.from_ints([1 << i for i in range(kbits)] + [1 << kbits])
-    mask = F.lincomb(pow2, np.concatenate([bits, r_top[None]], axis=0))
-    return F.add(F.from_int64(x), masked_contribution(ctx, mask, P_Z_OPEN, step))
-
-
 def prefix_sign_inline(
     ctx: PartyContext,
     x: npt.NDArray[np.int64],
@@ -276,7 +267,7 @@ def prefix_sign_inline(
     prods = _round_b_products(a, kbits)
     flat, shapes = flatten(prods)
     rows = grr_deal(ctx, flat, rng)
-    contrib = _c_contribution(ctx, x, a.bits, a.r_top, step)
+    contrib = masked_input(ctx, x, a.bits, a.r_top, step)
     inbox = yield {j: pack(contrib, rows[j - 1]) for j in ctx.others}
     got = expect(inbox, ctx.others, 2 * n + field_words((flat.shape[0],)), "sign/prefix-B-open")
     c = sum_contributions(ctx, contrib, {j: v[: 2 * n] for j, v in got.items()})
@@ -299,7 +290,7 @@ def prefix_sign_online(
     n = x.shape[0]
     made = material.blocks
     # --- online round 1: fused input and mask opening: c = S + 2^K + r ---
-    contrib = _c_contribution(ctx, x, made.bits, made.r_top, step)
+    contrib = masked_input(ctx, x, made.bits, made.r_top, step)
     inbox = yield {j: pack(contrib) for j in ctx.others}
     c = sum_contributions(ctx, contrib, expect(inbox, ctx.others, 2 * n, "sign/prefix-open"))
     yield from _decide(ctx, rng, c, pub, step, material)
@@ -319,10 +310,7 @@ def _decide(
     n = pub.shape[0]
     nb = prefix_block_count(kbits)
     made = material.blocks
-    c = F.add(F.add(c_sum, F.from_int64(pub)), F.const(1 << kbits))
-    c_hi = F.shift_right(c, kbits)
-    c_lo = F.low_word(c)
-    cb = ((c_lo[None, :] >> np.arange(kbits, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)
+    c_hi, cb = split_compared(F.add(F.add(c_sum, F.from_int64(pub)), F.const(1 << kbits)), kbits)
 
     # --- the first level over blocks (local), a_b = 1 + #{b' > b: P_b' = 0}; one round opens R a_b R^-1 ---
     big_g, big_p = block_nodes(cb, made, kbits)  # (nb, n, 2) each, lowest block first

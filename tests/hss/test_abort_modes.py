@@ -68,10 +68,9 @@ def _ahead_then_online(
     """One party's rounds of a step whose mask is made ahead (precompute_sign_abort, rounds 1 to 5) and its
     online rounds (sign_party_abort with the material), as one machine: what a daemon runs as the pool of
     the previous step and then the step (parties.ahead)."""
-    drive = _drive
     n = np.asarray(val).shape[0]
-    material = yield from drive(precompute_sign_abort(ctx, n, step, rng, pre))
-    return (yield from drive(sign_party_abort(ctx, val, pub, step, rng, pre, material=material)))
+    material = yield from _drive(precompute_sign_abort(ctx, n, step, rng, pre))
+    return (yield from _drive(sign_party_abort(ctx, val, pub, step, rng, pre, material=material)))
 
 
 def sign_machines(
@@ -368,10 +367,9 @@ def _pool_discarded_then_in_step(
 ) -> Generator[Outbox, Inbox, Any]:
     """A pool made for another batch size (3 more decisions), discarded, then the step's in-step schedule at
     the same step (what a daemon does when the next step asks another n: parties.ahead)."""
-    drive = _drive
-    yield from drive(precompute_sign_abort(ctx, np.asarray(val).shape[0] + 3, step, rng, pre))
+    yield from _drive(precompute_sign_abort(ctx, np.asarray(val).shape[0] + 3, step, rng, pre))
     machine = sign_party_abort(ctx, val, pub, step, rng, pre, rounds_before=SIGN_MASK_ROUNDS)
-    return (yield from drive(machine))
+    return (yield from _drive(machine))
 
 
 @pytest.mark.slow

@@ -53,9 +53,10 @@ def run_blocks(
     public: npt.NDArray[np.float64] | None,
     step: int = 1,
     keep_log: bool = False,
+    precompute: str = "blocks4",
 ) -> tuple[npt.NDArray[np.bool_], Transcript]:
     machines = {
-        p: sign_party(c, values[p - 1], public, step, rngs[p], precompute="blocks4") for p, c in ctxs.items()
+        p: sign_party(c, values[p - 1], public, step, rngs[p], precompute=precompute) for p, c in ctxs.items()
     }
     _, tr = run_in_memory(machines, keep_log=keep_log)
     return sign_receiver(params, tr.to_receiver[-1], len(values[0])).accept, tr
@@ -96,9 +97,7 @@ def test_blocks4_equals_plaintext_bit_for_bit(m: int, kbits: int) -> None:
     gen = np.random.default_rng(100 * m + kbits)
     n_rand = 300
     first = np.concatenate([edge, gen.normal(0, 2, n_rand) * gen.choice([1e-5, 1.0, 1e3], n_rand)])
-    values = [first] + [
-        np.concatenate([np.zeros(edge.size), gen.normal(0, 2, n_rand)]) for _ in range(m - 1)
-    ]
+    values = [first] + [np.concatenate([np.zeros(edge.size), gen.normal(0, 2, n_rand)]) for _ in range(m - 1)]
     public = np.concatenate([np.zeros(edge.size), gen.normal(0, 1, n_rand)])
     want = plaintext_decisions(values, public, fmt)
     assert want[:5].tolist() == [True, True, False, True, False]
@@ -178,13 +177,13 @@ def test_blocks4_material_ahead_then_five_rounds(m: int) -> None:
 
 
 def block_views(
-    secrets: float, coalition: set[int], m: int = 5, n: int = 3000
+    secrets: float, coalition: set[int], m: int = 5, n: int = 3000, precompute: str = "blocks4"
 ) -> tuple[dict[int, npt.NDArray[np.int64]], Transcript]:
-    """As tests/hss/test_views.py's ``views``, with precompute = "blocks4"."""
-    params, ctxs, rngs = session(m, 41, seed=f"views-blocks4-{secrets}")
+    """As tests/hss/test_views.py's ``views``, with ``precompute`` (blocks4, or prefix: hss.sign_prefix)."""
+    params, ctxs, rngs = session(m, 41, seed=f"views-{precompute}-{secrets}")
     gen = np.random.default_rng(11)
     values = [(np.full(n, -0.75) if p in coalition else gen.normal(secrets, 3.0, n)) for p in ctxs]
-    _, tr = run_blocks(params, ctxs, rngs, values, None, keep_log=True)
+    _, tr = run_blocks(params, ctxs, rngs, values, None, keep_log=True, precompute=precompute)
     seen: dict[int, list[npt.NDArray[np.int64]]] = defaultdict(list)
     first = min(coalition)
     for rnd, src, dst, payload in tr.log:
@@ -193,6 +192,13 @@ def block_views(
         if dst == RECEIVER:
             seen[-1].append(low_bits(payload))
     return {r: np.concatenate(v) for r, v in seen.items()}, tr
+
+
+def opened(tr: Transcript, rnd: int, m: int) -> F.FieldArray:
+    """The values opened in round ``rnd`` (every party's masked contribution, summed; in a round that also
+    carries GRR rows, its first elements only mean something)."""
+    contrib = [pl for r, src, dst, pl in tr.log if r == rnd and dst == (1 if src != 1 else 2)]
+    return F.lincomb(F.from_ints([1] * m), np.stack([x.reshape(-1, 2) for x in contrib]))
 
 
 @pytest.mark.slow
@@ -207,10 +213,7 @@ def test_blocks4_views_do_not_depend_on_secrets(coalition: set[int]) -> None:
         p = homogeneous(va[rnd], vb[rnd])
         assert p > ALPHA, (rnd, p)
     # the masked value c = S + 2^K + r opened to everyone in round 3 (the first online round)
-    cs = []
-    for tr in (tra, trb):
-        contrib = [pl for rnd, src, dst, pl in tr.log if rnd == 3 and dst == (1 if src != 1 else 2)]
-        cs.append(F.lincomb(F.from_ints([1] * 5), np.stack([x.reshape(-1, 2) for x in contrib])))
+    cs = [opened(tr, 3, 5) for tr in (tra, trb)]
     assert homogeneous(low_bits(cs[0].reshape(-1)), low_bits(cs[1].reshape(-1))) > ALPHA
     hi = [low_bits(F.shift_right(c, 41).reshape(-1)) for c in cs]
     assert homogeneous(hi[0], hi[1]) > ALPHA

@@ -9,39 +9,19 @@ view-independence test of tests/hss/test_views.py for this option, every round a
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import pytest
 
 from hss import field as F
 from hss.lazy_coin import LazyCoin
 from hss.modes import reveal_mode
 from hss.protocols import plaintext_decisions, precompute_blocks, precompute_prefix, sign_party, sign_receiver
-from hss.randomness import SecureRandom
-from hss.runtime import RECEIVER, Transcript, run_in_memory
-from hss.session import PartyContext, SessionParams
+from hss.runtime import run_in_memory
 from hss.sign_prefix import _indicator_coefficients, _pairs, prefix_block_count
-from tests.hss.test_sign_blocks import session
+from tests.hss.test_sign_blocks import block_views, opened, run_blocks, session
 from tests.hss.test_views import ALPHA, homogeneous, low_bits
-
-
-def run_prefix(
-    params: SessionParams,
-    ctxs: dict[int, PartyContext],
-    rngs: dict[int, SecureRandom],
-    values: list[npt.NDArray[np.float64]],
-    public: npt.NDArray[np.float64] | None,
-    step: int = 1,
-    keep_log: bool = False,
-) -> tuple[npt.NDArray[np.bool_], Transcript]:
-    machines = {
-        p: sign_party(c, values[p - 1], public, step, rngs[p], precompute="prefix") for p, c in ctxs.items()
-    }
-    _, tr = run_in_memory(machines, keep_log=keep_log)
-    return sign_receiver(params, tr.to_receiver[-1], len(values[0])).accept, tr
 
 
 @pytest.mark.parametrize("nb", [2, 3, 11])
@@ -68,7 +48,7 @@ def test_prefix_equals_plaintext_bit_for_bit_in_four_rounds(m: int, kbits: int) 
     values[0][:4] = [10 * bound, -10 * bound, bound * 0.999, -bound * 0.999]  # clamped and extreme
     values[1][4] = -(sum(v[4] for i, v in enumerate(values) if i != 1) + pub[4])  # S = 0 to the resolution
     values[2][5:9] = 0.0
-    got, tr = run_prefix(params, ctxs, rngs, values, pub)
+    got, tr = run_blocks(params, ctxs, rngs, values, pub, precompute="prefix")
     want = plaintext_decisions(values, pub, params.fmt)
     np.testing.assert_array_equal(got, want)
     assert 0.2 < want.mean() < 0.8
@@ -111,31 +91,6 @@ def test_prefix_refuses_a_lazy_coin_other_material_and_security_abort() -> None:
     assert prefix_block_count(params.fmt.compare_bits) == 11
 
 
-def prefix_views(
-    secrets: float, coalition: set[int], m: int = 5, n: int = 1500
-) -> tuple[dict[int, npt.NDArray[np.int64]], Transcript]:
-    """As tests/hss/test_views.py's ``views``, with precompute = "prefix"."""
-    params, ctxs, rngs = session(m, 41, seed=f"views-prefix-{secrets}")
-    gen = np.random.default_rng(11)
-    values = [(np.full(n, -0.75) if p in coalition else gen.normal(secrets, 3.0, n)) for p in ctxs]
-    _, tr = run_prefix(params, ctxs, rngs, values, None, keep_log=True)
-    seen: dict[int, list[npt.NDArray[np.int64]]] = defaultdict(list)
-    first = min(coalition)
-    for rnd, src, dst, payload in tr.log:
-        if dst == first and src not in coalition:
-            seen[rnd].append(low_bits(payload))
-        if dst == RECEIVER:
-            seen[-1].append(low_bits(payload))
-    return {r: np.concatenate(v) for r, v in seen.items()}, tr
-
-
-def opened(tr: Transcript, rnd: int, m: int) -> F.FieldArray:
-    """The values opened in round ``rnd`` (every party's masked contribution, summed; in a round that also
-    carries GRR rows, its first elements only mean something)."""
-    contrib = [pl for r, src, dst, pl in tr.log if r == rnd and dst == (1 if src != 1 else 2)]
-    return F.lincomb(F.from_ints([1] * m), np.stack([x.reshape(-1, 2) for x in contrib]))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("coalition", [{1, 2}, {3}])
 def test_prefix_views_do_not_depend_on_secrets(coalition: set[int]) -> None:
@@ -144,8 +99,8 @@ def test_prefix_views_do_not_depend_on_secrets(coalition: set[int]) -> None:
     so do the values opened to everyone: c (round 2, with precompute round B's reshares: its low and high
     bits) and the m_{b,j} = R a_b R^-1 (round 3), whose a_b (the count of blocks above b where r and c
     differ, plus 1) depends on the secrets."""
-    va, tra = prefix_views(-4.0, coalition)
-    vb, trb = prefix_views(+4.0, coalition)
+    va, tra = block_views(-4.0, coalition, n=1500, precompute="prefix")
+    vb, trb = block_views(+4.0, coalition, n=1500, precompute="prefix")
     assert va.keys() == vb.keys() and len(va) == 4  # rounds 1..3 to parties, and the receiver (-1)
     for rnd in va:
         p = homogeneous(va[rnd], vb[rnd])
