@@ -46,6 +46,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
+from parties import lifecycle
 from parties.admin import AdminServer
 from parties.analyses import Dataset
 from parties.audit import AuditLog
@@ -120,7 +121,7 @@ class PartyDaemon:
         self.party.store.save_ledger()
 
     def data_audit(self) -> dict[str, Any]:
-        return self.service.data_audit()
+        return lifecycle.data_audit(self.party)
 
     @property
     def refused_frames(self) -> int:

@@ -1,6 +1,7 @@
-"""The moves of a session's life that the Party service runs, without gRPC: opening a session (the registry's
-checks in their order, then the session made), connecting it (the peers' key bundles, the links, the key
-setup) and the privacy dry run of a planned one.
+"""The moves of a session's life that the Party service runs, without gRPC: finding a session in the state an
+RPC needs, opening one (the registry's checks in their order, then the session made, and the answer with
+this party's signed key), connecting it (the peers' key bundles, the links, the key setup), a link probe,
+the privacy dry run of a planned session and the party's status.
 
 ``parties.service`` decodes each request (``proto.serde*``), calls one of these and encodes the answer with
 its audit line; what they raise is a :class:`parties.refusal.Refusal` naming the reason, which the service
@@ -18,10 +19,11 @@ from typing import Any
 from hss.authenticated import key_setup_checked
 from hss.runtime import ProtocolError
 from hss.session import PartyContext, key_setup
+from parties import ahead, e2e
 from parties.analyses import Analysis, AnalysisError
-from parties.exchange import LinkLost, Wire, drive
+from parties.exchange import PROBE_MAX_ROUNDS, LinkLost, Wire, drive, probe_machine
 from parties.links import LinkError
-from parties.peering import open_links, sender, verify_bundles
+from parties.peering import drive_step, open_links, sender, verify_bundles
 from parties.policy import (
     check_analysis,
     check_data_model,
@@ -39,15 +41,33 @@ from parties.session import (
     RunPosition,
     Session,
     agreed_replay,
+    check_next_step,
     new_session,
     run_resume_at_open,
     run_state_at_open,
     teardown,
 )
 from proto import peer_pb2
-from proto.records import KeyBundle, PlanAnswer, RunStepRef
+from proto.records import KeyBundle, PartyStatus, PlanAnswer, RunStepRef, SessionState
 from proto.serde_privacy import PlanCall
+from proto.serde_session import OpenAnswer, ProbeCall
 from proto.spec import SessionSpec
+from proto.study import Study
+
+
+def session_in(sessions: dict[bytes, Session], sid: bytes, want: tuple[str, ...] = ("ready",)) -> Session:
+    """The session ``sid`` of ``sessions`` in one of the states ``want``; FAILED_PRECONDITION naming what it
+    is (unknown, or in another state and why) otherwise."""
+    sess = sessions.get(bytes(sid))
+    if sess is None:
+        raise Refusal(Reason.FAILED_PRECONDITION, f"unknown session {bytes(sid).hex()[:16]}…: open it first")
+    if sess.state not in want:
+        extra = f" ({sess.failure})" if sess.failure else ""
+        raise Refusal(
+            Reason.FAILED_PRECONDITION,
+            f"session {sess.spec.session_id.hex()[:16]}… is {sess.state}{extra}; expected {'/'.join(want)}",
+        )
+    return sess
 
 
 @dataclass(frozen=True)
@@ -97,6 +117,56 @@ async def open_session(party: Party, sessions: dict[bytes, Session], spec: Sessi
     return Opened(sess, superseded, {**run_key_audit, **state_audit})
 
 
+def open_answer(party: Party, opened: Opened) -> tuple[OpenAnswer, dict[str, Any]]:
+    """OpenSession's answer (this party's X25519 key, signed with its TLS key, and what it holds of the
+    session's run) and its audit fields: the analysis, mode, topology, security, the study, the snapshot the
+    session runs on and, for a run, the run key's and run state's (``opened.audit``)."""
+    sess, cfg, tls = opened.session, party.cfg, party.tls
+    spec, keys = sess.spec, sess.keys
+    assert keys is not None
+    pub = e2e.public_bytes(keys.x25519)
+    sig, cert = b"", b""
+    if tls is not None:
+        sig = e2e.sign_bundle(tls.key_pem, spec.session_id, cfg.id, pub)
+        cert = tls.cert_pem
+    answer = OpenAnswer(KeyBundle(cfg.id, pub, sig, cert))
+    run_audit: dict[str, Any] = {}
+    if spec.run_id:
+        ref = held_ref(sess)
+        answer = replace(answer, resume=(cfg.id, ref))
+        run_audit = {
+            "run_id": spec.run_id,
+            "first_run_step": spec.first_run_step,
+            "held_run_step": ref.run_step,
+            "superseded": [k.hex()[:16] for k in opened.superseded],
+            **opened.audit,
+        }
+    return answer, {
+        "analysis": spec.model,
+        "reveal_mode": spec.reveal_mode,
+        "topology": spec.topology,
+        "m": spec.m,
+        "security": spec.security,
+        **study_audit(spec),
+        **data_audit(party),
+        **run_audit,
+    }
+
+
+def study_audit(spec: SessionSpec) -> dict[str, Any]:
+    """An audit line's study (issue 37): its digest, title and reference (nothing without a study)."""
+    if not spec.study:
+        return {}
+    study = Study.from_text(spec.study)
+    return {"study": study.digest, "study_title": study.title, "study_reference": study.reference}
+
+
+def data_audit(party: Party) -> dict[str, Any]:
+    """The snapshot a session runs on (its records and content hash), for the session's audit line."""
+    snap = party.snapshot
+    return {} if snap is None else {"records": snap.records, "data_sha256": snap.sha256}
+
+
 async def connect_session(
     party: Party,
     sess: Session,
@@ -134,6 +204,55 @@ async def connect_session(
         raise Refusal(Reason.FAILED_PRECONDITION, f"session key setup failed: {exc}") from exc
     sess.state = "ready"
     return out.rounds
+
+
+async def probe_links(
+    party: Party, sess: Session, call: ProbeCall, timeout_s: Callable[[], float]
+) -> tuple[list[float], dict[str, Any]]:
+    """A transport probe at the session's next step: the exchange-round floor of this deployment, measured
+    with the links and exchange code decisions use (all-zero payloads: no data, noise, randomness or
+    charge). Refused in a session of a run (the probe would use up a step and shift the run's steps) and
+    outside its limits. Returns each round's completion time and the probe's audit fields."""
+    cfg, step = party.cfg, call.step
+    check_next_step(sess, step)
+    if sess.spec.run_id:
+        raise Refusal(
+            Reason.FAILED_PRECONDITION,
+            f"a link probe uses up a session step, which would shift the run steps of run "
+            f"{sess.spec.run_id!r}: probe in a session without run_id",
+        )
+    rounds, words = call.rounds, call.words
+    if not 1 <= rounds <= PROBE_MAX_ROUNDS or not 0 <= 8 * words <= cfg.max_message_bytes:
+        raise Refusal(
+            Reason.INVALID_ARGUMENT,
+            f"a link probe needs rounds in 1..{PROBE_MAX_ROUNDS} and words in "
+            f"0..{cfg.max_message_bytes // 8} (limits.max_message_bytes), got {rounds} and {words}",
+        )
+    machine = probe_machine(cfg.id, sess.peers, rounds, words)
+    _, base, pool_audit = await ahead.take(sess, step, 0)  # a probe: pooled material discarded
+    out = await drive_step(party, sess, machine, step, 1, timeout_s, base)
+    sess.last_step = step
+    audit = {
+        "rounds": rounds,
+        "words": words,
+        "send_ms": round(out.sent_s * 1e3, 3),
+        "wait_ms": round(out.waited_s * 1e3, 3),
+        **pool_audit,
+    }
+    return out.result, audit
+
+
+def status(party: Party, sessions: dict[bytes, Session], refused_frames: int) -> PartyStatus:
+    """What the Status RPC reports: the party, its sessions' states, its decisions used of its limit and
+    the peer frames it refused."""
+    cfg = party.cfg
+    states = tuple(
+        SessionState(s.spec.session_id, s.last_step, s.state, s.spec.reveal_mode, s.spec.model)
+        for s in sessions.values()
+    )
+    return PartyStatus(
+        cfg.id, cfg.identity, states, party.store.decisions_used, cfg.max_decisions, refused_frames
+    )
 
 
 async def plan_privacy(party: Party, call: PlanCall) -> PlanAnswer:

@@ -21,12 +21,12 @@ from typing import Any, NoReturn
 import grpc
 from google.protobuf.message import DecodeError
 
-from parties import ahead, e2e, lifecycle, sources, steps
+from parties import lifecycle, sources, steps
 from parties.analyses import Dataset
 from parties.audit import SUBJECT_KEYS, AuditSubject
 from parties.config import PartyConfig
-from parties.exchange import PROBE_MAX_ROUNDS, LinkLost, Refused, probe_machine
-from parties.peering import accept_stream, drive_step, unwrap_frame
+from parties.exchange import LinkLost, Refused
+from parties.peering import accept_stream, unwrap_frame
 from parties.policy import (
     check_batch,
     run_paid,
@@ -43,9 +43,8 @@ from parties.session import (
 from parties.sources import Snapshot
 from parties.storage import PartyStorage
 from proto import party_pb2, peer_pb2, serde, serde_privacy, serde_session
-from proto.records import KeyBundle, PartyStatus, RunCharge, SessionState
+from proto.records import RunCharge
 from proto.spec import SessionSpec, shown
-from proto.study import Study
 from proto.tls import TlsMaterial, caller_identity
 
 MAX_ERROR_CHARS = 2000  # an error message sent back is cut to this (inputs echoed in it: proto.spec.shown)
@@ -109,20 +108,7 @@ class PartyService:
         return caller_identity(context, self.insecure)
 
     def session(self, sid: bytes, want: tuple[str, ...] = ("ready",)) -> Session:
-        sess = self.sessions.get(bytes(sid))
-        if sess is None:
-            raise Refusal(
-                Reason.FAILED_PRECONDITION,
-                f"unknown session {bytes(sid).hex()[:16]}…: open it first",
-            )
-        if sess.state not in want:
-            extra = f" ({sess.failure})" if sess.failure else ""
-            raise Refusal(
-                Reason.FAILED_PRECONDITION,
-                f"session {sess.spec.session_id.hex()[:16]}… is {sess.state}{extra}; "
-                f"expected {'/'.join(want)}",
-            )
-        return sess
+        return lifecycle.session_in(self.sessions, sid, want)
 
     def timeout(self, context: grpc.aio.ServicerContext) -> float:
         left = context.time_remaining()
@@ -131,12 +117,6 @@ class PartyService:
 
     def run_paid(self, spec: SessionSpec) -> RunCharge | None:
         return run_paid(self.privacy, self.replays, self.cfg, spec)
-
-    def data_audit(self) -> dict[str, Any]:
-        """The snapshot a session runs on (its records and content hash), for the session's audit line."""
-        if self.snapshot is None:
-            return {}
-        return {"records": self.snapshot.records, "data_sha256": self.snapshot.sha256}
 
     async def shut_down(self) -> None:
         """Stop serving: new sessions are refused (UNAVAILABLE) and every live session is closed."""
@@ -224,7 +204,8 @@ class PartyService:
             except serde.WireError as exc:
                 raise Refusal(Reason.INVALID_ARGUMENT, str(exc)) from exc
             opened = await lifecycle.open_session(self.party, self.sessions, spec)
-            return self._opened(opened.session, opened.superseded, opened.audit)
+            answer, audit = lifecycle.open_answer(self.party, opened)
+            return serde_session.open_response_to_proto(answer), audit
 
         return await self.handle(
             context,
@@ -233,41 +214,6 @@ class PartyService:
             run,
             session=bytes(req.spec.session_id) if req.HasField("spec") else None,
         )
-
-    def _opened(
-        self, sess: Session, superseded: list[bytes], run_open_audit: dict[str, Any]
-    ) -> tuple[Any, dict[str, Any]]:
-        """OpenSession's answer (this party's signed X25519 key and what it holds of the run) and audit
-        (``run_open_audit``: the run key's and, for an analysis with run state, where that state starts)."""
-        spec, keys = sess.spec, sess.keys
-        assert keys is not None
-        pub = e2e.public_bytes(keys.x25519)
-        sig, cert = b"", b""
-        if self.tls is not None:
-            sig = e2e.sign_bundle(self.tls.key_pem, spec.session_id, self.cfg.id, pub)
-            cert = self.tls.cert_pem
-        answer = serde_session.OpenAnswer(KeyBundle(self.cfg.id, pub, sig, cert))
-        run_audit: dict[str, Any] = {}
-        if spec.run_id:
-            ref = lifecycle.held_ref(sess)
-            answer = replace(answer, resume=(self.cfg.id, ref))
-            run_audit = {
-                "run_id": spec.run_id,
-                "first_run_step": spec.first_run_step,
-                "held_run_step": ref.run_step,
-                "superseded": [k.hex()[:16] for k in superseded],
-                **run_open_audit,
-            }
-        return serde_session.open_response_to_proto(answer), {
-            "analysis": spec.model,
-            "reveal_mode": spec.reveal_mode,
-            "topology": spec.topology,
-            "m": spec.m,
-            "security": spec.security,
-            **_study_audit(spec),
-            **self.data_audit(),
-            **run_audit,
-        }
 
     async def connect_session(
         self, req: party_pb2.ConnectSessionRequest, context: grpc.aio.ServicerContext, who: str
@@ -313,33 +259,8 @@ class PartyService:
 
         async def run() -> tuple[Any, dict[str, Any]]:
             sess = self.session(call.session_id)
-            check_next_step(sess, step)
-            if sess.spec.run_id:
-                raise Refusal(
-                    Reason.FAILED_PRECONDITION,
-                    f"a link probe uses up a session step, which would shift the run steps of run "
-                    f"{sess.spec.run_id!r}: probe in a session without run_id",
-                )
-            rounds, words = call.rounds, call.words
-            if not 1 <= rounds <= PROBE_MAX_ROUNDS or not 0 <= 8 * words <= self.cfg.max_message_bytes:
-                raise Refusal(
-                    Reason.INVALID_ARGUMENT,
-                    f"a link probe needs rounds in 1..{PROBE_MAX_ROUNDS} and words in "
-                    f"0..{self.cfg.max_message_bytes // 8} (limits.max_message_bytes), "
-                    f"got {rounds} and {words}",
-                )
-            machine = probe_machine(self.cfg.id, sess.peers, rounds, words)
-            _, base, pool_audit = await ahead.take(sess, step, 0)  # a probe: pooled material discarded
-            out = await drive_step(self.party, sess, machine, step, 1, lambda: self.timeout(context), base)
-            sess.last_step = step
-            resp = serde_session.probe_response_to_proto(sess.spec.session_id, step, out.result)
-            return resp, {
-                "rounds": rounds,
-                "words": words,
-                "send_ms": round(out.sent_s * 1e3, 3),
-                "wait_ms": round(out.waited_s * 1e3, 3),
-                **pool_audit,
-            }
+            result, audit = await lifecycle.probe_links(self.party, sess, call, lambda: self.timeout(context))
+            return serde_session.probe_response_to_proto(sess.spec.session_id, step, result), audit
 
         return await self.handle(context, who, "ProbeLinks", run, session=call.session_id, step=step)
 
@@ -376,7 +297,7 @@ class PartyService:
                 "batch_size": call.batch_size,
                 "would_refuse": answer.would_refuse,
                 **({"detail": answer.message} if answer.would_refuse else {}),
-                **_study_audit(spec),
+                **lifecycle.study_audit(spec),
             }
 
         return await self.handle(context, who, "PlanPrivacy", run)
@@ -391,18 +312,7 @@ class PartyService:
 
     async def status(self, req: party_pb2.StatusRequest, context: grpc.aio.ServicerContext, who: str) -> Any:
         async def run() -> tuple[Any, dict[str, Any]]:
-            sessions = tuple(
-                SessionState(s.spec.session_id, s.last_step, s.state, s.spec.reveal_mode, s.spec.model)
-                for s in self.sessions.values()
-            )
-            status = PartyStatus(
-                self.cfg.id,
-                self.cfg.identity,
-                sessions,
-                self.store.decisions_used,
-                self.cfg.max_decisions,
-                self.refused_frames,
-            )
+            status = lifecycle.status(self.party, self.sessions, self.refused_frames)
             return serde_session.status_to_proto(status), {}
 
         return await self.handle(context, who, "Status", run)
@@ -460,14 +370,6 @@ class PartyService:
         async with contextlib.aclosing(stream) as frames:
             async for frame in frames:
                 yield frame
-
-
-def _study_audit(spec: SessionSpec) -> dict[str, Any]:
-    """An OpenSession audit line's study (issue 37): its digest, title and reference."""
-    if not spec.study:
-        return {}
-    study = Study.from_text(spec.study)
-    return {"study": study.digest, "study_title": study.title, "study_reference": study.reference}
 
 
 def _ident_of(sess: Session, src: int) -> str | None:
