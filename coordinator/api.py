@@ -66,7 +66,7 @@ class SessionOptions:
     :meth:`Coordinator.open_session` adds): the fields of its :class:`proto.spec.SessionSpec`, checked there.
 
     ``reveal_mode`` and ``model`` (the analysis a registry runs) with its public ``model_params`` (a model's
-    :class:`mechanisms.samplers.plan.DecisionPlan`, ``to_params``); ``t``: the Shamir threshold (default the
+    :class:`mechanisms.kinds.DecisionPlan`, ``to_params``); ``t``: the Shamir threshold (default the
     largest the reveal mode allows); ``fmt``: the fixed-point format; ``topology``: "mesh" or "relay";
     ``session_id``: random unless given. With ``run_id``, session step k is run step first_run_step + k - 1
     of that run. ``sign_precompute`` (sign mode): "inline" (7 rounds), "pooled" (9 rounds, less CPU per

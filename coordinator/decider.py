@@ -9,7 +9,7 @@
 
 The kernel builds the same public :class:`~mechanisms.samplers.requests.DecisionRequest` it would give an
 in-memory decider; the parties compute their terms with the same code (``parties/models_bridge.py``). The
-session's decision plan (``mechanisms.samplers.plan.DecisionPlan``, its ``model_params``) fixes the kind (mh /
+session's decision plan (``mechanisms.kinds.DecisionPlan``, its ``model_params``) fixes the kind (mh /
 rejection) and the penalty; the request must agree.
 
 :class:`NetworkSvtDecider` decides federated ABCDP's batches (``mechanisms.abcdp.driver.drive_abcdp``) in a
@@ -31,7 +31,7 @@ import numpy.typing as npt
 from coordinator.api import BlockingSession
 from hss.modes import FEATURES, reveal_mode
 from mechanisms.abcdp.driver import SvtRequest
-from mechanisms.samplers.plan import DecisionPlan
+from mechanisms.kinds import DecisionPlan
 from mechanisms.samplers.requests import DecisionRequest
 
 

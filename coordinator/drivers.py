@@ -32,6 +32,7 @@ from coordinator.run_privacy import (
     privacy_reports,
 )
 from coordinator.sampler_settings import SamplerSettings
+from mechanisms.kinds import RELEASE_MODE, DecisionPlan
 from mechanisms.models.hierarchy import SharedModel
 from mechanisms.samplers import (
     AdaptiveMH,
@@ -47,7 +48,6 @@ from mechanisms.samplers import (
 from mechanisms.samplers.blocked import BlockedDecider, BlockedMH, SharedAuto, SharedState, blocked_kernel
 from mechanisms.samplers.local import EffectsRelease
 from mechanisms.samplers.mh import WARM_INFLATE
-from mechanisms.samplers.plan import RELEASE_MODE, DecisionPlan
 from mechanisms.samplers.rejection import RejectionSampler
 from proto.spec import PartyEntry
 from proto.tls import TlsMaterial
@@ -412,7 +412,7 @@ class BlockedDriver(MHDriver):
             plan = DecisionPlan(
                 model_args=dict(exp.model_params),
                 kind="effects",
-                effects=EffectsRelease(run_id, first, k, chains),
+                settings=EffectsRelease(run_id, first, k, chains),
             )
             try:
                 sess = coord.open_session(SessionOptions(

@@ -247,12 +247,12 @@ from hss.abort_modes import SECURITY
 from hss.fixedpoint import max_threshold
 from hss.modes import FEATURES, REVEAL_MODES, reveal_mode
 from hss.session import SIGN_PRECOMPUTE
+from mechanisms.kinds import DecisionPlan
 from mechanisms.models.base import Model, add_import_path, load_model
 from mechanisms.models.ellipsoid import CovariateRegion
 from mechanisms.models.formula import FormulaModel
 from mechanisms.models.formula_design import DesignGuess
 from mechanisms.samplers.local import LocalSettings
-from mechanisms.samplers.plan import DecisionPlan
 from proto.spec import PartyEntry
 from proto.study import Study
 

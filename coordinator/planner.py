@@ -364,7 +364,7 @@ def worst_record(exp: Experiment, model: Model, cap: float | None = None) -> Wor
     Rényi target), with the cap on c the run will have (``cap``, :func:`plan_cap`'s; None: the file's);
     None when they charge per decision, or when their rule keeps the per-decision charge for this session (a
     model without a linear predictor, no cap): the plan then prices per decision, as they charge."""
-    from mechanisms.privacy.charge import worst_record_charge
+    from mechanisms.kinds import worst_record_charge
     from mechanisms.privacy.threat import coalition_view
 
     target = exp.budget_target
@@ -490,13 +490,12 @@ def any_plan(exp: Experiment, model: Model, laplace: LaplaceApproximation) -> An
 
 def blocked_sweep_charge(exp: Experiment, model: Model, st: BlockedSettings) -> float:
     """μ² one sweep of every chain adds to a registry's ledger under ``st``: the registries' own charge
-    (``charge.decision_events`` of the session's decision plan with these settings, as their dry run makes
+    (``DecisionPlan.events`` of the session's decision plan with these settings, as their dry run makes
     it: every shared decision at the cap, every local step at its cap), for the target's coalition and
     neighbour relation; the GDP reading (μ² summed), which their ledgers never exceed."""
+    from mechanisms.kinds import DecisionPlan, decision_events
     from mechanisms.privacy import GaussianEvent
-    from mechanisms.privacy.charge import decision_events
     from mechanisms.privacy.threat import coalition_view
-    from mechanisms.samplers.plan import DecisionPlan
     from mechanisms.samplers.requests import Penalty
 
     target = exp.budget_target
@@ -505,7 +504,7 @@ def blocked_sweep_charge(exp: Experiment, model: Model, st: BlockedSettings) -> 
         exp.local_settings(), sd=st.local_sd, max_step=st.local_max_step, steps=st.local_steps
     )
     pen = Penalty(tau=None, sd=st.sd_total / math.sqrt(exp.m), max_sensitivity=st.cap)
-    decisions = DecisionPlan(model_args=dict(exp.model_params), kind="mh", penalty=pen, blocked=local)
+    decisions = DecisionPlan(model_args=dict(exp.model_params), kind="mh", penalty=pen, settings=local)
     view = coalition_view(exp.reveal_mode, exp.m, exp.t, target.colluding)
     events = decision_events(
         decisions, model, exp.reveal_mode, view, exp.sampler.chains, "plan", None, target.neighbours

@@ -33,7 +33,7 @@ PLAN.toml (relative paths are resolved against the file's folder; the ``[session
     batches = 100                     # number of batches (MCMC steps, proposal rounds, ...)
     batch_size = 64                   # decisions per batch
     [session.params]                  # the analysis' public parameters, as sent at session open (a model's
-    [session.params.model_args]       # decision plan: mechanisms/samplers/plan.py lists the keys)
+    [session.params.model_args]       # decision plan: mechanisms/kinds/plan.py lists the keys)
     sigma = 1.0
     clip = [-4.0, 6.0]
     [session.params.penalty]

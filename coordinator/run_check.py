@@ -149,7 +149,8 @@ def _budget_refusals(exp: Experiment) -> list[str]:
     sim = exp.simulate
     if sim is None or (sim.party_epsilon is None and sim.party_gdp_mu is None):
         return []
-    from mechanisms.privacy.charge import Unaccountable, decision_events
+    from mechanisms.kinds import decision_events
+    from mechanisms.privacy.charge import Unaccountable
     from mechanisms.privacy.threat import coalition_view
 
     if exp.budget_target is not None and exp.sampler.blocked:  # its settings are the plan's: it prices each

@@ -37,11 +37,11 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.tables import Reader
+from mechanisms.kinds import DecisionPlan, RejectionSettings
 from mechanisms.models.base import Model
 from mechanisms.models.hierarchy import SharedModel
 from mechanisms.samplers.local import LocalSettings
 from mechanisms.samplers.mh import prior_proposal_cov
-from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.requests import Lazy, Penalty
 from mechanisms.warmstart import LaplaceApproximation
 
@@ -193,16 +193,17 @@ class SamplerSettings:
         """The public meaning of this sampler's decisions (MH and rejection kinds), sent as the session's
         ``model_params`` with the model's public arguments ``model_args``: what a new decision kind's keys
         mean on the wire is written here, beside the keys."""
-        rejection = self.rejection
+        settings: RejectionSettings | LocalSettings | None = None
+        if self.rejection:
+            settings = RejectionSettings(self.log_bound_margin, self.rejection_bound, self.max_sensitivity)
+        elif self.blocked:
+            settings = self.local_settings()
         return DecisionPlan(
             model_args=dict(model_args),
-            kind="rejection" if rejection else "mh",
+            kind="rejection" if self.rejection else "mh",
             penalty=self.penalty,
             lazy=self.lazy,
-            log_bound_margin=self.log_bound_margin if rejection else 0.0,
-            bound=self.rejection_bound if rejection else "data",
-            max_sensitivity=self.max_sensitivity if rejection else None,
-            blocked=self.local_settings() if self.blocked else None,
+            settings=settings,
         )
 
     def local_settings(self) -> LocalSettings:

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from coordinator.tables import Reader
+from mechanisms.kinds import RELEASE_MODE
 from mechanisms.privacy.threat import plain_threat_sentence
-from mechanisms.samplers.plan import RELEASE_MODE
 from proto.spec import default_identity
 from proto.study import STUDY_VERSION, Study, StudyError, parse_date
 

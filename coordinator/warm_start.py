@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from coordinator.tables import Reader
+from mechanisms.kinds import RELEASE_MODE, DecisionPlan
 from mechanisms.models.base import F64, Model
-from mechanisms.samplers.plan import RELEASE_MODE, DecisionPlan
 from mechanisms.warmstart import (
     CURVATURES,
     LaplaceApproximation,
@@ -180,7 +180,7 @@ def warm_start_plan(ws: WarmStartSettings, model: Model, m: int) -> WarmStartPla
 
 def session_plan(model_params: dict[str, Any], stats: Statistics) -> dict[str, Any]:
     """A release session's ``model_params`` (a :class:`DecisionPlan` of kind ``statistics``)."""
-    return DecisionPlan(model_args=model_params, kind="statistics", statistics=stats).to_params()
+    return DecisionPlan(model_args=model_params, kind="statistics", settings=stats).to_params()
 
 
 def model_params_of(model: Model, base: dict[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,7 @@ privacy budget buys the accountable blocked plan (docs/PRIVACY.md, "Blocked samp
 which of its settings buys the most.
 
 **What is priced, exactly.** Each sweep, every registry's ledger charges two GaussianEvents
-(``mechanisms.privacy.charge._blocked_events``): the shared decisions, μ_sh² = Σ_t (Δ_t √m / (sd √r))² over
+(``mechanisms.privacy.charge.blocked_events``): the shared decisions, μ_sh² = Σ_t (Δ_t √m / (sd √r))² over
 the sweep's chains, and its own local steps, μ_loc² = chains · steps · (Δ_loc / sd_loc)², Δ_loc the model's
 bound for a move of at most h (bernoulli: h add-remove, 2h replace-one). The plan prices every sweep as the
 registries' own dry run does (every shared decision at the cap: Δ_t ≤ cap for each decision asked, none for
@@ -90,7 +90,7 @@ MIN_SWEEPS = 20  # a shorter run has no warm-up worth the name (SharedAuto needs
 CAP_QUANTILES = (0.9, 0.999)  # the caps the plan compares when the file leaves it: each is charged in full
 
 #: μ² one sweep of every chain adds to a registry's ledger under the given settings (the caller prices it
-#: with the registries' own charge, ``charge.decision_events`` of the session's plan at the cap)
+#: with the registries' own charge, ``DecisionPlan.events`` of the session's plan at the cap)
 SweepCharge = Callable[["BlockedSettings"], float]
 
 

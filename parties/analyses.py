@@ -55,7 +55,7 @@ class Unaccountable(AnalysisError):
 class Analysis(Protocol):
     """An analysis a party can run, for one session: made by ``parties.registry.get_analysis`` from the
     session's public ``model_params``, which it parses exactly once into its typed ``plan`` (a model's
-    :class:`mechanisms.samplers.plan.DecisionPlan`, ABCDP's :class:`parties.abcdp.AbcdpPlan`), refusing
+    :class:`mechanisms.kinds.DecisionPlan`, ABCDP's :class:`parties.abcdp.AbcdpPlan`), refusing
     them with an :class:`AnalysisError` naming the key; nothing after that reads the dict. Besides these
     methods an analysis may define the optional
 

@@ -5,13 +5,15 @@ Analyses: every built-in model (``mechanisms.models.base.BUILTIN``: ``beta-berno
 subclass — the name must be in the party's ``allow.models`` (the daemon checks the allowlist before it
 resolves the name, so a coordinator cannot make a party import anything it did not allow).
 
-The session's ``model_params`` are a :class:`mechanisms.samplers.plan.DecisionPlan` (its docstring lists the
-keys), parsed once per session by :meth:`ModelAnalysis.of` into its ``plan``. What a batch is charged is
-:func:`mechanisms.privacy.charge.decision_events` of the plan; the terms are
-:func:`mechanisms.samplers.terms.party_terms` (the same function the in-memory simulations use) after the
-checks a registry makes on the coordinator's batch (sensitivity cap, bounds, the penalty's σ). With
-rejection sampling the party's term is ℓ_j(θ*) − log M_j with its own bound log M_j (computed here and never
-sent anywhere); with the penalty's per-record clipping (``c = "clip"``) the number of clipped record
+The session's ``model_params`` are a :class:`mechanisms.kinds.DecisionPlan` (its docstring lists the
+keys), parsed once per session by :meth:`ModelAnalysis.of` into its ``plan``. What varies with the plan's
+kind is the kind's (``mechanisms.kinds``): what a batch is charged (``DecisionPlan.events``) and the terms,
+after the checks a registry makes on the coordinator's batch (sensitivity cap, bounds, the penalty's σ;
+``DecisionKind.terms``, with :func:`mechanisms.samplers.terms.party_terms`, the same function the in-memory
+simulations use). With rejection sampling the party's term is ℓ_j(θ*) − log M_j with its own bound log M_j
+(computed once a session and never sent anywhere). Only what a registry keeps of its own across steps is
+here: a blocked run's local effect and its release (``plan.keeps_local``). With the penalty's per-record
+clipping (``c = "clip"``) the number of clipped record
 log-ratios goes with the terms (``Terms.clipped_records``) to the batch's audit line. Records are checked
 against the model's schema (missing columns, NaN/inf, values outside the declared public bounds -> refused,
 naming the column and rows) when the session first uses them, and at daemon start-up when the config names
@@ -30,15 +32,14 @@ import numpy.typing as npt
 
 from hss.modes import REVEAL
 from hss.randomness import SecureRandom
-from mechanisms import noise, warmstart
+from mechanisms.kinds import RELEASE_MODE, BatchRefused, ChargeAsk, DecisionPlan, PartyBatch, mh
 from mechanisms.models.base import Model, SchemaError, load_model
 from mechanisms.models.hierarchy import SharedModel
+from mechanisms.privacy import charge
 from mechanisms.samplers.blocked import TERM_FLOOR
 from mechanisms.samplers.local import EffectsRelease, LocalState, RegistryBlock
-from mechanisms.samplers.plan import RELEASE_MODE, DecisionPlan
-from mechanisms.samplers.requests import DecisionRequest, record_sensitivity, within_cap
-from mechanisms.samplers.terms import Terms, party_noise, party_terms
-from mechanisms.warmstart import Statistics
+from mechanisms.samplers.requests import DecisionRequest
+from mechanisms.samplers.terms import Terms, party_noise
 from parties.analyses import AnalysisError, Dataset, Unaccountable
 from parties.effects import EffectsFileError
 from parties.local_blocks import LocalContext
@@ -65,7 +66,7 @@ class ModelAnalysis:
     _model: Model | None = field(default=None, repr=False)
     _checked: dict[int, dict[str, F64]] = field(default_factory=dict, repr=False)
     _moved: int | None = field(default=None, repr=False)  # records clipped at the check, not yet audited
-    _log_bound: float | None = field(default=None, repr=False)
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False)  # the kind's per-session values
     # a blocked run (parties.local_blocks): this registry's own effect, kept across the session's steps
     _ctx: LocalContext | None = field(default=None, repr=False)
     _block: RegistryBlock | None = field(default=None, repr=False)
@@ -106,50 +107,6 @@ class ModelAnalysis:
     def public_numbers(self) -> dict[str, float]:
         return self.plan.numbers()
 
-    def rejection_bound(self, model: Model, cols: dict[str, F64], plan: DecisionPlan) -> float:
-        """This party's log M_j (computed once, never sent anywhere): ``bound = "data"`` the maximum of its
-        log-likelihood (over A = {range(θ) <= max_sensitivity} when capped, so that it moves by at most the
-        cap when one record changes), ``"public"`` the model's bound for any dataset of its size; plus the
-        margin."""
-        if self._log_bound is None:
-            cap = plan.max_sensitivity
-            n_j = model.n_records(cols)
-            value: float | None
-            if plan.bound == "public":
-                value = model.public_log_bound(n_j)
-                what = "public_log_bound"
-            elif cap is not None:
-                value = model.max_log_likelihood_within(cols, float(cap))
-                what = "max_log_likelihood_within"
-            else:
-                value, what = model.max_log_likelihood(cols), "max_log_likelihood"
-            if value is None or not np.isfinite(value):
-                raise AnalysisError(f"{self.name}: model {model.name!r} has no {what} (rejection bound)")
-            self._log_bound = value + plan.log_bound_margin
-        return self._log_bound
-
-    def check_rejection_batch(self, model: Model, theta_star: F64, public: F64, plan: DecisionPlan) -> None:
-        """Refuse proposals the accounting does not cover: a public term above 0 (a <= -m margin relies on it)
-        or, with a cap, a proposal outside A (the coordinator must reject those itself)."""
-        if (public > 1e-9).any():
-            raise AnalysisError(
-                f"{self.name}: rejection decisions need public terms <= 0 (log pi - log q - log M_q); got "
-                f"up to {float(public.max()):.6g}"
-            )
-        cap = plan.max_sensitivity
-        if cap is None:
-            return
-        rng_ = model.record_loglik_range(theta_star)
-        if rng_ is None:
-            raise AnalysisError(f"{self.name}: model {model.name!r} has no record_loglik_range for the cap")
-        over = ~within_cap(np.asarray(rng_), float(cap))
-        if over.any():
-            raise AnalysisError(
-                f"{self.name}: {int(over.sum())} proposals lie outside the session's max_sensitivity = "
-                f"{float(cap):g} (largest per-record log-likelihood range {float(np.max(rng_)):.6g}); the "
-                "coordinator must reject those itself"
-            )
-
     def privacy_events(
         self,
         mode: str,
@@ -161,9 +118,7 @@ class ModelAnalysis:
     ) -> list[PrivacyEvent]:
         """Per-decision privacy of this analysis, from public values only (the plan, and the batch's public
         proposals when a decision is charged at its own sensitivity; ``rdp_orders``: a Rényi budget's order):
-        :func:`mechanisms.privacy.charge.decision_events` (its docstring has the table of cases)."""
-        from mechanisms.privacy import charge
-
+        :meth:`mechanisms.kinds.DecisionPlan.events` (its kind's case of ``mechanisms.privacy.charge``)."""
         plan, model = self.plan, self.model()
         per_decision = plan.penalty is not None and plan.penalty.fixed
         request = None
@@ -176,9 +131,7 @@ class ModelAnalysis:
         elif per_decision and batch is not None:
             request = self.request(model, plan, batch, n)
         try:
-            return charge.decision_events(
-                plan, model, mode, view, n, self.name, request, neighbours, rdp_orders
-            )
+            return plan.events(ChargeAsk(model, mode, view, n, self.name, request, neighbours, rdp_orders))
         except charge.Unaccountable as exc:
             raise Unaccountable(str(exc)) from exc
 
@@ -196,12 +149,11 @@ class ModelAnalysis:
         run's stored state under the charge's fingerprint (``state_of(fingerprint)``, None for the run's first
         batch): (events, fingerprint, the state after the batch), or None when the per-run charge does not
         apply to the session (the per-decision charge is kept)."""
-        from mechanisms.privacy import charge
         from mechanisms.privacy.worst_record import RunState
 
         plan, model = self.plan, self.model()
-        wr = charge.worst_record_charge(plan, model, view, neighbours, rdp_orders)
-        if wr is None:
+        wr = plan.worst_record_charge(model, view, neighbours, rdp_orders)
+        if wr is None or plan.penalty is None:
             return None
         request = self.request(model, plan, batch, n)
         stored = state_of(wr.fingerprint)
@@ -211,7 +163,7 @@ class ModelAnalysis:
             why = f"the run's stored worst-record state ({wr.fingerprint}) is unusable: {exc}"
             raise Unaccountable(why) from exc
         events, after = charge.worst_record_events(
-            wr, plan, model, mode, request, self.name, before, neighbours
+            wr, plan.penalty, model, mode, request, self.name, before, neighbours
         )
         return events, wr.fingerprint, after.to_dict()
 
@@ -231,37 +183,9 @@ class ModelAnalysis:
         """The coordinator's :class:`DecisionRequest` back from the wire arrays (its ``to_inputs``), with the
         session's kind and penalty."""
         try:
-            return DecisionRequest.from_inputs(inputs, plan.kind, n, model.d, plan.penalty)
+            return plan.decision_kind.request(plan, model, inputs, n)
         except ValueError as exc:
             raise AnalysisError(f"{self.name}: {exc}") from exc
-
-    def check_mh_batch(
-        self, model: Model, req: DecisionRequest, plan: DecisionPlan, sigma: npt.ArrayLike | None
-    ) -> None:
-        """Refuse MH proposals the accounting does not cover (a sensitivity above the session's cap) and a
-        coordinator's penalty ``sigma`` (optional input) that differs from this party's own."""
-        assert req.theta is not None
-        penalty, cap = req.penalty, plan.step_cap
-        if cap is not None:
-            c = (
-                penalty.sensitivity(model, req.theta, req.theta_star)
-                if penalty is not None
-                else record_sensitivity(model, req.theta, req.theta_star)
-            )
-            over = ~within_cap(c, cap)
-            if over.any():
-                raise AnalysisError(
-                    f"{self.name}: {int(over.sum())} proposals have per-record sensitivity above the "
-                    f"session's max_sensitivity = {cap:g} "
-                    f"(largest {float(c.max()):.6g}); "
-                    "this party charges every step at that cap, so the coordinator must reject such "
-                    "proposals itself"
-                )
-        if penalty is not None and sigma is not None:
-            mine = penalty.sigma(model, req.theta, req.theta_star)
-            theirs = np.asarray(sigma, dtype=np.float64)
-            if theirs.shape != (req.n,) or not np.allclose(theirs, mine, rtol=1e-9, atol=0.0):
-                raise AnalysisError(f"{self.name}: the coordinator's penalty sigma differs from this party's")
 
     def terms(
         self,
@@ -276,86 +200,23 @@ class ModelAnalysis:
         clipped-record count (penalty c = "clip") goes with them, for the batch's audit line."""
         plan, model = self.plan, self.model()
         cols = self.records(model, data)
-        if plan.statistics is not None:
-            out = self.release_terms(model, cols, plan.statistics, inputs, n, mode, rng)
-        elif plan.effects is not None:
+        if plan.effects is not None:
             out = self.effects_terms(model, cols, plan, plan.effects, inputs, n, mode)
         elif plan.blocked is not None:
             out = self.blocked_terms(model, cols, plan, inputs, n, m, mode, rng)
-        else:
-            out = self.decision_terms(model, cols, plan, inputs, n, m, mode, rng)
+        else:  # the kind's own terms, from the records this registry passes in
+            batch = PartyBatch(self.name, model, cols, inputs, n, m, mode, rng, self._memo)
+            try:
+                out = plan.decision_kind.terms(plan, batch)
+            except BatchRefused as exc:
+                raise AnalysisError(str(exc)) from exc
         moved, self._moved = self._moved, None  # audited once, on the batch that checked the records
         return out if moved is None else dataclasses.replace(out, clipped_covariates=moved)
-
-    def release_terms(
-        self,
-        model: Model,
-        cols: dict[str, F64],
-        stats: Statistics,
-        inputs: dict[str, npt.NDArray[Any]],
-        n: int,
-        mode: str,
-        rng: SecureRandom,
-    ) -> Terms:
-        """A warm-start release (:mod:`mechanisms.warmstart`): this registry's sums of the per-record vectors
-        plus its own Gaussian noise (CSPRNG), scaled; revealed only as the total (reveal mode ``sum``)."""
-        if mode != RELEASE_MODE:
-            raise AnalysisError(
-                f"{self.name}: a statistics release runs in reveal mode {RELEASE_MODE!r}, not {mode!r}"
-            )
-        want = warmstart.dimension(stats.what, model)
-        if n != want:
-            raise AnalysisError(f"{self.name}: a {stats.what} release has {want} values, got a batch of {n}")
-        theta = None
-        if stats.what != "moments":  # score and gradient releases are evaluated at a public theta
-            raw = np.asarray(inputs.get("theta", np.zeros(0)), dtype=np.float64).reshape(-1)
-            if raw.shape != (model.d,) or not np.isfinite(raw).all():
-                need = f"input 'theta' ({model.d} finite numbers)"
-                raise AnalysisError(f"{self.name}: a score release needs {need}")
-            theta = raw
-            if not model.in_bounds(theta[None, :]).all():
-                raise AnalysisError(f"{self.name}: the release's theta lies outside the parameter bounds")
-        if stats.basis is not None and (stats.what == "moments" or len(stats.basis) != model.d):
-            raise AnalysisError(f"{self.name}: a release's basis must be {model.d} x {model.d} (a score's)")
-        try:  # the clip at theta when the release has model_bound (the model's public bound there)
-            stats = stats.at(model, theta)
-        except ValueError as exc:
-            raise AnalysisError(f"{self.name}: {exc}") from exc
-        total = warmstart.record_vectors(stats, model, cols, theta)
-        k = warmstart.block_size(stats.what, model)
-        values = warmstart.noisy_release(stats, total, k, lambda j: noise.normal(rng, 1.0, j))
-        return Terms(values, None, public=np.zeros(n))
-
-    def decision_terms(
-        self,
-        model: Model,
-        cols: dict[str, F64],
-        plan: DecisionPlan,
-        inputs: dict[str, npt.NDArray[Any]],
-        n: int,
-        m: int,
-        mode: str,
-        rng: SecureRandom,
-    ) -> Terms:
-        """This party's terms of a batch of accept-reject decisions, after the checks it makes on it."""
-        req = self.request(model, plan, inputs, n)
-        log_bound = None
-        if req.rejection:
-            log_bound = self.rejection_bound(model, cols, plan)
-            self.check_rejection_batch(model, req.theta_star, req.public, plan)
-        else:
-            self.check_mh_batch(model, req, plan, inputs.get("sigma"))
-        if not model.in_bounds(req.theta_star).all() or (
-            req.theta is not None and not model.in_bounds(req.theta).all()
-        ):
-            raise AnalysisError(f"{self.name}: proposals outside the parameter bounds must not be sent")
-        return party_terms(model, cols, req, m, rng, mode, log_bound=log_bound, exp_noise=plan.exp_noise)
 
     # ---- a blocked run: this registry's own effect (parties.local_blocks) ---------------------------------
 
     def keeps_local(self) -> bool:
-        plan = self.plan
-        return plan.blocked is not None or plan.effects is not None
+        return self.plan.keeps_local
 
     def bind_local(self, ctx: LocalContext) -> None:
         self._ctx = ctx
@@ -453,7 +314,10 @@ class ModelAnalysis:
         if not (sm.in_bounds(req.theta_star).all() and sm.in_bounds(req.states).all()):
             raise AnalysisError(f"{self.name}: proposals outside the parameter bounds must not be sent")
         if plan.penalty is not None:  # the shared moves' cap and sigma, at the held-coordinate bound
-            self.check_mh_batch(sm, req, plan, inputs.get("sigma"))
+            try:
+                mh.check_batch(self.name, sm, req, plan.step_cap, inputs.get("sigma"))
+            except BatchRefused as exc:
+                raise AnalysisError(str(exc)) from exc
         state, previous = self._start_of(req.sweep)
         self._check_follows(req.states, previous)
         local_rng = SecureRandom(rng.key())

@@ -200,7 +200,7 @@ class SessionSpec:
     @property
     def lazy_coin(self) -> bool:
         """Whether the protocol ANDs a secret lazy coin with the accept bit: ``model_params.lazy`` is set.
-        That key of the session's decision plan (``mechanisms.samplers.plan``) is the one the protocol layer
+        That key of the session's decision plan (``mechanisms.kinds.plan``) is the one the protocol layer
         acts on; the analysis parses the plan itself."""
         return isinstance(self.model_params, dict) and self.model_params.get("lazy") is not None
 

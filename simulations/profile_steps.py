@@ -61,9 +61,9 @@ def _count_syscalls(counts: Counter[str]) -> Callable[[], None]:
 
 def _inputs(m: int, n: int, rng: np.random.Generator) -> dict[str, Any]:
     """A batch of proposals: public term = the penalty's correction (flat prior, symmetric proposal)."""
+    from mechanisms.kinds import DecisionPlan
     from mechanisms.models.base import load_model
     from mechanisms.samplers.penalty import penalty_correction
-    from mechanisms.samplers.plan import DecisionPlan
 
     th = rng.normal(1.0, 0.05, n)
     ts = th + rng.normal(0.0, 0.05, n)

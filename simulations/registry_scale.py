@@ -77,6 +77,7 @@ from coordinator.warm_start import WarmStartSettings, warm_start_plan
 from hss.randomness import SecureRandom
 from mechanisms import noise
 from mechanisms.floor import floor_of
+from mechanisms.kinds import DecisionPlan, decision_events, worst_record_charge
 from mechanisms.models import load_model
 from mechanisms.models.base import F64, Model
 from mechanisms.planning import (
@@ -90,12 +91,7 @@ from mechanisms.planning import (
     warmup_of,
 )
 from mechanisms.privacy import GaussianEvent, PrivacyEvent, RDPBudget
-from mechanisms.privacy.charge import (
-    accept_bit_table,
-    decision_events,
-    worst_record_charge,
-    worst_record_events,
-)
+from mechanisms.privacy.charge import accept_bit_table, worst_record_events
 from mechanisms.privacy.conversions import gdp_eps, gdp_mu
 from mechanisms.privacy.ledger import event_rdp
 from mechanisms.privacy.renyi import ORDERS, BitRdpTable, budget_order, rdp_eps
@@ -114,7 +110,6 @@ from mechanisms.samplers import (
     run_kernel,
 )
 from mechanisms.samplers.mh import WARM_INFLATE
-from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.requests import Penalty
 from mechanisms.warmstart import (
     WarmStart,
@@ -499,7 +494,8 @@ class ChargedDecisions:
     the worst record, ``charge.worst_record_events`` on the request the registries receive, the run's state
     carried from batch to batch (all of a run's chains and iterations are one run); without it (a model with
     no linear predictor: a registry charging per run keeps the per-decision charge for it) per decision,
-    ``charge.decision_events`` with the accept bit's Rényi bound at every order. The events kept in order."""
+    ``mechanisms.kinds.decision_events`` with the accept bit's Rényi bound at every order. The events kept
+    in order."""
 
     def __init__(
         self, decide: Decider, charge: WorstRecordCharge | None, plan: DecisionPlan, model: Model
@@ -513,8 +509,9 @@ class ChargedDecisions:
         n = int(np.atleast_2d(np.asarray(req.theta)).shape[0])
         self.decisions += n
         if self.charge is not None:
+            assert self.plan.penalty is not None
             events, self.state = worst_record_events(
-                self.charge, self.plan, self.model, "sign", req, "mh", self.state, "add-remove"
+                self.charge, self.plan.penalty, self.model, "sign", req, "mh", self.state, "add-remove"
             )
         else:
             events = decision_events(self.plan, self.model, "sign", VIEW, n, "mh", req, "add-remove", ORDERS)

@@ -309,13 +309,13 @@ def test_hss_names_have_one_import_path() -> None:
 
 # ---- the variant axes: a kind is asked of its plan, not compared as a string (issue 38, item 1) -----------
 
-#: the sampler's and a decision's kinds (``coordinator.sampler_settings.KINDS``, ``mechanisms.samplers.plan``)
+#: the sampler's and a decision's kinds (``coordinator.sampler_settings.KINDS``, ``mechanisms.kinds.plan``)
 KIND_STRINGS = {"mh", "adaptive-mh", "penalty", "rejection", "abcdp", "statistics", "effects"}
 #: the modules that own the kinds and may compare them: the plans and the parser of the experiment file
 KIND_OWNERS = {
     "coordinator/sampler_settings.py",  # SamplerSettings: markov, simulator_run, rejection, kept_warmup, ...
     "coordinator/experiment.py",  # the [sampler] / [model] parser (which keys a kind takes)
-    "mechanisms/samplers/plan.py",  # DecisionPlan: its checks and `rejection`
+    "mechanisms/kinds/plan.py",  # DecisionPlan: the kind's name looked up in the registry of kinds
     "mechanisms/samplers/requests.py",  # DecisionRequest: its checks and `rejection`
     "proto/study.py",  # a study's check of a session's wire params (proto does not import mechanisms)
 }

@@ -1,10 +1,12 @@
-"""What a registry charges for a batch of decisions: one pure function of (plan, model, coalition view, n).
+"""What a registry charges for a batch of decisions: pure functions of (the plan's parts, model, coalition
+view, n), one per case of the table below.
 
-:func:`decision_events` is the table of cases below, computed from public values only (the session's
-:class:`mechanisms.samplers.plan.DecisionPlan`, the model's public bounds, what the coalition the registry
-assumes observes — :func:`threat.coalition_view` — and the batch size). Nothing the coordinator sends is
-taken as a privacy number. It raises :class:`Unaccountable`, with the reason in words that name the numbers,
-when the per-step loss is unbounded or unknown; a registry with a budget then refuses the session.
+Each case is computed from public values only (the session's plan, the model's public bounds, what the
+coalition the registry assumes observes — :func:`threat.coalition_view` — and the batch size). Nothing the
+coordinator sends is taken as a privacy number. A case raises :class:`Unaccountable`, with the reason in
+words that name the numbers, when the per-step loss is unbounded or unknown; a registry with a budget then
+refuses the session. Which case a plan is, is its decision kind's (``mechanisms.kinds``: each kind's
+``events``; ``mechanisms.kinds.decision_events`` for a plan).
 
 ===================== ============ ========================================================================
 plan                  observed     charged per decision
@@ -76,6 +78,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 from numpy.random import default_rng  # a fixed public probe point, not secret randomness
@@ -83,10 +86,9 @@ from numpy.random import default_rng  # a fixed public probe point, not secret r
 from hss.modes import reveal_mode
 from mechanisms.models.base import Model
 from mechanisms.models.hierarchy import SharedModel
-from mechanisms.samplers.local import LocalSettings, local_step_sensitivity
-from mechanisms.samplers.plan import DecisionPlan
+from mechanisms.samplers.local import EffectsRelease, LocalSettings, local_step_sensitivity
 from mechanisms.samplers.requests import DecisionRequest, Lazy, Penalty, step_sensitivity
-from mechanisms.warmstart import release_mu
+from mechanisms.warmstart import Statistics, release_mu
 
 from .events import AmplifiedGaussianEvent, GaussianEvent, PrivacyEvent, ProfileEvent, RenyiEvent
 from .penalty import penalty_gdp_mu, penalty_step_profile
@@ -98,97 +100,40 @@ from .threat import RevealView, coalition_view
 from .worst_record import RunState, WorstRecordCharge, linear_structure
 
 __all__ = [
+    "RejectionBound",
     "Unaccountable",
     "accept_bit_table",
+    "blocked_events",
     "coalition_rdp",
-    "decision_events",
+    "effects_events",
+    "lazy_events",
+    "penalty_events",
+    "per_decision_events",
+    "rejection_events",
+    "release_events",
     "worst_record_charge",
     "worst_record_events",
 ]
+
+
+class RejectionBound(Protocol):
+    """Rejection sampling's public settings (``mechanisms.kinds.rejection.RejectionSettings``): its bound
+    M_j (``"data"`` or ``"public"``), the margin added to log M_j and the cap on a proposal's record range."""
+
+    @property
+    def bound(self) -> str: ...
+    @property
+    def log_bound_margin(self) -> float: ...
+    @property
+    def max_sensitivity(self) -> float | None: ...
 
 
 class Unaccountable(ValueError):
     """No per-step privacy bound can be backed for this plan (the message says why, naming the numbers)."""
 
 
-def decision_events(
-    plan: DecisionPlan,
-    model: Model,
-    mode: str,
-    view: RevealView,
-    n: int,
-    name: str,
-    request: DecisionRequest | None = None,
-    neighbours: str = "replace-one",
-    rdp_orders: tuple[float, ...] | None = None,
-) -> list[PrivacyEvent]:
-    """The events one batch of ``n`` decisions of ``plan`` adds to a registry's ledger, for what the
-    coalition in ``view`` observes in reveal ``mode``; ``name`` (the analysis) starts every label and
-    message. ``request`` (the batch's public proposals) prices a fixed-sd penalty per decision;
-    ``neighbours`` is the registry's relation (``requests.NEIGHBOURS``); ``rdp_orders`` (a registry with a
-    Rényi budget: its order) adds the accept bit's Rényi bound to a fixed-sd penalty in the sign reveal
-    (without it every event is as before). Raises :class:`Unaccountable` (see
-    the module's table)."""
-    if plan.statistics is not None:
-        if not view.observation.noisy_sum:
-            raise Unaccountable(
-                f"{name}: a warm-start release is accounted only when the coalition sees the noisy sum "
-                f"(reveal mode 'sum'), not {view.observed!r}: {view.note}"
-            )
-        stats = plan.statistics
-        mu = release_mu(stats, model, view.threat.residual_parties, neighbours)
-        label = f"{name} warm start: {stats.what} release, {neighbours}, sd={stats.sd:g}/{stats.sd2:g}"
-        return [GaussianEvent(mu, count=1, label=label)]
-    if plan.effects is not None:
-        rel = plan.effects
-        label = (
-            f"{name} effects release of run {rel.run!r}, sweeps {rel.first}..{rel.first + rel.sweeps - 1} of "
-            "this registry's z_j draws: a post-processing of the run's joint release, charged with its "
-            "sweeps in this ledger (nothing more; released only with [allow] release_effects = true)"
-        )
-        return [GaussianEvent(0.0, count=1, label=label)]
-    if not plan.exp_noise:
-        raise Unaccountable(_without_noise(plan, name))
-    if plan.blocked is not None:
-        return _blocked_events(plan, plan.blocked, model, mode, view, n, name, request, neighbours)
-    if plan.penalty is not None and plan.penalty.fixed:
-        return _per_decision_events(plan.penalty, model, mode, view, n, name, request, neighbours, rdp_orders)
-    if neighbours != "replace-one":
-        raise Unaccountable(
-            f"{name}: this plan is charged at a fixed per-step bound for replace-one neighbours only; "
-            "add-remove accounting needs the penalty with a fixed sd (charged per decision)"
-        )
-    if plan.rejection:
-        return _rejection_events(plan, model, mode, view, n, name)
-    if plan.lazy is not None:
-        return _lazy_events(plan.lazy, mode, view, n, name)
-    pen = plan.penalty
-    if pen is None:
-        raise Unaccountable(
-            f"{name}: kind {plan.kind!r} without the penalty has unbounded or unknown per-step privacy "
-            f"loss in reveal mode {mode!r} (exact MH accepts with probability 1 whenever r >= 1); use "
-            "the penalty (model_params.penalty)"
-        )
-    mu = penalty_gdp_mu(1.0, pen.sigma_per_c, view.threat)
-    label = f"{name} penalty tau={pen.tau:g} {mode}"
-    cap = pen.max_sensitivity
-    if cap is None:
-        return [GaussianEvent(mu, count=n, label=f"{label} (no sensitivity cap: Gaussian bound only)")]
-    # one profile per session: penalty_step_profile caches the numerical curve by its arguments
-    profile = penalty_step_profile(view.observation, cap, pen.sigma_per_c * cap, view.threat)
-    return [
-        AmplifiedGaussianEvent(
-            mu=mu,
-            profile=profile,
-            plain_mu=1.0 / pen.sigma_per_c,
-            count=n,
-            label=f"{label}, c <= {cap:g}: confidential amplification ({view.observed})",
-        )
-    ]
-
-
-def _blocked_events(
-    plan: DecisionPlan,
+def blocked_events(
+    pen: Penalty | None,
     local: LocalSettings,
     model: Model,
     mode: str,
@@ -210,7 +155,6 @@ def _blocked_events(
     adaptively under the ledger's GDP filter. A dry run (no ``request``) charges ``n`` decisions at the cap
     and the local steps of ``n`` chains."""
     why = None
-    pen = plan.penalty
     if pen is None or not pen.fixed or pen.max_sensitivity is None:
         why = (
             "its shared decisions are exact Metropolis-Hastings (a reject is impossible whenever r >= 1): "
@@ -261,40 +205,6 @@ def _blocked_events(
     return [GaussianEvent(mu_shared, count=1, label=where), GaussianEvent(mu_local, count=1, label=what)]
 
 
-def _without_noise(plan: DecisionPlan, name: str) -> str:
-    """Why a decision plan with ``noise = "none"`` (tests only) is charged at nothing a registry can back:
-    every party drops its Gamma(1/m, 1) share of the Exp(1) that makes the decision the sampler's, so the
-    cases of the module's table, which all describe decisions with that noise, do not hold."""
-    if plan.rejection:
-        what = "lazy rejection" if plan.lazy is not None else "rejection"
-        why = (
-            "the accept bit is then 1[a >= 0]"
-            + (" AND the secret coin" if plan.lazy is not None else "")
-            + ", a deterministic function of the data"
-            + (" given the coin" if plan.lazy is not None else "")
-            + ": an unbounded loss"
-        )
-    elif plan.lazy is not None:
-        what = "lazy MH"
-        why = "the accept bit is then deterministic given the secret coin: an unbounded loss"
-    elif plan.penalty is not None:
-        what = "penalty MH (sd " + ("fixed" if plan.penalty.fixed else "tau") + ")"
-        why = (
-            "the decision is then 1[l + N(0, m sigma^2) - m sigma^2/2 >= 0], not the penalty's "
-            "Metropolis-Hastings decision, and its charges (the confidential amplification, the accept "
-            "bit's Renyi bound) count on the Gamma noise"
-        )
-    else:
-        what = "exact MH"
-        why = "the accept bit is then deterministic given the data: an unbounded loss"
-    article = "an" if what.startswith("exact") else "a"
-    return (
-        f"{name}: the plan's noise is 'none' (a setting for tests only): every registry drops its "
-        f"Gamma(1/m, 1) noise share, so {article} {what} decision is not the sampler's decision and no "
-        f"charge holds for it ({why}); a registry with a budget refuses it: use noise 'exp' (the default)"
-    )
-
-
 def accept_bit_table(sd: float, view: RevealView, cap: float, orders: Sequence[float]) -> BitRdpTable:
     """The session's table of the fixed-sd penalty's accept-bit Rényi bound for a coalition of ``view``
     (each registry's sd ``sd``): the bit 1[ℓ + N(0, r sd²) + Gamma(r/m) ≥ 0], r the registries whose noise
@@ -320,7 +230,7 @@ def coalition_rdp(
     registries, from the charges a registry made for ``charged_for`` (its [budget] colluding): the warm
     start's releases (GaussianEvent, μ = Δ/(sd √r)) and the fixed-sd penalty's accept bits charged per
     decision with their Rényi bound (RenyiEvent, ρ = Σ_t base.rho(Δ_t) over the batch,
-    :func:`_per_decision_events` — the caller passes only such charges). The coalition leaves r' registries'
+    :func:`per_decision_events` — the caller passes only such charges). The coalition leaves r' registries'
     noise unknown: each Gaussian's μ² grows by r/r', and each decision's bit is
     1[ℓ + N(0, r' sd²) + Gamma(r'/m) ≥ 0], whose bound at the same Δ is at most ``table_ratio(to, base)``
     times the one charged, whatever Δ was; so a batch costs at most min(ratio · ρ, α μ'²/2) for the coalition
@@ -348,7 +258,7 @@ def coalition_rdp(
     return total, ratio
 
 
-def _per_decision_events(
+def per_decision_events(
     pen: Penalty,
     model: Model,
     mode: str,
@@ -387,8 +297,14 @@ def _per_decision_events(
     return [RenyiEvent(mu, table.orders, rho, count=1, label=f"{what}, Renyi bound of the accept bit")]
 
 
-def _rejection_events(
-    plan: DecisionPlan, model: Model, mode: str, view: RevealView, n: int, name: str
+def rejection_events(
+    rejection: RejectionBound,
+    lazy: Lazy | None,
+    model: Model,
+    mode: str,
+    view: RevealView,
+    n: int,
+    name: str,
 ) -> list[PrivacyEvent]:
     """Rejection sampling: a = log r <= -m margin, and one replaced record moves it by at most
     Delta = max_sensitivity (its own term l_j(theta*), on A) plus, with the data bound, max_sensitivity
@@ -397,7 +313,7 @@ def _rejection_events(
     ``sum`` and ``blinded`` the exact sum-reveal curve delta(eps) = F_k(Delta) for every eps (blinded is
     a post-processing of the sum; its v2 curve is a numerical estimate without a certificate, so it is
     not charged)."""
-    cap, lazy = plan.max_sensitivity, plan.lazy
+    cap = rejection.max_sensitivity
     if cap is None:
         raise Unaccountable(
             f"{name}: rejection sampling needs max_sensitivity, a public cap on the per-record "
@@ -407,7 +323,7 @@ def _rejection_events(
     probe = np.atleast_2d(model.sample_prior(default_rng(0), 1))
     if model.record_loglik_range(probe) is None:
         raise Unaccountable(f"{name}: model {model.name!r} declares no record_loglik_range")
-    if plan.bound == "public":
+    if rejection.bound == "public":
         if model.public_log_bound(1) is None:
             raise Unaccountable(f"{name}: model {model.name!r} declares no public_log_bound")
         delta = float(cap)
@@ -418,8 +334,8 @@ def _rejection_events(
                 "data-dependent bound has no bounded sensitivity; use bound = 'public'"
             )
         delta = 2.0 * float(cap)
-    a_max = -view.threat.m * plan.log_bound_margin
-    what = f"{name} rejection ({plan.bound} bound, range <= {float(cap):g}, Delta = {delta:g})"
+    a_max = -view.threat.m * rejection.log_bound_margin
+    what = f"{name} rejection ({rejection.bound} bound, range <= {float(cap):g}, Delta = {delta:g})"
     if lazy is not None and (not reveal_mode(mode).lazy_coin or not view.observation.only_bit):
         raise Unaccountable(f"{name}: lazy rejection sampling: {view.note}; the coin is not secret")
     if view.observation.only_bit:
@@ -436,7 +352,54 @@ def _rejection_events(
     raise Unaccountable(f"{name}: {view.note}")
 
 
-def _lazy_events(lazy: Lazy, mode: str, view: RevealView, n: int, name: str) -> list[PrivacyEvent]:
+def penalty_events(pen: Penalty, mode: str, view: RevealView, n: int, name: str) -> list[PrivacyEvent]:
+    """The Yıldırım–Ermiş penalty with σ = τ n^α c: μ = 1/(τ n^α √r) per decision whatever its step, with
+    the confidential amplification's profile at the cap when there is one (the module's table)."""
+    mu = penalty_gdp_mu(1.0, pen.sigma_per_c, view.threat)
+    label = f"{name} penalty tau={pen.tau:g} {mode}"
+    cap = pen.max_sensitivity
+    if cap is None:
+        return [GaussianEvent(mu, count=n, label=f"{label} (no sensitivity cap: Gaussian bound only)")]
+    # one profile per session: penalty_step_profile caches the numerical curve by its arguments
+    profile = penalty_step_profile(view.observation, cap, pen.sigma_per_c * cap, view.threat)
+    return [
+        AmplifiedGaussianEvent(
+            mu=mu,
+            profile=profile,
+            plain_mu=1.0 / pen.sigma_per_c,
+            count=n,
+            label=f"{label}, c <= {cap:g}: confidential amplification ({view.observed})",
+        )
+    ]
+
+
+def release_events(
+    stats: Statistics, model: Model, view: RevealView, name: str, neighbours: str
+) -> list[PrivacyEvent]:
+    """A warm-start release: the Gaussian mechanism on the per-record vector's two blocks, accounted only
+    when the coalition sees the noisy sum (the module's table)."""
+    if not view.observation.noisy_sum:
+        raise Unaccountable(
+            f"{name}: a warm-start release is accounted only when the coalition sees the noisy sum "
+            f"(reveal mode 'sum'), not {view.observed!r}: {view.note}"
+        )
+    mu = release_mu(stats, model, view.threat.residual_parties, neighbours)
+    label = f"{name} warm start: {stats.what} release, {neighbours}, sd={stats.sd:g}/{stats.sd2:g}"
+    return [GaussianEvent(mu, count=1, label=label)]
+
+
+def effects_events(rel: EffectsRelease, name: str) -> list[PrivacyEvent]:
+    """A blocked run's effects release: a post-processing of the joint release its sweeps were charged for
+    (a GaussianEvent of μ = 0 whose label says so)."""
+    label = (
+        f"{name} effects release of run {rel.run!r}, sweeps {rel.first}..{rel.first + rel.sweeps - 1} of "
+        "this registry's z_j draws: a post-processing of the run's joint release, charged with its "
+        "sweeps in this ledger (nothing more; released only with [allow] release_effects = true)"
+    )
+    return [GaussianEvent(0.0, count=1, label=label)]
+
+
+def lazy_events(lazy: Lazy, mode: str, view: RevealView, n: int, name: str) -> list[PrivacyEvent]:
     """Lazy MH: each decision is the accept bit of the Metropolis rule AND a secret coin of probability
     gamma, seen by the coalition with the residual Gamma((m - q)/m) noise; Delta = the session's public
     cap on c(theta, theta*) (steps above it are rejected publicly). Charged at the rigorous Bernoulli
@@ -463,7 +426,7 @@ def _lazy_events(lazy: Lazy, mode: str, view: RevealView, n: int, name: str) -> 
 
 
 def worst_record_charge(
-    plan: DecisionPlan,
+    pen: Penalty,
     model: Model,
     view: RevealView,
     neighbours: str = "replace-one",
@@ -471,12 +434,11 @@ def worst_record_charge(
 ) -> WorstRecordCharge | None:
     """The per-run charge of a session charged per decision (a fixed-sd penalty with a cap) whose model has
     the linear structure (``worst_record.linear_structure``), for the same readings as
-    :func:`_per_decision_events` (the Rényi one with ``rdp_orders`` when the coalition sees only the sign);
-    None when the per-run charge does not apply (the per-decision one is kept)."""
-    pen = plan.penalty
-    if plan.statistics is not None or pen is None or not pen.fixed or pen.max_sensitivity is None:
-        return None
-    if plan.blocked is not None:  # a blocked run's terms sit at the registries' own effects: per decision
+    :func:`per_decision_events` (the Rényi one with ``rdp_orders`` when the coalition sees only the sign);
+    None when the per-run charge does not apply (the per-decision one is kept): a penalty without a fixed
+    sd and a cap, or a model without the structure. Which plans it applies to is the kind's
+    (``mechanisms.kinds.worst_record_charge``)."""
+    if not pen.fixed or pen.max_sensitivity is None:
         return None
     structure = linear_structure(model)
     if structure is None:
@@ -491,7 +453,7 @@ def worst_record_charge(
 
 def worst_record_events(
     charge: WorstRecordCharge,
-    plan: DecisionPlan,
+    pen: Penalty,
     model: Model,
     mode: str,
     request: DecisionRequest,
@@ -501,8 +463,7 @@ def worst_record_events(
 ) -> tuple[list[PrivacyEvent], RunState]:
     """The events of one batch (``request``'s steps) charged per run (:func:`worst_record_charge`'s
     ``charge``) after the run's state ``before`` (None: the run's first batch), and the state after it."""
-    pen = plan.penalty
-    assert pen is not None and pen.sd is not None and request.theta is not None
+    assert pen.sd is not None and request.theta is not None
     delta = step_sensitivity(model, request.theta, request.theta_star, neighbours, pen.c, pen.b)
     label = f"{name} penalty sd={pen.sd:g} {mode}, {neighbours}"
     if charge.table is not None:

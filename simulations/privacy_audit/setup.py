@@ -151,14 +151,13 @@ def _with_canary(
             public += float(penalty_correction(sigma, cfg.m)[0])
     setup = Setup(cfg, model, d0, d1, hi, lo, theta, theta_star, public, penalty, lazy)
     if cfg.kind == "rejection":
-        from parties.models_bridge import ModelAnalysis
+        from mechanisms.kinds import DecisionPlan
+        from mechanisms.kinds.rejection import log_bound_of
+
+        plan = DecisionPlan.from_params(setup.session_params)
 
         def bounds(ds: list[dict[str, F64]]) -> list[float]:  # each registry's own bound, as its daemon has
-            out = []
-            for x in ds:
-                a = ModelAnalysis.of(cfg.model_name, cfg.model_name, setup.session_params)
-                out.append(a.rejection_bound(model, x, a.plan))
-            return out
+            return [log_bound_of(cfg.model_name, model, x, plan.settings) for x in ds]
 
         setup.log_bounds = (bounds(d0), bounds(d1))
     return setup

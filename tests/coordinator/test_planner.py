@@ -374,10 +374,10 @@ def test_a_renyi_registry_s_coalition_reading_is_the_bit_s_bound_with_their_nois
     from types import SimpleNamespace
 
     from coordinator.planner import other_readings
+    from mechanisms.kinds import DecisionPlan, decision_events
     from mechanisms.privacy import GaussianEvent, coalition_view
-    from mechanisms.privacy.charge import accept_bit_table, decision_events
+    from mechanisms.privacy.charge import accept_bit_table
     from mechanisms.privacy.renyi import budget_order, rdp_eps
-    from mechanisms.samplers.plan import DecisionPlan
     from mechanisms.samplers.requests import DecisionRequest, record_sensitivity, step_sensitivity
 
     exp = load_experiment(DEMO)

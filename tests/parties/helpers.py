@@ -118,9 +118,9 @@ def gm_inputs(
 ) -> dict[str, npt.NDArray[np.float64]]:
     """The coordinator's inputs of a gaussian-mean batch (theta, theta_star of shape (n,)): the public term is
     0 (flat prior ratio, symmetric proposal) plus, with the penalty, its correction -m sigma^2 / 2."""
+    from mechanisms.kinds import DecisionPlan
     from mechanisms.models.base import load_model
     from mechanisms.samplers.penalty import penalty_correction
-    from mechanisms.samplers.plan import DecisionPlan
 
     th = np.asarray(theta, dtype=np.float64).reshape(-1)
     ts = np.asarray(theta_star, dtype=np.float64).reshape(-1)

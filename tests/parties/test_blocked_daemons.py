@@ -21,6 +21,7 @@ import pytest
 
 from coordinator.api import BlockingCoordinator, SessionError, SessionOptions
 from coordinator.decider import NetworkDecider
+from mechanisms.kinds import DecisionPlan
 from mechanisms.models.formula import FormulaModel
 from mechanisms.models.hierarchy import SharedModel
 from mechanisms.privacy import GaussianEvent
@@ -29,7 +30,6 @@ from mechanisms.samplers.blocked import BlockedDecider, SharedAuto, blocked_kern
 from mechanisms.samplers.diagnostics import ess
 from mechanisms.samplers.local import EffectsRelease, LocalSettings
 from mechanisms.samplers.mh import prior_proposal_cov
-from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.requests import Penalty
 from tests.mechanisms.samplers.helpers import Z
 from tests.mechanisms.samplers.test_blocked import exact_moments, gaussian_model, gaussian_registries
@@ -70,7 +70,7 @@ def daemons(root: Path, **config: Any) -> Iterator[tuple[list[Any], Any]]:
 
 
 def _plan(model: Any, warmup: int) -> DecisionPlan:
-    return DecisionPlan(model_args=_args(model), blocked=LocalSettings(steps=2, adapt_until=warmup))
+    return DecisionPlan(model_args=_args(model), settings=LocalSettings(steps=2, adapt_until=warmup))
 
 
 def sample(
@@ -114,7 +114,7 @@ def release(
 ) -> np.ndarray:
     """Every registry's effect draws (sweeps, chains, m), released in reveal mode sum."""
     effects = EffectsRelease(run_id, 0, sweeps, CHAINS)
-    plan = DecisionPlan(model_args=_args(model), kind="effects", effects=effects)
+    plan = DecisionPlan(model_args=_args(model), kind="effects", settings=effects)
     sess = coord.open_session(
         SessionOptions(reveal_mode="sum", model="formula", model_params=plan.to_params())
     )
@@ -230,7 +230,7 @@ def test_a_blocked_run_under_a_budget_is_charged_in_every_ledger_and_stopped_at_
     public proposals) and its chains x steps local steps at the cap — as two GaussianEvents, and refuses
     the sweep that would pass its budget (RESOURCE_EXHAUSTED), its ledger left within the budget."""
     model = bernoulli_model()
-    plan = DecisionPlan(model_args=_args(model), penalty=B_PENALTY, blocked=B_LOCAL)
+    plan = DecisionPlan(model_args=_args(model), penalty=B_PENALTY, settings=B_LOCAL)
     budget = {"gdp_mu": B_BUDGET}
     with (
         consortium(tmp_path, bernoulli_registries(), privacy_budget=budget) as (running, eps, tls),
@@ -258,7 +258,7 @@ def test_a_blocked_run_under_a_budget_is_charged_in_every_ledger_and_stopped_at_
         # the end-of-run release of the effect draws: a post-processing of the charged sweeps, stated in the
         # ledger as such (μ = 0, its label saying why), by registries that allow it
         effects = EffectsRelease("charged", 0, done, B_CHAINS)
-        rel = DecisionPlan(model_args=_args(model), kind="effects", effects=effects)
+        rel = DecisionPlan(model_args=_args(model), kind="effects", settings=effects)
         rsess = coord.open_session(
             SessionOptions(reveal_mode="sum", model="formula", model_params=rel.to_params())
         )

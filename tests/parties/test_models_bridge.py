@@ -247,13 +247,13 @@ def test_a_release_at_the_model_s_bound_is_made_at_the_public_theta() -> None:
     at the session's θ and scales its noise with it (Statistics.at), equal to the in-memory release for the
     same noise stream; the θ comes from the inputs, nothing from the coordinator sets the clip."""
     from mechanisms import noise, warmstart
+    from mechanisms.kinds import DecisionPlan
     from mechanisms.models import load_model
-    from mechanisms.samplers.plan import DecisionPlan
 
     model = load_model("weibull-regression", {"p": 2, "t_max": 3.0})
     data = model.synthetic_data(np.random.default_rng(4), (300,))[0]  # type: ignore[attr-defined]
     stats = warmstart.Statistics("score", 2.0, 8.0, 300.0, clip=4.0, clip2=4.0, model_bound=True)
-    params = DecisionPlan(model_args={"p": 2, "t_max": 3.0}, kind="statistics", statistics=stats).to_params()
+    params = DecisionPlan(model_args={"p": 2, "t_max": 3.0}, kind="statistics", settings=stats).to_params()
     theta = np.array([0.2, 1.2, 0.3, -0.2])
     n = warmstart.dimension("score", model)
     a = get_analysis("weibull-regression", params)

@@ -19,11 +19,10 @@ import pytest
 
 from coordinator.api import Coordinator, SessionOptions
 from coordinator.certs import party_identity
+from mechanisms.kinds import DecisionPlan, worst_record_charge
 from mechanisms.privacy import RDPBudget
-from mechanisms.privacy.charge import worst_record_charge
 from mechanisms.privacy.ledger import event_rdp
 from mechanisms.privacy.worst_record import WorstRecordCharge
-from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.requests import step_sensitivity
 from parties.config import ConfigError, PartyConfig, load_config
 from parties.daemon import PartyDaemon

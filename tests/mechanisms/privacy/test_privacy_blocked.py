@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 
 from hss.randomness import SecureRandom
+from mechanisms.kinds import DecisionPlan, decision_events
 from mechanisms.models.base import F64
 from mechanisms.models.formula import FormulaModel, corner_records
 from mechanisms.models.hierarchy import SharedModel
 from mechanisms.models.random_effects import LogisticRandomIntercept
 from mechanisms.privacy import GaussianEvent, coalition_view
-from mechanisms.privacy.charge import Unaccountable, decision_events
+from mechanisms.privacy.charge import Unaccountable
 from mechanisms.samplers.local import LocalSettings, LocalState, RegistryBlock
-from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.requests import DecisionRequest, Penalty
 
 M = 3
@@ -132,7 +132,7 @@ def test_the_blocked_charge_is_never_below_the_brute_force_truth(which: str, nei
         b = RegistryBlock(model, dict(model.check_data(other)), LOCAL)
         brute_shared = np.maximum(brute_shared, np.abs(shared_terms(b) - base_shared))
         brute_local = np.maximum(brute_local, np.abs(local_ratio(b) - base_local))
-    plan = DecisionPlan(model_args=args, penalty=PENALTY, blocked=LOCAL)
+    plan = DecisionPlan(model_args=args, penalty=PENALTY, settings=LOCAL)
     for q in (0, 1):  # the registries whose noise a coalition of q knows
         view = coalition_view("sign", M, 2, q)
         ev_shared, ev_local = decision_events(plan, model, "sign", view, CHAINS, "t", request, neighbours)
@@ -162,7 +162,7 @@ def test_a_model_bounded_only_at_a_level_of_eta_is_refused(family: str) -> None:
     survival term), which each registry's effect moves and the coordinator does not see: no charge."""
     model = _formula(family)
     assert not model.offset_uniform_bound() and _formula().offset_uniform_bound()
-    plan = DecisionPlan(model_args=model.config()["args"], penalty=PENALTY, blocked=LOCAL)
+    plan = DecisionPlan(model_args=model.config()["args"], penalty=PENALTY, settings=LOCAL)
     view = coalition_view("sign", M, 2, 0)
     with pytest.raises(Unaccountable, match=r"model 'formula' bounds .* only at a given level"):
         decision_events(plan, model, "sign", view, 4, "t")
@@ -172,20 +172,21 @@ def test_exact_steps_are_refused_and_plans_are_checked() -> None:
     model = _formula()
     args = model.config()["args"]
     view = coalition_view("sign", M, 2, 0)
-    exact = DecisionPlan(model_args=args, blocked=LocalSettings())
+    exact = DecisionPlan(model_args=args, settings=LocalSettings())
     with pytest.raises(Unaccountable, match="shared decisions are exact Metropolis-Hastings"):
         decision_events(exact, model, "sign", view, 4, "t")
     with pytest.raises(ValueError, match="needs noisy local steps"):
-        DecisionPlan(model_args=args, penalty=PENALTY, blocked=LocalSettings())
+        DecisionPlan(model_args=args, penalty=PENALTY, settings=LocalSettings())
     with pytest.raises(ValueError, match="fixed sd, c = 'bound' and max_sensitivity"):
-        DecisionPlan(model_args=args, penalty=Penalty(None, sd=SD), blocked=LOCAL)
+        DecisionPlan(model_args=args, penalty=Penalty(None, sd=SD), settings=LOCAL)
     with pytest.raises(ValueError, match="local parameterisation must be 'centred'"):
         LocalSettings(sd=0.5, max_step=0.1)
     with pytest.raises(ValueError, match=r"both local sd .* and local max_step"):
         LocalSettings(parameterisation="centred", sd=0.5)
     # noisy local steps without the shared penalty: the shared decisions are still exact MH
-    noisy_only = DecisionPlan(model_args=args, blocked=LOCAL)
+    noisy_only = DecisionPlan(model_args=args, settings=LOCAL)
     with pytest.raises(Unaccountable, match="shared decisions are exact"):
         decision_events(noisy_only, model, "sign", view, 4, "t")
-    back = DecisionPlan.from_params(DecisionPlan(model_args=args, penalty=PENALTY, blocked=LOCAL).to_params())
+    plan = DecisionPlan(model_args=args, penalty=PENALTY, settings=LOCAL)
+    back = DecisionPlan.from_params(plan.to_params())
     assert back.blocked == LOCAL and back.penalty == PENALTY

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
+from mechanisms.kinds import DecisionPlan, decision_events
 from mechanisms.models import load_model
 from mechanisms.models.base import F64
 from mechanisms.privacy import GaussianEvent, coalition_view, compose_events
-from mechanisms.privacy.charge import Unaccountable, decision_events
-from mechanisms.samplers.plan import DecisionPlan
+from mechanisms.privacy.charge import Unaccountable
 from mechanisms.samplers.requests import DecisionRequest, Penalty
 from mechanisms.warmstart import Statistics, release_mu
 
@@ -114,7 +114,7 @@ def test_per_decision_charge_needs_a_cap_and_other_plans_stay_replace_one() -> N
 @pytest.mark.parametrize("what", ["moments", "score", "gradient"])
 def test_warm_start_release_is_charged_for_the_registry_s_view(what: str) -> None:
     stats = Statistics(what, 3.0, 40.0, 1000.0, clip=None if what == "moments" else 2.0)
-    plan = DecisionPlan(model_args=ARGS, kind="statistics", statistics=stats)
+    plan = DecisionPlan(model_args=ARGS, kind="statistics", settings=stats)
     for q, neighbours in [(0, "add-remove"), (3, "add-remove"), (1, "replace-one")]:
         view = coalition_view("sum", M, 2, q)
         (ev,) = decision_events(plan, MODEL, "sum", view, 20, "t", None, neighbours)

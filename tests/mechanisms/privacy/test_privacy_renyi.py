@@ -16,6 +16,7 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from scipy import integrate, special
 
+from mechanisms.kinds import DecisionPlan, decision_events
 from mechanisms.privacy import (
     ORDERS,
     BudgetExceededError,
@@ -37,10 +38,8 @@ from mechanisms.privacy import (
     renyi,
 )
 from mechanisms.privacy._numeric import log1mexp
-from mechanisms.privacy.charge import decision_events
 from mechanisms.privacy.residual import ExGammaNoise, ResidualPenaltyAcceptance
 from mechanisms.privacy.reveal_sign import PenaltyAcceptance
-from mechanisms.samplers.plan import DecisionPlan
 from mechanisms.samplers.requests import Penalty
 
 

@@ -1,9 +1,9 @@
 """A decision plan with ``noise = "none"`` (tests only: the parties drop their Gamma(1/m, 1) shares of Exp(1))
-is charged at nothing (issue 35): :func:`charge.decision_events` raises ``Unaccountable`` for every decision
-kind, where it used to price it exactly like ``"exp"`` (lazy MH γ = 0.5 at cap 0.5: the same ε 8.01 for an
-accept bit that without the noise is deterministic given the coin). A warm-start release adds no Gamma noise
-(its Gaussian noise is the mechanism), so its charge does not depend on the plan's noise. The same over
-daemons with a budget: tests/parties/test_privacy_budget.py."""
+is charged at nothing (issue 35): :func:`mechanisms.kinds.decision_events` raises ``Unaccountable`` for
+every decision kind, where it used to price it exactly like ``"exp"`` (lazy MH γ = 0.5 at cap 0.5: the
+same ε 8.01 for an accept bit that without the noise is deterministic given the coin). A warm-start
+release adds no Gamma noise (its Gaussian noise is the mechanism), so its charge does not depend on the
+plan's noise. The same over daemons with a budget: tests/parties/test_privacy_budget.py."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import dataclasses
 
 import pytest
 
+from mechanisms.kinds import DecisionPlan, RejectionSettings, decision_events
 from mechanisms.models import load_model
 from mechanisms.privacy import GaussianEvent, coalition_view
-from mechanisms.privacy.charge import Unaccountable, decision_events
-from mechanisms.samplers.plan import DecisionPlan
+from mechanisms.privacy.charge import Unaccountable
 from mechanisms.samplers.requests import Lazy, Penalty
 from mechanisms.warmstart import Statistics
 
@@ -39,12 +39,12 @@ KINDS: dict[str, tuple[str, DecisionPlan, str]] = {
     ),
     "rejection": (
         "beta-bernoulli",
-        DecisionPlan(kind="rejection", max_sensitivity=1.0, log_bound_margin=0.4),
+        DecisionPlan(kind="rejection", settings=RejectionSettings(0.4, max_sensitivity=1.0)),
         "a rejection decision",
     ),
     "lazy-rejection": (
         "beta-bernoulli",
-        DecisionPlan(kind="rejection", lazy=Lazy(0.5), max_sensitivity=1.0),
+        DecisionPlan(kind="rejection", lazy=Lazy(0.5), settings=RejectionSettings(max_sensitivity=1.0)),
         "a lazy rejection decision",
     ),
 }
@@ -84,7 +84,7 @@ def test_a_warm_start_release_does_not_use_the_gamma_noise() -> None:
     args = {"p": 2}
     model = load_model("bayes-logistic", args)
     stats = Statistics("moments", 3.0, 40.0, 1000.0)
-    plan = DecisionPlan(model_args=args, kind="statistics", statistics=stats)
+    plan = DecisionPlan(model_args=args, kind="statistics", settings=stats)
     view = coalition_view("sum", M, T, 1)
     (ev,) = decision_events(plan, model, "sum", view, 5, "t", None, "add-remove")
     quiet_plan = dataclasses.replace(plan, noise="none")

@@ -153,7 +153,7 @@ def test_rejection_batches_outside_the_accounting_are_refused() -> None:
     for bad in ({"bound": "tight"}, {"max_sensitivity": -1.0}, {"max_sensitivity": math.inf}):
         with pytest.raises(AnalysisError):
             get_analysis("beta-bernoulli", {**params, **bad})
-    with pytest.raises(AnalysisError, match="rejection-sampling parameters"):
+    with pytest.raises(AnalysisError, match="are parameters of kind 'rejection'"):
         get_analysis("beta-bernoulli", {"kind": "mh", "max_sensitivity": 1.0})
 
 

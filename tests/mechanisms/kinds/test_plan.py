@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from coordinator.experiment import load_experiment
-from mechanisms.samplers.plan import PARAMS, DecisionPlan
+from mechanisms.kinds import PARAMS, DecisionPlan, RejectionSettings
 from mechanisms.samplers.requests import Lazy, Penalty
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -23,8 +23,8 @@ PLANS = [
     ),
     DecisionPlan(penalty=Penalty(tau=2.0, alpha=0.0, n=90, c="clip", b=0.5)),
     DecisionPlan(lazy=Lazy(0.5, 0.3), noise="none"),
-    DecisionPlan(kind="rejection", log_bound_margin=0.5, bound="public", max_sensitivity=1.5),
-    DecisionPlan(kind="rejection", lazy=Lazy(0.25), max_sensitivity=0.2),
+    DecisionPlan(kind="rejection", settings=RejectionSettings(0.5, "public", 1.5)),
+    DecisionPlan(kind="rejection", lazy=Lazy(0.25), settings=RejectionSettings(max_sensitivity=0.2)),
 ]
 
 
@@ -45,11 +45,15 @@ def test_defaults_are_not_written() -> None:
     [
         ({"kind": "gibbs"}, "kind must be one of"),
         ({"noise": "loud"}, "noise must be"),
-        ({"log_bound_margin": -1.0}, "log_bound_margin must be"),
-        ({"log_bound_margin": True}, "log_bound_margin must be"),
+        ({"kind": "rejection", "log_bound_margin": -1.0}, "log_bound_margin must be"),
+        ({"kind": "rejection", "log_bound_margin": True}, "log_bound_margin must be"),
+        ({"log_bound_margin": 0.5}, "parameters of kind 'rejection', not of kind 'mh'"),
+        ({"kind": "statistics", "blocked": {}}, "parameters of kind 'mh', not of kind 'statistics'"),
+        ({"kind": "statistics"}, "kind 'statistics' and the statistics release go together"),
+        ({"kind": 3}, "kind must be one of"),
         ({"kind": "rejection", "bound": "oracle"}, "bound must be one of"),
         ({"kind": "rejection", "max_sensitivity": 0}, "max_sensitivity must be"),
-        ({"max_sensitivity": 1.0}, "rejection-sampling parameters"),
+        ({"max_sensitivity": 1.0}, r"\['max_sensitivity'\] are parameters of kind 'rejection'"),
         ({"kind": "rejection", "penalty": {"tau": 1.0, "n": 10}}, "applies to kind 'mh' only"),
         ({"penalty": {"tau": 1.0, "n": 10}, "lazy": {"gamma": 0.5}}, "not combined"),
         ({"penalty": {"tau": -1.0, "n": 10}}, r"bad penalty .* tau must be > 0"),
@@ -70,14 +74,21 @@ def test_step_cap_and_numbers() -> None:
     want = {"p": 4.0, "tau": 2.0, "alpha": 0.0, "n": 50.0, "max_sensitivity": 1.0, "log_bound_margin": 0.0}
     assert pen.numbers() == want
     assert DecisionPlan(lazy=Lazy(0.5, 0.25)).step_cap == 0.25
-    assert DecisionPlan(kind="rejection", max_sensitivity=3.0).step_cap == 3.0
+    assert DecisionPlan(kind="rejection", settings=RejectionSettings(max_sensitivity=3.0)).step_cap == 3.0
     assert DecisionPlan().step_cap is None
 
 
 @pytest.mark.parametrize(
     "name",
-    ["mh.toml", "adaptive-mh.toml", "demo.toml", "penalty.toml", "lazy-mh.toml", "rejection.toml",
-     "private-rejection.toml"],
+    [
+        "mh.toml",
+        "adaptive-mh.toml",
+        "demo.toml",
+        "penalty.toml",
+        "lazy-mh.toml",
+        "rejection.toml",
+        "private-rejection.toml",
+    ],
 )
 def test_every_example_sends_a_plan_that_parses_back(name: str) -> None:
     exp = load_experiment(EXAMPLES / name)
