@@ -360,8 +360,9 @@ def cap_advice(exp: Experiment, model: Model, laplace: LaplaceApproximation, p: 
 def worst_record(exp: Experiment, model: Model, cap: float | None = None) -> WorstRecordCharge | None:
     """The per-run charge a registry of the target's view applies to this run when the target says the
     registries charge per run (``[privacy] per_run = "worst-record"``): the ledger's own
-    (``charge.worst_record_charge`` of the session's plan and ``model``, at the Rényi filter's order for a
-    Rényi target), with the cap on c the run will have (``cap``, :func:`plan_cap`'s; None: the file's);
+    (``DecisionPlan.worst_record_charge`` of the session's plan and ``model``, at the Rényi filter's order
+    for a Rényi target), with the cap on c the run will have (``cap``, :func:`plan_cap`'s; None: the
+    file's);
     None when they charge per decision, or when their rule keeps the per-decision charge for this session (a
     model without a linear predictor, no cap): the plan then prices per decision, as they charge."""
     from mechanisms.kinds import worst_record_charge

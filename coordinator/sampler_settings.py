@@ -194,6 +194,7 @@ class SamplerSettings:
         ``model_params`` with the model's public arguments ``model_args``: what a new decision kind's keys
         mean on the wire is written here, beside the keys."""
         settings: RejectionSettings | LocalSettings | None = None
+        assert not (self.rejection and self.blocked), "blocked sampling decides MH moves (the file's parser)"
         if self.rejection:
             settings = RejectionSettings(self.log_bound_margin, self.rejection_bound, self.max_sensitivity)
         elif self.blocked:

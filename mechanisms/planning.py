@@ -241,9 +241,10 @@ def proposal_statistics(
     registries are asked them (the refit's estimation noise included). How the decisions are priced:
     ``rdp_table``: a one-order table of the accept bit's Rényi bound for the registry's view (what its
     ledger charges each decision under a Rényi filter, ``mechanisms.privacy.charge``): also E[ρ_bit].
-    ``worst_record``: the per-run charge of a registry charging per run (``charge.worst_record_charge``, the
-    ledger's own; its Rényi table the same as ``rdp_table``, or neither): the simulated run charged as that
-    registry charges it, every chain's decisions in one run (:class:`RunCharge`). ``record``: each
+    ``worst_record``: the per-run charge of a registry charging per run
+    (``DecisionPlan.worst_record_charge``, the ledger's own; its Rényi table the same as ``rdp_table``, or
+    neither): the simulated run charged as that registry charges it, every chain's decisions in one run
+    (:class:`RunCharge`). ``record``: each
     iteration's decisions asked (θ, θ*, rows) are appended to it (a check of the charge against the
     registries')."""
     _s = settings if settings is not None else ChainSettings()

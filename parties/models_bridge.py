@@ -34,7 +34,6 @@ from hss.modes import REVEAL
 from hss.randomness import SecureRandom
 from mechanisms.kinds import RELEASE_MODE, BatchRefused, ChargeAsk, DecisionPlan, PartyBatch, mh
 from mechanisms.models.base import Model, SchemaError, load_model
-from mechanisms.models.hierarchy import SharedModel
 from mechanisms.privacy import charge
 from mechanisms.samplers.blocked import TERM_FLOOR
 from mechanisms.samplers.local import EffectsRelease, LocalState, RegistryBlock
@@ -83,12 +82,10 @@ class ModelAnalysis:
         except ValueError as exc:
             raise AnalysisError(f"{name}: {exc}") from exc
         analysis = cls(name, model_ref, plan)
-        model = analysis.model()
-        if (plan.blocked is not None or plan.effects is not None) and model.random_intercept() is None:
-            raise AnalysisError(
-                f"{name}: blocked sampling and its effects release need a model with a registry random "
-                f"intercept; model {model.name!r} has none"
-            )
+        try:
+            plan.decision_kind.check_model(plan, analysis.model())
+        except ValueError as exc:
+            raise AnalysisError(f"{name}: {exc}") from exc
         return analysis
 
     def model(self) -> Model:
@@ -120,16 +117,10 @@ class ModelAnalysis:
         proposals when a decision is charged at its own sensitivity; ``rdp_orders``: a Rényi budget's order):
         :meth:`mechanisms.kinds.DecisionPlan.events` (its kind's case of ``mechanisms.privacy.charge``)."""
         plan, model = self.plan, self.model()
-        per_decision = plan.penalty is not None and plan.penalty.fixed
-        request = None
-        if per_decision and batch is not None and plan.blocked is not None:  # the shared block's batch
-            try:
-                d = SharedModel(model).d
-                request = DecisionRequest.from_inputs(batch, "mh", n, d, plan.penalty, blocked=True)
-            except ValueError as exc:
-                raise AnalysisError(f"{self.name}: {exc}") from exc
-        elif per_decision and batch is not None:
-            request = self.request(model, plan, batch, n)
+        try:  # the proposals the kind prices one by one, or None (charged at its cap)
+            request = plan.decision_kind.charge_request(plan, model, batch, n)
+        except ValueError as exc:
+            raise AnalysisError(f"{self.name}: {exc}") from exc
         try:
             return plan.events(ChargeAsk(model, mode, view, n, self.name, request, neighbours, rdp_orders))
         except charge.Unaccountable as exc:

@@ -866,7 +866,7 @@ NOT_RUN = {
     "random-intercept": (
         "not run: a registry random intercept is sampled by the blocked sampler (registry-local blocks, "
         "mechanisms.samplers.blocked), whose decisions its registries charge per decision (the per-run "
-        "charge does not apply to a blocked run: charge.worst_record_charge) and whose plan is "
+        "charge does not apply to a blocked run: DecisionPlan.worst_record_charge) and whose plan is "
         "planning_blocked's; this figure's in-memory chain is the independence sampler's"
     ),
 }

@@ -117,6 +117,22 @@ class DecisionKind(ABC):
     keys: ClassVar[tuple[str, ...]] = ()
     #: the request and term form of its decisions (``requests.KINDS``), None for a release
     form: ClassVar[str | None] = None
+    #: what a refusal of one of its keys in another kind's plan adds (where that kind says the same)
+    elsewhere: ClassVar[str] = ""
+
+    def unset(self, key: str) -> Any:
+        """The value of its key ``key`` that says nothing (null; a default the wire may carry)."""
+        return None
+
+    def given(self, params: Mapping[str, Any]) -> list[str]:
+        """Its keys that ``params`` gives a value other than :meth:`unset` (a bool is never unset)."""
+        return [
+            k
+            for k in self.keys
+            if k in params
+            and params[k] is not None
+            and (isinstance(params[k], bool) or params[k] != self.unset(k))
+        ]
 
     def default_settings(self) -> Any:
         """The kind's settings when the plan names none (None: the kind has no defaults)."""
@@ -142,6 +158,18 @@ class DecisionKind(ABC):
     def margin(self, plan: PlanView) -> float:
         """The plan's ``log_bound_margin`` (rejection sampling's; 0 for every other kind)."""
         return 0.0
+
+    def check_model(self, plan: PlanView, model: Model) -> None:
+        """ValueError when the session's model cannot serve this plan (checked once, when a registry makes
+        the session's analysis); every model serves a kind that says nothing here."""
+        return None
+
+    def charge_request(
+        self, plan: PlanView, model: Model, batch: Mapping[str, Any] | None, n: int
+    ) -> DecisionRequest | None:
+        """The batch's public proposals the charge prices decision by decision (ValueError naming the input),
+        or None when the plan is charged at its cap whatever the batch (and for a dry run: ``batch`` None)."""
+        return None
 
     def keeps_local(self, plan: PlanView) -> bool:
         """Whether each registry keeps state of its own across the session's steps (made in ``parties``)."""

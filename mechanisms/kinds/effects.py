@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mechanisms.models.base import Model
 from mechanisms.privacy import charge
 from mechanisms.privacy.events import PrivacyEvent
 from mechanisms.samplers.local import EffectsRelease
@@ -36,6 +37,13 @@ class EffectsKind(DecisionKind):
 
     def keeps_local(self, plan: PlanView) -> bool:
         return True
+
+    def check_model(self, plan: PlanView, model: Model) -> None:
+        if model.random_intercept() is None:
+            raise ValueError(
+                "blocked sampling and its effects release need a model with a registry random intercept; "
+                f"model {model.name!r} has none"
+            )
 
     def events(self, plan: PlanView, ask: ChargeAsk) -> list[PrivacyEvent]:
         return charge.effects_events(plan.settings, ask.name)

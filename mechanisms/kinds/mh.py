@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mechanisms.models.base import Model
+from mechanisms.models.hierarchy import SharedModel
 from mechanisms.privacy import charge
 from mechanisms.privacy.charge import Unaccountable
 from mechanisms.privacy.events import PrivacyEvent
@@ -71,11 +72,28 @@ class MhKind(DecisionKind):
     def keeps_local(self, plan: PlanView) -> bool:
         return plan.settings is not None
 
+    def check_model(self, plan: PlanView, model: Model) -> None:
+        if plan.settings is not None and model.random_intercept() is None:
+            raise ValueError(
+                "blocked sampling and its effects release need a model with a registry random intercept; "
+                f"model {model.name!r} has none"
+            )
+
+    def charge_request(
+        self, plan: PlanView, model: Model, batch: Mapping[str, Any] | None, n: int
+    ) -> DecisionRequest | None:
+        """A fixed-sd penalty is charged at each decision's own sensitivity: the batch's proposals (a
+        blocked run's: its shared block's); every other MH plan at its cap."""
+        pen = plan.penalty
+        if batch is None or pen is None or not pen.fixed:
+            return None
+        if plan.settings is not None:  # the shared block's batch
+            return DecisionRequest.from_inputs(batch, "mh", n, SharedModel(model).d, pen, blocked=True)
+        return self.request(plan, model, batch, n)
+
     def events(self, plan: PlanView, ask: ChargeAsk) -> list[PrivacyEvent]:
         model, mode, view, n, name = ask.model, ask.mode, ask.view, ask.n, ask.name
         request, neighbours, rdp_orders = ask.request, ask.neighbours, ask.rdp_orders
-        if not plan.exp_noise:
-            raise self.unaccountable_without_noise(plan, name)
         pen = plan.penalty
         if plan.settings is not None:
             return charge.blocked_events(pen, plan.settings, model, mode, view, n, name, request, neighbours)

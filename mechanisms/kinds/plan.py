@@ -71,15 +71,15 @@ class DecisionPlan:
     def __post_init__(self) -> None:
         if not isinstance(self.model_args, Mapping):
             raise ValueError(f"model_args must be an object, got {self.model_args!r}")
-        if self.kind not in KINDS:
-            raise ValueError(f"kind must be one of {PLAN_KINDS}, got {self.kind!r}")
+        if not isinstance(self.kind, str) or self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {tuple(KINDS)}, got {self.kind!r}")
+        if self.settings is None:  # the kind's defaults (rejection sampling has them; others have none)
+            object.__setattr__(self, "settings", self.decision_kind.default_settings())
+        self.decision_kind.check(self)
         if self.noise not in NOISES:
             raise ValueError(f"noise must be 'exp' or 'none', got {self.noise!r}")
         if self.lazy is not None and self.penalty is not None:
             raise ValueError("lazy acceptance and the penalty are not combined; choose one")
-        if self.settings is None:  # the kind's defaults (rejection sampling has them; others have none)
-            object.__setattr__(self, "settings", self.decision_kind.default_settings())
-        self.decision_kind.check(self)
 
     @property
     def decision_kind(self) -> DecisionKind:
@@ -113,13 +113,20 @@ class DecisionPlan:
         kind_name = params.get("kind", "mh")
         kind = KINDS.get(kind_name) if isinstance(kind_name, str) else None
         if kind is None:
-            raise ValueError(f"kind must be one of {PLAN_KINDS}, got {kind_name!r}")
-        foreign = sorted(set(params) - set(COMMON) - set(kind.keys))
+            raise ValueError(f"kind must be one of {tuple(KINDS)}, got {kind_name!r}")
+        # another kind's key is refused when it says something: absent, null or its kind's default is nothing
+        foreign = {
+            key: other
+            for other in KINDS.values()
+            if other is not kind
+            for key in other.given(params)
+            if key not in kind.keys
+        }
         if foreign:
-            owners = sorted({k.name for k in KINDS.values() if set(foreign) & set(k.keys)})
+            owners = sorted({other.name for other in foreign.values()})
             raise ValueError(
-                f"{foreign} are parameters of kind {' / '.join(map(repr, owners))}, not of kind "
-                f"{kind.name!r} (MH caps its steps in penalty.max_sensitivity or lazy.max_sensitivity)"
+                f"{sorted(foreign)} are parameters of kind {' / '.join(map(repr, owners))}, not of kind "
+                f"{kind.name!r}" + "".join(foreign[k].elsewhere for k in sorted(foreign))[:1000]
             )
         return cls(
             model_args=params.get("model_args", {}),
@@ -187,15 +194,20 @@ class DecisionPlan:
             out["gamma"] = self.lazy.gamma
         if self.step_cap is not None:
             out["max_sensitivity"] = self.step_cap
-        out["log_bound_margin"] = self.decision_kind.margin(self)
+        out["log_bound_margin"] = self.decision_kind.margin(self)  # as given (an int stays an int)
         return out
 
     def events(self, ask: ChargeAsk) -> list[PrivacyEvent]:
         """The events one batch adds to a registry's ledger (``ask``: the model, what the coalition the
         registry assumes observes in the reveal mode, the batch and its size, the registry's neighbour
         relation and Rényi orders): the kind's case of ``mechanisms.privacy.charge``'s table. Raises
-        :class:`mechanisms.privacy.charge.Unaccountable`."""
-        return self.decision_kind.events(self, ask)
+        :class:`mechanisms.privacy.charge.Unaccountable`, for every kind whose decisions count on the
+        Gamma(1/m, 1) noise when the plan drops it (``noise = "none"``, tests only), before its kind is
+        asked: no kind can forget it."""
+        kind = self.decision_kind
+        if not self.exp_noise and kind.without_noise(self) is not None:
+            raise kind.unaccountable_without_noise(self, ask.name)
+        return kind.events(self, ask)
 
     def worst_record_charge(
         self,

@@ -54,6 +54,10 @@ class RejectionKind(DecisionKind):
     name = "rejection"
     keys = ("log_bound_margin", "bound", "max_sensitivity")
     form = "rejection"
+    elsewhere = " (MH caps its steps in penalty.max_sensitivity or lazy.max_sensitivity)"
+
+    def unset(self, key: str) -> Any:
+        return {"log_bound_margin": 0, "bound": "data"}.get(key)
 
     def default_settings(self) -> RejectionSettings:
         return RejectionSettings()
@@ -85,13 +89,11 @@ class RejectionKind(DecisionKind):
         return plan.settings.max_sensitivity  # type: ignore[no-any-return]
 
     def margin(self, plan: PlanView) -> float:
-        return float(plan.settings.log_bound_margin)
+        return plan.settings.log_bound_margin  # type: ignore[no-any-return]
 
     def events(self, plan: PlanView, ask: ChargeAsk) -> list[PrivacyEvent]:
         model, mode, view, n, name = ask.model, ask.mode, ask.view, ask.n, ask.name
         neighbours = ask.neighbours
-        if not plan.exp_noise:
-            raise self.unaccountable_without_noise(plan, name)
         if neighbours != "replace-one":
             raise Unaccountable(
                 f"{name}: this plan is charged at a fixed per-step bound for replace-one neighbours only; "

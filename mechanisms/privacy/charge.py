@@ -42,7 +42,7 @@ formula bernoulli)                 of the run so far, the run's Gram matrices ke
 rejection, cap c̄      sign         ProfileEvent: the Bernoulli cover of P(a + Gamma(r/m) ≥ 0) (lazy: × γ)
                                    for a ≤ −m·margin, Δ = c̄ (public bound) or 2c̄ (data bound)
 rejection, cap c̄      sum/blinded  ProfileEvent: the exact sum-reveal curve δ(ε) = F_k(Δ)
-blocked: shared      any          per sweep, two GaussianEvents (``_blocked_events``; docs/PRIVACY.md,
+blocked: shared      any          per sweep, two GaussianEvents (``blocked_events``; docs/PRIVACY.md,
 penalty sd, cap c̄,                 "Blocked sampling under a budget"): the joint release of the transcript
 noisy local steps                  and this registry's own effect path is charged, the transcript being a
 (sd_loc, max_step h),              post-processing of it. The shared decisions as the fixed-sd penalty's,
@@ -436,8 +436,9 @@ def worst_record_charge(
     the linear structure (``worst_record.linear_structure``), for the same readings as
     :func:`per_decision_events` (the Rényi one with ``rdp_orders`` when the coalition sees only the sign);
     None when the per-run charge does not apply (the per-decision one is kept): a penalty without a fixed
-    sd and a cap, or a model without the structure. Which plans it applies to is the kind's
-    (``mechanisms.kinds.worst_record_charge``)."""
+    sd and a cap, or a model without the structure. It holds only for the penalty of a plain MH plan (not
+    a blocked run's, whose terms sit at the registries' own effects, nor a release's): callers go through
+    the plan (``DecisionPlan.worst_record_charge``, which is None for every other plan)."""
     if not pen.fixed or pen.max_sensitivity is None:
         return None
     structure = linear_structure(model)

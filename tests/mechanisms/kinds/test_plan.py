@@ -95,3 +95,27 @@ def test_every_example_sends_a_plan_that_parses_back(name: str) -> None:
     plan = exp.decision_plan()
     assert DecisionPlan.from_params(json.loads(json.dumps(exp.session_params()))) == plan
     assert plan.penalty == exp.sampler.penalty and plan.lazy == exp.sampler.lazy
+
+
+def test_another_kinds_key_is_refused_only_when_it_says_something() -> None:
+    """Null or the owning kind's default says nothing (an explicit default on the wire parses as before);
+    any other value of another kind's key is refused, naming its kind."""
+    quiet = {
+        "bound": "data",
+        "log_bound_margin": 0,
+        "max_sensitivity": None,
+        "statistics": None,
+        "blocked": None,
+    }
+    assert DecisionPlan.from_params({"kind": "mh", **quiet}) == DecisionPlan()
+    assert DecisionPlan.from_params({"kind": "effects", "effects": _EFFECTS, "bound": "data"}).effects
+    for key, value in [("log_bound_margin", 0.5), ("bound", "public"), ("log_bound_margin", False)]:
+        with pytest.raises(
+            ValueError, match=rf"\['{key}'\] are parameters of kind 'rejection', not of kind 'mh'"
+        ):
+            DecisionPlan.from_params({key: value})
+    with pytest.raises(ValueError, match="kind must be one of"):
+        DecisionPlan(kind=["mh"])  # type: ignore[arg-type]
+
+
+_EFFECTS = {"run": "r", "first": 0, "sweeps": 2, "chains": 3}
