@@ -235,3 +235,21 @@ def part(params: Mapping[str, Any], key: str, parse: Any) -> Any:
         return parse(dict(raw))
     except (KeyError, ValueError, TypeError) as exc:
         raise ValueError(f"bad {key} {dict(raw)!r}: {exc}") from exc
+
+
+def require_random_intercept(model: Model) -> None:
+    """ValueError unless ``model`` has a registry random intercept (blocked sampling and its release)."""
+    if model.random_intercept() is None:
+        raise ValueError(
+            "blocked sampling and its effects release need a model with a registry random intercept; "
+            f"model {model.name!r} has none"
+        )
+
+
+def require_replace_one(name: str, neighbours: str) -> None:
+    """Unaccountable unless ``neighbours`` is replace-one: a plan charged at a fixed per-step bound."""
+    if neighbours != "replace-one":
+        raise Unaccountable(
+            f"{name}: this plan is charged at a fixed per-step bound for replace-one neighbours only; "
+            "add-remove accounting needs the penalty with a fixed sd (charged per decision)"
+        )

@@ -14,7 +14,7 @@ from mechanisms.privacy.events import PrivacyEvent
 from mechanisms.samplers.local import EffectsRelease
 from mechanisms.samplers.terms import Terms
 
-from .base import ChargeAsk, DecisionKind, PartyBatch, PlanView, part
+from .base import ChargeAsk, DecisionKind, PartyBatch, PlanView, part, require_random_intercept
 
 
 class EffectsKind(DecisionKind):
@@ -39,11 +39,7 @@ class EffectsKind(DecisionKind):
         return True
 
     def check_model(self, plan: PlanView, model: Model) -> None:
-        if model.random_intercept() is None:
-            raise ValueError(
-                "blocked sampling and its effects release need a model with a registry random intercept; "
-                f"model {model.name!r} has none"
-            )
+        require_random_intercept(model)
 
     def events(self, plan: PlanView, ask: ChargeAsk) -> list[PrivacyEvent]:
         return charge.effects_events(plan.settings, ask.name)

@@ -22,7 +22,16 @@ from mechanisms.samplers.local import LocalSettings
 from mechanisms.samplers.requests import DecisionRequest, record_sensitivity, within_cap
 from mechanisms.samplers.terms import Terms, party_terms
 
-from .base import BatchRefused, ChargeAsk, DecisionKind, PartyBatch, PlanView, part
+from .base import (
+    BatchRefused,
+    ChargeAsk,
+    DecisionKind,
+    PartyBatch,
+    PlanView,
+    part,
+    require_random_intercept,
+    require_replace_one,
+)
 
 
 class MhKind(DecisionKind):
@@ -73,11 +82,8 @@ class MhKind(DecisionKind):
         return plan.settings is not None
 
     def check_model(self, plan: PlanView, model: Model) -> None:
-        if plan.settings is not None and model.random_intercept() is None:
-            raise ValueError(
-                "blocked sampling and its effects release need a model with a registry random intercept; "
-                f"model {model.name!r} has none"
-            )
+        if plan.settings is not None:
+            require_random_intercept(model)
 
     def charge_request(
         self, plan: PlanView, model: Model, batch: Mapping[str, Any] | None, n: int
@@ -101,11 +107,7 @@ class MhKind(DecisionKind):
             return charge.per_decision_events(
                 pen, model, mode, view, n, name, request, neighbours, rdp_orders
             )
-        if neighbours != "replace-one":
-            raise Unaccountable(
-                f"{name}: this plan is charged at a fixed per-step bound for replace-one neighbours only; "
-                "add-remove accounting needs the penalty with a fixed sd (charged per decision)"
-            )
+        require_replace_one(name, neighbours)
         if plan.lazy is not None:
             return charge.lazy_events(plan.lazy, mode, view, n, name)
         if pen is None:

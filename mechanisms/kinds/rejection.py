@@ -18,12 +18,11 @@ import numpy as np
 
 from mechanisms.models.base import Model
 from mechanisms.privacy import charge
-from mechanisms.privacy.charge import Unaccountable
 from mechanisms.privacy.events import PrivacyEvent
 from mechanisms.samplers.requests import within_cap
 from mechanisms.samplers.terms import Terms, party_terms
 
-from .base import BatchRefused, ChargeAsk, DecisionKind, PartyBatch, PlanView, number
+from .base import BatchRefused, ChargeAsk, DecisionKind, PartyBatch, PlanView, number, require_replace_one
 
 #: rejection sampling's bound M_j: each party's own maximum likelihood, or the model's public bound
 BOUNDS = ("data", "public")
@@ -93,12 +92,7 @@ class RejectionKind(DecisionKind):
 
     def events(self, plan: PlanView, ask: ChargeAsk) -> list[PrivacyEvent]:
         model, mode, view, n, name = ask.model, ask.mode, ask.view, ask.n, ask.name
-        neighbours = ask.neighbours
-        if neighbours != "replace-one":
-            raise Unaccountable(
-                f"{name}: this plan is charged at a fixed per-step bound for replace-one neighbours only; "
-                "add-remove accounting needs the penalty with a fixed sd (charged per decision)"
-            )
+        require_replace_one(name, ask.neighbours)
         return charge.rejection_events(plan.settings, plan.lazy, model, mode, view, n, name)
 
     def terms(self, plan: PlanView, batch: PartyBatch) -> Terms:
