@@ -141,8 +141,23 @@ def _convert(value: Any, text_is_number: bool) -> float | str:
     return f"values of type {type(value).__name__} where a number, boolean or date is expected"
 
 
+def _all_floats(values: Sequence[Any], text_is_number: bool) -> F64 | None:
+    """The column as float64 when ``float`` converts every value as :func:`_convert` would (text where the
+    source is text, Python ints and floats anywhere), else None (then each value is looked at on its own).
+    A CSV column of 10,000 cells: one C loop instead of 10,000 calls of ``_convert``."""
+    if not {type(v) for v in values} <= ({str, float, int} if text_is_number else {float, int}):
+        return None  # a text value from SQL, Parquet or SPARQL is a wrong type, never parsed
+    try:
+        return np.fromiter(map(float, values), dtype=np.float64, count=len(values))
+    except (TypeError, ValueError, OverflowError):  # None, Bad, a date, empty or non-numeric text, ...
+        return None
+
+
 def to_float(name: str, values: Sequence[Any], text_is_number: bool) -> tuple[F64, list[Problem]]:
     """One column as float64 and the problems of its values (grouped by reason, each with its rows)."""
+    fast = _all_floats(values, text_is_number)
+    if fast is not None:
+        return fast, []
     out = np.empty(len(values), dtype=np.float64)
     bad: dict[str, npt.NDArray[np.bool_]] = {}
     for i, v in enumerate(values):
