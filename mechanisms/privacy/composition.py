@@ -25,6 +25,7 @@ outputs (fully adaptive composition) only the GDP route stays valid as a filter 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -223,6 +224,16 @@ def compose_events(
     all_gaussian = all(isinstance(k, GaussianEvent) for k in groups)
     if method == "gdp" and not all_gaussian:
         raise ValueError("method='gdp' needs every event to be a GaussianEvent; use 'pld' or 'auto'")
+    return _composed(tuple(groups.items()), discretization, method)
+
+
+# A registry asks its ledger whether a batch fits (the ledger's events and the batch's) and then spends it
+# (the same events): the second composition is the first's. The key is the grouped events themselves (a
+# mechanism and its count); a composition is never modified once made (its PLD is only read).
+@functools.lru_cache(maxsize=16)
+def _composed(items: tuple[tuple[PrivacyEvent, int], ...], discretization: float, method: str) -> Composition:
+    groups = dict(items)
+    all_gaussian = all(isinstance(k, GaussianEvent) for k in groups)
     if method != "pld" and all_gaussian:
         mu = compose_gdp(math.sqrt(n) * k.mu for k, n in groups.items() if isinstance(k, GaussianEvent))
         return Composition("gdp closed form", mu=mu)
