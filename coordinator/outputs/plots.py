@@ -19,6 +19,15 @@ def _png(fig: Any) -> bytes:
 
 
 MAX_PLOTTED = 16
+LEGEND_CHARS = 48
+
+
+def _legend_label(label: str) -> str:
+    """The reference's entry in the legend: its label when short; a long one (a sampled reference's, with its
+    method and diagnostics: ~250 characters) is in summary.txt, and in the legend it overflowed the figure
+    and collapsed the figure's layout."""
+    text = f"reference: {label}"
+    return text if len(text) <= LEGEND_CHARS else "reference (summary.txt says which)"
 
 
 def trace_png(result: RunResult) -> bytes:
@@ -69,7 +78,7 @@ def posterior_png(result: RunResult, summary: pd.DataFrame) -> bytes:
             ax.axvline(float(row[q]), color="C0", lw=0.8, ls="--")
         if result.reference is not None:
             ref = result.reference
-            ax.axvline(float(ref.mean[k]), color="C3", lw=1.5, label=f"reference: {ref.label}")
+            ax.axvline(float(ref.mean[k]), color="C3", lw=1.5, label=_legend_label(ref.label))
             for i in (0, len(QUANTILES) - 1):
                 ax.axvline(float(ref.quantiles[i, k]), color="C3", lw=0.8, ls=":")
         ax.set_title(nm)

@@ -668,3 +668,19 @@ def test_a_run_stopped_before_any_draw_says_so(tmp_path: Path) -> None:
 def test_a_run_stopped_after_its_warm_up_says_so_first() -> None:
     res = make_result(stopped=STOPPED)
     assert format_summary(res).startswith(f"STOPPED EARLY: {STOPPED}\nposterior: 4 chain(s) x 200 draw(s)")
+
+
+def test_a_long_reference_label_keeps_the_posterior_figure_laid_out() -> None:
+    """A sampled reference's label (method and diagnostics, ~250 characters) is summary.txt's, not the
+    legend's: in the legend it overflowed the figure and matplotlib dropped the figure's layout (its
+    warning "constrained_layout not applied"); now the legend names the reference briefly."""
+    from coordinator.outputs.plots import posterior_png
+
+    long = "plain MH on the pooled records (" + "x" * 200 + "), 625 iterations x 16 chains (converged)"
+    flat = make_result().draws.reshape(-1, 2)
+    res = make_result(reference=ReferencePosterior.from_draws(long, flat))
+    summary = summarize(res)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the layout's warning is a UserWarning
+        png = posterior_png(res, summary)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
