@@ -229,8 +229,9 @@ def compose_events(
 
 # A registry asks its ledger whether a batch fits (the ledger's events and the batch's) and then spends it
 # (the same events): the second composition is the first's. The key is the grouped events themselves (a
-# mechanism and its count); a composition is never modified once made (its PLD is only read).
-@functools.lru_cache(maxsize=16)
+# mechanism, equal as the grouping above compares them, and its count); a composition is never modified once
+# made (its PLD is only read). Four kept: a long run's PLD can hold megabytes, and a daemon keeps it.
+@functools.lru_cache(maxsize=4)
 def _composed(items: tuple[tuple[PrivacyEvent, int], ...], discretization: float, method: str) -> Composition:
     groups = dict(items)
     all_gaussian = all(isinstance(k, GaussianEvent) for k in groups)
