@@ -95,7 +95,7 @@ from hss import field as F
 from hss.abort_modes import bits_proof, proof_holds, proof_openings, term_bits
 from hss.authenticated import AbortError, Auth, AuthParty, add, receive_checked
 from hss.fixedpoint import W_CLAMP
-from hss.protocols import Decisions, PartyReport, encode_batch
+from hss.protocols import Decisions, PartyReport, encode_blinded_batch
 from hss.randomness import SecureRandom
 from hss.runtime import Inbox, Machine, PartyGen
 from hss.session import PartyContext, SessionParams
@@ -134,10 +134,7 @@ def blinded_party_abort(
     terms, ``blind`` and ``reveal_rng`` draws), or every honest party aborts. 7 rounds; the arguments as for
     :func:`hss.protocols.blinded_party` (``reveal_rng`` draws e_j, default ``rng``). Needs 1 <= t < m/2."""
     ctx.params.require_honest_majority("reveal mode 'blinded' with security 'abort'")
-    x, pub, report = encode_batch(ctx, values, public)
-    w, _ = ctx.params.fmt.encode_blind(blind)
-    if w.shape[:-1] != x.shape:
-        raise ValueError(f"blinding shares have shape {w.shape[:-1]}, values {x.shape}")
+    x, pub, w, report = encode_blinded_batch(ctx, values, public, blind)
     _, _, e_bits = blinded_bit_widths(ctx.params)
     e_own = (rng if reveal_rng is None else reveal_rng).bounded((x.shape[0],), e_bits)  # as hss.protocols
     gen = _blinded_gen(ctx, dealt_bits(ctx.params, x, w, e_own), pub, step, rng, report)

@@ -179,10 +179,7 @@ def blinded_party(
     the same at every party, the revealed value is the same in any session. Needs 1 <= t < m/2.
     """
     ctx.params.require_honest_majority("reveal mode 'blinded'")
-    x, pub, report = encode_batch(ctx, values, public)
-    w, _ = ctx.params.fmt.encode_blind(blind)
-    if w.shape[:-1] != x.shape:
-        raise ValueError(f"blinding shares have shape {w.shape[:-1]}, values {x.shape}")
+    x, pub, w, report = encode_blinded_batch(ctx, values, public, blind)
     gen = _blinded_gen(ctx, x, pub, w, step, rng, report, rng if reveal_rng is None else reveal_rng)
     return Machine(ctx.party, gen, "decide[blinded]")
 
@@ -255,6 +252,18 @@ def encode_batch(
             f"+-2^{fmt.term_int_bits}: refuse rather than change the decision"
         )
     return x, pub, PartyReport(clamped=clamped)
+
+
+def encode_blinded_batch(
+    ctx: PartyContext, values: npt.ArrayLike, public: npt.ArrayLike | None, blind: npt.ArrayLike
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], F.FieldArray, PartyReport]:
+    """:func:`encode_batch` and this party's blinding shares W_j in the session's blind format (two words
+    each), one per term (ValueError otherwise): the inputs of ``blinded`` under either security."""
+    x, pub, report = encode_batch(ctx, values, public)
+    w, _ = ctx.params.fmt.encode_blind(blind)
+    if w.shape[:-1] != x.shape:
+        raise ValueError(f"blinding shares have shape {w.shape[:-1]}, values {x.shape}")
+    return x, pub, w, report
 
 
 def sum_receiver(params: SessionParams, inbox: Inbox, n: int) -> Decisions:
