@@ -19,15 +19,21 @@ def _png(fig: Any) -> bytes:
 
 
 MAX_PLOTTED = 16
-LEGEND_CHARS = 48
+LEGEND_CHARS = 60  # at the legend's 7 points, what fits in the narrowest panel (one parameter: 4 inches)
 
 
 def _legend_label(label: str) -> str:
-    """The reference's entry in the legend: its label when short; a long one (a sampled reference's, with its
-    method and diagnostics: ~250 characters) is in summary.txt, and in the legend it overflowed the figure
-    and collapsed the figure's layout."""
+    """The reference's entry in the legend: its label when it fits; a longer one (a sampled reference's, with
+    its method and diagnostics: ~250 characters, which overflowed the figure and collapsed its layout) says
+    only whether it converged, the whole label being in summary.txt."""
     text = f"reference: {label}"
-    return text if len(text) <= LEGEND_CHARS else "reference (summary.txt says which)"
+    if len(text) <= LEGEND_CHARS:
+        return text
+    if "NOT converged" in label:
+        return "reference, NOT converged (summary.txt)"
+    if "converged" in label:
+        return "converged reference (summary.txt)"
+    return "reference (summary.txt)"
 
 
 def trace_png(result: RunResult) -> bytes:
@@ -65,7 +71,8 @@ def posterior_png(result: RunResult, summary: pd.DataFrame) -> bytes:
     names = result.param_names[:MAX_PLOTTED]
     ncol = min(3, len(names))
     nrow = -(-len(names) // ncol)
-    fig = Figure(figsize=(4.0 * ncol, 3.0 * nrow + 0.4), layout="constrained")
+    # at least 6.5 inches wide: the title is one line of ~50 characters, wider than one 4-inch panel
+    fig = Figure(figsize=(max(4.0 * ncol, 6.5), 3.0 * nrow + 0.4), layout="constrained")
     axes = fig.subplots(nrow, ncol, squeeze=False)
     qlo, qhi = qcol(QUANTILES[0]), qcol(QUANTILES[-1])
     for k, nm in enumerate(names):
