@@ -252,15 +252,17 @@ def test_planned_run_charged_per_run_spends_what_the_plan_predicts(tmp_path: Pat
     """Registries charging per run at the worst record ([budget] per_run = "worst-record") and a plan priced
     the same way ([privacy] per_run): the plan buys more decisions than the per-decision plan of the same
     target from the same DP approximation, the run is not stopped, every registry's ledger charges the
-    decisions per run and stays within its budget, and that charge is within 25 % of the plan's prediction
-    at the run's length. The prediction is the registries' own charge of runs simulated on the DP
-    approximation, priced at their largest and mean + 2 sd; the real run's posterior sits at the
-    approximation's realised error (here 1.3 of its sds, where the DP noise explains 0.8) with its own
-    covariance, so the plan is a prediction of about the real run's mean, not a bound on it: this run
-    replayed in memory over 6 secret-noise seeds charged 0.95-1.06 of the plan (mu^2 6.86 +- 0.27 against
-    6.93), the plan's simulated runs at the real posterior's mode and covariance 6.89 +- 0.27 (issue 35
-    item 2; docs/PRIVACY_UTILITY.md, "Why the per-run plan and the ledgers differ"); the whole test, 12
-    runs on 2026-11-30: 0.60-0.97 of the plan (the bound below says why it is one-sided at 1.25)."""
+    decisions per run and stays within its budget, and that charge is at most 25 % above the plan's prediction
+    at the run's length and at least half of it. The prediction is the registries' own charge of runs
+    simulated on the DP approximation, priced at their largest and mean + 2 sd; the real run's posterior sits
+    at the approximation's realised error (here 1.3 of its sds, where the DP noise explains 0.8) with its own
+    covariance, so the plan is a prediction of about the real run's mean, not a bound on it: this run replayed
+    in memory over 6 secret-noise seeds charged 0.95-1.06 of the plan (mu^2 6.86 +- 0.27 against 6.93), the
+    plan's simulated runs at the real posterior's mode and covariance 6.89 +- 0.27 (issue 35 item 2;
+    docs/PRIVACY_UTILITY.md, "Why the per-run plan and the ledgers differ"). The whole test over the daemons,
+    12 runs on 2026-11-30, charged 0.60-0.97 of the plan, mean 0.84: below the replays, so the plan now
+    over-predicts the real run (a utility question, noted on issue 38; the comment at the bound says why the
+    bound is asymmetric)."""
     import dataclasses
 
     from coordinator import planner
@@ -299,10 +301,11 @@ def test_planned_run_charged_per_run_spends_what_the_plan_predicts(tmp_path: Pat
         charged = sum(int(e.get("count", 1)) * float(e["mu"]) ** 2 for e in runs)
         # at most 25 % above the plan (the side the registries' budgets depend on: a plan that under-predicts
         # buys a run its ledgers stop) and not below half of it. Measured 2026-11-30 over 12 runs of this
-        # test (each with its own secret DP noise in the warm start): charged / predicted 0.77-0.97, mean
-        # 0.86 (sd 0.06), and once 0.60 (4.17 against 6.94: the refit narrowed the frozen proposal on a few
-        # dozen distinct states, as the unshrunk refit once did at 4.76); the earlier lower bound of 0.75
-        # failed one run in twelve. The plan over-predicts by ~14 % on average since issue 35's shrunk refit.
+        # test (each with its own secret DP noise in the warm start): charged / predicted 0.60-0.97, mean
+        # 0.84 (sd 0.10; without the 0.60: 0.77-0.97, mean 0.86, sd 0.06). The 0.60 (4.17 against 6.94) is
+        # the narrow frozen proposal the unshrunk refit once gave (4.76): the shrunk refit makes it rarer,
+        # not impossible. The earlier lower bound of 0.75 failed that run; 0.5 is a guess below it, not a
+        # quantile (the noise is secret, so a failure rate cannot be pinned down from 12 runs).
         assert 0.5 * predicted <= charged <= 1.25 * predicted, (charged, predicted)
 
 
