@@ -121,7 +121,10 @@ def _convert(value: Any, text_is_number: bool) -> float | str:
     if isinstance(value, bool | np.bool_):
         return 1.0 if value else 0.0
     if isinstance(value, int | float | Decimal | np.integer | np.floating):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer of 309 digits or more (SQL NUMERIC, a SPARQL xsd:integer)
+            return "numbers too large for a float64 (beyond 1.8e308)"
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
             value = value.astimezone(dt.UTC).replace(tzinfo=None)

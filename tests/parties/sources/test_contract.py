@@ -190,3 +190,14 @@ def test_undeclared_label_refused_with_its_row(servers: dict[str, object], kind:
     assert f"{what} in row 9" in str(ei.value)
     assert ei.value.rows == [(9, [what])]
     assert "zz-secret" not in str(ei.value) and "zz-secret" not in repr(ei.value.rows)
+
+
+def test_an_integer_too_large_for_a_float_is_a_problem_of_its_rows() -> None:
+    """A source's integer of 400 digits (an SQL NUMERIC, a SPARQL xsd:integer) is refused as a problem of its
+    column and row, like any other value that is not a number, not an OverflowError out of the daemon."""
+    from parties.sources.base import RawTable, check_records
+
+    raw = RawTable(("x",), {"x": [1, 10**400, 3]}, 3)
+    with pytest.raises(DataProblems) as info:
+        check_records(raw, None, "data.query", "party-1")
+    assert "column 'x': numbers too large for a float64 (beyond 1.8e308) in row 2" in str(info.value)
