@@ -107,7 +107,8 @@ class Window:
 
 
 # --------------------------------------------------------------------------- grpc common
-GRPC_OPTS = [("grpc.max_receive_message_length", 16 << 20)]
+# the server certificate names "localhost" (gencerts.py): the channel expects it, as a daemon names its peer
+GRPC_OPTS = [("grpc.max_receive_message_length", 16 << 20), ("grpc.ssl_target_name_override", "localhost")]
 
 
 def grpc_server_creds(grpc):

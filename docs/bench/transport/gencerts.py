@@ -1,86 +1,23 @@
-"""Generate a throwaway CA + server/client certs (ECDSA P-256) in ./certs."""
+"""A throwaway CA and two leaves in ./certs, made by the project's own certificate code (coordinator.certs:
+ECDSA P-256, the leaves the daemons use): server.pem/.key for the identity ``localhost``, client.pem/.key
+for ``bench-client``. The clients name ``localhost`` as the server they expect (bench.py), as daemons name
+their peers."""
 
-import datetime
-import ipaddress
-import os
+from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "certs")
-os.makedirs(OUT, exist_ok=True)
-now = datetime.datetime.now(datetime.UTC)
+from coordinator.certs import make_ca, make_leaf
 
-
-def name(cn):
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
-def write(fn, data):
-    with open(os.path.join(OUT, fn), "wb") as f:
-        f.write(data)
-
-
-def key_pem(k):
-    return k.private_bytes(
+OUT = Path(__file__).resolve().parent / "certs"
+OUT.mkdir(exist_ok=True)
+ca_key, ca_cert = make_ca("bench CA")
+(OUT / "ca.pem").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+for role, identity in (("server", "localhost"), ("client", "bench-client")):
+    key, cert = make_leaf(identity, ca_key, ca_cert)
+    (OUT / f"{role}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-
-
-ca_key = ec.generate_private_key(ec.SECP256R1())
-ca_cert = (
-    x509.CertificateBuilder()
-    .subject_name(name("bench-ca"))
-    .issuer_name(name("bench-ca"))
-    .public_key(ca_key.public_key())
-    .serial_number(x509.random_serial_number())
-    .not_valid_before(now - datetime.timedelta(days=1))
-    .not_valid_after(now + datetime.timedelta(days=30))
-    .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-    .add_extension(
-        x509.KeyUsage(
-            digital_signature=True,
-            key_cert_sign=True,
-            crl_sign=True,
-            content_commitment=False,
-            key_encipherment=False,
-            data_encipherment=False,
-            key_agreement=False,
-            encipher_only=False,
-            decipher_only=False,
-        ),
-        critical=True,
-    )
-    .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-    .sign(ca_key, hashes.SHA256())
-)
-write("ca.pem", ca_cert.public_bytes(serialization.Encoding.PEM))
-
-for role, eku in (("server", ExtendedKeyUsageOID.SERVER_AUTH), ("client", ExtendedKeyUsageOID.CLIENT_AUTH)):
-    k = ec.generate_private_key(ec.SECP256R1())
-    c = (
-        x509.CertificateBuilder()
-        .subject_name(name(f"bench-{role}"))
-        .issuer_name(ca_cert.subject)
-        .public_key(k.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=30))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([eku]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    write(f"{role}.pem", c.public_bytes(serialization.Encoding.PEM))
-    write(f"{role}.key", key_pem(k))
+    (OUT / f"{role}.key").write_bytes(pem)
 print("certs written to", OUT)
