@@ -220,11 +220,7 @@ def compose_events(
     """
     if method not in ("auto", "gdp", "pld"):
         raise ValueError(f"method must be 'auto', 'gdp' or 'pld', got {method!r}")
-    groups = _grouped(events)
-    all_gaussian = all(isinstance(k, GaussianEvent) for k in groups)
-    if method == "gdp" and not all_gaussian:
-        raise ValueError("method='gdp' needs every event to be a GaussianEvent; use 'pld' or 'auto'")
-    return _composed(tuple(groups.items()), discretization, method)
+    return _composed(tuple(_grouped(events).items()), discretization, method)
 
 
 # A registry asks its ledger whether a batch fits (the ledger's events and the batch's) and then spends it
@@ -235,6 +231,8 @@ def compose_events(
 def _composed(items: tuple[tuple[PrivacyEvent, int], ...], discretization: float, method: str) -> Composition:
     groups = dict(items)
     all_gaussian = all(isinstance(k, GaussianEvent) for k in groups)
+    if method == "gdp" and not all_gaussian:  # raised, never cached
+        raise ValueError("method='gdp' needs every event to be a GaussianEvent; use 'pld' or 'auto'")
     if method != "pld" and all_gaussian:
         mu = compose_gdp(math.sqrt(n) * k.mu for k, n in groups.items() if isinstance(k, GaussianEvent))
         return Composition("gdp closed form", mu=mu)
